@@ -1,0 +1,42 @@
+"""postdp: publish differentially private counts and know what the noise and its
+post-processing do to them and to the decisions made from them.
+
+Examples
+--------
+>>> import postdp
+>>> df = postdp.data.load_county_populations()
+>>> h = postdp.Hierarchy.from_frame(df, id="id", parent="parent", count="count")
+>>> noisy = postdp.Geometric(epsilon=1.0).sample(h.counts, rng=0, size=10)
+>>> noisy.shape
+(10, 3195)
+"""
+
+from postdp import data, errors
+from postdp.hierarchy import Hierarchy, NoisyCounts, add_noise
+from postdp.mechanisms import (
+    Budget,
+    DiscreteGaussian,
+    DoubleGeometric,
+    Gaussian,
+    Geometric,
+    Laplace,
+    Mechanism,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Budget",
+    "DiscreteGaussian",
+    "DoubleGeometric",
+    "Gaussian",
+    "Geometric",
+    "Hierarchy",
+    "Laplace",
+    "Mechanism",
+    "NoisyCounts",
+    "__version__",
+    "add_noise",
+    "data",
+    "errors",
+]

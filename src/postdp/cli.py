@@ -1,0 +1,245 @@
+"""The ``postdp`` command line.
+
+Handlers only parse options, call the library and write files; the algorithms live in the
+library. A rejected input (any :class:`postdp.errors.PostdpError`, a missing file or a
+missing optional dependency) prints one line to stderr and exits with status 2; ``--debug``
+shows the traceback instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from postdp import __version__
+from postdp.data import load_county_populations
+from postdp.errors import PostdpError, ValidationError
+from postdp.hierarchy import Hierarchy, add_noise
+from postdp.mechanisms import DiscreteGaussian, Gaussian, Geometric, Laplace, NoiseMechanism
+
+_PURE = {"geometric": Geometric, "laplace": Laplace}
+_ZCDP = {"gaussian": Gaussian, "discrete-gaussian": DiscreteGaussian}
+
+
+def _values(option: str, text: str) -> list[float]:
+    try:
+        return [float(part) for part in text.split(",")]
+    except ValueError:
+        raise ValidationError(
+            f"`{option}` must be a number or comma-separated numbers, one per level; got {text!r}"
+        ) from None
+
+
+def _mechanisms(args: argparse.Namespace, n_levels: int) -> list[NoiseMechanism]:
+    name = args.mechanism
+    if name in _PURE:
+        if args.rho is not None:
+            raise ValidationError(f"`--rho` applies to the Gaussian mechanisms, not to {name!r}")
+        option, text = "--epsilon", args.epsilon or "1"
+    else:
+        if args.epsilon is not None:
+            raise ValidationError(f"`--epsilon` applies to geometric and laplace, not to {name!r}")
+        option, text = "--rho", args.rho or "0.5"
+    params = _values(option, text)
+    if len(params) == 1:
+        params *= n_levels
+    if len(params) != n_levels:
+        raise ValidationError(
+            f"`{option}` needs one value or one per level, root first ({n_levels}); "
+            f"got {len(params)}: {text!r}"
+        )
+    sensitivity = args.sensitivity
+    if name in _PURE:
+        return [_PURE[name](epsilon=p, sensitivity=sensitivity) for p in params]
+    return [_ZCDP[name](rho=p, sensitivity=sensitivity) for p in params]
+
+
+def _read_table(args: argparse.Namespace) -> tuple[pd.DataFrame, list[str]]:
+    if args.input is None:
+        table = load_county_populations()
+        keep = ["name", "level"] if args.keep is None else args.keep
+    else:
+        path = Path(args.input)
+        if not path.is_file():
+            raise FileNotFoundError(f"`--input` file not found: {str(path)!r}")
+        table = pd.read_csv(path, dtype={args.id: str, args.parent: str})
+        keep = [] if args.keep is None else args.keep
+    missing = [c for c in keep if c not in table.columns]
+    if missing:
+        raise ValidationError(
+            f"`--keep` names columns not in the table: {', '.join(missing)}; "
+            f"its columns are: {', '.join(map(str, table.columns))}"
+        )
+    if args.count in keep:
+        raise ValidationError(f"`--keep` must not copy the true counts (column {args.count!r})")
+    return table, keep
+
+
+def _level_labels(table: pd.DataFrame, h: Hierarchy) -> list[str]:
+    labels = [f"level {d}" for d in range(h.n_levels)]
+    if "level" in table.columns:
+        for d, nodes in enumerate(h.levels):
+            names = table["level"].iloc[nodes].astype(str).unique()
+            if len(names) == 1:
+                labels[d] = names[0]
+    return labels
+
+
+def _cmd_release(args: argparse.Namespace) -> int:
+    table, keep = _read_table(args)
+    h = Hierarchy.from_frame(table, id=args.id, parent=args.parent, count=args.count)
+    mechanisms = _mechanisms(args, h.n_levels)
+    secure = args.seed is None
+    if not secure:
+        print(
+            "postdp: warning: --seed draws the noise on the study path (numpy), which is "
+            "reproducible but NOT safe for publishing; omit --seed for a secure release",
+            file=sys.stderr,
+        )
+    result = add_noise(h, mechanisms, secure=secure, rng=args.seed)
+    frame = result.to_frame(include_truth=args.audit)
+    for position, column in enumerate(keep, start=2):
+        frame.insert(position, column, table[column].to_numpy())
+    output = Path(args.output)
+    frame.to_csv(output, index=False)
+
+    labels = _level_labels(table, h)
+    costs = [m.privacy_cost() for m in mechanisms]
+    parts = " + ".join(
+        f"{label} {c.epsilon if c.rho == 0 else c.rho:g}"
+        for label, c in zip(labels, costs, strict=True)
+    )
+    path_name = "secure OpenDP release path" if secure else "study path, seed " + str(args.seed)
+    print(f"released {h.n} noisy counts ({args.mechanism}, {path_name}) to {output}")
+    if args.audit:
+        print("note: --audit wrote the true counts too (column true_count): do not publish it")
+    print(f"privacy budget spent: {result.budget}")
+    print(f"  sequential composition over {h.n_levels} levels: {parts}")
+    if result.budget.rho > 0:
+        eps = result.budget.to_approx_dp(args.delta)
+        print(f"  as (epsilon, delta)-DP: epsilon = {eps:.6g} at delta = {args.delta:g}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``postdp`` command (exposed for tests and docs)."""
+    parser = argparse.ArgumentParser(
+        prog="postdp",
+        description="Publish differentially private counts over a hierarchy and audit them.",
+    )
+    parser.add_argument("--version", action="version", version=f"postdp {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    release = commands.add_parser(
+        "release",
+        help="add DP noise to a hierarchical count table and write the noisy table",
+        description=(
+            "Add differentially private noise to every count of a hierarchy (the bundled 2010 "
+            "county populations by default, or a CSV with id/parent/count columns), one "
+            "mechanism per level, and write the noisy table as CSV. The true counts are not "
+            "written unless --audit is given. Without --seed the noise comes from OpenDP's "
+            "exact, cryptographically seeded samplers (needs the 'release' extra)."
+        ),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    release.add_argument(
+        "--input",
+        metavar="CSV",
+        help="count table (default: bundled 2010 Census nation > state > county populations)",
+    )
+    release.add_argument("--id", default="id", metavar="COL", help="column of node ids")
+    release.add_argument(
+        "--parent",
+        default="parent",
+        metavar="COL",
+        help="column of parent ids (empty for the root)",
+    )
+    release.add_argument("--count", default="count", metavar="COL", help="column of true counts")
+    release.add_argument(
+        "--keep",
+        type=lambda s: [c for c in s.split(",") if c],
+        metavar="COLS",
+        help="comma-separated columns to copy into the output (default: "
+        "name,level for the bundled data, none for --input)",
+    )
+    release.add_argument(
+        "--mechanism", default="geometric", choices=[*_PURE, *_ZCDP], help="noise mechanism"
+    )
+    release.add_argument(
+        "--epsilon",
+        metavar="E[,E...]",
+        help="epsilon of geometric/laplace: "
+        "one value for every level or one per level, root first (default 1)",
+    )
+    release.add_argument(
+        "--rho",
+        metavar="R[,R...]",
+        help="rho of the Gaussian mechanisms: one value or one per level, root first (default 0.5)",
+    )
+    release.add_argument(
+        "--sensitivity",
+        type=float,
+        default=1.0,
+        help="sensitivity of each count (an integer for integer mechanisms)",
+    )
+    release.add_argument(
+        "--delta",
+        type=float,
+        default=1e-10,
+        help="delta at which a zCDP budget is also reported as (epsilon, delta)",
+    )
+    release.add_argument(
+        "--seed",
+        type=int,
+        help="draw on the reproducible study path with this seed (not safe for publishing)",
+    )
+    release.add_argument(
+        "--output",
+        "-o",
+        default="release.csv",
+        metavar="CSV",
+        help="where to write the noisy table",
+    )
+    release.add_argument(
+        "--audit",
+        action="store_true",
+        help="also write the true counts (for auditing, never for publishing)",
+    )
+    release.set_defaults(func=_cmd_release)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``postdp`` command line; return the exit status.
+
+    Parameters
+    ----------
+    argv : sequence of str, optional
+        Arguments without the program name (default: ``sys.argv[1:]``).
+
+    Returns
+    -------
+    int
+        0 on success, 2 on a rejected input.
+    """
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        status: int = args.func(args)
+    except (
+        PostdpError,
+        FileNotFoundError,
+        ImportError,
+        pd.errors.ParserError,
+        pd.errors.EmptyDataError,
+    ) as exc:
+        if args.debug:
+            raise
+        print(f"postdp: error: {exc}", file=sys.stderr)
+        return 2
+    return status

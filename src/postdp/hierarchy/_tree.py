@@ -1,0 +1,358 @@
+"""The :class:`Hierarchy`: nodes, their parents and (optionally) their true counts."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from postdp import _validation
+from postdp._typing import ArrayLike, IntArray, NumArray
+from postdp.errors import HierarchyError, ValidationError
+
+__all__ = ["Hierarchy"]
+
+_SHOW = 5  # how many offending ids an error message lists
+
+
+def _listing(ids: Sequence[Any] | npt.NDArray[Any]) -> str:
+    shown = ", ".join(repr(str(i)) for i in ids[:_SHOW])
+    return shown + (f" (and {len(ids) - _SHOW} more)" if len(ids) > _SHOW else "")
+
+
+def _keys(values: pd.Series[Any], column: str) -> npt.NDArray[np.object_]:
+    """Ids as strings; whole floats (ints read next to missing values) lose their '.0'."""
+    if pd.api.types.is_float_dtype(values.dtype):
+        present = values.dropna()
+        if (present != np.round(present)).any():
+            raise ValidationError(f"column `{column}` holds non-integer numeric ids")
+        return np.array([None if pd.isna(v) else str(int(v)) for v in values], dtype=object)
+    return np.array(
+        [None if (pd.isna(v) or str(v).strip() == "") else str(v).strip() for v in values],
+        dtype=object,
+    )
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Hierarchy:
+    """A rooted tree of geographic units (nation > states > counties > ...).
+
+    Build it with :meth:`from_frame` or :meth:`from_parents`; both validate the tree (one
+    root, no cycles, no orphans, no duplicate ids) and, when true counts are given, that they
+    are finite, nonnegative and that every parent equals the sum of its children.
+
+    Parameters
+    ----------
+    ids : array_like of str, shape (n,)
+        Node ids, unique.
+    parent : array_like of int, shape (n,)
+        Index (into ``ids``) of each node's parent; -1 for the root.
+    counts : array_like, shape (n,), optional
+        True counts, in the order of ``ids``.
+
+    Attributes
+    ----------
+    n : int
+        Number of nodes.
+    depth : ndarray of int, shape (n,)
+        Distance from the root (0 for the root).
+    levels : tuple of ndarray
+        ``levels[d]`` holds the indices of the nodes at depth ``d``.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from postdp import Hierarchy
+    >>> df = pd.DataFrame({"id": ["T", "a", "b"], "parent": [None, "T", "T"],
+    ...                    "count": [5, 2, 3]})
+    >>> h = Hierarchy.from_frame(df, id="id", parent="parent", count="count")
+    >>> h.n, h.n_levels, h.counts.tolist()
+    (3, 2, [5, 2, 3])
+    """
+
+    ids: npt.NDArray[np.object_]
+    parent: IntArray
+    counts: NumArray | None = None
+    depth: IntArray = field(init=False, repr=False)
+    levels: tuple[IntArray, ...] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        ids = np.asarray(self.ids, dtype=object)
+        parent = np.asarray(self.parent)
+        if ids.ndim != 1 or parent.shape != ids.shape:
+            raise ValidationError(
+                f"`ids` and `parent` must be 1-d of one length; got shapes {ids.shape} and "
+                f"{parent.shape}"
+            )
+        if not np.issubdtype(parent.dtype, np.integer):
+            raise TypeError(f"`parent` must hold integer indices; got dtype {parent.dtype}")
+        parent = parent.astype(np.int64)
+        object.__setattr__(self, "ids", ids)
+        object.__setattr__(self, "parent", parent)
+        n = ids.size
+        if n == 0:
+            raise HierarchyError("a hierarchy needs at least one node; got an empty table")
+        _check_unique(ids)
+        if ((parent < -1) | (parent >= n)).any():
+            raise HierarchyError(f"`parent` holds indices outside [-1, {n}); got {parent!r}")
+        roots = np.flatnonzero(parent == -1)
+        if roots.size != 1:
+            if roots.size == 0:
+                raise HierarchyError("the hierarchy has no root (every node has a parent)")
+            raise HierarchyError(
+                f"the hierarchy must have one root; got {roots.size}: {_listing(ids[roots])}"
+            )
+        depth = _depths(parent, int(roots[0]))
+        unreached = np.flatnonzero(depth < 0)
+        if unreached.size:
+            raise HierarchyError(
+                f"nodes in a cycle (not reachable from root {ids[roots[0]]!r}): "
+                f"{_listing(ids[unreached])}"
+            )
+        object.__setattr__(self, "depth", depth)
+        order = np.argsort(depth, kind="stable")
+        bounds = np.searchsorted(depth[order], np.arange(int(depth.max()) + 2))
+        object.__setattr__(
+            self,
+            "levels",
+            tuple(order[bounds[d] : bounds[d + 1]] for d in range(int(depth.max()) + 1)),
+        )
+        if self.counts is not None:
+            object.__setattr__(self, "counts", _check_counts(self.counts, ids, parent))
+
+    # -- builders -------------------------------------------------------------------------
+    @classmethod
+    def from_parents(
+        cls, ids: ArrayLike, parents: ArrayLike, counts: ArrayLike | None = None
+    ) -> Hierarchy:
+        """Build a hierarchy from node ids and their parents' ids.
+
+        Parameters
+        ----------
+        ids : array_like of str, shape (n,)
+        parents : array_like, shape (n,)
+            Each node's parent id; None, NaN or "" for the root.
+        counts : array_like, shape (n,), optional
+            True counts.
+
+        Returns
+        -------
+        Hierarchy
+
+        Raises
+        ------
+        HierarchyError
+            For duplicate ids, a parent id that is not a node (orphan), no root or several,
+            a cycle, or counts that are negative or do not add up.
+
+        Examples
+        --------
+        >>> h = Hierarchy.from_parents(["US", "01", "02"], [None, "US", "US"], [3, 1, 2])
+        >>> h.parent.tolist()
+        [-1, 0, 0]
+        """
+        frame = pd.DataFrame(
+            {
+                "id": list(np.asarray(ids, dtype=object)),
+                "parent": list(np.asarray(parents, dtype=object)),
+            }
+        )
+        if counts is not None:
+            values = _validation.real_array("counts", counts)
+            if values.shape != (len(frame),):
+                raise ValidationError(
+                    f"`counts` must have shape ({len(frame)},) like `ids`; got {values.shape}"
+                )
+            frame["count"] = values
+        return cls.from_frame(
+            frame, id="id", parent="parent", count=None if counts is None else "count"
+        )
+
+    @classmethod
+    def from_frame(
+        cls,
+        df: pd.DataFrame,
+        *,
+        id: str = "id",
+        parent: str = "parent",
+        count: str | None = "count",
+    ) -> Hierarchy:
+        """Build a hierarchy from a table with one row per node.
+
+        Parameters
+        ----------
+        df : pandas.DataFrame
+        id : str, default "id"
+            Column of node ids (read as strings, so FIPS codes keep leading zeros).
+        parent : str, default "parent"
+            Column of parent ids; missing or empty for the root.
+        count : str or None, default "count"
+            Column of true counts; None for a hierarchy without counts.
+
+        Returns
+        -------
+        Hierarchy
+
+        Raises
+        ------
+        ValidationError
+            If a named column is missing.
+        HierarchyError
+            If the table is not a valid hierarchy (see the class docstring).
+
+        Examples
+        --------
+        >>> from postdp.data import load_county_populations
+        >>> h = Hierarchy.from_frame(load_county_populations(), count="count")
+        >>> h.n, [lvl.size for lvl in h.levels]
+        (3195, [1, 51, 3143])
+        """
+        if not isinstance(df, pd.DataFrame):
+            raise TypeError(f"`df` must be a pandas DataFrame; got {type(df).__name__}")
+        for role, column in (("id", id), ("parent", parent), ("count", count)):
+            if column is not None and column not in df.columns:
+                raise ValidationError(
+                    f"column {column!r} (given as `{role}`) is not in the table; "
+                    f"its columns are: {', '.join(map(str, df.columns))}"
+                )
+        ids = _keys(df[id], id)
+        if any(i is None for i in ids):
+            rows = [int(r) for r in np.flatnonzero([i is None for i in ids])]
+            raise HierarchyError(f"column {id!r} has missing ids at rows {rows[:_SHOW]}")
+        parents = _keys(df[parent], parent)
+        _check_unique(ids)
+        index = {key: i for i, key in enumerate(ids)}
+        orphans = [p for p in parents if p is not None and p not in index]
+        if orphans:
+            raise HierarchyError(f"parent ids that are not nodes (orphans): {_listing(orphans)}")
+        parent_index = np.array([-1 if p is None else index[p] for p in parents], dtype=np.int64)
+        counts = None if count is None else df[count].to_numpy()
+        if counts is not None and counts.dtype == object:
+            counts = pd.to_numeric(df[count], errors="coerce").to_numpy()
+            if np.isnan(counts).any():
+                bad = df[count][np.isnan(counts)].iloc[0]
+                raise ValidationError(f"column {count!r} holds a non-numeric count: {bad!r}")
+        return cls(ids=ids, parent=parent_index, counts=counts)
+
+    # -- derived --------------------------------------------------------------------------
+    @property
+    def n(self) -> int:
+        """Number of nodes."""
+        return int(self.ids.size)
+
+    @property
+    def n_levels(self) -> int:
+        """Number of levels (depth of the deepest node + 1)."""
+        return len(self.levels)
+
+    @property
+    def root(self) -> int:
+        """Index of the root."""
+        return int(self.levels[0][0])
+
+    @property
+    def is_leaf(self) -> npt.NDArray[np.bool_]:
+        """Boolean mask of the nodes without children."""
+        has_child = np.zeros(self.n, dtype=bool)
+        has_child[self.parent[self.parent >= 0]] = True
+        return ~has_child
+
+    def index(self, ids: str | Sequence[str]) -> IntArray:
+        """Positions of the given ids.
+
+        Parameters
+        ----------
+        ids : str or sequence of str
+
+        Returns
+        -------
+        ndarray of int
+
+        Examples
+        --------
+        >>> Hierarchy.from_parents(["T", "a"], [None, "T"]).index(["a"]).tolist()
+        [1]
+        """
+        wanted = [ids] if isinstance(ids, str) else list(ids)
+        lookup = {key: i for i, key in enumerate(self.ids)}
+        unknown = [w for w in wanted if w not in lookup]
+        if unknown:
+            raise ValidationError(f"unknown node ids: {_listing(unknown)}")
+        return np.array([lookup[w] for w in wanted], dtype=np.int64)
+
+    def to_frame(self) -> pd.DataFrame:
+        """The hierarchy as a table: id, parent, depth and (if known) count.
+
+        Returns
+        -------
+        pandas.DataFrame
+
+        Examples
+        --------
+        >>> Hierarchy.from_parents(["T", "a"], [None, "T"], [1, 1]).to_frame()
+          id parent  depth  count
+        0  T   None      0      1
+        1  a      T      1      1
+        """
+        parents = [None if p < 0 else self.ids[p] for p in self.parent]
+        frame = pd.DataFrame(
+            {"id": list(self.ids), "parent": pd.Series(parents, dtype=object), "depth": self.depth}
+        )
+        if self.counts is not None:
+            frame["count"] = self.counts
+        return frame
+
+
+def _check_unique(ids: npt.NDArray[np.object_]) -> None:
+    values, counts = np.unique(ids.astype(str), return_counts=True)
+    if (counts > 1).any():
+        raise HierarchyError(f"duplicate ids: {_listing(list(values[counts > 1]))}")
+
+
+def _depths(parent: IntArray, root: int) -> IntArray:
+    """Depth of every node by breadth-first search from the root; -1 where unreachable."""
+    n = parent.size
+    order = np.argsort(parent, kind="stable")
+    starts = np.searchsorted(parent[order], np.arange(n + 1))
+    depth = np.full(n, -1, dtype=np.int64)
+    frontier = np.array([root], dtype=np.int64)
+    d = 0
+    while frontier.size:
+        depth[frontier] = d
+        lo, hi = starts[frontier], starts[frontier + 1]
+        sizes = hi - lo
+        if not sizes.sum():
+            break
+        offsets = np.repeat(lo - np.cumsum(sizes) + sizes, sizes) + np.arange(sizes.sum())
+        frontier = order[offsets]
+        d += 1
+    return depth
+
+
+def _check_counts(counts: ArrayLike, ids: npt.NDArray[np.object_], parent: IntArray) -> NumArray:
+    values = _validation.real_array("counts", counts)
+    if values.shape != ids.shape:
+        raise ValidationError(f"`counts` must have shape {ids.shape}; got {values.shape}")
+    negative = np.flatnonzero(values < 0)
+    if negative.size:
+        raise HierarchyError(
+            f"counts must be nonnegative; negative at {_listing(ids[negative])} "
+            f"(first value {values[negative[0]].item()!r})"
+        )
+    child = np.flatnonzero(parent >= 0)
+    sums = np.bincount(parent[child], weights=values[child].astype(np.float64), minlength=ids.size)
+    internal = np.bincount(parent[child], minlength=ids.size) > 0
+    tol = 0.0 if values.dtype == np.int64 else 1e-9 * np.maximum(1.0, np.abs(values))
+    bad = np.flatnonzero(internal & (np.abs(sums - values) > tol))
+    if bad.size:
+        first = bad[0]
+        raise HierarchyError(
+            "every parent must equal the sum of its children; they differ at "
+            f"{_listing(ids[bad])} (e.g. {ids[first]!r} has {values[first].item()!r}, its "
+            f"children sum to {sums[first].item()!r})"
+        )
+    return values

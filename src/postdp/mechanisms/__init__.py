@@ -1,0 +1,19 @@
+"""Noise mechanisms: their samplers (study and release paths), exact laws and privacy costs."""
+
+from postdp.mechanisms._base import Mechanism, NoiseMechanism
+from postdp.mechanisms.budget import Budget
+from postdp.mechanisms.discrete_gaussian import DiscreteGaussian
+from postdp.mechanisms.gaussian import Gaussian
+from postdp.mechanisms.geometric import DoubleGeometric, Geometric
+from postdp.mechanisms.laplace import Laplace
+
+__all__ = [
+    "Budget",
+    "DiscreteGaussian",
+    "DoubleGeometric",
+    "Gaussian",
+    "Geometric",
+    "Laplace",
+    "Mechanism",
+    "NoiseMechanism",
+]

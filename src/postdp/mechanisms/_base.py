@@ -1,0 +1,209 @@
+"""What every additive noise mechanism shares (private).
+
+A mechanism adds noise with a fixed, data-independent law to each count.  Subclasses supply
+the noise law (``_noise``), its exact pmf/pdf, cdf and variance, and their privacy cost; this
+base supplies the study-path sampler (numpy, blocked for reproducibility) and hands the
+release path to OpenDP.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from typing import ClassVar, Protocol, runtime_checkable
+
+import numpy as np
+
+from postdp import _rng, _validation
+from postdp._typing import ArrayLike, FloatArray, NumArray, RNGLike, SizeLike
+from postdp.errors import ValidationError
+from postdp.mechanisms.budget import Budget
+
+
+@runtime_checkable
+class Mechanism(Protocol):
+    """The interface shared by postdp's noise mechanisms."""
+
+    sensitivity: float
+    discrete: ClassVar[bool]
+
+    def sample(self, x: ArrayLike, *, rng: RNGLike = None, size: SizeLike = None) -> NumArray:
+        """Study-path draws of ``x`` plus noise, shape ``size + x.shape``."""
+        ...
+
+    def release(self, x: ArrayLike) -> NumArray:
+        """One exact, cryptographically seeded draw of ``x`` plus noise (OpenDP)."""
+        ...
+
+    def cdf(self, k: ArrayLike, loc: ArrayLike = 0) -> FloatArray:
+        """Cumulative distribution function of the output given the true value ``loc``."""
+        ...
+
+    def variance(self) -> float:
+        """Variance of the noise."""
+        ...
+
+    def privacy_cost(self) -> Budget:
+        """Privacy spent by one application at the mechanism's sensitivity."""
+        ...
+
+
+class NoiseMechanism(ABC):
+    """Base of the additive mechanisms: validated input, blocked study path, OpenDP release."""
+
+    __slots__ = ()
+
+    #: True for mechanisms on integers (integers in, integers out).
+    discrete: ClassVar[bool] = False
+    #: Short name used in tables and on the command line.
+    name: ClassVar[str] = ""
+    #: "laplace" (pure DP, ℓ1 sensitivity) or "gaussian" (zCDP, ℓ2 sensitivity).
+    family: ClassVar[str] = ""
+    sensitivity: float
+
+    @property
+    @abstractmethod
+    def noise_scale(self) -> float:
+        """The noise law's scale: b = Δ/ε for the Laplace family, σ for the Gaussian one."""
+
+    # -- to be supplied by each mechanism -------------------------------------------------
+    @abstractmethod
+    def _noise(self, gen: np.random.Generator, shape: tuple[int, ...]) -> NumArray:
+        """Noise of the given shape drawn from ``gen``."""
+
+    @abstractmethod
+    def variance(self) -> float:
+        """Variance of the noise."""
+
+    @abstractmethod
+    def privacy_cost(self) -> Budget:
+        """Privacy spent by one application at the mechanism's sensitivity."""
+
+    @abstractmethod
+    def cdf(self, k: ArrayLike, loc: ArrayLike = 0) -> FloatArray:
+        """Cumulative distribution function of the output given the true value ``loc``."""
+
+    # -- shared ---------------------------------------------------------------------------
+    def std(self) -> float:
+        """Standard deviation of the noise (the square root of :meth:`variance`)."""
+        return math.sqrt(self.variance())
+
+    def _values(self, x: ArrayLike) -> NumArray:
+        if self.discrete:
+            return _validation.integer_array("x", x)
+        return _validation.real_array("x", x).astype(np.float64, copy=False)
+
+    def _draw(self, values: NumArray, rng: RNGLike, n_rows: int) -> NumArray:
+        dtype = np.int64 if self.discrete else np.float64
+        out = np.empty((n_rows, *values.shape), dtype=dtype)
+        start = 0
+        for rows, gen in _rng.iter_blocks(rng, n_rows, values.size):
+            out[start : start + rows] = values + self._noise(gen, (rows, *values.shape))
+            start += rows
+        return out
+
+    def sample(self, x: ArrayLike, *, rng: RNGLike = None, size: SizeLike = None) -> NumArray:
+        """Draw ``x`` plus noise on the study path (numpy; reproducible, not for publication).
+
+        Parameters
+        ----------
+        x : array_like, shape (..., n)
+            True values; integers for the discrete mechanisms.
+        rng : int, numpy.random.Generator, SeedSequence or None
+            Seed or generator of the draws.
+        size : int or tuple of int, optional
+            Leading (batch) shape: the result has shape ``size + x.shape``; one draw of shape
+            ``x.shape`` when omitted.
+
+        Returns
+        -------
+        ndarray
+            int64 for the discrete mechanisms, float64 otherwise.
+
+        Notes
+        -----
+        The draws are generated in fixed blocks of rows, each from its own child stream of
+        ``rng``, so a given seed yields the same draws whether they are taken in one call or
+        in batches through :meth:`iter_samples`.
+        """
+        values = self._values(x)
+        shape = _validation.size_tuple(size)
+        n_rows = math.prod(shape)
+        out = self._draw(values, rng, n_rows)
+        return out.reshape(*shape, *values.shape) if shape else out[0]
+
+    def iter_samples(
+        self, x: ArrayLike, *, n_draws: int, batch: int, rng: RNGLike = None
+    ) -> Iterator[NumArray]:
+        """Yield the draws of ``sample(x, rng=rng, size=n_draws)`` in batches of ``batch`` rows.
+
+        Parameters
+        ----------
+        x : array_like, shape (..., n)
+            True values.
+        n_draws : int
+            Total number of draws.
+        batch : int
+            Rows per yielded array (the last one may be shorter); memory is bounded by it.
+        rng : int, numpy.random.Generator, SeedSequence or None
+            Seed or generator of the draws.
+
+        Yields
+        ------
+        ndarray, shape (rows, ...) + x.shape
+        """
+        values = self._values(x)
+        (n_draws,) = _validation.size_tuple(n_draws)
+        (batch,) = _validation.size_tuple(batch)
+        if batch < 1:
+            raise ValidationError(f"`batch` must be at least 1; got {batch}")
+        pending: list[NumArray] = []
+        held = 0
+        for rows, gen in _rng.iter_blocks(rng, n_draws, values.size):
+            pending.append(values + self._noise(gen, (rows, *values.shape)))
+            held += rows
+            while held >= batch:
+                stacked = np.concatenate(pending)
+                yield stacked[:batch]
+                pending = [stacked[batch:]]
+                held -= batch
+        if held:
+            yield np.concatenate(pending)
+
+    def release(self, x: ArrayLike) -> NumArray:
+        """Add noise for publication with OpenDP's exact, cryptographically seeded sampler.
+
+        Parameters
+        ----------
+        x : array_like, shape (..., n)
+            True values; integers for the discrete mechanisms (integers in, integers out).
+
+        Returns
+        -------
+        ndarray, same shape as ``x``
+            int64 for the discrete mechanisms, float64 otherwise.
+
+        Raises
+        ------
+        ImportError
+            If OpenDP (the ``release`` extra) is not installed.
+        """
+        from postdp.mechanisms.release import opendp_release
+
+        return opendp_release(self, self._values(x))
+
+
+def check_sensitivity(value: object, *, discrete: bool) -> float:
+    """Validate a sensitivity: positive and finite, and a whole number for discrete noise."""
+    out = _validation.positive_real("sensitivity", value)
+    if discrete and out != round(out):
+        raise ValidationError(
+            f"`sensitivity` must be a positive integer for an integer mechanism; got {value!r}"
+        )
+    return out
+
+
+def as_float_array(values: ArrayLike) -> FloatArray:
+    """``values`` as float64 (for evaluating densities at arbitrary points)."""
+    return np.asarray(values, dtype=np.float64)

@@ -1,0 +1,40 @@
+"""Shared fixtures and configuration of the test suite."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, settings
+
+# CI runs hypothesis derandomised so a submission passes or fails the same way every time.
+settings.register_profile(
+    "ci", derandomize=True, max_examples=60, deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.register_profile("dev", max_examples=100, deadline=None)
+settings.load_profile("ci" if os.environ.get("CI") else os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+
+# A full run (no -k, -m or explicit paths) must collect at least this many tests, so a broken
+# import or a misconfigured path cannot make the suite pass by running nothing.
+MIN_TESTS = 100
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    config = session.config
+    full_run = (
+        config.args_source == pytest.Config.ArgsSource.TESTPATHS
+        and not config.option.keyword
+        and not config.option.markexpr
+    )
+    if full_run and len(session.items) < MIN_TESTS:
+        raise pytest.UsageError(
+            f"only {len(session.items)} tests collected; a full run must collect {MIN_TESTS}+"
+        )
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    """A fixed-seed generator for tests that need one."""
+    return np.random.default_rng(20261121)
