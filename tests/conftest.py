@@ -10,7 +10,10 @@ from hypothesis import HealthCheck, settings
 
 # CI runs hypothesis derandomised so a submission passes or fails the same way every time.
 settings.register_profile(
-    "ci", derandomize=True, max_examples=60, deadline=None,
+    "ci",
+    derandomize=True,
+    max_examples=60,
+    deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
 settings.register_profile("dev", max_examples=100, deadline=None)

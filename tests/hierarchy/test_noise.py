@@ -46,7 +46,9 @@ def test_mixed_budgets(small):
 
 
 def test_errors(small):
-    with pytest.raises(ValidationError, match=r"`rng` must be None on the secure release path; got 3"):
+    with pytest.raises(
+        ValidationError, match=r"`rng` must be None on the secure release path; got 3"
+    ):
         add_noise(small, Geometric(1.0), rng=3)
     with pytest.raises(ValidationError, match=r"one mechanism or one per level \(3\); got 2"):
         add_noise(small, [Geometric(1.0)] * 2, secure=False, rng=0)

@@ -65,7 +65,12 @@ def test_without_counts():
         (["T", "U", "a"], [None, None, "T"], None, r"must have one root; got 2: 'T', 'U'"),
         (["a", "b"], ["b", "a"], None, r"no root"),
         (["T", "a", "b", "c"], [None, "T", "c", "b"], None, r"nodes in a cycle .*'b', 'c'"),
-        (["T", "a", "b"], [None, "T", "T"], [5, 2, -3], r"counts must be nonnegative; negative at 'b'"),
+        (
+            ["T", "a", "b"],
+            [None, "T", "T"],
+            [5, 2, -3],
+            r"counts must be nonnegative; negative at 'b'",
+        ),
         (
             ["T", "a", "b"],
             [None, "T", "T"],
@@ -81,12 +86,17 @@ def test_invalid_hierarchies(ids, parents, counts, message):
 
 
 def test_nan_count_rejected():
-    with pytest.raises(ValidationError, match=r"`counts` must be finite \(no NaN or inf\); got nan at index 1"):
+    with pytest.raises(
+        ValidationError, match=r"`counts` must be finite \(no NaN or inf\); got nan at index 1"
+    ):
         Hierarchy.from_parents(["T", "a"], [None, "T"], [1.0, np.nan])
 
 
 def test_missing_column_named():
-    with pytest.raises(ValidationError, match=r"column 'pop' \(given as `count`\) is not in the table; its columns are: id, parent"):
+    with pytest.raises(
+        ValidationError,
+        match=r"column 'pop' \(given as `count`\) is not in the table; its columns are: id, parent",
+    ):
         Hierarchy.from_frame(_frame(["T"], [None]), count="pop")
 
 

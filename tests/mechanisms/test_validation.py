@@ -39,14 +39,18 @@ def test_bad_rho(cls, bad):
 )
 @pytest.mark.parametrize("bad", [-2.0, 0, math.nan, math.inf])
 def test_bad_sensitivity(make, bad):
-    with pytest.raises(ValidationError, match=rf"`sensitivity` must be positive and finite; got {bad}"):
+    with pytest.raises(
+        ValidationError, match=rf"`sensitivity` must be positive and finite; got {bad}"
+    ):
         make(bad)
 
 
 @pytest.mark.parametrize("cls", [Geometric, DiscreteGaussian])
 def test_integer_mechanisms_need_integer_sensitivity(cls):
     param = {"epsilon": 1.0} if cls is Geometric else {"rho": 1.0}
-    with pytest.raises(ValidationError, match=r"`sensitivity` must be a positive integer .* got 1.5"):
+    with pytest.raises(
+        ValidationError, match=r"`sensitivity` must be a positive integer .* got 1.5"
+    ):
         cls(**param, sensitivity=1.5)
 
 
@@ -73,7 +77,9 @@ def test_integer_mechanisms_reject_fractional_counts(cls):
 @pytest.mark.parametrize("m", [Laplace(1.0), Geometric(1.0), Gaussian(1.0), DiscreteGaussian(1.0)])
 @pytest.mark.parametrize("bad", [math.nan, math.inf])
 def test_non_finite_counts_rejected(m, bad):
-    with pytest.raises(ValidationError, match=rf"`x` must be finite \(no NaN or inf\); got {bad} at index 2"):
+    with pytest.raises(
+        ValidationError, match=rf"`x` must be finite \(no NaN or inf\); got {bad} at index 2"
+    ):
         m.sample([1.0, 2.0, bad], rng=0)
 
 

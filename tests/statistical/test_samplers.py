@@ -65,8 +65,9 @@ def test_study_variance_within_its_interval(m):
     assert abs(var - m.variance()) <= Z * se, (var, m.variance(), se)
 
 
-@pytest.mark.parametrize("m", [Geometric(0.5), DiscreteGaussian(0.05), Laplace(1.0), Gaussian(0.5)],
-                         ids=repr)
+@pytest.mark.parametrize(
+    "m", [Geometric(0.5), DiscreteGaussian(0.05), Laplace(1.0), Gaussian(0.5)], ids=repr
+)
 def test_release_variance_within_its_interval(m):
     draws = m.release(np.zeros(60_000, dtype=np.int64))
     var, se = variance_interval(draws)

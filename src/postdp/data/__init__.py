@@ -12,6 +12,10 @@ __all__ = ["load_county_populations"]
 def load_county_populations() -> pd.DataFrame:
     """The 2010 Census population of the nation, its 51 states (with DC) and 3,143 counties.
 
+    Parameters
+    ----------
+    None
+
     Returns
     -------
     pandas.DataFrame

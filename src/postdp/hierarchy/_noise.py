@@ -33,6 +33,14 @@ class NoisyCounts:
         Sequential composition of the levels' costs.
     secure : bool
         True when the noise came from OpenDP's release path, False for the study path.
+
+    Examples
+    --------
+    >>> from postdp import Geometric, Hierarchy, add_noise
+    >>> h = Hierarchy.from_parents(["T", "a", "b"], [None, "T", "T"], [5, 2, 3])
+    >>> release = add_noise(h, Geometric(epsilon=1.0), secure=False, rng=0)
+    >>> release.budget
+    Budget(epsilon=2.0, rho=0.0)
     """
 
     hierarchy: Hierarchy

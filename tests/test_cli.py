@@ -1,0 +1,184 @@
+"""The ``postdp`` command line, called in-process through ``main(argv)``."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from postdp.cli import main
+
+
+@pytest.fixture
+def table(tmp_path):
+    path = tmp_path / "table.csv"
+    pd.DataFrame(
+        {
+            "geo": ["T", "a", "b", "a1", "a2"],
+            "up": ["", "T", "T", "a", "a"],
+            "pop": [10, 6, 4, 1, 5],
+            "label": ["top", "mid", "mid", "low", "low"],
+        }
+    ).to_csv(path, index=False)
+    return path
+
+
+def test_release_bundled_counties_study_path(tmp_path, capsys):
+    out = tmp_path / "r.csv"
+    assert main(["release", "--epsilon", "0.5,1,2", "--seed", "4", "--output", str(out)]) == 0
+    captured = capsys.readouterr()
+    assert "privacy budget spent: epsilon = 3.5 (pure DP)" in captured.out
+    assert "nation 0.5 + state 1 + county 2" in captured.out
+    assert "NOT safe for publishing" in captured.err
+    frame = pd.read_csv(out, dtype={"id": str, "parent": str})
+    assert list(frame.columns) == [
+        "id",
+        "parent",
+        "name",
+        "level",
+        "depth",
+        "noisy_count",
+        "mechanism",
+        "epsilon",
+        "rho",
+    ]
+    assert len(frame) == 3195
+    assert frame["noisy_count"].dtype == np.int64
+    # same seed, same file
+    again = tmp_path / "r2.csv"
+    main(["release", "--epsilon", "0.5,1,2", "--seed", "4", "--output", str(again)])
+    assert out.read_text() == again.read_text()
+
+
+def test_release_secure_path_user_csv(table, tmp_path, capsys):
+    out = tmp_path / "r.csv"
+    argv = [
+        "release",
+        "--input",
+        str(table),
+        "--id",
+        "geo",
+        "--parent",
+        "up",
+        "--count",
+        "pop",
+        "--keep",
+        "label",
+        "--epsilon",
+        "2",
+        "--output",
+        str(out),
+    ]
+    assert main(argv) == 0
+    assert "secure OpenDP release path" in capsys.readouterr().out
+    frame = pd.read_csv(out)
+    assert list(frame["geo" if "geo" in frame else "id"]) == ["T", "a", "b", "a1", "a2"]
+    assert "label" in frame.columns
+    assert "pop" not in frame.columns and "true_count" not in frame.columns
+
+
+def test_release_gaussian_reports_zcdp_and_approx_dp(table, tmp_path, capsys):
+    out = tmp_path / "r.csv"
+    argv = [
+        "release",
+        "--input",
+        str(table),
+        "--id",
+        "geo",
+        "--parent",
+        "up",
+        "--count",
+        "pop",
+        "--mechanism",
+        "discrete-gaussian",
+        "--rho",
+        "0.1",
+        "--delta",
+        "1e-6",
+        "--seed",
+        "1",
+        "--output",
+        str(out),
+    ]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "rho = 0.3 (zCDP)" in text
+    assert "as (epsilon, delta)-DP: epsilon = " in text and "delta = 1e-06" in text
+
+
+def test_audit_writes_truth(table, tmp_path, capsys):
+    out = tmp_path / "r.csv"
+    argv = [
+        "release",
+        "--input",
+        str(table),
+        "--id",
+        "geo",
+        "--parent",
+        "up",
+        "--count",
+        "pop",
+        "--seed",
+        "0",
+        "--audit",
+        "--output",
+        str(out),
+    ]
+    assert main(argv) == 0
+    assert pd.read_csv(out)["true_count"].tolist() == [10, 6, 4, 1, 5]
+    assert "do not publish it" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--count", "nope"], "column 'nope' (given as `count`) is not in the table"),
+        (["--epsilon", "-1"], "`epsilon` must be positive and finite; got -1.0"),
+        (
+            ["--epsilon", "1,2"],
+            "`--epsilon` needs one value or one per level, root first (3); got 2",
+        ),
+        (["--epsilon", "abc"], "`--epsilon` must be a number or comma-separated numbers"),
+        (["--rho", "0.5"], "`--rho` applies to the Gaussian mechanisms, not to 'geometric'"),
+        (["--keep", "count"], "`--keep` must not copy the true counts"),
+        (["--keep", "zzz"], "`--keep` names columns not in the table: zzz"),
+        (["--sensitivity", "1.5"], "`sensitivity` must be a positive integer"),
+        (["--input", "/nonexistent/table.csv"], "`--input` file not found"),
+    ],
+)
+def test_errors_are_one_line_and_exit_2(extra, message, tmp_path, capsys):
+    status = main(["release", "--seed", "0", "--output", str(tmp_path / "x.csv"), *extra])
+    err = capsys.readouterr().err
+    assert status == 2
+    assert message in err
+    assert err.startswith("postdp: error: ") and err.count("\n") == 1
+
+
+def test_nan_count_in_user_csv(tmp_path, capsys):
+    path = tmp_path / "t.csv"
+    path.write_text("id,parent,count\nT,,3\na,T,\n")
+    assert (
+        main(["release", "--input", str(path), "--seed", "0", "-o", str(tmp_path / "o.csv")]) == 2
+    )
+    assert "`counts` must be finite (no NaN or inf); got nan at index 1" in capsys.readouterr().err
+
+
+def test_debug_shows_traceback(tmp_path):
+    with pytest.raises(ValueError, match="`epsilon` must be positive"):
+        main(["--debug", "release", "--epsilon", "0", "--seed", "0", "-o", str(tmp_path / "o.csv")])
+
+
+def test_help_and_module_entry_point():
+    for argv in (["--help"], ["release", "--help"]):
+        with pytest.raises(SystemExit) as stop:
+            main(argv)
+        assert stop.value.code == 0
+    done = subprocess.run(
+        [sys.executable, "-m", "postdp", "release", "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    for option in ("--input", "--mechanism", "--epsilon", "--rho", "--seed", "--output", "--audit"):
+        assert option in done.stdout
