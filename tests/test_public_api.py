@@ -9,7 +9,14 @@ import pytest
 
 import postdp
 
-PUBLIC_MODULES = ["postdp", "postdp.mechanisms", "postdp.hierarchy", "postdp.data", "postdp.errors"]
+PUBLIC_MODULES = [
+    "postdp",
+    "postdp.mechanisms",
+    "postdp.hierarchy",
+    "postdp.postprocess",
+    "postdp.data",
+    "postdp.errors",
+]
 
 
 def _public_objects():
@@ -49,6 +56,7 @@ LAYERS = [
     ["postdp._rng", "postdp._validation", "postdp.errors", "postdp._typing"],
     ["postdp.mechanisms"],
     ["postdp.hierarchy"],
+    ["postdp.postprocess"],
     ["postdp.data"],
     ["postdp.cli", "postdp.__main__", "postdp"],
 ]

@@ -11,7 +11,7 @@ Examples
 (10, 3195)
 """
 
-from postdp import data, errors
+from postdp import data, errors, hierarchy, mechanisms, postprocess
 from postdp.hierarchy import Hierarchy, NoisyCounts, add_noise
 from postdp.mechanisms import (
     Budget,
@@ -22,6 +22,7 @@ from postdp.mechanisms import (
     Laplace,
     Mechanism,
 )
+from postdp.postprocess import kkt_report, project, project_sum, top_down
 
 __version__ = "0.1.0"
 
@@ -39,4 +40,11 @@ __all__ = [
     "add_noise",
     "data",
     "errors",
+    "hierarchy",
+    "kkt_report",
+    "mechanisms",
+    "postprocess",
+    "project",
+    "project_sum",
+    "top_down",
 ]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 __all__ = [
     "BudgetError",
+    "ConvergenceError",
     "ConvergenceWarning",
     "DegenerateInputWarning",
     "HierarchyError",
@@ -42,6 +43,10 @@ class BudgetError(PostdpError, ValueError):
 
 class UnboundedMomentError(PostdpError, ValueError):
     """A mechanism setting whose mean or variance is infinite (log-Laplace, seed 004 Prop. 3)."""
+
+
+class ConvergenceError(PostdpError, RuntimeError):
+    """An exact method exceeded its iteration bound (a bug to report; never expected)."""
 
 
 class PrivacyLeakWarning(RuntimeWarning):

@@ -1,6 +1,26 @@
-"""Hierarchies of geographic units, and noisy releases of their counts."""
+"""Hierarchies of geographic units, their constraints, and noisy releases of their counts."""
 
+from postdp.hierarchy._constraints import (
+    PublicNodes,
+    PublicSpec,
+    check_feasible,
+    components,
+    constraint_matrix,
+    constraints,
+    resolve_public,
+)
 from postdp.hierarchy._noise import NoisyCounts, add_noise
 from postdp.hierarchy._tree import Hierarchy
 
-__all__ = ["Hierarchy", "NoisyCounts", "add_noise"]
+__all__ = [
+    "Hierarchy",
+    "NoisyCounts",
+    "PublicNodes",
+    "PublicSpec",
+    "add_noise",
+    "check_feasible",
+    "components",
+    "constraint_matrix",
+    "constraints",
+    "resolve_public",
+]

@@ -79,6 +79,7 @@ class Hierarchy:
     counts: NumArray | None = None
     depth: IntArray = field(init=False, repr=False)
     levels: tuple[IntArray, ...] = field(init=False, repr=False)
+    layout: Layout = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         ids = np.asarray(self.ids, dtype=object)
@@ -121,6 +122,7 @@ class Hierarchy:
             "levels",
             tuple(order[bounds[d] : bounds[d + 1]] for d in range(int(depth.max()) + 1)),
         )
+        object.__setattr__(self, "layout", Layout.build(parent, self.levels))
         if self.counts is not None:
             object.__setattr__(self, "counts", _check_counts(self.counts, ids, parent))
 
@@ -255,6 +257,11 @@ class Hierarchy:
         return int(self.levels[0][0])
 
     @property
+    def leaves(self) -> IntArray:
+        """Indices of the nodes without children."""
+        return np.flatnonzero(self.is_leaf)
+
+    @property
     def is_leaf(self) -> npt.NDArray[np.bool_]:
         """Boolean mask of the nodes without children."""
         has_child = np.zeros(self.n, dtype=bool)
@@ -305,6 +312,74 @@ class Hierarchy:
         if self.counts is not None:
             frame["count"] = self.counts
         return frame
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Layout:
+    """A breadth-first ordering of the nodes in which every family is contiguous (private).
+
+    Position ``k`` of the layout holds node ``order[k]``; levels occupy the slices
+    ``bounds[d]:bounds[d + 1]`` and, inside level ``d + 1``, the children of each parent of
+    level ``d`` form one block, the blocks in the order of their parents. Tree algorithms work
+    on arrays permuted into this order, where a family sum is one ``np.add.reduceat``.
+
+    Attributes
+    ----------
+    order, position : ndarray of int, shape (n,)
+        Layout position -> node index, and its inverse.
+    bounds : ndarray of int, shape (n_levels + 1,)
+    parent : ndarray of int, shape (n,)
+        Layout position of each position's parent (-1 for the root).
+    starts : tuple of ndarray
+        ``starts[d]``: offsets, within level ``d + 1``, where each family begins.
+    parents : tuple of ndarray
+        ``parents[d]``: layout positions of the level-``d`` nodes that have children, in the
+        order of their families.
+    family : tuple of ndarray
+        ``family[d]``: for each node of level ``d + 1``, the index of its family in
+        ``parents[d]``.
+    """
+
+    order: IntArray
+    position: IntArray
+    bounds: IntArray
+    parent: IntArray
+    starts: tuple[IntArray, ...]
+    parents: tuple[IntArray, ...]
+    family: tuple[IntArray, ...]
+
+    @classmethod
+    def build(cls, parent: IntArray, levels: tuple[IntArray, ...]) -> Layout:
+        n = parent.size
+        position = np.empty(n, dtype=np.int64)
+        ordered = [levels[0]]
+        position[levels[0]] = 0
+        offset = levels[0].size
+        for nodes in levels[1:]:
+            keys = position[parent[nodes]]
+            sorted_nodes = nodes[np.argsort(keys, kind="stable")]
+            position[sorted_nodes] = offset + np.arange(sorted_nodes.size)
+            ordered.append(sorted_nodes)
+            offset += sorted_nodes.size
+        order = np.concatenate(ordered)
+        bounds = np.cumsum([0] + [lvl.size for lvl in levels]).astype(np.int64)
+        lay_parent = np.where(parent[order] >= 0, position[np.maximum(parent[order], 0)], -1)
+        starts, parents, family = [], [], []
+        for d in range(len(levels) - 1):
+            child_parents = lay_parent[bounds[d + 1] : bounds[d + 2]]
+            uniq, first, inverse = np.unique(child_parents, return_index=True, return_inverse=True)
+            parents.append(uniq.astype(np.int64))
+            starts.append(first.astype(np.int64))
+            family.append(inverse.astype(np.int64).reshape(-1))
+        return cls(
+            order,
+            position,
+            bounds,
+            lay_parent.astype(np.int64),
+            tuple(starts),
+            tuple(parents),
+            tuple(family),
+        )
 
 
 def _check_unique(ids: npt.NDArray[np.object_]) -> None:

@@ -1,0 +1,14 @@
+"""Post-processing of noisy counts: projections onto the hierarchy's constraints."""
+
+from postdp.postprocess._kkt import ProjectionReport, kkt_report
+from postdp.postprocess.projections import inverse_variance_weights, project, project_sum
+from postdp.postprocess.topdown import top_down
+
+__all__ = [
+    "ProjectionReport",
+    "inverse_variance_weights",
+    "kkt_report",
+    "project",
+    "project_sum",
+    "top_down",
+]

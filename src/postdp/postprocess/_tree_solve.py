@@ -1,0 +1,166 @@
+"""Weighted least squares on a tree in O(n): the inner step of every exact projection (private).
+
+All arrays here are in the hierarchy's *layout* order (breadth first, families contiguous;
+see ``Hierarchy.layout``) with draws on the leading axis, shape (B, n).
+
+The two-pass solve treats each node's noisy value y_i as an observation of its subtree total
+with variance 1/w_i and returns the generalised least-squares estimate subject to every
+parent equalling the sum of its children: a bottom-up pass combines each node's own value
+with the sum of its children's estimates by inverse-variance weighting; a top-down pass
+hands each parent's final value minus its children's sum back to the children in proportion
+to their estimates' variances. Fixed nodes (public values, or leaves held at 0 by an active
+set) enter with variance 0. For equal weights this is the consistency step of Hay et al.
+(2010); with general weights it is the exact weighted projection
+argmin Σ w_i (v_i - y_i)² subject to A v = b (seed ``000_52243d433e48a03d.txt`` (P)).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from postdp._typing import FloatArray, IntArray
+from postdp.hierarchy import Hierarchy, PublicNodes, components
+from postdp.hierarchy._tree import Layout
+
+BoolArray = npt.NDArray[np.bool_]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class TreeProblem:
+    """The parts of a projection problem that do not depend on the noisy values."""
+
+    layout: Layout
+    weight: FloatArray  # w_i, 0 at fixed nodes (they are not in the objective)
+    var: FloatArray  # 1 / w_i, 0 at fixed nodes
+    fixed: BoolArray
+    fixed_values: FloatArray
+    free_leaf: BoolArray  # leaves whose value is a free variable
+    comp: IntArray  # layout position of each node's component root
+    comp_public: BoolArray  # whether that component root is public
+    slack: FloatArray  # per layout position: public value minus the public values under it
+    n_levels: int
+
+    @classmethod
+    def build(cls, h: Hierarchy, weights: FloatArray, public: PublicNodes) -> TreeProblem:
+        lay = h.layout
+        order = lay.order
+        fixed = public.determined[order]
+        values = np.where(public.mask, public.values, public.floor)[order]
+        weight = np.where(fixed, 0.0, weights[order])
+        var = np.divide(1.0, weight, out=np.zeros_like(weight), where=weight > 0)
+        comp_nodes = components(h, public.mask)
+        comp = lay.position[comp_nodes[order]]
+        comp_public = public.mask[comp_nodes[order]]
+        slack = np.where(public.mask, public.values - public.below, np.inf)[order]
+        free_leaf = h.is_leaf[order] & ~fixed
+        return cls(lay, weight, var, fixed, values, free_leaf, comp, comp_public, slack, h.n_levels)
+
+
+def two_pass(prob: TreeProblem, Y: FloatArray, zero: BoolArray | None = None) -> FloatArray:
+    """Weighted projection of each row of ``Y`` onto the consistent vectors.
+
+    Parameters
+    ----------
+    prob : TreeProblem
+    Y : ndarray, shape (B, n)
+        Noisy values in layout order.
+    zero : ndarray of bool, shape (B, n), optional
+        Leaves additionally held at 0 (an active set).
+
+    Returns
+    -------
+    ndarray, shape (B, n)
+    """
+    lay = prob.layout
+    Z = np.where(prob.fixed, prob.fixed_values, Y)
+    if zero is None:
+        V = prob.var.copy()
+    else:
+        Z[zero] = 0.0
+        V = np.where(zero, 0.0, prob.var)
+    sums: list[tuple[FloatArray, FloatArray]] = []
+    for d in range(prob.n_levels - 2, -1, -1):
+        c0, c1 = lay.bounds[d + 1], lay.bounds[d + 2]
+        Sz = np.add.reduceat(Z[..., c0:c1], lay.starts[d], axis=-1)
+        SV = np.add.reduceat(V[..., c0:c1], lay.starts[d], axis=-1)
+        P = lay.parents[d]
+        vp = V[..., P]
+        denom = vp + SV
+        positive = denom > 0
+        safe = np.where(positive, denom, 1.0)
+        Z[..., P] = np.where(positive, (SV * Z[..., P] + vp * Sz) / safe, Z[..., P])
+        V[..., P] = vp * SV / safe
+        sums.append((Sz, SV))
+    sums.reverse()
+    for d in range(prob.n_levels - 1):
+        c0, c1 = lay.bounds[d + 1], lay.bounds[d + 2]
+        Sz, SV = sums[d]
+        fam = lay.family[d]
+        gap = Z[..., lay.parents[d]] - Sz
+        share = V[..., c0:c1] / np.where(SV > 0, SV, 1.0)[..., fam]
+        Z[..., c0:c1] += share * gap[..., fam]
+    return Z
+
+
+def path_sums(prob: TreeProblem, D: FloatArray) -> FloatArray:
+    """C_i = Σ of D over the path from the root to i (inclusive), for every node."""
+    lay = prob.layout
+    C = D.copy()
+    for d in range(1, prob.n_levels):
+        c0, c1 = lay.bounds[d], lay.bounds[d + 1]
+        C[..., c0:c1] += C[..., lay.parent[c0:c1]]
+    return C
+
+
+def leaf_multipliers(
+    prob: TreeProblem, X: FloatArray, Y: FloatArray, inactive: BoolArray
+) -> FloatArray:
+    """Multipliers μ of the bounds v_ℓ >= 0 at the free leaves, given a consistent ``X``.
+
+    With leaf values z as variables, the gradient of ½ Σ w_i (v_i - y_i)² at leaf ℓ is the
+    sum of w_i (v_i - y_i) over the path from the root to ℓ; a public node on that path adds
+    its own multiplier, which is shared by all leaves of its component and is fixed by
+    stationarity at the component's inactive leaves. So μ_ℓ = Q_ℓ + θ_c with Q_ℓ the path sum
+    below the component root c and θ_c = -mean of Q over c's inactive leaves (0 for the
+    component of a non-public root). At an exact solution μ = 0 at inactive leaves and the
+    KKT conditions ask μ >= 0 at the active ones.
+
+    Returns
+    -------
+    ndarray, shape (B, n)
+        μ at the free leaves, 0 elsewhere.
+    """
+    B, n = X.shape
+    C = path_sums(prob, prob.weight * (X - Y))
+    base = np.where(prob.comp_public, C[:, prob.comp], 0.0)
+    Q = np.where(prob.free_leaf, C - base, 0.0)
+    theta = np.zeros((B, n))
+    if prob.comp_public.any():
+        in_public = prob.free_leaf & prob.comp_public
+        group = np.arange(B)[:, None] * n + prob.comp[None, :]
+        pick = inactive & in_public
+        total = np.bincount(group[pick], weights=Q[pick], minlength=B * n)
+        count = np.bincount(group[pick], minlength=B * n)
+        mean = np.divide(total, count, out=np.zeros(B * n), where=count > 0)
+        theta_flat = -mean
+        # a component whose leaves are all active: the smallest θ that makes every μ >= 0
+        empty = in_public & (count[group] == 0)
+        if empty.any():
+            lowest = np.full(B * n, np.inf)
+            np.minimum.at(lowest, group[empty], Q[empty])
+            fill = np.isfinite(lowest)
+            theta_flat[fill] = -lowest[fill]
+        theta = np.where(in_public, theta_flat[group], 0.0)
+    return np.where(prob.free_leaf, Q + theta, 0.0)
+
+
+def family_sums(prob: TreeProblem, X: FloatArray) -> FloatArray:
+    """Recompute every node with children as the exact sum of its children (bottom up)."""
+    lay = prob.layout
+    for d in range(prob.n_levels - 2, -1, -1):
+        c0, c1 = lay.bounds[d + 1], lay.bounds[d + 2]
+        X[..., lay.parents[d]] = np.add.reduceat(X[..., c0:c1], lay.starts[d], axis=-1)
+    return X
