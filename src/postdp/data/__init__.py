@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from importlib import resources
 
+import numpy as np
 import pandas as pd
 
-__all__ = ["load_county_populations"]
+from postdp import _rng
+from postdp._typing import RNGLike
+from postdp.errors import ValidationError
+from postdp.hierarchy import Hierarchy
+
+__all__ = ["county_hierarchy", "load_county_populations", "synthetic_hierarchy"]
 
 
 def load_county_populations() -> pd.DataFrame:
@@ -54,3 +61,93 @@ def load_county_populations() -> pd.DataFrame:
             na_values={"parent": [""]},
         )
     return frame
+
+
+def county_hierarchy() -> Hierarchy:
+    """The bundled 2010 county populations as a :class:`~postdp.Hierarchy` (one call).
+
+    Parameters
+    ----------
+    None
+
+    Returns
+    -------
+    Hierarchy
+        3,195 nodes (nation, 51 states, 3,143 counties) with their true counts.
+
+    Examples
+    --------
+    >>> from postdp.data import county_hierarchy
+    >>> h = county_hierarchy()
+    >>> h.n, h.n_levels, int(h.counts[h.root])
+    (3195, 3, 308745538)
+    """
+    return Hierarchy.from_frame(load_county_populations(), id="id", parent="parent", count="count")
+
+
+def synthetic_hierarchy(
+    fanout: Sequence[float] = (51, 62, 23, 14),
+    *,
+    leaf_mean: float = 100.0,
+    jitter: bool = True,
+    rng: RNGLike = None,
+) -> Hierarchy:
+    """A synthetic hierarchy of census-like shape, for scale tests (millions of leaves).
+
+    Parameters
+    ----------
+    fanout : sequence of float, default (51, 62, 23, 14)
+        Mean number of children per node at each level below the root. The default is
+        nation > 51 states > ~62 counties > ~23 tracts > ~14 block groups, about 10^6 leaves.
+    leaf_mean : float, default 100
+        Mean leaf count; leaf counts are geometric (many small counts and zeros, as in blocks).
+    jitter : bool, default True
+        Draw each node's number of children as 1 + Poisson(fanout - 1); False gives exactly
+        ``round(fanout)`` children everywhere.
+    rng : int, numpy.random.Generator, SeedSequence or None
+
+    Returns
+    -------
+    Hierarchy
+        Ids ``"0"`` (root) and ``"<level>.<index>"``; parents' counts are the sums of their
+        children's.
+
+    Examples
+    --------
+    >>> h = synthetic_hierarchy((3, 2), jitter=False, rng=0)
+    >>> h.n, [lvl.size for lvl in h.levels]
+    (10, [1, 3, 6])
+    """
+    gen = _rng.as_generator(rng)
+    means = [float(f) for f in fanout]
+    if any(not np.isfinite(f) or f < 1 for f in means):
+        raise ValidationError(f"`fanout` values must be finite and at least 1; got {list(fanout)}")
+    if not np.isfinite(leaf_mean) or leaf_mean <= 0:
+        raise ValidationError(f"`leaf_mean` must be positive and finite; got {leaf_mean!r}")
+    parents = [np.array([-1], dtype=np.int64)]
+    sizes = [1]
+    start = 0
+    for mean in means:
+        width = sizes[-1]
+        if jitter:
+            kids = 1 + gen.poisson(mean - 1, size=width)
+        else:
+            kids = np.full(width, round(mean), dtype=np.int64)
+        parents.append(np.repeat(start + np.arange(width), kids))
+        start += width
+        sizes.append(int(kids.sum()))
+    parent = np.concatenate(parents)
+    n = parent.size
+    depth = np.repeat(np.arange(len(sizes)), sizes)
+    offset = np.repeat(np.cumsum([0, *sizes[:-1]]), sizes)
+    ids = np.array(
+        ["0"] + [f"{d}.{i}" for d, i in zip(depth[1:], (np.arange(n) - offset)[1:], strict=True)],
+        dtype=object,
+    )
+    counts = np.zeros(n, dtype=np.int64)
+    leaf_start = n - sizes[-1]
+    counts[leaf_start:] = gen.geometric(1.0 / (1.0 + leaf_mean), size=sizes[-1]) - 1
+    for d in range(len(sizes) - 1, 0, -1):
+        lo, hi = n - sum(sizes[d:]), n - sum(sizes[d + 1 :])
+        np.add.at(counts, parent[lo:hi], counts[lo:hi])
+    return Hierarchy(ids=ids, parent=parent, counts=counts)

@@ -240,6 +240,100 @@ class Hierarchy:
                 raise ValidationError(f"column {count!r} holds a non-numeric count: {bad!r}")
         return cls(ids=ids, parent=parent_index, counts=counts)
 
+    @classmethod
+    def from_codes(
+        cls,
+        df: pd.DataFrame,
+        columns: Sequence[str],
+        *,
+        count: str | None = "count",
+        root: str = "US",
+        widths: Sequence[int] | None = None,
+    ) -> Hierarchy:
+        """Build a hierarchy from geographic code columns, one row per leaf.
+
+        Parameters
+        ----------
+        df : pandas.DataFrame
+            One row per leaf (e.g. per county).
+        columns : sequence of str
+            Code columns from the top level down, e.g. ``["STATE", "COUNTY"]``. A node's id
+            is the concatenation of its codes (state "01" + county "001" = "01001"), the
+            FIPS convention.
+        count : str or None, default "count"
+            Column of the leaves' true counts; internal nodes get the sums.
+        root : str, default "US"
+            Id of the root above the first level.
+        widths : sequence of int, optional
+            Zero-pad each level's code to this width (for codes stored as numbers, e.g.
+            ``[2, 3]`` for state and county FIPS).
+
+        Returns
+        -------
+        Hierarchy
+
+        Examples
+        --------
+        >>> import pandas as pd
+        >>> df = pd.DataFrame({"STATE": [1, 1, 2], "COUNTY": [1, 3, 13], "pop": [5, 6, 7]})
+        >>> h = Hierarchy.from_codes(df, ["STATE", "COUNTY"], count="pop", widths=[2, 3])
+        >>> list(h.ids), h.counts.tolist()
+        (['US', '01', '02', '01001', '01003', '02013'], [18, 11, 7, 5, 6, 7])
+        """
+        if not isinstance(df, pd.DataFrame):
+            raise TypeError(f"`df` must be a pandas DataFrame; got {type(df).__name__}")
+        columns = list(columns)
+        if not columns:
+            raise ValidationError("`columns` must name at least one code column")
+        for column in [*columns, *([] if count is None else [count])]:
+            if column not in df.columns:
+                raise ValidationError(
+                    f"column {column!r} is not in the table; its columns are: "
+                    f"{', '.join(map(str, df.columns))}"
+                )
+        if widths is not None and len(widths) != len(columns):
+            raise ValidationError(
+                f"`widths` needs one width per code column ({len(columns)}); got {len(widths)}"
+            )
+        codes = []
+        for k, column in enumerate(columns):
+            keys = _keys(df[column], column)
+            if any(key is None for key in keys):
+                raise ValidationError(f"column {column!r} has missing codes")
+            if widths is not None:
+                keys = np.array([str(key).zfill(widths[k]) for key in keys], dtype=object)
+            codes.append(keys)
+        paths = ["".join(parts) for parts in zip(*codes, strict=True)]
+        if len(set(paths)) != len(paths):
+            dup = sorted({p for p in paths if paths.count(p) > 1})
+            raise HierarchyError(f"duplicate leaf codes: {_listing(dup)}")
+        leaf_counts = None
+        if count is not None:
+            leaf_counts = _validation.real_array("counts", pd.to_numeric(df[count]).to_numpy())
+            _validation.nonnegative("counts", leaf_counts)
+        ids: list[str] = [root]
+        parents: list[str | None] = [None]
+        totals: dict[str, float] = {root: 0}
+        for k in range(len(columns)):
+            level_ids = ["".join(parts[: k + 1]) for parts in zip(*codes, strict=True)]
+            for i, node in enumerate(level_ids):
+                if node not in totals:
+                    ids.append(node)
+                    parents.append(root if k == 0 else "".join(c[i] for c in codes[:k]))
+                    totals[node] = 0
+        if leaf_counts is not None:
+            for i, _ in enumerate(paths):
+                for k in range(len(columns)):
+                    totals["".join(c[i] for c in codes[: k + 1])] += leaf_counts[i]
+                totals[root] += leaf_counts[i]
+        order = sorted(range(1, len(ids)), key=lambda j: (len(ids[j]), ids[j]))
+        ids = [ids[0]] + [ids[j] for j in order]
+        parents = [parents[0]] + [parents[j] for j in order]
+        values = None if leaf_counts is None else np.array([totals[i] for i in ids])
+        if values is not None and leaf_counts is not None and leaf_counts.dtype == np.int64:
+            values = values.astype(np.int64)
+        return cls.from_parents(ids, np.array(parents, dtype=object), values)
+
     # -- derived --------------------------------------------------------------------------
     @property
     def n(self) -> int:

@@ -42,6 +42,11 @@ class TreeProblem:
     comp_public: BoolArray  # whether that component root is public
     slack: FloatArray  # per layout position: public value minus the public values under it
     n_levels: int
+    # data-independent coefficients of the two passes when no extra leaf is held at 0
+    own: tuple[FloatArray, ...]  # weight of a parent's own value, per level
+    kids: tuple[FloatArray, ...]  # weight of its children's sum
+    share: tuple[FloatArray, ...]  # each child's share of its parent's gap, per level
+    any_fixed: bool
 
     @classmethod
     def build(cls, h: Hierarchy, weights: FloatArray, public: PublicNodes) -> TreeProblem:
@@ -56,7 +61,52 @@ class TreeProblem:
         comp_public = public.mask[comp_nodes[order]]
         slack = np.where(public.mask, public.values - public.below, np.inf)[order]
         free_leaf = h.is_leaf[order] & ~fixed
-        return cls(lay, weight, var, fixed, values, free_leaf, comp, comp_public, slack, h.n_levels)
+        own, kids, share = _coefficients(lay, var, h.n_levels)
+        return cls(
+            lay,
+            weight,
+            var,
+            fixed,
+            values,
+            free_leaf,
+            comp,
+            comp_public,
+            slack,
+            h.n_levels,
+            own,
+            kids,
+            share,
+            bool(fixed.any()),
+        )
+
+
+def _coefficients(
+    lay: Layout, var: FloatArray, n_levels: int
+) -> tuple[tuple[FloatArray, ...], tuple[FloatArray, ...], tuple[FloatArray, ...]]:
+    """Bottom-up variances and the resulting combination and sharing weights."""
+    V = var.copy()
+    own: list[FloatArray] = []
+    kids: list[FloatArray] = []
+    share: list[FloatArray] = []
+    sv: list[FloatArray] = []
+    for d in range(n_levels - 2, -1, -1):
+        c0, c1 = lay.bounds[d + 1], lay.bounds[d + 2]
+        SV = np.add.reduceat(V[c0:c1], lay.starts[d])
+        vp = V[lay.parents[d]]
+        denom = vp + SV
+        positive = denom > 0
+        safe = np.where(positive, denom, 1.0)
+        own.append(np.where(positive, SV / safe, 1.0))
+        kids.append(np.where(positive, vp / safe, 0.0))
+        V[lay.parents[d]] = vp * SV / safe
+        sv.append(SV)
+    own.reverse()
+    kids.reverse()
+    sv.reverse()
+    for d in range(n_levels - 1):
+        c0, c1 = lay.bounds[d + 1], lay.bounds[d + 2]
+        share.append(V[c0:c1] / np.where(sv[d] > 0, sv[d], 1.0)[lay.family[d]])
+    return tuple(own), tuple(kids), tuple(share)
 
 
 def two_pass(prob: TreeProblem, Y: FloatArray, zero: BoolArray | None = None) -> FloatArray:
@@ -74,13 +124,12 @@ def two_pass(prob: TreeProblem, Y: FloatArray, zero: BoolArray | None = None) ->
     -------
     ndarray, shape (B, n)
     """
-    lay = prob.layout
-    Z = np.where(prob.fixed, prob.fixed_values, Y)
     if zero is None:
-        V = prob.var.copy()
-    else:
-        Z[zero] = 0.0
-        V = np.where(zero, 0.0, prob.var)
+        return _two_pass_fixed(prob, Y)
+    lay = prob.layout
+    held = (zero | prob.fixed) if prob.any_fixed else zero
+    Z = np.where(held, prob.fixed_values, Y)  # a held leaf's fixed value is 0 (its floor)
+    V = np.where(zero, 0.0, prob.var)
     sums: list[tuple[FloatArray, FloatArray]] = []
     for d in range(prob.n_levels - 2, -1, -1):
         c0, c1 = lay.bounds[d + 1], lay.bounds[d + 2]
@@ -98,10 +147,27 @@ def two_pass(prob: TreeProblem, Y: FloatArray, zero: BoolArray | None = None) ->
     for d in range(prob.n_levels - 1):
         c0, c1 = lay.bounds[d + 1], lay.bounds[d + 2]
         Sz, SV = sums[d]
-        fam = lay.family[d]
-        gap = Z[..., lay.parents[d]] - Sz
-        share = V[..., c0:c1] / np.where(SV > 0, SV, 1.0)[..., fam]
-        Z[..., c0:c1] += share * gap[..., fam]
+        per_variance = (Z[..., lay.parents[d]] - Sz) / np.where(SV > 0, SV, 1.0)
+        Z[..., c0:c1] += V[..., c0:c1] * per_variance[..., lay.family[d]]
+    return Z
+
+
+def _two_pass_fixed(prob: TreeProblem, Y: FloatArray) -> FloatArray:
+    """The two passes with precomputed coefficients (no leaf held at 0 beyond the public ones)."""
+    lay = prob.layout
+    Z = np.where(prob.fixed, prob.fixed_values, Y) if prob.any_fixed else Y.copy()
+    sums: list[FloatArray] = []
+    for d in range(prob.n_levels - 2, -1, -1):
+        c0, c1 = lay.bounds[d + 1], lay.bounds[d + 2]
+        Sz = np.add.reduceat(Z[..., c0:c1], lay.starts[d], axis=-1)
+        P = lay.parents[d]
+        Z[..., P] = prob.own[d] * Z[..., P] + prob.kids[d] * Sz
+        sums.append(Sz)
+    sums.reverse()
+    for d in range(prob.n_levels - 1):
+        c0, c1 = lay.bounds[d + 1], lay.bounds[d + 2]
+        gap = Z[..., lay.parents[d]] - sums[d]
+        Z[..., c0:c1] += prob.share[d] * gap[..., lay.family[d]]
     return Z
 
 
@@ -135,26 +201,26 @@ def leaf_multipliers(
     """
     B, n = X.shape
     C = path_sums(prob, prob.weight * (X - Y))
+    if not prob.comp_public.any():
+        mu: FloatArray = np.where(prob.free_leaf, C, 0.0)
+        return mu
     base = np.where(prob.comp_public, C[:, prob.comp], 0.0)
     Q = np.where(prob.free_leaf, C - base, 0.0)
-    theta = np.zeros((B, n))
-    if prob.comp_public.any():
-        in_public = prob.free_leaf & prob.comp_public
-        group = np.arange(B)[:, None] * n + prob.comp[None, :]
-        pick = inactive & in_public
-        total = np.bincount(group[pick], weights=Q[pick], minlength=B * n)
-        count = np.bincount(group[pick], minlength=B * n)
-        mean = np.divide(total, count, out=np.zeros(B * n), where=count > 0)
-        theta_flat = -mean
-        # a component whose leaves are all active: the smallest θ that makes every μ >= 0
-        empty = in_public & (count[group] == 0)
-        if empty.any():
-            lowest = np.full(B * n, np.inf)
-            np.minimum.at(lowest, group[empty], Q[empty])
-            fill = np.isfinite(lowest)
-            theta_flat[fill] = -lowest[fill]
-        theta = np.where(in_public, theta_flat[group], 0.0)
-    return np.where(prob.free_leaf, Q + theta, 0.0)
+    in_public = prob.free_leaf & prob.comp_public
+    group = np.arange(B)[:, None] * n + prob.comp[None, :]
+    pick = inactive & in_public
+    total = np.bincount(group[pick], weights=Q[pick], minlength=B * n)
+    count = np.bincount(group[pick], minlength=B * n)
+    theta = -np.divide(total, count, out=np.zeros(B * n), where=count > 0)
+    # a component whose leaves are all active: the smallest θ that makes every μ >= 0
+    empty = in_public & (count[group] == 0)
+    if empty.any():
+        lowest = np.full(B * n, np.inf)
+        np.minimum.at(lowest, group[empty], Q[empty])
+        fill = np.isfinite(lowest)
+        theta[fill] = -lowest[fill]
+    out: FloatArray = np.where(prob.free_leaf, Q + np.where(in_public, theta[group], 0.0), 0.0)
+    return out
 
 
 def family_sums(prob: TreeProblem, X: FloatArray) -> FloatArray:

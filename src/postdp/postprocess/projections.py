@@ -26,7 +26,7 @@ from postdp._typing import ArrayLike, FloatArray
 from postdp.errors import ConvergenceError, ConvergenceWarning, ValidationError
 from postdp.hierarchy import Hierarchy, PublicSpec, check_feasible, resolve_public
 from postdp.mechanisms import NoiseMechanism
-from postdp.postprocess._simplex import project_groups
+from postdp.postprocess._simplex import project_families
 from postdp.postprocess._tree_solve import (
     BoolArray,
     TreeProblem,
@@ -34,8 +34,10 @@ from postdp.postprocess._tree_solve import (
     leaf_multipliers,
     two_pass,
 )
+from postdp.postprocess.topdown import TopDownPlan
 
 __all__ = [
+    "Projector",
     "inverse_variance_weights",
     "project",
     "project_sum",
@@ -186,23 +188,97 @@ def project(
     >>> project(np.array([3.0, -5.0, 6.0]), h, public={"T": 3.0}).round(6).tolist()
     [3.0, 0.0, 3.0]
     """
-    if not isinstance(hierarchy, Hierarchy):
-        raise TypeError(f"`hierarchy` must be a Hierarchy; got {type(hierarchy).__name__}")
-    Y, shape = _noisy(noisy, hierarchy.n)
-    w = _weights(weights, hierarchy.n)
-    pub = resolve_public(hierarchy, public)
-    check_feasible(hierarchy, pub, nonneg=nonneg)
-    if method == "topdown":
-        from postdp.postprocess.topdown import _top_down
+    projector = Projector(hierarchy, nonneg=nonneg, public=public, method=method, weights=weights)
+    return projector(noisy)
 
-        return _top_down(Y, hierarchy, w, pub, nonneg=nonneg).reshape(shape)
-    if method != "exact":
-        raise ValidationError(f"`method` must be 'exact' or 'topdown'; got {method!r}")
-    prob = TreeProblem.build(hierarchy, w, pub)
-    lay = hierarchy.layout
-    Yl = Y[:, lay.order]
-    X = _solve_nonneg(prob, Yl) if nonneg else two_pass(prob, Yl)
-    return X[:, lay.position].reshape(shape)
+
+class Projector:
+    """A projection prepared once for a hierarchy, its constraints and weights.
+
+    Everything that does not depend on the noisy values (the breadth-first layout, the
+    public nodes and their feasibility, the two-pass coefficients) is computed here, so
+    calling the projector costs only the work proportional to the data. :func:`project` is
+    ``Projector(...)(noisy)``; build one yourself to project many batches.
+
+    Parameters
+    ----------
+    hierarchy : Hierarchy
+    nonneg : bool, default True
+    public : mapping, sequence of str, "root" or None
+    method : {"exact", "topdown"}, default "exact"
+    weights : array_like, shape (n,), optional
+        See :func:`project`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from postdp import Hierarchy
+    >>> h = Hierarchy.from_parents(["T", "a", "b"], [None, "T", "T"])
+    >>> proj = Projector(h, nonneg=True, public={"T": 3.0})
+    >>> proj(np.array([[3.0, -5.0, 6.0], [3.0, 1.0, 1.0]])).tolist()
+    [[3.0, 0.0, 3.0], [3.0, 1.5, 1.5]]
+    """
+
+    __slots__ = ("_exact", "_topdown", "hierarchy", "method", "nonneg", "public", "weights")
+
+    def __init__(
+        self,
+        hierarchy: Hierarchy,
+        *,
+        nonneg: bool = True,
+        public: PublicSpec = None,
+        method: Method = "exact",
+        weights: ArrayLike | None = None,
+    ) -> None:
+        if not isinstance(hierarchy, Hierarchy):
+            raise TypeError(f"`hierarchy` must be a Hierarchy; got {type(hierarchy).__name__}")
+        if method not in ("exact", "topdown"):
+            raise ValidationError(f"`method` must be 'exact' or 'topdown'; got {method!r}")
+        self.hierarchy = hierarchy
+        self.nonneg = bool(nonneg)
+        self.method = method
+        self.weights = _weights(weights, hierarchy.n)
+        self.public = resolve_public(hierarchy, public)
+        check_feasible(hierarchy, self.public, nonneg=self.nonneg)
+        self._exact: TreeProblem | None = None
+        self._topdown: TopDownPlan | None = None
+        if method == "exact":
+            self._exact = TreeProblem.build(hierarchy, self.weights, self.public)
+        else:
+            self._topdown = TopDownPlan.build(
+                hierarchy, self.weights, self.public, nonneg=self.nonneg
+            )
+
+    def __call__(self, noisy: ArrayLike) -> FloatArray:
+        """Project ``noisy`` (shape (..., n)); returns the same shape.
+
+        Parameters
+        ----------
+        noisy : array_like, shape (..., n)
+
+        Returns
+        -------
+        ndarray of float
+
+        Examples
+        --------
+        >>> from postdp import Hierarchy
+        >>> h = Hierarchy.from_parents(["T", "a"], [None, "T"])
+        >>> Projector(h, nonneg=False)([4.0, 2.0]).tolist()
+        [3.0, 3.0]
+        """
+        Y, shape = _noisy(noisy, self.hierarchy.n)
+        lay = self.hierarchy.layout
+        Yl = Y[:, lay.order]
+        if self._topdown is not None:
+            X = self._topdown.run(Yl)
+        elif self._exact is not None and self.nonneg:
+            X = _solve_nonneg(self._exact, Yl)
+        else:
+            assert self._exact is not None
+            X = two_pass(self._exact, Yl)
+        out: FloatArray = X[:, lay.position].reshape(shape)
+        return out
 
 
 # --------------------------------------------------------------------------------------------
@@ -408,7 +484,12 @@ def project_sum(
     if (t < 0).any():
         raise ValidationError(f"`total` must be nonnegative with `nonneg`; got {t.min().item()!r}")
     rows = math.prod(Y.shape[:-1])
-    flat = Y.reshape(rows, n)
-    group = np.repeat(np.arange(rows), n)
-    v = project_groups(flat.ravel(), group, t.reshape(rows), np.tile(inv, rows))
+    v = project_families(
+        Y.reshape(rows, n),
+        np.zeros(1, dtype=np.int64),
+        np.zeros(n, dtype=np.int64),
+        t.reshape(rows, 1),
+        inv,
+        np.ones(n, dtype=bool),
+    )
     return v.reshape(Y.shape)

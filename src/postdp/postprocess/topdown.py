@@ -9,11 +9,15 @@ Unlike the exact (P+), a level never revises the levels above it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
+import numpy.typing as npt
 
 from postdp._typing import ArrayLike, FloatArray
 from postdp.hierarchy import Hierarchy, PublicNodes, PublicSpec
-from postdp.postprocess._simplex import project_groups
+from postdp.hierarchy._tree import Layout
+from postdp.postprocess._simplex import project_families
 
 __all__ = ["top_down"]
 
@@ -67,52 +71,56 @@ def top_down(
     )
 
 
-def _top_down(
-    Y: FloatArray, h: Hierarchy, w: FloatArray, pub: PublicNodes, *, nonneg: bool
-) -> FloatArray:
-    """Top-down on validated input: ``Y`` is (B, n) in node order."""
-    lay = h.layout
-    B, n = Y.shape
-    Yl = Y[:, lay.order]
-    fixed = pub.determined[lay.order]
-    fixed_values = np.where(pub.mask, pub.values, pub.floor)[lay.order]
-    floor = pub.floor[lay.order] if nonneg else np.zeros(n)
-    inv = 1.0 / w[lay.order]
-    X = np.empty_like(Yl)
-    if fixed[0]:
-        X[:, 0] = fixed_values[0]
-    else:
-        X[:, 0] = np.maximum(Yl[:, 0], floor[0]) if nonneg else Yl[:, 0]
-    for d in range(h.n_levels - 1):
-        c0, c1 = lay.bounds[d + 1], lay.bounds[d + 2]
-        fam = lay.family[d]
-        G = lay.parents[d].size
-        kid_fixed = fixed[c0:c1]
-        X[:, c0:c1] = np.where(kid_fixed, fixed_values[c0:c1], 0.0)
-        # what the free children must share in each family: parent minus fixed children
-        fixed_sum = np.bincount(
-            fam, weights=np.where(kid_fixed, fixed_values[c0:c1], 0.0), minlength=G
-        )
-        share = X[:, lay.parents[d]] - fixed_sum  # (B, G)
-        free = np.flatnonzero(~kid_fixed)
-        if not free.size:
-            continue
-        f_fam = fam[free]
-        y = Yl[:, c0 + free]
-        f_inv = inv[c0 + free]
-        group = (np.arange(B)[:, None] * G + f_fam[None, :]).ravel()
-        if nonneg:
-            lo = floor[c0 + free]
-            target = share - np.bincount(f_fam, weights=lo, minlength=G)  # >= 0 up to rounding
-            u = project_groups(
-                (y - lo).ravel(),
-                group,
-                np.maximum(target, 0.0).ravel(),
-                np.broadcast_to(f_inv, y.shape).ravel(),
-            ).reshape(y.shape)
-            X[:, c0 + free] = lo + u
-        else:
-            gap = np.bincount(group, weights=y.ravel(), minlength=B * G).reshape(B, G) - share
-            total_inv = np.bincount(f_fam, weights=f_inv, minlength=G)
-            X[:, c0 + free] = y - gap[:, f_fam] * f_inv / total_inv[f_fam]
-    return X[:, lay.position]
+@dataclass(frozen=True, slots=True, eq=False)
+class TopDownPlan:
+    """What top-down needs that does not depend on the noisy values (layout order)."""
+
+    layout: Layout
+    n_levels: int
+    nonneg: bool
+    fixed: npt.NDArray[np.bool_]
+    fixed_values: FloatArray
+    floor: FloatArray
+    inv: FloatArray
+
+    @classmethod
+    def build(cls, h: Hierarchy, w: FloatArray, pub: PublicNodes, *, nonneg: bool) -> TopDownPlan:
+        lay = h.layout
+        fixed = pub.determined[lay.order]
+        fixed_values = np.where(pub.mask, pub.values, pub.floor)[lay.order]
+        floor = pub.floor[lay.order] if nonneg else np.zeros(h.n)
+        return cls(lay, h.n_levels, nonneg, fixed, fixed_values, floor, 1.0 / w[lay.order])
+
+    def run(self, Y: FloatArray) -> FloatArray:
+        """Top-down on ``Y`` of shape (B, n) in layout order (overwritten and returned)."""
+        lay = self.layout
+        X = Y
+        if self.fixed[0]:
+            X[:, 0] = self.fixed_values[0]
+        elif self.nonneg:
+            X[:, 0] = np.maximum(X[:, 0], self.floor[0])
+        for d in range(self.n_levels - 1):
+            c0, c1 = lay.bounds[d + 1], lay.bounds[d + 2]
+            starts, fam = lay.starts[d], lay.family[d]
+            free = ~self.fixed[c0:c1]
+            inv = self.inv[c0:c1]
+            y = X[:, c0:c1]
+            share = X[:, lay.parents[d]]  # what the free children share: the parent ...
+            if not free.all():
+                fixed_part = np.where(free, 0.0, self.fixed_values[c0:c1])
+                share = share - np.add.reduceat(fixed_part, starts)  # ... minus fixed children
+            if self.nonneg:
+                lo = np.where(free, self.floor[c0:c1], 0.0)
+                if lo.any():
+                    target = np.maximum(share - np.add.reduceat(lo, starts), 0.0)
+                    u = lo + project_families(y - lo, starts, fam, target, inv, free)
+                else:
+                    u = project_families(y, starts, fam, np.maximum(share, 0.0), inv, free)
+            else:
+                free_inv = np.where(free, inv, 0.0)
+                gap = np.add.reduceat(y * free, starts, axis=-1) - share
+                total_inv = np.add.reduceat(free_inv, starts)
+                spread = free_inv / np.where(total_inv > 0, total_inv, 1.0)[fam]
+                u = y - gap[:, fam] * spread
+            X[:, c0:c1] = u if free.all() else np.where(free, u, fixed_part)
+        return X
