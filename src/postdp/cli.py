@@ -20,9 +20,16 @@ from postdp.data import load_county_populations
 from postdp.errors import PostdpError, ValidationError
 from postdp.hierarchy import Hierarchy, add_noise
 from postdp.mechanisms import DiscreteGaussian, Gaussian, Geometric, Laplace, NoiseMechanism
+from postdp.postprocess import Projector, inverse_variance_weights
 
 _PURE = {"geometric": Geometric, "laplace": Laplace}
 _ZCDP = {"gaussian": Gaussian, "discrete-gaussian": DiscreteGaussian}
+# --postprocess choice -> (nonneg, method) of postdp.project
+_POSTPROCESS = {
+    "project": (False, "exact"),
+    "project-nonneg": (True, "exact"),
+    "topdown": (True, "topdown"),
+}
 
 
 def _values(option: str, text: str) -> list[float]:
@@ -79,6 +86,17 @@ def _read_table(args: argparse.Namespace) -> tuple[pd.DataFrame, list[str]]:
     return table, keep
 
 
+def _public(text: str | None, h: Hierarchy) -> list[str] | None:
+    """Ids named by --public; "root" names the root unless a node is called that."""
+    if text is None:
+        return None
+    root = str(h.ids[h.root])
+    ids = set(map(str, h.ids))
+    return [
+        root if part == "root" and "root" not in ids else part for part in text.split(",") if part
+    ]
+
+
 def _level_labels(table: pd.DataFrame, h: Hierarchy) -> list[str]:
     labels = [f"level {d}" for d in range(h.n_levels)]
     if "level" in table.columns:
@@ -94,6 +112,17 @@ def _cmd_release(args: argparse.Namespace) -> int:
     h = Hierarchy.from_frame(table, id=args.id, parent=args.parent, count=args.count)
     mechanisms = _mechanisms(args, h.n_levels)
     secure = args.seed is None
+    public = _public(args.public, h)
+    projector = None
+    if args.postprocess != "none":
+        nonneg, method = _POSTPROCESS[args.postprocess]
+        weights = (
+            inverse_variance_weights(h, mechanisms) if args.weights == "inverse-variance" else None
+        )
+        # built before any noise is drawn, so an infeasible --public fails without spending
+        projector = Projector(h, nonneg=nonneg, public=public, method=method, weights=weights)
+    elif public is not None:
+        raise ValidationError("`--public` needs a --postprocess step that enforces it")
     if not secure:
         print(
             "postdp: warning: --seed draws the noise on the study path (numpy), which is "
@@ -102,6 +131,9 @@ def _cmd_release(args: argparse.Namespace) -> int:
         )
     result = add_noise(h, mechanisms, secure=secure, rng=args.seed)
     frame = result.to_frame(include_truth=args.audit)
+    if projector is not None:
+        position = frame.columns.get_loc("noisy_count") + 1
+        frame.insert(position, "released_count", projector(result.values))
     for position, column in enumerate(keep, start=2):
         frame.insert(position, column, table[column].to_numpy())
     output = Path(args.output)
@@ -115,6 +147,13 @@ def _cmd_release(args: argparse.Namespace) -> int:
     )
     path_name = "secure OpenDP release path" if secure else "study path, seed " + str(args.seed)
     print(f"released {h.n} noisy counts ({args.mechanism}, {path_name}) to {output}")
+    if projector is not None:
+        print(
+            f"post-processing: {args.postprocess} (column released_count; consistent"
+            + (", nonnegative" if projector.nonneg else "")
+            + (f"; public: {', '.join(args.public.split(','))}" if args.public else "")
+            + ")"
+        )
     if args.audit:
         print("note: --audit wrote the true counts too (column true_count): do not publish it")
     print(f"privacy budget spent: {result.budget}")
@@ -204,6 +243,28 @@ def build_parser() -> argparse.ArgumentParser:
         default="release.csv",
         metavar="CSV",
         help="where to write the noisy table",
+    )
+    release.add_argument(
+        "--postprocess",
+        default="none",
+        choices=["none", *_POSTPROCESS],
+        help="make the release consistent: 'project' is the L2 projection (P) onto parent = "
+        "sum of children; 'project-nonneg' adds v >= 0 (P+); 'topdown' fixes the root and "
+        "projects each family onto its parent level by level (census TopDown). The result is "
+        "written in column released_count",
+    )
+    release.add_argument(
+        "--public",
+        metavar="root|ID[,ID...]",
+        help="nodes whose true counts are published as invariants (e.g. 'root' for the "
+        "national total, or a list of state ids); the post-processing keeps them exactly",
+    )
+    release.add_argument(
+        "--weights",
+        default="equal",
+        choices=["equal", "inverse-variance"],
+        help="weights of the projection: equal (the seeds' (P)/(P+)) or 1/Var of each level's "
+        "noise (generalised least squares, better when levels get different budgets)",
     )
     release.add_argument(
         "--audit",

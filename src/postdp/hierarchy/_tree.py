@@ -432,6 +432,12 @@ class Layout:
     family : tuple of ndarray
         ``family[d]``: for each node of level ``d + 1``, the index of its family in
         ``parents[d]``.
+    sizes : tuple of ndarray
+        ``sizes[d]``: the number of children in each family of ``parents[d]``, so that
+        ``np.repeat(per_family, sizes[d], axis=-1)`` spreads family values over level
+        ``d + 1`` (much faster than fancy indexing with ``family[d]``).
+    identity : bool
+        Whether the layout order is the node order (then no permutation is needed).
     """
 
     order: IntArray
@@ -441,6 +447,8 @@ class Layout:
     starts: tuple[IntArray, ...]
     parents: tuple[IntArray, ...]
     family: tuple[IntArray, ...]
+    sizes: tuple[IntArray, ...]
+    identity: bool
 
     @classmethod
     def build(cls, parent: IntArray, levels: tuple[IntArray, ...]) -> Layout:
@@ -473,6 +481,11 @@ class Layout:
             tuple(starts),
             tuple(parents),
             tuple(family),
+            tuple(
+                np.diff(np.append(st, bounds[d + 2] - bounds[d + 1])).astype(np.int64)
+                for d, st in enumerate(starts)
+            ),
+            bool((order == np.arange(n)).all()),
         )
 
 

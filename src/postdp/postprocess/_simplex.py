@@ -19,7 +19,7 @@ from postdp._typing import FloatArray, IntArray
 def project_families(
     u: FloatArray,
     starts: IntArray,
-    family: IntArray,
+    sizes: IntArray,
     target: FloatArray,
     inv_w: FloatArray,
     free: npt.NDArray[np.bool_],
@@ -32,8 +32,8 @@ def project_families(
         Values; families are contiguous blocks of the last axis.
     starts : ndarray of int, shape (G,)
         Offset where each family begins (as for ``np.add.reduceat``).
-    family : ndarray of int, shape (m,)
-        Family of each entry.
+    sizes : ndarray of int, shape (G,)
+        Number of entries in each family.
     target : ndarray, shape (B, G)
         Nonnegative family totals.
     inv_w : ndarray, shape (m,)
@@ -52,11 +52,11 @@ def project_families(
     n_alive = np.count_nonzero(alive)
     while True:
         tau = np.divide(s_u - target, s_w, out=np.zeros_like(s_u), where=s_w > 0)
-        level = u - tau[..., family] * inv
+        level = u - np.repeat(tau, sizes, axis=-1) * inv
         keep = alive & (level > 0)
         n_keep = np.count_nonzero(keep)
         if n_keep == n_alive:
-            return np.where(alive, level, 0.0)
+            return level * alive
         alive, n_alive = keep, n_keep
         s_u = np.add.reduceat(u * alive, starts, axis=-1)
         s_w = np.add.reduceat(inv * alive, starts, axis=-1)

@@ -127,9 +127,13 @@ def two_pass(prob: TreeProblem, Y: FloatArray, zero: BoolArray | None = None) ->
     if zero is None:
         return _two_pass_fixed(prob, Y)
     lay = prob.layout
-    held = (zero | prob.fixed) if prob.any_fixed else zero
-    Z = np.where(held, prob.fixed_values, Y)  # a held leaf's fixed value is 0 (its floor)
-    V = np.where(zero, 0.0, prob.var)
+    # multiplying by masks, not np.where: np.where is slow on unpredictable masks
+    free = ~zero
+    if prob.any_fixed:
+        Z = Y * (free & ~prob.fixed) + prob.fixed_values * prob.fixed  # held leaves -> 0
+    else:
+        Z = Y * free
+    V = prob.var * free
     sums: list[tuple[FloatArray, FloatArray]] = []
     for d in range(prob.n_levels - 2, -1, -1):
         c0, c1 = lay.bounds[d + 1], lay.bounds[d + 2]
@@ -148,7 +152,7 @@ def two_pass(prob: TreeProblem, Y: FloatArray, zero: BoolArray | None = None) ->
         c0, c1 = lay.bounds[d + 1], lay.bounds[d + 2]
         Sz, SV = sums[d]
         per_variance = (Z[..., lay.parents[d]] - Sz) / np.where(SV > 0, SV, 1.0)
-        Z[..., c0:c1] += V[..., c0:c1] * per_variance[..., lay.family[d]]
+        Z[..., c0:c1] += V[..., c0:c1] * np.repeat(per_variance, lay.sizes[d], axis=-1)
     return Z
 
 
@@ -167,17 +171,17 @@ def _two_pass_fixed(prob: TreeProblem, Y: FloatArray) -> FloatArray:
     for d in range(prob.n_levels - 1):
         c0, c1 = lay.bounds[d + 1], lay.bounds[d + 2]
         gap = Z[..., lay.parents[d]] - sums[d]
-        Z[..., c0:c1] += prob.share[d] * gap[..., lay.family[d]]
+        Z[..., c0:c1] += prob.share[d] * np.repeat(gap, lay.sizes[d], axis=-1)
     return Z
 
 
 def path_sums(prob: TreeProblem, D: FloatArray) -> FloatArray:
-    """C_i = Σ of D over the path from the root to i (inclusive), for every node."""
+    """C_i = Σ of D over the path from the root to i (inclusive), for every node (in place)."""
     lay = prob.layout
-    C = D.copy()
+    C = D
     for d in range(1, prob.n_levels):
         c0, c1 = lay.bounds[d], lay.bounds[d + 1]
-        C[..., c0:c1] += C[..., lay.parent[c0:c1]]
+        C[..., c0:c1] += np.repeat(C[..., lay.parents[d - 1]], lay.sizes[d - 1], axis=-1)
     return C
 
 
@@ -197,13 +201,12 @@ def leaf_multipliers(
     Returns
     -------
     ndarray, shape (B, n)
-        μ at the free leaves, 0 elsewhere.
+        μ at the free leaves (other entries are meaningless).
     """
     B, n = X.shape
     C = path_sums(prob, prob.weight * (X - Y))
     if not prob.comp_public.any():
-        mu: FloatArray = np.where(prob.free_leaf, C, 0.0)
-        return mu
+        return C  # callers read μ at the free leaves only
     base = np.where(prob.comp_public, C[:, prob.comp], 0.0)
     Q = np.where(prob.free_leaf, C - base, 0.0)
     in_public = prob.free_leaf & prob.comp_public

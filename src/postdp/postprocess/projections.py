@@ -269,7 +269,7 @@ class Projector:
         """
         Y, shape = _noisy(noisy, self.hierarchy.n)
         lay = self.hierarchy.layout
-        Yl = Y[:, lay.order]
+        Yl = Y.copy() if lay.identity else Y[:, lay.order]
         if self._topdown is not None:
             X = self._topdown.run(Yl)
         elif self._exact is not None and self.nonneg:
@@ -277,7 +277,7 @@ class Projector:
         else:
             assert self._exact is not None
             X = two_pass(self._exact, Yl)
-        out: FloatArray = X[:, lay.position].reshape(shape)
+        out: FloatArray = (X if lay.identity else X[:, lay.position]).reshape(shape)
         return out
 
 
@@ -312,33 +312,40 @@ def _stranded(prob: TreeProblem, active: BoolArray) -> BoolArray:
 
 
 def _finish(prob: TreeProblem, X: FloatArray, active: BoolArray) -> FloatArray:
-    """Exact zeros at the active leaves, rounding-level negatives to 0, parents as sums."""
-    X = np.where(active | (prob.free_leaf & (X < 0)), 0.0, X)
-    return family_sums(prob, X)
+    """Rounding-level negatives to 0 (active leaves are exact zeros), parents as sums."""
+    clip = prob.free_leaf & (X < 0)
+    if not clip.any():
+        return X  # active leaves are exactly 0 already; parents are consistent
+    return family_sums(prob, X * ~(clip | active))
 
 
 def _solve_nonneg(prob: TreeProblem, Y: FloatArray) -> FloatArray:
     B, n = Y.shape
-    static = np.broadcast_to(_static_zero(prob), (B, n))
-    free = prob.free_leaf & ~_static_zero(prob)
-    X = two_pass(prob, Y, zero=static if static.any() else None)
+    static_row = _static_zero(prob)
+    has_static = bool(static_row.any())
+    free = prob.free_leaf & ~static_row
+    static = np.broadcast_to(static_row, (B, n))
+    X = two_pass(prob, Y, zero=static if has_static else None)
     tol, tol_mu = _tolerances(prob, Y)
-    active = free & (-tol > X)
-    todo = np.flatnonzero(active.any(axis=1))
-    out = _finish(prob, X, np.broadcast_to(static, (B, n)).copy())
+    negative = (free & (X < -tol)).any(axis=1)
+    todo = np.flatnonzero(negative)
+    out = X
+    easy = np.flatnonzero(~negative)
+    if easy.size:
+        out[easy] = _finish(prob, X[easy], static[: easy.size])
     if not todo.size:
         return out
     best = np.full(todo.size, np.iinfo(np.int64).max)
     patience = np.full(todo.size, _STALL_ROUNDS)
-    act = active[todo]
+    act = free & (X[todo] < -tol[todo])
     fallback: list[int] = []
     for _ in range(_MAX_PDAS_ROUNDS):
         Ys = Y[todo]
-        zero = act | static[: todo.size]
+        zero = (act | static_row) if has_static else act
         stranded = _stranded(prob, act)
         Xs = two_pass(prob, Ys, zero=zero)
         mu = leaf_multipliers(prob, Xs, Ys, inactive=free & ~zero)
-        bad = free & ((act & (mu < -tol_mu[todo])) | (~act & (Xs < -tol[todo])))
+        bad = ((act & (mu < -tol_mu[todo])) | (~act & (Xs < -tol[todo]))) & free
         n_bad = bad.sum(axis=1)
         done = (n_bad == 0) & ~stranded
         if done.any():
@@ -349,10 +356,11 @@ def _solve_nonneg(prob: TreeProblem, Y: FloatArray) -> FloatArray:
         give_up = ~done & ((patience < 0) | stranded)
         fallback.extend(todo[give_up].tolist())
         keep = ~done & ~give_up
+        if not keep.any():
+            todo = todo[keep]
+            break
         act = (act ^ bad)[keep]
         todo, best, patience = todo[keep], best[keep], patience[keep]
-        if not todo.size:
-            break
     fallback.extend(todo.tolist())
     if fallback:
         warnings.warn(
@@ -487,7 +495,7 @@ def project_sum(
     v = project_families(
         Y.reshape(rows, n),
         np.zeros(1, dtype=np.int64),
-        np.zeros(n, dtype=np.int64),
+        np.array([n], dtype=np.int64),
         t.reshape(rows, 1),
         inv,
         np.ones(n, dtype=bool),

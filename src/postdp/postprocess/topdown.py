@@ -101,7 +101,7 @@ class TopDownPlan:
             X[:, 0] = np.maximum(X[:, 0], self.floor[0])
         for d in range(self.n_levels - 1):
             c0, c1 = lay.bounds[d + 1], lay.bounds[d + 2]
-            starts, fam = lay.starts[d], lay.family[d]
+            starts, sizes = lay.starts[d], lay.sizes[d]
             free = ~self.fixed[c0:c1]
             inv = self.inv[c0:c1]
             y = X[:, c0:c1]
@@ -113,14 +113,14 @@ class TopDownPlan:
                 lo = np.where(free, self.floor[c0:c1], 0.0)
                 if lo.any():
                     target = np.maximum(share - np.add.reduceat(lo, starts), 0.0)
-                    u = lo + project_families(y - lo, starts, fam, target, inv, free)
+                    u = lo + project_families(y - lo, starts, sizes, target, inv, free)
                 else:
-                    u = project_families(y, starts, fam, np.maximum(share, 0.0), inv, free)
+                    u = project_families(y, starts, sizes, np.maximum(share, 0.0), inv, free)
             else:
                 free_inv = np.where(free, inv, 0.0)
                 gap = np.add.reduceat(y * free, starts, axis=-1) - share
                 total_inv = np.add.reduceat(free_inv, starts)
-                spread = free_inv / np.where(total_inv > 0, total_inv, 1.0)[fam]
-                u = y - gap[:, fam] * spread
+                spread = free_inv / np.repeat(np.where(total_inv > 0, total_inv, 1.0), sizes)
+                u = y - np.repeat(gap, sizes, axis=-1) * spread
             X[:, c0:c1] = u if free.all() else np.where(free, u, fixed_part)
         return X
