@@ -61,8 +61,10 @@ def qp_part(n_qp):
         batch, ours = best_of(lambda d=draws: projector(d), repeat=3)
         worst = kkt_report(ours, draws, h).worst_relative()
         print(f"    postdp single projection     {single * 1e3:9.3f} ms")
-        print(f"    postdp batch of 1000 draws   {batch * 1e3:9.3f} ms = "
-              f"{batch / 1000 * 1e3:.4f} ms/draw   (worst relative KKT residual {worst:.1e})")
+        print(
+            f"    postdp batch of 1000 draws   {batch * 1e3:9.3f} ms = "
+            f"{batch / 1000 * 1e3:.4f} ms/draw   (worst relative KKT residual {worst:.1e})"
+        )
         for label, opts in (("default", {}), ("tight", tight)):
             y_par.value = draws[0]
             problem.solve(solver=cp.CLARABEL, **opts)  # warm-up: canonicalisation
@@ -77,25 +79,33 @@ def qp_part(n_qp):
                     diffs.append(float(np.abs(v.value - ours[i]).max()))
             per = float(np.median(times))
             diff = f"{max(diffs):.3g}" if diffs else "n/a"
-            print(f"    Clarabel ({label:7s}) per solve {per * 1e3:9.3f} ms  statuses "
-                  f"{sorted(set(statuses))}  max |diff| {diff}")
-            print(f"      ratios: single {per / single:8.0f}x   per draw in a batch "
-                  f"{per / (batch / 1000):8.0f}x")
+            print(
+                f"    Clarabel ({label:7s}) per solve {per * 1e3:9.3f} ms  statuses "
+                f"{sorted(set(statuses))}  max |diff| {diff}"
+            )
+            print(
+                f"      ratios: single {per / single:8.0f}x   per draw in a batch "
+                f"{per / (batch / 1000):8.0f}x"
+            )
 
 
 def large_part(repeat):
     print("\nPart 2: postdp on a synthetic hierarchy with about 10^6 leaves")
     start = time.perf_counter()
     h = synthetic_hierarchy(rng=0)
-    print(f"  built in {time.perf_counter() - start:.2f} s: {h.n:,} nodes, levels "
-          f"{[lvl.size for lvl in h.levels]}")
+    print(
+        f"  built in {time.perf_counter() - start:.2f} s: {h.n:,} nodes, levels "
+        f"{[lvl.size for lvl in h.levels]}"
+    )
     lam = 10.0
     m = Laplace.from_scale(lam)
     x = h.counts.astype(float)
     floor, noisy = best_of(lambda: m.sample(x, rng=1), repeat)
     vector_mb = h.n * 8 / 2**20
-    print(f"  noise floor (one Laplace draw of every node): {floor * 1e3:.1f} ms; "
-          f"one vector = {vector_mb:.1f} MB; {(noisy < 0).mean():.1%} of nodes < 0")
+    print(
+        f"  noise floor (one Laplace draw of every node): {floor * 1e3:.1f} ms; "
+        f"one vector = {vector_mb:.1f} MB; {(noisy < 0).mean():.1%} of nodes < 0"
+    )
     for label, kwargs in (
         ("(P)", {"nonneg": False}),
         ("(P+)", {"nonneg": True}),
@@ -111,12 +121,13 @@ def large_part(repeat):
         tracemalloc.stop()
         report = kkt_report(out, noisy, h, nonneg=kwargs.get("nonneg", True))
         consistency = float((report.constraint_violation / report.scale).max())
-        kkt = "" if label == "top-down" else (
-            f", KKT {float((report.kkt_residual / (report.scale * report.gradient_scale)).max()):.0e}"
+        kkt_rel = float((report.kkt_residual / (report.scale * report.gradient_scale)).max())
+        kkt = "" if label == "top-down" else f", KKT {kkt_rel:.0e}"
+        print(
+            f"  {label:9s} {elapsed * 1e3:8.1f} ms = {elapsed / floor:4.2f}x floor   peak "
+            f"{peak / 2**20:7.1f} MB = {peak / 2**20 / vector_mb:4.1f} vectors   setup "
+            f"{setup:.2f} s   residuals: consistency {consistency:.0e}{kkt}"
         )
-        print(f"  {label:9s} {elapsed * 1e3:8.1f} ms = {elapsed / floor:4.2f}x floor   peak "
-              f"{peak / 2**20:7.1f} MB = {peak / 2**20 / vector_mb:4.1f} vectors   setup "
-              f"{setup:.2f} s   residuals: consistency {consistency:.0e}{kkt}")
 
 
 def main() -> None:

@@ -187,8 +187,19 @@ def test_help_and_module_entry_point():
 @pytest.mark.parametrize("step", ["project", "project-nonneg", "topdown"])
 def test_release_postprocess_is_consistent(step, tmp_path, capsys):
     out = tmp_path / "r.csv"
-    argv = ["release", "--seed", "3", "--epsilon", "0.01", "--postprocess", step,
-            "--public", "root,06", "--output", str(out)]
+    argv = [
+        "release",
+        "--seed",
+        "3",
+        "--epsilon",
+        "0.01",
+        "--postprocess",
+        step,
+        "--public",
+        "root,06",
+        "--output",
+        str(out),
+    ]
     assert main(argv) == 0
     assert f"post-processing: {step}" in capsys.readouterr().out
     frame = pd.read_csv(out, dtype={"id": str, "parent": str})
@@ -203,13 +214,28 @@ def test_release_postprocess_is_consistent(step, tmp_path, capsys):
 
 def test_release_postprocess_weighted_and_errors(tmp_path, capsys):
     out = tmp_path / "r.csv"
-    argv = ["release", "--seed", "3", "--epsilon", "1,0.5,0.1", "--postprocess", "project",
-            "--weights", "inverse-variance", "--output", str(out)]
+    argv = [
+        "release",
+        "--seed",
+        "3",
+        "--epsilon",
+        "1,0.5,0.1",
+        "--postprocess",
+        "project",
+        "--weights",
+        "inverse-variance",
+        "--output",
+        str(out),
+    ]
     assert main(argv) == 0
     assert main(["release", "--seed", "3", "--public", "root", "-o", str(out)]) == 2
     assert "`--public` needs a --postprocess step" in capsys.readouterr().err
-    assert main(["release", "--seed", "3", "--postprocess", "topdown", "--public", "zz",
-                 "-o", str(out)]) == 2
+    assert (
+        main(
+            ["release", "--seed", "3", "--postprocess", "topdown", "--public", "zz", "-o", str(out)]
+        )
+        == 2
+    )
     assert "unknown node ids: 'zz'" in capsys.readouterr().err
 
 
@@ -217,7 +243,16 @@ def test_every_node_public_releases_the_truth(tmp_path, capsys):
     path = tmp_path / "t.csv"
     path.write_text("id,parent,count\nT,,3\na,T,3\nb,T,0\n")
     out = tmp_path / "o.csv"
-    argv = ["release", "--input", str(path), "--postprocess", "project", "--public", "root,a,b",
-            "--output", str(out)]
+    argv = [
+        "release",
+        "--input",
+        str(path),
+        "--postprocess",
+        "project",
+        "--public",
+        "root,a,b",
+        "--output",
+        str(out),
+    ]
     assert main(argv) == 0
     assert pd.read_csv(out)["released_count"].tolist() == [3.0, 3.0, 0.0]

@@ -12,6 +12,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Literal
 
 import pandas as pd
 
@@ -25,7 +26,7 @@ from postdp.postprocess import Projector, inverse_variance_weights
 _PURE = {"geometric": Geometric, "laplace": Laplace}
 _ZCDP = {"gaussian": Gaussian, "discrete-gaussian": DiscreteGaussian}
 # --postprocess choice -> (nonneg, method) of postdp.project
-_POSTPROCESS = {
+_POSTPROCESS: dict[str, tuple[bool, Literal["exact", "topdown"]]] = {
     "project": (False, "exact"),
     "project-nonneg": (True, "exact"),
     "topdown": (True, "topdown"),
@@ -132,7 +133,7 @@ def _cmd_release(args: argparse.Namespace) -> int:
     result = add_noise(h, mechanisms, secure=secure, rng=args.seed)
     frame = result.to_frame(include_truth=args.audit)
     if projector is not None:
-        position = frame.columns.get_loc("noisy_count") + 1
+        position = list(frame.columns).index("noisy_count") + 1
         frame.insert(position, "released_count", projector(result.values))
     for position, column in enumerate(keep, start=2):
         frame.insert(position, column, table[column].to_numpy())

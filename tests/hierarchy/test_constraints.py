@@ -21,8 +21,9 @@ def test_constraint_matrix_holds_for_true_counts():
 
 
 def test_resolve_public_forms():
-    h = Hierarchy.from_parents(["T", "a", "b", "b1", "b2"], [None, "T", "T", "b", "b"],
-                               [10, 4, 6, 1, 5])
+    h = Hierarchy.from_parents(
+        ["T", "a", "b", "b1", "b2"], [None, "T", "T", "b", "b"], [10, 4, 6, 1, 5]
+    )
     assert resolve_public(h, None).mask.sum() == 0
     assert resolve_public(h, "root").values[0] == 10
     pub = resolve_public(h, ["b1", "b2"])
@@ -37,8 +38,9 @@ def test_resolve_public_forms():
 def test_from_codes_rebuilds_the_county_hierarchy():
     df = load_county_populations()
     counties = df[df["level"] == "county"]
-    codes = pd.DataFrame({"st": counties["id"].str[:2], "co": counties["id"].str[2:],
-                          "pop": counties["count"]})
+    codes = pd.DataFrame(
+        {"st": counties["id"].str[:2], "co": counties["id"].str[2:], "pop": counties["count"]}
+    )
     h = Hierarchy.from_codes(codes, ["st", "co"], count="pop")
     ref = county_hierarchy()
     assert sorted(h.ids) == sorted(ref.ids)

@@ -56,7 +56,8 @@ def project_families(
         keep = alive & (level > 0)
         n_keep = np.count_nonzero(keep)
         if n_keep == n_alive:
-            return level * alive
+            out: FloatArray = level * alive
+            return out
         alive, n_alive = keep, n_keep
         s_u = np.add.reduceat(u * alive, starts, axis=-1)
         s_w = np.add.reduceat(inv * alive, starts, axis=-1)

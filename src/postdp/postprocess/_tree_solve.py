@@ -129,10 +129,8 @@ def two_pass(prob: TreeProblem, Y: FloatArray, zero: BoolArray | None = None) ->
     lay = prob.layout
     # multiplying by masks, not np.where: np.where is slow on unpredictable masks
     free = ~zero
-    if prob.any_fixed:
-        Z = Y * (free & ~prob.fixed) + prob.fixed_values * prob.fixed  # held leaves -> 0
-    else:
-        Z = Y * free
+    # held leaves -> 0; public nodes -> their values
+    Z = Y * (free & ~prob.fixed) + prob.fixed_values * prob.fixed if prob.any_fixed else Y * free
     V = prob.var * free
     sums: list[tuple[FloatArray, FloatArray]] = []
     for d in range(prob.n_levels - 2, -1, -1):
@@ -204,7 +202,8 @@ def leaf_multipliers(
         μ at the free leaves (other entries are meaningless).
     """
     B, n = X.shape
-    C = path_sums(prob, prob.weight * (X - Y))
+    plain = not prob.any_fixed and bool((prob.weight == 1.0).all())
+    C = path_sums(prob, X - Y if plain else prob.weight * (X - Y))
     if not prob.comp_public.any():
         return C  # callers read μ at the free leaves only
     base = np.where(prob.comp_public, C[:, prob.comp], 0.0)

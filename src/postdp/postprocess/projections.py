@@ -327,7 +327,7 @@ def _solve_nonneg(prob: TreeProblem, Y: FloatArray) -> FloatArray:
     static = np.broadcast_to(static_row, (B, n))
     X = two_pass(prob, Y, zero=static if has_static else None)
     tol, tol_mu = _tolerances(prob, Y)
-    negative = (free & (X < -tol)).any(axis=1)
+    negative = (free & (-tol > X)).any(axis=1)
     todo = np.flatnonzero(negative)
     out = X
     easy = np.flatnonzero(~negative)
@@ -337,15 +337,17 @@ def _solve_nonneg(prob: TreeProblem, Y: FloatArray) -> FloatArray:
         return out
     best = np.full(todo.size, np.iinfo(np.int64).max)
     patience = np.full(todo.size, _STALL_ROUNDS)
-    act = free & (X[todo] < -tol[todo])
+    everyone = todo.size == B  # then Y[todo] is Y: skip the copies
+    act = free & ((X if everyone else X[todo]) < -(tol if everyone else tol[todo]))
     fallback: list[int] = []
     for _ in range(_MAX_PDAS_ROUNDS):
-        Ys = Y[todo]
+        everyone = todo.size == B
+        Ys, tol_s, tol_mu_s = (Y, tol, tol_mu) if everyone else (Y[todo], tol[todo], tol_mu[todo])
         zero = (act | static_row) if has_static else act
         stranded = _stranded(prob, act)
         Xs = two_pass(prob, Ys, zero=zero)
         mu = leaf_multipliers(prob, Xs, Ys, inactive=free & ~zero)
-        bad = ((act & (mu < -tol_mu[todo])) | (~act & (Xs < -tol[todo]))) & free
+        bad = ((act & (mu < -tol_mu_s)) | (~act & (Xs < -tol_s))) & free
         n_bad = bad.sum(axis=1)
         done = (n_bad == 0) & ~stranded
         if done.any():
