@@ -26,18 +26,6 @@ def positive_real(name: str, value: Any) -> float:
     return out
 
 
-def probability(name: str, value: Any, *, open_interval: bool = True) -> float:
-    """Return ``value`` as a float in (0, 1) (or [0, 1] when ``open_interval`` is False)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"`{name}` must be a real number; got {type(value).__name__} {value!r}")
-    out = float(value)
-    ok = 0.0 < out < 1.0 if open_interval else 0.0 <= out <= 1.0
-    if not ok:
-        interval = "(0, 1)" if open_interval else "[0, 1]"
-        raise ValidationError(f"`{name}` must lie in {interval}; got {value!r}")
-    return out
-
-
 def _first_bad(mask: np.ndarray[Any, Any], values: np.ndarray[Any, Any]) -> str:
     index = tuple(int(i) for i in np.argwhere(mask)[0])
     where = index[0] if len(index) == 1 else index
