@@ -89,7 +89,7 @@ def test_thm12_ps_marginal_error_variance(counties, fips, n_counties, published)
 def test_thm11_p_plus_bias_on_new_mexico_within_the_bound(counties):
     """Thm 11: ||Bias(P+)||_inf <= C' * Pr(||eta||_1 > r_m), Pr from Lemma 8 (a Gamma(n, lambda)
     tail). New Mexico with its public total and 33 counties, lambda = 5 as in the seed. With the
-    2010 counts r_m = 695 (Harding County), so the bound is about 1e-28 and each county's mean
+    2010 counts r_m = 695 (Harding County), so the bound is about 1.6e-21 and each county's mean
     error over 20,000 draws must be within z SE of [-bound, bound]."""
     state = _state(counties, "35")
     leaves = state.leaves
