@@ -7,6 +7,7 @@ from postdp.postprocess.projections import (
     project,
     project_sum,
 )
+from postdp.postprocess.rounding import round_consistent, stochastic_round
 from postdp.postprocess.topdown import top_down
 
 __all__ = [
@@ -16,5 +17,7 @@ __all__ = [
     "kkt_report",
     "project",
     "project_sum",
+    "round_consistent",
+    "stochastic_round",
     "top_down",
 ]
