@@ -39,7 +39,7 @@ def stochastic_round(x: ArrayLike, *, rng: RNGLike = None) -> IntArray:
     """
     values = _validation.real_array("x", x)
     if values.dtype == np.int64:
-        return values.copy()
+        return values.astype(np.int64)  # a copy
     gen = _rng.as_generator(rng)
     low = np.floor(values)
     return (low + (gen.random(values.shape) < values - low)).astype(np.int64)
