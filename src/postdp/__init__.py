@@ -22,7 +22,17 @@ from postdp.mechanisms import (
     Laplace,
     Mechanism,
 )
-from postdp.postprocess import kkt_report, project, project_sum, top_down
+from postdp.postprocess import (
+    clamp,
+    kkt_report,
+    optimal_ramp_shift,
+    project,
+    project_sum,
+    round_consistent,
+    stochastic_round,
+    top_down,
+    translated_ramp,
+)
 
 __version__ = "0.1.0"
 
@@ -38,13 +48,18 @@ __all__ = [
     "NoisyCounts",
     "__version__",
     "add_noise",
+    "clamp",
     "data",
     "errors",
     "hierarchy",
     "kkt_report",
     "mechanisms",
+    "optimal_ramp_shift",
     "postprocess",
     "project",
     "project_sum",
+    "round_consistent",
+    "stochastic_round",
     "top_down",
+    "translated_ramp",
 ]
