@@ -71,9 +71,13 @@ def _tail_mean(c: FloatArray, mechanism: Laplace | Geometric) -> FloatArray:
 
 def _positive_part_mean(d: FloatArray, mechanism: Laplace | Geometric) -> FloatArray:
     """f(d) = E[(d + N)^+] for any real d."""
-    out: FloatArray = np.where(
-        d >= 0, d + _tail_mean(-np.abs(d), mechanism), _tail_mean(-np.abs(d), mechanism)
-    )
+    out: FloatArray = np.maximum(d, 0.0) + _tail_mean(-np.abs(d), mechanism)
+    return out
+
+
+def _positive_part_excess(d: FloatArray, mechanism: Laplace | Geometric) -> FloatArray:
+    """f(d) - d, computed without cancellation: f(-|d|) + max(-d, 0)."""
+    out: FloatArray = _tail_mean(-np.abs(d), mechanism) + np.maximum(-d, 0.0)
     return out
 
 
@@ -150,7 +154,7 @@ def clamp_bias(q: ArrayLike, mechanism: NoiseMechanism, lower: float = 0.0) -> F
     law = _noise_law(mechanism)
     qs = _values("q", q)
     lo = _real("lower", lower)
-    out: FloatArray = lo - qs + _positive_part_mean(qs - lo, law)
+    out: FloatArray = _positive_part_excess(qs - lo, law)
     return out
 
 
@@ -213,7 +217,7 @@ def translated_ramp_bias(q: ArrayLike, mechanism: NoiseMechanism, alpha: float) 
     if shift < 0:
         raise ValidationError(f"`alpha` must be nonnegative; got {alpha!r}")
     qs = _values("q", q)
-    out: FloatArray = _positive_part_mean(qs - shift, law) - qs
+    out: FloatArray = _positive_part_excess(qs - shift, law) - shift
     return out
 
 
