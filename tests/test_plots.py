@@ -1,0 +1,36 @@
+"""Figures: drawn on the Agg backend, checked by their content, never shown."""
+
+import matplotlib
+import numpy as np
+import pytest
+
+from postdp import Geometric, Laplace
+from postdp.postprocess import clamp_bias
+from postdp.plots import plot_nonneg_bias
+
+matplotlib.use("Agg")
+
+
+@pytest.mark.parametrize("m", [Laplace.from_scale(2.0), Geometric(epsilon=0.5)], ids=repr)
+def test_nonneg_bias_plot(m):
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    out = plot_nonneg_bias(m, temperatures=[0.5, 1.0, 2.0], ax=ax)
+    assert out is ax
+    labels = [line.get_label() for line in ax.get_lines()]
+    assert labels[:3] == ["ramp max(0, x)", labels[1], "restriction (costs 2ε)"]
+    assert labels[1].startswith("translated ramp")
+    assert sum(label.startswith("modified, T =") for label in labels) == 3
+    ramp = ax.get_lines()[0]
+    np.testing.assert_allclose(ramp.get_ydata(), clamp_bias(ramp.get_xdata(), m))
+    plt.close(fig)
+
+
+def test_plot_on_a_new_figure_with_given_values():
+    import matplotlib.pyplot as plt
+
+    ax = plot_nonneg_bias(Laplace.from_scale(1.0), q=[0, 1, 2, 3], temperatures=[])
+    assert len(ax.get_lines()) == 4  # three curves and the zero line
+    assert ax.get_lines()[0].get_xdata().tolist() == [0, 1, 2, 3]
+    plt.close(ax.figure)
