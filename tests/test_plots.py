@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from postdp import Geometric, Laplace
-from postdp.postprocess import clamp_bias
 from postdp.plots import plot_nonneg_bias
+from postdp.postprocess import clamp_bias
 
 matplotlib.use("Agg")
 

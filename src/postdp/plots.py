@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from postdp._typing import ArrayLike
-from postdp.mechanisms import NoiseMechanism
+from postdp.mechanisms import Geometric, Laplace, NoiseMechanism
 from postdp.postprocess import (
     Restriction,
     clamp_bias,
@@ -72,6 +72,11 @@ def plot_nonneg_bias(
     >>> len(ax.get_lines())
     5
     """
+    if not isinstance(mechanism, Laplace | Geometric):
+        raise TypeError(
+            f"the nonnegativity biases are for Laplace or Geometric noise; got "
+            f"{type(mechanism).__name__}"
+        )
     scale = float(mechanism.noise_scale)
     grid = (
         np.linspace(0.0, 8.0 * scale, 161)
