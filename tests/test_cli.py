@@ -229,7 +229,7 @@ def test_release_postprocess_weighted_and_errors(tmp_path, capsys):
     ]
     assert main(argv) == 0
     assert main(["release", "--seed", "3", "--public", "root", "-o", str(out)]) == 2
-    assert "`--public` needs a --postprocess step" in capsys.readouterr().err
+    assert "public nodes need a projection step that enforces them" in capsys.readouterr().err
     assert (
         main(
             ["release", "--seed", "3", "--postprocess", "topdown", "--public", "zz", "-o", str(out)]
@@ -256,3 +256,50 @@ def test_every_node_public_releases_the_truth(tmp_path, capsys):
     ]
     assert main(argv) == 0
     assert pd.read_csv(out)["released_count"].tolist() == [3.0, 3.0, 0.0]
+
+
+def test_release_chain_with_rounding_is_integral_and_consistent(tmp_path, capsys):
+    out = tmp_path / "r.csv"
+    argv = [
+        "release",
+        "--seed",
+        "5",
+        "--epsilon",
+        "0.05",
+        "--postprocess",
+        "project-nonneg,round",
+        "--public",
+        "root",
+        "--output",
+        str(out),
+    ]
+    assert main(argv) == 0
+    assert "project-nonneg,round; column released_count is consistent" in capsys.readouterr().out
+    frame = pd.read_csv(out, dtype={"id": str, "parent": str})
+    assert frame["released_count"].dtype == np.int64
+    released = frame.set_index("id")["released_count"]
+    sums = frame[frame["parent"].notna()].groupby("parent")["released_count"].sum()
+    assert (released[sums.index] == sums).all()
+    assert released["US"] == 308_745_538 and released.min() >= 0
+
+
+def test_release_element_wise_chain_reports_inconsistency(tmp_path, capsys):
+    out = tmp_path / "r.csv"
+    argv = [
+        "release",
+        "--seed",
+        "5",
+        "--epsilon",
+        "0.001",
+        "--postprocess",
+        "clamp,modified:T=2",
+        "--output",
+        str(out),
+    ]
+    assert main(argv) == 0
+    assert "NOT consistent" in capsys.readouterr().out
+    assert pd.read_csv(out)["released_count"].min() >= 0
+    assert main(["release", "--seed", "5", "--postprocess", "modified", "-o", str(out)]) == 2
+    assert "needs its temperature" in capsys.readouterr().err
+    assert main(["release", "--seed", "5", "--postprocess", "ramp", "-o", str(out)]) == 2
+    assert "unknown post-processing step 'ramp'" in capsys.readouterr().err

@@ -12,7 +12,6 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Literal
 
 import pandas as pd
 
@@ -21,16 +20,10 @@ from postdp.data import load_county_populations
 from postdp.errors import PostdpError, ValidationError
 from postdp.hierarchy import Hierarchy, add_noise
 from postdp.mechanisms import DiscreteGaussian, Gaussian, Geometric, Laplace, NoiseMechanism
-from postdp.postprocess import Projector, inverse_variance_weights
+from postdp.postprocess import PostProcessChain, inverse_variance_weights, is_consistent
 
 _PURE = {"geometric": Geometric, "laplace": Laplace}
 _ZCDP = {"gaussian": Gaussian, "discrete-gaussian": DiscreteGaussian}
-# --postprocess choice -> (nonneg, method) of postdp.project
-_POSTPROCESS: dict[str, tuple[bool, Literal["exact", "topdown"]]] = {
-    "project": (False, "exact"),
-    "project-nonneg": (True, "exact"),
-    "topdown": (True, "topdown"),
-}
 
 
 def _values(option: str, text: str) -> list[float]:
@@ -114,16 +107,11 @@ def _cmd_release(args: argparse.Namespace) -> int:
     mechanisms = _mechanisms(args, h.n_levels)
     secure = args.seed is None
     public = _public(args.public, h)
-    projector = None
-    if args.postprocess != "none":
-        nonneg, method = _POSTPROCESS[args.postprocess]
-        weights = (
-            inverse_variance_weights(h, mechanisms) if args.weights == "inverse-variance" else None
-        )
-        # built before any noise is drawn, so an infeasible --public fails without spending
-        projector = Projector(h, nonneg=nonneg, public=public, method=method, weights=weights)
-    elif public is not None:
-        raise ValidationError("`--public` needs a --postprocess step that enforces it")
+    weights = (
+        inverse_variance_weights(h, mechanisms) if args.weights == "inverse-variance" else None
+    )
+    # prepared before any noise is drawn, so bad steps or an infeasible --public cost nothing
+    chain = PostProcessChain(args.postprocess, h, mechanisms, public=public, weights=weights)
     if not secure:
         print(
             "postdp: warning: --seed draws the noise on the study path (numpy), which is "
@@ -132,9 +120,12 @@ def _cmd_release(args: argparse.Namespace) -> int:
         )
     result = add_noise(h, mechanisms, secure=secure, rng=args.seed)
     frame = result.to_frame(include_truth=args.audit)
-    if projector is not None:
+    consistent = None
+    if chain.steps:
+        released = chain(result.values, rng=None if secure else args.seed)
+        consistent = is_consistent(released, h)
         position = list(frame.columns).index("noisy_count") + 1
-        frame.insert(position, "released_count", projector(result.values))
+        frame.insert(position, "released_count", released)
     for position, column in enumerate(keep, start=2):
         frame.insert(position, column, table[column].to_numpy())
     output = Path(args.output)
@@ -148,12 +139,14 @@ def _cmd_release(args: argparse.Namespace) -> int:
     )
     path_name = "secure OpenDP release path" if secure else "study path, seed " + str(args.seed)
     print(f"released {h.n} noisy counts ({args.mechanism}, {path_name}) to {output}")
-    if projector is not None:
+    if consistent is not None:
         print(
-            f"post-processing: {args.postprocess} (column released_count; consistent"
-            + (", nonnegative" if projector.nonneg else "")
-            + (f"; public: {', '.join(args.public.split(','))}" if args.public else "")
-            + ")"
+            f"post-processing: {','.join(map(str, chain.steps))}; column released_count is "
+            + (
+                "consistent (every parent = sum of its children)"
+                if consistent
+                else "NOT consistent (end the chain with a projection, or a projection and round)"
+            )
         )
     if args.audit:
         print("note: --audit wrote the true counts too (column true_count): do not publish it")
@@ -248,11 +241,13 @@ def build_parser() -> argparse.ArgumentParser:
     release.add_argument(
         "--postprocess",
         default="none",
-        choices=["none", *_POSTPROCESS],
-        help="make the release consistent: 'project' is the L2 projection (P) onto parent = "
-        "sum of children; 'project-nonneg' adds v >= 0 (P+); 'topdown' fixes the root and "
-        "projects each family onto its parent level by level (census TopDown). The result is "
-        "written in column released_count",
+        metavar="STEP[,STEP...]",
+        help="post-processing written to column released_count, steps applied in order: "
+        "'project' (P, L2 projection onto parent = sum of children), 'project-nonneg' (P+, "
+        "also v >= 0), 'topdown' (census TopDown: fix the root, project each family onto its "
+        "parent level by level), 'clamp' (max(0, x)), 'ramp-optimal' (max(x - a*, 0), "
+        "a* = b W(1/2)), 'modified:T=<t>' (seed 002 modified post-processing), 'round' "
+        "(unbiased integers; consistent if the input is). Example: project-nonneg,round",
     )
     release.add_argument(
         "--public",

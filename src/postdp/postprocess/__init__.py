@@ -1,6 +1,7 @@
 """Post-processing of noisy counts: projections onto the hierarchy's constraints."""
 
 from postdp.postprocess._kkt import ProjectionReport, kkt_report
+from postdp.postprocess.chain import PostProcessChain, Step, is_consistent, parse_steps
 from postdp.postprocess.nonneg import (
     LogLaplace,
     Restriction,
@@ -26,18 +27,22 @@ from postdp.postprocess.topdown import top_down
 
 __all__ = [
     "LogLaplace",
+    "PostProcessChain",
     "ProjectionReport",
     "Projector",
     "Restriction",
+    "Step",
     "TemperatureSearch",
     "clamp",
     "clamp_bias",
     "inverse_variance_weights",
+    "is_consistent",
     "kkt_report",
     "modified_bias",
     "modified_postprocess",
     "optimal_ramp_shift",
     "optimal_temperature",
+    "parse_steps",
     "project",
     "project_sum",
     "restriction_ramp_ratio",

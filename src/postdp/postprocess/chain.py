@@ -1,0 +1,248 @@
+"""A chain of post-processing steps, as the command line and release designs spell them.
+
+Steps are written ``name`` or ``name:key=value`` and joined by commas, e.g.
+``"project-nonneg,round"`` or ``"clamp,modified:T=2,round"``:
+
+=================  ===================================================================
+``project``        (P): L2 projection onto parent = sum of children
+``project-nonneg`` (P+): the same with v >= 0
+``topdown``        level-by-level nonnegative projection (census TopDown)
+``clamp``          max(0, x) element-wise (``clamp:lower=L`` for another bound)
+``ramp-optimal``   translated ramp max(x - α*, 0), α* = b W(1/2) per level (Laplace family)
+``modified:T=t``   the modified post-processing of seed 002 §7.3 with temperature t
+``round``          integers: consistent unbiased rounding if the values are consistent,
+                   element-wise stochastic rounding otherwise
+=================  ===================================================================
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from postdp._typing import ArrayLike, NumArray, RNGLike
+from postdp.errors import ValidationError
+from postdp.hierarchy import Hierarchy, PublicSpec
+from postdp.mechanisms import NoiseMechanism
+from postdp.postprocess.nonneg import clamp, modified_postprocess, optimal_ramp_shift
+from postdp.postprocess.projections import Projector
+from postdp.postprocess.rounding import round_consistent, stochastic_round
+
+__all__ = ["STEP_NAMES", "PostProcessChain", "Step", "is_consistent", "parse_steps"]
+
+_PROJECTIONS = {
+    "project": (False, "exact"),
+    "project-nonneg": (True, "exact"),
+    "topdown": (True, "topdown"),
+}
+STEP_NAMES = (*_PROJECTIONS, "clamp", "ramp-optimal", "modified", "round")
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One parsed step of a chain: its name and numeric options.
+
+    Examples
+    --------
+    >>> str(Step("modified", {"T": 2.0}))
+    'modified:T=2'
+    """
+
+    name: str
+    options: dict[str, float] = field(default_factory=dict)
+
+    def __str__(self) -> str:
+        extra = ",".join(f"{k}={v:g}" for k, v in self.options.items())
+        return self.name + (f":{extra}" if extra else "")
+
+
+def parse_steps(text: str) -> tuple[Step, ...]:
+    """Parse ``"project-nonneg,round"``-style text into steps (``"none"`` gives no step).
+
+    Parameters
+    ----------
+    text : str
+
+    Returns
+    -------
+    tuple of Step
+
+    Examples
+    --------
+    >>> [str(s) for s in parse_steps("clamp,modified:T=2.5,round")]
+    ['clamp', 'modified:T=2.5', 'round']
+    """
+    steps: list[Step] = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part or part == "none":
+            continue
+        name, _, rest = part.partition(":")
+        if name not in STEP_NAMES:
+            raise ValidationError(
+                f"unknown post-processing step {name!r}; choose from {', '.join(STEP_NAMES)}"
+            )
+        options: dict[str, float] = {}
+        for item in filter(None, rest.split(";")):
+            key, sep, value = item.partition("=")
+            try:
+                options[key.strip()] = float(value)
+            except ValueError:
+                raise ValidationError(
+                    f"step option {item!r} of {name!r} must be key=number"
+                ) from None
+            if not sep:
+                raise ValidationError(f"step option {item!r} of {name!r} must be key=number")
+        allowed = {"modified": {"T"}, "clamp": {"lower"}}.get(name, set())
+        unknown = set(options) - allowed
+        if unknown:
+            raise ValidationError(
+                f"step {name!r} takes no option {', '.join(sorted(unknown))}"
+                + (f" (it takes {', '.join(sorted(allowed))})" if allowed else "")
+            )
+        if name == "modified" and "T" not in options:
+            raise ValidationError("step 'modified' needs its temperature: modified:T=<number>")
+        steps.append(Step(name, options))
+    return tuple(steps)
+
+
+def is_consistent(values: ArrayLike, hierarchy: Hierarchy, *, rtol: float = 1e-9) -> bool:
+    """Whether every parent equals the sum of its children in every row (to ``rtol``).
+
+    Parameters
+    ----------
+    values : array_like, shape (..., n)
+    hierarchy : Hierarchy
+    rtol : float, default 1e-9
+        Relative to max(1, max |values|).
+
+    Returns
+    -------
+    bool
+
+    Examples
+    --------
+    >>> from postdp import Hierarchy
+    >>> h = Hierarchy.from_parents(["T", "a", "b"], [None, "T", "T"])
+    >>> is_consistent([3.0, 1.0, 2.0], h), is_consistent([3.0, 1.0, 1.0], h)
+    (True, False)
+    """
+    X = np.asarray(values, dtype=np.float64).reshape(-1, hierarchy.n)
+    lay = hierarchy.layout
+    Xl = X[:, lay.order]
+    scale = max(1.0, float(np.abs(X).max(initial=0.0)))
+    for d in range(hierarchy.n_levels - 1):
+        c0, c1 = lay.bounds[d + 1], lay.bounds[d + 2]
+        sums = np.add.reduceat(Xl[:, c0:c1], lay.starts[d], axis=1)
+        if np.abs(Xl[:, lay.parents[d]] - sums).max(initial=0.0) > rtol * scale:
+            return False
+    return True
+
+
+class PostProcessChain:
+    """Steps prepared for one hierarchy and release (projectors built once, checks up front).
+
+    Parameters
+    ----------
+    steps : str or sequence of Step
+        E.g. ``"project-nonneg,round"``; see the module docstring.
+    hierarchy : Hierarchy
+    mechanisms : sequence of NoiseMechanism
+        One per level (root first): the scale of ``ramp-optimal`` comes from them.
+    public : mapping, sequence of str, "root" or None
+        Invariant nodes of the projection steps.
+    weights : array_like, shape (n,), optional
+        Weights of the projection steps.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from postdp import Geometric, Hierarchy
+    >>> h = Hierarchy.from_parents(["T", "a", "b"], [None, "T", "T"], [5, 2, 3])
+    >>> chain = PostProcessChain("project-nonneg,round", h, [Geometric(1.0)] * 2)
+    >>> out = chain(np.array([5.0, -1.0, 6.0]), rng=0)
+    >>> out.tolist(), is_consistent(out, h)
+    ([5, 0, 5], True)
+    """
+
+    __slots__ = ("_projectors", "hierarchy", "mechanisms", "steps")
+
+    def __init__(
+        self,
+        steps: str | Sequence[Step],
+        hierarchy: Hierarchy,
+        mechanisms: Sequence[NoiseMechanism],
+        *,
+        public: PublicSpec = None,
+        weights: ArrayLike | None = None,
+    ) -> None:
+        self.steps = parse_steps(steps) if isinstance(steps, str) else tuple(steps)
+        self.hierarchy = hierarchy
+        self.mechanisms = tuple(mechanisms)
+        if len(self.mechanisms) != hierarchy.n_levels:
+            raise ValidationError(
+                f"`mechanisms` needs one per level ({hierarchy.n_levels}); got "
+                f"{len(self.mechanisms)}"
+            )
+        self._projectors: dict[str, Projector] = {}
+        for step in self.steps:
+            if step.name in _PROJECTIONS and step.name not in self._projectors:
+                nonneg, method = _PROJECTIONS[step.name]
+                self._projectors[step.name] = Projector(
+                    hierarchy,
+                    nonneg=nonneg,
+                    public=public,
+                    method="exact" if method == "exact" else "topdown",
+                    weights=weights,
+                )
+            if step.name == "ramp-optimal" and any(m.family != "laplace" for m in self.mechanisms):
+                raise ValidationError(
+                    "step 'ramp-optimal' needs Laplace or geometric noise on every level"
+                )
+        if public is not None and not self._projectors:
+            raise ValidationError("public nodes need a projection step that enforces them")
+
+    def __call__(self, values: ArrayLike, *, rng: RNGLike = None) -> NumArray:
+        """Apply the steps in order to noisy values of shape (..., n).
+
+        Parameters
+        ----------
+        values : array_like, shape (..., n)
+        rng : int, numpy.random.Generator, SeedSequence or None
+            Randomness of the ``round`` step.
+
+        Returns
+        -------
+        ndarray
+            int64 after a final ``round``, float64 otherwise.
+
+        Examples
+        --------
+        >>> from postdp import Geometric, Hierarchy
+        >>> h = Hierarchy.from_parents(["T", "a"], [None, "T"])
+        >>> PostProcessChain("clamp", h, [Geometric(1.0)] * 2)([-2.0, 3.0]).tolist()
+        [0.0, 3.0]
+        """
+        out: NumArray = np.asarray(values, dtype=np.float64)
+        h = self.hierarchy
+        for step in self.steps:
+            if step.name in self._projectors:
+                out = self._projectors[step.name](out)
+            elif step.name == "clamp":
+                out = clamp(out, lower=step.options.get("lower", 0.0))
+            elif step.name == "ramp-optimal":
+                shifts = np.array([optimal_ramp_shift(m.noise_scale) for m in self.mechanisms])
+                out = np.maximum(out - shifts[h.depth], 0.0)
+            elif step.name == "modified":
+                out = modified_postprocess(out, step.options["T"])
+            elif step.name == "round":
+                out = (
+                    round_consistent(out, h, rng=rng)
+                    if is_consistent(out, h)
+                    else stochastic_round(out, rng=rng)
+                )
+        return out
+
+    def __repr__(self) -> str:
+        return f"PostProcessChain({','.join(map(str, self.steps)) or 'none'!r})"

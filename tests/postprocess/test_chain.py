@@ -1,0 +1,67 @@
+"""Post-processing chains: parsing, order of steps, consistency of the output."""
+
+import numpy as np
+import pytest
+
+from postdp import Gaussian, Geometric, Laplace, project
+from postdp.errors import InfeasibleConstraintsError, ValidationError
+from postdp.postprocess import (
+    PostProcessChain,
+    clamp,
+    is_consistent,
+    modified_postprocess,
+    optimal_ramp_shift,
+    parse_steps,
+)
+from tests.postprocess.catalogue import unequal
+
+
+@pytest.fixture
+def h():
+    return unequal()
+
+
+def test_parse_steps_and_errors():
+    assert [s.name for s in parse_steps("none")] == []
+    assert [str(s) for s in parse_steps(" project , round ")] == ["project", "round"]
+    assert parse_steps("clamp:lower=2")[0].options == {"lower": 2.0}
+    for bad, message in [
+        ("bogus", "unknown post-processing step 'bogus'"),
+        ("modified", "needs its temperature"),
+        ("modified:T=x", "must be key=number"),
+        ("round:T=1", "step 'round' takes no option T"),
+    ]:
+        with pytest.raises(ValidationError, match=message):
+            parse_steps(bad)
+
+
+def test_chain_steps_in_order(h):
+    mechs = [Laplace(0.5)] * h.n_levels
+    y = h.counts + np.random.default_rng(0).laplace(0, 10.0, size=(3, h.n))
+    np.testing.assert_array_equal(PostProcessChain("clamp", h, mechs)(y), clamp(y))
+    np.testing.assert_allclose(
+        PostProcessChain("clamp,modified:T=2", h, mechs)(y), modified_postprocess(clamp(y), 2.0)
+    )
+    shift = optimal_ramp_shift(2.0)
+    np.testing.assert_allclose(
+        PostProcessChain("ramp-optimal", h, mechs)(y), np.maximum(y - shift, 0.0)
+    )
+    np.testing.assert_allclose(PostProcessChain("project-nonneg", h, mechs)(y), project(y, h))
+    rounded = PostProcessChain("project-nonneg,round", h, mechs)(y, rng=1)
+    assert rounded.dtype == np.int64 and is_consistent(rounded, h)
+    assert np.all(np.abs(rounded - project(y, h)) < 1)
+    # element-wise rounding when the input is not consistent
+    loose = PostProcessChain("clamp,round", h, mechs)(y, rng=1)
+    assert loose.dtype == np.int64 and not is_consistent(loose, h)
+
+
+def test_chain_validation(h):
+    mechs = [Geometric(1.0)] * h.n_levels
+    with pytest.raises(ValidationError, match="needs one per level"):
+        PostProcessChain("clamp", h, mechs[:1])
+    with pytest.raises(ValidationError, match="'ramp-optimal' needs Laplace or geometric"):
+        PostProcessChain("ramp-optimal", h, [Gaussian(1.0)] * h.n_levels)
+    with pytest.raises(ValidationError, match="public nodes need a projection step"):
+        PostProcessChain("clamp", h, mechs, public="root")
+    with pytest.raises(InfeasibleConstraintsError):
+        PostProcessChain("project-nonneg", h, mechs, public={"n0": 1.0, "n1": 5.0})
