@@ -266,3 +266,11 @@ def test_temperature_search_reproducible_and_improves_on_the_ramp():
     assert np.all(np.abs(a.bias[i] - exact) <= Z * a.standard_error[i])
     with pytest.raises(ValidationError, match="`temperatures` must be nonnegative"):
         optimal_temperature(LAP, q, [-1.0], rng=0)
+
+
+def test_restriction_cost_composes_into_a_release_budget():
+    from postdp import Budget
+
+    levels = [Restriction(Laplace(0.5)), Restriction(Geometric(0.25)), Laplace(1.0)]
+    total = Budget.compose(m.privacy_cost() for m in levels)
+    assert total.epsilon == pytest.approx(2 * 0.5 + 2 * 0.25 + 1.0)
