@@ -14,6 +14,7 @@ PUBLIC_MODULES = [
     "postdp.mechanisms",
     "postdp.hierarchy",
     "postdp.postprocess",
+    "postdp.analysis",
     "postdp.data",
     "postdp.errors",
     "postdp.plots",
@@ -58,6 +59,7 @@ LAYERS = [
     ["postdp.mechanisms"],
     ["postdp.hierarchy"],
     ["postdp.postprocess"],
+    ["postdp.analysis"],
     ["postdp.data"],
     ["postdp.plots"],
     ["postdp.cli", "postdp.__main__", "postdp"],
@@ -69,7 +71,8 @@ def _layer(module: str) -> int:
     best, length = None, -1
     for index, layer in enumerate(LAYERS):
         for prefix in layer:
-            if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > length:
+            nested = module.startswith(prefix + ".") and prefix != "postdp"
+            if (module == prefix or nested) and len(prefix) > length:
                 best, length = index, len(prefix)
     assert best is not None, f"{module} is in no layer: add it to LAYERS"
     return best

@@ -1,0 +1,28 @@
+"""Auditing release designs: Monte Carlo simulation and the closed-form theory of the seeds."""
+
+from postdp.analysis.design import ReleaseDesign
+from postdp.analysis.montecarlo import MonteCarloResult, simulate
+from postdp.analysis.theory import (
+    BiasBound,
+    geometric_h,
+    l1_ball_probability,
+    p_plus_bias_bound,
+    ps_error_cdf,
+    ps_error_density,
+    ps_error_variance,
+    ps_wasserstein_to_laplace,
+)
+
+__all__ = [
+    "BiasBound",
+    "MonteCarloResult",
+    "ReleaseDesign",
+    "geometric_h",
+    "l1_ball_probability",
+    "p_plus_bias_bound",
+    "ps_error_cdf",
+    "ps_error_density",
+    "ps_error_variance",
+    "ps_wasserstein_to_laplace",
+    "simulate",
+]

@@ -1,0 +1,205 @@
+"""A release design: noise per level plus a post-processing chain, on a hierarchy."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+from postdp import _validation
+from postdp._typing import ArrayLike, NumArray, RNGLike
+from postdp.errors import ValidationError
+from postdp.hierarchy import Hierarchy, PublicSpec
+from postdp.mechanisms import Budget, NoiseMechanism
+from postdp.postprocess import PostProcessChain, Step, inverse_variance_weights, parse_steps
+
+__all__ = ["ReleaseDesign"]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class ReleaseDesign:
+    """What a release does: one noise mechanism per level, then a chain of post-processing.
+
+    Parameters
+    ----------
+    hierarchy : Hierarchy
+        The geography (its true counts are the default truth of a simulation).
+    mechanisms : NoiseMechanism or sequence of NoiseMechanism
+        One for every level, or one per level, root first.
+    postprocess : str or sequence of Step, default "none"
+        E.g. ``"project-nonneg,round"`` (see :mod:`postdp.postprocess.chain`).
+    public : mapping, sequence of str, "root" or None
+        Invariant nodes of the projection steps (held at the simulation's true counts
+        when given as ids).
+    weights : {"equal", "inverse-variance"}, default "equal"
+        Weights of the projection steps.
+
+    Attributes
+    ----------
+    budget : Budget
+        Sequential composition of the levels' costs.
+
+    Examples
+    --------
+    >>> from postdp import Geometric
+    >>> from postdp.data import county_hierarchy
+    >>> d = ReleaseDesign(county_hierarchy(), Geometric(0.5), "project-nonneg,round")
+    >>> d.budget, [str(s) for s in d.steps]
+    (Budget(epsilon=1.5, rho=0.0), ['project-nonneg', 'round'])
+    """
+
+    hierarchy: Hierarchy
+    mechanisms: NoiseMechanism | Sequence[NoiseMechanism]
+    postprocess: str | Sequence[Step] = "none"
+    public: PublicSpec = None
+    weights: Literal["equal", "inverse-variance"] = "equal"
+    steps: tuple[Step, ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.hierarchy, Hierarchy):
+            raise TypeError(f"`hierarchy` must be a Hierarchy; got {type(self.hierarchy).__name__}")
+        levels = self.hierarchy.n_levels
+        mechs = (
+            (self.mechanisms,) * levels
+            if isinstance(self.mechanisms, NoiseMechanism)
+            else tuple(self.mechanisms)
+        )
+        if len(mechs) != levels or not all(isinstance(m, NoiseMechanism) for m in mechs):
+            raise ValidationError(
+                f"`mechanisms` needs one noise mechanism or one per level ({levels}); "
+                f"got {self.mechanisms!r}"
+            )
+        if self.weights not in ("equal", "inverse-variance"):
+            raise ValidationError(
+                f"`weights` must be 'equal' or 'inverse-variance'; got {self.weights!r}"
+            )
+        object.__setattr__(self, "mechanisms", mechs)
+        steps = (
+            parse_steps(self.postprocess)
+            if isinstance(self.postprocess, str)
+            else tuple(self.postprocess)
+        )
+        object.__setattr__(self, "steps", steps)
+        self.chain(self.hierarchy.counts)  # validates the steps and the public nodes now
+
+    @property
+    def per_level(self) -> tuple[NoiseMechanism, ...]:
+        """The mechanism of each level, root first."""
+        mechs: tuple[NoiseMechanism, ...] = self.mechanisms  # type: ignore[assignment]
+        return mechs
+
+    @property
+    def budget(self) -> Budget:
+        """Sequential composition over the levels (each level's nodes are disjoint)."""
+        return Budget.compose(m.privacy_cost() for m in self.per_level)
+
+    def chain(self, truth: ArrayLike | None = None) -> PostProcessChain:
+        """The prepared post-processing chain for true counts ``truth`` (public values).
+
+        Parameters
+        ----------
+        truth : array_like, shape (n,), optional
+            Counts the public nodes are held at (default: the hierarchy's).
+
+        Returns
+        -------
+        PostProcessChain
+
+        Examples
+        --------
+        >>> from postdp import Laplace, Hierarchy
+        >>> h = Hierarchy.from_parents(["T", "a"], [None, "T"], [3, 3])
+        >>> ReleaseDesign(h, Laplace(1.0), "project").chain()
+        PostProcessChain('project')
+        """
+        public = self.public
+        if public is not None and not isinstance(public, dict) and truth is not None:
+            ids = (
+                [str(self.hierarchy.ids[self.hierarchy.root])]
+                if public == "root"
+                else list([public] if isinstance(public, str) else public)
+            )
+            counts = np.asarray(truth, dtype=np.float64)
+            public = {
+                i: float(counts[j]) for i, j in zip(ids, self.hierarchy.index(ids), strict=True)
+            }
+        weights = (
+            inverse_variance_weights(self.hierarchy, self.per_level)
+            if self.weights == "inverse-variance"
+            else None
+        )
+        return PostProcessChain(
+            self.steps, self.hierarchy, self.per_level, public=public, weights=weights
+        )
+
+    def noise(self, truth: NumArray, gens: Sequence[np.random.Generator], rows: int) -> NumArray:
+        """``rows`` noisy draws of ``truth`` (study path), level ``d`` drawn from ``gens[d]``.
+
+        Parameters
+        ----------
+        truth : ndarray, shape (n,)
+        gens : sequence of numpy.random.Generator
+            One per level.
+        rows : int
+
+        Returns
+        -------
+        ndarray, shape (rows, n)
+        """
+        h = self.hierarchy
+        discrete = all(m.discrete for m in self.per_level)
+        out = np.empty((rows, h.n), dtype=np.int64 if discrete else np.float64)
+        for d, nodes in enumerate(h.levels):
+            m = self.per_level[d]
+            base = truth[nodes]
+            out[:, nodes] = m.sample(
+                _validation.integer_array("truth", base) if m.discrete else base,
+                rng=gens[d],
+                size=rows,
+            )
+        return out
+
+    def run(
+        self, truth: ArrayLike | None = None, *, rng: RNGLike = None, size: int = 1
+    ) -> NumArray:
+        """Noise and post-process ``size`` independent draws (study path).
+
+        Parameters
+        ----------
+        truth : array_like, shape (n,), optional
+            True counts (default: the hierarchy's).
+        rng : int, numpy.random.Generator, SeedSequence or None
+        size : int, default 1
+
+        Returns
+        -------
+        ndarray, shape (size, n)
+
+        Examples
+        --------
+        >>> from postdp import Geometric, Hierarchy
+        >>> h = Hierarchy.from_parents(["T", "a", "b"], [None, "T", "T"], [5, 2, 3])
+        >>> ReleaseDesign(h, Geometric(1.0), "project-nonneg,round").run(rng=0, size=2).shape
+        (2, 3)
+        """
+        from postdp import _rng
+
+        counts = self._truth(truth)
+        gens = _rng.spawn(rng, self.hierarchy.n_levels + 1)
+        noisy = self.noise(counts, gens[:-1], size)
+        return self.chain(counts)(noisy, rng=gens[-1]) if self.steps else noisy
+
+    def _truth(self, truth: ArrayLike | None) -> NumArray:
+        if truth is None:
+            if self.hierarchy.counts is None:
+                raise ValidationError("`truth` is needed: the hierarchy holds no true counts")
+            return self.hierarchy.counts
+        counts = _validation.real_array("truth", truth)
+        if counts.shape != (self.hierarchy.n,):
+            raise ValidationError(
+                f"`truth` must have shape ({self.hierarchy.n},); got {counts.shape}"
+            )
+        _validation.nonnegative("truth", counts)
+        return counts

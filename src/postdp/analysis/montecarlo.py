@@ -1,0 +1,454 @@
+"""Monte Carlo audit of a release design: streaming, reproducible, parallel.
+
+A run of ``n_draws`` is cut into *chunks* whose size depends only on the hierarchy (never on
+``batch`` or on the number of workers); chunk k draws its noise and rounding from the k-th
+child of one ``SeedSequence``. Each chunk is reduced to sufficient statistics (power sums of
+the errors and integer histogram counts), and the chunks are combined in chunk order, so a
+seed gives bit-identical results for any batch size, worker count or cluster. Memory is
+bounded by the batch (rows processed at once), never by ``n_draws``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from postdp import _validation
+from postdp._typing import ArrayLike, FloatArray, IntArray, NumArray, RNGLike
+from postdp.analysis.design import ReleaseDesign
+from postdp.errors import ValidationError
+
+__all__ = ["MonteCarloResult", "simulate"]
+
+#: Each chunk holds at least this many values (rows x nodes).
+CHUNK_VALUES = 1 << 18
+
+
+def chunk_rows(n: int) -> int:
+    """Rows per chunk for a hierarchy of ``n`` nodes (depends on nothing else)."""
+    return max(8, math.ceil(CHUNK_VALUES / max(1, n)))
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    design: ReleaseDesign
+    truth: NumArray
+    edges_scale: FloatArray  # half-width of each node's histogram range
+    bins: int
+    keep_raw: IntArray  # nodes whose pre-post-processing errors are histogrammed too
+
+
+def _histogram(err: FloatArray, half: FloatArray, bins: int) -> IntArray:
+    """Counts per node of errors in ``bins`` equal bins on [-half, half], plus 2 overflow bins."""
+    n = err.shape[1]
+    pos = np.floor((err / half + 1.0) * (bins / 2.0))
+    pos = np.clip(pos, -1, bins).astype(np.int64) + 1  # 0: below, bins + 1: above
+    flat = (np.arange(n) * (bins + 2))[None, :] + pos
+    counts: IntArray = np.bincount(flat.ravel(), minlength=n * (bins + 2)).reshape(n, bins + 2)
+    return counts
+
+
+def _run_chunks(
+    plan: _Plan, seeds: Sequence[np.random.SeedSequence], sizes: Sequence[int]
+) -> list[dict[str, NumArray]]:
+    """Simulate a group of chunks together and reduce each to its statistics."""
+    design = plan.design
+    levels = design.hierarchy.n_levels
+    streams = [[np.random.default_rng(s) for s in seed.spawn(levels + 1)] for seed in seeds]
+    raw = np.concatenate(
+        [
+            design.noise(plan.truth, gens[:levels], rows)
+            for gens, rows in zip(streams, sizes, strict=True)
+        ]
+    )
+    chain = design.chain(plan.truth) if design.steps else None
+    rounding = any(s.name == "round" for s in design.steps)
+    bounds = np.cumsum([0, *sizes])
+    if chain is None:
+        released = raw.astype(np.float64)
+    elif rounding:  # the rounding draws must come from each chunk's own stream
+        released = np.concatenate(
+            [
+                chain(raw[bounds[i] : bounds[i + 1]], rng=streams[i][levels])
+                for i in range(len(sizes))
+            ]
+        ).astype(np.float64)
+    else:
+        released = np.asarray(chain(raw), dtype=np.float64)
+    err_all = released - plan.truth
+    raw_all = raw[:, plan.keep_raw] - plan.truth[plan.keep_raw]
+    out = []
+    for i in range(len(sizes)):
+        err = err_all[bounds[i] : bounds[i + 1]]
+        e2 = err * err
+        out.append(
+            {
+                "n": np.array(err.shape[0]),
+                "s1": err.sum(axis=0),
+                "s2": e2.sum(axis=0),
+                "s3": (e2 * err).sum(axis=0),
+                "s4": (e2 * e2).sum(axis=0),
+                "sabs": np.abs(err).sum(axis=0),
+                "hist": _histogram(err, plan.edges_scale, plan.bins),
+                "raw": _histogram(
+                    raw_all[bounds[i] : bounds[i + 1]].astype(np.float64),
+                    plan.edges_scale[plan.keep_raw],
+                    plan.bins,
+                ),
+            }
+        )
+    return out
+
+
+def _combine(parts: Sequence[dict[str, NumArray]]) -> dict[str, NumArray]:
+    total = {k: v.copy() for k, v in parts[0].items()}
+    for part in parts[1:]:  # always in chunk order: the same sums whatever the grouping
+        for k, v in part.items():
+            total[k] = total[k] + v
+    return total
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class MonteCarloResult:
+    """Per-node error statistics of a release design over independent draws.
+
+    Errors are released value minus true value. Standard errors (``*_se``) come from the
+    sample itself; confidence intervals are estimate ± z·SE.
+
+    Attributes
+    ----------
+    ids : ndarray of str, shape (n,)
+    truth : ndarray, shape (n,)
+    n_draws : int
+    bias, bias_se : ndarray, shape (n,)
+        Mean error and its standard error.
+    variance, variance_se : ndarray, shape (n,)
+        Sample variance of the error and its standard error (from the fourth moment).
+    mse, mse_se, mae, mae_se : ndarray, shape (n,)
+        Mean squared and mean absolute error, with standard errors.
+    edges : ndarray, shape (n, bins + 1)
+        Histogram bin edges of each node's error.
+    counts : ndarray of int, shape (n, bins + 2)
+        Error histogram counts; the first and last columns count errors below and above
+        the edges.
+    raw_ids : ndarray of str
+        Nodes whose errors before post-processing were also histogrammed.
+    raw_counts : ndarray of int, shape (len(raw_ids), bins + 2)
+    budget : Budget
+        Of the design.
+
+    Examples
+    --------
+    >>> from postdp import Laplace, Hierarchy
+    >>> from postdp.analysis import ReleaseDesign, simulate
+    >>> h = Hierarchy.from_parents(["T", "a", "b"], [None, "T", "T"], [50, 20, 30])
+    >>> res = simulate(ReleaseDesign(h, Laplace(1.0), "project"), n_draws=2000, rng=0)
+    >>> res.to_frame().columns[:4].tolist()
+    ['id', 'truth', 'bias', 'bias_lo']
+    """
+
+    ids: Any
+    truth: NumArray
+    n_draws: int
+    bias: FloatArray
+    bias_se: FloatArray
+    variance: FloatArray
+    variance_se: FloatArray
+    mse: FloatArray
+    mse_se: FloatArray
+    mae: FloatArray
+    mae_se: FloatArray
+    edges: FloatArray
+    counts: IntArray
+    raw_ids: Any
+    raw_counts: IntArray
+    budget: Any
+
+    def quantiles(self, probs: ArrayLike = (0.05, 0.5, 0.95)) -> FloatArray:
+        """Error quantiles of every node, interpolated in the histogram.
+
+        Parameters
+        ----------
+        probs : array_like of float in (0, 1)
+
+        Returns
+        -------
+        ndarray, shape (n, len(probs))
+            Accurate to one bin width (the histogram's range / bins); NaN where the
+            quantile falls outside the histogram's range.
+
+        Examples
+        --------
+        >>> from postdp import Laplace, Hierarchy
+        >>> from postdp.analysis import ReleaseDesign, simulate
+        >>> h = Hierarchy.from_parents(["T"], [None], [10])
+        >>> res = simulate(ReleaseDesign(h, Laplace(1.0)), n_draws=20000, rng=1)
+        >>> abs(float(res.quantiles([0.5])[0, 0])) < 0.05
+        True
+        """
+        p = np.atleast_1d(np.asarray(probs, dtype=np.float64))
+        if ((p <= 0) | (p >= 1)).any():
+            raise ValidationError(f"`probs` must lie in (0, 1); got {p.tolist()}")
+        cum = np.cumsum(self.counts, axis=1) / self.n_draws  # includes the under-flow bin
+        out = np.empty((self.counts.shape[0], p.size))
+        for j, pj in enumerate(p):
+            k = np.argmax(cum >= pj, axis=1)  # first bin reaching pj
+            inside = (k >= 1) & (k <= self.edges.shape[1] - 1)
+            kk = np.clip(k, 1, self.edges.shape[1] - 1)
+            rows = np.arange(cum.shape[0])
+            before = cum[rows, kk - 1]
+            width = np.maximum(cum[rows, kk] - before, 1e-300)
+            frac = (pj - before) / width
+            lo = self.edges[rows, kk - 1]
+            hi = self.edges[rows, kk]
+            out[:, j] = np.where(inside, lo + frac * (hi - lo), np.nan)
+        return out
+
+    def wasserstein_to_laplace(self, scale: float | ArrayLike, *, points: int = 2000) -> FloatArray:
+        """W1 distance between each node's error histogram and Laplace(scale).
+
+        Parameters
+        ----------
+        scale : float or array_like, shape (n,)
+            Laplace scale λ to compare with (seed 000 Fig. 5 compares the post-processed
+            error with the Laplace noise that was added).
+        points : int, default 2000
+            Quantiles of the Laplace law used to represent it.
+
+        Returns
+        -------
+        ndarray, shape (n,)
+            ``scipy.stats.wasserstein_distance`` between the binned errors (bin centres
+            weighted by counts) and Laplace quantiles; exact up to half a bin width.
+
+        Examples
+        --------
+        >>> from postdp import Laplace, Hierarchy
+        >>> from postdp.analysis import ReleaseDesign, simulate
+        >>> h = Hierarchy.from_parents(["T"], [None], [10])
+        >>> res = simulate(ReleaseDesign(h, Laplace(1.0)), n_draws=20000, rng=1)
+        >>> float(res.wasserstein_to_laplace(1.0)[0]) < 0.05
+        True
+        """
+        scales = np.broadcast_to(np.asarray(scale, dtype=np.float64), self.bias.shape)
+        u = (np.arange(points) + 0.5) / points
+        centres = 0.5 * (self.edges[:, 1:] + self.edges[:, :-1])
+        out = np.empty(self.bias.shape)
+        for i in range(out.size):
+            weights = self.counts[i, 1:-1].astype(np.float64)
+            if weights.sum() == 0:
+                out[i] = np.nan
+                continue
+            law = stats.laplace.ppf(u, scale=scales[i])
+            out[i] = stats.wasserstein_distance(centres[i], law, u_weights=weights)
+        return out
+
+    def confidence_interval(
+        self, statistic: str = "bias", z: float = 1.96
+    ) -> tuple[FloatArray, FloatArray]:
+        """Lower and upper ends of estimate ± z·SE for ``bias``, ``variance``, ``mse`` or ``mae``.
+
+        Examples
+        --------
+        >>> from postdp import Laplace, Hierarchy
+        >>> from postdp.analysis import ReleaseDesign, simulate
+        >>> h = Hierarchy.from_parents(["T"], [None], [10])
+        >>> res = simulate(ReleaseDesign(h, Laplace(1.0)), n_draws=5000, rng=2)
+        >>> lo, hi = res.confidence_interval()
+        >>> bool(lo[0] < 0 < hi[0])
+        True
+        """
+        if statistic not in ("bias", "variance", "mse", "mae"):
+            raise ValidationError(
+                f"`statistic` must be bias, variance, mse or mae; got {statistic!r}"
+            )
+        est = getattr(self, statistic)
+        se = getattr(self, f"{statistic}_se")
+        return est - z * se, est + z * se
+
+    def to_frame(
+        self, *, z: float = 1.96, quantiles: ArrayLike = (0.05, 0.5, 0.95)
+    ) -> pd.DataFrame:
+        """One row per node: truth, bias, variance, MSE, MAE with intervals, and quantiles.
+
+        Parameters
+        ----------
+        z : float, default 1.96
+            Width of the intervals in standard errors (95% for a normal estimate).
+        quantiles : array_like
+            Error quantiles to add (columns ``q05``, ``q50``, ...).
+
+        Returns
+        -------
+        pandas.DataFrame
+        """
+        frame = pd.DataFrame({"id": list(self.ids), "truth": self.truth})
+        for name in ("bias", "variance", "mse", "mae"):
+            lo, hi = self.confidence_interval(name, z)
+            frame[name] = getattr(self, name)
+            frame[f"{name}_lo"] = lo
+            frame[f"{name}_hi"] = hi
+        probs = np.atleast_1d(np.asarray(quantiles, dtype=np.float64))
+        if probs.size:
+            q = self.quantiles(probs)
+            for j, pj in enumerate(probs):
+                frame[f"q{round(100 * pj):02d}"] = q[:, j]
+        frame["n_draws"] = self.n_draws
+        return frame
+
+
+def simulate(
+    design: ReleaseDesign,
+    truth: ArrayLike | None = None,
+    *,
+    n_draws: int,
+    batch: int = 1000,
+    rng: RNGLike = None,
+    workers: int = 1,
+    client: Any = None,
+    bins: int = 400,
+    raw: Sequence[str] = (),
+    progress: Callable[[int, int], None] | None = None,
+) -> MonteCarloResult:
+    """Run ``design`` ``n_draws`` times on fixed true counts and summarise the errors per node.
+
+    Parameters
+    ----------
+    design : ReleaseDesign
+    truth : array_like, shape (n,), optional
+        True counts (default: the design's hierarchy's), e.g. shifted counts (seed 000
+        Fig. 4).
+    n_draws : int
+        Number of independent releases.
+    batch : int, default 1000
+        Rows processed at once; bounds memory. Results do not depend on it.
+    rng : int or SeedSequence, optional
+        One seed for the whole run (a ``Generator`` is accepted and spawns the run's seed).
+    workers : int, default 1
+        Local processes. Results do not depend on it.
+    client : dask.distributed.Client, optional
+        Run the chunks on a Dask cluster instead (same results for the same seed).
+    bins : int, default 400
+        Histogram bins per node (over ±12 standard deviations of the noise down to that
+        node's level); quantiles and Wasserstein distances come from these histograms.
+    raw : sequence of str
+        Node ids whose errors *before* post-processing are histogrammed too (seed 000
+        Fig. 1).
+    progress : callable(done, total), optional
+        Called after each group of chunks.
+
+    Returns
+    -------
+    MonteCarloResult
+
+    Examples
+    --------
+    >>> from postdp import Laplace, Hierarchy
+    >>> h = Hierarchy.from_parents(["T", "a", "b"], [None, "T", "T"], [50, 20, 30])
+    >>> d = ReleaseDesign(h, Laplace(1.0), "project")
+    >>> a = simulate(d, n_draws=3000, batch=100, rng=5)
+    >>> b = simulate(d, n_draws=3000, batch=3000, rng=5)
+    >>> bool((a.bias == b.bias).all())
+    True
+    """
+    if not isinstance(design, ReleaseDesign):
+        raise TypeError(f"`design` must be a ReleaseDesign; got {type(design).__name__}")
+    counts = design._truth(truth)
+    (n_total,) = _validation.size_tuple(n_draws)
+    (batch_rows,) = _validation.size_tuple(batch)
+    (n_workers,) = _validation.size_tuple(workers)
+    if n_total < 2 or batch_rows < 1 or n_workers < 1:
+        raise ValidationError(
+            "`n_draws` must be at least 2 and `batch`, `workers` at least 1; got "
+            f"n_draws={n_draws}, batch={batch}, workers={workers}"
+        )
+    if bins < 2:
+        raise ValidationError(f"`bins` must be at least 2; got {bins}")
+    h = design.hierarchy
+    variances = np.array([m.variance() for m in design.per_level])
+    spread = np.sqrt(np.cumsum(variances))[h.depth]
+    keep_raw = h.index(list(raw)) if len(raw) else np.zeros(0, dtype=np.int64)
+    plan = _Plan(design, counts, 12.0 * spread, int(bins), keep_raw)
+    rows = chunk_rows(h.n)
+    n_chunks = math.ceil(n_total / rows)
+    sizes = [min(rows, n_total - k * rows) for k in range(n_chunks)]
+    if isinstance(rng, np.random.Generator):
+        root = rng.bit_generator.seed_seq.spawn(1)[0]  # type: ignore[attr-defined]
+    elif isinstance(rng, np.random.SeedSequence):
+        root = rng
+    else:
+        root = np.random.SeedSequence(None if rng is None else int(rng))
+    seeds = root.spawn(n_chunks)
+    per_group = max(1, batch_rows // rows)
+    groups = [list(range(k, min(k + per_group, n_chunks))) for k in range(0, n_chunks, per_group)]
+    tasks = [([seeds[k] for k in g], [sizes[k] for k in g]) for g in groups]
+    parts: list[dict[str, NumArray]] = []
+    if client is not None:
+        futures = client.map(
+            _run_chunks,
+            [plan] * len(tasks),
+            [t[0] for t in tasks],
+            [t[1] for t in tasks],
+            pure=False,
+        )
+        for done, result in enumerate(client.gather(futures), start=1):
+            parts.extend(result)
+            if progress:
+                progress(done, len(tasks))
+    elif n_workers > 1:
+        with ProcessPoolExecutor(max_workers=n_workers) as pool:
+            results = pool.map(
+                _run_chunks, [plan] * len(tasks), [t[0] for t in tasks], [t[1] for t in tasks]
+            )
+            for done, result in enumerate(results, start=1):
+                parts.extend(result)
+                if progress:
+                    progress(done, len(tasks))
+    else:
+        for done, (group_seeds, group_sizes) in enumerate(tasks, start=1):
+            parts.extend(_run_chunks(plan, group_seeds, group_sizes))
+            if progress:
+                progress(done, len(tasks))
+    return _summarise(plan, _combine(parts))
+
+
+def _summarise(plan: _Plan, total: dict[str, NumArray]) -> MonteCarloResult:
+    h = plan.design.hierarchy
+    N = float(total["n"])
+    m1 = total["s1"] / N
+    m2 = total["s2"] / N
+    m3 = total["s3"] / N
+    m4 = total["s4"] / N
+    var = np.maximum(m2 - m1**2, 0.0) * N / (N - 1.0)
+    central4 = m4 - 4 * m1 * m3 + 6 * m1**2 * m2 - 3 * m1**4
+    var_se = np.sqrt(np.maximum(central4 - var**2, 0.0) / N)
+    mse_se = np.sqrt(np.maximum(m4 - m2**2, 0.0) / N)
+    mae = total["sabs"] / N
+    mae_se = np.sqrt(np.maximum(m2 - mae**2, 0.0) / N)
+    half = plan.edges_scale
+    edges = np.linspace(-1.0, 1.0, plan.bins + 1)[None, :] * half[:, None]
+    return MonteCarloResult(
+        ids=h.ids,
+        truth=plan.truth,
+        n_draws=int(N),
+        bias=m1,
+        bias_se=np.sqrt(var / N),
+        variance=var,
+        variance_se=var_se,
+        mse=m2,
+        mse_se=mse_se,
+        mae=mae,
+        mae_se=mae_se,
+        edges=edges,
+        counts=total["hist"],
+        raw_ids=h.ids[plan.keep_raw],
+        raw_counts=total["raw"],
+        budget=plan.design.budget,
+    )
