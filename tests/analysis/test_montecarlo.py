@@ -1,0 +1,118 @@
+"""The Monte Carlo engine: reproducibility across batches, workers and Dask; its statistics."""
+
+import math
+
+import numpy as np
+import pytest
+
+from postdp import Geometric, Hierarchy, Laplace
+from postdp.analysis import ReleaseDesign, simulate
+from postdp.errors import ValidationError
+from tests.postprocess.catalogue import unequal
+from tests.statistical._helpers import Z
+
+FIELDS = ("bias", "variance", "mse", "mae", "counts", "raw_counts", "bias_se", "variance_se")
+
+
+def _same(a, b):
+    for name in FIELDS:
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
+
+
+@pytest.fixture(scope="module")
+def design():
+    h = unequal()
+    return ReleaseDesign(
+        h,
+        [Geometric(0.5), Geometric(1.0), Geometric(1.0), Geometric(1.0)],
+        "project-nonneg,round",
+        public="root",
+    )
+
+
+def test_same_seed_same_result_whatever_the_batch(design):
+    ref = simulate(design, n_draws=1000, batch=1000, rng=9, raw=["n1"])
+    for batch in (1, 37, 500, 5000):
+        _same(ref, simulate(design, n_draws=1000, batch=batch, rng=9, raw=["n1"]))
+    other = simulate(design, n_draws=1000, rng=10, raw=["n1"])
+    assert not np.array_equal(ref.bias, other.bias)
+
+
+def test_same_result_with_worker_processes_and_dask(design):
+    ref = simulate(design, n_draws=600, batch=64, rng=3)
+    _same(ref, simulate(design, n_draws=600, batch=64, rng=3, workers=2))
+    distributed = pytest.importorskip("dask.distributed")
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        _same(ref, simulate(design, n_draws=600, batch=64, rng=3, client=client))
+
+
+def test_histograms_count_every_draw_and_progress_is_reported(design):
+    calls = []
+    res = simulate(
+        design,
+        n_draws=300,
+        batch=50,
+        rng=1,
+        raw=["n1", "n2"],
+        progress=lambda done, total: calls.append((done, total)),
+    )
+    assert (res.counts.sum(axis=1) == 300).all()
+    assert (res.raw_counts.sum(axis=1) == 300).all()
+    assert list(res.raw_ids) == ["n1", "n2"]
+    assert calls and calls[-1][0] == calls[-1][1]
+    frame = res.to_frame()
+    assert len(frame) == design.hierarchy.n and {"q05", "q50", "q95"} <= set(frame.columns)
+    assert frame.loc[0, "bias"] == 0.0  # the public root never moves
+    assert res.budget.epsilon == 3.5
+
+
+@pytest.mark.statistical
+def test_statistics_match_the_laplace_law():
+    """No post-processing: bias 0, variance 2b^2, MSE 2b^2, MAE b, median 0, q95 b ln 10."""
+    b = 4.0
+    h = Hierarchy.from_parents(["T", "a", "b"], [None, "T", "T"], [100, 40, 60])
+    res = simulate(ReleaseDesign(h, Laplace.from_scale(b)), n_draws=100_000, rng=21, bins=2000)
+    assert np.all(np.abs(res.bias) <= Z * res.bias_se)
+    assert np.all(np.abs(res.variance - 2 * b * b) <= Z * res.variance_se)
+    assert np.all(np.abs(res.mse - 2 * b * b) <= Z * res.mse_se)
+    assert np.all(np.abs(res.mae - b) <= Z * res.mae_se)
+    width = res.edges[0, 1] - res.edges[0, 0]
+    q = res.quantiles([0.5, 0.95])
+    # a quantile's standard error: sqrt(p(1-p)/N) / density at the quantile
+    se_med = math.sqrt(0.25 / res.n_draws) / (1 / (2 * b))
+    se_95 = math.sqrt(0.95 * 0.05 / res.n_draws) / (0.05 / b)
+    assert np.all(np.abs(q[:, 0]) <= Z * se_med + width)
+    assert np.all(np.abs(q[:, 1] - b * math.log(10)) <= Z * se_95 + width)
+    w = res.wasserstein_to_laplace(b)
+    assert np.all(w < 10 * b / math.sqrt(res.n_draws) + width)
+    lo, hi = res.confidence_interval("variance", z=Z)
+    assert np.all((lo <= 2 * b * b) & (2 * b * b <= hi))
+
+
+def test_validation(design):
+    with pytest.raises(ValidationError, match="`n_draws` must be at least 2"):
+        simulate(design, n_draws=1, rng=0)
+    with pytest.raises(ValidationError, match="`truth` must have shape"):
+        simulate(design, np.ones(3), n_draws=10, rng=0)
+    with pytest.raises(ValidationError, match="unknown node ids: 'zz'"):
+        simulate(design, n_draws=10, rng=0, raw=["zz"])
+    with pytest.raises(ValidationError, match="`bins` must be at least 2"):
+        simulate(design, n_draws=10, rng=0, bins=1)
+    with pytest.raises(TypeError, match="`design` must be a ReleaseDesign"):
+        simulate("design", n_draws=10, rng=0)
+    with pytest.raises(ValidationError, match="one noise mechanism or one per level"):
+        ReleaseDesign(design.hierarchy, [Laplace(1.0)] * 2)
+    with pytest.raises(ValidationError, match="`weights` must be 'equal' or 'inverse-variance'"):
+        ReleaseDesign(design.hierarchy, Laplace(1.0), weights="gls")
+
+
+def test_design_run_shifted_truth_and_public_values(design):
+    shifted = design.hierarchy.counts + 1000
+    out = design.run(shifted, rng=0, size=5)
+    assert out.shape == (5, design.hierarchy.n) and out.dtype == np.int64
+    assert (out[:, 0] == shifted[0]).all()  # the public root is held at the given truth
