@@ -6,12 +6,14 @@ none calls ``show()``.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from postdp._typing import ArrayLike
+from postdp.analysis import MonteCarloResult, ps_wasserstein_to_laplace
 from postdp.mechanisms import Geometric, Laplace, NoiseMechanism
 from postdp.postprocess import (
     Restriction,
@@ -21,7 +23,13 @@ from postdp.postprocess import (
     translated_ramp_bias,
 )
 
-__all__ = ["plot_nonneg_bias"]
+__all__ = [
+    "plot_bias_by_count",
+    "plot_nonneg_bias",
+    "plot_residuals",
+    "plot_wasserstein",
+    "save_figure",
+]
 
 
 def _axes(ax: Any) -> Any:
@@ -35,6 +43,35 @@ def _axes(ax: Any) -> Any:
         ) from exc
     _, new_ax = plt.subplots(figsize=(6.4, 4.0))
     return new_ax
+
+
+def save_figure(ax: Any, path: str | os.PathLike[str], *, dpi: int = 110) -> None:
+    """Write the figure holding ``ax`` to ``path`` (format from the suffix) and close it.
+
+    Parameters
+    ----------
+    ax : matplotlib Axes
+    path : str or path-like
+    dpi : int, default 110
+
+    Returns
+    -------
+    None
+
+    Examples
+    --------
+    >>> import tempfile, pathlib, matplotlib
+    >>> matplotlib.use("Agg")
+    >>> ax = plot_wasserstein([2, 4], [1.0, 0.5])
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     save_figure(ax, pathlib.Path(d) / "w.png")
+    ...     (pathlib.Path(d) / "w.png").exists()
+    True
+    """
+    import matplotlib.pyplot as plt
+
+    ax.figure.savefig(path, dpi=dpi, bbox_inches="tight")
+    plt.close(ax.figure)
 
 
 def plot_nonneg_bias(
@@ -103,5 +140,153 @@ def plot_nonneg_bias(
     ax.set_xlabel("true value q")
     ax.set_ylabel("bias  E[output] - q")
     ax.set_title(f"{type(mechanism).__name__} noise, scale {scale:g}")
+    ax.legend(fontsize="small")
+    return ax
+
+
+def plot_residuals(result: MonteCarloResult, *, ax: Any = None) -> Any:
+    """Error distributions before and after post-processing (seed 000 Fig. 1 type).
+
+    One pair of step histograms per node in ``result.raw_ids`` (simulate with ``raw=``):
+    the noise alone (dashed) and the released error (solid), as densities.
+
+    Parameters
+    ----------
+    result : MonteCarloResult
+    ax : matplotlib Axes, optional
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+
+    Examples
+    --------
+    >>> import matplotlib
+    >>> matplotlib.use("Agg")
+    >>> from postdp import Hierarchy, Laplace
+    >>> from postdp.analysis import ReleaseDesign, simulate
+    >>> h = Hierarchy.from_parents(["S", "a", "b"], [None, "S", "S"], [4, 1, 3])
+    >>> res = simulate(ReleaseDesign(h, Laplace(1.0), "project-nonneg", public="root"),
+    ...                n_draws=500, rng=0, raw=["a"])
+    >>> len(plot_residuals(res).get_lines())
+    2
+    """
+    if not len(result.raw_ids):
+        raise ValueError("`result` has no raw histograms: simulate with raw=[ids]")
+    ax = _axes(ax)
+    position = {str(i): k for k, i in enumerate(result.ids)}
+    for k, node in enumerate(result.raw_ids):
+        i = position[str(node)]
+        edges = result.edges[i]
+        width = edges[1] - edges[0]
+        after = result.counts[i, 1:-1] / (result.n_draws * width)
+        before = result.raw_counts[k, 1:-1] / (result.n_draws * width)
+        (line,) = ax.step(edges[:-1], after, where="post", label=f"{node}: released")
+        ax.step(
+            edges[:-1],
+            before,
+            where="post",
+            linestyle="--",
+            color=line.get_color(),
+            label=f"{node}: noise only",
+        )
+    lows, highs = [], []
+    for node in result.raw_ids:  # zoom on the bins that were hit
+        i = position[str(node)]
+        hit = np.flatnonzero(result.counts[i, 1:-1] > 0)
+        if hit.size:
+            lows.append(result.edges[i, max(hit[0] - 2, 0)])
+            highs.append(result.edges[i, min(hit[-1] + 3, result.edges.shape[1] - 1)])
+    if lows:
+        ax.set_xlim(min(lows), max(highs))
+    ax.set_xlabel("error (released - true)")
+    ax.set_ylabel("density")
+    ax.set_title("Error before and after post-processing")
+    ax.legend(fontsize="small")
+    return ax
+
+
+def plot_bias_by_count(
+    results: Sequence[MonteCarloResult], labels: Sequence[str], *, ax: Any = None
+) -> Any:
+    """Bias of every node against its true count, one series per run (seed 000 Fig. 4 type).
+
+    Parameters
+    ----------
+    results : sequence of MonteCarloResult
+        E.g. the same design on counts shifted by 0, 10, 100 (bias fades as counts grow).
+    labels : sequence of str
+        One per result.
+    ax : matplotlib Axes, optional
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+
+    Examples
+    --------
+    >>> import matplotlib
+    >>> matplotlib.use("Agg")
+    >>> from postdp import Hierarchy, Laplace
+    >>> from postdp.analysis import ReleaseDesign, simulate
+    >>> h = Hierarchy.from_parents(["S", "a", "b"], [None, "S", "S"], [4, 1, 3])
+    >>> res = simulate(ReleaseDesign(h, Laplace(1.0), "project-nonneg"), n_draws=500, rng=0)
+    >>> len(plot_bias_by_count([res], ["shift 0"]).collections)
+    1
+    """
+    if len(results) != len(labels):
+        raise ValueError("`results` and `labels` must have the same length")
+    ax = _axes(ax)
+    for result, label in zip(results, labels, strict=True):
+        ax.scatter(np.maximum(result.truth, 0.5), result.bias, s=6, alpha=0.6, label=label)
+    ax.axhline(0.0, color="0.6", linewidth=0.8)
+    ax.set_xscale("log")
+    ax.set_xlabel("true count")
+    ax.set_ylabel("bias  E[released] - true")
+    ax.set_title("Bias against true count")
+    ax.legend(fontsize="small")
+    return ax
+
+
+def plot_wasserstein(
+    sizes: ArrayLike, distances: ArrayLike, *, scale: float | None = None, ax: Any = None
+) -> Any:
+    """Wasserstein distance between errors and the Laplace noise against family size n
+    (seed 000 Fig. 5 type), with the (P_S) theory curve when ``scale`` is given.
+
+    Parameters
+    ----------
+    sizes : array_like
+        n of each family (number of children sharing a parent's total).
+    distances : array_like
+        Measured W1 distances (e.g. mean over the family of
+        ``MonteCarloResult.wasserstein_to_laplace``).
+    scale : float, optional
+        Laplace scale λ for the theory curve (Thm 12-14, :func:`ps_wasserstein_to_laplace`).
+    ax : matplotlib Axes, optional
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+
+    Examples
+    --------
+    >>> import matplotlib
+    >>> matplotlib.use("Agg")
+    >>> ax = plot_wasserstein([2, 5, 20], [2.4, 1.1, 0.3], scale=10.0)
+    >>> len(ax.get_lines())
+    1
+    """
+    ax = _axes(ax)
+    n = np.asarray(sizes, dtype=np.float64)
+    ax.scatter(n, np.asarray(distances, dtype=np.float64), s=10, label="Monte Carlo")
+    if scale is not None:
+        grid = np.unique(np.geomspace(2, max(3.0, float(n.max())), 40).round()).astype(int)
+        theory = [ps_wasserstein_to_laplace(int(k), float(scale), points=1 << 13) for k in grid]
+        ax.plot(grid, theory, color="k", label="(P_S) theory, Thm 12")
+    ax.set_xscale("log")
+    ax.set_xlabel("family size n")
+    ax.set_ylabel("W1(error, Laplace)")
+    ax.set_title("Distance of the post-processed error to the Laplace noise")
     ax.legend(fontsize="small")
     return ax

@@ -121,3 +121,14 @@ def test_many_offenders_are_summarised():
     ids = ["T"] + [f"c{i}" for i in range(8)]
     with pytest.raises(HierarchyError, match=r"\(and 3 more\)"):
         Hierarchy.from_parents(ids, [None] + ["nope"] * 8)
+
+
+def test_aggregate_makes_parents_sums_of_leaves():
+    h = Hierarchy.from_parents(
+        ["T", "a", "b", "a1", "a2"], [None, "T", "T", "a", "a"], [10, 6, 4, 1, 5]
+    )
+    np.testing.assert_array_equal(h.aggregate(h.counts + 2), [16, 10, 6, 3, 7])
+    batch = np.stack([h.counts, h.counts * 2]).astype(float)
+    np.testing.assert_array_equal(h.aggregate(batch)[1], h.counts * 2)
+    with pytest.raises(ValidationError, match=r"`values` must have shape \(\.\.\., 5\)"):
+        h.aggregate(np.zeros(3))

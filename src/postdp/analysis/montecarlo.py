@@ -107,12 +107,8 @@ def _run_chunks(
     return out
 
 
-def _combine(parts: Sequence[dict[str, NumArray]]) -> dict[str, NumArray]:
-    total = {k: v.copy() for k, v in parts[0].items()}
-    for part in parts[1:]:  # always in chunk order: the same sums whatever the grouping
-        for k, v in part.items():
-            total[k] = total[k] + v
-    return total
+def _add(total: dict[str, NumArray], part: dict[str, NumArray]) -> dict[str, NumArray]:
+    return {k: total[k] + v for k, v in part.items()}
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -336,8 +332,9 @@ def simulate(
     client : dask.distributed.Client, optional
         Run the chunks on a Dask cluster instead (same results for the same seed).
     bins : int, default 400
-        Histogram bins per node (over ±12 standard deviations of the noise down to that
-        node's level); quantiles and Wasserstein distances come from these histograms.
+        Histogram bins per node, over ±8 standard deviations of the noise summed down to
+        that node's level (errors beyond fall in two overflow bins); quantiles and
+        Wasserstein distances come from these histograms.
     raw : sequence of str
         Node ids whose errors *before* post-processing are histogrammed too (seed 000
         Fig. 1).
@@ -375,7 +372,7 @@ def simulate(
     variances = np.array([m.variance() for m in design.per_level])
     spread = np.sqrt(np.cumsum(variances))[h.depth]
     keep_raw = h.index(list(raw)) if len(raw) else np.zeros(0, dtype=np.int64)
-    plan = _Plan(design, counts, 12.0 * spread, int(bins), keep_raw)
+    plan = _Plan(design, counts, 8.0 * spread, int(bins), keep_raw)
     rows = chunk_rows(h.n)
     n_chunks = math.ceil(n_total / rows)
     sizes = [min(rows, n_total - k * rows) for k in range(n_chunks)]
@@ -389,34 +386,30 @@ def simulate(
     per_group = max(1, batch_rows // rows)
     groups = [list(range(k, min(k + per_group, n_chunks))) for k in range(0, n_chunks, per_group)]
     tasks = [([seeds[k] for k in g], [sizes[k] for k in g]) for g in groups]
-    parts: list[dict[str, NumArray]] = []
+    total: dict[str, NumArray] | None = None
+
+    def absorb(result: list[dict[str, NumArray]], done: int) -> None:
+        nonlocal total
+        for part in result:  # chunk order is preserved: identical sums for any grouping
+            total = part if total is None else _add(total, part)
+        if progress:
+            progress(done, len(tasks))
+
+    args = ([plan] * len(tasks), [t[0] for t in tasks], [t[1] for t in tasks])
     if client is not None:
-        futures = client.map(
-            _run_chunks,
-            [plan] * len(tasks),
-            [t[0] for t in tasks],
-            [t[1] for t in tasks],
-            pure=False,
-        )
-        for done, result in enumerate(client.gather(futures), start=1):
-            parts.extend(result)
-            if progress:
-                progress(done, len(tasks))
+        futures = client.map(_run_chunks, *args, pure=False)
+        for done, future in enumerate(futures, start=1):  # in order; memory ~ one result
+            absorb(future.result(), done)
+            future.release()
     elif n_workers > 1:
         with ProcessPoolExecutor(max_workers=n_workers) as pool:
-            results = pool.map(
-                _run_chunks, [plan] * len(tasks), [t[0] for t in tasks], [t[1] for t in tasks]
-            )
-            for done, result in enumerate(results, start=1):
-                parts.extend(result)
-                if progress:
-                    progress(done, len(tasks))
+            for done, result in enumerate(pool.map(_run_chunks, *args), start=1):
+                absorb(result, done)
     else:
         for done, (group_seeds, group_sizes) in enumerate(tasks, start=1):
-            parts.extend(_run_chunks(plan, group_seeds, group_sizes))
-            if progress:
-                progress(done, len(tasks))
-    return _summarise(plan, _combine(parts))
+            absorb(_run_chunks(plan, group_seeds, group_sizes), done)
+    assert total is not None
+    return _summarise(plan, total)
 
 
 def _summarise(plan: _Plan, total: dict[str, NumArray]) -> MonteCarloResult:

@@ -362,6 +362,36 @@ class Hierarchy:
         has_child[self.parent[self.parent >= 0]] = True
         return ~has_child
 
+    def aggregate(self, values: ArrayLike) -> NumArray:
+        """Consistent values from the leaves: every internal node becomes the sum of its leaves.
+
+        Parameters
+        ----------
+        values : array_like, shape (..., n)
+            Only the leaves' entries are read.
+
+        Returns
+        -------
+        ndarray, same shape (int64 stays int64)
+
+        Examples
+        --------
+        >>> h = Hierarchy.from_parents(["T", "a", "b"], [None, "T", "T"], [5, 2, 3])
+        >>> h.aggregate(h.counts + 10).tolist()
+        [25, 12, 13]
+        """
+        arr = _validation.real_array("values", values)
+        if arr.ndim == 0 or arr.shape[-1] != self.n:
+            raise ValidationError(
+                f"`values` must have shape (..., {self.n}); got shape {arr.shape}"
+            )
+        out = np.where(self.is_leaf, arr, 0).astype(arr.dtype)
+        flat = out.reshape(-1, self.n)
+        for d in range(self.n_levels - 1, 0, -1):
+            nodes = self.levels[d]
+            np.add.at(flat.T, self.parent[nodes], flat[:, nodes].T)
+        return flat.reshape(arr.shape)
+
     def index(self, ids: str | Sequence[str]) -> IntArray:
         """Positions of the given ids.
 
