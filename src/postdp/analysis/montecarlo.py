@@ -48,11 +48,32 @@ class _Plan:
 def _histogram(err: FloatArray, half: FloatArray, bins: int) -> IntArray:
     """Counts per node of errors in ``bins`` equal bins on [-half, half], plus 2 overflow bins."""
     n = err.shape[1]
-    pos = np.floor((err / half + 1.0) * (bins / 2.0))
-    pos = np.clip(pos, -1, bins).astype(np.int64) + 1  # 0: below, bins + 1: above
-    flat = (np.arange(n) * (bins + 2))[None, :] + pos
-    counts: IntArray = np.bincount(flat.ravel(), minlength=n * (bins + 2)).reshape(n, bins + 2)
+    pos = err * (bins / (2.0 * half))  # in-place steps below: this runs on every value
+    pos += bins / 2.0 + 1.0
+    np.clip(pos, 0.0, bins + 1.0, out=pos)  # 0: below the range, bins + 1: above
+    index = pos.astype(np.int64)
+    index += (np.arange(n) * (bins + 2))[None, :]
+    counts: IntArray = np.bincount(index.ravel(), minlength=n * (bins + 2)).reshape(n, bins + 2)
     return counts
+
+
+def _moments(err: FloatArray) -> dict[str, NumArray]:
+    """Power sums of the errors over the draws (axis 0), with few temporaries."""
+    power = err * err
+    s2 = power.sum(axis=0)
+    power *= err
+    s3 = power.sum(axis=0)
+    power *= err
+    s4 = power.sum(axis=0)
+    np.abs(err, out=power)
+    return {
+        "n": np.array(err.shape[0]),
+        "s1": err.sum(axis=0),
+        "s2": s2,
+        "s3": s3,
+        "s4": s4,
+        "sabs": power.sum(axis=0),
+    }
 
 
 def _run_chunks(
@@ -87,15 +108,9 @@ def _run_chunks(
     out = []
     for i in range(len(sizes)):
         err = err_all[bounds[i] : bounds[i + 1]]
-        e2 = err * err
         out.append(
             {
-                "n": np.array(err.shape[0]),
-                "s1": err.sum(axis=0),
-                "s2": e2.sum(axis=0),
-                "s3": (e2 * err).sum(axis=0),
-                "s4": (e2 * e2).sum(axis=0),
-                "sabs": np.abs(err).sum(axis=0),
+                **_moments(err),
                 "hist": _histogram(err, plan.edges_scale, plan.bins),
                 "raw": _histogram(
                     raw_all[bounds[i] : bounds[i + 1]].astype(np.float64),
@@ -108,7 +123,9 @@ def _run_chunks(
 
 
 def _add(total: dict[str, NumArray], part: dict[str, NumArray]) -> dict[str, NumArray]:
-    return {k: total[k] + v for k, v in part.items()}
+    for k, v in part.items():  # in place: the running total is owned by simulate
+        total[k] += v
+    return total
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -391,7 +408,7 @@ def simulate(
     def absorb(result: list[dict[str, NumArray]], done: int) -> None:
         nonlocal total
         for part in result:  # chunk order is preserved: identical sums for any grouping
-            total = part if total is None else _add(total, part)
+            total = {k: v.copy() for k, v in part.items()} if total is None else _add(total, part)
         if progress:
             progress(done, len(tasks))
 
