@@ -93,3 +93,13 @@ def test_wasserstein_to_laplace_decreases_to_zero():
     w = [ps_wasserstein_to_laplace(n, 1.0) for n in (2, 5, 15, 50, 254, 1000)]
     assert all(a > b for a, b in itertools.pairwise(w))
     assert w[-1] < 0.01
+
+
+def test_tiny_tails_keep_their_digits():
+    from postdp.analysis import l1_ball_tail
+
+    lam, r, n = 5.0, 695.0, 33
+    series = math.exp(-r / lam) * sum((r / lam) ** i / math.factorial(i) for i in range(n))
+    assert l1_ball_tail(r, n, Laplace.from_scale(lam)) == pytest.approx(series, rel=1e-10, abs=0)
+    m = Geometric(epsilon=0.2)
+    assert 0 < l1_ball_tail(1000, 3, m) < 1e-80

@@ -22,6 +22,7 @@ __all__ = [
     "BiasBound",
     "geometric_h",
     "l1_ball_probability",
+    "l1_ball_tail",
     "p_plus_bias_bound",
     "ps_error_cdf",
     "ps_error_density",
@@ -66,6 +67,51 @@ def geometric_h(n: int, r: int) -> list[list[int]]:
     return table
 
 
+def l1_ball_tail(r: float, n: int, mechanism: NoiseMechanism) -> float:
+    """P(||η||_1 > r) for n i.i.d. noise values, accurate even when it is tiny (Lemma 8).
+
+    Parameters
+    ----------
+    r : float
+        Radius r >= 0 (an integer for the double geometric; fractions are floored).
+    n : int
+        Dimension.
+    mechanism : Laplace or Geometric
+
+    Returns
+    -------
+    float
+
+    Notes
+    -----
+    Laplace(λ): e^{-r/λ} Σ_{i<n} (r/λ)^i / i!, the Gamma(n, λ) survival function at r
+    (|η_i| are exponential). Double geometric(a): (2a^{r+1}/(1+a)) Σ_{i<n} h_i(r)
+    ((1-a)/(1+a))^i, summed in logarithms so that large h_i(r) do not overflow.
+
+    Examples
+    --------
+    >>> from postdp import Laplace
+    >>> float(l1_ball_tail(695.0, 33, Laplace.from_scale(5.0))) < 1e-27
+    True
+    """
+    if n < 1:
+        raise ValidationError(f"`n` must be at least 1; got {n}")
+    if r < 0:
+        raise ValidationError(f"`r` must be nonnegative; got {r}")
+    if isinstance(mechanism, Laplace):
+        return float(stats.gamma.sf(r, a=n, scale=mechanism.scale))
+    if isinstance(mechanism, Geometric):
+        a = mechanism.a
+        radius = math.floor(r)  # the l1 norm of integer noise is an integer
+        h = geometric_h(n, radius)
+        log_c = math.log((1 - a) / (1 + a))
+        log_front = math.log(2.0) + (radius + 1) * math.log(a) - math.log(1 + a)
+        logs = [math.log(h[i][radius]) + i * log_c for i in range(n)]
+        top = max(logs)
+        return math.exp(log_front + top + math.log(sum(math.exp(v - top) for v in logs)))
+    raise TypeError(f"Lemma 8 covers Laplace and Geometric noise; got {type(mechanism).__name__}")
+
+
 def l1_ball_probability(r: float, n: int, mechanism: NoiseMechanism) -> float:
     """P(||η||_1 <= r) for n i.i.d. noise values (seed 000 Lemma 8; Cor. 9 for x̃ around x).
 
@@ -80,12 +126,7 @@ def l1_ball_probability(r: float, n: int, mechanism: NoiseMechanism) -> float:
     Returns
     -------
     float
-
-    Notes
-    -----
-    Laplace(λ): 1 - e^{-r/λ} Σ_{i<n} (r/λ)^i / i!, the Gamma(n, λ) cdf at r (|η_i| are
-    exponential). Double geometric(a): 1 - (2a^{r+1}/(1+a)) Σ_{i<n} h_i(r) ((1-a)/(1+a))^i,
-    summed in logarithms so that large h_i(r) do not overflow.
+        1 - :func:`l1_ball_tail` (use that one for tiny tails).
 
     Examples
     --------
@@ -96,25 +137,7 @@ def l1_ball_probability(r: float, n: int, mechanism: NoiseMechanism) -> float:
     >>> bool(np.isclose(l1_ball_probability(0, 1, m), m.pmf(0)))
     True
     """
-    if n < 1:
-        raise ValidationError(f"`n` must be at least 1; got {n}")
-    if r < 0:
-        raise ValidationError(f"`r` must be nonnegative; got {r}")
-    if isinstance(mechanism, Laplace):
-        return float(stats.gamma.cdf(r, a=n, scale=mechanism.scale))
-    if isinstance(mechanism, Geometric):
-        if r != math.floor(r):
-            r = math.floor(r)  # the l1 norm of integer noise is an integer
-        a = mechanism.a
-        radius = int(r)
-        h = geometric_h(n, radius)
-        log_c = math.log((1 - a) / (1 + a))
-        log_front = math.log(2.0) + (radius + 1) * math.log(a) - math.log(1 + a)
-        logs = [math.log(h[i][radius]) + i * log_c for i in range(n)]
-        top = max(logs)
-        outside = math.exp(log_front + top + math.log(sum(math.exp(v - top) for v in logs)))
-        return 1.0 - outside
-    raise TypeError(f"Lemma 8 covers Laplace and Geometric noise; got {type(mechanism).__name__}")
+    return 1.0 - l1_ball_tail(r, n, mechanism)
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,7 +227,7 @@ def p_plus_bias_bound(
     if n_noisy == 0:
         return BiasBound(0.0, 0.0, math.inf, 0.0, 0)
     r_m = float(x[noisy].min())
-    outside = 1.0 - l1_ball_probability(r_m, n_noisy, mechanism)
+    outside = l1_ball_tail(r_m, n_noisy, mechanism)
     if not pub.mask[hierarchy.root]:
         c_prime = math.inf
     else:
