@@ -11,7 +11,8 @@ Examples
 (10, 3195)
 """
 
-from postdp import data, errors, hierarchy, mechanisms, postprocess
+from postdp import bayes, data, errors, hierarchy, mechanisms, postprocess
+from postdp.bayes import finucan_mode
 from postdp.hierarchy import Hierarchy, NoisyCounts, add_noise
 from postdp.mechanisms import (
     Budget,
@@ -48,9 +49,11 @@ __all__ = [
     "NoisyCounts",
     "__version__",
     "add_noise",
+    "bayes",
     "clamp",
     "data",
     "errors",
+    "finucan_mode",
     "hierarchy",
     "kkt_report",
     "mechanisms",

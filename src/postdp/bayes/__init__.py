@@ -1,0 +1,37 @@
+"""Bayesian post-processing and posterior inference for noisy counts (seed 003)."""
+
+from postdp.bayes._convolution import SumLaw, sum_law, sum_law_monte_carlo
+from postdp.bayes._finucan import finucan_mode
+from postdp.bayes.inference import (
+    ExactPosterior,
+    PosteriorSamples,
+    effective_sample_size,
+    exact_posterior,
+    sample_posterior,
+    split_rhat,
+)
+from postdp.bayes.posterior_mode import (
+    BayesRelease,
+    bayes_release,
+    bayes_release_hierarchy,
+    posterior_mode_independent,
+    posterior_mode_summed,
+)
+
+__all__ = [
+    "BayesRelease",
+    "ExactPosterior",
+    "PosteriorSamples",
+    "SumLaw",
+    "bayes_release",
+    "bayes_release_hierarchy",
+    "effective_sample_size",
+    "exact_posterior",
+    "finucan_mode",
+    "posterior_mode_independent",
+    "posterior_mode_summed",
+    "sample_posterior",
+    "split_rhat",
+    "sum_law",
+    "sum_law_monte_carlo",
+]
