@@ -427,3 +427,46 @@ def test_audit_help_documents_every_option():
         "--no-figures",
     ):
         assert option in parser_help
+
+
+def test_posterior_exact_reproduces_table3(tmp_path, capsys):
+    plot = tmp_path / "post.png"
+    argv = [
+        "posterior",
+        "--components",
+        "250,357",
+        "--total",
+        "607",
+        "--epsilon",
+        "1",
+        "--plot",
+        str(plot),
+    ]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "250 357 607       0.2136" in text
+    assert "N1: [248, 252]  (released 250)" in text
+    assert plot.stat().st_size > 1000
+
+
+def test_posterior_mcmc_and_errors(tmp_path, capsys):
+    argv = [
+        "posterior",
+        "--components",
+        "3,0,12,7",
+        "--epsilon",
+        "1",
+        "--draws",
+        "100",
+        "--chains",
+        "2",
+        "--seed",
+        "1",
+    ]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "mcmc" in text and "min ESS" in text and "N4: [" in text
+    assert main(["posterior", "--components", "3,4", "--total", "9"]) == 2
+    assert "add up to `released_total`" in capsys.readouterr().err
+    assert main(["posterior", "--components", "3,4", "--epsilon", "1,2,3"]) == 2
+    assert "`--epsilon` needs one value or one per component (2)" in capsys.readouterr().err

@@ -34,3 +34,24 @@ def test_plot_on_a_new_figure_with_given_values():
     assert len(ax.get_lines()) == 4  # three curves and the zero line
     assert ax.get_lines()[0].get_xdata().tolist() == [0, 1, 2, 3]
     plt.close(ax.figure)
+
+
+def test_posterior_plot_exact_and_mcmc():
+    import matplotlib.pyplot as plt
+
+    from postdp.bayes import exact_posterior, sample_posterior
+    from postdp.plots import plot_posterior
+
+    g = Geometric(1.0)
+    post = exact_posterior([3, 4], 7, total_mechanism=g, component_mechanisms=g, window=10)
+    axes = plot_posterior(post, released=[3, 4])
+    assert len(axes) == 3
+    heights = [p.get_height() for p in axes[0].patches]
+    np.testing.assert_allclose(heights, post.marginal(0)[1])
+    plt.close(axes[0].figure)
+    res = sample_posterior(
+        [3, 4], 7, total_mechanism=g, component_mechanisms=g, n_draws=50, chains=2, rng=0
+    )
+    axes = plot_posterior(res)
+    assert len(axes) == 3
+    plt.close(axes[0].figure)

@@ -18,6 +18,7 @@ import pandas as pd
 
 from postdp import __version__
 from postdp.analysis import ReleaseDesign, simulate
+from postdp.bayes import ExactPosterior, PosteriorSamples, exact_posterior, sample_posterior
 from postdp.data import load_county_populations
 from postdp.errors import PostdpError, ValidationError
 from postdp.hierarchy import Hierarchy, add_noise
@@ -288,6 +289,79 @@ def _cmd_audit(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_posterior(args: argparse.Namespace) -> int:
+    components = [int(v) for v in _values("--components", args.components)]
+    total = int(args.total) if args.total is not None else sum(components)
+    eps_comp = _values("--epsilon", args.epsilon)
+    if len(eps_comp) == 1:
+        eps_comp *= len(components)
+    if len(eps_comp) != len(components):
+        raise ValidationError(
+            f"`--epsilon` needs one value or one per component ({len(components)}); "
+            f"got {len(eps_comp)}"
+        )
+    eps_total = float(args.epsilon_total) if args.epsilon_total is not None else eps_comp[0]
+    g_total = Geometric(epsilon=eps_total)
+    g_comp = [Geometric(epsilon=e) for e in eps_comp]
+    method = args.method
+    if method == "auto":
+        method = "exact" if len(components) <= 3 else "mcmc"
+    print(
+        f"posterior of the true counts given released components {components} and total "
+        f"{total} (epsilon: total {eps_total:g}, components "
+        f"{', '.join(f'{e:g}' for e in eps_comp)}), {method}"
+    )
+    posterior: ExactPosterior | PosteriorSamples
+    if method == "exact":
+        posterior = exact_posterior(
+            components,
+            total,
+            total_mechanism=g_total,
+            component_mechanisms=g_comp,
+            window=args.window,
+        )
+        top = posterior.top(args.top)
+        print(f"{args.top} most probable configurations:")
+        print(top.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
+        intervals = []
+        for s in range(len(components)):
+            values, probs = posterior.marginal(s)
+            cum = np.cumsum(probs)
+            tail = (1 - args.level) / 2
+            intervals.append(
+                (
+                    values[np.searchsorted(cum, tail)],
+                    values[min(np.searchsorted(cum, 1 - tail), values.size - 1)],
+                )
+            )
+    else:
+        posterior = sample_posterior(
+            components,
+            total,
+            total_mechanism=g_total,
+            component_mechanisms=g_comp,
+            n_draws=args.draws,
+            chains=args.chains,
+            rng=args.seed,
+        )
+        print(
+            f"MCMC: {args.chains} chains x {args.draws} draws; min ESS "
+            f"{posterior.ess.min():.0f}, max R-hat {posterior.rhat.max():.3f}, "
+            f"acceptance {posterior.acceptance:.2f}"
+        )
+        intervals = [tuple(row) for row in posterior.credible_intervals(args.level)]
+    print(f"{args.level:.0%} credible intervals:")
+    for s, (lo, hi) in enumerate(intervals):
+        print(f"  N{s + 1}: [{lo:g}, {hi:g}]  (released {components[s]})")
+    if args.plot:
+        from postdp import plots
+
+        axes = plots.plot_posterior(posterior, released=components)
+        plots.save_figure(axes[0], args.plot)
+        print(f"wrote {args.plot}")
+    return 0
+
+
 def _table_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--input",
@@ -468,6 +542,55 @@ def build_parser() -> argparse.ArgumentParser:
     )
     audit.add_argument("--no-figures", action="store_true", help="write the tables only")
     audit.set_defaults(func=_cmd_audit)
+
+    posterior = commands.add_parser(
+        "posterior",
+        help="posterior of true counts given Bayesian-post-processed released counts",
+        description=(
+            "Given released components and their total produced by the Bayesian "
+            "post-processing of Wang and Reiter (double geometric noise, independence "
+            "flavor), compute the posterior of the true counts under uniform priors: exactly "
+            "on a grid for a few components, or by MCMC (with ESS and R-hat) for many. Prints "
+            "the most probable configurations and credible intervals; --plot draws the "
+            "marginal posteriors."
+        ),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    posterior.add_argument(
+        "--components", required=True, metavar="N1[,N2...]", help="released component counts"
+    )
+    posterior.add_argument(
+        "--total", type=int, help="released total (default: the sum of the components)"
+    )
+    posterior.add_argument(
+        "--epsilon",
+        default="1",
+        metavar="E[,E...]",
+        help="epsilon of the components' noise: one value or one per component",
+    )
+    posterior.add_argument(
+        "--epsilon-total",
+        metavar="E",
+        help="epsilon of the total's noise (default: the first component's)",
+    )
+    posterior.add_argument(
+        "--method",
+        default="auto",
+        choices=["auto", "exact", "mcmc"],
+        help="exact grid (auto: up to 3 components) or MCMC",
+    )
+    posterior.add_argument(
+        "--window",
+        type=int,
+        help="half-width of the exact grid around each released count (default: the noise's reach)",
+    )
+    posterior.add_argument("--draws", type=int, default=2000, help="MCMC draws per chain")
+    posterior.add_argument("--chains", type=int, default=4, help="MCMC chains")
+    posterior.add_argument("--seed", type=int, default=0, help="MCMC seed")
+    posterior.add_argument("--top", type=int, default=10, help="configurations to print (exact)")
+    posterior.add_argument("--level", type=float, default=0.95, help="credible level")
+    posterior.add_argument("--plot", metavar="PNG", help="write the marginal posteriors here")
+    posterior.set_defaults(func=_cmd_posterior)
     return parser
 
 
