@@ -13,7 +13,13 @@ from postdp._typing import RNGLike
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
 
-__all__ = ["county_hierarchy", "load_county_populations", "synthetic_hierarchy"]
+__all__ = [
+    "county_hierarchy",
+    "load_county_populations",
+    "load_section203",
+    "load_title1",
+    "synthetic_hierarchy",
+]
 
 
 def load_county_populations() -> pd.DataFrame:
@@ -151,3 +157,86 @@ def synthetic_hierarchy(
         lo, hi = n - sum(sizes[d:]), n - sum(sizes[d + 1 :])
         np.add.at(counts, parent[lo:hi], counts[lo:hi])
     return Hierarchy(ids=ids, parent=parent, counts=counts)
+
+
+def _read(name: str, dtypes: dict[str, str]) -> pd.DataFrame:
+    source = resources.files("postdp.data").joinpath(f"_files/{name}")
+    with source.open("rb") as handle:
+        return pd.read_csv(handle, dtype=dtypes)
+
+
+def load_title1(state: str | None = None) -> pd.DataFrame:
+    """SAIPE 2019 school districts with their Title I weights (the inputs of seed 002's P^F).
+
+    Parameters
+    ----------
+    state : str, optional
+        Two-letter postal code (e.g. ``"NY"``) to keep one state's districts.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per district (13,183: every SAIPE 2019 district except Puerto Rico's, which
+        has no state expenditure figure), with columns ``state``, ``state_fips``,
+        ``district_id``, ``leaid``, ``name``, ``population``, ``population_5_17``,
+        ``poor_5_17`` (the Title I "formula children" count x_i), ``sppe`` (the state's net
+        current expenditure per pupil in average daily attendance, 2013-14) and ``weight``
+        (a_i = 0.4 x SPPE bounded to 80-120% of the national average, the Title I basic-grant
+        expenditure factor).
+
+    Notes
+    -----
+    Public domain: US Census Bureau SAIPE (school districts, income year 2019) and NCES CCD
+    (ELSI export). Cleaned by ``scripts/clean_decision_data.py``; see PROVENANCE.md.
+
+    Examples
+    --------
+    >>> from postdp.data import load_title1
+    >>> ny = load_title1("NY")
+    >>> len(ny), int(ny["poor_5_17"].sum())
+    (681, 485661)
+    """
+    frame = _read(
+        "title1_districts_2019.csv",
+        {"state": "str", "state_fips": "str", "district_id": "str", "leaid": "str", "name": "str"},
+    )
+    if state is not None:
+        if state not in set(frame["state"]):
+            raise ValidationError(f"`state` must be a postal code of the data; got {state!r}")
+        frame = frame[frame["state"] == state].reset_index(drop=True)
+    return frame
+
+
+def load_section203() -> pd.DataFrame:
+    """2016 Voting Rights Act Section 203 determinations: covered jurisdictions by language.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per jurisdiction (state, county or minor civil division) and language
+        minority group of the Census Bureau's 2016 determinations file (314 records), with
+        ``geoid``, ``level``, ``state_fips``, ``name``, ``language``, ``vacit_total``
+        (voting-age citizens of the jurisdiction: the seed's x^s), ``vacit_group``,
+        ``vaclep`` (limited-English-proficient voting-age citizens of the group: x^sp),
+        ``illit`` (those of them with less than 5th-grade education: x^spe) and
+        ``covered``.
+
+    Notes
+    -----
+    Section 203 covers a group when (x^sp / x^s > 5% or x^sp > 10,000) and
+    x^spe / x^sp > 1.31% (seed 002's P^M). The file lists only covered jurisdictions (the
+    complete file could not be found), so most true decisions are positive; AIAN/ANRC areas
+    (no jurisdiction total) and 5 records with suppressed counts are left out. Public domain
+    (US Census Bureau); cleaned by ``scripts/clean_decision_data.py``.
+
+    Examples
+    --------
+    >>> from postdp.data import load_section203
+    >>> s = load_section203()
+    >>> len(s), s.loc[s["name"].str.startswith("Harris"), "vaclep"].tolist()[:1]
+    (314, [153920])
+    """
+    return _read(
+        "section203_2016.csv",
+        {"geoid": "str", "level": "str", "state_fips": "str", "name": "str", "language": "str"},
+    )
