@@ -210,6 +210,10 @@ def load_title1(state: str | None = None) -> pd.DataFrame:
 def load_section203() -> pd.DataFrame:
     """2016 Voting Rights Act Section 203 determinations: covered jurisdictions by language.
 
+    Parameters
+    ----------
+    None
+
     Returns
     -------
     pandas.DataFrame

@@ -1,0 +1,47 @@
+"""Decisions made from noisy counts: allotments, decision rules, fairness, mitigations."""
+
+from postdp.decisions.allotment import (
+    allot,
+    allotment_hessian_trace,
+    numerical_hessian_trace,
+    predicted_allotment_bias,
+)
+from postdp.decisions.fairness import (
+    FairnessReport,
+    allotment_fairness,
+    and_error,
+    composition_bound,
+    decision_fairness,
+    or_error,
+    xor_error,
+)
+from postdp.decisions.mitigation import (
+    LinearProxy,
+    linear_proxy_allotment,
+    output_perturbation,
+    sum_constrained,
+)
+from postdp.decisions.rules import Composite, Ratio, Rule, Threshold, section203_rule
+
+__all__ = [
+    "Composite",
+    "FairnessReport",
+    "LinearProxy",
+    "Ratio",
+    "Rule",
+    "Threshold",
+    "allot",
+    "allotment_fairness",
+    "allotment_hessian_trace",
+    "and_error",
+    "composition_bound",
+    "decision_fairness",
+    "linear_proxy_allotment",
+    "numerical_hessian_trace",
+    "or_error",
+    "output_perturbation",
+    "predicted_allotment_bias",
+    "section203_rule",
+    "sum_constrained",
+    "xor_error",
+]

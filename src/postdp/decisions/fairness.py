@@ -1,0 +1,400 @@
+"""Bias, decision errors and the fairness bound α of decisions made from noisy counts.
+
+Seed 002: the bias of entity i is B^i = E[P_i(x̃)] - P_i(x) (eq. (2)); for decision rules the
+absolute bias |B^i| is the decision-error probability. The disparity error of i is
+ξ^i = max_j |B^i - B^j| and the fairness bound α = max_i ξ^i = max_j B^j - min_j B^j
+(Definition 3). Expectations are Monte Carlo averages over independent noisy releases,
+streamed in batches (memory bounded by ``batch``), reproducible from one seed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from postdp import _rng, _validation
+from postdp._typing import ArrayLike, FloatArray, NumArray, RNGLike
+from postdp.decisions.allotment import allot
+from postdp.decisions.rules import Rule
+from postdp.errors import ValidationError
+from postdp.mechanisms import NoiseMechanism
+
+__all__ = [
+    "FairnessReport",
+    "allotment_fairness",
+    "and_error",
+    "composition_bound",
+    "decision_fairness",
+    "or_error",
+    "xor_error",
+]
+
+PostProcess = Callable[[NumArray], NumArray]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class FairnessReport:
+    """Per-entity bias of a decision problem under a release mechanism.
+
+    Attributes
+    ----------
+    truth : ndarray, shape (n,)
+        P_i(x) on the true data (shares or dollars; 0/1 for rules).
+    bias, bias_se : ndarray, shape (n,)
+        B^i and its Monte Carlo standard error (for rules: the signed bias
+        E[P_i(x̃)] - P_i(x); its absolute value is the decision-error probability).
+    mae : ndarray, shape (n,)
+        Mean absolute error E|P_i(x̃) - P_i(x)|.
+    n_draws : int
+
+    Examples
+    --------
+    >>> from postdp import Laplace
+    >>> rep = allotment_fairness([10.0, 90.0], [1.0, 1.0], Laplace(1.0), n_draws=2000, rng=0)
+    >>> rep.to_frame().columns.tolist()[:3]
+    ['truth', 'bias', 'bias_lo']
+    """
+
+    truth: FloatArray
+    bias: FloatArray
+    bias_se: FloatArray
+    mae: FloatArray
+    n_draws: int
+
+    @property
+    def disparity(self) -> FloatArray:
+        """ξ^i = max_j |B^i - B^j| (Definition 3)."""
+        out: FloatArray = np.maximum(self.bias.max() - self.bias, self.bias - self.bias.min())
+        return out
+
+    @property
+    def alpha(self) -> float:
+        """The fairness bound α = max_j B^j - min_j B^j (on absolute biases for rules)."""
+        return float(self.bias.max() - self.bias.min())
+
+    @property
+    def absolute_alpha(self) -> float:
+        """α computed on |B^i| (the definition used for decision rules)."""
+        a = np.abs(self.bias)
+        return float(a.max() - a.min())
+
+    def cost_of_privacy(self, budget: float = 1.0) -> float:
+        """B+ = Σ_{i: B^i < 0} |B^i| × budget (Definition 4), for shares.
+
+        Examples
+        --------
+        >>> rep = FairnessReport(np.zeros(3), np.array([0.01, -0.02, -0.005]), np.zeros(3),
+        ...                      np.zeros(3), 10)
+        >>> rep.cost_of_privacy(1000.0)
+        25.0
+        """
+        return float(np.abs(self.bias[self.bias < 0]).sum() * budget)
+
+    def to_frame(self, *, z: float = 1.96) -> pd.DataFrame:
+        """One row per entity: truth, bias with a z·SE interval, |bias|, disparity, MAE.
+
+        Returns
+        -------
+        pandas.DataFrame
+        """
+        return pd.DataFrame(
+            {
+                "truth": self.truth,
+                "bias": self.bias,
+                "bias_lo": self.bias - z * self.bias_se,
+                "bias_hi": self.bias + z * self.bias_se,
+                "abs_bias": np.abs(self.bias),
+                "disparity": self.disparity,
+                "mae": self.mae,
+                "n_draws": self.n_draws,
+            }
+        )
+
+
+class _Moments:
+    """Running sums of a per-entity quantity over draws (in a fixed batch order)."""
+
+    def __init__(self, n: int) -> None:
+        self.count = 0
+        self.s1 = np.zeros(n)
+        self.s2 = np.zeros(n)
+        self.sabs = np.zeros(n)
+
+    def add(self, err: FloatArray) -> None:
+        self.count += err.shape[0]
+        self.s1 += err.sum(axis=0)
+        self.s2 += (err * err).sum(axis=0)
+        self.sabs += np.abs(err).sum(axis=0)
+
+    def report(self, truth: FloatArray) -> FairnessReport:
+        N = self.count
+        mean = self.s1 / N
+        var = np.maximum(self.s2 / N - mean**2, 0.0) * N / max(N - 1, 1)
+        return FairnessReport(truth, mean, np.sqrt(var / N), self.sabs / N, N)
+
+
+def _draws_check(n_draws: int, batch: int) -> tuple[int, int]:
+    (N,) = _validation.size_tuple(n_draws)
+    (b,) = _validation.size_tuple(batch)
+    if N < 2 or b < 1:
+        raise ValidationError(f"`n_draws` must be >= 2 and `batch` >= 1; got {n_draws}, {batch}")
+    return N, b
+
+
+def allotment_fairness(
+    x: ArrayLike,
+    weights: ArrayLike,
+    mechanism: NoiseMechanism,
+    *,
+    budget: float = 1.0,
+    postprocess: PostProcess | None = None,
+    problem: Callable[[FloatArray], FloatArray] | None = None,
+    n_draws: int = 10_000,
+    batch: int = 500,
+    rng: RNGLike = None,
+) -> FairnessReport:
+    """Monte Carlo bias of a proportional allotment computed on noisy counts.
+
+    Parameters
+    ----------
+    x : array_like, shape (n,)
+        True counts (e.g. ``load_title1()["poor_5_17"]``).
+    weights : array_like, shape (n,)
+        Allotment weights a_i.
+    mechanism : NoiseMechanism
+        Noise added to every count (study path).
+    budget : float, default 1
+        Amount distributed: the bias is then in the same unit (dollars with 6.5e9).
+    postprocess : callable, optional
+        Applied to each batch of noisy counts before the allotment (e.g. ``clamp``).
+    problem : callable, optional
+        The allotment as a function of the (post-processed) counts, batch in, batch out
+        (default: ``allot(., weights, budget=budget)``), e.g. a linear proxy.
+    n_draws : int, default 10000
+    batch : int, default 500
+        Draws processed at once; results do not depend on it.
+    rng : int, numpy.random.Generator, SeedSequence or None
+
+    Returns
+    -------
+    FairnessReport
+
+    Examples
+    --------
+    >>> from postdp import Laplace
+    >>> from postdp.postprocess import clamp
+    >>> rep = allotment_fairness([1.0, 5.0, 500.0], [1.0, 1.0, 1.0], Laplace(0.5),
+    ...                          budget=1000.0, postprocess=clamp, n_draws=5000, rng=1)
+    >>> bool(rep.bias[0] > 0 > rep.bias[2])  # small entities over-allotted under clamping
+    True
+    """
+    values = _validation.real_array("x", x).astype(np.float64)
+    _validation.nonnegative("x", values)
+    N, b = _draws_check(n_draws, batch)
+    fn = problem if problem is not None else (lambda v: allot(v, weights, budget=budget))
+    truth = np.asarray(fn(values[None, :])[0], dtype=np.float64)
+    counts = values.astype(np.int64) if mechanism.discrete else values
+    moments = _Moments(values.size)
+    for noisy in mechanism.iter_samples(counts, n_draws=N, batch=b, rng=rng):
+        released = noisy.astype(np.float64) if postprocess is None else postprocess(noisy)
+        moments.add(
+            np.asarray(fn(np.asarray(released, dtype=np.float64)), dtype=np.float64) - truth
+        )
+    return moments.report(truth)
+
+
+def decision_fairness(
+    rule: Rule,
+    data: Mapping[str, ArrayLike],
+    mechanisms: NoiseMechanism | Mapping[str, NoiseMechanism],
+    *,
+    postprocess: PostProcess | None = None,
+    n_draws: int = 10_000,
+    batch: int = 1000,
+    rng: RNGLike = None,
+) -> FairnessReport:
+    """Monte Carlo decision errors of a rule evaluated on noisy counts.
+
+    Parameters
+    ----------
+    rule : Rule
+    data : mapping of str to array_like, shape (n,)
+        True counts of every feature the rule reads.
+    mechanisms : NoiseMechanism or mapping of feature to NoiseMechanism
+        Independent noise on each feature.
+    postprocess : callable, optional
+        Applied to each noisy feature before the rule.
+    n_draws : int, default 10000
+    batch : int, default 1000
+    rng : int, numpy.random.Generator, SeedSequence or None
+
+    Returns
+    -------
+    FairnessReport
+        ``bias`` is E[P_i(x̃)] - P_i(x); its absolute value is the decision-error probability
+        Pr[P_i(x̃) != P_i(x)] (seed 002 §5.2), with a binomial standard error.
+
+    Examples
+    --------
+    >>> from postdp import Laplace
+    >>> from postdp.decisions import Threshold
+    >>> rep = decision_fairness(Threshold("x", 100), {"x": [50, 99, 150]}, Laplace(0.1),
+    ...                         n_draws=4000, rng=0)
+    >>> bool(abs(rep.bias[1]) > abs(rep.bias[0]))  # errors peak near the threshold
+    True
+    """
+    names = sorted(rule.features)
+    truth_data = {k: _validation.real_array(k, data[k]).astype(np.float64) for k in names}
+    for k, v in truth_data.items():
+        _validation.nonnegative(k, v)
+    mechs = {
+        k: mechanisms if isinstance(mechanisms, NoiseMechanism) else mechanisms[k] for k in names
+    }
+    N, b = _draws_check(n_draws, batch)
+    truth = rule(truth_data).astype(np.float64)
+    streams = dict(zip(names, _rng.spawn(rng, len(names)), strict=True))
+    iterators = {
+        k: mechs[k].iter_samples(
+            truth_data[k].astype(np.int64) if mechs[k].discrete else truth_data[k],
+            n_draws=N,
+            batch=b,
+            rng=streams[k],
+        )
+        for k in names
+    }
+    moments = _Moments(truth.size)
+    for _ in range(math.ceil(N / b)):
+        noisy = {k: next(it).astype(np.float64) for k, it in iterators.items()}
+        if postprocess is not None:
+            noisy = {k: np.asarray(postprocess(v), dtype=np.float64) for k, v in noisy.items()}
+        moments.add(rule(noisy).astype(np.float64) - truth)
+    return moments.report(truth)
+
+
+# ------------------------------------------------------------------------ composition
+def _probs(*values: ArrayLike) -> list[FloatArray]:
+    out = []
+    for v in values:
+        arr = np.asarray(v, dtype=np.float64)
+        if ((arr < 0) | (arr > 1)).any():
+            raise ValidationError("decision-error probabilities must lie in [0, 1]")
+        out.append(arr)
+    return out
+
+
+def and_error(b1: ArrayLike, b2: ArrayLike, p1: ArrayLike, p2: ArrayLike) -> FloatArray:
+    """Error probability of P1 ∧ P2 from those of P1 and P2 (seed 002 Lemma 1).
+
+    Parameters
+    ----------
+    b1, b2 : array_like
+        |B| of each predicate (its error probability), independent noise.
+    p1, p2 : array_like of bool
+        True value of each predicate.
+
+    Returns
+    -------
+    ndarray
+
+    Examples
+    --------
+    >>> float(and_error(0.1, 0.2, True, True))  # b1 + b2 - b1 b2
+    0.28
+    """
+    e1, e2 = _probs(b1, b2)
+    t1, t2 = np.asarray(p1, dtype=bool), np.asarray(p2, dtype=bool)
+    out: FloatArray = np.select(
+        [~t1 & ~t2, ~t1 & t2, t1 & ~t2],
+        [e1 * e2, e1 * (1 - e2), (1 - e1) * e2],
+        e1 + e2 - e1 * e2,
+    )
+    return out
+
+
+def or_error(b1: ArrayLike, b2: ArrayLike, p1: ArrayLike, p2: ArrayLike) -> FloatArray:
+    """Error probability of P1 ∨ P2 (seed 002 Lemma 2).
+
+    Parameters
+    ----------
+    b1, b2 : array_like
+        |B| of each predicate (its error probability), independent noise.
+    p1, p2 : array_like of bool
+        True value of each predicate.
+
+    Returns
+    -------
+    ndarray
+
+    Examples
+    --------
+    >>> float(or_error(0.1, 0.2, False, False))  # b1 + b2 - b1 b2
+    0.28
+    """
+    e1, e2 = _probs(b1, b2)
+    t1, t2 = np.asarray(p1, dtype=bool), np.asarray(p2, dtype=bool)
+    out: FloatArray = np.select(
+        [~t1 & ~t2, ~t1 & t2, t1 & ~t2],
+        [e1 + e2 - e1 * e2, (1 - e1) * e2, e1 * (1 - e2)],
+        e1 * e2,
+    )
+    return out
+
+
+def xor_error(b1: ArrayLike, b2: ArrayLike) -> FloatArray:
+    """Error probability of P1 ⊕ P2, whatever the truth values (seed 002 Lemma 3).
+
+    Parameters
+    ----------
+    b1, b2 : array_like
+        |B| of each predicate, independent noise.
+
+    Returns
+    -------
+    ndarray
+
+    Examples
+    --------
+    >>> float(xor_error(0.1, 0.2))  # b1 + b2 - 2 b1 b2
+    0.26
+    """
+    e1, e2 = _probs(b1, b2)
+    out: FloatArray = e1 + e2 - 2 * e1 * e2
+    return out
+
+
+def composition_bound(
+    alpha1: float, alpha2: float, min_bias1: float, min_bias2: float, op: str = "and"
+) -> float:
+    """Fairness bound of a composed predicate (seed 002 Thm 5 for and/or, Thm 6 for xor).
+
+    Parameters
+    ----------
+    alpha1, alpha2 : float
+        Fairness bounds of P1 and P2.
+    min_bias1, min_bias2 : float
+        Their smallest absolute biases B̲1, B̲2.
+    op : {"and", "or", "xor"}
+
+    Returns
+    -------
+    float
+        and/or: α1 + B̲1 + α2 + B̲2 - (α1 + B̲1)(α2 + B̲2) - B̲1 B̲2;
+        xor: α1 (1 - 2B̲2) + α2 (1 - 2B̲1) - 2 α1 α2.
+
+    Examples
+    --------
+    >>> round(composition_bound(0.1, 0.05, 0.01, 0.02, "and"), 6)
+    0.1721
+    >>> composition_bound(0.0, 0.0, 0.1, 0.2, "xor")  # Corollary 3: fair stays fair
+    0.0
+    """
+    a1, a2, m1, m2 = (float(v) for v in (alpha1, alpha2, min_bias1, min_bias2))
+    if op in ("and", "or"):
+        return a1 + m1 + a2 + m2 - (a1 + m1) * (a2 + m2) - m1 * m2
+    if op == "xor":
+        return a1 * (1 - 2 * m2) + a2 * (1 - 2 * m1) - 2 * a1 * a2
+    raise ValidationError(f"`op` must be 'and', 'or' or 'xor'; got {op!r}")

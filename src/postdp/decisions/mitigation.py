@@ -1,0 +1,200 @@
+"""Mitigations of the unfairness of decisions on noisy data (seed 002 §7)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from postdp import _validation
+from postdp._typing import ArrayLike, FloatArray, RNGLike
+from postdp.decisions.allotment import _weights
+from postdp.errors import ValidationError
+from postdp.mechanisms import NoiseMechanism
+from postdp.postprocess import project_sum
+
+__all__ = [
+    "LinearProxy",
+    "linear_proxy_allotment",
+    "output_perturbation",
+    "sum_constrained",
+]
+
+
+def output_perturbation(
+    allotment: ArrayLike, mechanism: NoiseMechanism, *, rng: RNGLike = None, size: int | None = None
+) -> FloatArray:
+    """Noise added to the outputs P_i(x) instead of the inputs (seed 002 §7.1): unbiased.
+
+    Parameters
+    ----------
+    allotment : array_like, shape (n,)
+        P(x) on the true data.
+    mechanism : NoiseMechanism
+        Calibrated to the problem's sensitivity by the caller.
+    rng : int, numpy.random.Generator, SeedSequence or None
+    size : int, optional
+        Number of draws (leading axis).
+
+    Returns
+    -------
+    ndarray
+
+    Examples
+    --------
+    >>> from postdp import Laplace
+    >>> output_perturbation([0.2, 0.8], Laplace(100.0), rng=0, size=3).shape
+    (3, 2)
+    """
+    values = _validation.real_array("allotment", allotment).astype(np.float64)
+    out: FloatArray = np.asarray(mechanism.sample(values, rng=rng, size=size), dtype=np.float64)
+    return out
+
+
+def linear_proxy_allotment(
+    x: ArrayLike, weights: ArrayLike, total: float, *, budget: float = 1.0
+) -> FloatArray:
+    """The linear proxy P̄^F_i = a_i x_i / Z with Z released separately (seed 002 §7.2).
+
+    Releasing Z = Σ a_j x_j (publicly, or with its own noise) makes the allotment linear in
+    the noisy counts, hence unbiased and fair (Corollary 1); shares need not sum to 1.
+
+    Parameters
+    ----------
+    x : array_like, shape (..., n)
+    weights : array_like, shape (n,)
+    total : float
+        The released Z.
+    budget : float, default 1
+
+    Returns
+    -------
+    ndarray, shape (..., n)
+
+    Examples
+    --------
+    >>> linear_proxy_allotment([10.0, -2.0], [1.0, 1.0], 10.0).tolist()
+    [1.0, -0.2]
+    """
+    values = _validation.real_array("x", x).astype(np.float64)
+    w = _weights(weights, values.shape[-1])
+    z = _validation.positive_real("total", total)
+    out: FloatArray = budget * w * values / z
+    return out
+
+
+def sum_constrained(allotment: ArrayLike, total: float = 1.0) -> FloatArray:
+    """Project allotments onto Σ_i P_i = total (seed 002 eq. (29)); α is unchanged (Thm 10).
+
+    Parameters
+    ----------
+    allotment : array_like, shape (..., n)
+    total : float, default 1
+
+    Returns
+    -------
+    ndarray, shape (..., n)
+
+    Examples
+    --------
+    >>> sum_constrained([0.3, 0.9]).tolist()
+    [0.2, 0.8]
+    """
+    return project_sum(allotment, total)
+
+
+@dataclass(slots=True)
+class LinearProxy:
+    """A piecewise-linear proxy of a decision rule, one linear model per group (§7.2).
+
+    Entities are split into ``n_groups`` groups of about equal size by quantiles of a
+    grouping feature (computed on the noisy data, so the grouping stays private); in each
+    group a linear model of the features is fitted to the rule's decisions on the training
+    data, and predicts the decision as a linear function of the (noisy) features.
+
+    Parameters
+    ----------
+    features : sequence of str
+        E.g. ``("illit", "vaclep", "vacit_total")``.
+    group_by : str
+        Feature whose quantiles define the groups (the seed uses x^sp).
+    n_groups : int, default 9
+    model : {"regression", "svm"}, default "regression"
+        scikit-learn ``LinearRegression`` (decision: prediction > 0.5) or ``LinearSVC``.
+
+    Examples
+    --------
+    >>> from postdp.decisions import Threshold
+    >>> data = {"x": np.arange(100.0), "y": np.ones(100)}
+    >>> proxy = LinearProxy(["x"], "x", n_groups=2).fit(data, Threshold("x", 49.5)(data))
+    >>> proxy.predict(data).sum()
+    np.int64(50)
+    """
+
+    features: tuple[str, ...] | list[str]
+    group_by: str
+    n_groups: int = 9
+    model: Literal["regression", "svm"] = "regression"
+    edges: FloatArray = field(init=False, default_factory=lambda: np.zeros(0))
+    models: list[Any] = field(init=False, default_factory=list)
+
+    def _matrix(self, data: Mapping[str, ArrayLike]) -> FloatArray:
+        cols = [_validation.real_array(f, data[f]).astype(np.float64) for f in self.features]
+        return np.stack(cols, axis=-1)
+
+    def _groups(self, data: Mapping[str, ArrayLike]) -> Any:
+        key = _validation.real_array(self.group_by, data[self.group_by]).astype(np.float64)
+        return np.clip(np.searchsorted(self.edges, key, side="right"), 0, self.n_groups - 1)
+
+    def fit(self, data: Mapping[str, ArrayLike], decisions: ArrayLike) -> LinearProxy:
+        """Fit one linear model per group to ``decisions`` (0/1) on ``data``.
+
+        Returns
+        -------
+        LinearProxy
+            ``self``.
+        """
+        try:
+            from sklearn.linear_model import LinearRegression
+            from sklearn.svm import LinearSVC
+        except ImportError as exc:  # pragma: no cover - exercised only without the extra
+            raise ImportError(
+                "linear proxies need scikit-learn: pip install 'postdp[learn]'"
+            ) from exc
+        if self.n_groups < 1:
+            raise ValidationError(f"`n_groups` must be at least 1; got {self.n_groups}")
+        key = _validation.real_array(self.group_by, data[self.group_by]).astype(np.float64)
+        self.edges = np.quantile(key, np.linspace(0, 1, self.n_groups + 1)[1:-1])
+        X = self._matrix(data)
+        y = np.asarray(decisions, dtype=np.float64)
+        groups = self._groups(data)
+        self.models = []
+        for g in range(self.n_groups):
+            rows = groups == g
+            if self.model == "svm" and len(set(y[rows])) == 2:
+                m: Any = LinearSVC(C=1.0, max_iter=20_000).fit(X[rows], y[rows].astype(int))
+            elif self.model in ("svm", "regression"):
+                m = LinearRegression().fit(X[rows], y[rows]) if rows.any() else None
+            else:
+                raise ValidationError(f"`model` must be 'regression' or 'svm'; got {self.model!r}")
+            self.models.append(m)
+        return self
+
+    def predict(self, data: Mapping[str, ArrayLike]) -> Any:
+        """Decisions (0/1) of the proxy on ``data`` (any batch shape on leading axes)."""
+        X = self._matrix(data)
+        groups = self._groups(data)
+        out = np.zeros(X.shape[:-1], dtype=np.int64)
+        for g, m in enumerate(self.models):
+            rows = groups == g
+            if m is None or not rows.any():
+                continue
+            score = (
+                m.decision_function(X[rows])
+                if hasattr(m, "decision_function")
+                else (m.predict(X[rows]) - 0.5)
+            )
+            out[rows] = (score > 0).astype(np.int64)
+        return out
