@@ -470,3 +470,54 @@ def test_posterior_mcmc_and_errors(tmp_path, capsys):
     assert "add up to `released_total`" in capsys.readouterr().err
     assert main(["posterior", "--components", "3,4", "--epsilon", "1,2,3"]) == 2
     assert "`--epsilon` needs one value or one per component (2)" in capsys.readouterr().err
+
+
+def test_fairness_title1_and_section203(tmp_path, capsys):
+    out = tmp_path / "fair"
+    argv = [
+        "fairness",
+        "title1",
+        "--state",
+        "RI",
+        "--epsilon",
+        "0.1",
+        "--draws",
+        "300",
+        "--output-dir",
+        str(out),
+    ]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "Title I (RI" in text and "alpha $" in text
+    frame = pd.read_csv(out / "title1_RI_eps0.1.csv")
+    assert {"leaid", "bias", "bias_lo", "bias_hi", "disparity"} <= set(frame.columns)
+    assert not frame.isna().any().any()
+    assert (out / "title1_RI_bias.png").exists()
+    argv = [
+        "fairness",
+        "section203",
+        "--epsilon",
+        "0.01",
+        "--draws",
+        "200",
+        "--no-figures",
+        "--postprocess",
+        "modified:T=2",
+        "--output-dir",
+        str(out),
+    ]
+    assert main(argv) == 0
+    frame = pd.read_csv(out / "section203_eps0.01.csv")
+    assert len(frame) == 314 and not frame.isna().any().any()
+    bad = [
+        "fairness",
+        "title1",
+        "--postprocess",
+        "round",
+        "--draws",
+        "10",
+        "--output-dir",
+        str(out),
+    ]
+    assert main(bad) == 2
+    assert "`--postprocess` must be none, clamp or modified:T=<t>" in capsys.readouterr().err

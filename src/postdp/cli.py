@@ -362,6 +362,119 @@ def _cmd_posterior(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_fairness(args: argparse.Namespace) -> int:
+    from postdp import decisions
+    from postdp.data import load_section203, load_title1
+    from postdp.postprocess import clamp, modified_postprocess
+
+    eps = _values("--epsilon", args.epsilon or "0.1")
+    mechanism_cls = Laplace if args.mechanism == "laplace" else Geometric
+    out = Path(args.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+
+    def post(values: np.ndarray) -> np.ndarray:
+        if args.postprocess == "clamp":
+            return np.asarray(clamp(values), dtype=np.float64)
+        if args.postprocess.startswith("modified:T="):
+            return modified_postprocess(values, float(args.postprocess.split("=", 1)[1]))
+        return np.asarray(values, dtype=np.float64)
+
+    if (
+        args.postprocess != "none"
+        and args.postprocess != "clamp"
+        and not (args.postprocess.startswith("modified:T="))
+    ):
+        raise ValidationError(
+            f"`--postprocess` must be none, clamp or modified:T=<t>; got {args.postprocess!r}"
+        )
+    if args.problem == "title1":
+        us = load_title1()
+        table = us if args.state is None else load_title1(args.state)
+        scope = "nation" if args.state is None else args.state
+        budget = args.budget * float(
+            (table.poor_5_17 * table.weight).sum() / (us.poor_5_17 * us.weight).sum()
+        )
+        x = table.poor_5_17.to_numpy(dtype=float)
+        w = table.weight.to_numpy()
+        reports = []
+        for e in eps:
+            rep = decisions.allotment_fairness(
+                x,
+                w,
+                mechanism_cls(epsilon=e),
+                budget=budget,
+                postprocess=post,
+                n_draws=args.draws,
+                rng=args.seed,
+            )
+            reports.append(rep)
+            frame = rep.to_frame()
+            frame.insert(0, "leaid", table.leaid.to_numpy())
+            frame.insert(1, "name", table.name.to_numpy())
+            frame.insert(2, "poor_5_17", x)
+            path = out / f"title1_{scope}_eps{e:g}.csv"
+            frame.to_csv(path, index=False)
+            written.append(path)
+            nyc = int(np.argmax(x))
+            print(
+                f"Title I ({scope}, ${budget:,.0f}), {args.mechanism} eps = {e:g}, "
+                f"post-processing {args.postprocess}, {args.draws} draws: alpha ${rep.alpha:,.0f}, "
+                f"cost of privacy ${rep.cost_of_privacy():,.0f}, largest entity "
+                f"{table.name.iloc[nyc]!s} bias ${rep.bias[nyc]:,.0f}"
+            )
+        if not args.no_figures:
+            from postdp import plots
+
+            ax = plots.plot_allotment_bias(reports, [f"eps = {e:g}" for e in eps], x)
+            ax.set_ylabel("bias of the allotment (USD)")
+            plots.save_figure(ax, out / f"title1_{scope}_bias.png")
+            written.append(out / f"title1_{scope}_bias.png")
+    else:
+        s203 = load_section203()
+        data = {k: s203[k].to_numpy(dtype=float) for k in ("vacit_total", "vaclep", "illit")}
+        rule = decisions.section203_rule()
+        sp, st, spe = data["vaclep"], data["vacit_total"], data["illit"]
+        margin = np.minimum(
+            np.maximum(
+                np.where(sp / st > 0.05, np.abs(sp / st - 0.05) / 0.05, 0),
+                np.where(sp > 1e4, np.abs(sp - 1e4) / 1e4, 0),
+            ),
+            np.abs(spe / np.maximum(sp, 1) - 0.0131) / 0.0131,
+        )
+        for e in eps:
+            rep = decisions.decision_fairness(
+                rule,
+                data,
+                mechanism_cls(epsilon=e),
+                postprocess=post,
+                n_draws=args.draws,
+                rng=args.seed,
+            )
+            frame = rep.to_frame()
+            frame.insert(0, "geoid", s203.geoid.to_numpy())
+            frame.insert(1, "name", s203.name.to_numpy())
+            frame.insert(2, "language", s203.language.to_numpy())
+            frame.insert(3, "margin", margin)
+            path = out / f"section203_eps{e:g}.csv"
+            frame.to_csv(path, index=False)
+            written.append(path)
+            truth = rule(data)
+            print(
+                f"Section 203, {args.mechanism} eps = {e:g}: {int(truth.sum())} true positives "
+                f"of {truth.size}; mean decision error {np.abs(rep.bias).mean():.3f}, alpha "
+                f"{rep.absolute_alpha:.3f}"
+            )
+            if not args.no_figures:
+                from postdp import plots
+
+                ax = plots.plot_decision_errors(margin, rep)
+                plots.save_figure(ax, out / f"section203_eps{e:g}.png")
+                written.append(out / f"section203_eps{e:g}.png")
+    print("wrote: " + ", ".join(str(p) for p in written))
+    return 0
+
+
 def _table_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--input",
@@ -591,6 +704,50 @@ def build_parser() -> argparse.ArgumentParser:
     posterior.add_argument("--level", type=float, default=0.95, help="credible level")
     posterior.add_argument("--plot", metavar="PNG", help="write the marginal posteriors here")
     posterior.set_defaults(func=_cmd_posterior)
+
+    fairness = commands.add_parser(
+        "fairness",
+        help="bias and decision errors of Title I allotments or Section 203 decisions on DP data",
+        description=(
+            "Measure, by Monte Carlo on the bundled real data, how noise (and a nonnegativity "
+            "post-processing) shifts Title I basic-grant allotments between school districts "
+            "(SAIPE 2019, USD) or flips Voting Rights Act Section 203 decisions (2016 "
+            "determinations), per entity, with the fairness bound alpha (seed 002)."
+        ),
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    fairness.add_argument("problem", choices=["title1", "section203"])
+    fairness.add_argument(
+        "--state",
+        metavar="XX",
+        help="Title I: one state's districts, e.g. NY (default: the nation)",
+    )
+    fairness.add_argument(
+        "--budget",
+        type=float,
+        default=6.5e9,
+        help="Title I basic grants nationally, USD (a state gets its share)",
+    )
+    fairness.add_argument(
+        "--mechanism",
+        default="laplace",
+        choices=["laplace", "geometric"],
+        help="noise on each count",
+    )
+    fairness.add_argument("--epsilon", metavar="E[,E...]", help="one run per epsilon (default 0.1)")
+    fairness.add_argument(
+        "--postprocess",
+        default="clamp",
+        metavar="none|clamp|modified:T=t",
+        help="applied to the noisy counts before the decision",
+    )
+    fairness.add_argument("--draws", type=int, default=2000, help="Monte Carlo draws")
+    fairness.add_argument("--seed", type=int, default=0, help="seed of the simulation")
+    fairness.add_argument(
+        "--output-dir", default="fairness", metavar="DIR", help="folder for the tables and figures"
+    )
+    fairness.add_argument("--no-figures", action="store_true", help="write the tables only")
+    fairness.set_defaults(func=_cmd_fairness)
     return parser
 
 

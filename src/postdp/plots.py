@@ -15,6 +15,7 @@ import numpy as np
 from postdp._typing import ArrayLike
 from postdp.analysis import MonteCarloResult, ps_wasserstein_to_laplace
 from postdp.bayes import ExactPosterior, PosteriorSamples
+from postdp.decisions import FairnessReport
 from postdp.mechanisms import Geometric, Laplace, NoiseMechanism
 from postdp.postprocess import (
     Restriction,
@@ -25,7 +26,10 @@ from postdp.postprocess import (
 )
 
 __all__ = [
+    "plot_allotment_bias",
     "plot_bias_by_count",
+    "plot_decision_errors",
+    "plot_fairness_comparison",
     "plot_nonneg_bias",
     "plot_posterior",
     "plot_residuals",
@@ -351,4 +355,124 @@ def plot_posterior(
         ax.set_xlabel(names[k])
         ax.set_ylabel("posterior probability" if k == 0 else "")
     axes[0].set_title("Marginal posteriors of the true counts", loc="left", fontsize="medium")
+    return axes
+
+
+def plot_allotment_bias(
+    reports: Sequence[FairnessReport],
+    labels: Sequence[str],
+    sizes: ArrayLike,
+    *,
+    ax: Any = None,
+) -> Any:
+    """Bias of each entity's allotment against its size, one series per setting (seed 002
+    Fig. 2 type: small districts over-allotted, large ones under-allotted).
+
+    Parameters
+    ----------
+    reports : sequence of FairnessReport
+        E.g. one per epsilon, with the bias in dollars.
+    labels : sequence of str
+    sizes : array_like, shape (n,)
+        Entity sizes for the x axis (e.g. the formula children), sorted inside.
+    ax : matplotlib Axes, optional
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+
+    Examples
+    --------
+    >>> import matplotlib
+    >>> matplotlib.use("Agg")
+    >>> rep = FairnessReport(np.zeros(3), np.array([5.0, 0.0, -5.0]), np.ones(3), np.ones(3), 10)
+    >>> len(plot_allotment_bias([rep], ["eps 0.1"], [1, 10, 100]).get_lines())  # + zero line
+    2
+    """
+    if len(reports) != len(labels):
+        raise ValueError("`reports` and `labels` must have the same length")
+    ax = _axes(ax)
+    order = np.argsort(np.asarray(sizes, dtype=np.float64), kind="stable")
+    for rep, label in zip(reports, labels, strict=True):
+        ax.plot(np.arange(order.size), rep.bias[order], linewidth=0.8, label=label)
+    ax.axhline(0.0, color="0.6", linewidth=0.8)
+    ax.set_xlabel("entities, smallest to largest")
+    ax.set_ylabel("bias of the allotment")
+    ax.set_title("Allotment bias by entity size")
+    ax.legend(fontsize="small")
+    return ax
+
+
+def plot_decision_errors(margin: ArrayLike, report: FairnessReport, *, ax: Any = None) -> Any:
+    """Decision-error probability against the distance to the rule's thresholds (seed 002
+    Fig. 3 type: errors peak near the thresholds).
+
+    Parameters
+    ----------
+    margin : array_like, shape (n,)
+        Relative distance of each entity to flipping its true decision.
+    report : FairnessReport
+        From :func:`postdp.decisions.decision_fairness`.
+    ax : matplotlib Axes, optional
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+
+    Examples
+    --------
+    >>> import matplotlib
+    >>> matplotlib.use("Agg")
+    >>> rep = FairnessReport(np.ones(3), np.array([-0.4, -0.1, 0.0]), np.zeros(3),
+    ...                      np.zeros(3), 10)
+    >>> len(plot_decision_errors([0.01, 0.5, 3.0], rep).collections)
+    1
+    """
+    ax = _axes(ax)
+    ax.scatter(np.maximum(np.asarray(margin, dtype=np.float64), 1e-4), np.abs(report.bias), s=8)
+    ax.set_xscale("log")
+    ax.set_xlabel("relative distance to the threshold")
+    ax.set_ylabel("decision-error probability |B|")
+    ax.set_title("Decision errors against distance to the thresholds")
+    return ax
+
+
+def plot_fairness_comparison(
+    labels: Sequence[str], reports: Sequence[FairnessReport], *, axes: Any = None
+) -> Any:
+    """Fairness bound α and mean absolute error of several mitigations side by side (seed 002
+    Figs. 6 and 9 type).
+
+    Parameters
+    ----------
+    labels : sequence of str
+    reports : sequence of FairnessReport
+    axes : pair of matplotlib Axes, optional
+
+    Returns
+    -------
+    ndarray of two matplotlib Axes
+
+    Examples
+    --------
+    >>> import matplotlib
+    >>> matplotlib.use("Agg")
+    >>> rep = FairnessReport(np.zeros(2), np.array([1.0, -1.0]), np.ones(2), np.ones(2), 10)
+    >>> plot_fairness_comparison(["P", "proxy"], [rep, rep]).shape
+    (2,)
+    """
+    if axes is None:
+        import matplotlib.pyplot as plt
+
+        _, axes = plt.subplots(1, 2, figsize=(8.0, 3.2))
+    axes = np.asarray(axes)
+    alphas = [r.alpha for r in reports]
+    maes = [float(r.mae.mean()) for r in reports]
+    axes[0].bar(labels, alphas, color="0.35")
+    axes[0].set_ylabel("fairness bound α")
+    axes[1].bar(labels, maes, color="0.6")
+    axes[1].set_ylabel("mean absolute error")
+    for ax, values in zip(axes, (alphas, maes), strict=True):
+        for i, v in enumerate(values):
+            ax.annotate(f"{v:.3g}", (i, v), ha="center", va="bottom", fontsize="small")
     return axes
