@@ -29,6 +29,7 @@ __all__ = [
     "plot_allotment_bias",
     "plot_bias_by_count",
     "plot_decision_errors",
+    "plot_errors_by_group",
     "plot_fairness_comparison",
     "plot_nonneg_bias",
     "plot_posterior",
@@ -476,3 +477,43 @@ def plot_fairness_comparison(
         for i, v in enumerate(values):
             ax.annotate(f"{v:.3g}", (i, v), ha="center", va="bottom", fontsize="small")
     return axes
+
+
+def plot_errors_by_group(report: FairnessReport, groups: Sequence[str], *, ax: Any = None) -> Any:
+    """Decision errors of entities grouped by the truth values of the composed predicates
+    (seed 002 Figs. 4-5 type: for P1 ∧ P2 the (True, True) group pays most, Thm 7).
+
+    Parameters
+    ----------
+    report : FairnessReport
+        Of the composed rule.
+    groups : sequence of str, length n
+        Group label of each entity, e.g. "P1=T, P2=F".
+    ax : matplotlib Axes, optional
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+
+    Examples
+    --------
+    >>> import matplotlib
+    >>> matplotlib.use("Agg")
+    >>> rep = FairnessReport(np.ones(4), np.array([-0.3, -0.2, 0.1, 0.05]), np.zeros(4),
+    ...                      np.zeros(4), 10)
+    >>> ax = plot_errors_by_group(rep, ["TT", "TT", "FF", "FF"])
+    >>> [t.get_text() for t in ax.get_xticklabels()]
+    ['FF', 'TT']
+    """
+    labels = np.asarray(list(groups), dtype=object)
+    if labels.size != report.bias.size:
+        raise ValueError("`groups` needs one label per entity")
+    ax = _axes(ax)
+    names = sorted(set(labels.tolist()))
+    for k, name in enumerate(names):
+        values = np.abs(report.bias[labels == name])
+        ax.scatter(np.full(values.size, k) + np.linspace(-0.15, 0.15, values.size), values, s=10)
+    ax.set_xticks(range(len(names)), names)
+    ax.set_ylabel("decision-error probability |B|")
+    ax.set_title("Decision errors by truth values of the predicates")
+    return ax
