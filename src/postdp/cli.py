@@ -434,14 +434,7 @@ def _cmd_fairness(args: argparse.Namespace) -> int:
         s203 = load_section203()
         data = {k: s203[k].to_numpy(dtype=float) for k in ("vacit_total", "vaclep", "illit")}
         rule = decisions.section203_rule()
-        sp, st, spe = data["vaclep"], data["vacit_total"], data["illit"]
-        margin = np.minimum(
-            np.maximum(
-                np.where(sp / st > 0.05, np.abs(sp / st - 0.05) / 0.05, 0),
-                np.where(sp > 1e4, np.abs(sp - 1e4) / 1e4, 0),
-            ),
-            np.abs(spe / np.maximum(sp, 1) - 0.0131) / 0.0131,
-        )
+        margin = decisions.section203_margin(data)
         for e in eps:
             rep = decisions.decision_fairness(
                 rule,

@@ -22,6 +22,7 @@ from postdp.decisions import (
     allotment_fairness,
     decision_fairness,
     linear_proxy_allotment,
+    section203_margin,
     section203_rule,
 )
 from postdp.postprocess import clamp
@@ -60,13 +61,7 @@ def test_fig3_section203_errors_largest_near_the_thresholds():
     truth = rule(data)
     rep = decision_fairness(rule, data, Laplace(0.01), n_draws=2000, rng=0)
     err = np.abs(rep.bias)
-    sp, st, spe = data["vaclep"], data["vacit_total"], data["illit"]
-    m1 = np.abs(sp / st - 0.05) / 0.05
-    m2 = np.abs(sp - 1e4) / 1e4
-    m3 = np.abs(spe / np.maximum(sp, 1) - 0.0131) / 0.0131
-    # relative distance to flipping a true positive: (A or B) must lose all its true parts,
-    # or C must fail
-    margin = np.minimum(np.maximum(np.where(sp / st > 0.05, m1, 0), np.where(sp > 1e4, m2, 0)), m3)
+    margin = section203_margin(data)  # relative distance to flipping a true decision
     q1, q3 = np.quantile(margin[truth], [0.25, 0.75])
     near, far = err[truth & (margin <= q1)], err[truth & (margin >= q3)]
     se = np.sqrt(near.var(ddof=1) / near.size + far.var(ddof=1) / far.size)

@@ -299,6 +299,14 @@ def _ps_grid(n: int, scale: float, points: int) -> tuple[FloatArray, FloatArray]
     return x, density
 
 
+def _ps_cdf_grid(n: int, scale: float, points: int) -> tuple[FloatArray, FloatArray]:
+    """The (P_S) error cdf on the grid of :func:`_ps_grid` (trapezoid rule, normalised)."""
+    grid, dens = _ps_grid(n, scale, points)
+    cdf = np.concatenate(([0.0], np.cumsum(0.5 * (dens[1:] + dens[:-1]) * np.diff(grid))))
+    out: FloatArray = cdf / cdf[-1]
+    return grid, out
+
+
 def ps_error_density(x: ArrayLike, n: int, scale: float, *, points: int = 1 << 15) -> FloatArray:
     """Density of a (P_S) marginal error, Thm 12 of seed 000, by numerical convolution.
 
@@ -356,9 +364,7 @@ def ps_error_cdf(x: ArrayLike, n: int, scale: float, *, points: int = 1 << 15) -
     """
     if n < 2:
         raise ValidationError(f"`n` must be at least 2 for a distribution; got {n}")
-    grid, dens = _ps_grid(n, scale, points)
-    cdf = np.concatenate(([0.0], np.cumsum(0.5 * (dens[1:] + dens[:-1]) * np.diff(grid))))
-    cdf /= cdf[-1]
+    grid, cdf = _ps_cdf_grid(n, scale, points)
     out: FloatArray = np.interp(np.asarray(x, dtype=np.float64), grid, cdf, left=0.0, right=1.0)
     return out
 
@@ -388,8 +394,6 @@ def ps_wasserstein_to_laplace(n: int, scale: float, *, points: int = 1 << 15) ->
     >>> w[0] > w[1] > w[2]
     True
     """
-    grid, dens = _ps_grid(n, scale, points)
-    cdf = np.concatenate(([0.0], np.cumsum(0.5 * (dens[1:] + dens[:-1]) * np.diff(grid))))
-    cdf /= cdf[-1]
+    grid, cdf = _ps_cdf_grid(n, scale, points)
     lap = stats.laplace.cdf(grid, scale=scale)
     return float(np.trapezoid(np.abs(cdf - lap), grid))

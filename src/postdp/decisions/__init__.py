@@ -21,7 +21,14 @@ from postdp.decisions.mitigation import (
     output_perturbation,
     sum_constrained,
 )
-from postdp.decisions.rules import Composite, Ratio, Rule, Threshold, section203_rule
+from postdp.decisions.rules import (
+    Composite,
+    Ratio,
+    Rule,
+    Threshold,
+    section203_margin,
+    section203_rule,
+)
 
 __all__ = [
     "Composite",
@@ -41,6 +48,7 @@ __all__ = [
     "or_error",
     "output_perturbation",
     "predicted_allotment_bias",
+    "section203_margin",
     "section203_rule",
     "sum_constrained",
     "xor_error",

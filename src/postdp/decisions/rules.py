@@ -15,7 +15,7 @@ from postdp import _validation
 from postdp._typing import ArrayLike
 from postdp.errors import ValidationError
 
-__all__ = ["Composite", "Ratio", "Rule", "Threshold", "section203_rule"]
+__all__ = ["Composite", "Ratio", "Rule", "Threshold", "section203_margin", "section203_rule"]
 
 BoolArray = npt.NDArray[np.bool_]
 Data = Mapping[str, ArrayLike]
@@ -178,3 +178,36 @@ def section203_rule() -> Rule:
     return (Ratio("vaclep", "vacit_total", 0.05) | Threshold("vaclep", 1e4)) & Ratio(
         "illit", "vaclep", 0.0131
     )
+
+
+def section203_margin(data: Data) -> npt.NDArray[np.float64]:
+    """Relative distance of each record's true Section 203 decision to flipping.
+
+    For (A or B) and C with A: x^sp/x^s > 0.05, B: x^sp > 10^4, C: x^spe/x^sp > 0.0131, the
+    margin of a condition is |value - threshold| / threshold; a positive decision flips when
+    C fails or when every true part of (A or B) fails, so its margin is
+    min(max(margins of the true parts of A, B), margin of C). Used to order decision errors
+    by distance to the thresholds (seed 002 Fig. 3).
+
+    Parameters
+    ----------
+    data : mapping with ``vacit_total``, ``vaclep``, ``illit``
+
+    Returns
+    -------
+    ndarray of float, shape (n,)
+
+    Examples
+    --------
+    >>> section203_margin({"vacit_total": [100_000], "vaclep": [6_000], "illit": [100]}).round(3)
+    array([0.2])
+    """
+    st = _feature(data, "vacit_total")
+    sp = _feature(data, "vaclep")
+    spe = _feature(data, "illit")
+    share = sp / np.where(st > 0, st, 1.0)
+    m_a = np.where(share > 0.05, np.abs(share - 0.05) / 0.05, 0.0)
+    m_b = np.where(sp > 1e4, np.abs(sp - 1e4) / 1e4, 0.0)
+    m_c = np.abs(spe / np.maximum(sp, 1.0) - 0.0131) / 0.0131
+    out: npt.NDArray[np.float64] = np.minimum(np.maximum(m_a, m_b), m_c)
+    return out
