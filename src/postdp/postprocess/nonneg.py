@@ -94,6 +94,13 @@ def _real(name: str, value: float) -> float:
     return out
 
 
+def _nonneg_real(name: str, value: float) -> float:
+    out = _real(name, value)
+    if out < 0:
+        raise ValidationError(f"`{name}` must be nonnegative; got {value!r}")
+    return out
+
+
 # ---------------------------------------------------------------------------- ramp / clamp
 def clamp(x: ArrayLike, lower: float = 0.0) -> NumArray:
     """The ramp (boundary-inflated truncation) max(lower, x), element-wise.
@@ -177,9 +184,7 @@ def translated_ramp(x: ArrayLike, alpha: float) -> FloatArray:
     >>> translated_ramp([-1.0, 0.2, 3.0], 0.5).tolist()
     [0.0, 0.0, 2.5]
     """
-    shift = _real("alpha", alpha)
-    if shift < 0:
-        raise ValidationError(f"`alpha` must be nonnegative; got {alpha!r}")
+    shift = _nonneg_real("alpha", alpha)
     out: FloatArray = np.maximum(_values("x", x) - shift, 0.0)
     return out
 
@@ -213,9 +218,7 @@ def translated_ramp_bias(q: ArrayLike, mechanism: NoiseMechanism, alpha: float) 
     (0.351734, 0.351734)
     """
     law = _noise_law(mechanism)
-    shift = _real("alpha", alpha)
-    if shift < 0:
-        raise ValidationError(f"`alpha` must be nonnegative; got {alpha!r}")
+    shift = _nonneg_real("alpha", alpha)
     qs = _values("q", q)
     out: FloatArray = _positive_part_excess(qs - shift, law) - shift
     return out
@@ -591,9 +594,7 @@ def modified_postprocess(x: ArrayLike, temperature: float, lower: float = 0.0) -
     >>> modified_postprocess([-2.0, 1.0, 9.0], 1.0).tolist()
     [0.0, 0.5, 8.9]
     """
-    t = _real("temperature", temperature)
-    if t < 0:
-        raise ValidationError(f"`temperature` must be nonnegative; got {temperature!r}")
+    t = _nonneg_real("temperature", temperature)
     lo = _real("lower", lower)
     bar = np.maximum(_values("x", x), lo)
     out: FloatArray = np.maximum(bar - t / (bar + 1.0 - lo), lo)
@@ -628,9 +629,7 @@ def modified_bias(
     True
     """
     law = _noise_law(mechanism)
-    t = _real("temperature", temperature)
-    if t < 0:
-        raise ValidationError(f"`temperature` must be nonnegative; got {temperature!r}")
+    t = _nonneg_real("temperature", temperature)
     lo = _real("lower", lower)
     qs = _values("q", q)
     out = np.empty(qs.shape)
