@@ -158,18 +158,24 @@ class NoiseMechanism(ABC):
         (batch,) = _validation.size_tuple(batch)
         if batch < 1:
             raise ValidationError(f"`batch` must be at least 1; got {batch}")
-        pending: list[NumArray] = []
-        held = 0
+        dtype = np.int64 if self.discrete else np.float64
+        # Blocks are written into one reusable buffer of ``batch`` rows; a block that straddles
+        # two batches is split. Every value is copied once: time and memory are linear.
+        buffer = np.empty((min(batch, n_draws), *values.shape), dtype=dtype)
+        filled = 0
         for rows, gen in _rng.iter_blocks(rng, n_draws, values.size):
-            pending.append(values + self._noise(gen, (rows, *values.shape)))
-            held += rows
-            while held >= batch:
-                stacked = np.concatenate(pending)
-                yield stacked[:batch]
-                pending = [stacked[batch:]]
-                held -= batch
-        if held:
-            yield np.concatenate(pending)
+            block = values + self._noise(gen, (rows, *values.shape))
+            start = 0
+            while start < rows:
+                take = min(rows - start, buffer.shape[0] - filled)
+                buffer[filled : filled + take] = block[start : start + take]
+                filled += take
+                start += take
+                if filled == buffer.shape[0]:
+                    yield buffer.copy()
+                    filled = 0
+        if filled:
+            yield buffer[:filled].copy()
 
     def release(self, x: ArrayLike) -> NumArray:
         """Add noise for publication with OpenDP's exact, cryptographically seeded sampler.
