@@ -18,6 +18,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from postdp._typing import RNGLike
+from postdp.errors import ValidationError
 
 #: Each block holds at least this many random values (rows x entities).
 BLOCK_VALUES = 1 << 16
@@ -34,7 +35,7 @@ def _seed_sequence(rng: RNGLike) -> np.random.SeedSequence | np.random.Generator
             f"got {type(rng).__name__}"
         )
     if rng < 0:
-        raise ValueError(f"`rng` must be a nonnegative seed; got {rng}")
+        raise ValidationError(f"`rng` must be a nonnegative seed; got {rng}")
     return np.random.SeedSequence(int(rng))
 
 

@@ -15,6 +15,9 @@ import numpy as np
 from postdp._typing import ArrayLike, FloatArray, IntArray, SizeLike
 from postdp.errors import ValidationError
 
+#: Largest integer magnitude accepted: leaves headroom for noise below 2**63.
+_INT64_SAFE = 2**62
+
 
 def positive_real(name: str, value: Any) -> float:
     """Return ``value`` as a float if it is a real number, finite and > 0."""
@@ -41,6 +44,10 @@ def real_array(name: str, values: ArrayLike) -> FloatArray | IntArray:
         or arr.dtype == np.bool_
     ):
         raise TypeError(f"`{name}` must be an array of real numbers; got dtype {arr.dtype}")
+    if np.issubdtype(arr.dtype, np.unsignedinteger) and arr.max(initial=0) > _INT64_SAFE:
+        raise ValidationError(
+            f"`{name}` has integers too large for int64; got max {arr.max().item()!r}"
+        )
     if np.issubdtype(arr.dtype, np.integer) or arr.dtype == np.bool_:
         return arr.astype(np.int64, copy=False)
     arr = arr.astype(np.float64, copy=False)
@@ -56,6 +63,11 @@ def integer_array(name: str, values: ArrayLike) -> IntArray:
     """Return ``values`` as int64, accepting floats only when they hold whole numbers."""
     arr = real_array(name, values)
     if arr.dtype == np.int64:
+        if arr.size and (arr.max() > _INT64_SAFE or arr.min() < -_INT64_SAFE):
+            raise ValidationError(
+                f"`{name}` has integers too large for int64 arithmetic with noise (at most "
+                "2**62 in magnitude)"
+            )
         return arr.astype(np.int64, copy=False)
     frac = arr != np.round(arr)
     if frac.any():

@@ -8,6 +8,7 @@ builtin it specialises (``ValueError`` or ``TypeError``), so ``except ValueError
 from __future__ import annotations
 
 __all__ = [
+    "AmbiguousIdWarning",
     "BudgetError",
     "ConvergenceError",
     "ConvergenceWarning",
@@ -59,3 +60,7 @@ class ConvergenceWarning(RuntimeWarning):
 
 class DegenerateInputWarning(RuntimeWarning):
     """The input is valid but degenerate (e.g. an empty level), and the result may surprise."""
+
+
+class AmbiguousIdWarning(UserWarning):
+    """Ids were given as numbers, so codes such as FIPS '01' may have lost leading zeros."""

@@ -1,11 +1,13 @@
 """Building and validating hierarchies."""
 
+import warnings
+
 import numpy as np
 import pandas as pd
 import pytest
 
 from postdp import Hierarchy
-from postdp.errors import HierarchyError, ValidationError
+from postdp.errors import AmbiguousIdWarning, HierarchyError, ValidationError
 
 
 def _frame(ids, parents, counts=None):
@@ -38,7 +40,8 @@ def test_rows_in_any_order_and_root_marked_by_empty_string():
 
 def test_numeric_ids_read_with_missing_parent_keep_integer_form():
     df = pd.DataFrame({"id": [1, 2, 3], "parent": [np.nan, 1.0, 1.0], "count": [2, 1, 1]})
-    h = Hierarchy.from_frame(df)
+    with pytest.warns(AmbiguousIdWarning, match="leading zeros"):
+        h = Hierarchy.from_frame(df)
     assert list(h.ids) == ["1", "2", "3"]
     assert h.parent.tolist() == [-1, 0, 0]
 
@@ -76,7 +79,7 @@ def test_without_counts():
             [None, "T", "T"],
             [6, 2, 3],
             r"every parent must equal the sum of its children; they differ at 'T' "
-            r"\(e.g. 'T' has 6, its children sum to 5.0\)",
+            r"\(at 'T' by 0.17 of the parent's count\)",
         ),
     ],
 )
@@ -102,7 +105,7 @@ def test_missing_column_named():
 
 def test_non_numeric_count_column():
     df = _frame(["T", "a"], [None, "T"], ["3", "three"])
-    with pytest.raises(ValidationError, match=r"column 'count' holds a non-numeric count: 'three'"):
+    with pytest.raises(ValidationError, match=r"column 'count' holds a non-numeric count at row 1 \(id 'a'\)"):
         Hierarchy.from_frame(df)
 
 
@@ -132,3 +135,30 @@ def test_aggregate_makes_parents_sums_of_leaves():
     np.testing.assert_array_equal(h.aggregate(batch)[1], h.counts * 2)
     with pytest.raises(ValidationError, match=r"`values` must have shape \(\.\.\., 5\)"):
         h.aggregate(np.zeros(3))
+
+
+def test_fips_read_as_text_keep_leading_zeros_and_warn_nothing(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_text("id,parent,count\nUS,,3\n01,US,1\nNA,US,2\n")
+    df = pd.read_csv(path, dtype=str, keep_default_na=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        h = Hierarchy.from_frame(df)
+    assert list(h.ids) == ["US", "01", "NA"]
+
+
+def test_parent_sum_check_is_exact_above_2_53():
+    big = 2**60
+    with pytest.raises(HierarchyError, match=r"differ at 'T'"):
+        Hierarchy.from_parents(["T", "a", "b"], [None, "T", "T"], np.array([big + 1, big, 0]))
+    h = Hierarchy.from_parents(["T", "a", "b"], [None, "T", "T"], np.array([big + 1, big, 1]))
+    assert int(h.counts[0]) == big + 1
+
+
+def test_count_errors_never_show_a_count():
+    with pytest.raises(HierarchyError) as info:
+        Hierarchy.from_parents(["T", "a", "b"], [None, "T", "T"], [11, 4, 6])
+    assert "11" not in str(info.value) and "10" not in str(info.value)
+    with pytest.raises(HierarchyError) as info:
+        Hierarchy.from_parents(["T", "a"], [None, "T"], [-37, -37])
+    assert "37" not in str(info.value)

@@ -106,8 +106,44 @@ def test_epsilon_outside_the_open_half_line_is_always_rejected(value):
         Laplace(epsilon=value)
 
 
-@given(st.floats(min_value=1e-6, max_value=1e6))
+@given(st.floats(min_value=1e-13, max_value=700.0))
 def test_valid_epsilon_round_trips(value):
     m = Laplace(epsilon=value)
     assert m.epsilon == value
     assert m.scale == pytest.approx(1.0 / value)
+
+
+@pytest.mark.parametrize("cls", [Laplace, Geometric])
+@pytest.mark.parametrize(
+    ("epsilon", "message"),
+    [(1e200, "at most 700"), (700.5, "at most 700"), (1e-20, "at least 1e-13"), (1e-14, "1e-13")],
+)
+def test_epsilon_whose_noise_vanishes_or_overflows_is_refused(cls, epsilon, message):
+    """Issue 10: eps = 1e200 published the truth, eps <= 1e-18 saturated OpenDP at 2**63."""
+    with pytest.raises(ValidationError, match=message):
+        cls(epsilon=epsilon)
+    with pytest.raises(ValidationError, match=message):
+        cls(epsilon=epsilon * 3, sensitivity=3)
+
+
+@pytest.mark.parametrize("cls", [Gaussian, DiscreteGaussian])
+@pytest.mark.parametrize(("rho", "message"), [(1e6, "at most 245000"), (1e-30, "at least 5e-27")])
+def test_rho_whose_noise_vanishes_or_overflows_is_refused(cls, rho, message):
+    with pytest.raises(ValidationError, match=message):
+        cls(rho=rho)
+
+
+def test_geometric_variance_at_the_smallest_epsilon_is_finite():
+    m = Geometric(epsilon=1e-13)
+    assert math.isfinite(m.variance())
+    assert m.variance() == pytest.approx(2.0 / 1e-26, rel=1e-9)  # 2a/(1-a)^2 ~ 2/eps^2
+
+
+def test_float_paths_refuse_values_the_noise_cannot_hide():
+    with pytest.raises(ValidationError, match=r"above 2\*\*53"):
+        Laplace(epsilon=1.0).sample([1e17], rng=0)
+    with pytest.raises(ValidationError, match=r"below 2\*\*-32 of the largest value"):
+        Laplace(epsilon=500.0).sample([1e13], rng=0)
+    assert Laplace(epsilon=0.1).sample([3e8], rng=0) != 3e8
+    with pytest.raises(ValidationError, match=r"too large for int64"):
+        Geometric(epsilon=1.0).sample(np.array([10**19], dtype=np.uint64), rng=0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -12,7 +13,7 @@ import pandas as pd
 
 from postdp import _validation
 from postdp._typing import ArrayLike, IntArray, NumArray
-from postdp.errors import HierarchyError, ValidationError
+from postdp.errors import AmbiguousIdWarning, HierarchyError, ValidationError
 
 __all__ = ["Hierarchy"]
 
@@ -189,7 +190,10 @@ class Hierarchy:
         ----------
         df : pandas.DataFrame
         id : str, default "id"
-            Column of node ids (read as strings, so FIPS codes keep leading zeros).
+            Column of node ids, converted to strings. Ids that were read as numbers have
+            already lost their leading zeros (FIPS "01" became 1): read the file with
+            ``pd.read_csv(path, dtype=str, keep_default_na=False)`` so "01" and "NA" stay
+            what they are. A numeric id column draws an :class:`AmbiguousIdWarning`.
         parent : str, default "parent"
             Column of parent ids; missing or empty for the root.
         count : str or None, default "count"
@@ -206,6 +210,11 @@ class Hierarchy:
         HierarchyError
             If the table is not a valid hierarchy (see the class docstring).
 
+        Warns
+        -----
+        AmbiguousIdWarning
+            If the id or parent column is numeric (leading zeros may be lost).
+
         Examples
         --------
         >>> from postdp.data import load_county_populations
@@ -220,6 +229,15 @@ class Hierarchy:
                 raise ValidationError(
                     f"column {column!r} (given as `{role}`) is not in the table; "
                     f"its columns are: {', '.join(map(str, df.columns))}"
+                )
+        for role, column in (("id", id), ("parent", parent)):
+            values = df[column]
+            if pd.api.types.is_numeric_dtype(values.dtype) and values.notna().any():
+                warnings.warn(
+                    f"column {column!r} (`{role}`) is numeric, so ids such as FIPS '01' may "
+                    "have lost their leading zeros; read it as text (dtype=str)",
+                    AmbiguousIdWarning,
+                    stacklevel=2,
                 )
         ids = _keys(df[id], id)
         if any(i is None for i in ids):
@@ -236,8 +254,10 @@ class Hierarchy:
         if counts is not None and counts.dtype == object:
             counts = pd.to_numeric(df[count], errors="coerce").to_numpy()
             if np.isnan(counts).any():
-                bad = df[count][np.isnan(counts)].iloc[0]
-                raise ValidationError(f"column {count!r} holds a non-numeric count: {bad!r}")
+                row = int(np.flatnonzero(np.isnan(counts))[0])
+                raise ValidationError(
+                    f"column {count!r} holds a non-numeric count at row {row} (id {ids[row]!r})"
+                )
         return cls(ids=ids, parent=parent_index, counts=counts)
 
     @classmethod
@@ -546,25 +566,34 @@ def _depths(parent: IntArray, root: int) -> IntArray:
 
 
 def _check_counts(counts: ArrayLike, ids: npt.NDArray[np.object_], parent: IntArray) -> NumArray:
+    """Validate true counts; messages name ids and relative gaps, never a count."""
     values = _validation.real_array("counts", counts)
     if values.shape != ids.shape:
         raise ValidationError(f"`counts` must have shape {ids.shape}; got {values.shape}")
     negative = np.flatnonzero(values < 0)
     if negative.size:
-        raise HierarchyError(
-            f"counts must be nonnegative; negative at {_listing(ids[negative])} "
-            f"(first value {values[negative[0]].item()!r})"
-        )
+        raise HierarchyError(f"counts must be nonnegative; negative at {_listing(ids[negative])}")
     child = np.flatnonzero(parent >= 0)
-    sums = np.bincount(parent[child], weights=values[child].astype(np.float64), minlength=ids.size)
     internal = np.bincount(parent[child], minlength=ids.size) > 0
-    tol = 0.0 if values.dtype == np.int64 else 1e-9 * np.maximum(1.0, np.abs(values))
-    bad = np.flatnonzero(internal & (np.abs(sums - values) > tol))
+    if values.dtype == np.int64:
+        if np.abs(values).max(initial=0) > 2**62:
+            raise HierarchyError("counts must be below 2**62 to be added up exactly in int64")
+        sums = np.zeros(ids.size, dtype=np.int64)
+        np.add.at(sums, parent[child], values[child])  # exact integer arithmetic
+        bad = np.flatnonzero(internal & (sums != values))
+    else:
+        if np.abs(values).max(initial=0.0) > 2.0**53:
+            raise HierarchyError(
+                "counts above 2**53 cannot be checked exactly as floats; pass them as integers"
+            )
+        sums = np.bincount(parent[child], weights=values[child], minlength=ids.size)
+        tol = 1e-9 * np.maximum(1.0, np.abs(values))
+        bad = np.flatnonzero(internal & (np.abs(sums - values) > tol))
     if bad.size:
         first = bad[0]
+        gap = abs(float(sums[first]) - float(values[first])) / max(1.0, float(values[first]))
         raise HierarchyError(
             "every parent must equal the sum of its children; they differ at "
-            f"{_listing(ids[bad])} (e.g. {ids[first]!r} has {values[first].item()!r}, its "
-            f"children sum to {sums[first].item()!r})"
+            f"{_listing(ids[bad])} (at {ids[first]!r} by {gap:.2g} of the parent's count)"
         )
     return values

@@ -92,7 +92,20 @@ class NoiseMechanism(ABC):
     def _values(self, x: ArrayLike) -> NumArray:
         if self.discrete:
             return _validation.integer_array("x", x)
-        return _validation.real_array("x", x).astype(np.float64, copy=False)
+        values = _validation.real_array("x", x).astype(np.float64, copy=False)
+        largest = float(np.abs(values).max(initial=0.0))
+        if largest > MAX_FLOAT_COUNT:
+            raise ValidationError(
+                "`x` holds values above 2**53, which float64 noise cannot hold exactly; "
+                "use an integer mechanism (Geometric, DiscreteGaussian)"
+            )
+        if self.noise_scale < MIN_SCALE_PER_VALUE * largest:
+            raise ValidationError(
+                f"the noise scale {self.noise_scale:.3g} is below 2**-32 of the largest value: "
+                "float64 cannot resolve the noise at that magnitude (the output would be the "
+                "input to within rounding); use a smaller epsilon or rho"
+            )
+        return values
 
     def _draw(self, values: NumArray, rng: RNGLike, n_rows: int) -> NumArray:
         dtype = np.int64 if self.discrete else np.float64
@@ -198,6 +211,53 @@ class NoiseMechanism(ABC):
         from postdp.mechanisms.release import opendp_release
 
         return opendp_release(self, self._values(x))
+
+
+#: Noise scale per unit of sensitivity, b/Δ or σ/Δ, that postdp accepts. Below the lower
+#: bound (ε/Δ > 700) pure-DP noise is zero to double precision (exp(-ε/Δ) underflows past
+#: 745), so the "release" would be the truth; above the upper bound draws can pass 2**53
+#: (float paths lose integers) and approach the int64 range (OpenDP saturates at ±2**63).
+MIN_RELATIVE_SCALE = 1.0 / 700.0
+MAX_RELATIVE_SCALE = 1e13
+#: Continuous noise whose scale is below this fraction of the largest value is refused: the
+#: noise would span fewer than 2**20 float64 steps at that magnitude (2**-52 x 2**20).
+MIN_SCALE_PER_VALUE = 2.0**-32
+#: Largest magnitude a float64 path accepts (integers are exact up to 2**53).
+MAX_FLOAT_COUNT = float(2**53)
+
+
+def check_epsilon(value: object, sensitivity: float) -> float:
+    """Validate ε of a pure-DP mechanism: positive, finite, and 1e-13 ≤ ε/Δ ≤ 700."""
+    epsilon = _validation.positive_real("epsilon", value)
+    relative = sensitivity / epsilon
+    if relative < MIN_RELATIVE_SCALE:
+        raise ValidationError(
+            f"`epsilon` must be at most 700 x sensitivity: beyond that the noise is zero to "
+            f"double precision and the release would be the true counts; got {value!r}"
+        )
+    if relative > MAX_RELATIVE_SCALE:
+        raise ValidationError(
+            f"`epsilon` must be at least 1e-13 x sensitivity: smaller values make noise that "
+            f"overflows the integer range; got {value!r}"
+        )
+    return epsilon
+
+
+def check_rho(value: object, sensitivity: float) -> float:
+    """Validate ρ of a zCDP mechanism: positive, finite, and 1/700 ≤ σ/Δ ≤ 1e13."""
+    rho = _validation.positive_real("rho", value)
+    relative = 1.0 / math.sqrt(2.0 * rho)
+    if relative < MIN_RELATIVE_SCALE:
+        raise ValidationError(
+            f"`rho` must be at most 245000 (sigma at least sensitivity/700): beyond that the "
+            f"noise is negligible and the release would be the true counts; got {value!r}"
+        )
+    if relative > MAX_RELATIVE_SCALE:
+        raise ValidationError(
+            f"`rho` must be at least 5e-27 (sigma at most 1e13 x sensitivity): smaller values "
+            f"make noise that overflows the integer range; got {value!r}"
+        )
+    return rho
 
 
 def check_sensitivity(value: object, *, discrete: bool) -> float:

@@ -10,7 +10,7 @@ import numpy as np
 
 from postdp import _validation
 from postdp._typing import ArrayLike, FloatArray, IntArray
-from postdp.mechanisms._base import NoiseMechanism, as_float_array, check_sensitivity
+from postdp.mechanisms._base import NoiseMechanism, as_float_array, check_rho, check_sensitivity
 from postdp.mechanisms.budget import Budget
 
 __all__ = ["DiscreteGaussian"]
@@ -65,8 +65,9 @@ class DiscreteGaussian(NoiseMechanism):
     family: ClassVar[str] = "gaussian"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "rho", _validation.positive_real("rho", self.rho))
-        object.__setattr__(self, "sensitivity", check_sensitivity(self.sensitivity, discrete=True))
+        sensitivity = check_sensitivity(self.sensitivity, discrete=True)
+        object.__setattr__(self, "sensitivity", sensitivity)
+        object.__setattr__(self, "rho", check_rho(self.rho, sensitivity))
 
     @property
     def sigma(self) -> float:

@@ -11,7 +11,7 @@ from scipy import stats
 
 from postdp import _validation
 from postdp._typing import ArrayLike, FloatArray
-from postdp.mechanisms._base import NoiseMechanism, as_float_array, check_sensitivity
+from postdp.mechanisms._base import NoiseMechanism, as_float_array, check_rho, check_sensitivity
 from postdp.mechanisms.budget import Budget
 
 __all__ = ["Gaussian"]
@@ -51,8 +51,9 @@ class Gaussian(NoiseMechanism):
     family: ClassVar[str] = "gaussian"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "rho", _validation.positive_real("rho", self.rho))
-        object.__setattr__(self, "sensitivity", check_sensitivity(self.sensitivity, discrete=False))
+        sensitivity = check_sensitivity(self.sensitivity, discrete=False)
+        object.__setattr__(self, "sensitivity", sensitivity)
+        object.__setattr__(self, "rho", check_rho(self.rho, sensitivity))
 
     @classmethod
     def from_sigma(cls, sigma: float, sensitivity: float = 1.0) -> Gaussian:

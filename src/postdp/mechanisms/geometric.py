@@ -11,7 +11,7 @@ from scipy import stats
 
 from postdp import _validation
 from postdp._typing import ArrayLike, FloatArray, IntArray
-from postdp.mechanisms._base import NoiseMechanism, as_float_array, check_sensitivity
+from postdp.mechanisms._base import NoiseMechanism, as_float_array, check_epsilon, check_sensitivity
 from postdp.mechanisms.budget import Budget
 
 __all__ = ["DoubleGeometric", "Geometric"]
@@ -54,8 +54,9 @@ class Geometric(NoiseMechanism):
     family: ClassVar[str] = "laplace"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "epsilon", _validation.positive_real("epsilon", self.epsilon))
-        object.__setattr__(self, "sensitivity", check_sensitivity(self.sensitivity, discrete=True))
+        sensitivity = check_sensitivity(self.sensitivity, discrete=True)
+        object.__setattr__(self, "sensitivity", sensitivity)
+        object.__setattr__(self, "epsilon", check_epsilon(self.epsilon, sensitivity))
 
     @property
     def a(self) -> float:
@@ -115,8 +116,8 @@ class Geometric(NoiseMechanism):
 
     def variance(self) -> float:
         """Noise variance 2a/(1 - a)²."""
-        a = self.a
-        return 2.0 * a / (1.0 - a) ** 2
+        rate = self.epsilon / self.sensitivity
+        return 2.0 * math.exp(-rate) / math.expm1(-rate) ** 2  # 1 - a without cancellation
 
     @property
     def noise_scale(self) -> float:

@@ -10,7 +10,7 @@ from scipy import stats
 
 from postdp import _validation
 from postdp._typing import ArrayLike, FloatArray
-from postdp.mechanisms._base import NoiseMechanism, as_float_array, check_sensitivity
+from postdp.mechanisms._base import NoiseMechanism, as_float_array, check_epsilon, check_sensitivity
 from postdp.mechanisms.budget import Budget
 
 __all__ = ["Laplace"]
@@ -53,8 +53,9 @@ class Laplace(NoiseMechanism):
     family: ClassVar[str] = "laplace"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "epsilon", _validation.positive_real("epsilon", self.epsilon))
-        object.__setattr__(self, "sensitivity", check_sensitivity(self.sensitivity, discrete=False))
+        sensitivity = check_sensitivity(self.sensitivity, discrete=False)
+        object.__setattr__(self, "sensitivity", sensitivity)
+        object.__setattr__(self, "epsilon", check_epsilon(self.epsilon, sensitivity))
 
     @classmethod
     def from_scale(cls, scale: float, sensitivity: float = 1.0) -> Laplace:
