@@ -11,7 +11,18 @@ from postdp.errors import ValidationError
 from tests.postprocess.catalogue import unequal
 from tests.statistical._helpers import Z
 
-FIELDS = ("bias", "variance", "mse", "mae", "counts", "raw_counts", "bias_se", "variance_se")
+FIELDS = (
+    "bias",
+    "variance",
+    "mse",
+    "mae",
+    "counts",
+    "raw_counts",
+    "bias_se",
+    "variance_se",
+    "error_min",
+    "error_max",
+)
 
 
 def _same(a, b):
@@ -116,3 +127,17 @@ def test_design_run_shifted_truth_and_public_values(design):
     out = design.run(shifted, rng=0, size=5)
     assert out.shape == (5, design.hierarchy.n) and out.dtype == np.int64
     assert (out[:, 0] == shifted[0]).all()  # the public root is held at the given truth
+
+
+def test_exact_nodes_report_exact_zero_quantiles():
+    """Issue 10: a public root (always exact) showed q05/q50/q95 of 0.06/0.57/1.07."""
+    h = unequal()
+    design = ReleaseDesign(h, Laplace(0.5), "project", public="root")
+    res = simulate(design, n_draws=400, rng=3)
+    frame = res.to_frame()
+    root = frame.iloc[0]
+    assert (root[["q05", "q50", "q95"]] == 0).all()
+    assert root["bias"] == 0 and root["variance"] == 0
+    q = res.quantiles([0.05, 0.95])
+    assert np.all(q[1:, 0] >= res.error_min[1:]) and np.all(q[1:, 1] <= res.error_max[1:])
+    assert np.all(q[1:, 0] < 0) and np.all(q[1:, 1] > 0)  # the noisy nodes keep their spread

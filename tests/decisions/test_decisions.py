@@ -183,3 +183,24 @@ def test_linear_proxy_learned_per_group():
     for model in ("regression", "svm"):
         proxy = LinearProxy(["x", "y"], "x", n_groups=4, model=model).fit(data, truth)
         assert (proxy.predict(data) == truth).mean() > 0.9
+
+
+def test_section203_margin_is_defined_for_negative_determinations():
+    """Issue 10: the margin was 0 for all 44 negative determinations of the bundled data."""
+    from postdp.data import load_section203
+    from postdp.decisions import section203_margin, section203_rule
+
+    s = load_section203()
+    data = {k: s[k].to_numpy(dtype=float) for k in ("vacit_total", "vaclep", "illit")}
+    truth = section203_rule()(data)
+    margin = section203_margin(data)
+    assert (~truth).sum() > 0 and (margin[~truth] > 0).all() and (margin >= 0).all()
+    # hand-computed negatives: A, B fail (share 0.04 -> 0.2, count 4000 -> 0.6), C holds
+    one = {"vacit_total": [100_000.0], "vaclep": [4_000.0], "illit": [100.0]}
+    assert section203_margin(one)[0] == pytest.approx(0.2)
+    # A holds, C fails: spe/sp = 0.01 -> |0.01 - 0.0131| / 0.0131
+    two = {"vacit_total": [100_000.0], "vaclep": [6_000.0], "illit": [60.0]}
+    assert section203_margin(two)[0] == pytest.approx(0.0031 / 0.0131)
+    # both fail: the farther of the two conditions must be crossed
+    three = {"vacit_total": [100_000.0], "vaclep": [4_000.0], "illit": [40.0]}
+    assert section203_margin(three)[0] == pytest.approx(max(0.2, (0.0131 - 0.01) / 0.0131))

@@ -105,7 +105,9 @@ def test_missing_column_named():
 
 def test_non_numeric_count_column():
     df = _frame(["T", "a"], [None, "T"], ["3", "three"])
-    with pytest.raises(ValidationError, match=r"column 'count' holds a non-numeric count at row 1 \(id 'a'\)"):
+    with pytest.raises(
+        ValidationError, match=r"column 'count' holds a non-numeric count at row 1 \(id 'a'\)"
+    ):
         Hierarchy.from_frame(df)
 
 

@@ -73,6 +73,8 @@ def _moments(err: FloatArray) -> dict[str, NumArray]:
         "s3": s3,
         "s4": s4,
         "sabs": power.sum(axis=0),
+        "lo": err.min(axis=0),
+        "hi": err.max(axis=0),
     }
 
 
@@ -124,7 +126,12 @@ def _run_chunks(
 
 def _add(total: dict[str, NumArray], part: dict[str, NumArray]) -> dict[str, NumArray]:
     for k, v in part.items():  # in place: the running total is owned by simulate
-        total[k] += v
+        if k == "lo":
+            np.minimum(total[k], v, out=total[k])
+        elif k == "hi":
+            np.maximum(total[k], v, out=total[k])
+        else:
+            total[k] += v
     return total
 
 
@@ -183,6 +190,8 @@ class MonteCarloResult:
     raw_ids: Any
     raw_counts: IntArray
     budget: Any
+    error_min: FloatArray | None = None
+    error_max: FloatArray | None = None
 
     def quantiles(self, probs: ArrayLike = (0.05, 0.5, 0.95)) -> FloatArray:
         """Error quantiles of every node, interpolated in the histogram.
@@ -194,8 +203,10 @@ class MonteCarloResult:
         Returns
         -------
         ndarray, shape (n, len(probs))
-            Accurate to one bin width (the histogram's range / bins); NaN where the
-            quantile falls outside the histogram's range.
+            Accurate to one bin width (the histogram's range / bins), and never outside the
+            smallest and largest error seen (so a node that is always exact, such as a
+            public one, has quantiles exactly 0); NaN where the quantile falls outside the
+            histogram's range.
 
         Examples
         --------
@@ -222,6 +233,8 @@ class MonteCarloResult:
             lo = self.edges[rows, kk - 1]
             hi = self.edges[rows, kk]
             out[:, j] = np.where(inside, lo + frac * (hi - lo), np.nan)
+        if self.error_min is not None and self.error_max is not None:
+            out = np.clip(out, self.error_min[:, None], self.error_max[:, None])
         return out
 
     def wasserstein_to_laplace(self, scale: float | ArrayLike, *, points: int = 2000) -> FloatArray:
@@ -461,4 +474,6 @@ def _summarise(plan: _Plan, total: dict[str, NumArray]) -> MonteCarloResult:
         raw_ids=h.ids[plan.keep_raw],
         raw_counts=total["raw"],
         budget=plan.design.budget,
+        error_min=total["lo"],
+        error_max=total["hi"],
     )

@@ -184,9 +184,11 @@ def section203_margin(data: Data) -> npt.NDArray[np.float64]:
     """Relative distance of each record's true Section 203 decision to flipping.
 
     For (A or B) and C with A: x^sp/x^s > 0.05, B: x^sp > 10^4, C: x^spe/x^sp > 0.0131, the
-    margin of a condition is |value - threshold| / threshold; a positive decision flips when
+    margin of a condition is |value - threshold| / threshold. A positive decision flips when
     C fails or when every true part of (A or B) fails, so its margin is
-    min(max(margins of the true parts of A, B), margin of C). Used to order decision errors
+    min(max(margins of the true parts of A, B), margin of C). A negative decision flips
+    only when every failing part of the rule comes true: C if it fails, and the nearer of
+    A and B if both fail, so its margin is the max of those. Used to order decision errors
     by distance to the thresholds (seed 002 Fig. 3).
 
     Parameters
@@ -196,18 +198,28 @@ def section203_margin(data: Data) -> npt.NDArray[np.float64]:
     Returns
     -------
     ndarray of float, shape (n,)
+        Nonnegative; zero only for a record exactly at a threshold it must cross.
 
     Examples
     --------
     >>> section203_margin({"vacit_total": [100_000], "vaclep": [6_000], "illit": [100]}).round(3)
+    array([0.2])
+    >>> section203_margin({"vacit_total": [100_000], "vaclep": [4_000], "illit": [100]}).round(3)
     array([0.2])
     """
     st = _feature(data, "vacit_total")
     sp = _feature(data, "vaclep")
     spe = _feature(data, "illit")
     share = sp / np.where(st > 0, st, 1.0)
-    m_a = np.where(share > 0.05, np.abs(share - 0.05) / 0.05, 0.0)
-    m_b = np.where(sp > 1e4, np.abs(sp - 1e4) / 1e4, 0.0)
-    m_c = np.abs(spe / np.maximum(sp, 1.0) - 0.0131) / 0.0131
-    out: npt.NDArray[np.float64] = np.minimum(np.maximum(m_a, m_b), m_c)
+    dist_a = np.abs(share - 0.05) / 0.05
+    dist_b = np.abs(sp - 1e4) / 1e4
+    dist_c = np.abs(spe / np.maximum(sp, 1.0) - 0.0131) / 0.0131
+    a, b, c = share > 0.05, sp > 1e4, spe / np.maximum(sp, 1.0) > 0.0131
+    positive_margin = np.minimum(
+        np.maximum(np.where(a, dist_a, 0.0), np.where(b, dist_b, 0.0)), dist_c
+    )
+    negative_margin = np.maximum(
+        np.where(a | b, 0.0, np.minimum(dist_a, dist_b)), np.where(c, 0.0, dist_c)
+    )
+    out: npt.NDArray[np.float64] = np.where((a | b) & c, positive_margin, negative_margin)
     return out
