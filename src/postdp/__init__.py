@@ -1,6 +1,9 @@
 """postdp: publish differentially private counts and know what the noise and its
 post-processing do to them and to the decisions made from them.
 
+The names below are loaded on first use (PEP 562), so ``import postdp`` and the command line
+start without importing scipy, pandas or OpenDP.
+
 Examples
 --------
 >>> import postdp
@@ -11,58 +14,101 @@ Examples
 (10, 3195)
 """
 
-from postdp import bayes, data, errors, hierarchy, mechanisms, postprocess
-from postdp.bayes import finucan_mode
-from postdp.hierarchy import Hierarchy, NoisyCounts, add_noise
-from postdp.mechanisms import (
-    Budget,
-    DiscreteGaussian,
-    DoubleGeometric,
-    Gaussian,
-    Geometric,
-    Laplace,
-    Mechanism,
-)
-from postdp.postprocess import (
-    clamp,
-    kkt_report,
-    optimal_ramp_shift,
-    project,
-    project_sum,
-    round_consistent,
-    stochastic_round,
-    top_down,
-    translated_ramp,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "Budget",
-    "DiscreteGaussian",
-    "DoubleGeometric",
-    "Gaussian",
-    "Geometric",
-    "Hierarchy",
-    "Laplace",
-    "Mechanism",
-    "NoisyCounts",
-    "__version__",
-    "add_noise",
+# public name -> the module that defines it (a subpackage name maps to itself)
+_LAZY = {
+    "Budget": "postdp.mechanisms",
+    "DiscreteGaussian": "postdp.mechanisms",
+    "DoubleGeometric": "postdp.mechanisms",
+    "Gaussian": "postdp.mechanisms",
+    "Geometric": "postdp.mechanisms",
+    "Laplace": "postdp.mechanisms",
+    "Mechanism": "postdp.mechanisms",
+    "Hierarchy": "postdp.hierarchy",
+    "NoisyCounts": "postdp.hierarchy",
+    "add_noise": "postdp.hierarchy",
+    "finucan_mode": "postdp.bayes",
+    "clamp": "postdp.postprocess",
+    "kkt_report": "postdp.postprocess",
+    "optimal_ramp_shift": "postdp.postprocess",
+    "project": "postdp.postprocess",
+    "project_sum": "postdp.postprocess",
+    "round_consistent": "postdp.postprocess",
+    "stochastic_round": "postdp.postprocess",
+    "top_down": "postdp.postprocess",
+    "translated_ramp": "postdp.postprocess",
+    "ReleaseDesign": "postdp.analysis",
+    "simulate": "postdp.analysis",
+}
+_SUBPACKAGES = (
+    "analysis",
     "bayes",
-    "clamp",
     "data",
+    "decisions",
     "errors",
-    "finucan_mode",
     "hierarchy",
-    "kkt_report",
     "mechanisms",
-    "optimal_ramp_shift",
+    "plots",
     "postprocess",
-    "project",
-    "project_sum",
-    "round_consistent",
-    "stochastic_round",
-    "top_down",
-    "translated_ramp",
-]
+)
+
+__all__ = sorted(["__version__", *_LAZY, *_SUBPACKAGES])
+
+
+def __getattr__(name: str) -> Any:
+    if name in _SUBPACKAGES:
+        module = importlib.import_module(f"postdp.{name}")
+        globals()[name] = module
+        return module
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'postdp' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
+
+
+if TYPE_CHECKING:  # what static checkers and IDEs see
+    from postdp import (
+        analysis,
+        bayes,
+        data,
+        decisions,
+        errors,
+        hierarchy,
+        mechanisms,
+        plots,
+        postprocess,
+    )
+    from postdp.analysis import ReleaseDesign, simulate
+    from postdp.bayes import finucan_mode
+    from postdp.hierarchy import Hierarchy, NoisyCounts, add_noise
+    from postdp.mechanisms import (
+        Budget,
+        DiscreteGaussian,
+        DoubleGeometric,
+        Gaussian,
+        Geometric,
+        Laplace,
+        Mechanism,
+    )
+    from postdp.postprocess import (
+        clamp,
+        kkt_report,
+        optimal_ramp_shift,
+        project,
+        project_sum,
+        round_consistent,
+        stochastic_round,
+        top_down,
+        translated_ramp,
+    )

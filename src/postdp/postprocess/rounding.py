@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from postdp import _rng, _validation
-from postdp._typing import ArrayLike, IntArray, RNGLike
+from postdp._typing import ArrayLike, FloatArray, IntArray, RNGLike
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
 
@@ -118,17 +118,12 @@ def round_consistent(
         )
     shape = arr.shape
     lay = hierarchy.layout
-    if arr.dtype == np.int64:
-        X = arr.reshape(-1, n)[:, lay.order].astype(np.float64)
-        if np.abs(X).max(initial=0.0) >= _MAX_ABS:
-            raise ValidationError("`values` must stay below 2**52 in magnitude to be rounded")
-    else:
-        X = arr.reshape(-1, n)[:, lay.order]
-        if np.abs(X).max(initial=0.0) >= _MAX_ABS:
-            raise ValidationError(
-                "`values` must stay below 2**52 in magnitude (float64 holds no fractional "
-                "part beyond that)"
-            )
+    X: FloatArray = arr.reshape(-1, n)[:, lay.order].astype(np.float64, copy=False)
+    if np.abs(X).max(initial=0.0) >= _MAX_ABS:
+        raise ValidationError(
+            "`values` must stay below 2**52 in magnitude to be rounded (float64 holds no "
+            "fractional part beyond that)"
+        )
     scale = max(1.0, float(np.abs(X).max(initial=0.0)))
     for d in range(hierarchy.n_levels - 1):
         c0, c1 = lay.bounds[d + 1], lay.bounds[d + 2]
