@@ -58,7 +58,40 @@ _SUBPACKAGES = (
     "postprocess",
 )
 
-__all__ = sorted(["__version__", *_LAZY, *_SUBPACKAGES])
+__all__ = [
+    "Budget",
+    "DiscreteGaussian",
+    "DoubleGeometric",
+    "Gaussian",
+    "Geometric",
+    "Hierarchy",
+    "Laplace",
+    "Mechanism",
+    "NoisyCounts",
+    "ReleaseDesign",
+    "__version__",
+    "add_noise",
+    "analysis",
+    "bayes",
+    "clamp",
+    "data",
+    "decisions",
+    "errors",
+    "finucan_mode",
+    "hierarchy",
+    "kkt_report",
+    "mechanisms",
+    "optimal_ramp_shift",
+    "plots",
+    "postprocess",
+    "project",
+    "project_sum",
+    "round_consistent",
+    "simulate",
+    "stochastic_round",
+    "top_down",
+    "translated_ramp",
+]
 
 
 def __getattr__(name: str) -> Any:

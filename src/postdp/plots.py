@@ -52,7 +52,9 @@ def _axes(ax: Any) -> Any:
     return new_ax
 
 
-def save_figure(ax: Any, path: str | os.PathLike[str], *, dpi: int = 110) -> None:
+def save_figure(
+    ax: Any, path: str | os.PathLike[str], *, dpi: int = 110, format: str | None = None
+) -> None:
     """Write the figure holding ``ax`` to ``path`` (format from the suffix) and close it.
 
     Parameters
@@ -60,6 +62,9 @@ def save_figure(ax: Any, path: str | os.PathLike[str], *, dpi: int = 110) -> Non
     ax : matplotlib Axes
     path : str or path-like
     dpi : int, default 110
+    format : str, optional
+        Image format (``"png"``, ``"svg"``, ``"pdf"``); from the suffix of ``path`` when
+        not given.
 
     Returns
     -------
@@ -77,7 +82,7 @@ def save_figure(ax: Any, path: str | os.PathLike[str], *, dpi: int = 110) -> Non
     """
     import matplotlib.pyplot as plt
 
-    ax.figure.savefig(path, dpi=dpi, bbox_inches="tight")
+    ax.figure.savefig(path, dpi=dpi, bbox_inches="tight", format=format)
     plt.close(ax.figure)
 
 

@@ -156,6 +156,7 @@ def allotment_fairness(
     n_draws: int = 10_000,
     batch: int = 500,
     rng: RNGLike = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> FairnessReport:
     """Monte Carlo bias of a proportional allotment computed on noisy counts.
 
@@ -178,6 +179,8 @@ def allotment_fairness(
     batch : int, default 500
         Draws processed at once; results do not depend on it.
     rng : int, numpy.random.Generator, SeedSequence or None
+    progress : callable(done, total), optional
+        Called after each batch.
 
     Returns
     -------
@@ -199,11 +202,16 @@ def allotment_fairness(
     truth = np.asarray(fn(values[None, :])[0], dtype=np.float64)
     counts = values.astype(np.int64) if mechanism.discrete else values
     moments = _Moments(values.size)
-    for noisy in mechanism.iter_samples(counts, n_draws=N, batch=b, rng=rng):
+    steps = math.ceil(N / b)
+    for done, noisy in enumerate(
+        mechanism.iter_samples(counts, n_draws=N, batch=b, rng=rng), start=1
+    ):
         released = noisy.astype(np.float64) if postprocess is None else postprocess(noisy)
         moments.add(
             np.asarray(fn(np.asarray(released, dtype=np.float64)), dtype=np.float64) - truth
         )
+        if progress is not None:
+            progress(done, steps)
     return moments.report(truth)
 
 
@@ -216,6 +224,7 @@ def decision_fairness(
     n_draws: int = 10_000,
     batch: int = 1000,
     rng: RNGLike = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> FairnessReport:
     """Monte Carlo decision errors of a rule evaluated on noisy counts.
 
@@ -231,6 +240,8 @@ def decision_fairness(
     n_draws : int, default 10000
     batch : int, default 1000
     rng : int, numpy.random.Generator, SeedSequence or None
+    progress : callable(done, total), optional
+        Called after each batch.
 
     Returns
     -------
@@ -267,11 +278,14 @@ def decision_fairness(
         for k in names
     }
     moments = _Moments(truth.size)
-    for _ in range(math.ceil(N / b)):
+    steps = math.ceil(N / b)
+    for done in range(1, steps + 1):
         noisy = {k: next(it).astype(np.float64) for k, it in iterators.items()}
         if postprocess is not None:
             noisy = {k: np.asarray(postprocess(v), dtype=np.float64) for k, v in noisy.items()}
         moments.add(rule(noisy).astype(np.float64) - truth)
+        if progress is not None:
+            progress(done, steps)
     return moments.report(truth)
 
 

@@ -139,6 +139,8 @@ def add_noise(
         counts = _validation.integer_array("counts", counts)
     discrete = all(m.discrete for m in per_level)
     values = np.empty(hierarchy.n, dtype=np.int64 if discrete else np.float64)
+    for mechanism, nodes in zip(per_level, hierarchy.levels, strict=True):
+        mechanism._values(counts[nodes])  # every level checked before any noise is drawn
     streams = None if secure else _rng.spawn(rng, hierarchy.n_levels)
     for depth, (mechanism, nodes) in enumerate(zip(per_level, hierarchy.levels, strict=True)):
         if streams is None:

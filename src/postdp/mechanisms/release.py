@@ -18,7 +18,7 @@ from postdp.errors import BudgetError
 if TYPE_CHECKING:
     from postdp.mechanisms._base import NoiseMechanism
 
-__all__ = ["opendp_measurement", "opendp_release"]
+__all__ = ["opendp_measurement", "opendp_release", "opendp_version"]
 
 _INSTALL_HINT = (
     "the release path needs OpenDP; install it with: pip install 'postdp[release]' "
@@ -35,6 +35,23 @@ def _opendp() -> Any:
         raise ImportError(_INSTALL_HINT) from exc
     dp.enable_features("contrib")
     return dp
+
+
+def opendp_version() -> str:
+    """The installed OpenDP's version (raises ImportError with the install line if absent).
+
+    Examples
+    --------
+    >>> opendp_version().count(".") >= 1
+    True
+    """
+    from importlib.metadata import PackageNotFoundError, version
+
+    _opendp()
+    try:
+        return version("opendp")
+    except PackageNotFoundError:  # pragma: no cover - imported but not installed as a dist
+        return "unknown"
 
 
 def opendp_measurement(mechanism: NoiseMechanism) -> tuple[Any, Any, float]:

@@ -17,6 +17,7 @@ Steps are written ``name`` or ``name:key=value`` and joined by commas, e.g.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -92,8 +93,10 @@ def parse_steps(text: str) -> tuple[Step, ...]:
                 raise ValidationError(
                     f"step option {item!r} of {name!r} must be key=number"
                 ) from None
-            if not sep:
-                raise ValidationError(f"step option {item!r} of {name!r} must be key=number")
+            if not sep or not math.isfinite(options[key.strip()]):
+                raise ValidationError(
+                    f"step option {item!r} of {name!r} must be key=<finite number>"
+                )
         allowed = {"modified": {"T"}, "clamp": {"lower"}}.get(name, set())
         unknown = set(options) - allowed
         if unknown:
@@ -103,6 +106,8 @@ def parse_steps(text: str) -> tuple[Step, ...]:
             )
         if name == "modified" and "T" not in options:
             raise ValidationError("step 'modified' needs its temperature: modified:T=<number>")
+        if name == "modified" and options["T"] < 0:
+            raise ValidationError(f"step 'modified' needs T >= 0; got {options['T']:g}")
         steps.append(Step(name, options))
     return tuple(steps)
 
@@ -138,6 +143,16 @@ def is_consistent(values: ArrayLike, hierarchy: Hierarchy, *, rtol: float = 1e-9
         if np.abs(Xl[:, lay.parents[d]] - sums).max(initial=0.0) > rtol * scale:
             return False
     return True
+
+
+def _round(values: NumArray, h: Hierarchy, rng: RNGLike) -> NumArray:
+    """Consistent rounding when the input is consistent, element-wise otherwise."""
+    if is_consistent(values, h):
+        try:
+            return round_consistent(values, h, rng=rng)
+        except ValidationError:  # consistent to rtol, but not enough to round within 1
+            pass
+    return stochastic_round(values, rng=rng)
 
 
 class PostProcessChain:
@@ -237,11 +252,7 @@ class PostProcessChain:
             elif step.name == "modified":
                 out = modified_postprocess(out, step.options["T"])
             elif step.name == "round":
-                out = (
-                    round_consistent(out, h, rng=rng)
-                    if is_consistent(out, h)
-                    else stochastic_round(out, rng=rng)
-                )
+                out = _round(out, h, rng)
         return out
 
     def __repr__(self) -> str:

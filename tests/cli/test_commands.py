@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from postdp.cli import main
+from postdp.cli._options import CliError
 
 
 @pytest.fixture
@@ -26,11 +27,15 @@ def table(tmp_path):
 
 def test_release_bundled_counties_study_path(tmp_path, capsys):
     out = tmp_path / "r.csv"
-    assert main(["release", "--epsilon", "0.5,1,2", "--seed", "4", "--output", str(out)]) == 0
+    assert (
+        main(["release", "--epsilon", "0.5,1,2", "--study", "--seed", "4", "--output", str(out)])
+        == 0
+    )
     captured = capsys.readouterr()
-    assert "privacy budget spent: epsilon = 3.5 (pure DP)" in captured.out
+    assert "budget this design would spend: epsilon = 3.5 (pure DP)" in captured.out
+    assert "privacy budget spent" not in captured.out
     assert "nation 0.5 + state 1 + county 2" in captured.out
-    assert "NOT safe for publishing" in captured.err
+    assert "NOT a private release" in captured.out
     frame = pd.read_csv(out, dtype={"id": str, "parent": str})
     assert list(frame.columns) == [
         "id",
@@ -42,12 +47,14 @@ def test_release_bundled_counties_study_path(tmp_path, capsys):
         "mechanism",
         "epsilon",
         "rho",
+        "path",
     ]
+    assert (frame["path"] == "study").all()
     assert len(frame) == 3195
     assert frame["noisy_count"].dtype == np.int64
     # same seed, same file
     again = tmp_path / "r2.csv"
-    main(["release", "--epsilon", "0.5,1,2", "--seed", "4", "--output", str(again)])
+    main(["release", "--epsilon", "0.5,1,2", "--study", "--seed", "4", "--output", str(again)])
     assert out.read_text() == again.read_text()
 
 
@@ -96,6 +103,7 @@ def test_release_gaussian_reports_zcdp_and_approx_dp(table, tmp_path, capsys):
         "0.1",
         "--delta",
         "1e-6",
+        "--study",
         "--seed",
         "1",
         "--output",
@@ -119,6 +127,7 @@ def test_audit_writes_truth(table, tmp_path, capsys):
         "up",
         "--count",
         "pop",
+        "--study",
         "--seed",
         "0",
         "--audit",
@@ -133,47 +142,51 @@ def test_audit_writes_truth(table, tmp_path, capsys):
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
-        (["--count", "nope"], "column 'nope' (given as `count`) is not in the table"),
-        (["--epsilon", "-1"], "`epsilon` must be positive and finite; got -1.0"),
-        (
-            ["--epsilon", "1,2"],
-            "`--epsilon` needs one value or one per level, root first (3); got 2",
-        ),
-        (["--epsilon", "abc"], "`--epsilon` must be a number or comma-separated numbers"),
-        (["--rho", "0.5"], "`--rho` applies to the Gaussian mechanisms, not to 'geometric'"),
-        (["--keep", "count"], "`--keep` must not copy the true counts"),
-        (["--keep", "zzz"], "`--keep` names columns not in the table: zzz"),
-        (["--sensitivity", "1.5"], "`sensitivity` must be a positive integer"),
-        (["--input", "/nonexistent/table.csv"], "`--input` file not found"),
+        (["--count", "nope"], "--count 'nope': no such column in the input"),
+        (["--epsilon", "-1"], "argument --epsilon: must be positive; got '-1'"),
+        (["--epsilon", "1,2"], "--epsilon '1,2': needs one value or one per level, root first"),
+        (["--epsilon", "abc"], "argument --epsilon: must be a number; got 'abc'"),
+        (["--rho", "0.5"], "--rho: applies to the Gaussian mechanisms"),
+        (["--keep", "count"], "would copy the true counts"),
+        (["--keep", "zzz"], "no column 'zzz' in the input"),
+        (["--sensitivity", "1.5"], "--sensitivity '1.5': `sensitivity` must be a positive integer"),
+        (["--input", "/nonexistent/table.csv"], "--input '/nonexistent/table.csv': no such file"),
     ],
 )
 def test_errors_are_one_line_and_exit_2(extra, message, tmp_path, capsys):
-    status = main(["release", "--seed", "0", "--output", str(tmp_path / "x.csv"), *extra])
+    argv = ["release", "--study", "--seed", "0", "--output", str(tmp_path / "x.csv"), *extra]
+    status = main(argv)
     err = capsys.readouterr().err
     assert status == 2
     assert message in err
-    assert err.startswith("postdp: error: ") and err.count("\n") == 1
+    assert err.startswith("postdp release: error: ") and err.count("\n") == 1
 
 
-def test_nan_count_in_user_csv(tmp_path, capsys):
+def test_empty_count_in_user_csv(tmp_path, capsys):
     path = tmp_path / "t.csv"
     path.write_text("id,parent,count\nT,,3\na,T,\n")
-    assert (
-        main(["release", "--input", str(path), "--seed", "0", "-o", str(tmp_path / "o.csv")]) == 2
-    )
-    assert "`counts` must be finite (no NaN or inf); got nan at index 1" in capsys.readouterr().err
+    argv = [
+        "release",
+        "--input",
+        str(path),
+        "--study",
+        "--seed",
+        "0",
+        "-o",
+        str(tmp_path / "o.csv"),
+    ]
+    assert main(argv) == 2
+    assert "--count 'count': the count at row 2 (id 'a') is empty" in capsys.readouterr().err
 
 
 def test_debug_shows_traceback(tmp_path):
-    with pytest.raises(ValueError, match="`epsilon` must be positive"):
-        main(["--debug", "release", "--epsilon", "0", "--seed", "0", "-o", str(tmp_path / "o.csv")])
+    with pytest.raises(CliError, match="`epsilon` must be at most 700"):
+        main(["--debug", "release", "--epsilon", "1000", "-o", str(tmp_path / "o.csv")])
 
 
 def test_help_and_module_entry_point():
     for argv in (["--help"], ["release", "--help"]):
-        with pytest.raises(SystemExit) as stop:
-            main(argv)
-        assert stop.value.code == 0
+        assert main(argv) == 0
     done = subprocess.run(
         [sys.executable, "-m", "postdp", "release", "--help"],
         capture_output=True,
@@ -189,6 +202,7 @@ def test_release_postprocess_is_consistent(step, tmp_path, capsys):
     out = tmp_path / "r.csv"
     argv = [
         "release",
+        "--study",
         "--seed",
         "3",
         "--epsilon",
@@ -216,6 +230,7 @@ def test_release_postprocess_weighted_and_errors(tmp_path, capsys):
     out = tmp_path / "r.csv"
     argv = [
         "release",
+        "--study",
         "--seed",
         "3",
         "--epsilon",
@@ -228,15 +243,11 @@ def test_release_postprocess_weighted_and_errors(tmp_path, capsys):
         str(out),
     ]
     assert main(argv) == 0
-    assert main(["release", "--seed", "3", "--public", "root", "-o", str(out)]) == 2
-    assert "public nodes need a projection step that enforces them" in capsys.readouterr().err
-    assert (
-        main(
-            ["release", "--seed", "3", "--postprocess", "topdown", "--public", "zz", "-o", str(out)]
-        )
-        == 2
-    )
-    assert "unknown node ids: 'zz'" in capsys.readouterr().err
+    again = ["release", "--study", "--seed", "3", "-o", str(tmp_path / "other.csv")]
+    assert main([*again, "--public", "root"]) == 2
+    assert "public nodes are enforced by a projection" in capsys.readouterr().err
+    assert main([*again, "--postprocess", "topdown", "--public", "zz"]) == 2
+    assert "--public 'zz': no node with id 'zz'" in capsys.readouterr().err
 
 
 def test_every_node_public_releases_the_truth(tmp_path, capsys):
@@ -262,6 +273,7 @@ def test_release_chain_with_rounding_is_integral_and_consistent(tmp_path, capsys
     out = tmp_path / "r.csv"
     argv = [
         "release",
+        "--study",
         "--seed",
         "5",
         "--epsilon",
@@ -287,6 +299,7 @@ def test_release_element_wise_chain_reports_inconsistency(tmp_path, capsys):
     out = tmp_path / "r.csv"
     argv = [
         "release",
+        "--study",
         "--seed",
         "5",
         "--epsilon",
@@ -299,9 +312,10 @@ def test_release_element_wise_chain_reports_inconsistency(tmp_path, capsys):
     assert main(argv) == 0
     assert "NOT consistent" in capsys.readouterr().out
     assert pd.read_csv(out)["released_count"].min() >= 0
-    assert main(["release", "--seed", "5", "--postprocess", "modified", "-o", str(out)]) == 2
-    assert "needs its temperature" in capsys.readouterr().err
-    assert main(["release", "--seed", "5", "--postprocess", "ramp", "-o", str(out)]) == 2
+    other = str(tmp_path / "other.csv")
+    assert main(["release", "--study", "--postprocess", "modified", "-o", other]) == 2
+    assert "--postprocess 'modified':" in capsys.readouterr().err
+    assert main(["release", "--study", "--postprocess", "ramp", "-o", other]) == 2
     assert "unknown post-processing step 'ramp'" in capsys.readouterr().err
 
 
@@ -467,9 +481,9 @@ def test_posterior_mcmc_and_errors(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "mcmc" in text and "min ESS" in text and "N4: [" in text
     assert main(["posterior", "--components", "3,4", "--total", "9"]) == 2
-    assert "add up to `released_total`" in capsys.readouterr().err
+    assert "--total 9: the released components add up to 7" in capsys.readouterr().err
     assert main(["posterior", "--components", "3,4", "--epsilon", "1,2,3"]) == 2
-    assert "`--epsilon` needs one value or one per component (2)" in capsys.readouterr().err
+    assert "--epsilon '1,2,3': needs one value or one per component (2)" in capsys.readouterr().err
 
 
 def test_fairness_title1_and_section203(tmp_path, capsys):
@@ -504,10 +518,10 @@ def test_fairness_title1_and_section203(tmp_path, capsys):
         "--postprocess",
         "modified:T=2",
         "--output-dir",
-        str(out),
+        str(tmp_path / "s203"),
     ]
     assert main(argv) == 0
-    frame = pd.read_csv(out / "section203_eps0.01.csv")
+    frame = pd.read_csv(tmp_path / "s203" / "section203_eps0.01.csv")
     assert len(frame) == 314 and not frame.isna().any().any()
     bad = [
         "fairness",
@@ -517,7 +531,7 @@ def test_fairness_title1_and_section203(tmp_path, capsys):
         "--draws",
         "10",
         "--output-dir",
-        str(out),
+        str(tmp_path / "bad"),
     ]
     assert main(bad) == 2
-    assert "`--postprocess` must be none, clamp or modified:T=<t>" in capsys.readouterr().err
+    assert "--postprocess 'round': must be none, clamp or modified:T=<t>" in capsys.readouterr().err

@@ -1,0 +1,294 @@
+"""Reading inputs strictly and writing outputs atomically (the command line's file layer).
+
+The order every writing command follows: read and validate the inputs, check every output
+path (creatable, writable, not an input, not there already unless ``--overwrite``), draw,
+then write each file to a temporary name in its own folder and ``os.replace`` it into place
+(a folder output is filled under a temporary name, its manifest written last, then renamed).
+An interrupted or failed write removes its temporary files and leaves what was there before.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from postdp.cli._options import CliError
+
+__all__ = [
+    "MANIFEST",
+    "OutputDir",
+    "RunState",
+    "atomic_file",
+    "check_output_dir",
+    "check_output_file",
+    "read_table",
+    "sha256",
+]
+
+#: Written last into every output folder; a folder without it was not written by postdp.
+MANIFEST = "postdp-manifest.json"
+
+
+@dataclass
+class RunState:
+    """What a command has done so far, for the line printed on Ctrl-C."""
+
+    phase: str = "starting"
+    written: list[str] = field(default_factory=list)
+    pending: list[str] = field(default_factory=list)
+
+    def describe(self) -> str:
+        done = ", ".join(self.written) if self.written else "nothing"
+        text = f"interrupted while {self.phase}; written: {done}"
+        if self.pending:
+            text += f"; not written (earlier files left as they were): {', '.join(self.pending)}"
+        return text
+
+
+def sha256(path: Path) -> str:
+    """SHA-256 of a file's bytes."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+# -- input --------------------------------------------------------------------------------
+def read_text(path_text: str, flag: str, encoding: str) -> tuple[str, Path, str]:
+    """The decoded text of an input file, its resolved path and its SHA-256."""
+    path = Path(path_text).expanduser()
+    if not path.exists():
+        raise CliError(f"{flag} {path_text!r}: no such file")
+    if not path.is_file():
+        raise CliError(f"{flag} {path_text!r}: not a regular file")
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise CliError(f"{flag} {path_text!r}: cannot be read ({exc.strerror})") from None
+    try:
+        text = raw.decode(encoding)
+    except UnicodeDecodeError as exc:
+        shown = "utf-8" if encoding == "utf-8-sig" else encoding
+        raise CliError(
+            f"{flag} {path_text!r}: not valid {shown} text (byte {exc.start}); give its "
+            "encoding with --encoding, e.g. --encoding latin-1"
+        ) from None
+    return text, path.resolve(), hashlib.sha256(raw).hexdigest()
+
+
+def read_table(path_text: str, flag: str, encoding: str) -> tuple[Any, Path, str]:
+    """A CSV read with every column as text ('01' keeps its zero, 'NA' is not missing)."""
+    import pandas as pd
+
+    text, path, digest = read_text(path_text, flag, encoding)
+    try:
+        frame = pd.read_csv(io.StringIO(text), dtype=str, keep_default_na=False, na_filter=False)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise CliError(f"{flag} {path_text!r}: not a readable CSV table ({first})") from None
+    if frame.empty:
+        raise CliError(f"{flag} {path_text!r}: the table has no rows")
+    frame.columns = [str(c).strip() for c in frame.columns]
+    return frame, path, digest
+
+
+_INTEGER = re.compile(r"[+-]?\d+")
+
+
+def parse_counts(column: Any, ids: Sequence[str], *, integers: bool, flag: str, name: str) -> Any:
+    """Counts from a text column, strictly: whole numbers for integer mechanisms, finite and
+    nonnegative always. Messages name the column, row and id, never a count."""
+    import numpy as np
+
+    text = [str(v).strip() for v in column]
+
+    def fail(row: int, what: str) -> CliError:
+        return CliError(f"{flag} {name!r}: the count at row {row + 1} (id {ids[row]!r}) {what}")
+
+    for row, value in enumerate(text):
+        if value == "":
+            raise fail(row, "is empty")
+    if integers:
+        for row, value in enumerate(text):
+            if not _INTEGER.fullmatch(value):
+                raise fail(row, "is not a whole number (integer mechanisms need integer counts)")
+        as_int = [int(v) for v in text]
+        for row, number in enumerate(as_int):
+            if number < 0:
+                raise fail(row, "is negative")
+            if number > 2**53:
+                raise fail(row, "is above 2**53, more than postdp handles exactly")
+        return np.array(as_int, dtype=np.int64)
+    out = np.empty(len(text), dtype=np.float64)
+    for row, value in enumerate(text):
+        try:
+            out[row] = float(value)
+        except ValueError:
+            raise fail(row, "is not a number") from None
+        if not np.isfinite(out[row]):
+            raise fail(row, "is not finite")
+        if out[row] < 0:
+            raise fail(row, "is negative")
+        if out[row] > 2.0**53:
+            raise fail(row, "is above 2**53, which float64 cannot hold exactly")
+    return out
+
+
+# -- output paths -------------------------------------------------------------------------
+def _probe(folder: Path, flag: str, shown: str) -> None:
+    """Raise unless a file can be created in ``folder`` (or in its nearest existing parent)."""
+    target = folder
+    while not target.exists():
+        if target.parent == target:
+            break
+        target = target.parent
+    if not target.is_dir():
+        raise CliError(f"{flag} {shown!r}: {str(target)!r} is not a folder")
+    try:
+        handle, name = tempfile.mkstemp(dir=target, prefix=".postdp-probe-")
+    except OSError as exc:
+        raise CliError(
+            f"{flag} {shown!r}: cannot write in {str(target)!r} ({exc.strerror})"
+        ) from None
+    os.close(handle)
+    os.unlink(name)
+
+
+def _same(a: Path, b: Path) -> bool:
+    if a.resolve() == b.resolve():
+        return True
+    try:
+        return a.exists() and b.exists() and os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def check_output_file(
+    text: str, flag: str, *, inputs: Sequence[Path], overwrite: bool, others: Sequence[Path] = ()
+) -> Path:
+    """Validate an output file path before anything is drawn; return it resolved."""
+    if not text.strip():
+        raise CliError(f"{flag} {text!r}: an output path is needed")
+    path = Path(text).expanduser()
+    for source in inputs:
+        if _same(path, source):
+            raise CliError(f"{flag} {text!r}: is an input of this command; refusing to replace it")
+    for other in others:
+        if _same(path, other):
+            raise CliError(f"{flag} {text!r}: is also another output of this command")
+    if path.exists() or path.is_symlink():
+        if path.is_dir():
+            raise CliError(f"{flag} {text!r}: is a folder; give a file name")
+        if not path.is_file():
+            raise CliError(f"{flag} {text!r}: is not a regular file; refusing to replace it")
+        if not overwrite:
+            raise CliError(f"{flag} {text!r}: already exists; pass --overwrite to replace it")
+    _probe(path.parent, flag, text)
+    return path.resolve()
+
+
+def check_output_dir(text: str, flag: str, *, inputs: Sequence[Path], overwrite: bool) -> Path:
+    """Validate an output folder: new, empty, or (with --overwrite) one postdp wrote."""
+    if not text.strip():
+        raise CliError(f"{flag} {text!r}: an output folder is needed")
+    path = Path(text).expanduser().resolve()
+    for source in inputs:
+        if source == path or path in source.parents:
+            raise CliError(f"{flag} {text!r}: holds an input of this command")
+    if path.exists():
+        if not path.is_dir():
+            raise CliError(f"{flag} {text!r}: exists and is not a folder")
+        entries = list(path.iterdir())
+        if entries:
+            if not (path / MANIFEST).is_file():
+                raise CliError(
+                    f"{flag} {text!r}: exists and holds files postdp did not write; give a new "
+                    "or empty folder"
+                )
+            if not overwrite:
+                raise CliError(
+                    f"{flag} {text!r}: holds an earlier run; pass --overwrite to replace it"
+                )
+        if path == Path.cwd().resolve() or path.parent == path:
+            raise CliError(f"{flag} {text!r}: give a folder of its own, not this one")
+    _probe(path.parent, flag, text)
+    return path
+
+
+@contextmanager
+def atomic_file(path: Path) -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; on success it replaces ``path`` atomically."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(handle)
+    tmp = Path(name)
+    try:
+        yield tmp
+        with tmp.open("rb") as done:
+            os.fsync(done.fileno())
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def write_atomic(path: Path, write: Callable[[Path], None]) -> None:
+    """Write ``path`` through ``write(tmp)`` atomically; an OSError becomes a CliError."""
+    try:
+        with atomic_file(path) as tmp:
+            write(tmp)
+    except OSError as exc:
+        raise CliError(
+            f"could not write {str(path)!r} ({exc.strerror or exc}); nothing was written there"
+        ) from None
+
+
+class OutputDir:
+    """Files of one run, written under a temporary folder and renamed into place at the end.
+
+    The manifest (``postdp-manifest.json``: what the run was and which files it wrote) is
+    written last; an existing folder is replaced only after the new one is complete.
+    """
+
+    def __init__(self, path: Path, state: RunState) -> None:
+        self.path = path
+        self.state = state
+        self.files: list[str] = []
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
+
+    def file(self, name: str) -> Path:
+        """Where to write ``name`` (inside the temporary folder)."""
+        self.files.append(name)
+        self.state.pending = [str(self.path / f) for f in self.files]
+        return self.tmp / name
+
+    def commit(self, manifest: dict[str, Any]) -> list[Path]:
+        """Write the manifest and move the folder into place; return the final file paths."""
+        (self.tmp / MANIFEST).write_text(
+            json.dumps({**manifest, "files": self.files}, indent=2) + "\n", encoding="utf-8"
+        )
+        old = None
+        if self.path.exists():
+            old = Path(tempfile.mkdtemp(dir=self.path.parent, prefix=f".{self.path.name}.old."))
+            os.replace(self.path, old / "previous")
+        os.replace(self.tmp, self.path)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+        self.state.pending = []
+        return [self.path / f for f in [*self.files, MANIFEST]]
+
+    def discard(self) -> None:
+        """Remove the temporary folder (after a failure or an interrupt)."""
+        shutil.rmtree(self.tmp, ignore_errors=True)

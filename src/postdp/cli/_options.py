@@ -1,0 +1,295 @@
+"""Shared flags, strict value parsers and the one-line argument parser of the command line.
+
+Every parser here raises ``argparse.ArgumentTypeError``, which argparse turns into one line
+naming the flag as the user typed it (``argument --seed: ...``), or :class:`CliError` with
+the flag and value already in the message.
+"""
+
+from __future__ import annotations
+
+import argparse
+import codecs
+import math
+import re
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, NoReturn
+
+__all__ = [
+    "CliError",
+    "Parser",
+    "add_mechanism_options",
+    "add_output_options",
+    "add_postprocess_options",
+    "add_table_options",
+    "flag",
+    "float_list",
+    "int_list",
+    "positive_float",
+    "probability",
+    "whole",
+]
+
+
+class CliError(Exception):
+    """A rejected command-line input; the message names the flag as typed and its value."""
+
+
+class _Help(argparse.RawDescriptionHelpFormatter):
+    """Shows each default once, and only where there is one."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        default = action.default
+        if (
+            "%(default)" in text
+            or default in (None, False, argparse.SUPPRESS)
+            or action.option_strings == []
+        ):
+            return text
+        return text + " (default: %(default)s)"
+
+
+class Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line on stderr with exit status 2."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)  # a flag is named only as written
+        kwargs.setdefault("formatter_class", _Help)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {' '.join(message.split())}\n")
+
+
+@contextmanager
+def flag(name: str, value: object) -> Iterator[None]:
+    """Re-raise a library error met while using ``value`` as one naming the flag ``name``."""
+    from postdp.errors import PostdpError
+
+    try:
+        yield
+    except (PostdpError, TypeError, ValueError) as exc:
+        shown = value if isinstance(value, str) else repr(value)
+        raise CliError(f"{name} {shown!r}: {exc}") from exc
+
+
+# -- value parsers (argparse ``type=``) ---------------------------------------------------
+_INT = re.compile(r"[+-]?\d+")
+
+
+def whole(low: int = 0, high: int | None = None) -> Callable[[str], int]:
+    """An integer in [low, high], written as digits (no '2.5', 'nan' or '1e3')."""
+
+    def parse(text: str) -> int:
+        if not _INT.fullmatch(text.strip()):
+            raise argparse.ArgumentTypeError(f"must be a whole number; got {text!r}")
+        value = int(text)
+        if value < low or (high is not None and value > high):
+            bound = f"at least {low}" if high is None else f"between {low} and {high}"
+            raise argparse.ArgumentTypeError(f"must be {bound}; got {text!r}")
+        return value
+
+    return parse
+
+
+def _finite(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number; got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number; got {text!r}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """A finite number > 0."""
+    value = _finite(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive; got {text!r}")
+    return value
+
+
+def probability(text: str) -> float:
+    """A number strictly between 0 and 1."""
+    value = _finite(text)
+    if not 0.0 < value < 1.0:
+        raise argparse.ArgumentTypeError(f"must lie strictly between 0 and 1; got {text!r}")
+    return value
+
+
+def float_list(*, positive: bool = True) -> Callable[[str], list[float]]:
+    """Comma-separated finite numbers (positive unless told); empty parts are refused."""
+
+    def parse(text: str) -> list[float]:
+        parts = text.split(",")
+        if not text.strip() or any(not p.strip() for p in parts):
+            raise argparse.ArgumentTypeError(
+                f"must be a number or comma-separated numbers; got {text!r}"
+            )
+        values = [_finite(p) for p in parts]
+        if positive and any(v <= 0 for v in values):
+            raise argparse.ArgumentTypeError(f"must be positive; got {text!r}")
+        return values
+
+    return parse
+
+
+def int_list(*, allow_empty: bool = False) -> Callable[[str], list[int]]:
+    """Comma-separated nonnegative whole numbers ('' for none when ``allow_empty``)."""
+
+    def parse(text: str) -> list[int]:
+        if allow_empty and text.strip() == "":
+            return []
+        parts = text.split(",")
+        if any(not _INT.fullmatch(p.strip()) for p in parts):
+            raise argparse.ArgumentTypeError(f"must be comma-separated whole numbers; got {text!r}")
+        values = [int(p) for p in parts]
+        if any(v < 0 for v in values):
+            raise argparse.ArgumentTypeError(f"must be nonnegative; got {text!r}")
+        return values
+
+    return parse
+
+
+def encoding(text: str) -> str:
+    """A text encoding Python knows; UTF-8 also accepts a byte-order mark."""
+    try:
+        name = codecs.lookup(text).name
+    except LookupError:
+        raise argparse.ArgumentTypeError(f"is not a known text encoding; got {text!r}") from None
+    return "utf-8-sig" if name == "utf-8" else name
+
+
+def ids(text: str) -> list[str]:
+    """Comma-separated ids or column names, none empty."""
+    parts = [p.strip() for p in text.split(",")]
+    if not text.strip() or any(not p for p in parts):
+        raise argparse.ArgumentTypeError(f"must be comma-separated names; got {text!r}")
+    return parts
+
+
+# -- shared groups of flags ---------------------------------------------------------------
+def add_table_options(parser: argparse.ArgumentParser) -> None:
+    """--input, --encoding and the column flags of a hierarchy table."""
+    parser.add_argument(
+        "--input",
+        metavar="CSV",
+        help="count table, one row per node (default: the bundled 2010 Census nation > "
+        "state > county populations)",
+    )
+    parser.add_argument(
+        "--encoding",
+        type=encoding,
+        default="utf-8",
+        help="text encoding of --input, e.g. latin-1 (a UTF-8 byte-order mark is accepted)",
+    )
+    parser.add_argument("--id", default="id", metavar="COL", help="column of node ids")
+    parser.add_argument(
+        "--parent", default="parent", metavar="COL", help="column of parent ids, empty for the root"
+    )
+    parser.add_argument("--count", default="count", metavar="COL", help="column of true counts")
+
+
+MECHANISMS = ("geometric", "laplace", "gaussian", "discrete-gaussian")
+
+
+def add_mechanism_options(parser: argparse.ArgumentParser) -> None:
+    """--mechanism, --epsilon, --rho and --sensitivity."""
+    parser.add_argument("--mechanism", default="geometric", choices=MECHANISMS, help="noise")
+    parser.add_argument(
+        "--epsilon",
+        type=float_list(),
+        metavar="E[,E...]",
+        help="epsilon of geometric/laplace noise, one value for every level or one per level, "
+        "root first (1 when not given)",
+    )
+    parser.add_argument(
+        "--rho",
+        type=float_list(),
+        metavar="R[,R...]",
+        help="rho of the Gaussian mechanisms, one value or one per level (0.5 when not given)",
+    )
+    parser.add_argument(
+        "--sensitivity",
+        type=positive_float,
+        default=1.0,
+        help="sensitivity of each count (a whole number for the integer mechanisms)",
+    )
+
+
+def add_postprocess_options(parser: argparse.ArgumentParser) -> None:
+    """--postprocess, --public, --allow-derived-public and --weights."""
+    parser.add_argument(
+        "--postprocess",
+        default="none",
+        metavar="STEP[,STEP...]",
+        help="post-processing written to column released_count, steps applied in order: "
+        "'project' (P, L2 projection onto parent = sum of children), 'project-nonneg' (P+, "
+        "also v >= 0), 'topdown' (census TopDown: fix the root, project each family onto its "
+        "parent level by level), 'clamp' (max(0, x)), 'ramp-optimal' (max(x - a*, 0), "
+        "a* = b W(1/2)), 'modified:T=<t>' (seed 002 modified post-processing), 'round' "
+        "(unbiased integers; consistent if the input is). Example: project-nonneg,round",
+    )
+    parser.add_argument(
+        "--public",
+        type=ids,
+        metavar="root|ID[,ID...]",
+        help="nodes whose true counts are published as invariants (e.g. 'root' for the "
+        "national total, or state ids); the post-processing keeps them exactly",
+    )
+    parser.add_argument(
+        "--allow-derived-public",
+        action="store_true",
+        help="also publish the nodes that the --public ones determine exactly (e.g. the only "
+        "county of a public state); without it such a --public is refused",
+    )
+    parser.add_argument(
+        "--weights",
+        default="equal",
+        choices=["equal", "inverse-variance"],
+        help="weights of the projection: equal (the seeds' (P)/(P+)) or 1/Var of each level's "
+        "noise (generalised least squares, better when levels get different budgets)",
+    )
+
+
+def add_output_options(parser: argparse.ArgumentParser, *, quiet: bool = True) -> None:
+    """--overwrite (and --quiet for commands with progress bars)."""
+    parser.add_argument(
+        "--overwrite", action="store_true", help="replace outputs that already exist"
+    )
+    if quiet:
+        parser.add_argument("--quiet", action="store_true", help="no progress bars")
+
+
+def progress(label: str, total: int, *, quiet: bool) -> Any:
+    """A tqdm progress bar on stderr (rates and ETA; plain lines when not a terminal)."""
+    from tqdm import tqdm
+
+    return tqdm(
+        total=total,
+        desc=label,
+        unit="step",
+        file=sys.stderr,
+        disable=quiet,
+        leave=False,
+        mininterval=0.5,
+        dynamic_ncols=True,
+    )
+
+
+def split_levels(
+    values: Sequence[float], n_levels: int, option: str, text: Sequence[float]
+) -> list[float]:
+    """One value per level from one value or one per level."""
+    out = list(values)
+    if len(out) == 1:
+        out *= n_levels
+    if len(out) != n_levels:
+        raise CliError(
+            f"{option} {','.join(f'{v:g}' for v in text)!r}: needs one value or one per level, "
+            f"root first ({n_levels} levels); got {len(values)}"
+        )
+    return out

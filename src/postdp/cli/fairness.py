@@ -1,0 +1,250 @@
+"""``postdp fairness``: Title I dollars and Section 203 decisions on noisy data (seed 002)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+from typing import Any
+
+from postdp.cli._io import OutputDir, RunState, check_output_dir
+from postdp.cli._options import (
+    CliError,
+    add_output_options,
+    flag,
+    float_list,
+    positive_float,
+    progress,
+    whole,
+)
+
+__all__ = ["add_parser", "run"]
+
+DESCRIPTION = """\
+Measure, by Monte Carlo on the bundled real data, how noise (and a nonnegativity
+post-processing) shifts Title I basic-grant allotments between school districts (SAIPE
+2019, USD) or flips Voting Rights Act Section 203 decisions (2016 determinations), per
+entity, with the fairness bound alpha (seed 002). Every epsilon is checked before the
+first simulation; the folder is written only when every run has finished.
+"""
+
+
+def add_parser(commands: Any) -> None:
+    """Register the ``fairness`` subcommand."""
+    parser = commands.add_parser(
+        "fairness",
+        help="bias and decision errors of Title I allotments or Section 203 decisions on DP data",
+        description=DESCRIPTION,
+    )
+    parser.add_argument("problem", choices=["title1", "section203"])
+    parser.add_argument(
+        "--state",
+        metavar="XX",
+        help="one state's entities, by postal code, e.g. NY (the nation when not given)",
+    )
+    parser.add_argument(
+        "--budget",
+        type=positive_float,
+        default=6.5e9,
+        help="Title I basic grants nationally, USD (a state gets its share)",
+    )
+    parser.add_argument(
+        "--mechanism", default="laplace", choices=["laplace", "geometric"], help="noise"
+    )
+    parser.add_argument(
+        "--epsilon",
+        type=float_list(),
+        default=[0.1],
+        metavar="E[,E...]",
+        help="one run per epsilon",
+    )
+    parser.add_argument(
+        "--postprocess",
+        default="clamp",
+        metavar="none|clamp|modified:T=t",
+        help="applied to the noisy counts before the decision",
+    )
+    parser.add_argument("--draws", type=whole(2, 10**9), default=2000, help="Monte Carlo draws")
+    parser.add_argument(
+        "--seed", type=whole(0, 2**63 - 1), default=0, help="seed of the simulation"
+    )
+    parser.add_argument(
+        "--output-dir", default="fairness", metavar="DIR", help="folder for the tables and figures"
+    )
+    parser.add_argument("--no-figures", action="store_true", help="write the tables only")
+    add_output_options(parser)
+    parser.set_defaults(func=run)
+
+
+def _postprocess(text: str) -> Any:
+    """The element-wise step named by --postprocess, validated (None for 'none')."""
+    import numpy as np
+
+    from postdp.postprocess import clamp, modified_postprocess
+    from postdp.postprocess.chain import parse_steps
+
+    with flag("--postprocess", text):
+        steps = parse_steps(text)
+    if len(steps) > 1 or (steps and steps[0].name not in ("clamp", "modified")):
+        raise CliError(f"--postprocess {text!r}: must be none, clamp or modified:T=<t>")
+    if not steps:
+        return None
+    step = steps[0]
+    if step.name == "clamp":
+        return lambda v: np.asarray(clamp(v), dtype=np.float64)
+    temperature = step.options["T"]
+    return lambda v: modified_postprocess(v, temperature)
+
+
+def run(args: argparse.Namespace, state: RunState) -> int:
+    """Validate every option and epsilon, check the folder, simulate all, then write."""
+    import numpy as np
+
+    from postdp import decisions
+    from postdp.data import load_section203, load_title1
+    from postdp.mechanisms import Geometric, Laplace
+
+    post = _postprocess(args.postprocess)
+    cls = Laplace if args.mechanism == "laplace" else Geometric
+    mechanisms = []
+    for e in args.epsilon:
+        with flag("--epsilon", f"{e:g}"):
+            mechanisms.append(cls(epsilon=e))
+    if args.problem == "section203" and "--budget" in _typed_flags(args):
+        raise CliError("--budget: applies to title1, not to section203")
+    if not args.no_figures and importlib.util.find_spec("matplotlib") is None:
+        raise CliError("figures need matplotlib (pip install 'postdp[plots]'); or --no-figures")
+    us = load_title1()
+    states = sorted(set(us["state"]))
+    if args.state is not None and args.state not in states:
+        raise CliError(
+            f"--state {args.state!r}: not a state of the data; one of {' '.join(states)}"
+        )
+    out_dir = check_output_dir(args.output_dir, "--output-dir", inputs=[], overwrite=args.overwrite)
+    scope = "nation" if args.state is None else args.state
+    tables: dict[str, Any] = {}
+    figures: list[tuple[str, Any]] = []
+    lines: list[str] = []
+    if args.problem == "title1":
+        table = us if args.state is None else load_title1(args.state)
+        budget = args.budget * float(
+            (table.poor_5_17 * table.weight).sum() / (us.poor_5_17 * us.weight).sum()
+        )
+        x = table.poor_5_17.to_numpy(dtype=float)
+        w = table.weight.to_numpy()
+        reports = []
+        for e, mechanism in zip(args.epsilon, mechanisms, strict=True):
+            state.phase = f"simulating Title I at epsilon {e:g}"
+            with progress(f"title1 eps={e:g}", 1, quiet=args.quiet) as bar:
+                rep = decisions.allotment_fairness(
+                    x,
+                    w,
+                    mechanism,
+                    budget=budget,
+                    postprocess=post,
+                    n_draws=args.draws,
+                    rng=args.seed,
+                    progress=_ticker(bar),
+                )
+            reports.append(rep)
+            frame = rep.to_frame()
+            frame.insert(0, "leaid", table.leaid.to_numpy())
+            frame.insert(1, "name", table.name.to_numpy())
+            frame.insert(2, "poor_5_17", x)
+            tables[f"title1_{scope}_eps{e:g}.csv"] = frame
+            big = int(np.argmax(x))
+            lines.append(
+                f"Title I ({scope}, ${budget:,.0f}), {args.mechanism} eps = {e:g}, "
+                f"post-processing {args.postprocess}, {args.draws} draws: alpha "
+                f"${rep.alpha:,.0f}, cost of privacy ${rep.cost_of_privacy():,.0f}, largest "
+                f"entity {table.name.iloc[big]!s} bias ${rep.bias[big]:,.0f}"
+            )
+        figures.append(("title1_bias", (reports, [f"eps = {e:g}" for e in args.epsilon], x)))
+    else:
+        s203 = load_section203()
+        if args.state is not None:
+            fips = us.loc[us["state"] == args.state, "state_fips"].iloc[0]
+            s203 = s203[s203["state_fips"] == fips].reset_index(drop=True)
+            if s203.empty:
+                raise CliError(f"--state {args.state!r}: no Section 203 records in that state")
+        data = {k: s203[k].to_numpy(dtype=float) for k in ("vacit_total", "vaclep", "illit")}
+        rule = decisions.section203_rule()
+        margin = decisions.section203_margin(data)
+        truth = rule(data)
+        for e, mechanism in zip(args.epsilon, mechanisms, strict=True):
+            state.phase = f"simulating Section 203 at epsilon {e:g}"
+            with progress(f"section203 eps={e:g}", 1, quiet=args.quiet) as bar:
+                rep = decisions.decision_fairness(
+                    rule,
+                    data,
+                    mechanism,
+                    postprocess=post,
+                    n_draws=args.draws,
+                    rng=args.seed,
+                    progress=_ticker(bar),
+                )
+            frame = rep.to_frame()
+            frame.insert(0, "geoid", s203.geoid.to_numpy())
+            frame.insert(1, "name", s203.name.to_numpy())
+            frame.insert(2, "language", s203.language.to_numpy())
+            frame.insert(3, "margin", margin)
+            stem = f"section203_eps{e:g}" if args.state is None else f"section203_{scope}_eps{e:g}"
+            tables[f"{stem}.csv"] = frame
+            figures.append((stem, (margin, rep)))
+            lines.append(
+                f"Section 203 ({scope}), {args.mechanism} eps = {e:g}: {int(truth.sum())} true "
+                f"positives of {truth.size}; mean decision error {np.abs(rep.bias).mean():.3f}, "
+                f"alpha {rep.absolute_alpha:.3f}"
+            )
+
+    state.phase = f"writing {out_dir}"
+    folder = OutputDir(out_dir, state)
+    try:
+        for name, frame in tables.items():
+            frame.to_csv(folder.file(name), index=False)
+        if not args.no_figures:
+            _figures(folder, scope, figures)
+        written = folder.commit(
+            {
+                "command": f"postdp fairness {args.problem}",
+                "state": args.state,
+                "mechanism": args.mechanism,
+                "epsilon": args.epsilon,
+                "postprocess": args.postprocess,
+                "draws": args.draws,
+                "seed": args.seed,
+            }
+        )
+    except BaseException:
+        folder.discard()
+        raise
+    state.written = [str(out_dir)]
+    for line in lines:
+        print(line)
+    print("wrote: " + ", ".join(str(p) for p in written))
+    return 0
+
+
+def _typed_flags(args: argparse.Namespace) -> set[str]:
+    return set(getattr(args, "_typed", ()))
+
+
+def _ticker(bar: Any) -> Any:
+    def tick(done: int, total: int) -> None:
+        bar.total = total
+        bar.n = done
+        bar.refresh()
+
+    return tick
+
+
+def _figures(folder: OutputDir, scope: str, figures: list[tuple[str, Any]]) -> None:
+    from postdp import plots
+
+    for name, payload in figures:
+        if name == "title1_bias":
+            ax = plots.plot_allotment_bias(*payload)
+            ax.set_ylabel("bias of the allotment (USD)")
+            plots.save_figure(ax, folder.file(f"title1_{scope}_bias.png"))
+        else:
+            ax = plots.plot_decision_errors(*payload)
+            plots.save_figure(ax, folder.file(f"{name}.png"))

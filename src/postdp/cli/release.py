@@ -1,0 +1,327 @@
+"""``postdp release``: noisy counts of every node of a hierarchy, post-processed, recorded."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import sys
+from pathlib import Path
+from typing import Any
+
+from postdp.cli import _ledger
+from postdp.cli._common import (
+    check_values,
+    level_labels,
+    load_hierarchy,
+    mechanisms_for,
+    public_ids,
+)
+from postdp.cli._io import RunState, check_output_file, sha256, write_atomic
+from postdp.cli._options import (
+    CliError,
+    add_mechanism_options,
+    add_output_options,
+    add_postprocess_options,
+    add_table_options,
+    flag,
+    ids,
+    positive_float,
+    probability,
+    whole,
+)
+
+__all__ = ["add_parser", "run"]
+
+DESCRIPTION = """\
+Add differentially private noise to every count of a hierarchy (the bundled 2010 county
+populations by default, or a CSV with id/parent/count columns), one mechanism per level,
+and write the noisy table as CSV with a `path` column saying how it was drawn.
+
+Without --study the noise comes from OpenDP's exact, cryptographically seeded samplers
+(needs the 'release' extra) and the release is recorded in a ledger (a JSON line per
+release, by default postdp-ledger.jsonl beside the output), which reports the budget
+already spent on the same input and enforces --budget-cap. With --study --seed N the draw
+is reproducible on numpy's generator: for studies only, never for publishing.
+
+Every option and the input are checked, and every output path, before anything is drawn;
+the output is written to a temporary file and moved into place. The true counts are
+written only with --audit.
+"""
+
+
+def add_parser(commands: Any) -> None:
+    """Register the ``release`` subcommand."""
+    parser = commands.add_parser(
+        "release",
+        help="add DP noise to a hierarchical count table and write the noisy table",
+        description=DESCRIPTION,
+    )
+    add_table_options(parser)
+    parser.add_argument(
+        "--keep",
+        type=ids,
+        metavar="COLS",
+        help="comma-separated columns to copy into the output (name,level for the bundled "
+        "data; none for --input when not given)",
+    )
+    add_mechanism_options(parser)
+    parser.add_argument(
+        "--delta",
+        type=probability,
+        default=1e-10,
+        help="delta at which a zCDP budget is also reported as (epsilon, delta)",
+    )
+    parser.add_argument(
+        "--study",
+        action="store_true",
+        help="draw on the reproducible study path (numpy): NOT a private release",
+    )
+    parser.add_argument(
+        "--seed", type=whole(0, 2**63 - 1), help="seed of the study path (needs --study)"
+    )
+    parser.add_argument(
+        "--output", "-o", default="release.csv", metavar="CSV", help="the noisy table"
+    )
+    parser.add_argument(
+        "--ledger",
+        metavar="JSONL",
+        help="release ledger to append to (postdp-ledger.jsonl beside --output when not given)",
+    )
+    parser.add_argument(
+        "--budget-cap",
+        type=positive_float,
+        metavar="EPS",
+        help="refuse a secure release if the ledger's budget on this input plus this release "
+        "would pass this epsilon (a zCDP budget counts as its epsilon at --delta)",
+    )
+    add_postprocess_options(parser)
+    parser.add_argument(
+        "--audit",
+        action="store_true",
+        help="also write the true counts (column true_count): for auditing, never publishing",
+    )
+    add_output_options(parser, quiet=False)
+    parser.set_defaults(func=run)
+
+
+def _check_options(args: argparse.Namespace) -> None:
+    if args.seed is not None and not args.study:
+        raise CliError(
+            f"--seed {args.seed}: draws on the study path, which is not a private release; "
+            "add --study to confirm"
+        )
+    if args.study and args.budget_cap is not None:
+        raise CliError("--budget-cap: applies to secure releases, not to --study draws")
+    if args.study and args.ledger is not None:
+        raise CliError("--ledger: records secure releases; --study draws are not recorded")
+
+
+def run(args: argparse.Namespace, state: RunState) -> int:
+    """Validate everything, check the outputs, draw, post-process, record and write."""
+    _check_options(args)
+    state.phase = "reading the input"
+    loaded = load_hierarchy(args)
+    h = loaded.hierarchy
+    frame = loaded.frame
+    keep = (["name", "level"] if loaded.bundled else []) if args.keep is None else args.keep
+    missing = [c for c in keep if c not in frame.columns]
+    if missing:
+        raise CliError(
+            f"--keep {','.join(keep)!r}: no column {', '.join(map(repr, missing))} in the input"
+        )
+    if args.count in keep:
+        raise CliError(f"--keep {','.join(keep)!r}: would copy the true counts ({args.count!r})")
+
+    state.phase = "checking the options"
+    mechanisms = mechanisms_for(args, h.n_levels)
+    option = "--epsilon" if mechanisms[0].family == "laplace" else "--rho"
+    check_values(h, mechanisms, h.counts, option)
+    public = public_ids(args, h)
+    with flag("--postprocess", args.postprocess):
+        from postdp.postprocess import PostProcessChain, inverse_variance_weights, is_consistent
+
+        weights = (
+            inverse_variance_weights(h, mechanisms) if args.weights == "inverse-variance" else None
+        )
+        chain = PostProcessChain(args.postprocess, h, mechanisms, public=public, weights=weights)
+    secure = not args.study
+    if secure:
+        from postdp.mechanisms.release import opendp_version
+
+        opendp = opendp_version()  # fails here, not after drawing, if OpenDP is missing
+
+    output = check_output_file(
+        args.output, "--output", inputs=[loaded.path], overwrite=args.overwrite
+    )
+    ledger_path = None
+    spent = None
+    if secure:
+        ledger_path = (
+            Path(args.ledger).expanduser().resolve()
+            if args.ledger
+            else output.parent / _ledger.LEDGER_NAME
+        )
+        if ledger_path in (loaded.path, output):
+            raise CliError(f"--ledger {str(ledger_path)!r}: is the input or the output")
+        _ledger.check_writable(ledger_path, "--ledger")
+        spent = _ledger.spent_on(_ledger.read(ledger_path, "--ledger"), loaded.sha256)
+        _check_cap(args, spent, mechanisms)
+
+    from postdp.hierarchy import add_noise
+
+    state.phase = "drawing the noise"
+    result = add_noise(h, mechanisms, secure=secure, rng=None if secure else args.seed)
+    table = result.to_frame(include_truth=args.audit)
+    consistent = None
+    if chain.steps:
+        state.phase = "post-processing"
+        released = chain(result.values, rng=None if secure else args.seed)
+        consistent = is_consistent(released, h)
+        table.insert(list(table.columns).index("noisy_count") + 1, "released_count", released)
+    for position, column in enumerate(keep, start=2):
+        table.insert(position, column, frame[column].to_numpy())
+    table["path"] = "secure" if secure else "study"
+
+    state.phase = f"writing {output}"
+    state.pending = [str(output)]
+
+    def write(tmp: Path) -> None:
+        table.to_csv(tmp, index=False)
+        if ledger_path is not None:  # recorded before the output is moved into place
+            record = _record(args, loaded, mechanisms, result.budget, output, sha256(tmp), opendp)
+            try:
+                _ledger.append(ledger_path, record)
+            except OSError as exc:
+                raise CliError(
+                    f"--ledger {str(ledger_path)!r}: could not record the release "
+                    f"({exc.strerror}); nothing was published"
+                ) from None
+
+    write_atomic(output, write)
+    state.pending = []
+    state.written.append(str(output))
+    _report(args, loaded, mechanisms, result, chain, consistent, output, spent, ledger_path)
+    return 0
+
+
+def _total_epsilon(epsilon: float, rho: float, delta: float) -> float:
+    from postdp.mechanisms import Budget
+
+    return Budget(epsilon=epsilon, rho=rho).to_approx_dp(delta)
+
+
+def _check_cap(args: argparse.Namespace, spent: _ledger.Spent, mechanisms: list[Any]) -> None:
+    if args.budget_cap is None:
+        return
+    from postdp.mechanisms import Budget
+
+    this = Budget.compose(m.privacy_cost() for m in mechanisms)
+    total = _total_epsilon(spent.epsilon + this.epsilon, spent.rho + this.rho, args.delta)
+    if total > args.budget_cap * (1 + 1e-12):
+        raise CliError(
+            f"--budget-cap {args.budget_cap:g}: the ledger records {spent.releases} earlier "
+            f"release(s) of this input; with this one the budget would be epsilon = {total:.6g}"
+        )
+
+
+def _record(
+    args: argparse.Namespace,
+    loaded: Any,
+    mechanisms: list[Any],
+    budget: Any,
+    output: Path,
+    output_sha: str,
+    opendp: str,
+) -> dict[str, Any]:
+    from postdp import __version__
+
+    labels = level_labels(loaded.frame, loaded.hierarchy)
+    return {
+        "time": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "input": "bundled:county_populations_2010" if loaded.bundled else str(loaded.path),
+        "input_sha256": loaded.sha256,
+        "levels": [
+            {
+                "level": label,
+                "mechanism": m.name,
+                "epsilon": m.privacy_cost().epsilon,
+                "rho": m.privacy_cost().rho,
+                "sensitivity": m.sensitivity,
+            }
+            for label, m in zip(labels, mechanisms, strict=True)
+        ],
+        "budget": {"epsilon": budget.epsilon, "rho": budget.rho},
+        "postprocess": args.postprocess,
+        "public": args.public or [],
+        "output": str(output),
+        "output_sha256": output_sha,
+        "postdp_version": __version__,
+        "opendp_version": opendp,
+    }
+
+
+def _report(
+    args: argparse.Namespace,
+    loaded: Any,
+    mechanisms: list[Any],
+    result: Any,
+    chain: Any,
+    consistent: bool | None,
+    output: Path,
+    spent: _ledger.Spent | None,
+    ledger_path: Path | None,
+) -> None:
+    h = loaded.hierarchy
+    labels = level_labels(loaded.frame, h)
+    costs = [m.privacy_cost() for m in mechanisms]
+    parts = " + ".join(
+        f"{label} {c.epsilon if c.rho == 0 else c.rho:g}"
+        for label, c in zip(labels, costs, strict=True)
+    )
+    out = sys.stdout
+    if args.study:
+        seed = "a fresh seed" if args.seed is None else f"seed {args.seed}"
+        print(
+            f"study-path draw of {h.n} counts ({args.mechanism}, numpy, {seed}) to {output}: "
+            "NOT a private release, do not publish it (its rows say path = study)",
+            file=out,
+        )
+    else:
+        print(
+            f"released {h.n} noisy counts ({args.mechanism}, secure OpenDP release path) to "
+            f"{output}",
+            file=out,
+        )
+    if consistent is not None:
+        print(
+            f"post-processing: {','.join(map(str, chain.steps))}; column released_count is "
+            + (
+                "consistent (every parent = sum of its children)"
+                if consistent
+                else "NOT consistent (end the chain with a projection, or a projection and round)"
+            ),
+            file=out,
+        )
+    if args.public and args.allow_derived_public:
+        from postdp.cli._common import derived_public, public_ids
+
+        derived = derived_public(h, public_ids(args, h) or [])
+        if derived:
+            print(f"also published exactly (derived from --public): {', '.join(derived)}")
+    if args.audit:
+        print("note: --audit wrote the true counts too (column true_count): do not publish it")
+    heading = "privacy budget spent" if not args.study else "budget this design would spend"
+    print(f"{heading}: {result.budget}", file=out)
+    print(f"  sequential composition over {h.n_levels} levels: {parts}", file=out)
+    if result.budget.rho > 0:
+        eps = result.budget.to_approx_dp(args.delta)
+        print(f"  as (epsilon, delta)-DP: epsilon = {eps:.6g} at delta = {args.delta:g}")
+    if spent is not None and ledger_path is not None:
+        total = _total_epsilon(
+            spent.epsilon + result.budget.epsilon, spent.rho + result.budget.rho, args.delta
+        )
+        print(
+            f"ledger {ledger_path}: {spent.releases} earlier release(s) of this input; "
+            f"cumulative budget now epsilon = {total:.6g}"
+            + ("" if result.budget.rho == 0 and spent.rho == 0 else f" at delta = {args.delta:g}")
+        )
