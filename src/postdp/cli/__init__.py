@@ -64,8 +64,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     Examples
     --------
-    >>> main(["--version"])  # doctest: +SKIP
-    postdp 0.1.0
+    >>> main(["release", "--seed", "1"])  # one line on stderr: --seed needs --study
+    2
     """
     words = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in words
@@ -78,7 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args = parser.parse_args(words)
         except SystemExit as stop:  # --help, --version, or a one-line usage error
             return stop.code if isinstance(stop.code, int) else 2
-        args._typed = [w.split("=", 1)[0] for w in words if w.startswith("--")]
+        args._typed = [w.split("=", 1)[0] for w in words if w.startswith("-")]
         return _dispatch(args, state, debug)
     except KeyboardInterrupt:
         print(f"postdp: {state.describe()}", file=sys.stderr, flush=True)

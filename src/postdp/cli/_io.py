@@ -203,12 +203,12 @@ def check_output_dir(text: str, flag: str, *, inputs: Sequence[Path], overwrite:
     if not text.strip():
         raise CliError(f"{flag} {text!r}: an output folder is needed")
     path = Path(text).expanduser().resolve()
+    if path.exists() and not path.is_dir():
+        raise CliError(f"{flag} {text!r}: exists and is not a folder")
     for source in inputs:
         if source == path or path in source.parents:
             raise CliError(f"{flag} {text!r}: holds an input of this command")
     if path.exists():
-        if not path.is_dir():
-            raise CliError(f"{flag} {text!r}: exists and is not a folder")
         entries = list(path.iterdir())
         if entries:
             if not (path / MANIFEST).is_file():

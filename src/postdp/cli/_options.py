@@ -75,6 +75,12 @@ def flag(name: str, value: object) -> Iterator[None]:
         raise CliError(f"{name} {shown!r}: {exc}") from exc
 
 
+def typed(args: argparse.Namespace, *names: str) -> str:
+    """The spelling of a flag the user typed (e.g. ``-o`` rather than ``--output``)."""
+    words = getattr(args, "_typed", ())
+    return next((n for n in names if n in words), names[0])
+
+
 # -- value parsers (argparse ``type=``) ---------------------------------------------------
 _INT = re.compile(r"[+-]?\d+")
 

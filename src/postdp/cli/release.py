@@ -27,6 +27,7 @@ from postdp.cli._options import (
     ids,
     positive_float,
     probability,
+    typed,
     whole,
 )
 
@@ -151,7 +152,7 @@ def run(args: argparse.Namespace, state: RunState) -> int:
         opendp = opendp_version()  # fails here, not after drawing, if OpenDP is missing
 
     output = check_output_file(
-        args.output, "--output", inputs=[loaded.path], overwrite=args.overwrite
+        args.output, typed(args, "--output", "-o"), inputs=[loaded.path], overwrite=args.overwrite
     )
     ledger_path = None
     spent = None

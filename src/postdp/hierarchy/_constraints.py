@@ -4,14 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
-import scipy.sparse as sp
 
 from postdp._typing import FloatArray, IntArray
 from postdp.errors import InfeasibleConstraintsError, ValidationError
 from postdp.hierarchy._tree import Hierarchy
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
 
 __all__ = [
     "PublicNodes",
@@ -223,6 +226,8 @@ def constraint_matrix(hierarchy: Hierarchy) -> sp.csr_array:
     rows = np.concatenate([row_of[internal], row_of[hierarchy.parent[children]]])
     cols = np.concatenate([internal, children])
     data = np.concatenate([np.ones(internal.size), -np.ones(children.size)])
+    import scipy.sparse as sp
+
     return sp.csr_array((data, (rows, cols)), shape=(internal.size, hierarchy.n))
 
 
@@ -248,6 +253,8 @@ def constraints(hierarchy: Hierarchy, public: PublicSpec = None) -> tuple[sp.csr
     >>> A.toarray().tolist(), b.tolist()
     ([[1.0, -1.0, -1.0], [1.0, 0.0, 0.0]], [0.0, 5.0])
     """
+    import scipy.sparse as sp
+
     consistency = constraint_matrix(hierarchy)
     pub = resolve_public(hierarchy, public)
     fixed = np.flatnonzero(pub.mask)

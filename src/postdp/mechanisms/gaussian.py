@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
-from scipy import stats
 
 from postdp import _validation
 from postdp._typing import ArrayLike, FloatArray
@@ -15,6 +14,13 @@ from postdp.mechanisms._base import NoiseMechanism, as_float_array, check_rho, c
 from postdp.mechanisms.budget import Budget
 
 __all__ = ["Gaussian"]
+
+
+def _stats() -> Any:
+    """scipy.stats, imported on first use (it takes most of the start-up time)."""
+    from scipy import stats
+
+    return stats
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +90,7 @@ class Gaussian(NoiseMechanism):
         return self.sensitivity / math.sqrt(2.0 * self.rho)
 
     def _dist(self, loc: ArrayLike) -> Any:
-        return stats.norm(loc=as_float_array(loc), scale=self.sigma)
+        return _stats().norm(loc=as_float_array(loc), scale=self.sigma)
 
     def pdf(self, x: ArrayLike, loc: ArrayLike = 0) -> FloatArray:
         """Density of the output at ``x`` when the true value is ``loc``.

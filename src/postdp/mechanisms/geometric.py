@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
-from scipy import stats
 
 from postdp import _validation
 from postdp._typing import ArrayLike, FloatArray, IntArray
@@ -15,6 +14,13 @@ from postdp.mechanisms._base import NoiseMechanism, as_float_array, check_epsilo
 from postdp.mechanisms.budget import Budget
 
 __all__ = ["DoubleGeometric", "Geometric"]
+
+
+def _stats() -> Any:
+    """scipy.stats, imported on first use (it takes most of the start-up time)."""
+    from scipy import stats
+
+    return stats
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +75,7 @@ class Geometric(NoiseMechanism):
         return self.sensitivity / self.epsilon
 
     def _dist(self, loc: ArrayLike) -> Any:
-        return stats.dlaplace(
+        return _stats().dlaplace(
             self.epsilon / self.sensitivity, loc=_validation.integer_array("loc", loc)
         )
 

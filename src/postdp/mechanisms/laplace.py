@@ -6,7 +6,6 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
-from scipy import stats
 
 from postdp import _validation
 from postdp._typing import ArrayLike, FloatArray
@@ -14,6 +13,13 @@ from postdp.mechanisms._base import NoiseMechanism, as_float_array, check_epsilo
 from postdp.mechanisms.budget import Budget
 
 __all__ = ["Laplace"]
+
+
+def _stats() -> Any:
+    """scipy.stats, imported on first use (it takes most of the start-up time)."""
+    from scipy import stats
+
+    return stats
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +92,7 @@ class Laplace(NoiseMechanism):
         return self.sensitivity / self.epsilon
 
     def _dist(self, loc: ArrayLike) -> Any:
-        return stats.laplace(loc=as_float_array(loc), scale=self.scale)
+        return _stats().laplace(loc=as_float_array(loc), scale=self.scale)
 
     def pdf(self, x: ArrayLike, loc: ArrayLike = 0) -> FloatArray:
         """Density of the output at ``x`` when the true value is ``loc`` (noise density at 0).

@@ -1,0 +1,93 @@
+"""Files and helpers shared by the command-line safety tests."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+#: Distinctive true counts: a message that contains one of them has leaked a count.
+TRUE_COUNTS = ("104729", "7919", "96810")
+
+TABLE = (
+    "id,parent,count,name\n"
+    "US,,104729,Nation\n"
+    "01,US,7919,Alpha\n"
+    "02,US,96810,Beta\n"
+    "01001,01,7919,Alpha One\n"
+    "02013,02,96810,Beta One\n"
+)
+
+
+def postdp_command() -> list[str]:
+    """The installed ``postdp`` console script, or ``python -m postdp`` without one."""
+    script = Path(sys.executable).with_name("postdp")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "postdp"]
+
+
+def write_inputs(folder: Path) -> None:
+    """A valid table, malformed variants of it, an existing output and some folders."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "t.csv").write_text(TABLE)
+    (folder / "latin.csv").write_bytes(TABLE.replace("Alpha One", "Doña Ana").encode("latin-1"))
+    (folder / "bom.csv").write_bytes(TABLE.encode("utf-8-sig"))
+    variants = {
+        "off.csv": TABLE.replace("US,,104729", "US,,104730"),
+        "big.csv": TABLE.replace("104729", "10000000000000000000"),
+        "frac.csv": TABLE.replace("01001,01,7919", "01001,01,7919.5"),
+        "neg.csv": TABLE.replace("01001,01,7919", "01001,01,-7919"),
+        "nan.csv": TABLE.replace("01001,01,7919", "01001,01,NaN"),
+        "dup.csv": TABLE + "01001,01,0,Again\n",
+        "orphan.csv": TABLE + "03001,03,0,Nowhere\n",
+        "noroot.csv": TABLE.replace("US,,104729", "US,02013,104729"),
+        "ragged.csv": TABLE + "02014,02,1,x,y,z\n",
+        "emptyid.csv": TABLE + ",02,0,No id\n",
+        "header.csv": "id,parent,count,name\n",
+    }
+    for name, text in variants.items():
+        (folder / name).write_text(text)
+    (folder / "empty.csv").write_bytes(b"")
+    (folder / "existing.csv").write_text("an earlier release\n")
+    (folder / "outdir").mkdir(exist_ok=True)
+    (folder / "notmine").mkdir(exist_ok=True)
+    (folder / "notmine" / "thesis.tex").write_text("not postdp's\n")
+    (folder / "prev").mkdir(exist_ok=True)
+    (folder / "prev" / "audit.csv").write_text("id\nUS\n")
+    (folder / "prev" / "postdp-manifest.json").write_text('{"files": ["audit.csv"]}\n')
+    (folder / "ledger_bad.jsonl").write_text("this is not json\n")
+
+
+def snapshot(folder: Path) -> dict[str, str]:
+    """SHA-256 of every file under ``folder`` (and every folder, as '<dir>')."""
+    out = {}
+    for root, dirs, files in os.walk(folder):
+        for d in dirs:
+            out[os.path.relpath(os.path.join(root, d), folder)] = "<dir>"
+        for f in files:
+            path = os.path.join(root, f)
+            with open(path, "rb") as handle:
+                out[os.path.relpath(path, folder)] = hashlib.sha256(handle.read()).hexdigest()
+    return out
+
+
+def run_postdp(args: list[str], cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """Run the real entry point with ``args`` in ``cwd``."""
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    return subprocess.run(
+        [*postdp_command(), *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        check=False,
+    )
+
+
+def copy_inputs(source: Path, target: Path) -> Path:
+    """A private copy of the input folder for one case."""
+    shutil.copytree(source, target)
+    return target
