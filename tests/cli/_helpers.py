@@ -73,7 +73,9 @@ def snapshot(folder: Path) -> dict[str, str]:
     return out
 
 
-def run_postdp(args: list[str], cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def run_postdp(
+    args: list[str], cwd: Path, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
     """Run the real entry point with ``args`` in ``cwd``."""
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     return subprocess.run(

@@ -13,7 +13,6 @@ import hashlib
 import io
 import json
 import os
-import re
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
@@ -103,45 +102,38 @@ def read_table(path_text: str, flag: str, encoding: str) -> tuple[Any, Path, str
     return frame, path, digest
 
 
-_INTEGER = re.compile(r"[+-]?\d+")
-
-
 def parse_counts(column: Any, ids: Sequence[str], *, integers: bool, flag: str, name: str) -> Any:
     """Counts from a text column, strictly: whole numbers for integer mechanisms, finite and
     nonnegative always. Messages name the column, row and id, never a count."""
     import numpy as np
+    import pandas as pd
 
-    text = [str(v).strip() for v in column]
+    text = pd.Series(column, dtype=str).str.strip()
 
-    def fail(row: int, what: str) -> CliError:
-        return CliError(f"{flag} {name!r}: the count at row {row + 1} (id {ids[row]!r}) {what}")
+    def check(bad: Any, what: str) -> None:
+        rows = np.flatnonzero(np.asarray(bad))
+        if rows.size:
+            row = int(rows[0])
+            raise CliError(f"{flag} {name!r}: the count at row {row + 1} (id {ids[row]!r}) {what}")
 
-    for row, value in enumerate(text):
-        if value == "":
-            raise fail(row, "is empty")
+    check(text == "", "is empty")
     if integers:
-        for row, value in enumerate(text):
-            if not _INTEGER.fullmatch(value):
-                raise fail(row, "is not a whole number (integer mechanisms need integer counts)")
-        as_int = [int(v) for v in text]
-        for row, number in enumerate(as_int):
-            if number < 0:
-                raise fail(row, "is negative")
-            if number > 2**53:
-                raise fail(row, "is above 2**53, more than postdp handles exactly")
-        return np.array(as_int, dtype=np.int64)
-    out = np.empty(len(text), dtype=np.float64)
-    for row, value in enumerate(text):
-        try:
-            out[row] = float(value)
-        except ValueError:
-            raise fail(row, "is not a number") from None
-        if not np.isfinite(out[row]):
-            raise fail(row, "is not finite")
-        if out[row] < 0:
-            raise fail(row, "is negative")
-        if out[row] > 2.0**53:
-            raise fail(row, "is above 2**53, which float64 cannot hold exactly")
+        check(
+            ~text.str.fullmatch(r"[+-]?\d+"),
+            "is not a whole number (integer mechanisms need integer counts)",
+        )
+        digits = text.str.lstrip("+-").str.lstrip("0").str.len()
+        check(text.str.startswith("-") & (digits > 0), "is negative")
+        check(digits > 16, "is above 2**53, more than postdp handles exactly")
+        values = text.astype(np.int64).to_numpy()
+        check(values > 2**53, "is above 2**53, more than postdp handles exactly")
+        return values
+    numbers = pd.to_numeric(text, errors="coerce")
+    check(numbers.isna(), "is not a number")
+    out = numbers.to_numpy(dtype=np.float64)
+    check(~np.isfinite(out), "is not finite")
+    check(out < 0, "is negative")
+    check(out > 2.0**53, "is above 2**53, which float64 cannot hold exactly")
     return out
 
 
