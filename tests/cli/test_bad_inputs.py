@@ -151,7 +151,7 @@ CASES: dict[str, tuple[list[str], str]] = {
         ["audit", "--input", "off.csv", "--draws", "10", "--output-dir", "A"],
         "--input",
     ),
-    # -- posterior ----------------------------------------------------------------------------------
+    # -- posterior --------------------------------------------------------------------------------
     "components-nan": (["posterior", "--components", "nan"], "--components"),
     "components-fraction": (["posterior", "--components", "250.7,357"], "--components"),
     "components-negative": (["posterior", "--components", "-3,4"], "--components"),
@@ -175,7 +175,7 @@ CASES: dict[str, tuple[list[str], str]] = {
     "plot-exists": ([*P, "--plot", "existing.csv"], "--plot"),
     "plot-is-folder": ([*P, "--plot", "outdir"], "--plot"),
     "plot-format": ([*P, "--plot", "p.gif"], "--plot"),
-    # -- fairness -------------------------------------------------------------------------------------
+    # -- fairness ---------------------------------------------------------------------------------
     "fairness-second-epsilon-zero": ([*F, "--epsilon", "0.1,0"], "--epsilon"),
     "fairness-epsilon-1e200": ([*F, "--epsilon", "0.1,1e200"], "--epsilon"),
     "fairness-modified-T-text": ([*F, "--postprocess", "modified:T=abc"], "--postprocess"),
@@ -190,7 +190,7 @@ CASES: dict[str, tuple[list[str], str]] = {
     "fairness-output-dir-not-postdp": ([*F, "--output-dir", "notmine"], "--output-dir"),
     "fairness-problem-unknown": (["fairness", "title2"], "problem"),
     "fairness-mechanism-unknown": ([*F, "--mechanism", "gaussian"], "--mechanism"),
-    # -- the command itself ------------------------------------------------------------------------
+    # -- the command itself -----------------------------------------------------------------------
     "no-command": ([], "COMMAND"),
     "unknown-command": (["publish"], "publish"),
 }
@@ -220,7 +220,7 @@ def test_the_catalogue_has_at_least_100_cases():
 
 @pytest.mark.parametrize("name", list(CASES))
 def test_bad_input_is_one_clear_line_and_changes_nothing(name, outcomes):
-    argv, expected = CASES[name]
+    _, expected = CASES[name]
     result, before, after = outcomes[name]
     err = result.stderr
     assert result.returncode == 2, (result.returncode, err, result.stdout)

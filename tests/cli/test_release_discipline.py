@@ -295,7 +295,7 @@ def _interrupt(args, cwd, delay):
     )
     time.sleep(delay)
     proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=120)
+    _, err = proc.communicate(timeout=120)
     return proc.returncode, err.decode()
 
 
