@@ -263,13 +263,13 @@ def test_infeasible_public_constraints():
     y = np.zeros(3)
     with pytest.raises(
         InfeasibleConstraintsError,
-        match=r"public node 'T' = 5 is below the sum of the public nodes under it \(7\)",
+        match=r"public node 'T' is below the sum of the public nodes under it",
     ):
         project(y, h, public={"T": 5.0, "a": 7.0})
     # without the bound it is feasible: b takes -2
     assert project(y, h, nonneg=False, public={"T": 5.0, "a": 7.0}).tolist() == [5.0, 7.0, -2.0]
     with pytest.raises(
-        InfeasibleConstraintsError, match=r"every node under it is fixed and they sum to 9"
+        InfeasibleConstraintsError, match=r"'T' does not equal the sum of the fixed nodes under it"
     ):
         project(y, h, nonneg=False, public={"T": 5.0, "a": 7.0, "b": 2.0})
     with pytest.raises(InfeasibleConstraintsError):

@@ -132,6 +132,27 @@ class ExactPosterior:
         probs = np.bincount(inverse.ravel(), weights=self.probability.ravel())
         return values.astype(np.int64), probs.astype(np.float64)
 
+    def credible_intervals(self, level: float = 0.95) -> IntArray:
+        """Equal-tailed credible intervals of each N_s from its exact marginal, shape (S, 2).
+
+        Examples
+        --------
+        >>> from postdp import Geometric
+        >>> post = exact_posterior([250, 357], 607, total_mechanism=Geometric(1.0),
+        ...                        component_mechanisms=Geometric(1.0))
+        >>> post.credible_intervals(0.95).tolist()
+        [[248, 252], [354, 359]]
+        """
+        if not 0.0 < level < 1.0:
+            raise ValidationError(f"`level` must lie strictly between 0 and 1; got {level!r}")
+        tail = (1.0 - level) / 2.0
+        out = np.empty((len(self.grids), 2), dtype=np.int64)
+        for s in range(len(self.grids)):
+            values, probs = self.marginal(s)
+            cum = np.cumsum(probs)
+            out[s] = values[np.minimum(np.searchsorted(cum, [tail, 1.0 - tail]), values.size - 1)]
+        return out
+
     def top(self, k: int = 10) -> pd.DataFrame:
         """The ``k`` most probable configurations (seed 003 Table 3).
 

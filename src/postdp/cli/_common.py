@@ -12,7 +12,15 @@ from typing import Any
 from postdp.cli._io import parse_counts, read_table
 from postdp.cli._options import CliError, flag, split_levels
 
-__all__ = ["Loaded", "derived_public", "load_hierarchy", "mechanisms_for", "public_ids"]
+__all__ = [
+    "Loaded",
+    "derived_public",
+    "load_hierarchy",
+    "mechanisms_for",
+    "option_of",
+    "prepare",
+    "public_ids",
+]
 
 _INTEGER_MECHANISMS = ("geometric", "discrete-gaussian")
 _BUNDLED = "county_populations_2010.csv"
@@ -151,6 +159,22 @@ def derived_public(h: Any, public: list[str]) -> list[str]:
     determined = known.copy()
     determined[h.index(public)] = False
     return [str(i) for i in h.ids[determined]]
+
+
+def prepare(args: argparse.Namespace, state: Any) -> tuple[Loaded, list[Any]]:
+    """Read the input and build one checked mechanism per level (nothing drawn)."""
+    state.phase = "reading the input"
+    loaded = load_hierarchy(args)
+    h = loaded.hierarchy
+    state.phase = "checking the options"
+    mechanisms = mechanisms_for(args, h.n_levels)
+    check_values(h, mechanisms, h.counts, option_of(mechanisms))
+    return loaded, mechanisms
+
+
+def option_of(mechanisms: list[Any]) -> str:
+    """The flag that set the mechanisms' budget."""
+    return "--epsilon" if mechanisms[0].family == "laplace" else "--rho"
 
 
 def level_labels(frame: Any, h: Any) -> list[str]:

@@ -7,7 +7,7 @@ import importlib.util
 import sys
 from typing import Any
 
-from postdp.cli._common import check_values, load_hierarchy, mechanisms_for, public_ids
+from postdp.cli._common import check_values, prepare, public_ids
 from postdp.cli._io import OutputDir, RunState, check_output_dir
 from postdp.cli._options import (
     CliError,
@@ -118,14 +118,9 @@ def run(args: argparse.Namespace, state: RunState) -> int:
     from postdp.analysis import ReleaseDesign, simulate
 
     _check_extras(args)
-    state.phase = "reading the input"
-    loaded = load_hierarchy(args)
+    loaded, mechanisms = prepare(args, state)
     h = loaded.hierarchy
     counts = h.counts
-    state.phase = "checking the options"
-    mechanisms = mechanisms_for(args, h.n_levels)
-    option = "--epsilon" if mechanisms[0].family == "laplace" else "--rho"
-    check_values(h, mechanisms, counts, option)
     shifted_truths = []
     for shift in args.shifts:
         truth = h.aggregate(np.where(h.is_leaf, counts + shift, 0))

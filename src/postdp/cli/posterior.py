@@ -87,7 +87,6 @@ def add_parser(commands: Any) -> None:
 
 def run(args: argparse.Namespace, state: RunState) -> int:
     """Validate, check the plot path, compute, print, write the plot atomically."""
-    import numpy as np
 
     from postdp.bayes import ExactPosterior, PosteriorSamples, exact_posterior, sample_posterior
     from postdp.mechanisms import Geometric
@@ -148,17 +147,7 @@ def run(args: argparse.Namespace, state: RunState) -> int:
         top = posterior.top(args.top)
         print(f"{len(top)} most probable configurations:")
         print(top.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
-        intervals = []
-        for s in range(len(components)):
-            values, probs = posterior.marginal(s)
-            cum = np.cumsum(probs)
-            tail = (1 - args.level) / 2
-            intervals.append(
-                (
-                    values[np.searchsorted(cum, tail)],
-                    values[min(np.searchsorted(cum, 1 - tail), values.size - 1)],
-                )
-            )
+        intervals = [tuple(row) for row in posterior.credible_intervals(args.level)]
     else:
         posterior = sample_posterior(
             components,

@@ -9,13 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from postdp.cli import _ledger
-from postdp.cli._common import (
-    check_values,
-    level_labels,
-    load_hierarchy,
-    mechanisms_for,
-    public_ids,
-)
+from postdp.cli._common import level_labels, prepare, public_ids
 from postdp.cli._io import RunState, check_output_file, sha256, write_atomic
 from postdp.cli._options import (
     CliError,
@@ -120,8 +114,7 @@ def _check_options(args: argparse.Namespace) -> None:
 def run(args: argparse.Namespace, state: RunState) -> int:
     """Validate everything, check the outputs, draw, post-process, record and write."""
     _check_options(args)
-    state.phase = "reading the input"
-    loaded = load_hierarchy(args)
+    loaded, mechanisms = prepare(args, state)
     h = loaded.hierarchy
     frame = loaded.frame
     keep = (["name", "level"] if loaded.bundled else []) if args.keep is None else args.keep
@@ -133,10 +126,6 @@ def run(args: argparse.Namespace, state: RunState) -> int:
     if args.count in keep:
         raise CliError(f"--keep {','.join(keep)!r}: would copy the true counts ({args.count!r})")
 
-    state.phase = "checking the options"
-    mechanisms = mechanisms_for(args, h.n_levels)
-    option = "--epsilon" if mechanisms[0].family == "laplace" else "--rho"
-    check_values(h, mechanisms, h.counts, option)
     public = public_ids(args, h)
     with flag("--postprocess", args.postprocess):
         from postdp.postprocess import PostProcessChain, inverse_variance_weights, is_consistent

@@ -186,16 +186,16 @@ def check_feasible(hierarchy: Hierarchy, public: PublicNodes, *, nonneg: bool) -
     if off.any():
         j = int(np.flatnonzero(off)[0])
         raise InfeasibleConstraintsError(
-            f"public node {hierarchy.ids[j]!r} = {public.values[j]:g} but every node under it is "
-            f"fixed and they sum to {public.below[j]:g}"
+            f"public node {hierarchy.ids[j]!r} does not equal the sum of the fixed nodes under "
+            "it, and every node under it is fixed"
         )
     if nonneg:
         short = public.mask & internal & (public.values < public.below - tol)
         if short.any():
             j = int(np.flatnonzero(short)[0])
             raise InfeasibleConstraintsError(
-                f"public node {hierarchy.ids[j]!r} = {public.values[j]:g} is below the sum of the "
-                f"public nodes under it ({public.below[j]:g}); no nonnegative counts satisfy both"
+                f"public node {hierarchy.ids[j]!r} is below the sum of the public nodes under it; "
+                "no nonnegative counts satisfy both"
             )
 
 
