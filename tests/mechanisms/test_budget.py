@@ -1,5 +1,6 @@
 import math
 
+import numpy as np
 import pytest
 
 from postdp import Budget
@@ -21,20 +22,63 @@ def test_measure_and_total_rho():
     assert Budget(epsilon=2.0, rho=0.5).total_rho == pytest.approx(2.5)
 
 
-def test_zcdp_to_approx_dp_hand_computed():
-    # rho + 2 sqrt(rho log(1/delta)) with rho = 0.5, delta = 1e-6
-    expected = 0.5 + 2 * math.sqrt(0.5 * math.log(1e6))
-    assert Budget.zcdp(0.5).to_approx_dp(1e-6) == pytest.approx(expected)
+def _brute_force_epsilon(rho, delta):
+    """min over a fine grid of alpha of the Canonne-Kamath-Steinke (2020) Prop. 12 bound."""
+    alpha = 1.0 + np.exp(np.linspace(-12, 12, 400_001))
+    value = alpha * rho + (
+        np.log(1 / delta) + (alpha - 1) * np.log1p(-1 / alpha) - np.log(alpha)
+    ) / (alpha - 1)
+    return float(value.min())
+
+
+@pytest.mark.parametrize("rho", [0.005, 0.125, 0.5, 2.0, 50.0])
+@pytest.mark.parametrize("delta", [1e-6, 1e-10])
+def test_zcdp_to_approx_dp_is_the_optimal_conversion(rho, delta):
+    got = Budget.zcdp(rho).to_approx_dp(delta)
+    assert got == pytest.approx(_brute_force_epsilon(rho, delta), rel=1e-9)
+    assert got <= rho + 2 * math.sqrt(rho * math.log(1 / delta))  # never worse than classic
     assert Budget.pure(1.25).to_approx_dp(1e-3) == 1.25
 
 
+def test_issue_11_figures():
+    """rho = 0.125, delta = 1e-6: 2.419 (optimal) instead of 2.753 (classic); and a mixed
+    budget Geometric(0.5) + DiscreteGaussian(0.1) + Geometric(1.0) is 0.725-zCDP, not 1.225."""
+    assert round(Budget.zcdp(0.125).to_approx_dp(1e-6), 3) == 2.419
+    mixed = Budget.compose([Budget.pure(0.5), Budget.zcdp(0.1), Budget.pure(1.0)])
+    assert mixed.total_rho == pytest.approx(0.725)
+    assert mixed.epsilon == 1.5 and mixed.rho == pytest.approx(0.1)
+
+
+@pytest.mark.parametrize("rho", [0.01, 0.125, 1.0, 8.0])
+@pytest.mark.parametrize("delta", [1e-6, 1e-9, 1e-12])
+def test_conversion_never_below_opendp(rho, delta):
+    dp = pytest.importorskip("opendp.prelude")
+    dp.enable_features("contrib")
+    gauss = dp.m.make_gaussian(
+        dp.vector_domain(dp.atom_domain(T=float, nan=False)),
+        dp.l2_distance(T=float),
+        scale=1 / math.sqrt(2 * rho),
+    )
+    theirs = dp.c.make_zCDP_to_approxDP(gauss).map(1.0).epsilon(delta)
+    ours = Budget.zcdp(rho).to_approx_dp(delta)
+    assert theirs <= ours <= theirs * (1 + 1e-9)
+
+
 def test_mixed_budget_uses_the_smaller_conversion():
-    b = Budget(epsilon=0.1, rho=0.5)
-    log_term = math.log(1e9)
-    split = 0.1 + 0.5 + 2 * math.sqrt(0.5 * log_term)
-    merged_rho = 0.5 + 0.1**2 / 2
-    merged = merged_rho + 2 * math.sqrt(merged_rho * log_term)
-    assert b.to_approx_dp(1e-9) == pytest.approx(min(split, merged))
+    b = Budget.compose([Budget.pure(0.1), Budget.zcdp(0.5)])
+    split = 0.1 + _brute_force_epsilon(0.5, 1e-9)
+    merged = _brute_force_epsilon(0.5 + 0.1**2 / 2, 1e-9)
+    assert b.to_approx_dp(1e-9) == pytest.approx(min(split, merged), rel=1e-9)
+    # many small pure terms: converting each as eps_i^2/2 is what makes "merged" win
+    many = Budget.compose([Budget.pure(0.1)] * 20 + [Budget.zcdp(0.5)])
+    assert many.total_rho == pytest.approx(0.5 + 20 * 0.005)
+    assert many.to_approx_dp(1e-9) == pytest.approx(_brute_force_epsilon(0.6, 1e-9), rel=1e-9)
+
+
+def test_pure_rho_is_validated():
+    with pytest.raises(BudgetError, match="pure_rho"):
+        Budget(epsilon=1.0, pure_rho=0.6)
+    assert Budget(epsilon=1.0).total_rho == 0.5  # one term unless told otherwise
 
 
 @pytest.mark.parametrize(
