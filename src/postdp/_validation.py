@@ -104,3 +104,26 @@ def size_tuple(size: SizeLike) -> tuple[int, ...]:
             raise ValidationError(f"`size` must be nonnegative; got {size!r}")
         out.append(int(d))
     return tuple(out)
+
+
+def float_array(name: str, values: ArrayLike) -> FloatArray:
+    """``values`` as a finite float64 array."""
+    return real_array(name, values).astype(np.float64)
+
+
+def finite_real(name: str, value: Any) -> float:
+    """Return ``value`` as a float if it is a finite real number."""
+    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
+        raise TypeError(f"`{name}` must be a real number; got {type(value).__name__}")
+    out = float(value)
+    if not math.isfinite(out):
+        raise ValidationError(f"`{name}` must be finite; got {value!r}")
+    return out
+
+
+def nonnegative_real(name: str, value: Any) -> float:
+    """Return ``value`` as a float if it is finite and >= 0."""
+    out = finite_real(name, value)
+    if out < 0:
+        raise ValidationError(f"`{name}` must be nonnegative; got {value!r}")
+    return out

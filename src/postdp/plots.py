@@ -16,9 +16,8 @@ from postdp._typing import ArrayLike
 from postdp.analysis import MonteCarloResult, ps_wasserstein_to_laplace
 from postdp.bayes import ExactPosterior, PosteriorSamples
 from postdp.decisions import FairnessReport
-from postdp.mechanisms import Geometric, Laplace, NoiseMechanism
+from postdp.mechanisms import Geometric, Laplace, NoiseMechanism, Restriction
 from postdp.postprocess import (
-    Restriction,
     clamp_bias,
     modified_bias,
     optimal_ramp_shift,

@@ -7,16 +7,15 @@ import pytest
 from scipy import stats
 
 from postdp import Gaussian, Geometric, Laplace
+from postdp.decisions import optimal_temperature
 from postdp.errors import UnboundedMomentError, ValidationError
+from postdp.mechanisms import LogLaplace, Restriction
 from postdp.postprocess import (
-    LogLaplace,
-    Restriction,
     clamp,
     clamp_bias,
     modified_bias,
     modified_postprocess,
     optimal_ramp_shift,
-    optimal_temperature,
     restriction_ramp_ratio,
     translated_ramp,
     translated_ramp_bias,
@@ -274,3 +273,22 @@ def test_restriction_cost_composes_into_a_release_budget():
     levels = [Restriction(Laplace(0.5)), Restriction(Geometric(0.25)), Laplace(1.0)]
     total = Budget.compose(m.privacy_cost() for m in levels)
     assert total.epsilon == pytest.approx(2 * 0.5 + 2 * 0.25 + 1.0)
+
+
+@pytest.mark.parametrize(
+    ("name", "home"),
+    [
+        ("Restriction", "postdp.mechanisms"),
+        ("LogLaplace", "postdp.mechanisms"),
+        ("TemperatureSearch", "postdp.decisions"),
+        ("optimal_temperature", "postdp.decisions"),
+    ],
+)
+def test_moved_names_still_work_with_a_deprecation_warning(name, home):
+    import importlib
+
+    import postdp.postprocess
+
+    with pytest.warns(DeprecationWarning, match=f"moved to {home}.{name}"):
+        old = getattr(postdp.postprocess, name)
+    assert old is getattr(importlib.import_module(home), name)

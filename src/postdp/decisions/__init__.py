@@ -17,7 +17,9 @@ from postdp.decisions.fairness import (
 )
 from postdp.decisions.mitigation import (
     LinearProxy,
+    TemperatureSearch,
     linear_proxy_allotment,
+    optimal_temperature,
     output_perturbation,
     sum_constrained,
 )
@@ -36,6 +38,7 @@ __all__ = [
     "LinearProxy",
     "Ratio",
     "Rule",
+    "TemperatureSearch",
     "Threshold",
     "allot",
     "allotment_fairness",
@@ -45,6 +48,7 @@ __all__ = [
     "decision_fairness",
     "linear_proxy_allotment",
     "numerical_hessian_trace",
+    "optimal_temperature",
     "or_error",
     "output_perturbation",
     "predicted_allotment_bias",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -13,11 +14,13 @@ from postdp._typing import ArrayLike, FloatArray, RNGLike
 from postdp.decisions.allotment import _weights
 from postdp.errors import ValidationError
 from postdp.mechanisms import NoiseMechanism
-from postdp.postprocess import project_sum
+from postdp.postprocess import modified_postprocess, project_sum
 
 __all__ = [
     "LinearProxy",
+    "TemperatureSearch",
     "linear_proxy_allotment",
+    "optimal_temperature",
     "output_perturbation",
     "sum_constrained",
 ]
@@ -198,3 +201,105 @@ class LinearProxy:
             )
             out[rows] = (score > 0).astype(np.int64)
         return out
+
+
+# ---------------------------------------------------------------- the temperature T* (§7.3)
+@dataclass(frozen=True, slots=True)
+class TemperatureSearch:
+    """Result of :func:`optimal_temperature`.
+
+    Attributes
+    ----------
+    temperature : float
+        T*, the grid temperature with the smallest objective.
+    temperatures : ndarray, shape (k,)
+        The grid searched.
+    objective : ndarray, shape (k,)
+        max_q |bias| - min_q |bias| at each temperature (seed 002 eq. (32)).
+    bias : ndarray, shape (k, m)
+        Monte Carlo bias of the modified post-processing at each temperature and true value.
+    q : ndarray, shape (m,)
+        The true values.
+    standard_error : ndarray, shape (k, m)
+        Standard errors of ``bias``.
+
+    Examples
+    --------
+    >>> from postdp import Laplace
+    >>> res = optimal_temperature(Laplace.from_scale(2.0), [0, 2, 5, 20], [0, 0.5, 1, 2],
+    ...                           n_draws=2000, rng=0)
+    >>> res.bias.shape, res.temperature in res.temperatures
+    ((4, 4), True)
+    """
+
+    temperature: float
+    temperatures: FloatArray
+    objective: FloatArray
+    bias: FloatArray
+    q: FloatArray
+    standard_error: FloatArray
+
+
+def optimal_temperature(
+    mechanism: NoiseMechanism,
+    q: ArrayLike,
+    temperatures: ArrayLike,
+    *,
+    n_draws: int = 20_000,
+    lower: float = 0.0,
+    rng: RNGLike = None,
+) -> TemperatureSearch:
+    """Search the temperature T* of seed 002 eq. (32) by Monte Carlo over true values.
+
+    T* = argmin_T ( max_q |E[x̂_T] - q| - min_q |E[x̂_T] - q| ), the expectation estimated
+    from ``n_draws`` noisy draws of every q. The same draws serve every T (common random
+    numbers), so the comparison between temperatures is not blurred by independent noise,
+    and a seed reproduces the search exactly.
+
+    Parameters
+    ----------
+    mechanism : NoiseMechanism
+        The noise (any of postdp's mechanisms).
+    q : array_like, shape (m,)
+        True values x >= ℓ to balance the bias over (the search needs the true values, so
+        it is a design-time tool, as the seed notes).
+    temperatures : array_like, shape (k,)
+        Nonnegative candidate temperatures.
+    n_draws : int, default 20000
+    lower : float, default 0
+    rng : int, numpy.random.Generator, SeedSequence or None
+
+    Returns
+    -------
+    TemperatureSearch
+
+    Examples
+    --------
+    >>> from postdp import Laplace
+    >>> res = optimal_temperature(Laplace.from_scale(1.0), np.arange(0, 10), [0.0, 0.5, 1.0],
+    ...                           n_draws=5000, rng=1)
+    >>> bool(res.objective.min() <= res.objective[0])
+    True
+    """
+    if not isinstance(mechanism, NoiseMechanism):
+        raise TypeError(f"`mechanism` must be a noise mechanism; got {type(mechanism).__name__}")
+    qs = _validation.float_array("q", q).reshape(-1)
+    grid = _validation.float_array("temperatures", temperatures).reshape(-1)
+    if grid.size == 0 or (grid < 0).any():
+        raise ValidationError(f"`temperatures` must be nonnegative and nonempty; got {grid!r}")
+    (draws_n,) = _validation.size_tuple(n_draws)
+    if draws_n < 2:
+        raise ValidationError(f"`n_draws` must be at least 2; got {n_draws!r}")
+    lo = _validation.finite_real("lower", lower)
+    truth = qs.astype(np.int64) if mechanism.discrete and np.all(qs == np.round(qs)) else qs
+    draws = mechanism.sample(truth, rng=rng, size=draws_n).astype(np.float64)
+    bias = np.empty((grid.size, qs.size))
+    se = np.empty_like(bias)
+    for i, t in enumerate(grid):
+        out = modified_postprocess(draws, float(t), lo)
+        bias[i] = out.mean(axis=0) - qs
+        se[i] = out.std(axis=0, ddof=1) / math.sqrt(draws_n)
+    size = np.abs(bias)
+    objective = size.max(axis=1) - size.min(axis=1)
+    best = int(np.argmin(objective))
+    return TemperatureSearch(float(grid[best]), grid, objective, bias, qs, se)

@@ -6,6 +6,8 @@ from postdp.mechanisms.discrete_gaussian import DiscreteGaussian
 from postdp.mechanisms.gaussian import Gaussian
 from postdp.mechanisms.geometric import DoubleGeometric, Geometric
 from postdp.mechanisms.laplace import Laplace
+from postdp.mechanisms.log_laplace import LogLaplace
+from postdp.mechanisms.restriction import Restriction
 
 __all__ = [
     "Budget",
@@ -14,6 +16,8 @@ __all__ = [
     "Gaussian",
     "Geometric",
     "Laplace",
+    "LogLaplace",
     "Mechanism",
     "NoiseMechanism",
+    "Restriction",
 ]

@@ -1,38 +1,32 @@
-"""Post-processing of noisy counts: projections onto the hierarchy's constraints."""
+"""Post-processing of noisy counts: projections, nonnegativity, rounding, chains."""
+
+from typing import Any
 
 from postdp.postprocess._kkt import ProjectionReport, kkt_report
 from postdp.postprocess.chain import PostProcessChain, Step, is_consistent, parse_steps
-from postdp.postprocess.nonneg import (
-    LogLaplace,
-    Restriction,
-    TemperatureSearch,
-    clamp,
-    clamp_bias,
-    modified_bias,
-    modified_postprocess,
-    optimal_ramp_shift,
-    optimal_temperature,
-    restriction_ramp_ratio,
-    translated_ramp,
-    translated_ramp_bias,
-)
+from postdp.postprocess.modified import modified_bias, modified_postprocess
 from postdp.postprocess.projections import (
     Projector,
     inverse_variance_weights,
     project,
     project_sum,
 )
+from postdp.postprocess.ramps import (
+    clamp,
+    clamp_bias,
+    optimal_ramp_shift,
+    restriction_ramp_ratio,
+    translated_ramp,
+    translated_ramp_bias,
+)
 from postdp.postprocess.rounding import round_consistent, stochastic_round
 from postdp.postprocess.topdown import top_down
 
 __all__ = [
-    "LogLaplace",
     "PostProcessChain",
     "ProjectionReport",
     "Projector",
-    "Restriction",
     "Step",
-    "TemperatureSearch",
     "clamp",
     "clamp_bias",
     "inverse_variance_weights",
@@ -41,7 +35,6 @@ __all__ = [
     "modified_bias",
     "modified_postprocess",
     "optimal_ramp_shift",
-    "optimal_temperature",
     "parse_steps",
     "project",
     "project_sum",
@@ -52,3 +45,27 @@ __all__ = [
     "translated_ramp",
     "translated_ramp_bias",
 ]
+
+# Moved in 0.2 (they sample and cost privacy, or are a mitigation); the old names work for
+# one release with a DeprecationWarning.
+_MOVED = {
+    "Restriction": "postdp.mechanisms",
+    "LogLaplace": "postdp.mechanisms",
+    "TemperatureSearch": "postdp.decisions",
+    "optimal_temperature": "postdp.decisions",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _MOVED:
+        import importlib
+        import warnings
+
+        warnings.warn(
+            f"postdp.postprocess.{name} moved to {_MOVED[name]}.{name}; the old name will be "
+            "removed in the next release",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(importlib.import_module(_MOVED[name]), name)
+    raise AttributeError(f"module 'postdp.postprocess' has no attribute {name!r}")

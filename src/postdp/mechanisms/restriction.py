@@ -1,0 +1,164 @@
+"""Restriction (truncation by conditioning) of a Laplace or geometric mechanism (seed 004 §4)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from postdp import _rng, _validation
+from postdp._typing import ArrayLike, FloatArray, NumArray, RNGLike, SizeLike
+from postdp.mechanisms._partial_moments import _noise_law, _positive_part_mean, _tail_mean
+from postdp.mechanisms.budget import Budget
+from postdp.mechanisms.geometric import Geometric
+from postdp.mechanisms.laplace import Laplace
+
+__all__ = ["Restriction"]
+
+
+@dataclass(frozen=True, slots=True)
+class Restriction:
+    """A mechanism restricted to nonnegative outputs (truncation by conditioning).
+
+    The output is q + N conditioned on q + N >= 0 — what rejection sampling until a
+    nonnegative draw gives — sampled exactly by inverting the conditional law, so it never
+    loops, however small the acceptance probability.
+
+    Parameters
+    ----------
+    mechanism : Laplace or Geometric
+        The unrestricted mechanism (ε-DP).
+
+    Notes
+    -----
+    Restriction doubles the privacy cost: the result is 2ε-DP (seed
+    ``004_8a4094d85034e014.txt`` Prop. 2). Its bias for Laplace(b) is
+    (q + b)/(2 e^{q/b} - 1) (Cor. 1), more than twice the ramp's at equal privacy (eq. (9)).
+    There is no release path: OpenDP has no restricted sampler, so publish with a ramp.
+
+    Examples
+    --------
+    >>> from postdp import Laplace
+    >>> r = Restriction(Laplace.from_scale(1.0))
+    >>> r.privacy_cost()
+    Budget(epsilon=2.0, rho=0.0)
+    >>> float(r.bias(0.0))
+    1.0
+    >>> bool((r.sample([0.0, 3.0], rng=0, size=1000) >= 0).all())
+    True
+    """
+
+    mechanism: Laplace | Geometric
+
+    discrete: ClassVar[bool] = False
+
+    def __post_init__(self) -> None:
+        _noise_law(self.mechanism)
+
+    def privacy_cost(self) -> Budget:
+        """2ε: restriction doubles the cost of the underlying mechanism (Prop. 2).
+
+        Returns
+        -------
+        Budget
+
+        Examples
+        --------
+        >>> from postdp import Geometric
+        >>> Restriction(Geometric(0.5)).privacy_cost().epsilon
+        1.0
+        """
+        return Budget.pure(2.0 * self.mechanism.epsilon)
+
+    def bias(self, q: ArrayLike) -> FloatArray:
+        """Exact bias E[q + N | q + N >= 0] - q.
+
+        Parameters
+        ----------
+        q : array_like
+            True values (integers for the geometric mechanism).
+
+        Returns
+        -------
+        ndarray of float
+
+        Examples
+        --------
+        >>> from postdp import Laplace
+        >>> b = 2.0
+        >>> r = Restriction(Laplace.from_scale(b))
+        >>> bool(np.isclose(r.bias(3.0), (3.0 + b) / (2 * np.exp(3.0 / b) - 1)))
+        True
+        """
+        qs = _validation.float_array("q", q)
+        m = self.mechanism
+        # P(q + N < 0) and E[(q + N)^+] - q P(q + N >= 0) = f(-q) + q P(q + N < 0) for q >= 0
+        below = m.cdf(-qs) if isinstance(m, Laplace) else m.cdf(np.ceil(-qs) - 1)
+        keep = 1.0 - below
+        excess = np.where(
+            qs >= 0,
+            _tail_mean(-np.abs(qs), m) + qs * below,
+            _positive_part_mean(qs, m) - qs * keep,
+        )
+        out: FloatArray = excess / keep
+        return out
+
+    def sample(self, x: ArrayLike, *, rng: RNGLike = None, size: SizeLike = None) -> NumArray:
+        """Exact draws of x + N conditioned on being >= 0 (study path).
+
+        Parameters
+        ----------
+        x : array_like
+            True values (integers for the geometric mechanism).
+        rng : int, numpy.random.Generator, SeedSequence or None
+        size : int or tuple of int, optional
+            Leading batch shape.
+
+        Returns
+        -------
+        ndarray, shape ``size + x.shape``
+
+        Examples
+        --------
+        >>> from postdp import Geometric
+        >>> bool(Restriction(Geometric(1.0)).sample([0, 5], rng=0, size=3).min() >= 0)
+        True
+        """
+        m = self.mechanism
+        shape = _validation.size_tuple(size)
+        gen = _rng.as_generator(rng)
+        if isinstance(m, Geometric):
+            q = np.broadcast_to(_validation.integer_array("x", x), (*shape, *np.shape(x)))
+            return _restricted_geometric(q, m, gen)
+        qf = np.broadcast_to(_validation.float_array("x", x), (*shape, *np.shape(x)))
+        return _restricted_laplace(qf, m.scale, gen)
+
+
+def _restricted_laplace(q: FloatArray, b: float, gen: np.random.Generator) -> FloatArray:
+    """q + L | q + L >= 0: Exp(b) above max(q, 0), and for q > 0 a truncated left part."""
+    right = np.maximum(q, 0.0) + b * gen.standard_exponential(q.shape)
+    e = np.exp(-np.maximum(q, 0.0) / b)
+    p_left = (1.0 - e) / (2.0 - e)
+    u = gen.random(q.shape)
+    left = q + b * np.log(e + u * (1.0 - e))  # in [0, q)
+    out: FloatArray = np.where(gen.random(q.shape) < p_left, np.maximum(left, 0.0), right)
+    return out
+
+
+def _restricted_geometric(q: NumArray, m: Geometric, gen: np.random.Generator) -> NumArray:
+    """q + K | q + K >= 0 for the double geometric: geometric above, truncated below."""
+    a = m.a
+    rate = m.epsilon / m.sensitivity
+    right = np.maximum(q, 0) + np.floor(gen.standard_exponential(q.shape) / rate).astype(np.int64)
+    qpos = np.maximum(q, 0).astype(np.float64)
+    aq = np.exp(qpos * math.log(a))
+    p_left = a * (1.0 - aq) / (1.0 + a - a * aq)
+    u = gen.random(q.shape)
+    # J - 1 in {0..q-1} with P ∝ a^j: inverse cdf of the truncated geometric
+    j = 1 + np.floor(np.log1p(-u * (1.0 - aq)) / math.log(a)).astype(np.int64)
+    j = np.clip(j, 1, np.maximum(q, 1))
+    left = q - j
+    out: NumArray = np.where(gen.random(q.shape) < p_left, left, right)
+    return out

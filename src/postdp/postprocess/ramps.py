@@ -1,0 +1,204 @@
+"""Ramps: clamping, translated ramps and the optimal shift, with exact biases (seed 004 §3,
+seed 002 §6.3 Thm 9); and how restriction compares with the ramp (seed 004 eq. (9)).
+
+Every function acts on arrays of any shape (draws on leading axes). The bias functions take
+the noise mechanism (``Laplace`` or ``Geometric``) and the true value q, and return
+E[post-processed output] - q exactly, written through f(c) = E[(c + N)^+], c <= 0
+(:mod:`postdp.mechanisms._partial_moments`), which avoids cancellation.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import special
+
+from postdp import _validation
+from postdp._typing import ArrayLike, FloatArray, NumArray
+from postdp.mechanisms import NoiseMechanism
+from postdp.mechanisms._partial_moments import _noise_law, _positive_part_excess
+
+__all__ = [
+    "clamp",
+    "clamp_bias",
+    "optimal_ramp_shift",
+    "restriction_ramp_ratio",
+    "translated_ramp",
+    "translated_ramp_bias",
+]
+
+
+def clamp(x: ArrayLike, lower: float = 0.0) -> NumArray:
+    """The ramp (boundary-inflated truncation) max(lower, x), element-wise.
+
+    Parameters
+    ----------
+    x : array_like
+    lower : float, default 0
+
+    Returns
+    -------
+    ndarray, same shape (integers stay integers when ``lower`` is a whole number)
+
+    Examples
+    --------
+    >>> clamp([-3, 2, 5]).tolist()
+    [0, 2, 5]
+    >>> clamp([-3.5, 2.0], lower=1.0).tolist()
+    [1.0, 2.0]
+    """
+    values = _validation.real_array("x", x)
+    lo = _validation.finite_real("lower", lower)
+    if values.dtype == np.int64 and lo == round(lo):
+        return np.maximum(values, int(lo))
+    return np.maximum(values.astype(np.float64), lo)
+
+
+def clamp_bias(q: ArrayLike, mechanism: NoiseMechanism, lower: float = 0.0) -> FloatArray:
+    """Exact bias E[max(lower, q + N)] - q of the ramp under the mechanism's noise.
+
+    Parameters
+    ----------
+    q : array_like
+        True values.
+    mechanism : Laplace or Geometric
+    lower : float, default 0
+
+    Returns
+    -------
+    ndarray of float
+
+    Notes
+    -----
+    For Laplace(b) and q >= lower: (b/2) exp((lower - q)/b) (seed ``002_7dd7808a6059349a.txt``
+    Thm 9; with lower = 0 seed ``004_8a4094d85034e014.txt`` eq. (5)); its maximum over
+    q >= lower is b/2, at q = lower. For the double geometric and integer q >= lower:
+    a^(q - lower + 1)/(1 - a^2).
+
+    Examples
+    --------
+    >>> from postdp import Laplace, Geometric
+    >>> float(clamp_bias(0.0, Laplace.from_scale(2.0)))
+    1.0
+    >>> m = Geometric(epsilon=1.0)
+    >>> bool(np.isclose(clamp_bias(0, m), m.a / (1 - m.a**2)))
+    True
+    """
+    law = _noise_law(mechanism)
+    qs = _validation.float_array("q", q)
+    lo = _validation.finite_real("lower", lower)
+    out: FloatArray = _positive_part_excess(qs - lo, law)
+    return out
+
+
+# ---------------------------------------------------------------------------- translated ramp
+def translated_ramp(x: ArrayLike, alpha: float) -> FloatArray:
+    """The translated ramp τ_α(x) = max(x - α, 0) (seed ``004_8a4094d85034e014.txt`` §4).
+
+    Parameters
+    ----------
+    x : array_like
+    alpha : float
+        Shift α >= 0.
+
+    Returns
+    -------
+    ndarray of float
+
+    Examples
+    --------
+    >>> translated_ramp([-1.0, 0.2, 3.0], 0.5).tolist()
+    [0.0, 0.0, 2.5]
+    """
+    shift = _validation.nonnegative_real("alpha", alpha)
+    out: FloatArray = np.maximum(_validation.float_array("x", x) - shift, 0.0)
+    return out
+
+
+def translated_ramp_bias(q: ArrayLike, mechanism: NoiseMechanism, alpha: float) -> FloatArray:
+    """Exact bias E[τ_α(q + N)] - q of the translated ramp.
+
+    Parameters
+    ----------
+    q : array_like
+    mechanism : Laplace or Geometric
+    alpha : float
+        Shift α >= 0.
+
+    Returns
+    -------
+    ndarray of float
+
+    Notes
+    -----
+    For Laplace(b) (seed ``004_8a4094d85034e014.txt``, proof of Thm 4.1):
+    β_α(q) = -α + (b/2) e^{(α - q)/b} for q >= α and (b/2) e^{(q - α)/b} - q for
+    0 <= q <= α. It decreases in q from (b/2) e^{-α/b} at q = 0 to -α as q grows.
+
+    Examples
+    --------
+    >>> from postdp import Laplace
+    >>> m = Laplace.from_scale(1.0)
+    >>> a = optimal_ramp_shift(1.0)
+    >>> round(float(translated_ramp_bias(0.0, m, a)), 6), round(a, 6)
+    (0.351734, 0.351734)
+    """
+    law = _noise_law(mechanism)
+    shift = _validation.nonnegative_real("alpha", alpha)
+    qs = _validation.float_array("q", q)
+    out: FloatArray = _positive_part_excess(qs - shift, law) - shift
+    return out
+
+
+def optimal_ramp_shift(scale: float) -> float:
+    """The shift α* = b·W(1/2) of the translated ramp with the least worst-case bias.
+
+    Parameters
+    ----------
+    scale : float
+        Laplace scale b > 0.
+
+    Returns
+    -------
+    float
+        α*, the root of (b/2) e^{-α/b} = α; the worst-case absolute bias of τ_α* is α*
+        (seed ``004_8a4094d85034e014.txt`` Thm 4.1), about 0.3517 b against b/2 for the
+        plain ramp.
+
+    Examples
+    --------
+    >>> round(optimal_ramp_shift(1.0), 8)
+    0.35173371
+    """
+    b = _validation.positive_real("scale", scale)
+    return float(b * special.lambertw(0.5).real)
+
+
+def restriction_ramp_ratio(q: ArrayLike, epsilon: float, sensitivity: float = 1.0) -> FloatArray:
+    """Seed 004 eq. (9): bias of restriction over bias of the ramp at equal privacy (> 2).
+
+    Both mechanisms are ε-DP: the ramp post-processes Laplace(Δ/ε) and has bias
+    B1 = (Δ/2ε) e^{-εq/Δ}; restriction doubles the cost (Prop. 2), so it must condition
+    Laplace(2Δ/ε), with bias B2 = (q + 2Δ/ε)/(2 e^{εq/(2Δ)} - 1) (Cor. 1).
+
+    Parameters
+    ----------
+    q : array_like
+        True values q >= 0.
+    epsilon : float
+    sensitivity : float, default 1
+
+    Returns
+    -------
+    ndarray of float
+        B2/B1 = 2 e^{εq/Δ} (εq/Δ + 2) / (2 e^{εq/(2Δ)} - 1).
+
+    Examples
+    --------
+    >>> float(restriction_ramp_ratio(0.0, 1.0))
+    4.0
+    """
+    eps = _validation.positive_real("epsilon", epsilon)
+    delta = _validation.positive_real("sensitivity", sensitivity)
+    t = eps * _validation.float_array("q", q) / delta
+    out: FloatArray = 2.0 * np.exp(t) * (t + 2.0) / (2.0 * np.exp(t / 2.0) - 1.0)
+    return out
