@@ -2,14 +2,9 @@
 
 from postdp.bayes._convolution import SumLaw, sum_law, sum_law_monte_carlo
 from postdp.bayes._finucan import finucan_mode
-from postdp.bayes.inference import (
-    ExactPosterior,
-    PosteriorSamples,
-    effective_sample_size,
-    exact_posterior,
-    sample_posterior,
-    split_rhat,
-)
+from postdp.bayes.diagnostics import effective_sample_size, split_rhat
+from postdp.bayes.inference import ExactPosterior, exact_posterior
+from postdp.bayes.mcmc import PosteriorSamples, sample_posterior
 from postdp.bayes.posterior_mode import (
     BayesRelease,
     bayes_release,

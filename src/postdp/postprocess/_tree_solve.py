@@ -23,7 +23,7 @@ import numpy.typing as npt
 
 from postdp._typing import FloatArray, IntArray
 from postdp.hierarchy import Hierarchy, PublicNodes, components
-from postdp.hierarchy._tree import Layout
+from postdp.hierarchy._layout import Layout
 
 BoolArray = npt.NDArray[np.bool_]
 

@@ -16,7 +16,7 @@ import numpy.typing as npt
 
 from postdp._typing import ArrayLike, FloatArray
 from postdp.hierarchy import Hierarchy, PublicNodes, PublicSpec
-from postdp.hierarchy._tree import Layout
+from postdp.hierarchy._layout import Layout
 from postdp.postprocess._simplex import project_families
 
 __all__ = ["top_down"]
