@@ -135,3 +135,123 @@ def test_plots_import_matplotlib_only_lazily(path):
 def test_layering_check_catches_an_upward_import():
     assert _layer("postdp.cli") > _layer("postdp.mechanisms.laplace")
     assert _layer("postdp.hierarchy._tree") > _layer("postdp._rng")
+
+
+# -- the signature rule (CONTRIBUTING.md) -------------------------------------------------
+# Records built by postdp (results, value objects): their fields are data, in any order.
+RECORDS = {
+    "Budget",
+    "NoisyCounts",
+    "Hierarchy",
+    "MonteCarloResult",
+    "Step",
+    "FairnessReport",
+    "ExactPosterior",
+    "PosteriorSamples",
+    "TemperatureSearch",
+    "BiasBound",
+    "ProjectionReport",
+    "SumLaw",
+    "BayesRelease",
+    "ConfidenceInterval",
+    "PublicNodes",
+}
+# Positional parameters come in this order: data, then structure and noise, then steps.
+RANK = {
+    "hierarchy": 1,
+    "table": 1,
+    "mechanism": 1,
+    "mechanisms": 1,
+    "total_mechanism": 1,
+    "component_mechanisms": 1,
+    "rule": 1,
+    "postprocess": 2,
+    "steps": 2,
+}
+BARE_NOISE = {"scale", "sigma", "epsilon", "rho", "lam", "b"}
+# Optional data that may still be given by position: a hierarchy's counts, a design's truth.
+OPTIONAL_DATA = {"counts", "truth"}
+NOISE_CLASSES = {"Laplace", "Geometric", "Gaussian", "DiscreteGaussian", "LogLaplace", "Budget"}
+
+
+def _callables():
+    seen = set()
+    for module_name in PUBLIC_MODULES:
+        module = importlib.import_module(module_name)
+        for name in module.__all__:
+            obj = getattr(module, name)
+            if id(obj) in seen or not (inspect.isfunction(obj) or inspect.isclass(obj)):
+                continue
+            seen.add(id(obj))
+            if inspect.isfunction(obj):
+                yield f"{module_name}.{name}", obj, "function"
+                continue
+            if issubclass(obj, BaseException) or name.endswith("Mechanism"):
+                continue
+            yield f"{module_name}.{name}", obj, "record" if name in RECORDS else "class"
+            for attr, value in vars(obj).items():
+                raw = value.__func__ if isinstance(value, classmethod | staticmethod) else value
+                if not attr.startswith("_") and inspect.isfunction(raw):
+                    kind = "builder" if isinstance(value, classmethod) else "method"
+                    yield f"{module_name}.{name}.{attr}", raw, kind
+
+
+def _problems(obj, kind, owner):
+    params = [
+        p for p in inspect.signature(obj).parameters.values() if p.name not in ("self", "cls")
+    ]
+    positional = [p for p in params if p.kind is p.POSITIONAL_OR_KEYWORD]
+    found = []
+    if any(p.name == "rng" and p.kind is not p.KEYWORD_ONLY for p in params):
+        found.append("`rng` must be keyword-only")
+    ranks = [RANK.get(p.name, 0) for p in positional]
+    if ranks != sorted(ranks):
+        found.append("positional order must be data, hierarchy/mechanism, steps")
+    if kind in ("function", "class", "builder"):
+        late = [
+            p.name
+            for p in positional[1:]
+            if p.default is not p.empty
+            and p.name not in OPTIONAL_DATA
+            and RANK.get(p.name) != 2  # the steps of a design may follow it by position
+        ]
+        if late:
+            found.append(f"options must be keyword-only: {', '.join(late)}")
+    if kind == "function" or (kind in ("class", "builder") and owner not in NOISE_CLASSES):
+        bare = [p.name for p in params if p.name in BARE_NOISE]
+        if bare:
+            found.append(f"noise must be a mechanism object, not {', '.join(bare)}")
+    return found
+
+
+@pytest.mark.parametrize(
+    ("name", "obj", "kind"), list(_callables()), ids=lambda v: v if isinstance(v, str) else ""
+)
+def test_signature_rule(name, obj, kind):
+    """Data first, then the hierarchy or mechanism, options keyword-only, `rng` keyword-only,
+    noise as a mechanism object; the first parameter alone may be optional data."""
+    owner = name.split(".")[-2] if kind in ("builder", "method") else name.split(".")[-1]
+    if kind == "record":
+        return
+    assert _problems(obj, kind, owner) == [], name
+
+
+def test_signature_rule_catches_violations():
+    def bad(x, mechanism, lower=0.0, rng=None):
+        """A deliberately bad signature."""
+
+    def bare(x, scale):
+        """A bare noise scale."""
+
+    def flipped(mechanism, x):
+        """Data after the mechanism."""
+
+    assert _problems(bad, "function", "bad") == [
+        "`rng` must be keyword-only",
+        "positional order must be data, hierarchy/mechanism, steps",
+        "options must be keyword-only: lower, rng",
+    ]
+    assert _problems(bare, "function", "bare") == ["noise must be a mechanism object, not scale"]
+    assert _problems(flipped, "function", "flipped") == [
+        "positional order must be data, hierarchy/mechanism, steps"
+    ]

@@ -61,7 +61,6 @@ _SUBPACKAGES = (
 __all__ = [
     "Budget",
     "DiscreteGaussian",
-    "DoubleGeometric",
     "Gaussian",
     "Geometric",
     "Hierarchy",
@@ -128,11 +127,13 @@ if TYPE_CHECKING:  # what static checkers and IDEs see
     from postdp.mechanisms import (
         Budget,
         DiscreteGaussian,
-        DoubleGeometric,
         Gaussian,
         Geometric,
         Laplace,
         Mechanism,
+    )
+    from postdp.mechanisms import (
+        DoubleGeometric as DoubleGeometric,
     )
     from postdp.postprocess import (
         clamp,

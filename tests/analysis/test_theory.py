@@ -69,14 +69,14 @@ def test_thm11_bound_hand_case_and_vacuous_without_public_root():
 def test_ps_law_integrates_to_one_with_the_thm12_variance():
     for n in (2, 15, 254):
         grid = np.linspace(-400, 400, 80001)
-        dens = ps_error_density(grid, n, 10.0)
+        dens = ps_error_density(grid, n, Laplace.from_scale(10.0))
         assert integrate.trapezoid(dens, grid) == pytest.approx(1.0, abs=1e-6)
         var = integrate.trapezoid(grid**2 * dens, grid)
-        assert var == pytest.approx(ps_error_variance(n, 10.0), rel=2e-4)
-    assert ps_error_variance(15, 10.0) == pytest.approx(186.6667, abs=1e-4)
-    assert ps_error_variance(254, 10.0) == pytest.approx(199.2126, abs=1e-4)
+        assert var == pytest.approx(ps_error_variance(n, Laplace.from_scale(10.0)), rel=2e-4)
+    assert ps_error_variance(15, Laplace.from_scale(10.0)) == pytest.approx(186.6667, abs=1e-4)
+    assert ps_error_variance(254, Laplace.from_scale(10.0)) == pytest.approx(199.2126, abs=1e-4)
     with pytest.raises(ValidationError):
-        ps_error_density([0.0], 1, 1.0)
+        ps_error_density([0.0], 1, Laplace.from_scale(1.0))
 
 
 def test_ps_law_n2_is_the_laplace_difference():
@@ -85,12 +85,14 @@ def test_ps_law_n2_is_the_laplace_difference():
     x = np.linspace(-20, 20, 9)
     s = lam / 2  # (eta1 - eta2)/2 = difference of two Laplace(lam/2)
     exact = (1 + np.abs(x) / s) * np.exp(-np.abs(x) / s) / (4 * s)
-    np.testing.assert_allclose(ps_error_density(x, 2, lam), exact, rtol=2e-3, atol=1e-6)
-    assert ps_error_cdf(0.0, 2, lam) == pytest.approx(0.5, abs=1e-9)
+    np.testing.assert_allclose(
+        ps_error_density(x, 2, Laplace.from_scale(lam)), exact, rtol=2e-3, atol=1e-6
+    )
+    assert ps_error_cdf(0.0, 2, Laplace.from_scale(lam)) == pytest.approx(0.5, abs=1e-9)
 
 
 def test_wasserstein_to_laplace_decreases_to_zero():
-    w = [ps_wasserstein_to_laplace(n, 1.0) for n in (2, 5, 15, 50, 254, 1000)]
+    w = [ps_wasserstein_to_laplace(n, Laplace.from_scale(1.0)) for n in (2, 5, 15, 50, 254, 1000)]
     assert all(a > b for a, b in itertools.pairwise(w))
     assert w[-1] < 0.01
 

@@ -52,7 +52,7 @@ def test_summed_mode_equals_brute_force_argmax():
     rng = np.random.default_rng(0)
     n = rng.integers(-50, 400, 40)
     s = n + rng.integers(-80, 80, 40)
-    got = posterior_mode_summed(n, s, g_total, law)
+    got = posterior_mode_summed(n, s, g_total, law=law)
     grid = np.arange(0, 700)
     for i in range(40):
         score = np.abs(n[i] - grid) * np.log(g_total.a) + law.logpmf(s[i] - grid)

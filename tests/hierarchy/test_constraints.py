@@ -24,15 +24,15 @@ def test_resolve_public_forms():
     h = Hierarchy.from_parents(
         ["T", "a", "b", "b1", "b2"], [None, "T", "T", "b", "b"], [10, 4, 6, 1, 5]
     )
-    assert resolve_public(h, None).mask.sum() == 0
-    assert resolve_public(h, "root").values[0] == 10
-    pub = resolve_public(h, ["b1", "b2"])
+    assert resolve_public(h, public=None).mask.sum() == 0
+    assert resolve_public(h, public="root").values[0] == 10
+    pub = resolve_public(h, public=["b1", "b2"])
     assert pub.determined.tolist() == [False, False, True, True, True]
     assert pub.floor.tolist() == [6.0, 0.0, 6.0, 1.0, 5.0]
-    pub = resolve_public(h, {"b": 7.5})
+    pub = resolve_public(h, public={"b": 7.5})
     assert pub.values[2] == 7.5
     with pytest.raises(ValidationError, match="needs true counts"):
-        resolve_public(Hierarchy.from_parents(["T"], [None]), "root")
+        resolve_public(Hierarchy.from_parents(["T"], [None]), public="root")
 
 
 def test_from_codes_rebuilds_the_county_hierarchy():

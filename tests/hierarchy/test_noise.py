@@ -40,7 +40,9 @@ def test_audit_table_includes_truth_only_on_request(small):
 
 
 def test_mixed_budgets(small):
-    out = add_noise(small, [Geometric(1.0), Gaussian(0.5), Gaussian(0.5)], secure=False, rng=0)
+    out = add_noise(
+        small, [Geometric(1.0), Gaussian(rho=0.5), Gaussian(rho=0.5)], secure=False, rng=0
+    )
     assert (out.budget.epsilon, out.budget.rho) == (1.0, 1.0)
     assert out.values.dtype == np.float64
 

@@ -42,7 +42,7 @@ def test_zcdp_to_approx_dp_is_the_optimal_conversion(rho, delta):
 
 def test_issue_11_figures():
     """rho = 0.125, delta = 1e-6: 2.419 (optimal) instead of 2.753 (classic); and a mixed
-    budget Geometric(0.5) + DiscreteGaussian(0.1) + Geometric(1.0) is 0.725-zCDP, not 1.225."""
+    budget Geometric(0.5) + DiscreteGaussian(rho=0.1) + Geometric(1.0) is 0.725-zCDP, not 1.225."""
     assert round(Budget.zcdp(0.125).to_approx_dp(1e-6), 3) == 2.419
     mixed = Budget.compose([Budget.pure(0.5), Budget.zcdp(0.1), Budget.pure(1.0)])
     assert mixed.total_rho == pytest.approx(0.725)

@@ -11,8 +11,8 @@ MECHANISMS = [
     Laplace(2.0, sensitivity=3.0),
     Geometric(0.7),
     Geometric(1.0, sensitivity=2),
-    Gaussian(0.3),
-    DiscreteGaussian(0.3, sensitivity=2),
+    Gaussian(rho=0.3),
+    DiscreteGaussian(rho=0.3, sensitivity=2),
 ]
 
 

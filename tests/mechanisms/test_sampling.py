@@ -6,7 +6,7 @@ import pytest
 from postdp import DiscreteGaussian, Gaussian, Geometric, Laplace
 from postdp._rng import block_rows
 
-MECHANISMS = [Laplace(0.7), Geometric(0.7), Gaussian(0.3), DiscreteGaussian(0.3)]
+MECHANISMS = [Laplace(0.7), Geometric(0.7), Gaussian(rho=0.3), DiscreteGaussian(rho=0.3)]
 
 
 @pytest.mark.parametrize("m", MECHANISMS, ids=lambda m: m.name)

@@ -74,7 +74,9 @@ def test_integer_mechanisms_reject_fractional_counts(cls):
     assert m.sample([1.0, 2.0], rng=0).dtype == np.int64
 
 
-@pytest.mark.parametrize("m", [Laplace(1.0), Geometric(1.0), Gaussian(1.0), DiscreteGaussian(1.0)])
+@pytest.mark.parametrize(
+    "m", [Laplace(1.0), Geometric(1.0), Gaussian(rho=1.0), DiscreteGaussian(rho=1.0)]
+)
 @pytest.mark.parametrize("bad", [math.nan, math.inf])
 def test_non_finite_counts_rejected(m, bad):
     with pytest.raises(

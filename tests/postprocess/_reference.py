@@ -12,7 +12,7 @@ CLARABEL_TIGHT = {"tol_gap_abs": 1e-11, "tol_gap_rel": 1e-11, "tol_feas": 1e-11,
 
 def qp_project(y, h, *, nonneg, public=None, weights=None):
     """argmin Σ w (v - y)² s.t. A v = b (and v >= 0), by Clarabel with tight tolerances."""
-    A, b = constraints(h, public)
+    A, b = constraints(h, public=public)
     w = np.ones(h.n) if weights is None else np.asarray(weights, dtype=float)
     scale = max(1.0, float(np.abs(y).max()))
     v = cp.Variable(h.n)

@@ -38,30 +38,31 @@ def test_parse_steps_and_errors():
 def test_chain_steps_in_order(h):
     mechs = [Laplace(0.5)] * h.n_levels
     y = h.counts + np.random.default_rng(0).laplace(0, 10.0, size=(3, h.n))
-    np.testing.assert_array_equal(PostProcessChain("clamp", h, mechs)(y), clamp(y))
+    np.testing.assert_array_equal(PostProcessChain(h, mechs, "clamp")(y), clamp(y))
     np.testing.assert_allclose(
-        PostProcessChain("clamp,modified:T=2", h, mechs)(y), modified_postprocess(clamp(y), 2.0)
+        PostProcessChain(h, mechs, "clamp,modified:T=2")(y),
+        modified_postprocess(clamp(y), temperature=2.0),
     )
     shift = optimal_ramp_shift(2.0)
     np.testing.assert_allclose(
-        PostProcessChain("ramp-optimal", h, mechs)(y), np.maximum(y - shift, 0.0)
+        PostProcessChain(h, mechs, "ramp-optimal")(y), np.maximum(y - shift, 0.0)
     )
-    np.testing.assert_allclose(PostProcessChain("project-nonneg", h, mechs)(y), project(y, h))
-    rounded = PostProcessChain("project-nonneg,round", h, mechs)(y, rng=1)
+    np.testing.assert_allclose(PostProcessChain(h, mechs, "project-nonneg")(y), project(y, h))
+    rounded = PostProcessChain(h, mechs, "project-nonneg,round")(y, rng=1)
     assert rounded.dtype == np.int64 and is_consistent(rounded, h)
     assert np.all(np.abs(rounded - project(y, h)) < 1)
     # element-wise rounding when the input is not consistent
-    loose = PostProcessChain("clamp,round", h, mechs)(y, rng=1)
+    loose = PostProcessChain(h, mechs, "clamp,round")(y, rng=1)
     assert loose.dtype == np.int64 and not is_consistent(loose, h)
 
 
 def test_chain_validation(h):
     mechs = [Geometric(1.0)] * h.n_levels
     with pytest.raises(ValidationError, match="needs one per level"):
-        PostProcessChain("clamp", h, mechs[:1])
+        PostProcessChain(h, mechs[:1], "clamp")
     with pytest.raises(ValidationError, match="'ramp-optimal' needs Laplace or geometric"):
-        PostProcessChain("ramp-optimal", h, [Gaussian(1.0)] * h.n_levels)
+        PostProcessChain(h, [Gaussian(rho=1.0)] * h.n_levels, "ramp-optimal")
     with pytest.raises(ValidationError, match="public nodes need a projection step"):
-        PostProcessChain("clamp", h, mechs, public="root")
+        PostProcessChain(h, mechs, "clamp", public="root")
     with pytest.raises(InfeasibleConstraintsError):
-        PostProcessChain("project-nonneg", h, mechs, public={"n0": 1.0, "n1": 5.0})
+        PostProcessChain(h, mechs, "project-nonneg", public={"n0": 1.0, "n1": 5.0})

@@ -78,7 +78,7 @@ def test_clamp_keeps_integers_and_validates():
     with pytest.raises(
         TypeError, match="closed-form biases are available for Laplace and Geometric"
     ):
-        clamp_bias(1.0, Gaussian(0.5))
+        clamp_bias(1.0, Gaussian(rho=0.5))
 
 
 # ------------------------------------------------------------------------ translated ramp
@@ -87,7 +87,8 @@ def test_optimal_shift_is_b_w_half():
     assert optimal_ramp_shift(B) == pytest.approx(0.35173371124919584 * B)
     a = optimal_ramp_shift(B)
     assert (B / 2) * math.exp(-a / B) == pytest.approx(a)  # the defining equation
-    with pytest.raises(ValidationError, match=r"`scale` must be positive and finite; got -1"):
+    assert optimal_ramp_shift(LAP) == optimal_ramp_shift(B)  # a mechanism or its bare scale
+    with pytest.raises(ValidationError, match=r"`mechanism` must be positive and finite; got -1"):
         optimal_ramp_shift(-1)
 
 
@@ -95,14 +96,16 @@ def test_translated_ramp_bias_thm41_pieces_and_worst_case():
     a = 2.0
     q = np.array([0.0, 0.5, 1.0, 2.0, 5.0, 40.0])
     expected = np.where(q >= a, -a + B / 2 * np.exp((a - q) / B), B / 2 * np.exp((q - a) / B) - q)
-    np.testing.assert_allclose(translated_ramp_bias(q, LAP, a), expected, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(
+        translated_ramp_bias(q, LAP, alpha=a), expected, rtol=1e-12, atol=1e-14
+    )
     # at alpha* the worst-case absolute bias is alpha*: reached at q = 0 and as q -> infinity
     star = optimal_ramp_shift(B)
     grid = np.linspace(0, 80 * B, 4001)
-    worst = np.abs(translated_ramp_bias(grid, LAP, star)).max()
+    worst = np.abs(translated_ramp_bias(grid, LAP, alpha=star)).max()
     assert worst == pytest.approx(star, rel=1e-9)
-    assert translated_ramp_bias(0.0, LAP, star) == pytest.approx(star)
-    assert translated_ramp_bias(80 * B, LAP, star) == pytest.approx(-star, rel=1e-9)
+    assert translated_ramp_bias(0.0, LAP, alpha=star) == pytest.approx(star)
+    assert translated_ramp_bias(80 * B, LAP, alpha=star) == pytest.approx(-star, rel=1e-9)
     assert star < B / 2  # better than the plain ramp's b/2
 
 
@@ -110,7 +113,7 @@ def test_translated_ramp_bias_thm41_pieces_and_worst_case():
 @pytest.mark.parametrize("alpha", [0.0, 0.7, 3.0])
 def test_translated_ramp_bias_geometric_equals_brute_summation(q, alpha):
     brute = _brute_geometric(q, GEO, lambda y: np.maximum(y - alpha, 0.0)) - q
-    assert translated_ramp_bias(q, GEO, alpha) == pytest.approx(brute, rel=1e-10, abs=1e-13)
+    assert translated_ramp_bias(q, GEO, alpha=alpha) == pytest.approx(brute, rel=1e-10, abs=1e-13)
 
 
 @pytest.mark.statistical
@@ -118,7 +121,7 @@ def test_translated_ramp_bias_matches_monte_carlo():
     q = np.array([0.0, 2.0, 10.0, 60.0])
     star = optimal_ramp_shift(B)
     mean, se = _mc_mean(translated_ramp(LAP.sample(q, rng=2, size=200_000), star))
-    assert np.all(np.abs(mean - q - translated_ramp_bias(q, LAP, star)) <= Z * se)
+    assert np.all(np.abs(mean - q - translated_ramp_bias(q, LAP, alpha=star)) <= Z * se)
 
 
 # ------------------------------------------------------------------------ restriction
@@ -130,16 +133,18 @@ def test_restriction_bias_cor1_and_ratio_eq9():
     eps, delta = 0.5, 1.0
     b1 = clamp_bias(q, Laplace(epsilon=eps, sensitivity=delta))
     b2 = Restriction(Laplace.from_scale(2 * delta / eps, sensitivity=delta)).bias(q)
-    np.testing.assert_allclose(b2 / b1, restriction_ramp_ratio(q, eps, delta), rtol=1e-10)
+    np.testing.assert_allclose(
+        b2 / b1, restriction_ramp_ratio(q, Laplace(epsilon=eps, sensitivity=delta)), rtol=1e-10
+    )
     grid = np.linspace(0, 100, 1001)
-    assert (restriction_ramp_ratio(grid, eps, delta) > 2).all()
+    assert (restriction_ramp_ratio(grid, Laplace(epsilon=eps, sensitivity=delta)) > 2).all()
 
 
 def test_restriction_costs_double():
     assert Restriction(Laplace(0.3)).privacy_cost().epsilon == pytest.approx(0.6)
     assert Restriction(Geometric(1.0)).privacy_cost().epsilon == 2.0
     with pytest.raises(TypeError):
-        Restriction(Gaussian(1.0))
+        Restriction(Gaussian(rho=1.0))
 
 
 @pytest.mark.parametrize("q", [0, 1, 4, 25, -6])
@@ -228,17 +233,17 @@ def test_log_laplace_mean_and_variance_match_monte_carlo():
 
 # ------------------------------------------------------------------------ modified (T)
 def test_modified_postprocess_steps_and_validation():
-    out = modified_postprocess([-1.0, 0.0, 2.0, 100.0], 2.0)
+    out = modified_postprocess([-1.0, 0.0, 2.0, 100.0], temperature=2.0)
     np.testing.assert_allclose(out, [0.0, 0.0, 2 - 2 / 3, 100 - 2 / 101])
-    np.testing.assert_array_equal(modified_postprocess([-1.0, 3.0], 0.0), [0.0, 3.0])
+    np.testing.assert_array_equal(modified_postprocess([-1.0, 3.0], temperature=0.0), [0.0, 3.0])
     with pytest.raises(ValidationError, match=r"`temperature` must be nonnegative; got -1"):
-        modified_postprocess([1.0], -1)
+        modified_postprocess([1.0], temperature=-1)
 
 
 @pytest.mark.parametrize("m", [LAP, GEO], ids=["laplace", "geometric"])
 def test_modified_bias_at_zero_temperature_is_the_ramp(m):
     q = np.array([0.0, 2.0, 9.0])
-    np.testing.assert_allclose(modified_bias(q, m, 0.0), clamp_bias(q, m), atol=1e-9)
+    np.testing.assert_allclose(modified_bias(q, m, temperature=0.0), clamp_bias(q, m), atol=1e-9)
 
 
 @pytest.mark.statistical
@@ -246,25 +251,25 @@ def test_modified_bias_at_zero_temperature_is_the_ramp(m):
 @pytest.mark.parametrize("t", [0.5, 3.0])
 def test_modified_bias_matches_monte_carlo(m, t):
     q = np.array([0, 1, 4, 15, 60])
-    mean, se = _mc_mean(modified_postprocess(m.sample(q, rng=8, size=200_000), t))
-    assert np.all(np.abs(mean - q - modified_bias(q, m, t)) <= Z * se)
+    mean, se = _mc_mean(modified_postprocess(m.sample(q, rng=8, size=200_000), temperature=t))
+    assert np.all(np.abs(mean - q - modified_bias(q, m, temperature=t)) <= Z * se)
 
 
 def test_temperature_search_reproducible_and_improves_on_the_ramp():
     q = np.arange(0, 40, 2)
     grid = np.linspace(0, 6, 13)
-    a = optimal_temperature(LAP, q, grid, n_draws=20_000, rng=11)
-    b = optimal_temperature(LAP, q, grid, n_draws=20_000, rng=11)
+    a = optimal_temperature(q, LAP, temperatures=grid, n_draws=20_000, rng=11)
+    b = optimal_temperature(q, LAP, temperatures=grid, n_draws=20_000, rng=11)
     assert a.temperature == b.temperature
     np.testing.assert_array_equal(a.objective, b.objective)
     assert a.temperature > 0
     assert a.objective.min() < a.objective[0]  # T* narrows the spread of |bias| vs T = 0
     # the Monte Carlo biases agree with the exact ones within their standard errors
     i = int(np.argmin(a.objective))
-    exact = modified_bias(q, LAP, a.temperature)
+    exact = modified_bias(q, LAP, temperature=a.temperature)
     assert np.all(np.abs(a.bias[i] - exact) <= Z * a.standard_error[i])
     with pytest.raises(ValidationError, match="`temperatures` must be nonnegative"):
-        optimal_temperature(LAP, q, [-1.0], rng=0)
+        optimal_temperature(q, LAP, temperatures=[-1.0], rng=0)
 
 
 def test_restriction_cost_composes_into_a_release_budget():
@@ -292,3 +297,24 @@ def test_moved_names_still_work_with_a_deprecation_warning(name, home):
     with pytest.warns(DeprecationWarning, match=f"moved to {home}.{name}"):
         old = getattr(postdp.postprocess, name)
     assert old is getattr(importlib.import_module(home), name)
+
+
+@pytest.mark.parametrize("epsilon", [0.1, 0.4, 1.0, 3.0])
+def test_optimal_shift_for_geometric_noise_is_exact(epsilon):
+    """Issue 11: 'ramp-optimal' used the Laplace alpha* = b W(1/2) on geometric noise. The
+    exact shift solves f(-alpha) = alpha with the geometric tail mean f; the worst-case
+    |bias| of the translated ramp (exact biases, checked against brute sums above) is alpha*
+    and no shift on a fine grid does better."""
+    m = Geometric(epsilon=epsilon)
+    star = optimal_ramp_shift(m)
+    assert translated_ramp_bias(0.0, m, alpha=star) == pytest.approx(star, rel=1e-12)
+    q = np.arange(0, int(60 / epsilon) + 1, dtype=float)
+
+    def worst(alpha):
+        return float(np.abs(translated_ramp_bias(q, m, alpha=alpha)).max())
+
+    assert worst(star) == pytest.approx(star, rel=1e-9)
+    grid = np.linspace(0.5 * star, 1.5 * star, 201)
+    assert min(worst(a) for a in grid) >= worst(star) * (1 - 1e-9)
+    laplace_value = optimal_ramp_shift(1.0 / epsilon)
+    assert abs(star - laplace_value) > 1e-4 * laplace_value  # not the Laplace formula

@@ -59,7 +59,7 @@ def test_fig3_section203_errors_largest_near_the_thresholds():
     data = {k: s[k].to_numpy(dtype=float) for k in ("vacit_total", "vaclep", "illit")}
     rule = section203_rule()
     truth = rule(data)
-    rep = decision_fairness(rule, data, Laplace(0.01), n_draws=2000, rng=0)
+    rep = decision_fairness(data, rule, Laplace(0.01), n_draws=2000, rng=0)
     err = np.abs(rep.bias)
     margin = section203_margin(data)  # relative distance to flipping a true decision
     q1, q3 = np.quantile(margin[truth], [0.25, 0.75])
@@ -95,7 +95,11 @@ def test_fig9_modified_post_processing_reduces_alpha(new_york):
     kwargs = {"budget": budget, "n_draws": 4000, "rng": 2}
     plain = allotment_fairness(x, w, Laplace(0.1), postprocess=clamp, **kwargs)
     modified = allotment_fairness(
-        x, w, Laplace(0.1), postprocess=lambda v: modified_postprocess(v, 10.0), **kwargs
+        x,
+        w,
+        Laplace(0.1),
+        postprocess=lambda v: modified_postprocess(v, temperature=10.0),
+        **kwargs,
     )
     assert modified.alpha < plain.alpha / 3, (plain.alpha, modified.alpha)
     assert abs(modified.mae.mean() / plain.mae.mean() - 1) < 0.05

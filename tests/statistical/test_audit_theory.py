@@ -45,7 +45,7 @@ def test_thm12_variance_arizona_texas_80000_draws(fips, published):
     draws as in the seed; every county's error variance within 4.5 SE of 2 lambda^2 (1 - 1/n)."""
     h = _state(fips)
     n = h.leaves.size
-    theory = ps_error_variance(n, 10.0)
+    theory = ps_error_variance(n, Laplace.from_scale(10.0))
     assert round(theory, 2) == published
     res = simulate(
         ReleaseDesign(h, Laplace.from_scale(10.0), "project", public="root"),
@@ -64,7 +64,10 @@ def test_thm12_law_ks():
 
     eta = Laplace.from_scale(10.0).sample(np.zeros(15), rng=5, size=40_000)
     err = eta[:, 0] - eta.mean(axis=1)
-    assert stats.kstest(err, lambda x: ps_error_cdf(x, 15, 10.0)).pvalue > ALPHA_SEEDED
+    assert (
+        stats.kstest(err, lambda x: ps_error_cdf(x, 15, Laplace.from_scale(10.0))).pvalue
+        > ALPHA_SEEDED
+    )
 
 
 def test_thm11_new_mexico_bias_below_the_bound():

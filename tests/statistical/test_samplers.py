@@ -66,7 +66,7 @@ def test_study_variance_within_its_interval(m):
 
 
 @pytest.mark.parametrize(
-    "m", [Geometric(0.5), DiscreteGaussian(0.05), Laplace(1.0), Gaussian(0.5)], ids=repr
+    "m", [Geometric(0.5), DiscreteGaussian(rho=0.05), Laplace(1.0), Gaussian(rho=0.5)], ids=repr
 )
 def test_release_variance_within_its_interval(m):
     draws = m.release(np.zeros(60_000, dtype=np.int64))
@@ -82,6 +82,6 @@ def test_chisquare_helper_rejects_a_wrong_law():
 
 
 def test_variance_helper_rejects_a_wrong_variance():
-    draws = DiscreteGaussian(0.5).sample(np.zeros(1, dtype=np.int64), rng=5, size=50_000)
+    draws = DiscreteGaussian(rho=0.5).sample(np.zeros(1, dtype=np.int64), rng=5, size=50_000)
     var, se = variance_interval(draws)
     assert abs(var - 1.1) > Z * se

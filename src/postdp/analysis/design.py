@@ -53,8 +53,8 @@ class ReleaseDesign:
     hierarchy: Hierarchy
     mechanisms: NoiseMechanism | Sequence[NoiseMechanism]
     postprocess: str | Sequence[Step] = "none"
-    public: PublicSpec = None
-    weights: Literal["equal", "inverse-variance"] = "equal"
+    public: PublicSpec = field(default=None, kw_only=True)
+    weights: Literal["equal", "inverse-variance"] = field(default="equal", kw_only=True)
     steps: tuple[Step, ...] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -131,7 +131,7 @@ class ReleaseDesign:
             else None
         )
         return PostProcessChain(
-            self.steps, self.hierarchy, self.per_level, public=public, weights=weights
+            self.hierarchy, self.per_level, self.steps, public=public, weights=weights
         )
 
     def noise(self, truth: NumArray, gens: Sequence[np.random.Generator], rows: int) -> NumArray:

@@ -214,7 +214,7 @@ def p_plus_bias_bound(
     x = np.asarray(counts, dtype=np.float64)
     pub = resolve_public(
         hierarchy,
-        {
+        public={
             str(i): float(x[j])
             for j, i in enumerate(hierarchy.ids)
             if j in set(hierarchy.index(_ids(hierarchy, public)))
@@ -231,7 +231,7 @@ def p_plus_bias_bound(
     if not pub.mask[hierarchy.root]:
         c_prime = math.inf
     else:
-        comp = components(hierarchy, pub.mask)
+        comp = components(hierarchy, mask=pub.mask)
         # nearest public strict ancestor of each non-public node is its component root
         j = comp
         upper = pub.values[j] - pub.below[j] + pub.floor
@@ -249,15 +249,15 @@ def _ids(h: Hierarchy, public: PublicSpec) -> list[str]:
     return list(public or [])
 
 
-def ps_error_variance(n: int, scale: float) -> float:
+def ps_error_variance(n: int, mechanism: Laplace) -> float:
     """Variance 2λ²(1 - 1/n) of a (P_S) marginal error under Laplace(λ) noise (Thm 12).
 
     Parameters
     ----------
     n : int
         Number of entities summed to the public total.
-    scale : float
-        λ.
+    mechanism : Laplace
+        The noise, Laplace(λ) on every entity.
 
     Returns
     -------
@@ -265,13 +265,22 @@ def ps_error_variance(n: int, scale: float) -> float:
 
     Examples
     --------
-    >>> round(ps_error_variance(15, 10.0), 2), round(ps_error_variance(254, 10.0), 2)
+    >>> lap = Laplace.from_scale(10.0)
+    >>> round(ps_error_variance(15, lap), 2), round(ps_error_variance(254, lap), 2)
     (186.67, 199.21)
     """
-    lam = _validation.positive_real("scale", scale)
+    lam = _laplace_scale(mechanism)
     if n < 1:
         raise ValidationError(f"`n` must be at least 1; got {n}")
     return 2.0 * lam**2 * (1.0 - 1.0 / n)
+
+
+def _laplace_scale(mechanism: Laplace) -> float:
+    if not isinstance(mechanism, Laplace):
+        raise TypeError(
+            f"the (P_S) laws are for Laplace noise; `mechanism` is {type(mechanism).__name__}"
+        )
+    return mechanism.scale
 
 
 def _ps_grid(n: int, scale: float, points: int) -> tuple[FloatArray, FloatArray]:
@@ -307,7 +316,9 @@ def _ps_cdf_grid(n: int, scale: float, points: int) -> tuple[FloatArray, FloatAr
     return grid, out
 
 
-def ps_error_density(x: ArrayLike, n: int, scale: float, *, points: int = 1 << 15) -> FloatArray:
+def ps_error_density(
+    x: ArrayLike, n: int, mechanism: Laplace, *, points: int = 1 << 15
+) -> FloatArray:
     """Density of a (P_S) marginal error, Thm 12 of seed 000, by numerical convolution.
 
     The error of entity i is (1 - 1/n)η_i - (1/n)Σ_{j≠i} η_j with η i.i.d. Laplace(λ); its
@@ -320,8 +331,8 @@ def ps_error_density(x: ArrayLike, n: int, scale: float, *, points: int = 1 << 1
     x : array_like
     n : int
         n >= 2.
-    scale : float
-        λ.
+    mechanism : Laplace
+        The noise, Laplace(λ) on every entity.
     points : int, default 32768
 
     Returns
@@ -332,17 +343,18 @@ def ps_error_density(x: ArrayLike, n: int, scale: float, *, points: int = 1 << 1
     --------
     >>> from scipy import integrate
     >>> grid = np.linspace(-200, 200, 4001)
-    >>> round(float(integrate.trapezoid(ps_error_density(grid, 15, 10.0), grid)), 6)
+    >>> density = ps_error_density(grid, 15, Laplace.from_scale(10.0))
+    >>> round(float(integrate.trapezoid(density, grid)), 6)
     1.0
     """
     if n < 2:
         raise ValidationError(f"`n` must be at least 2 for a density; got {n}")
-    grid, dens = _ps_grid(n, scale, points)
+    grid, dens = _ps_grid(n, _laplace_scale(mechanism), points)
     out: FloatArray = np.interp(np.asarray(x, dtype=np.float64), grid, dens, left=0.0, right=0.0)
     return out
 
 
-def ps_error_cdf(x: ArrayLike, n: int, scale: float, *, points: int = 1 << 15) -> FloatArray:
+def ps_error_cdf(x: ArrayLike, n: int, mechanism: Laplace, *, points: int = 1 << 15) -> FloatArray:
     """Cumulative distribution of a (P_S) marginal error (integral of :func:`ps_error_density`).
 
     Parameters
@@ -350,7 +362,7 @@ def ps_error_cdf(x: ArrayLike, n: int, scale: float, *, points: int = 1 << 15) -
     x : array_like
     n : int
         n >= 2.
-    scale : float
+    mechanism : Laplace
     points : int, default 32768
 
     Returns
@@ -359,17 +371,17 @@ def ps_error_cdf(x: ArrayLike, n: int, scale: float, *, points: int = 1 << 15) -
 
     Examples
     --------
-    >>> round(float(ps_error_cdf(0.0, 15, 10.0)), 6)
+    >>> round(float(ps_error_cdf(0.0, 15, Laplace.from_scale(10.0))), 6)
     0.5
     """
     if n < 2:
         raise ValidationError(f"`n` must be at least 2 for a distribution; got {n}")
-    grid, cdf = _ps_cdf_grid(n, scale, points)
+    grid, cdf = _ps_cdf_grid(n, _laplace_scale(mechanism), points)
     out: FloatArray = np.interp(np.asarray(x, dtype=np.float64), grid, cdf, left=0.0, right=1.0)
     return out
 
 
-def ps_wasserstein_to_laplace(n: int, scale: float, *, points: int = 1 << 15) -> float:
+def ps_wasserstein_to_laplace(n: int, mechanism: Laplace, *, points: int = 1 << 15) -> float:
     """W1 distance between the (P_S) marginal error law and the Laplace(λ) noise (Fig. 5).
 
     Thm 13-14 of seed 000: the law converges to Laplace(λ) as n grows, so this distance
@@ -379,8 +391,8 @@ def ps_wasserstein_to_laplace(n: int, scale: float, *, points: int = 1 << 15) ->
     ----------
     n : int
         n >= 2.
-    scale : float
-        λ.
+    mechanism : Laplace
+        The noise, Laplace(λ) on every entity.
     points : int, default 32768
 
     Returns
@@ -390,10 +402,11 @@ def ps_wasserstein_to_laplace(n: int, scale: float, *, points: int = 1 << 15) ->
 
     Examples
     --------
-    >>> w = [ps_wasserstein_to_laplace(n, 1.0) for n in (2, 10, 100)]
+    >>> w = [ps_wasserstein_to_laplace(n, Laplace.from_scale(1.0)) for n in (2, 10, 100)]
     >>> w[0] > w[1] > w[2]
     True
     """
+    scale = _laplace_scale(mechanism)
     grid, cdf = _ps_cdf_grid(n, scale, points)
     lap = stats.laplace.cdf(grid, scale=scale)
     return float(np.trapezoid(np.abs(cdf - lap), grid))

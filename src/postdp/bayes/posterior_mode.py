@@ -53,7 +53,7 @@ def posterior_mode_independent(noisy: ArrayLike) -> IntArray:
 
 
 def posterior_mode_summed(
-    noisy_total: ArrayLike, noisy_sum: ArrayLike, total_mechanism: Geometric, law: SumLaw
+    noisy_total: ArrayLike, noisy_sum: ArrayLike, total_mechanism: Geometric, *, law: SumLaw
 ) -> IntArray:
     """Posterior mode of the total from its noisy value and the summed noisy components.
 
@@ -82,7 +82,7 @@ def posterior_mode_summed(
     >>> from postdp import Geometric
     >>> from postdp.bayes import sum_law
     >>> law = sum_law([Geometric(5.0)] * 50)       # very precise components
-    >>> posterior_mode_summed([900], [1000], Geometric(0.1), law).tolist()
+    >>> posterior_mode_summed([900], [1000], Geometric(0.1), law=law).tolist()
     [1000]
     """
     n = np.atleast_1d(_validation.integer_array("noisy_total", noisy_total))
@@ -195,7 +195,7 @@ def bayes_release(
         total = posterior_mode_independent(n)
     elif flavor == "summed":
         total = posterior_mode_summed(
-            n, ns.sum(axis=1), total_mechanism, sum_law(mechs) if law is None else law
+            n, ns.sum(axis=1), total_mechanism, law=sum_law(mechs) if law is None else law
         )
     else:
         raise ValidationError(f"`flavor` must be 'independent' or 'summed'; got {flavor!r}")
@@ -264,7 +264,7 @@ def bayes_release_hierarchy(
     if flavor == "summed" and hierarchy.n_levels > 1:
         kids = slice(lay.bounds[1], lay.bounds[2])
         law = sum_law([mechs[1]] * (lay.bounds[2] - lay.bounds[1]))
-        out[:, 0] = posterior_mode_summed(X[:, 0], X[:, kids].sum(axis=1), mechs[0], law)
+        out[:, 0] = posterior_mode_summed(X[:, 0], X[:, kids].sum(axis=1), mechs[0], law=law)
     elif flavor in ("independent", "summed"):
         out[:, 0] = posterior_mode_independent(X[:, 0])
     else:

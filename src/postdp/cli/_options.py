@@ -235,8 +235,9 @@ def add_postprocess_options(parser: argparse.ArgumentParser) -> None:
         help="post-processing written to column released_count, steps applied in order: "
         "'project' (P, L2 projection onto parent = sum of children), 'project-nonneg' (P+, "
         "also v >= 0), 'topdown' (census TopDown: fix the root, project each family onto its "
-        "parent level by level), 'clamp' (max(0, x)), 'ramp-optimal' (max(x - a*, 0), "
-        "a* = b W(1/2)), 'modified:T=<t>' (seed 002 modified post-processing), 'round' "
+        "parent level by level), 'clamp' (max(0, x)), 'ramp-optimal' (max(x - a*, 0) with "
+        "the exact optimal shift a* of each level's noise: b W(1/2) for Laplace), "
+        "'modified:T=<t>' (seed 002 modified post-processing), 'round' "
         "(unbiased integers; consistent if the input is). Example: project-nonneg,round",
     )
     parser.add_argument(

@@ -275,6 +275,8 @@ def _figures(
         ax = plots.plot_bias_by_count(shifted, labels)
         plots.save_figure(ax, folder.file("bias_by_count.png"))
     if family is not None:
-        leaf_scale = float(family["scale"].iloc[-1])
-        ax = plots.plot_wasserstein(family["n"], family["mean_w1"], scale=leaf_scale)
+        from postdp.mechanisms import Laplace
+
+        leaf = Laplace.from_scale(float(family["scale"].iloc[-1]))
+        ax = plots.plot_wasserstein(family["n"], family["mean_w1"], mechanism=leaf)
         plots.save_figure(ax, folder.file("wasserstein.png"))

@@ -92,7 +92,7 @@ def _postprocess(text: str) -> Any:
     if step.name == "clamp":
         return lambda v: np.asarray(clamp(v), dtype=np.float64)
     temperature = step.options["T"]
-    return lambda v: modified_postprocess(v, temperature)
+    return lambda v: modified_postprocess(v, temperature=temperature)
 
 
 def run(args: argparse.Namespace, state: RunState) -> int:
@@ -174,8 +174,8 @@ def run(args: argparse.Namespace, state: RunState) -> int:
             state.phase = f"simulating Section 203 at epsilon {e:g}"
             with progress(f"section203 eps={e:g}", 1, quiet=args.quiet) as bar:
                 rep = decisions.decision_fairness(
-                    rule,
                     data,
+                    rule,
                     mechanism,
                     postprocess=post,
                     n_draws=args.draws,

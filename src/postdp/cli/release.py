@@ -133,7 +133,7 @@ def run(args: argparse.Namespace, state: RunState) -> int:
         weights = (
             inverse_variance_weights(h, mechanisms) if args.weights == "inverse-variance" else None
         )
-        chain = PostProcessChain(args.postprocess, h, mechanisms, public=public, weights=weights)
+        chain = PostProcessChain(h, mechanisms, args.postprocess, public=public, weights=weights)
     secure = not args.study
     if secure:
         from postdp.mechanisms.release import opendp_version

@@ -216,8 +216,8 @@ def allotment_fairness(
 
 
 def decision_fairness(
-    rule: Rule,
     data: Mapping[str, ArrayLike],
+    rule: Rule,
     mechanisms: NoiseMechanism | Mapping[str, NoiseMechanism],
     *,
     postprocess: PostProcess | None = None,
@@ -230,9 +230,9 @@ def decision_fairness(
 
     Parameters
     ----------
-    rule : Rule
     data : mapping of str to array_like, shape (n,)
         True counts of every feature the rule reads.
+    rule : Rule
     mechanisms : NoiseMechanism or mapping of feature to NoiseMechanism
         Independent noise on each feature.
     postprocess : callable, optional
@@ -253,7 +253,7 @@ def decision_fairness(
     --------
     >>> from postdp import Laplace
     >>> from postdp.decisions import Threshold
-    >>> rep = decision_fairness(Threshold("x", 100), {"x": [50, 99, 150]}, Laplace(0.1),
+    >>> rep = decision_fairness({"x": [50, 99, 150]}, Threshold("x", 100), Laplace(0.1),
     ...                         n_draws=4000, rng=0)
     >>> bool(abs(rep.bias[1]) > abs(rep.bias[0]))  # errors peak near the threshold
     True
@@ -381,16 +381,18 @@ def xor_error(b1: ArrayLike, b2: ArrayLike) -> FloatArray:
 
 
 def composition_bound(
-    alpha1: float, alpha2: float, min_bias1: float, min_bias2: float, op: str = "and"
+    first: FairnessReport | tuple[float, float],
+    second: FairnessReport | tuple[float, float],
+    *,
+    op: str = "and",
 ) -> float:
     """Fairness bound of a composed predicate (seed 002 Thm 5 for and/or, Thm 6 for xor).
 
     Parameters
     ----------
-    alpha1, alpha2 : float
-        Fairness bounds of P1 and P2.
-    min_bias1, min_bias2 : float
-        Their smallest absolute biases B̲1, B̲2.
+    first, second : FairnessReport or (alpha, min_bias)
+        The two predicates P1 and P2: a report of each (its α on absolute biases and its
+        smallest absolute bias B̲ are read from it), or the pair (α, B̲) directly.
     op : {"and", "or", "xor"}
 
     Returns
@@ -401,14 +403,31 @@ def composition_bound(
 
     Examples
     --------
-    >>> round(composition_bound(0.1, 0.05, 0.01, 0.02, "and"), 6)
+    >>> round(composition_bound((0.1, 0.01), (0.05, 0.02), op="and"), 6)
     0.1721
-    >>> composition_bound(0.0, 0.0, 0.1, 0.2, "xor")  # Corollary 3: fair stays fair
+    >>> composition_bound((0.0, 0.1), (0.0, 0.2), op="xor")  # Corollary 3: fair stays fair
     0.0
     """
-    a1, a2, m1, m2 = (float(v) for v in (alpha1, alpha2, min_bias1, min_bias2))
+    a1, m1 = _alpha_and_floor(first, "first")
+    a2, m2 = _alpha_and_floor(second, "second")
     if op in ("and", "or"):
         return a1 + m1 + a2 + m2 - (a1 + m1) * (a2 + m2) - m1 * m2
     if op == "xor":
         return a1 * (1 - 2 * m2) + a2 * (1 - 2 * m1) - 2 * a1 * a2
     raise ValidationError(f"`op` must be 'and', 'or' or 'xor'; got {op!r}")
+
+
+def _alpha_and_floor(value: FairnessReport | tuple[float, float], name: str) -> tuple[float, float]:
+    """(α, smallest |B|) of a predicate, from its report or given directly."""
+    if isinstance(value, FairnessReport):
+        return value.absolute_alpha, float(np.abs(value.bias).min())
+    try:
+        alpha, floor = (float(v) for v in value)
+    except (TypeError, ValueError):
+        raise ValidationError(
+            f"`{name}` must be a FairnessReport or a pair (alpha, min_bias); got {value!r}"
+        ) from None
+    for label, v in (("alpha", alpha), ("min_bias", floor)):
+        if not 0.0 <= v <= 1.0:
+            raise ValidationError(f"`{name}` {label} must lie in [0, 1]; got {v!r}")
+    return alpha, floor

@@ -88,7 +88,7 @@ def linear_proxy_allotment(
     return out
 
 
-def sum_constrained(allotment: ArrayLike, total: float = 1.0) -> FloatArray:
+def sum_constrained(allotment: ArrayLike, *, total: float = 1.0) -> FloatArray:
     """Project allotments onto Σ_i P_i = total (seed 002 eq. (29)); α is unchanged (Thm 10).
 
     Parameters
@@ -138,8 +138,8 @@ class LinearProxy:
 
     features: tuple[str, ...] | list[str]
     group_by: str
-    n_groups: int = 9
-    model: Literal["regression", "svm"] = "regression"
+    n_groups: int = field(default=9, kw_only=True)
+    model: Literal["regression", "svm"] = field(default="regression", kw_only=True)
     edges: FloatArray = field(init=False, default_factory=lambda: np.zeros(0))
     models: list[Any] = field(init=False, default_factory=list)
 
@@ -226,8 +226,8 @@ class TemperatureSearch:
     Examples
     --------
     >>> from postdp import Laplace
-    >>> res = optimal_temperature(Laplace.from_scale(2.0), [0, 2, 5, 20], [0, 0.5, 1, 2],
-    ...                           n_draws=2000, rng=0)
+    >>> res = optimal_temperature([0, 2, 5, 20], Laplace.from_scale(2.0),
+    ...                           temperatures=[0, 0.5, 1, 2], n_draws=2000, rng=0)
     >>> res.bias.shape, res.temperature in res.temperatures
     ((4, 4), True)
     """
@@ -241,10 +241,10 @@ class TemperatureSearch:
 
 
 def optimal_temperature(
-    mechanism: NoiseMechanism,
     q: ArrayLike,
-    temperatures: ArrayLike,
+    mechanism: NoiseMechanism,
     *,
+    temperatures: ArrayLike,
     n_draws: int = 20_000,
     lower: float = 0.0,
     rng: RNGLike = None,
@@ -276,8 +276,8 @@ def optimal_temperature(
     Examples
     --------
     >>> from postdp import Laplace
-    >>> res = optimal_temperature(Laplace.from_scale(1.0), np.arange(0, 10), [0.0, 0.5, 1.0],
-    ...                           n_draws=5000, rng=1)
+    >>> res = optimal_temperature(np.arange(0, 10), Laplace.from_scale(1.0),
+    ...                           temperatures=[0.0, 0.5, 1.0], n_draws=5000, rng=1)
     >>> bool(res.objective.min() <= res.objective[0])
     True
     """
@@ -296,7 +296,7 @@ def optimal_temperature(
     bias = np.empty((grid.size, qs.size))
     se = np.empty_like(bias)
     for i, t in enumerate(grid):
-        out = modified_postprocess(draws, float(t), lo)
+        out = modified_postprocess(draws, temperature=float(t), lower=lo)
         bias[i] = out.mean(axis=0) - qs
         se[i] = out.std(axis=0, ddof=1) / math.sqrt(draws_n)
     size = np.abs(bias)

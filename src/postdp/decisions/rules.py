@@ -5,7 +5,7 @@ from __future__ import annotations
 import operator
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
@@ -66,13 +66,13 @@ class Threshold(Rule):
 
     Examples
     --------
-    >>> Threshold("x", 3, ">=")({"x": [2, 3]}).tolist()
+    >>> Threshold("x", 3, compare=">=")({"x": [2, 3]}).tolist()
     [False, True]
     """
 
     feature: str
     threshold: float
-    compare: Comparison = ">"
+    compare: Comparison = field(default=">", kw_only=True)
 
     def __post_init__(self) -> None:
         if self.compare not in _COMPARE:
@@ -105,7 +105,7 @@ class Ratio(Rule):
     numerator: str
     denominator: str
     threshold: float
-    compare: Comparison = ">"
+    compare: Comparison = field(default=">", kw_only=True)
 
     def __post_init__(self) -> None:
         if self.compare not in _COMPARE:

@@ -54,7 +54,7 @@ class PublicNodes:
     --------
     >>> from postdp import Hierarchy
     >>> h = Hierarchy.from_parents(["T", "a", "b"], [None, "T", "T"], [5, 2, 3])
-    >>> pub = resolve_public(h, {"a": 2.0})
+    >>> pub = resolve_public(h, public={"a": 2.0})
     >>> pub.mask.tolist(), pub.floor.tolist()
     ([False, True, False], [2.0, 2.0, 0.0])
     """
@@ -66,7 +66,7 @@ class PublicNodes:
     below: FloatArray
 
 
-def resolve_public(hierarchy: Hierarchy, public: PublicSpec) -> PublicNodes:
+def resolve_public(hierarchy: Hierarchy, *, public: PublicSpec) -> PublicNodes:
     """Resolve a public-node specification against ``hierarchy``.
 
     Parameters
@@ -90,7 +90,7 @@ def resolve_public(hierarchy: Hierarchy, public: PublicSpec) -> PublicNodes:
     --------
     >>> from postdp import Hierarchy
     >>> h = Hierarchy.from_parents(["T", "a", "b"], [None, "T", "T"], [5, 2, 3])
-    >>> resolve_public(h, "root").values.tolist()
+    >>> resolve_public(h, public="root").values.tolist()
     [5.0, 0.0, 0.0]
     """
     n = hierarchy.n
@@ -146,7 +146,7 @@ def _determined_and_floor(
     return determined, floor, below
 
 
-def check_feasible(hierarchy: Hierarchy, public: PublicNodes, *, nonneg: bool) -> None:
+def check_feasible(hierarchy: Hierarchy, *, public: PublicNodes, nonneg: bool) -> None:
     """Raise :class:`InfeasibleConstraintsError` if no counts satisfy the constraints.
 
     A public node all of whose children are fixed must equal their sum; with ``nonneg`` a
@@ -166,9 +166,9 @@ def check_feasible(hierarchy: Hierarchy, public: PublicNodes, *, nonneg: bool) -
     --------
     >>> from postdp import Hierarchy
     >>> h = Hierarchy.from_parents(["T", "a", "b"], [None, "T", "T"])
-    >>> pub = resolve_public(h, {"T": 5.0, "a": 7.0})
-    >>> check_feasible(h, pub, nonneg=False)
-    >>> check_feasible(h, pub, nonneg=True)
+    >>> pub = resolve_public(h, public={"T": 5.0, "a": 7.0})
+    >>> check_feasible(h, public=pub, nonneg=False)
+    >>> check_feasible(h, public=pub, nonneg=True)
     Traceback (most recent call last):
     ...
     postdp.errors.InfeasibleConstraintsError: public node 'T' is below the sum ...; ...
@@ -231,7 +231,9 @@ def constraint_matrix(hierarchy: Hierarchy) -> sp.csr_array:
     return sp.csr_array((data, (rows, cols)), shape=(internal.size, hierarchy.n))
 
 
-def constraints(hierarchy: Hierarchy, public: PublicSpec = None) -> tuple[sp.csr_array, FloatArray]:
+def constraints(
+    hierarchy: Hierarchy, *, public: PublicSpec = None
+) -> tuple[sp.csr_array, FloatArray]:
     """All equality constraints A v = b: consistency rows, then one row per public node.
 
     Parameters
@@ -256,7 +258,7 @@ def constraints(hierarchy: Hierarchy, public: PublicSpec = None) -> tuple[sp.csr
     import scipy.sparse as sp
 
     consistency = constraint_matrix(hierarchy)
-    pub = resolve_public(hierarchy, public)
+    pub = resolve_public(hierarchy, public=public)
     fixed = np.flatnonzero(pub.mask)
     rows = sp.csr_array(
         (np.ones(fixed.size), (np.arange(fixed.size), fixed)), shape=(fixed.size, hierarchy.n)
@@ -266,7 +268,7 @@ def constraints(hierarchy: Hierarchy, public: PublicSpec = None) -> tuple[sp.csr
     return sp.csr_array(A), b
 
 
-def components(hierarchy: Hierarchy, mask: npt.NDArray[np.bool_]) -> IntArray:
+def components(hierarchy: Hierarchy, *, mask: npt.NDArray[np.bool_]) -> IntArray:
     """For every node, its nearest public ancestor-or-self (the root when there is none).
 
     Parameters
@@ -283,7 +285,7 @@ def components(hierarchy: Hierarchy, mask: npt.NDArray[np.bool_]) -> IntArray:
     --------
     >>> from postdp import Hierarchy
     >>> h = Hierarchy.from_parents(["T", "a", "a1"], [None, "T", "a"])
-    >>> components(h, np.array([False, True, False])).tolist()
+    >>> components(h, mask=np.array([False, True, False])).tolist()
     [0, 1, 1]
     """
     comp = np.arange(hierarchy.n, dtype=np.int64)

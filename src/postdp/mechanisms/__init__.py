@@ -4,7 +4,8 @@ from postdp.mechanisms._base import Mechanism, NoiseMechanism
 from postdp.mechanisms.budget import Budget
 from postdp.mechanisms.discrete_gaussian import DiscreteGaussian
 from postdp.mechanisms.gaussian import Gaussian
-from postdp.mechanisms.geometric import DoubleGeometric, Geometric
+from postdp.mechanisms.geometric import DoubleGeometric as DoubleGeometric  # alias only
+from postdp.mechanisms.geometric import Geometric
 from postdp.mechanisms.laplace import Laplace
 from postdp.mechanisms.log_laplace import LogLaplace
 from postdp.mechanisms.restriction import Restriction
@@ -12,7 +13,6 @@ from postdp.mechanisms.restriction import Restriction
 __all__ = [
     "Budget",
     "DiscreteGaussian",
-    "DoubleGeometric",
     "Gaussian",
     "Geometric",
     "Laplace",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 import numpy as np
@@ -57,8 +57,8 @@ class DiscreteGaussian(NoiseMechanism):
     0.398942
     """
 
-    rho: float
-    sensitivity: float = 1
+    rho: float = field(kw_only=True)
+    sensitivity: float = field(default=1, kw_only=True)
 
     discrete: ClassVar[bool] = True
     name: ClassVar[str] = "discrete-gaussian"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
@@ -49,8 +49,8 @@ class Gaussian(NoiseMechanism):
     Budget(epsilon=0.0, rho=0.125)
     """
 
-    rho: float
-    sensitivity: float = 1.0
+    rho: float = field(kw_only=True)
+    sensitivity: float = field(default=1.0, kw_only=True)
 
     discrete: ClassVar[bool] = False
     name: ClassVar[str] = "gaussian"
@@ -62,7 +62,7 @@ class Gaussian(NoiseMechanism):
         object.__setattr__(self, "rho", check_rho(self.rho, sensitivity))
 
     @classmethod
-    def from_sigma(cls, sigma: float, sensitivity: float = 1.0) -> Gaussian:
+    def from_sigma(cls, sigma: float, *, sensitivity: float = 1.0) -> Gaussian:
         """The Gaussian mechanism with noise standard deviation ``sigma`` (ρ = Δ²/(2σ²)).
 
         Parameters

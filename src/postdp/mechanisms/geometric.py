@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
@@ -53,7 +53,7 @@ class Geometric(NoiseMechanism):
     """
 
     epsilon: float
-    sensitivity: float = 1
+    sensitivity: float = field(default=1, kw_only=True)
 
     discrete: ClassVar[bool] = True
     name: ClassVar[str] = "geometric"
@@ -141,5 +141,6 @@ class Geometric(NoiseMechanism):
         return (first - second).astype(np.int64)
 
 
-#: The name used in seed 003 and in much of the literature.
+#: An alias of :class:`Geometric` (the name used in seed 003 and much of the literature);
+#: ``postdp.DoubleGeometric`` still works but is not part of the listed API.
 DoubleGeometric = Geometric

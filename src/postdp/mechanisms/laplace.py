@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
@@ -52,7 +52,7 @@ class Laplace(NoiseMechanism):
     """
 
     epsilon: float
-    sensitivity: float = 1.0
+    sensitivity: float = field(default=1.0, kw_only=True)
 
     discrete: ClassVar[bool] = False
     name: ClassVar[str] = "laplace"
@@ -64,7 +64,7 @@ class Laplace(NoiseMechanism):
         object.__setattr__(self, "epsilon", check_epsilon(self.epsilon, sensitivity))
 
     @classmethod
-    def from_scale(cls, scale: float, sensitivity: float = 1.0) -> Laplace:
+    def from_scale(cls, scale: float, *, sensitivity: float = 1.0) -> Laplace:
         """The Laplace mechanism whose noise has scale ``scale`` (ε = sensitivity / scale).
 
         Parameters

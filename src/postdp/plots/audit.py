@@ -26,8 +26,8 @@ __all__ = ["plot_bias_by_count", "plot_nonneg_bias", "plot_residuals", "plot_was
 
 def plot_nonneg_bias(
     mechanism: NoiseMechanism,
-    q: ArrayLike | None = None,
     *,
+    q: ArrayLike | None = None,
     temperatures: Sequence[float] = (0.5, 2.0),
     ax: Any = None,
 ) -> Any:
@@ -70,17 +70,19 @@ def plot_nonneg_bias(
     )
     if mechanism.discrete:
         grid = np.unique(np.round(grid))
-    star = optimal_ramp_shift(scale)
+    star = optimal_ramp_shift(mechanism)
     ax = _axes(ax)
     ax.plot(grid, clamp_bias(grid, mechanism), label="ramp max(0, x)")
     ax.plot(
-        grid, translated_ramp_bias(grid, mechanism, star), label=f"translated ramp, α* = {star:.3g}"
+        grid,
+        translated_ramp_bias(grid, mechanism, alpha=star),
+        label=f"translated ramp, α* = {star:.3g}",
     )
     ax.plot(grid, Restriction(mechanism).bias(grid), label="restriction (costs 2ε)")
     for t in temperatures:
         ax.plot(
             grid,
-            modified_bias(grid, mechanism, float(t)),
+            modified_bias(grid, mechanism, temperature=float(t)),
             linestyle="--",
             label=f"modified, T = {t:g}",
         )
@@ -196,10 +198,10 @@ def plot_bias_by_count(
 
 
 def plot_wasserstein(
-    sizes: ArrayLike, distances: ArrayLike, *, scale: float | None = None, ax: Any = None
+    sizes: ArrayLike, distances: ArrayLike, *, mechanism: Laplace | None = None, ax: Any = None
 ) -> Any:
     """Wasserstein distance between errors and the Laplace noise against family size n
-    (seed 000 Fig. 5 type), with the (P_S) theory curve when ``scale`` is given.
+    (seed 000 Fig. 5 type), with the (P_S) theory curve when ``mechanism`` is given.
 
     Parameters
     ----------
@@ -208,8 +210,8 @@ def plot_wasserstein(
     distances : array_like
         Measured W1 distances (e.g. mean over the family of
         ``MonteCarloResult.wasserstein_to_laplace``).
-    scale : float, optional
-        Laplace scale λ for the theory curve (Thm 12-14, :func:`ps_wasserstein_to_laplace`).
+    mechanism : Laplace, optional
+        The noise of the theory curve (Thm 12-14, :func:`ps_wasserstein_to_laplace`).
     ax : matplotlib Axes, optional
 
     Returns
@@ -218,16 +220,16 @@ def plot_wasserstein(
 
     Examples
     --------
-    >>> ax = plot_wasserstein([2, 5, 20], [2.4, 1.1, 0.3], scale=10.0)
+    >>> ax = plot_wasserstein([2, 5, 20], [2.4, 1.1, 0.3], mechanism=Laplace.from_scale(10.0))
     >>> len(ax.get_lines())
     1
     """
     ax = _axes(ax)
     n = np.asarray(sizes, dtype=np.float64)
     ax.scatter(n, np.asarray(distances, dtype=np.float64), s=10, label="Monte Carlo")
-    if scale is not None:
+    if mechanism is not None:
         grid = np.unique(np.geomspace(2, max(3.0, float(n.max())), 40).round()).astype(int)
-        theory = [ps_wasserstein_to_laplace(int(k), float(scale), points=1 << 13) for k in grid]
+        theory = [ps_wasserstein_to_laplace(int(k), mechanism, points=1 << 13) for k in grid]
         ax.plot(grid, theory, color="k", label="(P_S) theory, Thm 12")
     ax.set_xscale("log")
     _label(

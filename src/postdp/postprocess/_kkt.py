@@ -125,7 +125,7 @@ def kkt_report(
     if V.shape != Y.shape:
         raise ValueError(f"`solution` and `noisy` differ in shape: {V.shape} vs {Y.shape}")
     w = _weights(weights, hierarchy.n)
-    pub = resolve_public(hierarchy, public)
+    pub = resolve_public(hierarchy, public=public)
     prob = TreeProblem.build(hierarchy, w, pub)
     lay = hierarchy.layout
     Vl, Yl = V[:, lay.order], Y[:, lay.order]

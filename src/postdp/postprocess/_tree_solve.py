@@ -56,7 +56,7 @@ class TreeProblem:
         values = np.where(public.mask, public.values, public.floor)[order]
         weight = np.where(fixed, 0.0, weights[order])
         var = np.divide(1.0, weight, out=np.zeros_like(weight), where=weight > 0)
-        comp_nodes = components(h, public.mask)
+        comp_nodes = components(h, mask=public.mask)
         comp = lay.position[comp_nodes[order]]
         comp_public = public.mask[comp_nodes[order]]
         slack = np.where(public.mask, public.values - public.below, np.inf)[order]

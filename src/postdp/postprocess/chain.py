@@ -8,7 +8,8 @@ Steps are written ``name`` or ``name:key=value`` and joined by commas, e.g.
 ``project-nonneg`` (P+): the same with v >= 0
 ``topdown``        level-by-level nonnegative projection (census TopDown)
 ``clamp``          max(0, x) element-wise (``clamp:lower=L`` for another bound)
-``ramp-optimal``   translated ramp max(x - α*, 0), α* = b W(1/2) per level (Laplace family)
+``ramp-optimal``   translated ramp max(x - α*, 0) with the exact optimal shift α* per level
+                  (b W(1/2) for Laplace(b); the geometric root for double geometric noise)
 ``modified:T=t``   the modified post-processing of seed 002 §7.3 with temperature t
 ``round``          integers: consistent unbiased rounding if the values are consistent,
                    element-wise stochastic rounding otherwise
@@ -161,11 +162,11 @@ class PostProcessChain:
 
     Parameters
     ----------
-    steps : str or sequence of Step
-        E.g. ``"project-nonneg,round"``; see the module docstring.
     hierarchy : Hierarchy
     mechanisms : sequence of NoiseMechanism
         One per level (root first): the scale of ``ramp-optimal`` comes from them.
+    steps : str or sequence of Step
+        E.g. ``"project-nonneg,round"``; see the module docstring.
     public : mapping, sequence of str, "root" or None
         Invariant nodes of the projection steps.
     weights : array_like, shape (n,), optional
@@ -176,7 +177,7 @@ class PostProcessChain:
     >>> import numpy as np
     >>> from postdp import Geometric, Hierarchy
     >>> h = Hierarchy.from_parents(["T", "a", "b"], [None, "T", "T"], [5, 2, 3])
-    >>> chain = PostProcessChain("project-nonneg,round", h, [Geometric(1.0)] * 2)
+    >>> chain = PostProcessChain(h, [Geometric(1.0)] * 2, "project-nonneg,round")
     >>> out = chain(np.array([5.0, -1.0, 6.0]), rng=0)
     >>> out.tolist(), is_consistent(out, h)
     ([5, 0, 5], True)
@@ -186,9 +187,9 @@ class PostProcessChain:
 
     def __init__(
         self,
-        steps: str | Sequence[Step],
         hierarchy: Hierarchy,
         mechanisms: Sequence[NoiseMechanism],
+        steps: str | Sequence[Step],
         *,
         public: PublicSpec = None,
         weights: ArrayLike | None = None,
@@ -237,7 +238,7 @@ class PostProcessChain:
         --------
         >>> from postdp import Geometric, Hierarchy
         >>> h = Hierarchy.from_parents(["T", "a"], [None, "T"])
-        >>> PostProcessChain("clamp", h, [Geometric(1.0)] * 2)([-2.0, 3.0]).tolist()
+        >>> PostProcessChain(h, [Geometric(1.0)] * 2, "clamp")([-2.0, 3.0]).tolist()
         [0.0, 3.0]
         """
         out: NumArray = np.asarray(values, dtype=np.float64)
@@ -248,10 +249,10 @@ class PostProcessChain:
             elif step.name == "clamp":
                 out = clamp(out, lower=step.options.get("lower", 0.0))
             elif step.name == "ramp-optimal":
-                shifts = np.array([optimal_ramp_shift(m.noise_scale) for m in self.mechanisms])
+                shifts = np.array([optimal_ramp_shift(m) for m in self.mechanisms])
                 out = np.maximum(out - shifts[h.depth], 0.0)
             elif step.name == "modified":
-                out = modified_postprocess(out, step.options["T"])
+                out = modified_postprocess(out, temperature=step.options["T"])
             elif step.name == "round":
                 out = _round(out, h, rng)
         return out

@@ -15,7 +15,7 @@ from postdp.mechanisms._partial_moments import _noise_law
 __all__ = ["modified_bias", "modified_postprocess"]
 
 
-def modified_postprocess(x: ArrayLike, temperature: float, lower: float = 0.0) -> FloatArray:
+def modified_postprocess(x: ArrayLike, *, temperature: float, lower: float = 0.0) -> FloatArray:
     """The modified post-processing of seed ``002_7dd7808a6059349a.txt`` §7.3.
 
     x̄ = max(ℓ, x), x̄_T = x̄ - T/(x̄ + 1 - ℓ), x̂ = max(x̄_T, ℓ): a correction that pulls
@@ -35,7 +35,7 @@ def modified_postprocess(x: ArrayLike, temperature: float, lower: float = 0.0) -
 
     Examples
     --------
-    >>> modified_postprocess([-2.0, 1.0, 9.0], 1.0).tolist()
+    >>> modified_postprocess([-2.0, 1.0, 9.0], temperature=1.0).tolist()
     [0.0, 0.5, 8.9]
     """
     t = _validation.nonnegative_real("temperature", temperature)
@@ -46,7 +46,7 @@ def modified_postprocess(x: ArrayLike, temperature: float, lower: float = 0.0) -
 
 
 def modified_bias(
-    q: ArrayLike, mechanism: NoiseMechanism, temperature: float, lower: float = 0.0
+    q: ArrayLike, mechanism: NoiseMechanism, *, temperature: float, lower: float = 0.0
 ) -> FloatArray:
     """Bias E[x̂_T] - q of the modified post-processing, by numerical integration.
 
@@ -70,7 +70,7 @@ def modified_bias(
     >>> from postdp import Laplace
     >>> from postdp.postprocess import clamp_bias
     >>> m = Laplace.from_scale(1.0)
-    >>> bool(np.isclose(modified_bias(3.0, m, 0.0), clamp_bias(3.0, m)))
+    >>> bool(np.isclose(modified_bias(3.0, m, temperature=0.0), clamp_bias(3.0, m)))
     True
     """
     law = _noise_law(mechanism)
@@ -103,5 +103,5 @@ def modified_bias(
     k = np.arange(-reach, reach + 1)
     weights = law.pmf(k)
     for i, qi in np.ndenumerate(qs):
-        out[i] = float((modified_postprocess(qi + k, t, lo) * weights).sum()) - qi
+        out[i] = float((modified_postprocess(qi + k, temperature=t, lower=lo) * weights).sum()) - qi
     return out

@@ -238,8 +238,8 @@ class Projector:
         self.nonneg = bool(nonneg)
         self.method = method
         self.weights = _weights(weights, hierarchy.n)
-        self.public = resolve_public(hierarchy, public)
-        check_feasible(hierarchy, self.public, nonneg=self.nonneg)
+        self.public = resolve_public(hierarchy, public=public)
+        check_feasible(hierarchy, public=self.public, nonneg=self.nonneg)
         self._exact: TreeProblem | None = None
         self._topdown: TopDownPlan | None = None
         if method == "exact":

@@ -14,8 +14,8 @@ from scipy import special
 
 from postdp import _validation
 from postdp._typing import ArrayLike, FloatArray, NumArray
-from postdp.mechanisms import NoiseMechanism
-from postdp.mechanisms._partial_moments import _noise_law, _positive_part_excess
+from postdp.mechanisms import Laplace, NoiseMechanism
+from postdp.mechanisms._partial_moments import _noise_law, _positive_part_excess, _tail_mean
 
 __all__ = [
     "clamp",
@@ -27,7 +27,7 @@ __all__ = [
 ]
 
 
-def clamp(x: ArrayLike, lower: float = 0.0) -> NumArray:
+def clamp(x: ArrayLike, *, lower: float = 0.0) -> NumArray:
     """The ramp (boundary-inflated truncation) max(lower, x), element-wise.
 
     Parameters
@@ -53,7 +53,7 @@ def clamp(x: ArrayLike, lower: float = 0.0) -> NumArray:
     return np.maximum(values.astype(np.float64), lo)
 
 
-def clamp_bias(q: ArrayLike, mechanism: NoiseMechanism, lower: float = 0.0) -> FloatArray:
+def clamp_bias(q: ArrayLike, mechanism: NoiseMechanism, *, lower: float = 0.0) -> FloatArray:
     """Exact bias E[max(lower, q + N)] - q of the ramp under the mechanism's noise.
 
     Parameters
@@ -114,7 +114,7 @@ def translated_ramp(x: ArrayLike, alpha: float) -> FloatArray:
     return out
 
 
-def translated_ramp_bias(q: ArrayLike, mechanism: NoiseMechanism, alpha: float) -> FloatArray:
+def translated_ramp_bias(q: ArrayLike, mechanism: NoiseMechanism, *, alpha: float) -> FloatArray:
     """Exact bias E[τ_α(q + N)] - q of the translated ramp.
 
     Parameters
@@ -139,7 +139,7 @@ def translated_ramp_bias(q: ArrayLike, mechanism: NoiseMechanism, alpha: float) 
     >>> from postdp import Laplace
     >>> m = Laplace.from_scale(1.0)
     >>> a = optimal_ramp_shift(1.0)
-    >>> round(float(translated_ramp_bias(0.0, m, a)), 6), round(a, 6)
+    >>> round(float(translated_ramp_bias(0.0, m, alpha=a)), 6), round(a, 6)
     (0.351734, 0.351734)
     """
     law = _noise_law(mechanism)
@@ -149,31 +149,49 @@ def translated_ramp_bias(q: ArrayLike, mechanism: NoiseMechanism, alpha: float) 
     return out
 
 
-def optimal_ramp_shift(scale: float) -> float:
-    """The shift α* = b·W(1/2) of the translated ramp with the least worst-case bias.
+def optimal_ramp_shift(mechanism: NoiseMechanism | float) -> float:
+    """The shift α* of the translated ramp with the least worst-case bias.
 
     Parameters
     ----------
-    scale : float
-        Laplace scale b > 0.
+    mechanism : Laplace, Geometric or float
+        The noise; a bare float is read as a Laplace scale b > 0.
 
     Returns
     -------
     float
-        α*, the root of (b/2) e^{-α/b} = α; the worst-case absolute bias of τ_α* is α*
-        (seed ``004_8a4094d85034e014.txt`` Thm 4.1), about 0.3517 b against b/2 for the
-        plain ramp.
+        α*, the root of f(-α) = α with f(c) = E[(c + N)^+]: the bias of τ_α falls from
+        f(-α) at q = 0 to -α as q grows, so the worst-case absolute bias is smallest where
+        the two meet, and equals α*. For Laplace(b), f(-α) = (b/2) e^{-α/b} and
+        α* = b·W(1/2) ≈ 0.3517 b (seed ``004_8a4094d85034e014.txt`` Thm 4.1), against b/2
+        for the plain ramp. For double geometric noise f is the exact geometric tail mean
+        (piecewise in α), and the root is found by bracketing to machine precision; it is
+        not the Laplace value at the same ε.
 
     Examples
     --------
-    >>> round(optimal_ramp_shift(1.0), 8)
-    0.35173371
+    >>> from postdp import Geometric, Laplace
+    >>> round(optimal_ramp_shift(1.0), 8), round(optimal_ramp_shift(Laplace(1.0)), 8)
+    (0.35173371, 0.35173371)
+    >>> round(optimal_ramp_shift(Geometric(epsilon=1.0)), 6)
+    0.335287
     """
-    b = _validation.positive_real("scale", scale)
-    return float(b * special.lambertw(0.5).real)
+    if not isinstance(mechanism, NoiseMechanism):
+        b = _validation.positive_real("mechanism", mechanism)
+        return float(b * special.lambertw(0.5).real)
+    law = _noise_law(mechanism)
+    if isinstance(law, Laplace):
+        return float(law.scale * special.lambertw(0.5).real)
+    from scipy.optimize import brentq
+
+    def gap(alpha: float) -> float:
+        return float(_tail_mean(np.array(-alpha), law)) - alpha
+
+    upper = float(_tail_mean(np.array(0.0), law))  # f(-alpha) <= f(0) = E[N^+]
+    return float(brentq(gap, 0.0, upper, xtol=1e-14, rtol=4 * np.finfo(float).eps))
 
 
-def restriction_ramp_ratio(q: ArrayLike, epsilon: float, sensitivity: float = 1.0) -> FloatArray:
+def restriction_ramp_ratio(q: ArrayLike, mechanism: NoiseMechanism) -> FloatArray:
     """Seed 004 eq. (9): bias of restriction over bias of the ramp at equal privacy (> 2).
 
     Both mechanisms are ε-DP: the ramp post-processes Laplace(Δ/ε) and has bias
@@ -184,8 +202,8 @@ def restriction_ramp_ratio(q: ArrayLike, epsilon: float, sensitivity: float = 1.
     ----------
     q : array_like
         True values q >= 0.
-    epsilon : float
-    sensitivity : float, default 1
+    mechanism : Laplace
+        The ramp's mechanism, ε-DP at sensitivity Δ.
 
     Returns
     -------
@@ -194,11 +212,12 @@ def restriction_ramp_ratio(q: ArrayLike, epsilon: float, sensitivity: float = 1.
 
     Examples
     --------
-    >>> float(restriction_ramp_ratio(0.0, 1.0))
+    >>> from postdp import Laplace
+    >>> float(restriction_ramp_ratio(0.0, Laplace(1.0)))
     4.0
     """
-    eps = _validation.positive_real("epsilon", epsilon)
-    delta = _validation.positive_real("sensitivity", sensitivity)
-    t = eps * _validation.float_array("q", q) / delta
+    if not isinstance(mechanism, Laplace):
+        raise TypeError(f"`mechanism` must be Laplace; got {type(mechanism).__name__}")
+    t = mechanism.epsilon * _validation.float_array("q", q) / mechanism.sensitivity
     out: FloatArray = 2.0 * np.exp(t) * (t + 2.0) / (2.0 * np.exp(t / 2.0) - 1.0)
     return out
