@@ -32,7 +32,7 @@ def main() -> None:
     floor = time.perf_counter() - start
     start = time.perf_counter()
     rep = allotment_fairness(
-        x, w, m, budget=6.5e9, postprocess=clamp, n_draws=args.draws, batch=args.batch, rng=0
+        x, w, m, amount=6.5e9, postprocess=clamp, n_draws=args.draws, batch=args.batch, rng=0
     )
     elapsed = time.perf_counter() - start
     print(f"{len(x):,} districts x {args.draws:,} draws (Laplace eps 0.1, clamp, $6.5B)")

@@ -527,11 +527,11 @@ def test_fairness_title1_and_section203(tmp_path, capsys):
         "fairness",
         "title1",
         "--postprocess",
-        "round",
+        "project",
         "--draws",
         "10",
         "--output-dir",
         str(tmp_path / "bad"),
     ]
     assert main(bad) == 2
-    assert "--postprocess 'round': must be none, clamp or modified:T=<t>" in capsys.readouterr().err
+    assert "--postprocess 'project': steps project need a hierarchy" in capsys.readouterr().err

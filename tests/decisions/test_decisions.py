@@ -145,10 +145,10 @@ def test_rules_zero_denominators_and_section203():
 
 def test_bad_input():
     with pytest.raises(
-        ValidationError, match=r"`weights` must be finite \(no NaN or inf\); got nan at index 1"
+        ValidationError, match=r"`multipliers` must be finite \(no NaN or inf\); got nan at index 1"
     ):
         allot([1.0, 2.0], [1.0, np.nan])
-    with pytest.raises(ValidationError, match=r"`weights` must have shape \(2,\)"):
+    with pytest.raises(ValidationError, match=r"`multipliers` must have shape \(2,\)"):
         allot([1.0, 2.0], [1.0])
     with pytest.raises(ValidationError, match="`x` must be nonnegative; got -3"):
         allotment_fairness([1.0, -3.0], [1.0, 1.0], Laplace(1.0), n_draws=10, rng=0)
@@ -204,3 +204,22 @@ def test_section203_margin_is_defined_for_negative_determinations():
     # both fail: the farther of the two conditions must be crossed
     three = {"vacit_total": [100_000.0], "vaclep": [4_000.0], "illit": [40.0]}
     assert section203_margin(three)[0] == pytest.approx(max(0.2, (0.0131 - 0.01) / 0.0131))
+
+
+def test_fairness_engines_accept_the_release_design_step_names():
+    """Issue 11: the fairness functions take the same post-processing chains as
+    ReleaseDesign (element-wise steps), with the same result as the functions."""
+    from postdp.decisions import allotment_fairness
+    from postdp.postprocess import modified_postprocess
+
+    x, w = np.array([1.0, 5.0, 500.0]), np.ones(3)
+    kwargs = {"amount": 1000.0, "n_draws": 3000, "rng": 4}
+    by_name = allotment_fairness(x, w, Laplace(0.5), postprocess="modified:T=2", **kwargs)
+    by_function = allotment_fairness(
+        x, w, Laplace(0.5), postprocess=lambda v: modified_postprocess(v, temperature=2.0), **kwargs
+    )
+    np.testing.assert_array_equal(by_name.bias, by_function.bias)
+    rounded = allotment_fairness(x, w, Geometric(0.5), postprocess="clamp,round", **kwargs)
+    assert np.isfinite(rounded.bias).all()
+    with pytest.raises(ValidationError, match="need a hierarchy"):
+        allotment_fairness(x, w, Laplace(0.5), postprocess="project", **kwargs)

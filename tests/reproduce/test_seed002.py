@@ -41,7 +41,7 @@ def new_york():
 def test_fig2_small_districts_over_allotted_large_under(new_york):
     x, w, budget = new_york
     rep = allotment_fairness(
-        x, w, Laplace(0.1), budget=budget, postprocess=clamp, n_draws=4000, rng=1
+        x, w, Laplace(0.1), amount=budget, postprocess=clamp, n_draws=4000, rng=1
     )
     order = np.argsort(x)
     small, large = order[: len(x) // 10], order[-10:]
@@ -71,13 +71,13 @@ def test_fig3_section203_errors_largest_near_the_thresholds():
 def test_fig6_linear_proxy_reduces_alpha_keeps_mae(new_york):
     x, w, budget = new_york
     z = float((x * w).sum())
-    kwargs = {"budget": budget, "postprocess": clamp, "n_draws": 4000, "rng": 2}
+    kwargs = {"amount": budget, "postprocess": clamp, "n_draws": 4000, "rng": 2}
     plain = allotment_fairness(x, w, Laplace(0.1), **kwargs)
     proxy = allotment_fairness(
         x,
         w,
         Laplace(0.1),
-        problem=lambda v: linear_proxy_allotment(v, w, z, budget=budget),
+        problem=lambda v: linear_proxy_allotment(v, w, z, amount=budget),
         **kwargs,
     )
     assert proxy.alpha < plain.alpha / 3, (plain.alpha, proxy.alpha)
@@ -92,7 +92,7 @@ def test_fig9_modified_post_processing_reduces_alpha(new_york):
     from postdp.postprocess import modified_postprocess
 
     x, w, budget = new_york
-    kwargs = {"budget": budget, "n_draws": 4000, "rng": 2}
+    kwargs = {"amount": budget, "n_draws": 4000, "rng": 2}
     plain = allotment_fairness(x, w, Laplace(0.1), postprocess=clamp, **kwargs)
     modified = allotment_fairness(
         x,

@@ -42,7 +42,7 @@ def add_parser(commands: Any) -> None:
         help="one state's entities, by postal code, e.g. NY (the nation when not given)",
     )
     parser.add_argument(
-        "--budget",
+        "--amount",
         type=positive_float,
         default=6.5e9,
         help="Title I basic grants nationally, USD (a state gets its share)",
@@ -60,8 +60,9 @@ def add_parser(commands: Any) -> None:
     parser.add_argument(
         "--postprocess",
         default="clamp",
-        metavar="none|clamp|modified:T=t",
-        help="applied to the noisy counts before the decision",
+        metavar="STEP[,STEP...]",
+        help="element-wise post-processing applied to the noisy counts before the decision: "
+        "none, clamp, ramp-optimal, modified:T=<t>, round (e.g. clamp,round)",
     )
     parser.add_argument("--draws", type=whole(2, 10**9), default=2000, help="Monte Carlo draws")
     parser.add_argument(
@@ -75,26 +76,6 @@ def add_parser(commands: Any) -> None:
     parser.set_defaults(func=run)
 
 
-def _postprocess(text: str) -> Any:
-    """The element-wise step named by --postprocess, validated (None for 'none')."""
-    import numpy as np
-
-    from postdp.postprocess import clamp, modified_postprocess
-    from postdp.postprocess.chain import parse_steps
-
-    with flag("--postprocess", text):
-        steps = parse_steps(text)
-    if len(steps) > 1 or (steps and steps[0].name not in ("clamp", "modified")):
-        raise CliError(f"--postprocess {text!r}: must be none, clamp or modified:T=<t>")
-    if not steps:
-        return None
-    step = steps[0]
-    if step.name == "clamp":
-        return lambda v: np.asarray(clamp(v), dtype=np.float64)
-    temperature = step.options["T"]
-    return lambda v: modified_postprocess(v, temperature=temperature)
-
-
 def run(args: argparse.Namespace, state: RunState) -> int:
     """Validate every option and epsilon, check the folder, simulate all, then write."""
     import numpy as np
@@ -102,15 +83,18 @@ def run(args: argparse.Namespace, state: RunState) -> int:
     from postdp import decisions
     from postdp.data import load_section203, load_title1
     from postdp.mechanisms import Geometric, Laplace
+    from postdp.postprocess import ElementwiseChain
 
-    post = _postprocess(args.postprocess)
     cls = Laplace if args.mechanism == "laplace" else Geometric
     mechanisms = []
     for e in args.epsilon:
         with flag("--epsilon", f"{e:g}"):
             mechanisms.append(cls(epsilon=e))
-    if args.problem == "section203" and "--budget" in _typed_flags(args):
-        raise CliError("--budget: applies to title1, not to section203")
+    with flag("--postprocess", args.postprocess):
+        ElementwiseChain(mechanisms[0], args.postprocess)  # checked before any simulation
+    post = args.postprocess
+    if args.problem == "section203" and "--amount" in _typed_flags(args):
+        raise CliError("--amount: applies to title1, not to section203")
     if not args.no_figures and importlib.util.find_spec("matplotlib") is None:
         raise CliError("figures need matplotlib (pip install 'postdp[plots]'); or --no-figures")
     us = load_title1()
@@ -126,7 +110,7 @@ def run(args: argparse.Namespace, state: RunState) -> int:
     lines: list[str] = []
     if args.problem == "title1":
         table = us if args.state is None else load_title1(args.state)
-        budget = args.budget * float(
+        amount = args.amount * float(
             (table.poor_5_17 * table.weight).sum() / (us.poor_5_17 * us.weight).sum()
         )
         x = table.poor_5_17.to_numpy(dtype=float)
@@ -139,7 +123,7 @@ def run(args: argparse.Namespace, state: RunState) -> int:
                     x,
                     w,
                     mechanism,
-                    budget=budget,
+                    amount=amount,
                     postprocess=post,
                     n_draws=args.draws,
                     rng=args.seed,
@@ -153,7 +137,7 @@ def run(args: argparse.Namespace, state: RunState) -> int:
             tables[f"title1_{scope}_eps{e:g}.csv"] = frame
             big = int(np.argmax(x))
             lines.append(
-                f"Title I ({scope}, ${budget:,.0f}), {args.mechanism} eps = {e:g}, "
+                f"Title I ({scope}, ${amount:,.0f}), {args.mechanism} eps = {e:g}, "
                 f"post-processing {args.postprocess}, {args.draws} draws: alpha "
                 f"${rep.alpha:,.0f}, cost of privacy ${rep.cost_of_privacy():,.0f}, largest "
                 f"entity {table.name.iloc[big]!s} bias ${rep.bias[big]:,.0f}"

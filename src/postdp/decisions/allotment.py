@@ -18,31 +18,33 @@ __all__ = [
 ]
 
 
-def _weights(weights: ArrayLike, n: int) -> FloatArray:
-    w = _validation.real_array("weights", weights).astype(np.float64)
+def _multipliers(multipliers: ArrayLike, n: int) -> FloatArray:
+    w = _validation.real_array("multipliers", multipliers).astype(np.float64)
     if w.shape != (n,):
-        raise ValidationError(f"`weights` must have shape ({n},), one per entity; got {w.shape}")
+        raise ValidationError(
+            f"`multipliers` must have shape ({n},), one per entity; got {w.shape}"
+        )
     bad = ~(w > 0)
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         raise ValidationError(
-            f"`weights` must be positive (every entity needs its weight); got {w[i].item()!r} "
-            f"at index {i}"
+            "`multipliers` must be positive (every entity needs its multiplier); got "
+            f"{w[i].item()!r} at index {i}"
         )
     return w
 
 
-def allot(x: ArrayLike, weights: ArrayLike, *, budget: float = 1.0) -> FloatArray:
-    """The proportional allotment P^F_i = a_i x_i / Σ_j a_j x_j, times a budget.
+def allot(x: ArrayLike, multipliers: ArrayLike, *, amount: float = 1.0) -> FloatArray:
+    """The proportional allotment P^F_i = a_i x_i / Σ_j a_j x_j, times an amount.
 
     Parameters
     ----------
     x : array_like, shape (..., n)
         Counts of each entity (e.g. poor children 5-17 per school district); leading axes
         are draws.
-    weights : array_like, shape (n,)
-        Positive weights a_i (e.g. the Title I state expenditure factor).
-    budget : float, default 1
+    multipliers : array_like, shape (n,)
+        Positive multipliers a_i (e.g. the Title I state expenditure factor).
+    amount : float, default 1
         Amount distributed (1 gives shares; 6.5e9 the Title I basic grants in dollars).
 
     Returns
@@ -57,14 +59,14 @@ def allot(x: ArrayLike, weights: ArrayLike, *, budget: float = 1.0) -> FloatArra
 
     Examples
     --------
-    >>> allot([10, 30], [1.0, 1.0], budget=100).tolist()
+    >>> allot([10, 30], [1.0, 1.0], amount=100).tolist()
     [25.0, 75.0]
     """
     values = _validation.real_array("x", x).astype(np.float64)
     if values.ndim == 0:
         raise ValidationError("`x` must have at least one axis (the entities)")
-    w = _weights(weights, values.shape[-1])
-    amount = _validation.positive_real("budget", budget)
+    w = _multipliers(multipliers, values.shape[-1])
+    amount = _validation.positive_real("amount", amount)
     total = (values * w).sum(axis=-1, keepdims=True)
     if (total <= 0).any():
         raise ValidationError(
@@ -75,7 +77,7 @@ def allot(x: ArrayLike, weights: ArrayLike, *, budget: float = 1.0) -> FloatArra
     return out
 
 
-def allotment_hessian_trace(x: ArrayLike, weights: ArrayLike) -> FloatArray:
+def allotment_hessian_trace(x: ArrayLike, multipliers: ArrayLike) -> FloatArray:
     """Tr(H P^F_i) in closed form (seed 002, Example 1).
 
     Tr(H P^F_i) = 2 a_i (x_i Σ_j a_j² - a_i Z) / Z³ with Z = Σ_j a_j x_j.
@@ -83,7 +85,7 @@ def allotment_hessian_trace(x: ArrayLike, weights: ArrayLike) -> FloatArray:
     Parameters
     ----------
     x : array_like, shape (n,)
-    weights : array_like, shape (n,)
+    multipliers : array_like, shape (n,)
 
     Returns
     -------
@@ -95,7 +97,7 @@ def allotment_hessian_trace(x: ArrayLike, weights: ArrayLike) -> FloatArray:
     [0.0, 0.0]
     """
     values = _validation.real_array("x", x).astype(np.float64)
-    w = _weights(weights, values.shape[-1])
+    w = _multipliers(multipliers, values.shape[-1])
     Z = float((values * w).sum())
     out: FloatArray = 2 * w * (values * (w**2).sum() - w * Z) / Z**3
     return out
@@ -139,7 +141,7 @@ def numerical_hessian_trace(
 
 
 def predicted_allotment_bias(
-    x: ArrayLike, weights: ArrayLike, variance: ArrayLike, *, budget: float = 1.0
+    x: ArrayLike, multipliers: ArrayLike, variance: ArrayLike, *, amount: float = 1.0
 ) -> FloatArray:
     """Second-order prediction of the bias of P^F under noise of the given variances (Thm 3).
 
@@ -150,10 +152,10 @@ def predicted_allotment_bias(
     Parameters
     ----------
     x : array_like, shape (n,)
-    weights : array_like, shape (n,)
+    multipliers : array_like, shape (n,)
     variance : float or array_like, shape (n,)
         Variance of the noise on each count.
-    budget : float, default 1
+    amount : float, default 1
 
     Returns
     -------
@@ -167,10 +169,10 @@ def predicted_allotment_bias(
     True
     """
     values = _validation.real_array("x", x).astype(np.float64)
-    w = _weights(weights, values.size)
+    w = _multipliers(multipliers, values.size)
     var = np.broadcast_to(
         _validation.real_array("variance", variance).astype(np.float64), values.shape
     )
     Z = float((values * w).sum())
-    out: FloatArray = budget * (w * values * float((var * w**2).sum()) / Z**3 - w**2 * var / Z**2)
+    out: FloatArray = amount * (w * values * float((var * w**2).sum()) / Z**3 - w**2 * var / Z**2)
     return out

@@ -10,7 +10,7 @@ streamed in batches (memory bounded by ``batch``), reproducible from one seed.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -22,6 +22,7 @@ from postdp.decisions.allotment import allot
 from postdp.decisions.rules import Rule
 from postdp.errors import ValidationError
 from postdp.mechanisms import NoiseMechanism
+from postdp.postprocess import ElementwiseChain, Step
 
 __all__ = [
     "FairnessReport",
@@ -34,6 +35,21 @@ __all__ = [
 ]
 
 PostProcess = Callable[[NumArray], NumArray]
+#: A post-processing: a callable on a batch, or element-wise steps as in ReleaseDesign.
+PostProcessSpec = Callable[[NumArray], NumArray] | str | Sequence[Step] | None
+
+
+def _post(
+    postprocess: PostProcessSpec, mechanism: NoiseMechanism, rng: RNGLike
+) -> PostProcess | None:
+    """A batch function from a callable or from element-wise steps (``"clamp,round"``)."""
+    if postprocess is None or callable(postprocess):
+        return postprocess
+    chain = ElementwiseChain(mechanism, postprocess)
+    if not chain.steps:
+        return None
+    gen = _rng.spawn(rng, 1)[0] if any(step.name == "round" for step in chain.steps) else None
+    return lambda values: chain(values, rng=gen)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -82,8 +98,8 @@ class FairnessReport:
         a = np.abs(self.bias)
         return float(a.max() - a.min())
 
-    def cost_of_privacy(self, budget: float = 1.0) -> float:
-        """B+ = Σ_{i: B^i < 0} |B^i| × budget (Definition 4), for shares.
+    def cost_of_privacy(self, amount: float = 1.0) -> float:
+        """B+ = Σ_{i: B^i < 0} |B^i| × amount (Definition 4), for shares.
 
         Examples
         --------
@@ -92,7 +108,7 @@ class FairnessReport:
         >>> rep.cost_of_privacy(1000.0)
         25.0
         """
-        return float(np.abs(self.bias[self.bias < 0]).sum() * budget)
+        return float(np.abs(self.bias[self.bias < 0]).sum() * amount)
 
     def to_frame(self, *, z: float = 1.96) -> pd.DataFrame:
         """One row per entity: truth, bias with a z·SE interval, |bias|, disparity, MAE.
@@ -147,11 +163,11 @@ def _draws_check(n_draws: int, batch: int) -> tuple[int, int]:
 
 def allotment_fairness(
     x: ArrayLike,
-    weights: ArrayLike,
+    multipliers: ArrayLike,
     mechanism: NoiseMechanism,
     *,
-    budget: float = 1.0,
-    postprocess: PostProcess | None = None,
+    amount: float = 1.0,
+    postprocess: PostProcessSpec = None,
     problem: Callable[[FloatArray], FloatArray] | None = None,
     n_draws: int = 10_000,
     batch: int = 500,
@@ -164,17 +180,19 @@ def allotment_fairness(
     ----------
     x : array_like, shape (n,)
         True counts (e.g. ``load_title1()["poor_5_17"]``).
-    weights : array_like, shape (n,)
-        Allotment weights a_i.
+    multipliers : array_like, shape (n,)
+        Allotment multipliers a_i (the seed's weights).
     mechanism : NoiseMechanism
         Noise added to every count (study path).
-    budget : float, default 1
+    amount : float, default 1
         Amount distributed: the bias is then in the same unit (dollars with 6.5e9).
-    postprocess : callable, optional
-        Applied to each batch of noisy counts before the allotment (e.g. ``clamp``).
+    postprocess : callable, str or sequence of Step, optional
+        Applied to each batch of noisy counts before the allotment: a function (e.g.
+        ``clamp``) or element-wise steps named as in :class:`~postdp.ReleaseDesign`
+        (``"clamp"``, ``"ramp-optimal"``, ``"modified:T=2"``, ``"clamp,round"``).
     problem : callable, optional
         The allotment as a function of the (post-processed) counts, batch in, batch out
-        (default: ``allot(., weights, budget=budget)``), e.g. a linear proxy.
+        (default: ``allot(., multipliers, amount=amount)``), e.g. a linear proxy.
     n_draws : int, default 10000
     batch : int, default 500
         Draws processed at once; results do not depend on it.
@@ -191,14 +209,15 @@ def allotment_fairness(
     >>> from postdp import Laplace
     >>> from postdp.postprocess import clamp
     >>> rep = allotment_fairness([1.0, 5.0, 500.0], [1.0, 1.0, 1.0], Laplace(0.5),
-    ...                          budget=1000.0, postprocess=clamp, n_draws=5000, rng=1)
+    ...                          amount=1000.0, postprocess=clamp, n_draws=5000, rng=1)
     >>> bool(rep.bias[0] > 0 > rep.bias[2])  # small entities over-allotted under clamping
     True
     """
     values = _validation.real_array("x", x).astype(np.float64)
     _validation.nonnegative("x", values)
     N, b = _draws_check(n_draws, batch)
-    fn = problem if problem is not None else (lambda v: allot(v, weights, budget=budget))
+    post = _post(postprocess, mechanism, rng)
+    fn = problem if problem is not None else (lambda v: allot(v, multipliers, amount=amount))
     truth = np.asarray(fn(values[None, :])[0], dtype=np.float64)
     counts = values.astype(np.int64) if mechanism.discrete else values
     moments = _Moments(values.size)
@@ -206,7 +225,7 @@ def allotment_fairness(
     for done, noisy in enumerate(
         mechanism.iter_samples(counts, n_draws=N, batch=b, rng=rng), start=1
     ):
-        released = noisy.astype(np.float64) if postprocess is None else postprocess(noisy)
+        released = noisy.astype(np.float64) if post is None else post(noisy)
         moments.add(
             np.asarray(fn(np.asarray(released, dtype=np.float64)), dtype=np.float64) - truth
         )
@@ -220,7 +239,7 @@ def decision_fairness(
     rule: Rule,
     mechanisms: NoiseMechanism | Mapping[str, NoiseMechanism],
     *,
-    postprocess: PostProcess | None = None,
+    postprocess: PostProcessSpec = None,
     n_draws: int = 10_000,
     batch: int = 1000,
     rng: RNGLike = None,
@@ -235,8 +254,9 @@ def decision_fairness(
     rule : Rule
     mechanisms : NoiseMechanism or mapping of feature to NoiseMechanism
         Independent noise on each feature.
-    postprocess : callable, optional
-        Applied to each noisy feature before the rule.
+    postprocess : callable, str or sequence of Step, optional
+        Applied to each noisy feature before the rule: a function or element-wise steps
+        as in :class:`~postdp.ReleaseDesign` (``"clamp"``, ``"modified:T=2"``, ...).
     n_draws : int, default 10000
     batch : int, default 1000
     rng : int, numpy.random.Generator, SeedSequence or None
@@ -268,6 +288,7 @@ def decision_fairness(
     N, b = _draws_check(n_draws, batch)
     truth = rule(truth_data).astype(np.float64)
     streams = dict(zip(names, _rng.spawn(rng, len(names)), strict=True))
+    posts = {k: _post(postprocess, mechs[k], streams[k]) for k in names}
     iterators = {
         k: mechs[k].iter_samples(
             truth_data[k].astype(np.int64) if mechs[k].discrete else truth_data[k],
@@ -281,8 +302,9 @@ def decision_fairness(
     steps = math.ceil(N / b)
     for done in range(1, steps + 1):
         noisy = {k: next(it).astype(np.float64) for k, it in iterators.items()}
-        if postprocess is not None:
-            noisy = {k: np.asarray(postprocess(v), dtype=np.float64) for k, v in noisy.items()}
+        for k, post in posts.items():
+            if post is not None:
+                noisy[k] = np.asarray(post(noisy[k]), dtype=np.float64)
         moments.add(rule(noisy).astype(np.float64) - truth)
         if progress is not None:
             progress(done, steps)

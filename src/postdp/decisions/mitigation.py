@@ -11,7 +11,7 @@ import numpy as np
 
 from postdp import _validation
 from postdp._typing import ArrayLike, FloatArray, RNGLike
-from postdp.decisions.allotment import _weights
+from postdp.decisions.allotment import _multipliers
 from postdp.errors import ValidationError
 from postdp.mechanisms import NoiseMechanism
 from postdp.postprocess import modified_postprocess, project_sum
@@ -57,7 +57,7 @@ def output_perturbation(
 
 
 def linear_proxy_allotment(
-    x: ArrayLike, weights: ArrayLike, total: float, *, budget: float = 1.0
+    x: ArrayLike, multipliers: ArrayLike, total: float, *, amount: float = 1.0
 ) -> FloatArray:
     """The linear proxy P̄^F_i = a_i x_i / Z with Z released separately (seed 002 §7.2).
 
@@ -67,10 +67,10 @@ def linear_proxy_allotment(
     Parameters
     ----------
     x : array_like, shape (..., n)
-    weights : array_like, shape (n,)
+    multipliers : array_like, shape (n,)
     total : float
         The released Z.
-    budget : float, default 1
+    amount : float, default 1
 
     Returns
     -------
@@ -82,9 +82,9 @@ def linear_proxy_allotment(
     [1.0, -0.2]
     """
     values = _validation.real_array("x", x).astype(np.float64)
-    w = _weights(weights, values.shape[-1])
+    w = _multipliers(multipliers, values.shape[-1])
     z = _validation.positive_real("total", total)
-    out: FloatArray = budget * w * values / z
+    out: FloatArray = amount * w * values / z
     return out
 
 

@@ -3,7 +3,13 @@
 from typing import Any
 
 from postdp.postprocess._kkt import ProjectionReport, kkt_report
-from postdp.postprocess.chain import PostProcessChain, Step, is_consistent, parse_steps
+from postdp.postprocess.chain import (
+    ElementwiseChain,
+    PostProcessChain,
+    Step,
+    is_consistent,
+    parse_steps,
+)
 from postdp.postprocess.modified import modified_bias, modified_postprocess
 from postdp.postprocess.projections import (
     Projector,
@@ -23,6 +29,7 @@ from postdp.postprocess.rounding import round_consistent, stochastic_round
 from postdp.postprocess.topdown import top_down
 
 __all__ = [
+    "ElementwiseChain",
     "PostProcessChain",
     "ProjectionReport",
     "Projector",

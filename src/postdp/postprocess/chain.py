@@ -259,3 +259,81 @@ class PostProcessChain:
 
     def __repr__(self) -> str:
         return f"PostProcessChain({','.join(map(str, self.steps)) or 'none'!r})"
+
+
+#: Steps that act on each value alone (no hierarchy needed).
+ELEMENTWISE_STEPS = ("clamp", "ramp-optimal", "modified", "round")
+
+
+class ElementwiseChain:
+    """The element-wise steps of a post-processing chain, for values without a hierarchy
+    (e.g. the entities of a decision problem): the same step names as :class:`ReleaseDesign`.
+
+    Parameters
+    ----------
+    mechanism : NoiseMechanism
+        The noise on the values (``ramp-optimal`` takes its optimal shift from it).
+    steps : str or sequence of Step
+        Any of ``clamp``, ``ramp-optimal``, ``modified:T=<t>`` and ``round`` (unbiased
+        stochastic rounding); projections need a hierarchy and are refused.
+
+    Examples
+    --------
+    >>> from postdp import Laplace
+    >>> chain = ElementwiseChain(Laplace(1.0), "clamp,round")
+    >>> chain([-2.0, 3.0], rng=0).tolist()
+    [0, 3]
+    """
+
+    __slots__ = ("mechanism", "steps")
+
+    def __init__(self, mechanism: NoiseMechanism, steps: str | Sequence[Step]) -> None:
+        if not isinstance(mechanism, NoiseMechanism):
+            raise TypeError(
+                f"`mechanism` must be a noise mechanism; got {type(mechanism).__name__}"
+            )
+        self.mechanism = mechanism
+        self.steps = parse_steps(steps) if isinstance(steps, str) else tuple(steps)
+        needs_tree = [str(s) for s in self.steps if s.name not in ELEMENTWISE_STEPS]
+        if needs_tree:
+            raise ValidationError(
+                f"steps {', '.join(needs_tree)} need a hierarchy; without one use "
+                f"{', '.join(ELEMENTWISE_STEPS)}"
+            )
+        if any(s.name == "ramp-optimal" for s in self.steps) and mechanism.family != "laplace":
+            raise ValidationError("step 'ramp-optimal' needs Laplace or geometric noise")
+
+    def __call__(self, values: ArrayLike, *, rng: RNGLike = None) -> NumArray:
+        """Apply the steps in order to values of any shape.
+
+        Parameters
+        ----------
+        values : array_like
+        rng : int, numpy.random.Generator, SeedSequence or None
+            Randomness of the ``round`` step.
+
+        Returns
+        -------
+        ndarray
+            int64 after a final ``round``, float64 otherwise.
+
+        Examples
+        --------
+        >>> from postdp import Laplace
+        >>> ElementwiseChain(Laplace(1.0), "modified:T=1")([0.5, 10.0]).round(3).tolist()
+        [0.0, 9.909]
+        """
+        out: NumArray = np.asarray(values, dtype=np.float64)
+        for step in self.steps:
+            if step.name == "clamp":
+                out = clamp(out, lower=step.options.get("lower", 0.0))
+            elif step.name == "ramp-optimal":
+                out = np.maximum(out - optimal_ramp_shift(self.mechanism), 0.0)
+            elif step.name == "modified":
+                out = modified_postprocess(out, temperature=step.options["T"])
+            else:
+                out = stochastic_round(out, rng=rng)
+        return out
+
+    def __repr__(self) -> str:
+        return f"ElementwiseChain({','.join(map(str, self.steps)) or 'none'!r})"
