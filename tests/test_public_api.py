@@ -105,7 +105,7 @@ def test_import_postdp_is_light():
 # Layers, lowest first; a module may import only from its own layer or the ones before it
 # (STYLE.md). Checked statically, on the import statements of every source file.
 LAYERS = [
-    ["postdp._rng", "postdp._validation", "postdp.errors", "postdp._typing"],
+    ["postdp._rng", "postdp._validation", "postdp.errors", "postdp._typing", "postdp._intervals"],
     ["postdp.mechanisms"],
     ["postdp.hierarchy"],
     ["postdp.postprocess"],
@@ -303,3 +303,34 @@ def test_signature_rule_catches_violations():
     assert _problems(flipped, "function", "flipped") == [
         "positional order must be data, hierarchy/mechanism, steps"
     ]
+
+
+RESULTS = {
+    "MonteCarloResult",
+    "FairnessReport",
+    "ExactPosterior",
+    "PosteriorSamples",
+    "TemperatureSearch",
+    "BiasBound",
+    "ProjectionReport",
+    "SumLaw",
+    "BayesRelease",
+    "NoisyCounts",
+    "ConfidenceInterval",
+}
+
+
+def test_every_result_has_to_frame_and_typed_fields():
+    import dataclasses
+
+    found = set()
+    for module_name in PUBLIC_MODULES:
+        module = importlib.import_module(module_name)
+        for name in module.__all__:
+            obj = getattr(module, name)
+            if name in RESULTS:
+                found.add(name)
+                assert callable(getattr(obj, "to_frame", None)), f"{name} has no to_frame()"
+                untyped = [f.name for f in dataclasses.fields(obj) if "Any" in str(f.type)]
+                assert untyped == [], f"{name} has untyped fields {untyped}"
+    assert found == RESULTS

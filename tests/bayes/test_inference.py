@@ -100,7 +100,7 @@ def test_mcmc_reproducible_and_constraint_kept():
     )
     np.testing.assert_array_equal(a.samples, b.samples)
     assert a.samples.min() >= 0 and 0 < a.acceptance <= 1
-    lo, hi = a.credible_intervals(0.9).T
+    lo, hi = a.credible_intervals(0.9)
     assert (lo <= np.array([5, 0, 9]) + 3).all() and (hi >= np.array([5, 0, 9]) - 3).all()
     with pytest.raises(ValidationError, match="`n_draws` must be >= 4"):
         sample_posterior([1], 1, total_mechanism=g, component_mechanisms=g, n_draws=2)

@@ -1,5 +1,6 @@
 """Auditing release designs: Monte Carlo simulation and the closed-form theory of the seeds."""
 
+from postdp._intervals import ConfidenceInterval
 from postdp.analysis.design import ReleaseDesign
 from postdp.analysis.montecarlo import MonteCarloResult, simulate
 from postdp.analysis.theory import (
@@ -16,6 +17,7 @@ from postdp.analysis.theory import (
 
 __all__ = [
     "BiasBound",
+    "ConfidenceInterval",
     "MonteCarloResult",
     "ReleaseDesign",
     "geometric_h",

@@ -17,13 +17,16 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 from scipy import stats
 
 from postdp import _validation
+from postdp._intervals import ConfidenceInterval
 from postdp._typing import ArrayLike, FloatArray, IntArray, NumArray, RNGLike
 from postdp.analysis.design import ReleaseDesign
 from postdp.errors import ValidationError
+from postdp.mechanisms import Budget
 
 __all__ = ["MonteCarloResult", "simulate"]
 
@@ -174,7 +177,7 @@ class MonteCarloResult:
     ['id', 'truth', 'bias', 'bias_lo']
     """
 
-    ids: Any
+    ids: npt.NDArray[np.object_]
     truth: NumArray
     n_draws: int
     bias: FloatArray
@@ -187,9 +190,9 @@ class MonteCarloResult:
     mae_se: FloatArray
     edges: FloatArray
     counts: IntArray
-    raw_ids: Any
+    raw_ids: npt.NDArray[np.object_]
     raw_counts: IntArray
-    budget: Any
+    budget: Budget
     error_min: FloatArray | None = None
     error_max: FloatArray | None = None
 
@@ -277,9 +280,9 @@ class MonteCarloResult:
         return out
 
     def confidence_interval(
-        self, statistic: str = "bias", z: float = 1.96
-    ) -> tuple[FloatArray, FloatArray]:
-        """Lower and upper ends of estimate ± z·SE for ``bias``, ``variance``, ``mse`` or ``mae``.
+        self, statistic: str = "bias", *, z: float = 1.96
+    ) -> ConfidenceInterval:
+        """Estimate ± z·SE for ``bias``, ``variance``, ``mse`` or ``mae`` (level 2Φ(z) - 1).
 
         Examples
         --------
@@ -297,7 +300,7 @@ class MonteCarloResult:
             )
         est = getattr(self, statistic)
         se = getattr(self, f"{statistic}_se")
-        return est - z * se, est + z * se
+        return ConfidenceInterval(est - z * se, est + z * se, math.erf(z / math.sqrt(2.0)))
 
     def to_frame(
         self, *, z: float = 1.96, quantiles: ArrayLike = (0.05, 0.5, 0.95)
@@ -317,7 +320,7 @@ class MonteCarloResult:
         """
         frame = pd.DataFrame({"id": list(self.ids), "truth": self.truth})
         for name in ("bias", "variance", "mse", "mae"):
-            lo, hi = self.confidence_interval(name, z)
+            lo, hi = self.confidence_interval(name, z=z)
             frame[name] = getattr(self, name)
             frame[f"{name}_lo"] = lo
             frame[f"{name}_hi"] = hi

@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 from scipy import stats
 
 from postdp import _validation
@@ -168,6 +169,28 @@ class BiasBound:
     r_m: float
     outside: float
     n: int
+
+    def to_frame(self) -> pd.DataFrame:
+        """The bound and its ingredients as one row.
+
+        Examples
+        --------
+        >>> from postdp import Hierarchy, Laplace
+        >>> h = Hierarchy.from_parents(["T", "a", "b"], [None, "T", "T"], [50, 20, 30])
+        >>> list(p_plus_bias_bound(h, Laplace(1.0)).to_frame().columns)
+        ['bound', 'c_prime', 'r_m', 'outside', 'n']
+        """
+        return pd.DataFrame(
+            [
+                {
+                    "bound": self.bound,
+                    "c_prime": self.c_prime,
+                    "r_m": self.r_m,
+                    "outside": self.outside,
+                    "n": self.n,
+                }
+            ]
+        )
 
 
 def p_plus_bias_bound(

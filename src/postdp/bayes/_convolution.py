@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 from postdp._typing import FloatArray, IntArray, RNGLike
 from postdp.mechanisms import Geometric
@@ -51,6 +52,16 @@ class SumLaw:
         k = self.lo + np.arange(self.pmf.size)
         mean = float((k * self.pmf).sum())
         return float(((k - mean) ** 2 * self.pmf).sum())
+
+    def to_frame(self) -> pd.DataFrame:
+        """The pmf as a table: value, probability.
+
+        Examples
+        --------
+        >>> SumLaw(-1, np.array([0.25, 0.5, 0.25])).to_frame().value.tolist()
+        [-1, 0, 1]
+        """
+        return pd.DataFrame({"value": self.lo + np.arange(self.pmf.size), "probability": self.pmf})
 
 
 def sum_law(mechanisms: Sequence[Geometric]) -> SumLaw:

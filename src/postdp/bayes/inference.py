@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from postdp import _validation
+from postdp._intervals import ConfidenceInterval
 from postdp._typing import ArrayLike, FloatArray, IntArray
 from postdp.bayes._finucan import finucan_mode
 from postdp.errors import ValidationError
@@ -124,16 +125,17 @@ class ExactPosterior:
         probs = np.bincount(inverse.ravel(), weights=self.probability.ravel())
         return values.astype(np.int64), probs.astype(np.float64)
 
-    def credible_intervals(self, level: float = 0.95) -> IntArray:
-        """Equal-tailed credible intervals of each N_s from its exact marginal, shape (S, 2).
+    def credible_intervals(self, level: float = 0.95) -> ConfidenceInterval:
+        """Equal-tailed credible intervals of each N_s from its exact marginal.
 
         Examples
         --------
         >>> from postdp import Geometric
         >>> post = exact_posterior([250, 357], 607, total_mechanism=Geometric(1.0),
         ...                        component_mechanisms=Geometric(1.0))
-        >>> post.credible_intervals(0.95).tolist()
-        [[248, 252], [354, 359]]
+        >>> ci = post.credible_intervals(0.95)
+        >>> ci.low.tolist(), ci.high.tolist()
+        ([248.0, 354.0], [252.0, 359.0])
         """
         if not 0.0 < level < 1.0:
             raise ValidationError(f"`level` must lie strictly between 0 and 1; got {level!r}")
@@ -143,7 +145,25 @@ class ExactPosterior:
             values, probs = self.marginal(s)
             cum = np.cumsum(probs)
             out[s] = values[np.minimum(np.searchsorted(cum, [tail, 1.0 - tail]), values.size - 1)]
-        return out
+        return ConfidenceInterval(out[:, 0].astype(np.float64), out[:, 1].astype(np.float64), level)
+
+    def to_frame(self) -> pd.DataFrame:
+        """The joint posterior in long form: one row per grid point, N1..NS, N, probability.
+
+        Examples
+        --------
+        >>> from postdp import Geometric
+        >>> post = exact_posterior([3, 4], 7, total_mechanism=Geometric(1.0),
+        ...                        component_mechanisms=Geometric(1.0), window=5)
+        >>> frame = post.to_frame()
+        >>> len(frame) == post.probability.size, round(float(frame.probability.sum()), 12)
+        (True, 1.0)
+        """
+        mesh = np.meshgrid(*self.grids, indexing="ij")
+        frame = pd.DataFrame({f"N{s + 1}": m.ravel() for s, m in enumerate(mesh)})
+        frame["N"] = frame.sum(axis=1)
+        frame["probability"] = self.probability.ravel()
+        return frame
 
     def top(self, k: int = 10) -> pd.DataFrame:
         """The ``k`` most probable configurations (seed 003 Table 3).

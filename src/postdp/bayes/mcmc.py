@@ -13,8 +13,10 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
+import pandas as pd
 
 from postdp import _rng, _validation
+from postdp._intervals import ConfidenceInterval
 from postdp._typing import FloatArray, IntArray, RNGLike
 from postdp.bayes._finucan import finucan_mode
 from postdp.bayes.diagnostics import effective_sample_size, split_rhat
@@ -69,8 +71,8 @@ class PosteriorSamples:
         values, counts = np.unique(self.samples[..., component], return_counts=True)
         return values, counts / counts.sum()
 
-    def credible_intervals(self, level: float = 0.95) -> FloatArray:
-        """Equal-tailed credible intervals, shape (S, 2).
+    def credible_intervals(self, level: float = 0.95) -> ConfidenceInterval:
+        """Equal-tailed credible intervals of each N_s from the pooled chains.
 
         Examples
         --------
@@ -78,13 +80,42 @@ class PosteriorSamples:
         >>> g = Geometric(1.0)
         >>> res = sample_posterior([3, 4], 7, total_mechanism=g, component_mechanisms=g,
         ...                        n_draws=400, chains=2, rng=0)
-        >>> res.credible_intervals().shape
-        (2, 2)
+        >>> res.credible_intervals().low.shape
+        (2,)
         """
+        if not 0.0 < level < 1.0:
+            raise ValidationError(f"`level` must lie strictly between 0 and 1; got {level!r}")
         flat = self.samples.reshape(-1, self.samples.shape[-1])
         tail = (1.0 - level) / 2.0
-        out: FloatArray = np.quantile(flat, [tail, 1.0 - tail], axis=0).T
-        return out
+        low, high = np.quantile(flat, [tail, 1.0 - tail], axis=0)
+        return ConfidenceInterval(low, high, level)
+
+    def to_frame(self, *, level: float = 0.95) -> pd.DataFrame:
+        """One row per component: posterior mean, sd, credible interval, ESS and R-hat.
+
+        Examples
+        --------
+        >>> from postdp import Geometric
+        >>> g = Geometric(1.0)
+        >>> res = sample_posterior([3, 4], 7, total_mechanism=g, component_mechanisms=g,
+        ...                        n_draws=200, chains=2, rng=0)
+        >>> list(res.to_frame().columns)
+        ['component', 'mean', 'sd', 'ci_low', 'ci_high', 'level', 'ess', 'rhat']
+        """
+        flat = self.samples.reshape(-1, self.samples.shape[-1]).astype(np.float64)
+        ci = self.credible_intervals(level)
+        return pd.DataFrame(
+            {
+                "component": [f"N{s + 1}" for s in range(flat.shape[1])],
+                "mean": flat.mean(axis=0),
+                "sd": flat.std(axis=0, ddof=1),
+                "ci_low": ci.low,
+                "ci_high": ci.high,
+                "level": ci.level,
+                "ess": self.ess,
+                "rhat": self.rhat,
+            }
+        )
 
 
 def _holds(k: IntArray, t: int, noisy: IntArray) -> npt.NDArray[np.bool_]:

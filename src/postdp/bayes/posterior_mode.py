@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
+import pandas as pd
 
 from postdp import _validation
 from postdp._typing import ArrayLike, IntArray
@@ -124,6 +125,23 @@ class BayesRelease:
     total: IntArray
     components: IntArray
     budget: Budget
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per release: the total and the components N1..NS.
+
+        Examples
+        --------
+        >>> from postdp import Geometric
+        >>> rel = bayes_release([30], [[10, 20]], total_mechanism=Geometric(1.0),
+        ...                     component_mechanisms=Geometric(1.0))
+        >>> list(rel.to_frame().columns)
+        ['total', 'N1', 'N2']
+        """
+        comps = np.atleast_2d(self.components)
+        frame = pd.DataFrame({"total": np.ravel(self.total)})
+        for s in range(comps.shape[-1]):
+            frame[f"N{s + 1}"] = comps[:, s]
+        return frame
 
 
 def _component_mechanisms(

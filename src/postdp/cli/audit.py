@@ -189,8 +189,8 @@ def run(args: argparse.Namespace, state: RunState) -> int:
                         "leaf_shift": sh,
                         "truth": r.truth,
                         "bias": r.bias,
-                        "bias_lo": r.confidence_interval()[0],
-                        "bias_hi": r.confidence_interval()[1],
+                        "bias_lo": r.confidence_interval().low,
+                        "bias_hi": r.confidence_interval().high,
                     }
                 )
                 for r, sh in zip(shifted, args.shifts, strict=True)

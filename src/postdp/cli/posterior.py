@@ -147,7 +147,8 @@ def run(args: argparse.Namespace, state: RunState) -> int:
         top = posterior.top(args.top)
         print(f"{len(top)} most probable configurations:")
         print(top.to_string(index=False, float_format=lambda v: f"{v:.4f}"))
-        intervals = [tuple(row) for row in posterior.credible_intervals(args.level)]
+        ci = posterior.credible_intervals(args.level)
+        intervals = list(zip(ci.low, ci.high, strict=True))
     else:
         posterior = sample_posterior(
             components,
@@ -163,7 +164,8 @@ def run(args: argparse.Namespace, state: RunState) -> int:
             f"{posterior.ess.min():.0f}, max R-hat {posterior.rhat.max():.3f}, "
             f"acceptance {posterior.acceptance:.2f}"
         )
-        intervals = [tuple(row) for row in posterior.credible_intervals(args.level)]
+        ci = posterior.credible_intervals(args.level)
+        intervals = list(zip(ci.low, ci.high, strict=True))
     print(f"{100 * args.level:g}% credible intervals:")
     for s, (lo, hi) in enumerate(intervals):
         print(f"  N{s + 1}: [{lo:g}, {hi:g}]  (released {components[s]})")

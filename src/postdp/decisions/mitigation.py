@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
+import pandas as pd
 
 from postdp import _validation
 from postdp._typing import ArrayLike, FloatArray, RNGLike
@@ -238,6 +239,28 @@ class TemperatureSearch:
     bias: FloatArray
     q: FloatArray
     standard_error: FloatArray
+
+    def to_frame(self) -> pd.DataFrame:
+        """Long form: one row per temperature and true value, with bias, its SE, objective.
+
+        Examples
+        --------
+        >>> from postdp import Laplace
+        >>> res = optimal_temperature([0, 5], Laplace(1.0), temperatures=[0, 1], n_draws=500,
+        ...                           rng=0)
+        >>> res.to_frame().shape
+        (4, 5)
+        """
+        k, m = self.bias.shape
+        return pd.DataFrame(
+            {
+                "temperature": np.repeat(self.temperatures, m),
+                "q": np.tile(self.q, k),
+                "bias": self.bias.ravel(),
+                "standard_error": self.standard_error.ravel(),
+                "objective": np.repeat(self.objective, m),
+            }
+        )
 
 
 def optimal_temperature(

@@ -1,6 +1,11 @@
-"""Noise mechanisms: their samplers (study and release paths), exact laws and privacy costs."""
+"""Noise mechanisms: their samplers (study and release paths), exact laws and privacy costs.
 
-from postdp.mechanisms._base import Mechanism, NoiseMechanism
+``Mechanism`` is the one interface (and base class) of the additive mechanisms;
+``NoiseMechanism`` is its former name, kept as an alias.
+"""
+
+from postdp.mechanisms._base import Mechanism
+from postdp.mechanisms._base import NoiseMechanism as NoiseMechanism  # alias
 from postdp.mechanisms.budget import Budget
 from postdp.mechanisms.discrete_gaussian import DiscreteGaussian
 from postdp.mechanisms.gaussian import Gaussian
@@ -18,6 +23,5 @@ __all__ = [
     "Laplace",
     "LogLaplace",
     "Mechanism",
-    "NoiseMechanism",
     "Restriction",
 ]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
-from typing import ClassVar, Protocol, runtime_checkable
+from typing import ClassVar
 
 import numpy as np
 
@@ -21,36 +21,15 @@ from postdp.errors import ValidationError
 from postdp.mechanisms.budget import Budget
 
 
-@runtime_checkable
-class Mechanism(Protocol):
-    """The interface shared by postdp's noise mechanisms."""
+class Mechanism(ABC):
+    """The interface of postdp's additive noise mechanisms (and their shared base).
 
-    sensitivity: float
-    discrete: ClassVar[bool]
-
-    def sample(self, x: ArrayLike, *, rng: RNGLike = None, size: SizeLike = None) -> NumArray:
-        """Study-path draws of ``x`` plus noise, shape ``size + x.shape``."""
-        ...
-
-    def release(self, x: ArrayLike) -> NumArray:
-        """One exact, cryptographically seeded draw of ``x`` plus noise (OpenDP)."""
-        ...
-
-    def cdf(self, k: ArrayLike, loc: ArrayLike = 0) -> FloatArray:
-        """Cumulative distribution function of the output given the true value ``loc``."""
-        ...
-
-    def variance(self) -> float:
-        """Variance of the noise."""
-        ...
-
-    def privacy_cost(self) -> Budget:
-        """Privacy spent by one application at the mechanism's sensitivity."""
-        ...
-
-
-class NoiseMechanism(ABC):
-    """Base of the additive mechanisms: validated input, blocked study path, OpenDP release."""
+    Every mechanism (:class:`Laplace`, :class:`Geometric`, :class:`Gaussian`,
+    :class:`DiscreteGaussian`) is a ``Mechanism``: it validates its input, draws on the study
+    path (``sample``, ``iter_samples``: numpy, blocked for reproducibility) and on the release
+    path (``release``: OpenDP), and knows its exact law (``cdf``, ``variance``) and its
+    privacy cost (``privacy_cost``). Subclasses supply the noise law.
+    """
 
     __slots__ = ()
 
@@ -273,3 +252,7 @@ def check_sensitivity(value: object, *, discrete: bool) -> float:
 def as_float_array(values: ArrayLike) -> FloatArray:
     """``values`` as float64 (for evaluating densities at arbitrary points)."""
     return np.asarray(values, dtype=np.float64)
+
+
+#: The former name of :class:`Mechanism` (used in type hints across the package).
+NoiseMechanism = Mechanism

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
 from postdp._typing import ArrayLike, FloatArray
 from postdp.hierarchy import Hierarchy, PublicSpec, resolve_public
@@ -71,6 +72,28 @@ class ProjectionReport:
             ]
         )
         return float(rel.max(initial=0.0))
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per draw: objective, constraint and sign violations, KKT residual, scale.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from postdp import Hierarchy, project
+        >>> h = Hierarchy.from_parents(["T", "a", "b"], [None, "T", "T"])
+        >>> y = np.array([[3.0, 1.0, 1.0]])
+        >>> list(kkt_report(project(y, h), y, h).to_frame().columns)[:2]
+        ['objective', 'constraint_violation']
+        """
+        return pd.DataFrame(
+            {
+                "objective": np.ravel(self.objective),
+                "constraint_violation": np.ravel(self.constraint_violation),
+                "nonneg_violation": np.ravel(self.nonneg_violation),
+                "kkt_residual": np.ravel(self.kkt_residual),
+                "scale": np.ravel(self.scale),
+            }
+        )
 
 
 def kkt_report(
