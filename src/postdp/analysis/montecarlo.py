@@ -23,6 +23,7 @@ from scipy import stats
 
 from postdp import _validation
 from postdp._intervals import ConfidenceInterval
+from postdp._moments import combine, power_sums
 from postdp._typing import ArrayLike, FloatArray, IntArray, NumArray, RNGLike
 from postdp.analysis.design import ReleaseDesign
 from postdp.errors import ValidationError
@@ -60,27 +61,6 @@ def _histogram(err: FloatArray, half: FloatArray, bins: int) -> IntArray:
     return counts
 
 
-def _moments(err: FloatArray) -> dict[str, NumArray]:
-    """Power sums of the errors over the draws (axis 0), with few temporaries."""
-    power = err * err
-    s2 = power.sum(axis=0)
-    power *= err
-    s3 = power.sum(axis=0)
-    power *= err
-    s4 = power.sum(axis=0)
-    np.abs(err, out=power)
-    return {
-        "n": np.array(err.shape[0]),
-        "s1": err.sum(axis=0),
-        "s2": s2,
-        "s3": s3,
-        "s4": s4,
-        "sabs": power.sum(axis=0),
-        "lo": err.min(axis=0),
-        "hi": err.max(axis=0),
-    }
-
-
 def _run_chunks(
     plan: _Plan, seeds: Sequence[np.random.SeedSequence], sizes: Sequence[int]
 ) -> list[dict[str, NumArray]]:
@@ -115,7 +95,7 @@ def _run_chunks(
         err = err_all[bounds[i] : bounds[i + 1]]
         out.append(
             {
-                **_moments(err),
+                **power_sums(err),
                 "hist": _histogram(err, plan.edges_scale, plan.bins),
                 "raw": _histogram(
                     raw_all[bounds[i] : bounds[i + 1]].astype(np.float64),
@@ -125,17 +105,6 @@ def _run_chunks(
             }
         )
     return out
-
-
-def _add(total: dict[str, NumArray], part: dict[str, NumArray]) -> dict[str, NumArray]:
-    for k, v in part.items():  # in place: the running total is owned by simulate
-        if k == "lo":
-            np.minimum(total[k], v, out=total[k])
-        elif k == "hi":
-            np.maximum(total[k], v, out=total[k])
-        else:
-            total[k] += v
-    return total
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -424,7 +393,9 @@ def simulate(
     def absorb(result: list[dict[str, NumArray]], done: int) -> None:
         nonlocal total
         for part in result:  # chunk order is preserved: identical sums for any grouping
-            total = {k: v.copy() for k, v in part.items()} if total is None else _add(total, part)
+            total = (
+                {k: v.copy() for k, v in part.items()} if total is None else combine(total, part)
+            )
         if progress:
             progress(done, len(tasks))
 

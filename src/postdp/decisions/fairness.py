@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from postdp import _rng, _validation
+from postdp._moments import Accumulator
 from postdp._typing import ArrayLike, FloatArray, NumArray, RNGLike
 from postdp.decisions.allotment import allot
 from postdp.decisions.rules import Rule
@@ -131,26 +132,9 @@ class FairnessReport:
         )
 
 
-class _Moments:
-    """Running sums of a per-entity quantity over draws (in a fixed batch order)."""
-
-    def __init__(self, n: int) -> None:
-        self.count = 0
-        self.s1 = np.zeros(n)
-        self.s2 = np.zeros(n)
-        self.sabs = np.zeros(n)
-
-    def add(self, err: FloatArray) -> None:
-        self.count += err.shape[0]
-        self.s1 += err.sum(axis=0)
-        self.s2 += (err * err).sum(axis=0)
-        self.sabs += np.abs(err).sum(axis=0)
-
-    def report(self, truth: FloatArray) -> FairnessReport:
-        N = self.count
-        mean = self.s1 / N
-        var = np.maximum(self.s2 / N - mean**2, 0.0) * N / max(N - 1, 1)
-        return FairnessReport(truth, mean, np.sqrt(var / N), self.sabs / N, N)
+def _report(acc: Accumulator, truth: FloatArray) -> FairnessReport:
+    mean, se, mae = acc.mean_and_se()
+    return FairnessReport(truth, mean, se, mae, acc.count)
 
 
 def _draws_check(n_draws: int, batch: int) -> tuple[int, int]:
@@ -220,7 +204,7 @@ def allotment_fairness(
     fn = problem if problem is not None else (lambda v: allot(v, multipliers, amount=amount))
     truth = np.asarray(fn(values[None, :])[0], dtype=np.float64)
     counts = values.astype(np.int64) if mechanism.discrete else values
-    moments = _Moments(values.size)
+    moments = Accumulator()
     steps = math.ceil(N / b)
     for done, noisy in enumerate(
         mechanism.iter_samples(counts, n_draws=N, batch=b, rng=rng), start=1
@@ -231,7 +215,7 @@ def allotment_fairness(
         )
         if progress is not None:
             progress(done, steps)
-    return moments.report(truth)
+    return _report(moments, truth)
 
 
 def decision_fairness(
@@ -298,7 +282,7 @@ def decision_fairness(
         )
         for k in names
     }
-    moments = _Moments(truth.size)
+    moments = Accumulator()
     steps = math.ceil(N / b)
     for done in range(1, steps + 1):
         noisy = {k: next(it).astype(np.float64) for k, it in iterators.items()}
@@ -308,7 +292,7 @@ def decision_fairness(
         moments.add(rule(noisy).astype(np.float64) - truth)
         if progress is not None:
             progress(done, steps)
-    return moments.report(truth)
+    return _report(moments, truth)
 
 
 # ------------------------------------------------------------------------ composition
