@@ -58,7 +58,7 @@ def test_chain_steps_in_order(h):
 
 def test_chain_validation(h):
     mechs = [Geometric(1.0)] * h.n_levels
-    with pytest.raises(ValidationError, match="needs one per level"):
+    with pytest.raises(ValidationError, match="or one per level"):
         PostProcessChain(h, mechs[:1], "clamp")
     with pytest.raises(ValidationError, match="'ramp-optimal' needs Laplace or geometric"):
         PostProcessChain(h, [Gaussian(rho=1.0)] * h.n_levels, "ramp-optimal")

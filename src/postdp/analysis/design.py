@@ -13,6 +13,7 @@ from postdp._typing import ArrayLike, NumArray, RNGLike
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy, PublicSpec
 from postdp.mechanisms import Budget, NoiseMechanism
+from postdp.mechanisms._base import expand
 from postdp.postprocess import PostProcessChain, Step, inverse_variance_weights, parse_steps
 
 __all__ = ["ReleaseDesign"]
@@ -60,17 +61,7 @@ class ReleaseDesign:
     def __post_init__(self) -> None:
         if not isinstance(self.hierarchy, Hierarchy):
             raise TypeError(f"`hierarchy` must be a Hierarchy; got {type(self.hierarchy).__name__}")
-        levels = self.hierarchy.n_levels
-        mechs = (
-            (self.mechanisms,) * levels
-            if isinstance(self.mechanisms, NoiseMechanism)
-            else tuple(self.mechanisms)
-        )
-        if len(mechs) != levels or not all(isinstance(m, NoiseMechanism) for m in mechs):
-            raise ValidationError(
-                f"`mechanisms` needs one noise mechanism or one per level ({levels}); "
-                f"got {self.mechanisms!r}"
-            )
+        mechs = expand(self.mechanisms, self.hierarchy.n_levels)
         if self.weights not in ("equal", "inverse-variance"):
             raise ValidationError(
                 f"`weights` must be 'equal' or 'inverse-variance'; got {self.weights!r}"

@@ -28,21 +28,17 @@ from postdp._typing import ArrayLike, FloatArray, IntArray
 from postdp.bayes._finucan import finucan_mode
 from postdp.errors import ValidationError
 from postdp.mechanisms import Geometric
+from postdp.mechanisms._base import expand
 
 __all__ = ["ExactPosterior", "exact_posterior"]
 
 
 def _mechs(component_mechanisms: Geometric | Sequence[Geometric], S: int) -> list[Geometric]:
-    mechs = (
-        [component_mechanisms] * S
-        if isinstance(component_mechanisms, Geometric)
-        else list(component_mechanisms)
-    )
-    if len(mechs) != S or not all(isinstance(m, Geometric) for m in mechs):
-        raise ValidationError(
-            f"`component_mechanisms` needs one Geometric mechanism or one per component ({S})"
+    return list(
+        expand(
+            component_mechanisms, S, kind=Geometric, name="component_mechanisms", per="component"
         )
-    return mechs
+    )
 
 
 def _release(components: ArrayLike, total: ArrayLike) -> tuple[IntArray, int]:

@@ -22,6 +22,7 @@ from postdp.bayes._finucan import finucan_mode
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
 from postdp.mechanisms import Budget, Geometric
+from postdp.mechanisms._base import expand
 
 __all__ = [
     "BayesRelease",
@@ -147,12 +148,7 @@ class BayesRelease:
 def _component_mechanisms(
     mechanisms: Geometric | Sequence[Geometric], S: int
 ) -> tuple[Geometric, ...]:
-    mechs = (mechanisms,) * S if isinstance(mechanisms, Geometric) else tuple(mechanisms)
-    if len(mechs) != S or not all(isinstance(m, Geometric) for m in mechs):
-        raise ValidationError(
-            f"`component_mechanisms` needs one Geometric mechanism or one per component ({S})"
-        )
-    return mechs
+    return expand(mechanisms, S, kind=Geometric, name="component_mechanisms", per="component")
 
 
 def bayes_release(
@@ -266,15 +262,7 @@ def bayes_release_hierarchy(
         raise ValidationError(
             f"`noisy` must have shape (..., {hierarchy.n}); got shape {arr.shape}"
         )
-    mechs = (
-        (mechanisms,) * hierarchy.n_levels
-        if isinstance(mechanisms, Geometric)
-        else tuple(mechanisms)
-    )
-    if len(mechs) != hierarchy.n_levels:
-        raise ValidationError(
-            f"`mechanisms` needs one Geometric mechanism or one per level ({hierarchy.n_levels})"
-        )
+    mechs = expand(mechanisms, hierarchy.n_levels, kind=Geometric)
     lay = hierarchy.layout
     X = arr.reshape(-1, hierarchy.n)[:, lay.order]
     B = X.shape[0]

@@ -13,6 +13,7 @@ from postdp._typing import NumArray, RNGLike
 from postdp.errors import ValidationError
 from postdp.hierarchy._tree import Hierarchy
 from postdp.mechanisms import Budget, NoiseMechanism
+from postdp.mechanisms._base import expand
 
 __all__ = ["NoisyCounts", "add_noise"]
 
@@ -128,7 +129,7 @@ def add_noise(
         raise TypeError(f"`hierarchy` must be a Hierarchy; got {type(hierarchy).__name__}")
     if hierarchy.counts is None:
         raise ValidationError("`hierarchy` has no true counts to add noise to")
-    per_level = _per_level(mechanisms, hierarchy.n_levels)
+    per_level = expand(mechanisms, hierarchy.n_levels)
     if secure and rng is not None:
         raise ValidationError(
             f"`rng` must be None on the secure release path; got {rng!r} "
@@ -149,19 +150,3 @@ def add_noise(
             values[nodes] = mechanism.sample(counts[nodes], rng=streams[depth])
     budget = Budget.compose(m.privacy_cost() for m in per_level)
     return NoisyCounts(hierarchy, values, per_level, budget, secure)
-
-
-def _per_level(
-    mechanisms: NoiseMechanism | Sequence[NoiseMechanism], n_levels: int
-) -> tuple[NoiseMechanism, ...]:
-    if isinstance(mechanisms, NoiseMechanism):
-        return (mechanisms,) * n_levels
-    out = tuple(mechanisms)
-    for m in out:
-        if not isinstance(m, NoiseMechanism):
-            raise TypeError(f"`mechanisms` must hold noise mechanisms; got {type(m).__name__}")
-    if len(out) != n_levels:
-        raise ValidationError(
-            f"`mechanisms` needs one mechanism or one per level ({n_levels}); got {len(out)}"
-        )
-    return out

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
-from typing import ClassVar
+from collections.abc import Iterator, Sequence
+from typing import ClassVar, TypeVar
 
 import numpy as np
 
@@ -252,6 +252,32 @@ def check_sensitivity(value: object, *, discrete: bool) -> float:
 def as_float_array(values: ArrayLike) -> FloatArray:
     """``values`` as float64 (for evaluating densities at arbitrary points)."""
     return np.asarray(values, dtype=np.float64)
+
+
+M = TypeVar("M", bound="Mechanism")
+
+
+def expand(
+    mechanisms: M | Sequence[M],
+    count: int,
+    *,
+    kind: type[object] | None = None,
+    name: str = "mechanisms",
+    per: str = "level",
+) -> tuple[M, ...]:
+    """One mechanism for each of ``count`` places (levels, components), from one or ``count``.
+
+    The single check behind every function that takes "one mechanism or one per level".
+    """
+    cls = Mechanism if kind is None else kind
+    single = isinstance(mechanisms, cls)
+    out: tuple[M, ...] = (mechanisms,) * count if single else tuple(mechanisms)  # type: ignore[assignment,arg-type]
+    if len(out) != count or not all(isinstance(m, cls) for m in out):
+        what = "noise mechanism" if kind is None else f"{cls.__name__} mechanism"
+        raise ValidationError(
+            f"`{name}` needs one {what} or one per {per} ({count}); got {mechanisms!r}"
+        )
+    return out
 
 
 #: The former name of :class:`Mechanism` (used in type hints across the package).

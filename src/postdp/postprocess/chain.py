@@ -28,6 +28,7 @@ from postdp._typing import ArrayLike, NumArray, RNGLike
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy, PublicSpec
 from postdp.mechanisms import NoiseMechanism
+from postdp.mechanisms._base import expand
 from postdp.postprocess.modified import modified_postprocess
 from postdp.postprocess.projections import Projector
 from postdp.postprocess.ramps import clamp, optimal_ramp_shift
@@ -196,12 +197,7 @@ class PostProcessChain:
     ) -> None:
         self.steps = parse_steps(steps) if isinstance(steps, str) else tuple(steps)
         self.hierarchy = hierarchy
-        self.mechanisms = tuple(mechanisms)
-        if len(self.mechanisms) != hierarchy.n_levels:
-            raise ValidationError(
-                f"`mechanisms` needs one per level ({hierarchy.n_levels}); got "
-                f"{len(self.mechanisms)}"
-            )
+        self.mechanisms = expand(mechanisms, hierarchy.n_levels)
         self._projectors: dict[str, Projector] = {}
         for step in self.steps:
             if step.name in _PROJECTIONS and step.name not in self._projectors:

@@ -26,6 +26,7 @@ from postdp._typing import ArrayLike, FloatArray
 from postdp.errors import ConvergenceError, ConvergenceWarning, ValidationError
 from postdp.hierarchy import Hierarchy, PublicSpec, check_feasible, resolve_public
 from postdp.mechanisms import NoiseMechanism
+from postdp.mechanisms._base import expand
 from postdp.postprocess._simplex import project_families
 from postdp.postprocess._tree_solve import (
     BoolArray,
@@ -97,16 +98,7 @@ def inverse_variance_weights(
     >>> inverse_variance_weights(h, [Laplace(1.0), Laplace(0.5)]).tolist()
     [0.5, 0.125, 0.125]
     """
-    per_level = (
-        [mechanisms] * hierarchy.n_levels
-        if isinstance(mechanisms, NoiseMechanism)
-        else list(mechanisms)
-    )
-    if len(per_level) != hierarchy.n_levels:
-        raise ValidationError(
-            f"`mechanisms` needs one mechanism or one per level ({hierarchy.n_levels}); "
-            f"got {len(per_level)}"
-        )
+    per_level = expand(mechanisms, hierarchy.n_levels)
     variances = np.array([m.variance() for m in per_level])
     return 1.0 / variances[hierarchy.depth]
 
