@@ -11,7 +11,7 @@ import numpy as np
 from postdp import _validation
 from postdp._typing import ArrayLike, NumArray, RNGLike
 from postdp.errors import ValidationError
-from postdp.hierarchy import Hierarchy, PublicSpec
+from postdp.hierarchy import Hierarchy, PublicSpec, public_values
 from postdp.mechanisms import Budget, NoiseMechanism
 from postdp.mechanisms._base import expand
 from postdp.postprocess import PostProcessChain, Step, inverse_variance_weights, parse_steps
@@ -106,16 +106,8 @@ class ReleaseDesign:
         PostProcessChain('project')
         """
         public = self.public
-        if public is not None and not isinstance(public, dict) and truth is not None:
-            ids = (
-                [str(self.hierarchy.ids[self.hierarchy.root])]
-                if public == "root"
-                else list([public] if isinstance(public, str) else public)
-            )
-            counts = np.asarray(truth, dtype=np.float64)
-            public = {
-                i: float(counts[j]) for i, j in zip(ids, self.hierarchy.index(ids), strict=True)
-            }
+        if truth is not None:
+            public = public_values(self.hierarchy, public=public, values=truth)
         weights = (
             inverse_variance_weights(self.hierarchy, self.per_level)
             if self.weights == "inverse-variance"

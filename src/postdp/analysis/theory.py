@@ -16,7 +16,7 @@ from scipy import stats
 from postdp import _validation
 from postdp._typing import ArrayLike, FloatArray
 from postdp.errors import ValidationError
-from postdp.hierarchy import Hierarchy, PublicSpec, components, resolve_public
+from postdp.hierarchy import Hierarchy, PublicSpec, components, public_values, resolve_public
 from postdp.mechanisms import Geometric, Laplace, NoiseMechanism
 
 __all__ = [
@@ -235,16 +235,7 @@ def p_plus_bias_bound(
     if counts is None:
         raise ValidationError("`truth` is needed: the hierarchy holds no true counts")
     x = np.asarray(counts, dtype=np.float64)
-    pub = resolve_public(
-        hierarchy,
-        public={
-            str(i): float(x[j])
-            for j, i in enumerate(hierarchy.ids)
-            if j in set(hierarchy.index(_ids(hierarchy, public)))
-        }
-        if public is not None and not isinstance(public, dict)
-        else public,
-    )
+    pub = resolve_public(hierarchy, public=public_values(hierarchy, public=public, values=x))
     noisy = ~pub.determined
     n_noisy = int(noisy.sum())
     if n_noisy == 0:
@@ -262,14 +253,6 @@ def p_plus_bias_bound(
         c_prime = float(np.max(np.where(noisy, np.maximum(upper - x, x - lower), 0.0)))
     bound = c_prime * outside if outside > 0 else 0.0
     return BiasBound(float(bound), c_prime, r_m, float(outside), n_noisy)
-
-
-def _ids(h: Hierarchy, public: PublicSpec) -> list[str]:
-    if public == "root":
-        return [str(h.ids[h.root])]
-    if isinstance(public, str):
-        return [public]
-    return list(public or [])
 
 
 def ps_error_variance(n: int, mechanism: Laplace) -> float:

@@ -115,9 +115,10 @@ def public_ids(args: argparse.Namespace, h: Any) -> list[str] | None:
             f"--public {','.join(args.public)!r}: public nodes are enforced by a projection; "
             "add --postprocess (e.g. project, project-nonneg or topdown)"
         )
+    from postdp.hierarchy import public_ids as resolve
+
     known = {str(i) for i in h.ids}
-    root = str(h.ids[h.root])
-    out = [root if p == "root" and "root" not in known else p for p in args.public]
+    out = resolve(h, public=args.public)
     unknown = [p for p in out if p not in known]
     if unknown:
         shown = ", ".join(map(repr, unknown[:5]))

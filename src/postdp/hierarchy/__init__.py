@@ -7,6 +7,8 @@ from postdp.hierarchy._constraints import (
     components,
     constraint_matrix,
     constraints,
+    public_ids,
+    public_values,
     resolve_public,
 )
 from postdp.hierarchy._noise import NoisyCounts, add_noise
@@ -22,5 +24,7 @@ __all__ = [
     "components",
     "constraint_matrix",
     "constraints",
+    "public_ids",
+    "public_values",
     "resolve_public",
 ]

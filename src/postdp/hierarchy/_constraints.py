@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from postdp._typing import FloatArray, IntArray
+from postdp._typing import ArrayLike, FloatArray, IntArray
 from postdp.errors import InfeasibleConstraintsError, ValidationError
 from postdp.hierarchy._tree import Hierarchy
 
@@ -66,6 +66,69 @@ class PublicNodes:
     below: FloatArray
 
 
+def public_ids(hierarchy: Hierarchy, *, public: PublicSpec) -> list[str]:
+    """The ids a public-node specification names (not a mapping: for those, its keys).
+
+    ``"root"`` (alone or in a list) names the root, unless a node is called "root".
+
+    Parameters
+    ----------
+    hierarchy : Hierarchy
+    public : sequence of str, str, "root" or None
+
+    Returns
+    -------
+    list of str
+
+    Examples
+    --------
+    >>> from postdp import Hierarchy
+    >>> h = Hierarchy.from_parents(["US", "01", "02"], [None, "US", "US"])
+    >>> public_ids(h, public="root"), public_ids(h, public=["root", "02"])
+    (['US'], ['US', '02'])
+    """
+    if public is None:
+        return []
+    if isinstance(public, Mapping):
+        return [str(k) for k in public]
+    names = [public] if isinstance(public, str) else [str(p) for p in public]
+    known = {str(i) for i in hierarchy.ids}
+    root = str(hierarchy.ids[hierarchy.root])
+    return [root if n == "root" and "root" not in known else n for n in names]
+
+
+def public_values(
+    hierarchy: Hierarchy, *, public: PublicSpec, values: ArrayLike
+) -> dict[str, float] | None:
+    """A public-node specification as {id: value}, the values of ids read from ``values``.
+
+    Parameters
+    ----------
+    hierarchy : Hierarchy
+    public : mapping, sequence of str, str, "root" or None
+    values : array_like, shape (n,)
+        The values the named ids take (e.g. the true counts).
+
+    Returns
+    -------
+    dict of str to float, or None when ``public`` is None
+
+    Examples
+    --------
+    >>> from postdp import Hierarchy
+    >>> h = Hierarchy.from_parents(["US", "01"], [None, "US"])
+    >>> public_values(h, public="root", values=[7, 7])
+    {'US': 7.0}
+    """
+    if public is None:
+        return None
+    if isinstance(public, Mapping):
+        return {str(k): float(v) for k, v in public.items()}
+    ids = public_ids(hierarchy, public=public)
+    x = np.asarray(values, dtype=np.float64)
+    return {i: float(x[j]) for i, j in zip(ids, hierarchy.index(ids), strict=True)}
+
+
 def resolve_public(hierarchy: Hierarchy, *, public: PublicSpec) -> PublicNodes:
     """Resolve a public-node specification against ``hierarchy``.
 
@@ -110,10 +173,7 @@ def resolve_public(hierarchy: Hierarchy, *, public: PublicSpec) -> PublicNodes:
         mask[index] = True
         values[index] = given
     else:
-        ids = [hierarchy.ids[hierarchy.root]] if public == "root" else list(public)
-        if isinstance(public, str) and public != "root":
-            ids = [public]
-        index = hierarchy.index(ids)
+        index = hierarchy.index(public_ids(hierarchy, public=public))
         if hierarchy.counts is None:
             raise ValidationError(
                 "`public` given as ids needs true counts in the hierarchy; pass {id: value}"
