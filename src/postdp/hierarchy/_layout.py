@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from postdp._typing import IntArray
+from postdp._typing import FloatArray, IntArray
 
 __all__ = ["Layout", "depths"]
 
@@ -52,6 +52,20 @@ class Layout:
     family: tuple[IntArray, ...]
     sizes: tuple[IntArray, ...]
     identity: bool
+
+    def family_gaps(self, values: FloatArray) -> FloatArray:
+        """Largest |parent - sum of its children| of each row, for rows in layout order.
+
+        The one consistency measure behind ``is_consistent``, ``round_consistent`` and the
+        KKT report.
+        """
+        rows = values.reshape(-1, values.shape[-1])
+        out = np.zeros(rows.shape[0])
+        for d in range(len(self.starts)):
+            c0, c1 = self.bounds[d + 1], self.bounds[d + 2]
+            sums = np.add.reduceat(rows[:, c0:c1], self.starts[d], axis=1)
+            np.maximum(out, np.abs(rows[:, self.parents[d]] - sums).max(axis=1), out=out)
+        return out
 
     @classmethod
     def build(cls, parent: IntArray, levels: tuple[IntArray, ...]) -> Layout:

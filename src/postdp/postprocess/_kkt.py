@@ -153,11 +153,7 @@ def kkt_report(
     lay = hierarchy.layout
     Vl, Yl = V[:, lay.order], Y[:, lay.order]
     B = V.shape[0]
-    violation = np.zeros(B)
-    for d in range(hierarchy.n_levels - 1):
-        c0, c1 = lay.bounds[d + 1], lay.bounds[d + 2]
-        sums = np.add.reduceat(Vl[:, c0:c1], lay.starts[d], axis=1)
-        violation = np.maximum(violation, np.abs(Vl[:, lay.parents[d]] - sums).max(axis=1))
+    violation = lay.family_gaps(Vl)
     if pub.mask.any():
         off = np.abs(V[:, pub.mask] - pub.values[pub.mask]).max(axis=1)
         violation = np.maximum(violation, off)
