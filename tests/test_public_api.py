@@ -341,3 +341,62 @@ def test_every_result_has_to_frame_and_typed_fields():
                 untyped = [f.name for f in dataclasses.fields(obj) if "Any" in str(f.type)]
                 assert untyped == [], f"{name} has untyped fields {untyped}"
     assert found == RESULTS
+
+
+def _all_imports(path: Path):
+    """Imports of a source file, nested ones included, except under ``if TYPE_CHECKING``."""
+    tree = ast.parse(path.read_text())
+    skip = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skip.update(id(n) for n in ast.walk(node))
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            for alias in node.names:
+                full = f"{node.module}.{alias.name}"
+                yield full if _is_module(full) else node.module
+
+
+def test_no_import_cycles_even_inside_functions():
+    """Issue 11: hidden cycles (mechanisms._base <-> release, projections <-> topdown)."""
+    graph = {}
+    for path in SRC.rglob("*.py"):
+        own = _module_name(path)
+        graph[own] = {
+            m
+            for m in _all_imports(path)
+            if m.startswith("postdp.") and m != own and not own.startswith(m + ".")
+        }
+    assert _find_cycle(graph) is None, _find_cycle(graph)
+
+
+def _find_cycle(graph):
+    state = {}
+
+    def visit(node, trail):
+        state[node] = "open"
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == "open":
+                return [*trail, node, nxt]
+            if nxt not in state:
+                found = visit(nxt, [*trail, node])
+                if found:
+                    return found
+        state[node] = "done"
+        return None
+
+    for module in sorted(graph):
+        if module not in state:
+            found = visit(module, [])
+            if found:
+                return found
+    return None
+
+
+def test_cycle_finder_finds_cycles():
+    assert _find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert _find_cycle({"a": {"b"}, "b": set()}) is None

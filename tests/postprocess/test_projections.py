@@ -18,7 +18,7 @@ from postdp.postprocess import (
     project_sum,
     top_down,
 )
-from postdp.postprocess import projections as projections_module
+from postdp.postprocess import _active_set as active_set_module
 from tests.postprocess._reference import close, qp_project, qp_simplex
 from tests.postprocess.catalogue import CATALOGUE, random_tree
 
@@ -209,7 +209,7 @@ def test_project_sum_closed_form():
 
 # ---------------------------------------------------------------------------- the fallback
 def test_primal_active_set_fallback_is_exact_and_warns(monkeypatch):
-    monkeypatch.setattr(projections_module, "_MAX_PDAS_ROUNDS", 0)
+    monkeypatch.setattr(active_set_module, "_MAX_PDAS_ROUNDS", 0)
     rng = np.random.default_rng(21)
     for name in ("unequal", "zeros", "star"):
         h = CATALOGUE[name]()

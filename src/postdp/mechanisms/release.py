@@ -8,15 +8,27 @@ own privacy map agrees with the cost postdp reports, and applies it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
 
 from postdp._typing import NumArray
 from postdp.errors import BudgetError
+from postdp.mechanisms.budget import Budget
 
-if TYPE_CHECKING:
-    from postdp.mechanisms._base import NoiseMechanism
+
+class _Releasable(Protocol):
+    """What the release path reads from a mechanism (no import of the mechanism classes)."""
+
+    family: ClassVar[str]
+    discrete: ClassVar[bool]
+    sensitivity: float
+
+    @property
+    def noise_scale(self) -> float: ...
+
+    def privacy_cost(self) -> Budget: ...
+
 
 __all__ = ["opendp_measurement", "opendp_release", "opendp_version"]
 
@@ -54,7 +66,7 @@ def opendp_version() -> str:
         return "unknown"
 
 
-def opendp_measurement(mechanism: NoiseMechanism) -> tuple[Any, Any, float]:
+def opendp_measurement(mechanism: _Releasable) -> tuple[Any, Any, float]:
     """Build the OpenDP measurement that matches ``mechanism`` on vectors.
 
     Parameters
@@ -100,8 +112,8 @@ def opendp_measurement(mechanism: NoiseMechanism) -> tuple[Any, Any, float]:
     return measurement, d_in, cost
 
 
-def opendp_release(mechanism: NoiseMechanism, values: NumArray) -> NumArray:
-    """Apply ``mechanism`` once to ``values`` with OpenDP (see ``NoiseMechanism.release``).
+def opendp_release(mechanism: _Releasable, values: NumArray) -> NumArray:
+    """Apply ``mechanism`` once to ``values`` with OpenDP (see ``_Releasable.release``).
 
     Parameters
     ----------

@@ -16,6 +16,7 @@ from postdp.postprocess.projections import (
     inverse_variance_weights,
     project,
     project_sum,
+    top_down,
 )
 from postdp.postprocess.ramps import (
     clamp,
@@ -26,7 +27,6 @@ from postdp.postprocess.ramps import (
     translated_ramp_bias,
 )
 from postdp.postprocess.rounding import round_consistent, stochastic_round
-from postdp.postprocess.topdown import top_down
 
 __all__ = [
     "ElementwiseChain",

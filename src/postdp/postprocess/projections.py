@@ -15,7 +15,6 @@ batch axis of independent draws.
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Sequence
 from typing import Literal
 
@@ -23,16 +22,14 @@ import numpy as np
 
 from postdp import _validation
 from postdp._typing import ArrayLike, FloatArray
-from postdp.errors import ConvergenceError, ConvergenceWarning, ValidationError
+from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy, PublicSpec, check_feasible, resolve_public
 from postdp.mechanisms import NoiseMechanism
 from postdp.mechanisms._base import expand
+from postdp.postprocess._active_set import solve_nonneg
 from postdp.postprocess._simplex import project_families
 from postdp.postprocess._tree_solve import (
-    BoolArray,
     TreeProblem,
-    family_sums,
-    leaf_multipliers,
     two_pass,
 )
 from postdp.postprocess.topdown import TopDownPlan
@@ -42,15 +39,10 @@ __all__ = [
     "inverse_variance_weights",
     "project",
     "project_sum",
+    "top_down",
 ]
 
 Method = Literal["exact", "topdown"]
-
-# Rounds of block principal pivoting before a draw is handed to the primal active-set method.
-_MAX_PDAS_ROUNDS = 60
-# Non-improving block rounds tolerated (Judice and Pires 1994 use 3).
-_STALL_ROUNDS = 3
-_REL_TOL = 1e-12
 
 
 def _noisy(noisy: ArrayLike, n: int) -> tuple[FloatArray, tuple[int, ...]]:
@@ -265,7 +257,7 @@ class Projector:
         if self._topdown is not None:
             X = self._topdown.run(Yl)
         elif self._exact is not None and self.nonneg:
-            X = _solve_nonneg(self._exact, Yl)
+            X = solve_nonneg(self._exact, Yl)
         else:
             assert self._exact is not None
             X = two_pass(self._exact, Yl)
@@ -275,157 +267,6 @@ class Projector:
 
 # --------------------------------------------------------------------------------------------
 # (P+): block principal pivoting with a primal active-set fallback
-# --------------------------------------------------------------------------------------------
-def _tolerances(prob: TreeProblem, Y: FloatArray) -> tuple[FloatArray, FloatArray]:
-    scale = np.maximum(1.0, np.abs(Y).max(axis=1, initial=0.0))
-    scale = np.maximum(scale, np.abs(prob.fixed_values).max(initial=0.0))
-    tol = _REL_TOL * scale
-    tol_mu = tol * prob.weight.max(initial=1.0) * prob.n_levels
-    return tol[:, None], tol_mu[:, None]
-
-
-def _static_zero(prob: TreeProblem) -> BoolArray:
-    """Free leaves forced to 0: those of public components without slack."""
-    return prob.free_leaf & prob.comp_public & (prob.slack[prob.comp] <= 0)
-
-
-def _stranded(prob: TreeProblem, active: BoolArray) -> BoolArray:
-    """Draws where some public component with slack has every free leaf active."""
-    B, n = active.shape
-    needs = prob.free_leaf & prob.comp_public
-    if not needs.any():
-        return np.zeros(B, dtype=bool)
-    group = np.arange(B)[:, None] * n + prob.comp[None, :]
-    free_left = np.bincount(group[needs & ~active], minlength=B * n).reshape(B, n)
-    has_slack = np.zeros(n, dtype=bool)
-    has_slack[prob.comp[needs]] = prob.slack[prob.comp[needs]] > 0
-    stranded: BoolArray = ((free_left == 0) & has_slack[None, :]).any(axis=1)
-    return stranded
-
-
-def _finish(prob: TreeProblem, X: FloatArray, active: BoolArray) -> FloatArray:
-    """Rounding-level negatives to 0 (active leaves are exact zeros), parents as sums."""
-    clip = prob.free_leaf & (X < 0)
-    if not clip.any():
-        return X  # active leaves are exactly 0 already; parents are consistent
-    return family_sums(prob, X * ~(clip | active))
-
-
-def _solve_nonneg(prob: TreeProblem, Y: FloatArray) -> FloatArray:
-    B, n = Y.shape
-    static_row = _static_zero(prob)
-    has_static = bool(static_row.any())
-    free = prob.free_leaf & ~static_row
-    static = np.broadcast_to(static_row, (B, n))
-    X = two_pass(prob, Y, zero=static if has_static else None)
-    tol, tol_mu = _tolerances(prob, Y)
-    negative = (free & (-tol > X)).any(axis=1)
-    todo = np.flatnonzero(negative)
-    out = X
-    easy = np.flatnonzero(~negative)
-    if easy.size:
-        out[easy] = _finish(prob, X[easy], static[: easy.size])
-    if not todo.size:
-        return out
-    best = np.full(todo.size, np.iinfo(np.int64).max)
-    patience = np.full(todo.size, _STALL_ROUNDS)
-    everyone = todo.size == B  # then Y[todo] is Y: skip the copies
-    act = free & ((X if everyone else X[todo]) < -(tol if everyone else tol[todo]))
-    fallback: list[int] = []
-    for _ in range(_MAX_PDAS_ROUNDS):
-        everyone = todo.size == B
-        Ys, tol_s, tol_mu_s = (Y, tol, tol_mu) if everyone else (Y[todo], tol[todo], tol_mu[todo])
-        zero = (act | static_row) if has_static else act
-        stranded = _stranded(prob, act)
-        Xs = two_pass(prob, Ys, zero=zero)
-        mu = leaf_multipliers(prob, Xs, Ys, inactive=free & ~zero)
-        bad = ((act & (mu < -tol_mu_s)) | (~act & (Xs < -tol_s))) & free
-        n_bad = bad.sum(axis=1)
-        done = (n_bad == 0) & ~stranded
-        if done.any():
-            out[todo[done]] = _finish(prob, Xs[done], zero[done])
-        improving = n_bad < best
-        best = np.where(improving, n_bad, best)
-        patience = np.where(improving, _STALL_ROUNDS, patience - 1)
-        give_up = ~done & ((patience < 0) | stranded)
-        fallback.extend(todo[give_up].tolist())
-        keep = ~done & ~give_up
-        if not keep.any():
-            todo = todo[keep]
-            break
-        act = (act ^ bad)[keep]
-        todo, best, patience = todo[keep], best[keep], patience[keep]
-    fallback.extend(todo.tolist())
-    if fallback:
-        warnings.warn(
-            f"(P+): block pivoting stalled on {len(fallback)} of {B} draws; finished them with "
-            "the primal active-set method (exact, finitely convergent, slower)",
-            ConvergenceWarning,
-            stacklevel=3,
-        )
-        for b in fallback:
-            out[b] = _primal_active_set(prob, Y[b : b + 1], free, tol[b, 0], tol_mu[b, 0])[0]
-    return out
-
-
-def _feasible_start(prob: TreeProblem, Y: FloatArray, free: BoolArray) -> FloatArray:
-    """A feasible point: (P) clipped at 0, each public component rescaled to its slack."""
-    n = Y.shape[1]
-    static = (prob.free_leaf & ~free)[None, :]
-    z = np.where(free, np.maximum(two_pass(prob, Y, zero=static)[0], 0.0), 0.0)
-    in_public = free & prob.comp_public
-    if in_public.any():
-        total = np.bincount(prob.comp[in_public], weights=z[in_public], minlength=n)
-        count = np.bincount(prob.comp[in_public], minlength=n)
-        slack = np.where(count > 0, prob.slack, 0.0)
-        c = prob.comp[in_public]
-        scaled = np.where(
-            total[c] > 0,
-            z[in_public] * slack[c] / np.where(total[c] > 0, total[c], 1),
-            slack[c] / np.maximum(count[c], 1),
-        )
-        z[in_public] = scaled
-    X = np.where(prob.free_leaf, z, np.where(prob.fixed, prob.fixed_values, 0.0))
-    return family_sums(prob, X[None, :])
-
-
-def _primal_active_set(
-    prob: TreeProblem, Y: FloatArray, free: BoolArray, tol: float, tol_mu: float
-) -> FloatArray:
-    """Primal active-set method for one draw: feasible iterates, one bound per step."""
-    X = _feasible_start(prob, Y, free)
-    static = prob.free_leaf & ~free
-    active = free & (X[0] <= 0)
-    limit = 10 * int(free.sum()) + 100
-    for _ in range(limit):
-        zero = (active | static)[None, :]
-        P = two_pass(prob, Y, zero=zero)
-        candidate = free & ~active
-        blocking = candidate & (P[0] < -tol)
-        if not blocking.any():
-            X = P
-            mu = leaf_multipliers(prob, X, Y, inactive=candidate[None, :])[0]
-            wrong = active & (mu < -tol_mu)
-            if not wrong.any():
-                return _finish(prob, X, zero)
-            active[np.flatnonzero(wrong)[np.argmin(mu[wrong])]] = False
-            continue
-        idx = np.flatnonzero(blocking & (P[0] < X[0]))
-        if idx.size == 0:  # pragma: no cover - blocking leaves always decrease from X >= 0
-            idx = np.flatnonzero(blocking)
-        ratios = X[0, idx] / (X[0, idx] - P[0, idx])
-        k = int(np.argmin(ratios))
-        step = float(np.clip(ratios[k], 0.0, 1.0))
-        X = X + step * (P - X)
-        active[idx[k]] = True
-        X[0, idx[k]] = 0.0
-    raise ConvergenceError(
-        f"(P+) primal active-set method exceeded {limit} steps; please report this input"
-    )
-
-
-# --------------------------------------------------------------------------------------------
-# (P_S)
 # --------------------------------------------------------------------------------------------
 def project_sum(
     noisy: ArrayLike,
@@ -495,3 +336,50 @@ def project_sum(
         np.ones(n, dtype=bool),
     )
     return v.reshape(Y.shape)
+
+
+def top_down(
+    noisy: ArrayLike,
+    hierarchy: Hierarchy,
+    *,
+    nonneg: bool = True,
+    public: PublicSpec = None,
+    weights: ArrayLike | None = None,
+) -> FloatArray:
+    """Post-process level by level: each family is projected onto its parent's final value.
+
+    Parameters
+    ----------
+    noisy : array_like, shape (..., n)
+        Noisy values of every node; leading axes are draws.
+    hierarchy : Hierarchy
+    nonneg : bool, default True
+        Project each family onto {v >= 0, Σ v = parent} (TopDown); False drops v >= 0
+        (closed-form (P_S) per family).
+    public : mapping, sequence of str, "root" or None
+        Invariant nodes (see :func:`postdp.project`); a public node keeps its value and its
+        siblings share the rest of the parent's value.
+    weights : array_like, shape (n,), optional
+        Positive weights of Σ w (v - y)² within each family.
+
+    Returns
+    -------
+    ndarray of float, same shape as ``noisy``
+
+    Notes
+    -----
+    When public nodes lie below a node, that node cannot go below the sum of those public
+    values (its floor), so the projection of a family is onto {v >= floor, Σ v = parent},
+    i.e. a simplex projection of v - floor. Same as ``project(..., method="topdown")``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from postdp import Hierarchy
+    >>> h = Hierarchy.from_parents(["T", "a", "b", "c"], [None, "T", "T", "T"])
+    >>> top_down(np.array([10.0, -3.0, 6.0, 8.0]), h).tolist()
+    [10.0, 0.0, 4.0, 6.0]
+    """
+    return project(
+        noisy, hierarchy, nonneg=nonneg, public=public, method="topdown", weights=weights
+    )

@@ -14,61 +14,12 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from postdp._typing import ArrayLike, FloatArray
-from postdp.hierarchy import Hierarchy, PublicNodes, PublicSpec
+from postdp._typing import FloatArray
+from postdp.hierarchy import Hierarchy, PublicNodes
 from postdp.hierarchy._layout import Layout
 from postdp.postprocess._simplex import project_families
 
-__all__ = ["top_down"]
-
-
-def top_down(
-    noisy: ArrayLike,
-    hierarchy: Hierarchy,
-    *,
-    nonneg: bool = True,
-    public: PublicSpec = None,
-    weights: ArrayLike | None = None,
-) -> FloatArray:
-    """Post-process level by level: each family is projected onto its parent's final value.
-
-    Parameters
-    ----------
-    noisy : array_like, shape (..., n)
-        Noisy values of every node; leading axes are draws.
-    hierarchy : Hierarchy
-    nonneg : bool, default True
-        Project each family onto {v >= 0, Σ v = parent} (TopDown); False drops v >= 0
-        (closed-form (P_S) per family).
-    public : mapping, sequence of str, "root" or None
-        Invariant nodes (see :func:`postdp.project`); a public node keeps its value and its
-        siblings share the rest of the parent's value.
-    weights : array_like, shape (n,), optional
-        Positive weights of Σ w (v - y)² within each family.
-
-    Returns
-    -------
-    ndarray of float, same shape as ``noisy``
-
-    Notes
-    -----
-    When public nodes lie below a node, that node cannot go below the sum of those public
-    values (its floor), so the projection of a family is onto {v >= floor, Σ v = parent},
-    i.e. a simplex projection of v - floor. Same as ``project(..., method="topdown")``.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from postdp import Hierarchy
-    >>> h = Hierarchy.from_parents(["T", "a", "b", "c"], [None, "T", "T", "T"])
-    >>> top_down(np.array([10.0, -3.0, 6.0, 8.0]), h).tolist()
-    [10.0, 0.0, 4.0, 6.0]
-    """
-    from postdp.postprocess.projections import project
-
-    return project(
-        noisy, hierarchy, nonneg=nonneg, public=public, method="topdown", weights=weights
-    )
+__all__ = ["TopDownPlan"]
 
 
 @dataclass(frozen=True, slots=True, eq=False)
