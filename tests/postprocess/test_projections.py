@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from postdp import Hierarchy, Laplace
 from postdp.errors import ConvergenceWarning, InfeasibleConstraintsError, ValidationError
+from postdp.postprocess import _active_set as active_set_module
 from postdp.postprocess import (
     inverse_variance_weights,
     kkt_report,
@@ -18,7 +19,6 @@ from postdp.postprocess import (
     project_sum,
     top_down,
 )
-from postdp.postprocess import _active_set as active_set_module
 from tests.postprocess._reference import close, qp_project, qp_simplex
 from tests.postprocess.catalogue import CATALOGUE, random_tree
 
