@@ -6,15 +6,8 @@ from postdp.decisions.allotment import (
     numerical_hessian_trace,
     predicted_allotment_bias,
 )
-from postdp.decisions.fairness import (
-    FairnessReport,
-    allotment_fairness,
-    and_error,
-    composition_bound,
-    decision_fairness,
-    or_error,
-    xor_error,
-)
+from postdp.decisions.composition import and_error, composition_bound, or_error, xor_error
+from postdp.decisions.fairness import FairnessReport, allotment_fairness, decision_fairness
 from postdp.decisions.mitigation import (
     LinearProxy,
     TemperatureSearch,

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from postdp._typing import ArrayLike, FloatArray
+from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy, PublicSpec, resolve_public
 from postdp.postprocess._tree_solve import TreeProblem, leaf_multipliers
 
@@ -146,7 +147,7 @@ def kkt_report(
     V, _ = _noisy(solution, hierarchy.n)
     Y, _ = _noisy(noisy, hierarchy.n)
     if V.shape != Y.shape:
-        raise ValueError(f"`solution` and `noisy` differ in shape: {V.shape} vs {Y.shape}")
+        raise ValidationError(f"`solution` and `noisy` differ in shape: {V.shape} vs {Y.shape}")
     w = _weights(weights, hierarchy.n)
     pub = resolve_public(hierarchy, public=public)
     prob = TreeProblem.build(hierarchy, w, pub)
