@@ -318,3 +318,29 @@ def test_optimal_shift_for_geometric_noise_is_exact(epsilon):
     assert min(worst(a) for a in grid) >= worst(star) * (1 - 1e-9)
     laplace_value = optimal_ramp_shift(1.0 / epsilon)
     assert abs(star - laplace_value) > 1e-4 * laplace_value  # not the Laplace formula
+
+
+@pytest.mark.statistical
+@pytest.mark.parametrize("mechanism", [Geometric(epsilon=0.7), Laplace.from_scale(1.5)], ids=repr)
+def test_restriction_release_path_has_the_restricted_law(mechanism):
+    """Issue 11: Restriction gains a release path (rejection over OpenDP's secure draws).
+    Its outputs are nonnegative and their mean matches q + the exact restriction bias
+    (seed 004 Cor. 1) within Z standard errors; it costs 2 eps (Prop. 2)."""
+    r = Restriction(mechanism)
+    q = np.zeros(20_000, dtype=np.int64 if mechanism.discrete else np.float64)
+    q[10_000:] = 2
+    out = r.release(q)
+    assert out.dtype == q.dtype and (out >= 0).all()
+    for value in (0, 2):
+        draws = out[q == value].astype(np.float64)
+        expected = value + float(r.bias(float(value)))
+        se = draws.std(ddof=1) / math.sqrt(draws.size)
+        assert abs(draws.mean() - expected) <= Z * se
+    assert r.privacy_cost().epsilon == 2 * mechanism.epsilon
+
+
+def test_restriction_release_refuses_hopeless_rejection():
+    r = Restriction(Laplace.from_scale(1.0))
+    assert float(r.acceptance(-20.0)) < 1e-6
+    with pytest.raises(ValidationError, match="more than a million draws"):
+        r.release([-20.0, 1.0])

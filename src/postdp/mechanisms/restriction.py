@@ -10,12 +10,16 @@ import numpy as np
 
 from postdp import _rng, _validation
 from postdp._typing import ArrayLike, FloatArray, NumArray, RNGLike, SizeLike
+from postdp.errors import ValidationError
 from postdp.mechanisms._partial_moments import _noise_law, _positive_part_mean, _tail_mean
 from postdp.mechanisms.budget import Budget
 from postdp.mechanisms.geometric import Geometric
 from postdp.mechanisms.laplace import Laplace
 
 __all__ = ["Restriction"]
+
+#: Below this acceptance probability a restricted release is refused (a million draws).
+_MIN_ACCEPTANCE = 1e-6
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,7 +40,11 @@ class Restriction:
     Restriction doubles the privacy cost: the result is 2ε-DP (seed
     ``004_8a4094d85034e014.txt`` Prop. 2). Its bias for Laplace(b) is
     (q + b)/(2 e^{q/b} - 1) (Cor. 1), more than twice the ramp's at equal privacy (eq. (9)).
-    There is no release path: OpenDP has no restricted sampler, so publish with a ramp.
+    The release path (:meth:`release`) is exact rejection sampling over OpenDP's secure
+    draws: every value is redrawn until it is nonnegative. For true counts (q >= 0) at
+    least half the draws are accepted; settings that would need more than a million draws
+    per value on average are refused. The number of draws depends on q, so the time a
+    release takes is not private: do not publish it.
 
     Examples
     --------
@@ -104,6 +112,65 @@ class Restriction:
         )
         out: FloatArray = excess / keep
         return out
+
+    def acceptance(self, q: ArrayLike) -> FloatArray:
+        """P(q + N >= 0): the chance that one draw is kept by the rejection sampler.
+
+        Examples
+        --------
+        >>> from postdp import Geometric
+        >>> float(Restriction(Geometric(epsilon=1.0)).acceptance(0)) > 0.5
+        True
+        """
+        m = self.mechanism
+        if isinstance(m, Geometric):
+            k = _validation.integer_array("q", q)
+            return np.asarray(1.0 - m.cdf(-1, loc=k), dtype=np.float64)
+        values = _validation.float_array("q", q)
+        return np.asarray(1.0 - m.cdf(0.0, loc=values), dtype=np.float64)
+
+    def release(self, x: ArrayLike) -> NumArray:
+        """Nonnegative draws for publication: OpenDP's exact sampler, redrawn until >= 0.
+
+        Parameters
+        ----------
+        x : array_like
+            True values (integers for geometric noise).
+
+        Returns
+        -------
+        ndarray, same shape as ``x``
+            Costs 2ε (:meth:`privacy_cost`).
+
+        Raises
+        ------
+        ValidationError
+            If some value would need more than a million draws on average.
+
+        Examples
+        --------
+        >>> from postdp import Geometric
+        >>> out = Restriction(Geometric(epsilon=1.0)).release([0, 3, 10])
+        >>> bool((out >= 0).all()), out.dtype
+        (True, dtype('int64'))
+        """
+        m = self.mechanism
+        values = m._values(x)
+        accept = self.acceptance(values)
+        if (accept < _MIN_ACCEPTANCE).any():
+            raise ValidationError(
+                "restricted release refused: some values would need more than a million draws "
+                f"on average (acceptance {float(accept.min()):.2g}); true counts are >= 0"
+            )
+        flat = values.reshape(-1)
+        out = np.empty_like(flat)
+        pending = np.arange(flat.size)
+        while pending.size:
+            draws = m.release(flat[pending])
+            kept = draws >= 0
+            out[pending[kept]] = draws[kept]
+            pending = pending[~kept]
+        return out.reshape(values.shape)
 
     def sample(self, x: ArrayLike, *, rng: RNGLike = None, size: SizeLike = None) -> NumArray:
         """Exact draws of x + N conditioned on being >= 0 (study path).
