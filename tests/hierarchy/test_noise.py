@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from postdp import Gaussian, Geometric, Hierarchy, Laplace, add_noise
-from postdp.errors import ValidationError
+from postdp.errors import PrivacyLeakWarning, ValidationError
 
 
 @pytest.fixture
@@ -20,8 +20,10 @@ def test_one_mechanism_per_level_budget_is_sequential(small):
     assert out.budget.epsilon == pytest.approx(3.5)
     assert out.values.dtype == np.int64
     assert out.mechanisms == tuple(mechanisms)
-    frame = out.to_frame()
+    with pytest.warns(PrivacyLeakWarning, match="study path"):
+        frame = out.to_frame()
     assert "true_count" not in frame.columns and "count" not in frame.columns
+    assert set(frame["path"]) == {"study"}
     assert frame["epsilon"].tolist() == [0.5, 1.0, 1.0, 2.0, 2.0]
 
 
@@ -36,7 +38,10 @@ def test_study_path_reproducible_and_secure_path_runs(small):
 
 def test_audit_table_includes_truth_only_on_request(small):
     out = add_noise(small, Laplace(1.0), secure=False, rng=0)
-    assert out.to_frame(include_truth=True)["true_count"].tolist() == [10, 6, 4, 1, 5]
+    frame = out.to_frame(include_truth=True, study=True)
+    assert frame["true_count"].tolist() == [10, 6, 4, 1, 5]
+    secure = add_noise(small, Laplace(1.0)).to_frame()  # no warning for a secure draw
+    assert set(secure["path"]) == {"secure"}
 
 
 def test_mixed_budgets(small):

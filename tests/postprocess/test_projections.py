@@ -10,7 +10,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from postdp import Hierarchy, Laplace
-from postdp.errors import ConvergenceWarning, InfeasibleConstraintsError, ValidationError
+from postdp.errors import (
+    ConvergenceWarning,
+    DegenerateInputWarning,
+    InfeasibleConstraintsError,
+    ValidationError,
+)
 from postdp.postprocess import _active_set as active_set_module
 from postdp.postprocess import (
     inverse_variance_weights,
@@ -34,6 +39,7 @@ def _noisy(h, scale, rng, draws=3):
     return h.counts + rng.laplace(0.0, scale, size=(draws, h.n))
 
 
+@pytest.mark.filterwarnings("ignore::postdp.errors.DegenerateInputWarning")
 @pytest.mark.parametrize("name", list(CATALOGUE))
 @pytest.mark.parametrize("public_kind", list(PUBLIC_CHOICES))
 @pytest.mark.parametrize("nonneg", [False, True])
@@ -68,6 +74,7 @@ def test_weighted_matches_clarabel(name):
             assert close(v[row], qp_project(y[row], h, nonneg=nonneg, weights=w))
 
 
+@pytest.mark.filterwarnings("ignore::postdp.errors.DegenerateInputWarning")
 @given(
     st.integers(min_value=1, max_value=40),
     st.integers(min_value=0, max_value=2**32 - 1),
@@ -128,6 +135,7 @@ def test_p_on_a_chain_is_the_mean():
     np.testing.assert_allclose(project(y, h, nonneg=False), np.full(h.n, y.mean()), atol=1e-12)
 
 
+@pytest.mark.filterwarnings("ignore::postdp.errors.DegenerateInputWarning")
 def test_single_node():
     h = CATALOGUE["single"]()
     assert project(np.array([-3.0]), h).tolist() == [0.0]
@@ -258,6 +266,7 @@ def test_bad_input_errors():
         project(np.zeros(9), h, public={"n0": float("nan")})
 
 
+@pytest.mark.filterwarnings("ignore::postdp.errors.DegenerateInputWarning")
 def test_infeasible_public_constraints():
     h = Hierarchy.from_parents(["T", "a", "b"], [None, "T", "T"])
     y = np.zeros(3)
@@ -282,3 +291,10 @@ def test_inconsistent_true_hierarchy_is_rejected_before_projecting():
     df = pd.DataFrame({"id": ["T", "a", "b"], "parent": [None, "T", "T"], "count": [5, 1, 1]})
     with pytest.raises(HierarchyError, match="every parent must equal the sum of its children"):
         Hierarchy.from_frame(df)
+
+
+def test_fully_determined_projection_warns():
+    h = Hierarchy.from_parents(["T", "a", "b"], [None, "T", "T"], [5, 2, 3])
+    with pytest.warns(DegenerateInputWarning, match="every node is fixed"):
+        out = project(np.array([9.0, 1.0, 1.0]), h, public=["root", "a"])
+    assert out.tolist() == [5.0, 2.0, 3.0]

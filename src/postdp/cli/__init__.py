@@ -87,12 +87,21 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _dispatch(args: Any, state: Any, debug: bool) -> int:
     """Run the handler; turn a rejected input into one line on stderr and exit status 2."""
+    import warnings
+
     from postdp.cli._options import CliError
     from postdp.errors import PostdpError
 
     prog = f"postdp {args.command}"
+
+    def one_line(message: Warning | str, category: type[Warning], *_: object, **__: object) -> None:
+        print(f"{prog}: warning: {' '.join(str(message).split())}", file=sys.stderr, flush=True)
+
     try:
-        status: int = args.func(args, state)
+        with warnings.catch_warnings():
+            warnings.simplefilter("default")
+            warnings.showwarning = one_line
+            status: int = args.func(args, state)
     except (CliError, PostdpError, ImportError, OSError) as exc:
         if debug:
             raise

@@ -14,7 +14,6 @@ from postdp.cli._options import CliError, flag, split_levels
 
 __all__ = [
     "Loaded",
-    "derived_public",
     "load_hierarchy",
     "mechanisms_for",
     "option_of",
@@ -123,7 +122,9 @@ def public_ids(args: argparse.Namespace, h: Any) -> list[str] | None:
     if unknown:
         shown = ", ".join(map(repr, unknown[:5]))
         raise CliError(f"--public {','.join(args.public)!r}: no node with id {shown}")
-    derived = derived_public(h, out)
+    from postdp.hierarchy import derived_public
+
+    derived = derived_public(h, public=out)
     if derived and not args.allow_derived_public:
         shown = ", ".join(repr(d) for d in derived[:5])
         more = f" and {len(derived) - 5} more" if len(derived) > 5 else ""
@@ -132,34 +133,6 @@ def public_ids(args: argparse.Namespace, h: Any) -> list[str] | None:
             "equal the sums of their children); pass --allow-derived-public to accept that"
         )
     return out
-
-
-def derived_public(h: Any, public: list[str]) -> list[str]:
-    """Ids that public nodes determine exactly through parent = sum of children.
-
-    A node is determined when its parent is known and all its siblings are (so a public
-    parent's only child is), or when all its children are known; repeated to a fixed point.
-    """
-    import numpy as np
-
-    known = np.zeros(h.n, dtype=bool)
-    known[h.index(public)] = True
-    child = np.flatnonzero(h.parent >= 0)
-    n_kids = np.bincount(h.parent[child], minlength=h.n)
-    while True:
-        known_kids = np.bincount(h.parent[child], weights=known[child], minlength=h.n)
-        # a known parent with exactly one unknown child determines it
-        lonely = known & (n_kids - known_kids == 1)
-        new = child[lonely[h.parent[child]] & ~known[child]]
-        # a parent whose children are all known is their sum
-        full = np.flatnonzero((n_kids > 0) & (known_kids == n_kids) & ~known)
-        if new.size == 0 and full.size == 0:
-            break
-        known[new] = True
-        known[full] = True
-    determined = known.copy()
-    determined[h.index(public)] = False
-    return [str(i) for i in h.ids[determined]]
 
 
 def prepare(args: argparse.Namespace, state: Any) -> tuple[Loaded, list[Any]]:

@@ -161,7 +161,7 @@ def run(args: argparse.Namespace, state: RunState) -> int:
 
     state.phase = "drawing the noise"
     result = add_noise(h, mechanisms, secure=secure, rng=None if secure else args.seed)
-    table = result.to_frame(include_truth=args.audit)
+    table = result.to_frame(include_truth=args.audit, study=args.study)
     consistent = None
     if chain.steps:
         state.phase = "post-processing"
@@ -170,7 +170,6 @@ def run(args: argparse.Namespace, state: RunState) -> int:
         table.insert(list(table.columns).index("noisy_count") + 1, "released_count", released)
     for position, column in enumerate(keep, start=2):
         table.insert(position, column, frame[column].to_numpy())
-    table["path"] = "secure" if secure else "study"
 
     state.phase = f"writing {output}"
     state.pending = [str(output)]
@@ -293,9 +292,10 @@ def _report(
             file=out,
         )
     if args.public and args.allow_derived_public:
-        from postdp.cli._common import derived_public, public_ids
+        from postdp.cli._common import public_ids
+        from postdp.hierarchy import derived_public
 
-        derived = derived_public(h, public_ids(args, h) or [])
+        derived = derived_public(h, public=public_ids(args, h) or [])
         if derived:
             print(f"also published exactly (derived from --public): {', '.join(derived)}")
     if args.audit:

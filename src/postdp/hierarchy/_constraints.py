@@ -129,6 +129,49 @@ def public_values(
     return {i: float(x[j]) for i, j in zip(ids, hierarchy.index(ids), strict=True)}
 
 
+def derived_public(hierarchy: Hierarchy, *, public: PublicSpec) -> list[str]:
+    """Ids that public nodes determine exactly through parent = sum of children.
+
+    A node is determined when its parent is known and all its siblings are (so a public
+    parent's only child is), or when all its children are known; repeated to a fixed point.
+    Publishing the public nodes publishes these too.
+
+    Parameters
+    ----------
+    hierarchy : Hierarchy
+    public : mapping, sequence of str, str, "root" or None
+
+    Returns
+    -------
+    list of str
+        The determined ids that are not themselves public, in node order.
+
+    Examples
+    --------
+    >>> from postdp import Hierarchy
+    >>> h = Hierarchy.from_parents(["US", "11", "12", "11001"], [None, "US", "US", "11"])
+    >>> derived_public(h, public=["11"]), derived_public(h, public=["US", "11"])
+    (['11001'], ['12', '11001'])
+    """
+    given = hierarchy.index(public_ids(hierarchy, public=public))
+    known = np.zeros(hierarchy.n, dtype=bool)
+    known[given] = True
+    parent = hierarchy.parent
+    child = np.flatnonzero(parent >= 0)
+    n_kids = np.bincount(parent[child], minlength=hierarchy.n)
+    while True:
+        known_kids = np.bincount(parent[child], weights=known[child], minlength=hierarchy.n)
+        lonely = known & (n_kids - known_kids == 1)  # a known parent with one unknown child
+        new = child[lonely[parent[child]] & ~known[child]]
+        full = np.flatnonzero((n_kids > 0) & (known_kids == n_kids) & ~known)
+        if new.size == 0 and full.size == 0:
+            break
+        known[new] = True
+        known[full] = True
+    known[given] = False
+    return [str(i) for i in hierarchy.ids[known]]
+
+
 def resolve_public(hierarchy: Hierarchy, *, public: PublicSpec) -> PublicNodes:
     """Resolve a public-node specification against ``hierarchy``.
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -10,7 +11,7 @@ import pandas as pd
 
 from postdp import _rng, _validation
 from postdp._typing import NumArray, RNGLike
-from postdp.errors import ValidationError
+from postdp.errors import PrivacyLeakWarning, ValidationError
 from postdp.hierarchy._tree import Hierarchy
 from postdp.mechanisms import Budget, NoiseMechanism
 from postdp.mechanisms._base import expand
@@ -50,13 +51,21 @@ class NoisyCounts:
     budget: Budget
     secure: bool
 
-    def to_frame(self, *, include_truth: bool = False) -> pd.DataFrame:
+    def to_frame(self, *, include_truth: bool = False, study: bool = False) -> pd.DataFrame:
         """The release as a table: id, parent, depth, noisy count and the level's parameter.
 
         Parameters
         ----------
         include_truth : bool, default False
             Add the true counts in a ``true_count`` column (an audit table, not a release).
+        study : bool, default False
+            Acknowledge that study-path draws are being tabulated (no warning then).
+
+        Warns
+        -----
+        PrivacyLeakWarning
+            When the draws came from the study path (numpy) and ``study`` is not set: such
+            a table must not be published. Its ``path`` column says ``study`` either way.
 
         Returns
         -------
@@ -66,9 +75,9 @@ class NoisyCounts:
         --------
         >>> from postdp import Geometric, Hierarchy
         >>> h = Hierarchy.from_parents(["T", "a", "b"], [None, "T", "T"], [5, 2, 3])
-        >>> out = add_noise(h, Geometric(epsilon=1.0), secure=False, rng=0).to_frame()
-        >>> list(out.columns)
-        ['id', 'parent', 'depth', 'noisy_count', 'mechanism', 'epsilon', 'rho']
+        >>> draw = add_noise(h, Geometric(epsilon=1.0), secure=False, rng=0)
+        >>> list(draw.to_frame(study=True).columns)
+        ['id', 'parent', 'depth', 'noisy_count', 'mechanism', 'epsilon', 'rho', 'path']
         """
         h = self.hierarchy
         frame = h.to_frame().drop(columns="count", errors="ignore")
@@ -77,6 +86,14 @@ class NoisyCounts:
         frame["mechanism"] = [m.name for m in per_node]
         frame["epsilon"] = [m.privacy_cost().epsilon for m in per_node]
         frame["rho"] = [m.privacy_cost().rho for m in per_node]
+        frame["path"] = "secure" if self.secure else "study"
+        if not self.secure and not study:
+            warnings.warn(
+                "these counts were drawn on the study path (numpy): a table of them is not a "
+                "private release; draw with secure=True to publish",
+                PrivacyLeakWarning,
+                stacklevel=2,
+            )
         if include_truth:
             if h.counts is None:
                 raise ValidationError("`include_truth` needs a hierarchy with true counts")

@@ -15,6 +15,7 @@ batch axis of independent draws.
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 from typing import Literal
 
@@ -22,8 +23,14 @@ import numpy as np
 
 from postdp import _validation
 from postdp._typing import ArrayLike, FloatArray
-from postdp.errors import ValidationError
-from postdp.hierarchy import Hierarchy, PublicSpec, check_feasible, resolve_public
+from postdp.errors import DegenerateInputWarning, ValidationError
+from postdp.hierarchy import (
+    Hierarchy,
+    PublicSpec,
+    check_feasible,
+    derived_public,
+    resolve_public,
+)
 from postdp.mechanisms import NoiseMechanism
 from postdp.mechanisms._base import expand
 from postdp.postprocess._active_set import solve_nonneg
@@ -224,6 +231,14 @@ class Projector:
         self.weights = _weights(weights, hierarchy.n)
         self.public = resolve_public(hierarchy, public=public)
         check_feasible(hierarchy, public=self.public, nonneg=self.nonneg)
+        fixed = int(self.public.mask.sum())
+        if fixed and fixed + len(derived_public(hierarchy, public=public)) == hierarchy.n:
+            warnings.warn(
+                "every node is fixed by the public nodes: the projection returns their values "
+                "whatever the noise",
+                DegenerateInputWarning,
+                stacklevel=2,
+            )
         self._exact: TreeProblem | None = None
         self._topdown: TopDownPlan | None = None
         if method == "exact":
