@@ -65,19 +65,17 @@ def or_error(b1: ArrayLike, b2: ArrayLike, p1: ArrayLike, p2: ArrayLike) -> Floa
     -------
     ndarray
 
+    Notes
+    -----
+    P1 ∨ P2 = ¬(¬P1 ∧ ¬P2), and negating a predicate changes neither its error
+    probability nor whether the composite errs, so Lemma 2 is Lemma 1 on the negated truths.
+
     Examples
     --------
     >>> float(or_error(0.1, 0.2, False, False))  # b1 + b2 - b1 b2
     0.28
     """
-    e1, e2 = _probs(b1, b2)
-    t1, t2 = np.asarray(p1, dtype=bool), np.asarray(p2, dtype=bool)
-    out: FloatArray = np.select(
-        [~t1 & ~t2, ~t1 & t2, t1 & ~t2],
-        [e1 + e2 - e1 * e2, (1 - e1) * e2, e1 * (1 - e2)],
-        e1 * e2,
-    )
-    return out
+    return and_error(b1, b2, ~np.asarray(p1, dtype=bool), ~np.asarray(p2, dtype=bool))
 
 
 def xor_error(b1: ArrayLike, b2: ArrayLike) -> FloatArray:
