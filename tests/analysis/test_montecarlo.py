@@ -141,3 +141,51 @@ def test_exact_nodes_report_exact_zero_quantiles():
     q = res.quantiles([0.05, 0.95])
     assert np.all(q[1:, 0] >= res.error_min[1:]) and np.all(q[1:, 1] <= res.error_max[1:])
     assert np.all(q[1:, 0] < 0) and np.all(q[1:, 1] > 0)  # the noisy nodes keep their spread
+
+
+def _peak_bytes(design, **kwargs):
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        simulate(design, rng=1, **kwargs)
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_peak_memory_does_not_grow_with_draws_and_stays_within_the_budget():
+    """Issue 12: the statistics are one accumulator per task (int32 histograms), combined in
+    block order, so peak memory is flat in n_draws; the batch is the working set, cut to fit
+    ``max_memory`` whatever batch is asked for, and the stated estimate bounds the peak."""
+    from postdp.analysis.montecarlo import memory_plan
+    from postdp.data import synthetic_hierarchy
+
+    h = synthetic_hierarchy((8, 8, 8), leaf_mean=50.0, rng=0)
+    design = ReleaseDesign(h, Laplace(0.5), "project-nonneg", public="root")
+    small = _peak_bytes(design, n_draws=4_000, batch=1_000)
+    many = _peak_bytes(design, n_draws=40_000, batch=1_000)
+    assert many <= 1.25 * small, (small, many)
+    budget = 64 << 20
+    capped = _peak_bytes(design, n_draws=40_000, batch=40_000, max_memory=budget)
+    estimate = memory_plan(h.n, n_draws=40_000, batch=40_000, bins=400, max_memory=budget)[2]
+    assert capped <= estimate <= budget, (capped, estimate)
+    big = _peak_bytes(design, n_draws=40_000, batch=40_000)
+    assert big <= memory_plan(h.n, n_draws=40_000, batch=40_000, bins=400, max_memory=1 << 30)[2]
+
+
+def test_memory_budget_reduces_bins_and_batch_not_results():
+    from postdp.analysis.montecarlo import MIN_BINS, memory_plan
+
+    h = unequal()
+    design = ReleaseDesign(h, Laplace(0.5), "project")
+    a = simulate(design, n_draws=3000, rng=2)
+    b = simulate(design, n_draws=3000, rng=2, max_memory=1 << 20)
+    np.testing.assert_array_equal(a.bias, b.bias)  # the batch does not change results
+    bins, per_batch, estimate = memory_plan(
+        2_000_000, n_draws=20, batch=1000, bins=400, max_memory=2 << 30
+    )
+    assert MIN_BINS <= bins < 400 and per_batch >= 1 and estimate <= 2 << 30
+    assert memory_plan(3195, n_draws=10_000, batch=1000, bins=400, max_memory=1 << 30)[0] == 400
+    with pytest.raises(ValidationError, match="max_memory"):
+        simulate(design, n_draws=10, max_memory=10)

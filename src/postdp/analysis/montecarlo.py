@@ -1,17 +1,27 @@
-"""Monte Carlo audit of a release design: streaming, reproducible, parallel.
+"""Monte Carlo audit of a release design: streaming, reproducible, parallel, memory-bounded.
 
 A run of ``n_draws`` is cut into *chunks* whose size depends only on the hierarchy (never on
-``batch`` or on the number of workers); chunk k draws its noise and rounding from the k-th
-child of one ``SeedSequence``. Each chunk is reduced to sufficient statistics (power sums of
-the errors and integer histogram counts), and the chunks are combined in chunk order, so a
-seed gives bit-identical results for any batch size, worker count or cluster. Memory is
-bounded by the batch (rows processed at once), never by ``n_draws``.
+``batch``, the workers or the memory budget); chunk k draws its noise and rounding from the
+k-th child of one ``SeedSequence``. Chunks are gathered in fixed *blocks* of
+``BLOCK_CHUNKS``; a task reduces one block, chunk by chunk in order, to one set of statistics
+(power sums, extremes and an integer histogram per node), and the blocks are combined in
+order. The order of every floating-point addition is therefore fixed by the run, so a seed
+gives bit-identical results for any batch size, worker count or Dask cluster, and a task
+ships back one set of statistics, not one per chunk.
+
+Memory is bounded by ``max_memory``, never by ``n_draws``: the working set of a batch of
+draws (about ``8 x WORK_ARRAYS`` bytes per value) plus the histograms (int32 counts per node
+and bin: one accumulator per task in flight and one total, and a transient int64 count of one
+chunk). When the histograms of all nodes at the requested ``bins`` would not fit in half the
+budget, fewer bins are used (quantiles are then accurate to the coarser bin width), and the
+batch is cut to what the other half holds (results do not depend on it).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -28,16 +38,25 @@ from postdp._typing import ArrayLike, FloatArray, IntArray, NumArray, RNGLike
 from postdp.analysis.design import ReleaseDesign
 from postdp.errors import ValidationError
 from postdp.mechanisms import Budget
+from postdp.postprocess import PostProcessChain
 
-__all__ = ["MonteCarloResult", "simulate"]
+__all__ = ["MonteCarloResult", "memory_plan", "simulate"]
 
 #: Each chunk holds at least this many values (rows x nodes).
 CHUNK_VALUES = 1 << 18
+#: Chunks per reduction block (one task); fixed so that sums never depend on the batch.
+BLOCK_CHUNKS = 16
+#: Arrays of a batch's size alive at once while a batch is simulated and reduced.
+WORK_ARRAYS = 20
+#: The fewest histogram bins a memory budget may leave.
+MIN_BINS = 8
+#: Default memory budget of ``simulate``, bytes.
+DEFAULT_MAX_MEMORY = 768 << 20
 
 
 def chunk_rows(n: int) -> int:
     """Rows per chunk for a hierarchy of ``n`` nodes (depends on nothing else)."""
-    return max(8, math.ceil(CHUNK_VALUES / max(1, n)))
+    return max(1, math.ceil(CHUNK_VALUES / max(1, n)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,24 +66,56 @@ class _Plan:
     edges_scale: FloatArray  # half-width of each node's histogram range
     bins: int
     keep_raw: IntArray  # nodes whose pre-post-processing errors are histogrammed too
+    chain: PostProcessChain | None  # prepared once per run (projectors included)
 
 
-def _histogram(err: FloatArray, half: FloatArray, bins: int) -> IntArray:
-    """Counts per node of errors in ``bins`` equal bins on [-half, half], plus 2 overflow bins."""
+def _add_histogram(
+    acc: npt.NDArray[np.int32], err: FloatArray, half: FloatArray, bins: int
+) -> None:
+    """Add each node's errors to its int32 counts: ``bins`` equal bins on [-half, half] plus
+    an under- and an overflow bin. Integer counts, so the order of batches does not matter."""
     n = err.shape[1]
     pos = err * (bins / (2.0 * half))  # in-place steps below: this runs on every value
     pos += bins / 2.0 + 1.0
     np.clip(pos, 0.0, bins + 1.0, out=pos)  # 0: below the range, bins + 1: above
     index = pos.astype(np.int64)
     index += (np.arange(n) * (bins + 2))[None, :]
-    counts: IntArray = np.bincount(index.ravel(), minlength=n * (bins + 2)).reshape(n, bins + 2)
-    return counts
+    flat = acc.reshape(-1)
+    if err.shape[0] >= bins + 2:  # many rows: one dense count is cheaper
+        flat += np.bincount(index.ravel(), minlength=flat.size).astype(np.int32)
+    else:  # few rows: every row hits each node once, so a plain scatter-add is exact
+        for row in index:
+            flat[row] += 1
 
 
-def _run_chunks(
-    plan: _Plan, seeds: Sequence[np.random.SeedSequence], sizes: Sequence[int]
-) -> list[dict[str, NumArray]]:
-    """Simulate a group of chunks together and reduce each to its statistics."""
+def _run_block(
+    plan: _Plan, seeds: Sequence[np.random.SeedSequence], sizes: Sequence[int], per_batch: int
+) -> dict[str, NumArray]:
+    """Simulate one block of chunks, ``per_batch`` chunks at a time, and reduce it: moments
+    chunk by chunk in order, histograms as integer counts."""
+    n = plan.truth.size
+    hist = np.zeros((n, plan.bins + 2), dtype=np.int32)
+    raw_hist = np.zeros((plan.keep_raw.size, plan.bins + 2), dtype=np.int32)
+    total: dict[str, NumArray] | None = None
+    for start in range(0, len(sizes), per_batch):
+        stop = min(start + per_batch, len(sizes))
+        for part in _simulate_chunks(plan, seeds[start:stop], sizes[start:stop], hist, raw_hist):
+            total = part if total is None else combine(total, part)
+    assert total is not None
+    total["hist"] = hist
+    total["raw"] = raw_hist
+    return total
+
+
+def _simulate_chunks(
+    plan: _Plan,
+    seeds: Sequence[np.random.SeedSequence],
+    sizes: Sequence[int],
+    hist: npt.NDArray[np.int32],
+    raw_hist: npt.NDArray[np.int32],
+) -> Iterator[dict[str, NumArray]]:
+    """Simulate a group of chunks together, add them to the histograms, and yield each
+    chunk's moments in order."""
     design = plan.design
     levels = design.hierarchy.n_levels
     streams = [[np.random.default_rng(s) for s in seed.spawn(levels + 1)] for seed in seeds]
@@ -74,7 +125,7 @@ def _run_chunks(
             for gens, rows in zip(streams, sizes, strict=True)
         ]
     )
-    chain = design.chain(plan.truth) if design.steps else None
+    chain = plan.chain
     rounding = any(s.name == "round" for s in design.steps)
     bounds = np.cumsum([0, *sizes])
     if chain is None:
@@ -88,23 +139,61 @@ def _run_chunks(
         ).astype(np.float64)
     else:
         released = np.asarray(chain(raw), dtype=np.float64)
-    err_all = released - plan.truth
-    raw_all = raw[:, plan.keep_raw] - plan.truth[plan.keep_raw]
-    out = []
-    for i in range(len(sizes)):
-        err = err_all[bounds[i] : bounds[i + 1]]
-        out.append(
-            {
-                **power_sums(err),
-                "hist": _histogram(err, plan.edges_scale, plan.bins),
-                "raw": _histogram(
-                    raw_all[bounds[i] : bounds[i + 1]].astype(np.float64),
-                    plan.edges_scale[plan.keep_raw],
-                    plan.bins,
-                ),
-            }
+    released -= plan.truth  # the errors, in place
+    if plan.keep_raw.size:
+        raw_err = raw[:, plan.keep_raw] - plan.truth[plan.keep_raw]
+        _add_histogram(
+            raw_hist, raw_err.astype(np.float64), plan.edges_scale[plan.keep_raw], plan.bins
         )
-    return out
+    del raw
+    _add_histogram(hist, released, plan.edges_scale, plan.bins)
+    for i in range(len(sizes)):
+        yield power_sums(released[bounds[i] : bounds[i + 1]])
+
+
+def memory_plan(
+    n: int, *, n_draws: int, batch: int, bins: int, workers: int = 1, max_memory: int
+) -> tuple[int, int, int]:
+    """Bins, chunks per batch and the estimated peak bytes of a run (see the module notes).
+
+    Parameters
+    ----------
+    n : int
+        Nodes of the hierarchy.
+    n_draws, batch, bins, workers : int
+        As for :func:`simulate`.
+    max_memory : int
+        Bytes the statistics and the working batches may take together.
+
+    Returns
+    -------
+    bins : int
+        Histogram bins per node that fit half the budget (at most the requested ``bins``,
+        at least ``MIN_BINS``).
+    per_batch : int
+        Chunks simulated at once (the batch, cut to the other half of the budget).
+    estimate : int
+        Estimated peak bytes of the statistics and working arrays.
+
+    Examples
+    --------
+    >>> b, per, est = memory_plan(2_000_000, n_draws=20, batch=1000, bins=400, max_memory=2**31)
+    >>> b < 400, per, est < 2**31
+    (True, 3, True)
+    """
+    rows = chunk_rows(n)
+    blocks_in_flight = max(1, workers) + 1  # one accumulator per task in flight, one total
+    per_bin = n * 4 * blocks_in_flight + n * 8  # int32 accumulators + one int64 chunk count
+    fit = int((max_memory // 2) // per_bin) - 2
+    bins_used = max(MIN_BINS, min(int(bins), fit))
+    hist_bytes = per_bin * (bins_used + 2)
+    per_row = n * 8 * WORK_ARRAYS * max(1, workers)
+    room_rows = max(rows, int((max_memory - hist_bytes) // max(1, per_row)))
+    want_rows = min(max(int(batch), rows), max(int(n_draws), rows))
+    per_batch = max(1, min(want_rows, room_rows) // rows)
+    per_batch = min(per_batch, BLOCK_CHUNKS)
+    estimate = hist_bytes + per_batch * rows * per_row
+    return bins_used, per_batch, int(estimate)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -314,6 +403,7 @@ def simulate(
     bins: int = 400,
     raw: Sequence[str] = (),
     progress: Callable[[int, int], None] | None = None,
+    max_memory: int = DEFAULT_MAX_MEMORY,
 ) -> MonteCarloResult:
     """Run ``design`` ``n_draws`` times on fixed true counts and summarise the errors per node.
 
@@ -341,7 +431,11 @@ def simulate(
         Node ids whose errors *before* post-processing are histogrammed too (seed 000
         Fig. 1).
     progress : callable(done, total), optional
-        Called after each group of chunks.
+        Called after each block of chunks.
+    max_memory : int, default 768 MiB
+        Bytes the statistics and the batches in flight may take; the batch is cut, and for
+        very large hierarchies the bins reduced, to fit it (:func:`memory_plan`). Results do
+        not depend on it except through the bins.
 
     Returns
     -------
@@ -370,11 +464,24 @@ def simulate(
         )
     if bins < 2:
         raise ValidationError(f"`bins` must be at least 2; got {bins}")
+    if isinstance(max_memory, bool) or not isinstance(max_memory, int | np.integer):
+        raise ValidationError(f"`max_memory` must be a whole number of bytes; got {max_memory!r}")
+    if max_memory < 1 << 20:
+        raise ValidationError(f"`max_memory` must be at least 1 MiB; got {max_memory}")
     h = design.hierarchy
+    bins_used, per_batch, _ = memory_plan(
+        h.n,
+        n_draws=n_total,
+        batch=batch_rows,
+        bins=int(bins),
+        workers=1 if client is not None else n_workers,
+        max_memory=int(max_memory),
+    )
     variances = np.array([m.variance() for m in design.per_level])
     spread = np.sqrt(np.cumsum(variances))[h.depth]
     keep_raw = h.index(list(raw)) if len(raw) else np.zeros(0, dtype=np.int64)
-    plan = _Plan(design, counts, 8.0 * spread, int(bins), keep_raw)
+    chain = design.chain(counts) if design.steps else None
+    plan = _Plan(design, counts, 8.0 * spread, bins_used, keep_raw, chain)
     rows = chunk_rows(h.n)
     n_chunks = math.ceil(n_total / rows)
     sizes = [min(rows, n_total - k * rows) for k in range(n_chunks)]
@@ -385,35 +492,58 @@ def simulate(
     else:
         root = np.random.SeedSequence(None if rng is None else int(rng))
     seeds = root.spawn(n_chunks)
-    per_group = max(1, batch_rows // rows)
-    groups = [list(range(k, min(k + per_group, n_chunks))) for k in range(0, n_chunks, per_group)]
-    tasks = [([seeds[k] for k in g], [sizes[k] for k in g]) for g in groups]
+    blocks = [range(k, min(k + BLOCK_CHUNKS, n_chunks)) for k in range(0, n_chunks, BLOCK_CHUNKS)]
+    tasks = [([seeds[k] for k in b], [sizes[k] for k in b]) for b in blocks]
     total: dict[str, NumArray] | None = None
 
-    def absorb(result: list[dict[str, NumArray]], done: int) -> None:
+    def absorb(result: dict[str, NumArray], done: int) -> None:
         nonlocal total
-        for part in result:  # chunk order is preserved: identical sums for any grouping
-            total = (
-                {k: v.copy() for k, v in part.items()} if total is None else combine(total, part)
-            )
+        total = result if total is None else combine(total, result)  # in block order
         if progress:
             progress(done, len(tasks))
 
-    args = ([plan] * len(tasks), [t[0] for t in tasks], [t[1] for t in tasks])
+    args = (
+        [plan] * len(tasks),
+        [t[0] for t in tasks],
+        [t[1] for t in tasks],
+        [per_batch] * len(tasks),
+    )
     if client is not None:
-        futures = client.map(_run_chunks, *args, pure=False)
-        for done, future in enumerate(futures, start=1):  # in order; memory ~ one result
-            absorb(future.result(), done)
-            future.release()
+        window = 2 * max(1, len(client.scheduler_info().get("workers", {})))
+        _windowed(lambda *a: client.submit(_run_block, *a, pure=False), args, window, absorb)
     elif n_workers > 1:
         with ProcessPoolExecutor(max_workers=n_workers) as pool:
-            for done, result in enumerate(pool.map(_run_chunks, *args), start=1):
-                absorb(result, done)
+            _windowed(lambda *a: pool.submit(_run_block, *a), args, 2 * n_workers, absorb)
     else:
-        for done, (group_seeds, group_sizes) in enumerate(tasks, start=1):
-            absorb(_run_chunks(plan, group_seeds, group_sizes), done)
+        for done, (block_seeds, block_sizes) in enumerate(tasks, start=1):
+            absorb(_run_block(plan, block_seeds, block_sizes, per_batch), done)
     assert total is not None
     return _summarise(plan, total)
+
+
+def _windowed(
+    submit: Callable[..., Any],
+    args: tuple[list[Any], ...],
+    window: int,
+    absorb: Callable[[dict[str, NumArray], int], None],
+) -> None:
+    """Run the tasks with at most ``window`` in flight; absorb their results in task order."""
+    pending: deque[Any] = deque()
+    done = 0
+    for task_args in zip(*args, strict=True):
+        pending.append(submit(*task_args))
+        if len(pending) >= window:
+            done += 1
+            future = pending.popleft()
+            absorb(future.result(), done)
+            if hasattr(future, "release"):
+                future.release()
+    while pending:
+        done += 1
+        future = pending.popleft()
+        absorb(future.result(), done)
+        if hasattr(future, "release"):
+            future.release()
 
 
 def _summarise(plan: _Plan, total: dict[str, NumArray]) -> MonteCarloResult:
