@@ -73,13 +73,16 @@ def _add_histogram(
     acc: npt.NDArray[np.int32], err: FloatArray, half: FloatArray, bins: int
 ) -> None:
     """Add each node's errors to its int32 counts: ``bins`` equal bins on [-half, half] plus
-    an under- and an overflow bin. Integer counts, so the order of batches does not matter."""
+    an under- and an overflow bin. ``acc`` is laid out bin-major, shape (bins + 2, n), so a
+    draw's scatter-add touches neighbouring memory. Integer counts: the order of batches
+    does not matter."""
     n = err.shape[1]
     pos = err * (bins / (2.0 * half))  # in-place steps below: this runs on every value
     pos += bins / 2.0 + 1.0
     np.clip(pos, 0.0, bins + 1.0, out=pos)  # 0: below the range, bins + 1: above
     index = pos.astype(np.int64)
-    index += (np.arange(n) * (bins + 2))[None, :]
+    index *= n
+    index += np.arange(n)[None, :]
     flat = acc.reshape(-1)
     if err.shape[0] >= bins + 2:  # many rows: one dense count is cheaper
         flat += np.bincount(index.ravel(), minlength=flat.size).astype(np.int32)
@@ -94,8 +97,8 @@ def _run_block(
     """Simulate one block of chunks, ``per_batch`` chunks at a time, and reduce it: moments
     chunk by chunk in order, histograms as integer counts."""
     n = plan.truth.size
-    hist = np.zeros((n, plan.bins + 2), dtype=np.int32)
-    raw_hist = np.zeros((plan.keep_raw.size, plan.bins + 2), dtype=np.int32)
+    hist = np.zeros((plan.bins + 2, n), dtype=np.int32)  # bin-major (see _add_histogram)
+    raw_hist = np.zeros((plan.bins + 2, plan.keep_raw.size), dtype=np.int32)
     total: dict[str, NumArray] | None = None
     for start in range(0, len(sizes), per_batch):
         stop = min(start + per_batch, len(sizes))
@@ -510,6 +513,8 @@ def simulate(
     )
     if client is not None:
         window = 2 * max(1, len(client.scheduler_info().get("workers", {})))
+        shipped = client.scatter(plan, broadcast=True)  # the plan travels once, not per task
+        args = ([shipped] * len(tasks), *args[1:])
         _windowed(lambda *a: client.submit(_run_block, *a, pure=False), args, window, absorb)
     elif n_workers > 1:
         with ProcessPoolExecutor(max_workers=n_workers) as pool:
@@ -574,9 +579,9 @@ def _summarise(plan: _Plan, total: dict[str, NumArray]) -> MonteCarloResult:
         mae=mae,
         mae_se=mae_se,
         edges=edges,
-        counts=total["hist"],
+        counts=np.ascontiguousarray(total["hist"].T),
         raw_ids=h.ids[plan.keep_raw],
-        raw_counts=total["raw"],
+        raw_counts=np.ascontiguousarray(total["raw"].T),
         budget=plan.design.budget,
         error_min=total["lo"],
         error_max=total["hi"],
