@@ -130,6 +130,8 @@ CASES: dict[str, tuple[list[str], str]] = {
     "audit-shifts-text": ([*A, "--shifts", "a"], "--shifts"),
     "audit-shifts-fraction": ([*A, "--shifts", "1.5"], "--shifts"),
     "audit-format-unknown": ([*A, "--format", "xml"], "--format"),
+    "audit-max-memory-tiny": ([*A, "--max-memory", "10k"], "--max-memory"),
+    "audit-max-memory-text": ([*A, "--max-memory", "lots"], "--max-memory"),
     "audit-output-dir-is-file": ([*A, "--output-dir", "t.csv"], "--output-dir 't.csv'"),
     "audit-output-dir-not-postdp": ([*A, "--output-dir", "notmine"], "--output-dir 'notmine'"),
     "audit-output-dir-not-postdp-overwrite": (

@@ -160,6 +160,17 @@ def int_list(*, allow_empty: bool = False) -> Callable[[str], list[int]]:
     return parse
 
 
+def byte_size(text: str) -> int:
+    """A size in bytes: a whole number with an optional K, M or G suffix (powers of 1024)."""
+    match = re.fullmatch(r"\s*(\d+)\s*([kKmMgG]?)[iI]?[bB]?\s*", text)
+    if not match:
+        raise argparse.ArgumentTypeError(f"must be a size such as 512M or 2G; got {text!r}")
+    value = int(match.group(1)) * 1024 ** int(" KMG".index((match.group(2) or " ").upper()))
+    if value < 1 << 20:
+        raise argparse.ArgumentTypeError(f"must be at least 1M; got {text!r}")
+    return value
+
+
 def encoding(text: str) -> str:
     """A text encoding Python knows; UTF-8 also accepts a byte-order mark."""
     try:

@@ -15,6 +15,7 @@ from postdp.cli._options import (
     add_output_options,
     add_postprocess_options,
     add_table_options,
+    byte_size,
     flag,
     ids,
     int_list,
@@ -71,6 +72,14 @@ def add_parser(commands: Any) -> None:
         type=whole(2, 100_000),
         default=400,
         help="histogram bins per node (quantiles and Wasserstein distances)",
+    )
+    parser.add_argument(
+        "--max-memory",
+        type=byte_size,
+        default=768 << 20,
+        metavar="SIZE",
+        help="memory the statistics and batches may take, e.g. 512M or 2G; the batch (and for "
+        "very large tables the bins) are cut to fit. Default: 768M",
     )
     parser.add_argument(
         "--entities",
@@ -141,7 +150,28 @@ def run(args: argparse.Namespace, state: RunState) -> int:
         args.output_dir, "--output-dir", inputs=[loaded.path], overwrite=args.overwrite
     )
 
-    options = {"n_draws": args.draws, "batch": args.batch, "workers": args.workers}
+    from postdp.analysis.montecarlo import memory_plan
+
+    options = {
+        "n_draws": args.draws,
+        "batch": args.batch,
+        "workers": args.workers,
+        "max_memory": args.max_memory,
+    }
+    bins_used, _, estimate = memory_plan(
+        h.n,
+        n_draws=args.draws,
+        batch=args.batch,
+        bins=args.bins,
+        workers=args.workers,
+        max_memory=args.max_memory,
+    )
+    note = "" if bins_used == args.bins else f" (histograms cut to {bins_used} bins to fit)"
+    print(
+        f"memory: about {estimate / 2**20:,.0f} MB for the statistics and batches of each of "
+        f"{1 + len([s for s in args.shifts if s])} simulations{note}",
+        flush=True,
+    )
     runs: list[Any] = []
     labels: list[str] = []
     for k, shift in enumerate([None, *args.shifts]):
