@@ -165,7 +165,8 @@ def byte_size(text: str) -> int:
     match = re.fullmatch(r"\s*(\d+)\s*([kKmMgG]?)[iI]?[bB]?\s*", text)
     if not match:
         raise argparse.ArgumentTypeError(f"must be a size such as 512M or 2G; got {text!r}")
-    value = int(match.group(1)) * 1024 ** int(" KMG".index((match.group(2) or " ").upper()))
+    power = " KMG".index((match.group(2) or " ").upper())
+    value: int = int(match.group(1)) * (1 << (10 * power))
     if value < 1 << 20:
         raise argparse.ArgumentTypeError(f"must be at least 1M; got {text!r}")
     return value
