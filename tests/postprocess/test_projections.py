@@ -298,3 +298,21 @@ def test_fully_determined_projection_warns():
     with pytest.warns(DegenerateInputWarning, match="every node is fixed"):
         out = project(np.array([9.0, 1.0, 1.0]), h, public=["root", "a"])
     assert out.tolist() == [5.0, 2.0, 3.0]
+
+
+def test_project_reuses_a_prepared_projector_per_hierarchy():
+    """Issue 12: a one-shot project() on a hierarchy it has seen costs what a prepared
+    Projector does; the cache is keyed on every option, so results never mix."""
+    from postdp.postprocess import projections as module
+
+    h = CATALOGUE["unequal"]()
+    y = _noisy(h, 2.0, np.random.default_rng(5))
+    first = project(y, h, public={"n0": float(h.counts[0])})
+    cached = module._CACHE[h]
+    assert len(cached) == 1
+    np.testing.assert_array_equal(project(y, h, public={"n0": float(h.counts[0])}), first)
+    assert len(cached) == 1  # reused
+    other = project(y, h, public={"n0": float(h.counts[0]) + 5.0})
+    assert len(cached) == 2 and not np.allclose(other, first)
+    np.testing.assert_allclose(project(y, h, nonneg=False), project(y, h, nonneg=False))
+    assert len(cached) == 3

@@ -39,7 +39,7 @@ def _keys(values: pd.Series[Any], column: str) -> npt.NDArray[np.object_]:
     )
 
 
-@dataclass(frozen=True, slots=True, eq=False)
+@dataclass(frozen=True, slots=True, eq=False, weakref_slot=True)
 class Hierarchy:
     """A rooted tree of geographic units (nation > states > counties > ...).
 

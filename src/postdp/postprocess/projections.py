@@ -14,10 +14,13 @@ batch axis of independent draws.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import warnings
-from collections.abc import Sequence
-from typing import Literal
+import weakref
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
 
 import numpy as np
 
@@ -179,8 +182,55 @@ def project(
     >>> project(np.array([3.0, -5.0, 6.0]), h, public={"T": 3.0}).round(6).tolist()
     [3.0, 0.0, 3.0]
     """
+    return _prepared(hierarchy, nonneg, public, method, weights)(noisy)
+
+
+#: Projectors prepared for the hierarchies ``project`` has seen (a few per hierarchy), so a
+#: repeated one-shot call costs what a prepared :class:`Projector` does.
+_CACHE: weakref.WeakKeyDictionary[Hierarchy, OrderedDict[tuple[Any, ...], Projector]] = (
+    weakref.WeakKeyDictionary()
+)
+_CACHE_SIZE = 8
+
+
+def _prepared(
+    hierarchy: Hierarchy,
+    nonneg: bool,
+    public: PublicSpec,
+    method: Method,
+    weights: ArrayLike | None,
+) -> Projector:
+    key = (bool(nonneg), method, _public_key(public), _weights_key(weights))
+    if not isinstance(hierarchy, Hierarchy) or key[2] is None:
+        return Projector(hierarchy, nonneg=nonneg, public=public, method=method, weights=weights)
+    seen = _CACHE.setdefault(hierarchy, OrderedDict())
+    if key in seen:
+        seen.move_to_end(key)
+        return seen[key]
     projector = Projector(hierarchy, nonneg=nonneg, public=public, method=method, weights=weights)
-    return projector(noisy)
+    seen[key] = projector
+    if len(seen) > _CACHE_SIZE:
+        seen.popitem(last=False)
+    return projector
+
+
+def _public_key(public: PublicSpec) -> Any:
+    """A hashable form of a public-node specification (None when it has none)."""
+    try:
+        if public is None or isinstance(public, str):
+            return ("spec", public)
+        if isinstance(public, Mapping):
+            return ("map", tuple(sorted((str(k), float(v)) for k, v in public.items())))
+        return ("ids", tuple(str(p) for p in public))
+    except (TypeError, ValueError):
+        return None  # let the Projector report the bad value
+
+
+def _weights_key(weights: ArrayLike | None) -> Any:
+    if weights is None:
+        return None
+    arr = np.ascontiguousarray(np.asarray(weights, dtype=np.float64))
+    return (arr.shape, hashlib.blake2b(arr.tobytes(), digest_size=16).hexdigest())
 
 
 class Projector:
