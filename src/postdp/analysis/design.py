@@ -9,7 +9,7 @@ from typing import Literal
 import numpy as np
 
 from postdp import _validation
-from postdp._typing import ArrayLike, NumArray, RNGLike
+from postdp._typing import ArrayLike, IntArray, NumArray, RNGLike
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy, PublicSpec, public_values
 from postdp.mechanisms import Budget, NoiseMechanism
@@ -136,8 +136,10 @@ class ReleaseDesign:
         out = np.empty((rows, h.n), dtype=np.int64 if discrete else np.float64)
         for d, nodes in enumerate(h.levels):
             m = self.per_level[d]
-            base = truth[nodes]
-            out[:, nodes] = m.sample(
+            lo, hi = int(nodes[0]), int(nodes[-1]) + 1
+            where: slice | IntArray = slice(lo, hi) if hi - lo == nodes.size else nodes
+            base = truth[where]  # a level stored contiguously is written as one slice
+            out[:, where] = m.sample(
                 _validation.integer_array("truth", base) if m.discrete else base,
                 rng=gens[d],
                 size=rows,
