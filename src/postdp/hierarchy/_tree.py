@@ -33,10 +33,12 @@ def _keys(values: pd.Series[Any], column: str) -> npt.NDArray[np.object_]:
         if (present != np.round(present)).any():
             raise ValidationError(f"column `{column}` holds non-integer numeric ids")
         return np.array([None if pd.isna(v) else str(int(v)) for v in values], dtype=object)
-    return np.array(
-        [None if (pd.isna(v) or str(v).strip() == "") else str(v).strip() for v in values],
-        dtype=object,
-    )
+    as_object = values.astype(object)
+    missing = as_object.isna().to_numpy()
+    text = as_object.where(~missing, "").astype(str).str.strip()  # vectorised string ops
+    out = text.to_numpy(dtype=object)
+    out[missing | (out == "")] = None
+    return out
 
 
 @dataclass(frozen=True, slots=True, eq=False, weakref_slot=True)
@@ -241,16 +243,19 @@ class Hierarchy:
                     stacklevel=2,
                 )
         ids = _keys(df[id], id)
-        if any(i is None for i in ids):
-            rows = [int(r) for r in np.flatnonzero([i is None for i in ids])]
+        absent = pd.isna(ids)
+        if absent.any():
+            rows = [int(r) for r in np.flatnonzero(absent)]
             raise HierarchyError(f"column {id!r} has missing ids at rows {rows[:_SHOW]}")
         parents = _keys(df[parent], parent)
         _check_unique(ids)
-        index = {key: i for i, key in enumerate(ids)}
-        orphans = [p for p in parents if p is not None and p not in index]
-        if orphans:
+        has_parent = ~pd.isna(parents)
+        found = pd.Index(ids).get_indexer(pd.Index(parents[has_parent]))  # hash lookups
+        if (found < 0).any():
+            orphans = list(parents[has_parent][found < 0])
             raise HierarchyError(f"parent ids that are not nodes (orphans): {_listing(orphans)}")
-        parent_index = np.array([-1 if p is None else index[p] for p in parents], dtype=np.int64)
+        parent_index = np.full(ids.size, -1, dtype=np.int64)
+        parent_index[has_parent] = found
         counts = None if count is None else df[count].to_numpy()
         if counts is not None and counts.dtype == object:
             counts = pd.to_numeric(df[count], errors="coerce").to_numpy()
@@ -460,9 +465,10 @@ class Hierarchy:
 
 
 def _check_unique(ids: npt.NDArray[np.object_]) -> None:
-    values, counts = np.unique(ids.astype(str), return_counts=True)
-    if (counts > 1).any():
-        raise HierarchyError(f"duplicate ids: {_listing(list(values[counts > 1]))}")
+    index = pd.Index(ids.astype(str))
+    if index.has_duplicates:  # hashing, not sorting
+        dup = sorted(set(index[index.duplicated()]))
+        raise HierarchyError(f"duplicate ids: {_listing(dup)}")
 
 
 def _check_counts(counts: ArrayLike, ids: npt.NDArray[np.object_], parent: IntArray) -> NumArray:
