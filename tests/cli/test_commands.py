@@ -25,6 +25,11 @@ def table(tmp_path):
     return path
 
 
+def _table_args(table):
+    """The flags that read the fixture table."""
+    return ["--input", str(table), "--id", "geo", "--parent", "up", "--count", "pop"]
+
+
 def test_release_bundled_counties_study_path(tmp_path, capsys):
     out = tmp_path / "r.csv"
     assert (
@@ -62,14 +67,7 @@ def test_release_secure_path_user_csv(table, tmp_path, capsys):
     out = tmp_path / "r.csv"
     argv = [
         "release",
-        "--input",
-        str(table),
-        "--id",
-        "geo",
-        "--parent",
-        "up",
-        "--count",
-        "pop",
+        *_table_args(table),
         "--keep",
         "label",
         "--epsilon",
@@ -89,14 +87,7 @@ def test_release_gaussian_reports_zcdp_and_approx_dp(table, tmp_path, capsys):
     out = tmp_path / "r.csv"
     argv = [
         "release",
-        "--input",
-        str(table),
-        "--id",
-        "geo",
-        "--parent",
-        "up",
-        "--count",
-        "pop",
+        *_table_args(table),
         "--mechanism",
         "discrete-gaussian",
         "--rho",
@@ -119,14 +110,7 @@ def test_audit_writes_truth(table, tmp_path, capsys):
     out = tmp_path / "r.csv"
     argv = [
         "release",
-        "--input",
-        str(table),
-        "--id",
-        "geo",
-        "--parent",
-        "up",
-        "--count",
-        "pop",
+        *_table_args(table),
         "--study",
         "--seed",
         "0",
@@ -323,14 +307,7 @@ def test_audit_writes_tables_and_figures(table, tmp_path, capsys):
     out = tmp_path / "audit"
     argv = [
         "audit",
-        "--input",
-        str(table),
-        "--id",
-        "geo",
-        "--parent",
-        "up",
-        "--count",
-        "pop",
+        *_table_args(table),
         "--mechanism",
         "laplace",
         "--epsilon",
@@ -382,14 +359,7 @@ def test_audit_parquet_and_gaussian(table, tmp_path, capsys):
     out = tmp_path / "pq"
     argv = [
         "audit",
-        "--input",
-        str(table),
-        "--id",
-        "geo",
-        "--parent",
-        "up",
-        "--count",
-        "pop",
+        *_table_args(table),
         "--mechanism",
         "gaussian",
         "--rho",
