@@ -400,3 +400,9 @@ def _find_cycle(graph):
 def test_cycle_finder_finds_cycles():
     assert _find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert _find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+@pytest.mark.parametrize("path", sorted(SRC.rglob("*.py")), ids=lambda p: str(p.relative_to(SRC)))
+def test_modules_stay_under_500_lines(path):
+    """Issue 11: single-purpose modules (STYLE.md: under ~500 lines)."""
+    assert len(path.read_text().splitlines()) <= 500

@@ -175,7 +175,7 @@ def test_peak_memory_does_not_grow_with_draws_and_stays_within_the_budget():
 
 
 def test_memory_budget_reduces_bins_and_batch_not_results():
-    from postdp.analysis.montecarlo import MIN_BINS, memory_plan
+    from postdp.analysis._engine import MIN_BINS, memory_plan
 
     h = unequal()
     design = ReleaseDesign(h, Laplace(0.5), "project")

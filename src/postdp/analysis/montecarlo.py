@@ -20,8 +20,7 @@ batch is cut to what the other half holds (results do not depend on it).
 from __future__ import annotations
 
 import math
-from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -33,170 +32,22 @@ from scipy import stats
 
 from postdp import _validation
 from postdp._intervals import ConfidenceInterval
-from postdp._moments import combine, power_sums
+from postdp._moments import combine
 from postdp._typing import ArrayLike, FloatArray, IntArray, NumArray, RNGLike
+from postdp.analysis._engine import (
+    BLOCK_CHUNKS,
+    DEFAULT_MAX_MEMORY,
+    _Plan,
+    _run_block,
+    _windowed,
+    chunk_rows,
+    memory_plan,
+)
 from postdp.analysis.design import ReleaseDesign
 from postdp.errors import ValidationError
 from postdp.mechanisms import Budget
-from postdp.postprocess import PostProcessChain
 
 __all__ = ["MonteCarloResult", "memory_plan", "simulate"]
-
-#: Each chunk holds at least this many values (rows x nodes).
-CHUNK_VALUES = 1 << 18
-#: Chunks per reduction block (one task); fixed so that sums never depend on the batch.
-BLOCK_CHUNKS = 16
-#: Arrays of a batch's size alive at once while a batch is simulated and reduced.
-WORK_ARRAYS = 20
-#: The fewest histogram bins a memory budget may leave.
-MIN_BINS = 8
-#: Default memory budget of ``simulate``, bytes.
-DEFAULT_MAX_MEMORY = 768 << 20
-
-
-def chunk_rows(n: int) -> int:
-    """Rows per chunk for a hierarchy of ``n`` nodes (depends on nothing else)."""
-    return max(1, math.ceil(CHUNK_VALUES / max(1, n)))
-
-
-@dataclass(frozen=True, slots=True)
-class _Plan:
-    design: ReleaseDesign
-    truth: NumArray
-    edges_scale: FloatArray  # half-width of each node's histogram range
-    bins: int
-    keep_raw: IntArray  # nodes whose pre-post-processing errors are histogrammed too
-    chain: PostProcessChain | None  # prepared once per run (projectors included)
-
-
-def _add_histogram(
-    acc: npt.NDArray[np.int32], err: FloatArray, half: FloatArray, bins: int
-) -> None:
-    """Add each node's errors to its int32 counts: ``bins`` equal bins on [-half, half] plus
-    an under- and an overflow bin. ``acc`` is laid out bin-major, shape (bins + 2, n), so a
-    draw's scatter-add touches neighbouring memory. Integer counts: the order of batches
-    does not matter."""
-    n = err.shape[1]
-    pos = err * (bins / (2.0 * half))  # in-place steps below: this runs on every value
-    pos += bins / 2.0 + 1.0
-    np.clip(pos, 0.0, bins + 1.0, out=pos)  # 0: below the range, bins + 1: above
-    index = pos.astype(np.int64)
-    index *= n
-    index += np.arange(n)[None, :]
-    flat = acc.reshape(-1)
-    if err.shape[0] >= bins + 2:  # many rows: one dense count is cheaper
-        flat += np.bincount(index.ravel(), minlength=flat.size).astype(np.int32)
-    else:  # few rows: every row hits each node once, so a plain scatter-add is exact
-        for row in index:
-            flat[row] += 1
-
-
-def _run_block(
-    plan: _Plan, seeds: Sequence[np.random.SeedSequence], sizes: Sequence[int], per_batch: int
-) -> dict[str, NumArray]:
-    """Simulate one block of chunks, ``per_batch`` chunks at a time, and reduce it: moments
-    chunk by chunk in order, histograms as integer counts."""
-    n = plan.truth.size
-    hist = np.zeros((plan.bins + 2, n), dtype=np.int32)  # bin-major (see _add_histogram)
-    raw_hist = np.zeros((plan.bins + 2, plan.keep_raw.size), dtype=np.int32)
-    total: dict[str, NumArray] | None = None
-    for start in range(0, len(sizes), per_batch):
-        stop = min(start + per_batch, len(sizes))
-        for part in _simulate_chunks(plan, seeds[start:stop], sizes[start:stop], hist, raw_hist):
-            total = part if total is None else combine(total, part)
-    assert total is not None
-    total["hist"] = hist
-    total["raw"] = raw_hist
-    return total
-
-
-def _simulate_chunks(
-    plan: _Plan,
-    seeds: Sequence[np.random.SeedSequence],
-    sizes: Sequence[int],
-    hist: npt.NDArray[np.int32],
-    raw_hist: npt.NDArray[np.int32],
-) -> Iterator[dict[str, NumArray]]:
-    """Simulate a group of chunks together, add them to the histograms, and yield each
-    chunk's moments in order."""
-    design = plan.design
-    levels = design.hierarchy.n_levels
-    streams = [[np.random.default_rng(s) for s in seed.spawn(levels + 1)] for seed in seeds]
-    raw = np.concatenate(
-        [
-            design.noise(plan.truth, gens[:levels], rows)
-            for gens, rows in zip(streams, sizes, strict=True)
-        ]
-    )
-    chain = plan.chain
-    rounding = any(s.name == "round" for s in design.steps)
-    bounds = np.cumsum([0, *sizes])
-    if chain is None:
-        released = raw.astype(np.float64)
-    elif rounding:  # the rounding draws must come from each chunk's own stream
-        released = np.concatenate(
-            [
-                chain(raw[bounds[i] : bounds[i + 1]], rng=streams[i][levels])
-                for i in range(len(sizes))
-            ]
-        ).astype(np.float64)
-    else:
-        released = np.asarray(chain(raw), dtype=np.float64)
-    released -= plan.truth  # the errors, in place
-    if plan.keep_raw.size:
-        raw_err = raw[:, plan.keep_raw] - plan.truth[plan.keep_raw]
-        _add_histogram(
-            raw_hist, raw_err.astype(np.float64), plan.edges_scale[plan.keep_raw], plan.bins
-        )
-    del raw
-    _add_histogram(hist, released, plan.edges_scale, plan.bins)
-    for i in range(len(sizes)):
-        yield power_sums(released[bounds[i] : bounds[i + 1]])
-
-
-def memory_plan(
-    n: int, *, n_draws: int, batch: int, bins: int, workers: int = 1, max_memory: int
-) -> tuple[int, int, int]:
-    """Bins, chunks per batch and the estimated peak bytes of a run (see the module notes).
-
-    Parameters
-    ----------
-    n : int
-        Nodes of the hierarchy.
-    n_draws, batch, bins, workers : int
-        As for :func:`simulate`.
-    max_memory : int
-        Bytes the statistics and the working batches may take together.
-
-    Returns
-    -------
-    bins : int
-        Histogram bins per node that fit half the budget (at most the requested ``bins``,
-        at least ``MIN_BINS``).
-    per_batch : int
-        Chunks simulated at once (the batch, cut to the other half of the budget).
-    estimate : int
-        Estimated peak bytes of the statistics and working arrays.
-
-    Examples
-    --------
-    >>> b, per, est = memory_plan(2_000_000, n_draws=20, batch=1000, bins=400, max_memory=2**31)
-    >>> b < 400, per, est < 2**31
-    (True, 3, True)
-    """
-    rows = chunk_rows(n)
-    blocks_in_flight = max(1, workers) + 1  # one accumulator per task in flight, one total
-    per_bin = n * 4 * blocks_in_flight + n * 8  # int32 accumulators + one int64 chunk count
-    fit = int((max_memory // 2) // per_bin) - 2
-    bins_used = max(MIN_BINS, min(int(bins), fit))
-    hist_bytes = per_bin * (bins_used + 2)
-    per_row = n * 8 * WORK_ARRAYS * max(1, workers)
-    room_rows = max(rows, int((max_memory - hist_bytes) // max(1, per_row)))
-    want_rows = min(max(int(batch), rows), max(int(n_draws), rows))
-    per_batch = max(1, min(want_rows, room_rows) // rows)
-    per_batch = min(per_batch, BLOCK_CHUNKS)
-    estimate = hist_bytes + per_batch * rows * per_row
-    return bins_used, per_batch, int(estimate)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -524,31 +375,6 @@ def simulate(
             absorb(_run_block(plan, block_seeds, block_sizes, per_batch), done)
     assert total is not None
     return _summarise(plan, total)
-
-
-def _windowed(
-    submit: Callable[..., Any],
-    args: tuple[list[Any], ...],
-    window: int,
-    absorb: Callable[[dict[str, NumArray], int], None],
-) -> None:
-    """Run the tasks with at most ``window`` in flight; absorb their results in task order."""
-    pending: deque[Any] = deque()
-    done = 0
-    for task_args in zip(*args, strict=True):
-        pending.append(submit(*task_args))
-        if len(pending) >= window:
-            done += 1
-            future = pending.popleft()
-            absorb(future.result(), done)
-            if hasattr(future, "release"):
-                future.release()
-    while pending:
-        done += 1
-        future = pending.popleft()
-        absorb(future.result(), done)
-        if hasattr(future, "release"):
-            future.release()
 
 
 def _summarise(plan: _Plan, total: dict[str, NumArray]) -> MonteCarloResult:
