@@ -44,6 +44,7 @@ class _Help(argparse.RawDescriptionHelpFormatter):
         default = action.default
         if (
             "%(default)" in text
+            or "Default:" in text  # the help text states it in the user's units
             or default in (None, False, argparse.SUPPRESS)
             or action.option_strings == []
         ):
