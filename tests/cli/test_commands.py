@@ -511,7 +511,7 @@ def test_fairness_title1_and_section203(tmp_path, capsys):
 def test_help_shows_each_default_once(command, capsys):
     """Issue 10: a default appears once in --help (never 'Default: x (default: y)')."""
     assert main([command, "--help"]) == 0
+    import re
+
     text = " ".join(capsys.readouterr().out.split())
-    for option in text.split("  "):
-        assert not ("Default:" in option and "(default:" in option), option
-    assert "Default: 768M (default" not in text and "0,10,100 (default" not in text
+    assert not re.search(r"Default: \S+ \(default:", text), text
