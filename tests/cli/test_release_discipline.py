@@ -86,6 +86,33 @@ def test_the_spy_sees_a_valid_release(spy, tmp_path, monkeypatch, capsys):
     assert spy.count("study") == 3
 
 
+def test_an_interrupt_that_a_library_turns_into_its_own_error_still_exits_130(
+    tmp_path, monkeypatch, capsys
+):
+    """pandas' C parser reports Ctrl-C inside its read callback as a parse error."""
+    import os
+
+    write_inputs(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    real_read_csv = pd.read_csv
+
+    def interrupted_read_csv(*args, **kwargs):
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(1)  # the handler runs here and raises
+        except KeyboardInterrupt:
+            raise pd.errors.ParserError("Calling read(nbytes) on source failed") from None
+        return real_read_csv(*args, **kwargs)
+
+    monkeypatch.setattr(pd, "read_csv", interrupted_read_csv)
+    assert main(["release", "--input", "t.csv", "-o", "out.csv"]) == 130
+    err = capsys.readouterr().err
+    assert "interrupted while" in err and "readable" not in err
+    assert not (tmp_path / "out.csv").exists()
+    # the handler is put back: Python's own SIGINT handling is in force again
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
 # -- random malformed inputs -----------------------------------------------------------------
 _CORRUPTIONS = {
     "count-text": lambda t: t.replace("01001,01,7919", "01001,01,seven"),

@@ -9,7 +9,9 @@ are imported only inside the handlers, after the interrupt handling is in place.
 
 from __future__ import annotations
 
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -72,6 +74,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from postdp.cli._io import RunState
 
     state = RunState()
+    previous = _catch_interrupts(state)
     try:
         parser = build_parser()
         try:
@@ -83,6 +86,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"postdp: {state.describe()}", file=sys.stderr, flush=True)
         return 130
+    except Exception:
+        if not state.interrupted:
+            raise
+        print(f"postdp: {state.describe()}", file=sys.stderr, flush=True)
+        return 130
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+
+
+def _catch_interrupts(state: Any) -> Any:
+    """Record Ctrl-C in ``state`` before raising it; return the handler it replaces.
+
+    Some libraries turn a ``KeyboardInterrupt`` raised inside their callbacks into their
+    own error (pandas' C parser reports it as a parse error); the record lets the
+    command still report an interruption (exit 130), not a bad input (exit 2).
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def handler(signum: int, frame: object) -> None:
+        state.interrupted = True
+        raise KeyboardInterrupt
+
+    return signal.signal(signal.SIGINT, handler)
 
 
 def _dispatch(args: Any, state: Any, debug: bool) -> int:
@@ -103,6 +131,8 @@ def _dispatch(args: Any, state: Any, debug: bool) -> int:
             warnings.showwarning = one_line
             status: int = args.func(args, state)
     except (CliError, PostdpError, ImportError, OSError) as exc:
+        if state.interrupted:
+            raise KeyboardInterrupt from None
         if debug:
             raise
         message = " ".join(str(exc).split()) or type(exc).__name__

@@ -45,6 +45,7 @@ class RunState:
     phase: str = "starting"
     written: list[str] = field(default_factory=list)
     pending: list[str] = field(default_factory=list)
+    interrupted: bool = False
 
     def describe(self) -> str:
         done = ", ".join(self.written) if self.written else "nothing"
