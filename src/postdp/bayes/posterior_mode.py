@@ -281,7 +281,7 @@ def bayes_release_hierarchy(
         G, width = sizes.size, int(sizes.max())
         # pad every family to the widest one with zero-probability slots
         slot = np.arange(c1 - c0) - np.repeat(starts, sizes)
-        fam = lay.family[d]
+        fam = lay.family(d)
         weights = np.zeros((B, G, width))
         weights[:, fam, slot] = posterior_mode_independent(X[:, c0:c1])
         modes = finucan_mode(out[:, lay.parents[d]], weights)

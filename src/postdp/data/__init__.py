@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from importlib import resources
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from postdp import _rng
@@ -144,19 +146,29 @@ def synthetic_hierarchy(
         sizes.append(int(kids.sum()))
     parent = np.concatenate(parents)
     n = parent.size
-    depth = np.repeat(np.arange(len(sizes)), sizes)
-    offset = np.repeat(np.cumsum([0, *sizes[:-1]]), sizes)
-    ids = np.array(
-        ["0"] + [f"{d}.{i}" for d, i in zip(depth[1:], (np.arange(n) - offset)[1:], strict=True)],
-        dtype=object,
-    )
     counts = np.zeros(n, dtype=np.int64)
     leaf_start = n - sizes[-1]
     counts[leaf_start:] = gen.geometric(1.0 / (1.0 + leaf_mean), size=sizes[-1]) - 1
     for d in range(len(sizes) - 1, 0, -1):
         lo, hi = n - sum(sizes[d:]), n - sum(sizes[d + 1 :])
-        np.add.at(counts, parent[lo:hi], counts[lo:hi])
-    return Hierarchy(ids=ids, parent=parent, counts=counts)
+        above = parent[lo:hi]  # sorted: every family is contiguous
+        first = np.flatnonzero(np.diff(above, prepend=-1))
+        counts[above[first]] += np.add.reduceat(counts[lo:hi], first)
+    return Hierarchy._trusted(parent, counts, labels=_LevelLabels(tuple(sizes)))
+
+
+@dataclass(frozen=True)
+class _LevelLabels:
+    """The ids ``"0"`` and ``"<level>.<index>"`` of a synthetic hierarchy, made on demand."""
+
+    sizes: tuple[int, ...]
+
+    def __call__(self) -> npt.NDArray[np.object_]:
+        text = np.dtypes.StringDType()
+        parts = [np.array(["0"], dtype=text)]
+        for d, size in enumerate(self.sizes[1:], start=1):
+            parts.append(np.strings.add(f"{d}.", np.arange(size).astype(text)))
+        return np.concatenate(parts).astype(object)
 
 
 def _read(name: str, dtypes: dict[str, str]) -> pd.DataFrame:

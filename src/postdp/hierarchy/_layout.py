@@ -8,7 +8,7 @@ import numpy as np
 
 from postdp._typing import FloatArray, IntArray
 
-__all__ = ["Layout", "depths"]
+__all__ = ["Layout", "breadth_first_levels"]
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -23,35 +23,36 @@ class Layout:
     Attributes
     ----------
     order, position : ndarray of int, shape (n,)
-        Layout position -> node index, and its inverse.
+        Layout position -> node index, and its inverse (one shared ``arange`` when the
+        layout is the node order).
     bounds : ndarray of int, shape (n_levels + 1,)
-    parent : ndarray of int, shape (n,)
-        Layout position of each position's parent (-1 for the root).
     starts : tuple of ndarray
         ``starts[d]``: offsets, within level ``d + 1``, where each family begins.
     parents : tuple of ndarray
         ``parents[d]``: layout positions of the level-``d`` nodes that have children, in the
         order of their families.
-    family : tuple of ndarray
-        ``family[d]``: for each node of level ``d + 1``, the index of its family in
-        ``parents[d]``.
     sizes : tuple of ndarray
         ``sizes[d]``: the number of children in each family of ``parents[d]``, so that
         ``np.repeat(per_family, sizes[d], axis=-1)`` spreads family values over level
-        ``d + 1`` (much faster than fancy indexing with ``family[d]``).
+        ``d + 1`` (much faster than fancy indexing with :meth:`family`).
     identity : bool
         Whether the layout order is the node order (then no permutation is needed).
+
+    Memory: ``order`` and ``position`` (8 bytes per node each, one array when ``identity``)
+    plus a few numbers per family.
     """
 
     order: IntArray
     position: IntArray
     bounds: IntArray
-    parent: IntArray
     starts: tuple[IntArray, ...]
     parents: tuple[IntArray, ...]
-    family: tuple[IntArray, ...]
     sizes: tuple[IntArray, ...]
     identity: bool
+
+    def family(self, d: int) -> IntArray:
+        """For each node of level ``d + 1``, the index of its family in ``parents[d]``."""
+        return np.repeat(np.arange(self.sizes[d].size), self.sizes[d])
 
     def family_gaps(self, values: FloatArray) -> FloatArray:
         """Largest |parent - sum of its children| of each row, for rows in layout order.
@@ -69,58 +70,68 @@ class Layout:
 
     @classmethod
     def build(cls, parent: IntArray, levels: tuple[IntArray, ...]) -> Layout:
+        """The layout of a tree given each node's parent and the nodes of each level.
+
+        O(n) when the nodes are already in breadth-first order with families together
+        (every builder of postdp makes them so); a stable sort per level otherwise.
+        """
         n = parent.size
-        position = np.empty(n, dtype=np.int64)
-        ordered = [levels[0]]
-        position[levels[0]] = 0
-        offset = levels[0].size
-        for nodes in levels[1:]:
-            keys = position[parent[nodes]]
-            sorted_nodes = nodes[np.argsort(keys, kind="stable")]
-            position[sorted_nodes] = offset + np.arange(sorted_nodes.size)
-            ordered.append(sorted_nodes)
-            offset += sorted_nodes.size
-        order = np.concatenate(ordered)
         bounds = np.cumsum([0] + [lvl.size for lvl in levels]).astype(np.int64)
-        lay_parent = np.where(parent[order] >= 0, position[np.maximum(parent[order], 0)], -1)
-        starts, parents, family = [], [], []
-        for d in range(len(levels) - 1):
-            child_parents = lay_parent[bounds[d + 1] : bounds[d + 2]]
-            uniq, first, inverse = np.unique(child_parents, return_index=True, return_inverse=True)
-            parents.append(uniq.astype(np.int64))
-            starts.append(first.astype(np.int64))
-            family.append(inverse.astype(np.int64).reshape(-1))
-        return cls(
-            order,
-            position,
-            bounds,
-            lay_parent.astype(np.int64),
-            tuple(starts),
-            tuple(parents),
-            tuple(family),
-            tuple(
-                np.diff(np.append(st, bounds[d + 2] - bounds[d + 1])).astype(np.int64)
-                for d, st in enumerate(starts)
-            ),
-            bool((order == np.arange(n)).all()),
-        )
+        ordered = [levels[0]]
+        starts, parents, sizes = [], [], []
+        position: IntArray | None = None
+        for d, nodes in enumerate(levels[1:]):
+            above = ordered[-1]
+            if position is None and np.array_equal(above, np.arange(bounds[d], bounds[d + 1])):
+                keys = parent[nodes]  # the previous level sits at its own node numbers
+            else:
+                if position is None:
+                    position = np.empty(n, dtype=np.int64)
+                    position[np.concatenate(ordered)] = np.arange(bounds[d + 1])
+                keys = position[parent[nodes]]
+            if keys.size > 1 and (np.diff(keys) < 0).any():
+                sort = np.argsort(keys, kind="stable")
+                nodes, keys = nodes[sort], keys[sort]
+            ordered.append(nodes)
+            if position is not None:
+                position[nodes] = bounds[d + 1] + np.arange(nodes.size)
+            first = np.flatnonzero(np.diff(keys, prepend=-1))
+            starts.append(first)
+            parents.append(keys[first])
+            sizes.append(np.diff(np.append(first, keys.size)))
+        order = np.concatenate(ordered) if len(ordered) > 1 else ordered[0].copy()
+        identity = bool(np.array_equal(order, np.arange(n)))
+        if identity:
+            order = position = np.arange(n, dtype=np.int64)
+        elif position is None:
+            position = np.empty(n, dtype=np.int64)
+            position[order] = np.arange(n)
+        return cls(order, position, bounds, tuple(starts), tuple(parents), tuple(sizes), identity)
 
 
-def depths(parent: IntArray, root: int) -> IntArray:
-    """Depth of every node by breadth-first search from the root; -1 where unreachable."""
+def breadth_first_levels(parent: IntArray, root: int) -> list[IntArray]:
+    """The nodes of each level, in increasing order, by breadth-first search from the root.
+
+    Nodes in a cycle are never reached: the levels then hold fewer than ``parent.size``
+    nodes. O(n) when ``parent`` is sorted (breadth-first order), O(n log n) otherwise.
+    """
     n = parent.size
-    order = np.argsort(parent, kind="stable")
-    starts = np.searchsorted(parent[order], np.arange(n + 1))
-    depth = np.full(n, -1, dtype=np.int64)
+    ordered = n < 2 or bool((np.diff(parent) >= 0).all())
+    order = None if ordered else np.argsort(parent, kind="stable")
+    # the children of node i sit at order[starts[i]:starts[i + 1]]
+    starts = np.cumsum(np.bincount(parent + 1, minlength=n + 1))
     frontier = np.array([root], dtype=np.int64)
-    d = 0
+    levels = []
     while frontier.size:
-        depth[frontier] = d
+        levels.append(frontier)
         lo, hi = starts[frontier], starts[frontier + 1]
+        if ordered and frontier[-1] - frontier[0] + 1 == frontier.size:
+            frontier = np.arange(lo[0], hi[-1], dtype=np.int64)  # contiguous children
+            continue
         sizes = hi - lo
-        if not sizes.sum():
-            break
-        offsets = np.repeat(lo - np.cumsum(sizes) + sizes, sizes) + np.arange(sizes.sum())
-        frontier = order[offsets]
-        d += 1
-    return depth
+        total = int(sizes.sum())
+        offsets = np.repeat(lo - np.cumsum(sizes) + sizes, sizes) + np.arange(total)
+        frontier = offsets if order is None else order[offsets]
+        if frontier.size > 1 and (np.diff(frontier) < 0).any():
+            frontier = np.sort(frontier)
+    return levels

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import warnings
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -13,37 +11,28 @@ import pandas as pd
 
 from postdp import _validation
 from postdp._typing import ArrayLike, IntArray, NumArray
-from postdp.errors import AmbiguousIdWarning, HierarchyError, ValidationError
+from postdp.errors import HierarchyError, ValidationError
+from postdp.hierarchy._builders import tree_from_codes, tree_from_frame
 from postdp.hierarchy._checks import _check_counts, _check_unique, _listing
-from postdp.hierarchy._layout import Layout, depths
+from postdp.hierarchy._layout import Layout, breadth_first_levels
 
 __all__ = ["Hierarchy"]
 
-_SHOW = 5  # how many offending ids an error message lists
 
-
-def _keys(values: pd.Series[Any], column: str) -> npt.NDArray[np.object_]:
-    """Ids as strings; whole floats (ints read next to missing values) lose their '.0'."""
-    if pd.api.types.is_float_dtype(values.dtype):
-        present = values.dropna()
-        if (present != np.round(present)).any():
-            raise ValidationError(f"column `{column}` holds non-integer numeric ids")
-        return np.array([None if pd.isna(v) else str(int(v)) for v in values], dtype=object)
-    as_object = values.astype(object)
-    missing = as_object.isna().to_numpy()
-    text = as_object.where(~missing, "").astype(str).str.strip()  # vectorised string ops
-    out = text.to_numpy(dtype=object)
-    out[missing | (out == "")] = None
-    return out
-
-
-@dataclass(frozen=True, slots=True, eq=False, weakref_slot=True)
 class Hierarchy:
     """A rooted tree of geographic units (nation > states > counties > ...).
 
-    Build it with :meth:`from_frame` or :meth:`from_parents`; both validate the tree (one
-    root, no cycles, no orphans, no duplicate ids) and, when true counts are given, that they
-    are finite, nonnegative and that every parent equals the sum of its children.
+    Build it with :meth:`from_frame`, :meth:`from_codes` or :meth:`from_parents`; each
+    validates the tree (one root, no cycles, no orphans, no duplicate ids) and, when true
+    counts are given, that they are finite, nonnegative and that every parent equals the sum
+    of its children.
+
+    Inside, nodes are integer positions: ``parent`` holds integer indices and every tree
+    algorithm works on integer arrays in a breadth-first layout; the ids are kept for
+    display and lookup only (and, for :func:`postdp.data.synthetic_hierarchy`, made only
+    when first asked for). Resident memory beyond the ids: 8 bytes per node for ``parent``,
+    8 for ``counts`` and 8 for the layout when the nodes are in breadth-first order (every
+    builder of postdp makes them so), 24 more otherwise; ``depth`` is computed when asked.
 
     Parameters
     ----------
@@ -59,7 +48,7 @@ class Hierarchy:
     n : int
         Number of nodes.
     depth : ndarray of int, shape (n,)
-        Distance from the root (0 for the root).
+        Distance from the root (0 for the root); computed on each access.
     levels : tuple of ndarray
         ``levels[d]`` holds the indices of the nodes at depth ``d``.
 
@@ -74,57 +63,121 @@ class Hierarchy:
     (3, 2, [5, 2, 3])
     """
 
-    ids: npt.NDArray[np.object_]
+    __slots__ = ("__weakref__", "_ids", "_labels", "counts", "layout", "levels", "parent")
+    _ids: npt.NDArray[np.object_] | None
+    _labels: Callable[[], npt.NDArray[np.object_]] | None
     parent: IntArray
-    counts: NumArray | None = None
-    depth: IntArray = field(init=False, repr=False)
-    levels: tuple[IntArray, ...] = field(init=False, repr=False)
-    layout: Layout = field(init=False, repr=False)
+    counts: NumArray | None
+    levels: tuple[IntArray, ...]
+    layout: Layout
 
-    def __post_init__(self) -> None:
-        ids = np.asarray(self.ids, dtype=object)
-        parent = np.asarray(self.parent)
+    def __init__(self, ids: ArrayLike, parent: ArrayLike, counts: ArrayLike | None = None):
+        ids = np.asarray(ids, dtype=object)
+        parent = np.asarray(parent)
         if ids.ndim != 1 or parent.shape != ids.shape:
             raise ValidationError(
                 f"`ids` and `parent` must be 1-d of one length; got shapes {ids.shape} and "
                 f"{parent.shape}"
             )
-        if not np.issubdtype(parent.dtype, np.integer):
-            raise TypeError(f"`parent` must hold integer indices; got dtype {parent.dtype}")
-        parent = parent.astype(np.int64)
-        object.__setattr__(self, "ids", ids)
-        object.__setattr__(self, "parent", parent)
-        n = ids.size
-        if n == 0:
+        if ids.size == 0:
             raise HierarchyError("a hierarchy needs at least one node; got an empty table")
         _check_unique(ids)
-        if ((parent < -1) | (parent >= n)).any():
-            raise HierarchyError(f"`parent` holds indices outside [-1, {n}); got {parent!r}")
+        self._setup(parent, counts, ids=ids, labels=None)
+
+    @classmethod
+    def _trusted(
+        cls,
+        parent: IntArray,
+        counts: ArrayLike | None,
+        *,
+        ids: npt.NDArray[np.object_] | None = None,
+        labels: Callable[[], npt.NDArray[np.object_]] | None = None,
+    ) -> Hierarchy:
+        """A hierarchy whose ids a builder made unique (or makes on demand with ``labels``);
+        the tree and the counts are still checked."""
+        self = cls.__new__(cls)
+        self._setup(np.asarray(parent), counts, ids=ids, labels=labels)
+        return self
+
+    def _setup(
+        self,
+        parent: npt.NDArray[Any],
+        counts: ArrayLike | None,
+        *,
+        ids: npt.NDArray[np.object_] | None,
+        labels: Callable[[], npt.NDArray[np.object_]] | None,
+    ) -> None:
+        set_ = object.__setattr__
+        set_(self, "_ids", ids)
+        set_(self, "_labels", labels)
+        if not np.issubdtype(parent.dtype, np.integer):
+            raise TypeError(f"`parent` must hold integer indices; got dtype {parent.dtype}")
+        if parent.ndim != 1 or parent.size == 0:
+            raise ValidationError(f"`parent` must be 1-d and not empty; got {parent.shape}")
+        parent = parent.astype(np.int64, copy=False)
+        n = parent.size
+        if parent.min() < -1 or parent.max() >= n:
+            raise HierarchyError(f"`parent` holds indices outside [-1, {n})")
         roots = np.flatnonzero(parent == -1)
         if roots.size != 1:
             if roots.size == 0:
                 raise HierarchyError("the hierarchy has no root (every node has a parent)")
             raise HierarchyError(
-                f"the hierarchy must have one root; got {roots.size}: {_listing(ids[roots])}"
+                f"the hierarchy must have one root; got {roots.size}: {_listing(self.ids[roots])}"
             )
-        depth = depths(parent, int(roots[0]))
-        unreached = np.flatnonzero(depth < 0)
-        if unreached.size:
+        frontiers = breadth_first_levels(parent, int(roots[0]))
+        if sum(level.size for level in frontiers) < n:
+            reached = np.zeros(n, dtype=bool)
+            reached[np.concatenate(frontiers)] = True
+            unreached = np.flatnonzero(~reached)
             raise HierarchyError(
-                f"nodes in a cycle (not reachable from root {ids[roots[0]]!r}): "
-                f"{_listing(ids[unreached])}"
+                f"nodes in a cycle (not reachable from root {self.ids[roots[0]]!r}): "
+                f"{_listing(self.ids[unreached])}"
             )
-        object.__setattr__(self, "depth", depth)
-        order = np.argsort(depth, kind="stable")
-        bounds = np.searchsorted(depth[order], np.arange(int(depth.max()) + 2))
-        object.__setattr__(
-            self,
-            "levels",
-            tuple(order[bounds[d] : bounds[d + 1]] for d in range(int(depth.max()) + 1)),
-        )
-        object.__setattr__(self, "layout", Layout.build(parent, self.levels))
-        if self.counts is not None:
-            object.__setattr__(self, "counts", _check_counts(self.counts, ids, parent))
+        layout = Layout.build(parent, tuple(frontiers))
+        if layout.identity:  # the levels are slices of one shared arange
+            b = layout.bounds
+            frontiers = [layout.order[b[d] : b[d + 1]] for d in range(len(frontiers))]
+        set_(self, "parent", parent)
+        set_(self, "levels", tuple(frontiers))
+        set_(self, "layout", layout)
+        set_(self, "counts", None if counts is None else _check_counts(counts, self))
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"a Hierarchy is immutable; cannot set {name!r}")
+
+    def __getstate__(self) -> dict[str, object]:
+        return {name: getattr(self, name) for name in self.__slots__ if name != "__weakref__"}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        for name, value in state.items():
+            object.__setattr__(self, name, value)
+
+    def __repr__(self) -> str:
+        sizes = [int(level.size) for level in self.levels]
+        counts = "with counts" if self.counts is not None else "no counts"
+        return f"Hierarchy(n={self.n:,}, levels={sizes}, {counts})"
+
+    @property
+    def ids(self) -> npt.NDArray[np.object_]:
+        """Node ids (str), shape (n,); made on first access when a builder deferred them."""
+        if self._ids is None:
+            assert self._labels is not None
+            object.__setattr__(self, "_ids", self._labels())
+            object.__setattr__(self, "_labels", None)
+        assert self._ids is not None
+        return self._ids
+
+    @property
+    def depth(self) -> IntArray:
+        """Distance of every node from the root (0 for the root), shape (n,)."""
+        sizes = np.diff(self.layout.bounds)
+        by_position = np.repeat(np.arange(sizes.size, dtype=np.int64), sizes)
+        if self.layout.identity:
+            return by_position
+        out = np.empty(self.n, dtype=np.int64)
+        out[self.layout.order] = by_position
+        return out
 
     # -- builders -------------------------------------------------------------------------
     @classmethod
@@ -221,46 +274,8 @@ class Hierarchy:
         >>> h.n, [lvl.size for lvl in h.levels]
         (3195, [1, 51, 3143])
         """
-        if not isinstance(df, pd.DataFrame):
-            raise TypeError(f"`df` must be a pandas DataFrame; got {type(df).__name__}")
-        for role, column in (("id", id), ("parent", parent), ("count", count)):
-            if column is not None and column not in df.columns:
-                raise ValidationError(
-                    f"column {column!r} (given as `{role}`) is not in the table; "
-                    f"its columns are: {', '.join(map(str, df.columns))}"
-                )
-        for role, column in (("id", id), ("parent", parent)):
-            values = df[column]
-            if pd.api.types.is_numeric_dtype(values.dtype) and values.notna().any():
-                warnings.warn(
-                    f"column {column!r} (`{role}`) is numeric, so ids such as FIPS '01' may "
-                    "have lost their leading zeros; read it as text (dtype=str)",
-                    AmbiguousIdWarning,
-                    stacklevel=2,
-                )
-        ids = _keys(df[id], id)
-        absent = pd.isna(ids)
-        if absent.any():
-            rows = [int(r) for r in np.flatnonzero(absent)]
-            raise HierarchyError(f"column {id!r} has missing ids at rows {rows[:_SHOW]}")
-        parents = _keys(df[parent], parent)
-        _check_unique(ids)
-        has_parent = ~pd.isna(parents)
-        found = pd.Index(ids).get_indexer(pd.Index(parents[has_parent]))  # hash lookups
-        if (found < 0).any():
-            orphans = list(parents[has_parent][found < 0])
-            raise HierarchyError(f"parent ids that are not nodes (orphans): {_listing(orphans)}")
-        parent_index = np.full(ids.size, -1, dtype=np.int64)
-        parent_index[has_parent] = found
-        counts = None if count is None else df[count].to_numpy()
-        if counts is not None and counts.dtype == object:
-            counts = pd.to_numeric(df[count], errors="coerce").to_numpy()
-            if np.isnan(counts).any():
-                row = int(np.flatnonzero(np.isnan(counts))[0])
-                raise ValidationError(
-                    f"column {count!r} holds a non-numeric count at row {row} (id {ids[row]!r})"
-                )
-        return cls(ids=ids, parent=parent_index, counts=counts)
+        ids, parent_index, counts = tree_from_frame(df, id, parent, count)
+        return cls._trusted(parent_index, counts, ids=ids)
 
     @classmethod
     def from_codes(
@@ -302,65 +317,14 @@ class Hierarchy:
         >>> list(h.ids), h.counts.tolist()
         (['US', '01', '02', '01001', '01003', '02013'], [18, 11, 7, 5, 6, 7])
         """
-        if not isinstance(df, pd.DataFrame):
-            raise TypeError(f"`df` must be a pandas DataFrame; got {type(df).__name__}")
-        columns = list(columns)
-        if not columns:
-            raise ValidationError("`columns` must name at least one code column")
-        for column in [*columns, *([] if count is None else [count])]:
-            if column not in df.columns:
-                raise ValidationError(
-                    f"column {column!r} is not in the table; its columns are: "
-                    f"{', '.join(map(str, df.columns))}"
-                )
-        if widths is not None and len(widths) != len(columns):
-            raise ValidationError(
-                f"`widths` needs one width per code column ({len(columns)}); got {len(widths)}"
-            )
-        codes = []
-        for k, column in enumerate(columns):
-            keys = _keys(df[column], column)
-            if any(key is None for key in keys):
-                raise ValidationError(f"column {column!r} has missing codes")
-            if widths is not None:
-                keys = np.array([str(key).zfill(widths[k]) for key in keys], dtype=object)
-            codes.append(keys)
-        paths = ["".join(parts) for parts in zip(*codes, strict=True)]
-        if len(set(paths)) != len(paths):
-            dup = sorted({p for p in paths if paths.count(p) > 1})
-            raise HierarchyError(f"duplicate leaf codes: {_listing(dup)}")
-        leaf_counts = None
-        if count is not None:
-            leaf_counts = _validation.real_array("counts", pd.to_numeric(df[count]).to_numpy())
-            _validation.nonnegative("counts", leaf_counts)
-        ids: list[str] = [root]
-        parents: list[str | None] = [None]
-        totals: dict[str, float] = {root: 0}
-        for k in range(len(columns)):
-            level_ids = ["".join(parts[: k + 1]) for parts in zip(*codes, strict=True)]
-            for i, node in enumerate(level_ids):
-                if node not in totals:
-                    ids.append(node)
-                    parents.append(root if k == 0 else "".join(c[i] for c in codes[:k]))
-                    totals[node] = 0
-        if leaf_counts is not None:
-            for i, _ in enumerate(paths):
-                for k in range(len(columns)):
-                    totals["".join(c[i] for c in codes[: k + 1])] += leaf_counts[i]
-                totals[root] += leaf_counts[i]
-        order = sorted(range(1, len(ids)), key=lambda j: (len(ids[j]), ids[j]))
-        ids = [ids[0]] + [ids[j] for j in order]
-        parents = [parents[0]] + [parents[j] for j in order]
-        values = None if leaf_counts is None else np.array([totals[i] for i in ids])
-        if values is not None and leaf_counts is not None and leaf_counts.dtype == np.int64:
-            values = values.astype(np.int64)
-        return cls.from_parents(ids, np.array(parents, dtype=object), values)
+        parent_index, counts, labels = tree_from_codes(df, columns, count, root, widths)
+        return cls._trusted(parent_index, counts, labels=labels)
 
     # -- derived --------------------------------------------------------------------------
     @property
     def n(self) -> int:
         """Number of nodes."""
-        return int(self.ids.size)
+        return int(self.parent.size)
 
     @property
     def n_levels(self) -> int:
@@ -431,11 +395,11 @@ class Hierarchy:
         [1]
         """
         wanted = [ids] if isinstance(ids, str) else list(ids)
-        lookup = {key: i for i, key in enumerate(self.ids)}
-        unknown = [w for w in wanted if w not in lookup]
+        found = pd.Index(self.ids).get_indexer(pd.Index(wanted, dtype=object))
+        unknown = [w for w, f in zip(wanted, found, strict=True) if f < 0]
         if unknown:
             raise ValidationError(f"unknown node ids: {_listing(unknown)}")
-        return np.array([lookup[w] for w in wanted], dtype=np.int64)
+        return found.astype(np.int64)
 
     def to_frame(self) -> pd.DataFrame:
         """The hierarchy as a table: id, parent, depth and (if known) count.
@@ -451,9 +415,14 @@ class Hierarchy:
         0  T   None      0      1
         1  a      T      1      1
         """
-        parents = [None if p < 0 else self.ids[p] for p in self.parent]
+        parents = self.ids[np.maximum(self.parent, 0)]
+        parents[self.parent < 0] = None
         frame = pd.DataFrame(
-            {"id": list(self.ids), "parent": pd.Series(parents, dtype=object), "depth": self.depth}
+            {
+                "id": pd.Series(self.ids, dtype=object),
+                "parent": pd.Series(parents, dtype=object),
+                "depth": self.depth,
+            }
         )
         if self.counts is not None:
             frame["count"] = self.counts

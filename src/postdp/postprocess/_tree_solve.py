@@ -105,7 +105,7 @@ def _coefficients(
     sv.reverse()
     for d in range(n_levels - 1):
         c0, c1 = lay.bounds[d + 1], lay.bounds[d + 2]
-        share.append(V[c0:c1] / np.where(sv[d] > 0, sv[d], 1.0)[lay.family[d]])
+        share.append(V[c0:c1] / np.where(sv[d] > 0, sv[d], 1.0)[lay.family(d)])
     return tuple(own), tuple(kids), tuple(share)
 
 
