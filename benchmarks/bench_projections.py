@@ -17,19 +17,32 @@ at tight ones.
 Part 2: postdp alone on a synthetic nation > state > county > tract > block-group hierarchy
 with about 10^6 leaves: time and peak memory (tracemalloc) of one projection by (P), (P+)
 and top-down, next to the time of drawing the Laplace noise for the hierarchy once.
+
+Part 3 (``--build``): building hierarchies at 10^6 and 10^7 nodes against the time of
+drawing their noise (medians of ``--repeat`` runs, ratio per run in one process) and the
+resident bytes per node beyond the ids; ``Hierarchy.from_codes`` on census-like code
+columns (rows in geocode order); one-shot ``project()`` on a hierarchy it has not seen and
+on one it has, against a prepared ``Projector``.
+
+Part 4 (``--national``): a block-level nation (about 8.5 million nodes: 51 states, 63
+counties each, 26 tracts per county, about 100 blocks per tract) built, noised, projected by
+(P), (P+) and top-down and rounded to consistent integers, with the peak resident memory of
+the process after each step (the issue's bound is 24 GB).
 """
 
 from __future__ import annotations
 
 import argparse
+import resource
 import time
 import tracemalloc
 
 import numpy as np
+import pandas as pd
 
-from postdp import Laplace
+from postdp import Hierarchy, Laplace, project
 from postdp.data import county_hierarchy, synthetic_hierarchy
-from postdp.postprocess import Projector, kkt_report
+from postdp.postprocess import Projector, kkt_report, round_consistent, top_down
 
 
 def best_of(fn, repeat=3):
@@ -130,12 +143,136 @@ def large_part(repeat):
         )
 
 
+def _peak_gb():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+
+
+def _census_codes(rows, rng):
+    """Code columns of census-like leaves (56 states, counties, tracts, blocks), sorted."""
+    state = np.sort(rng.integers(1, 57, rows))
+    df = pd.DataFrame({"STATE": state, "COUNTY": rng.integers(1, 60, rows) * 2 - 1})
+    df["TRACT"] = rng.integers(1, 60, rows) * 100
+    df = df.sort_values(["STATE", "COUNTY", "TRACT"], kind="stable").reset_index(drop=True)
+    df["BLOCK"] = df.groupby(["STATE", "COUNTY", "TRACT"]).cumcount() + 1000
+    df["pop"] = rng.geometric(0.02, rows) - 1
+    return df
+
+
+def build_part(repeat):
+    print("\nPart 3: building hierarchies against drawing their noise")
+    m = Laplace.from_scale(10.0)
+    for label, fanout in (("10^6", (51, 62, 23, 14)), ("10^7", (51, 62, 23, 140))):
+        builds, noises = [], []
+        for _ in range(repeat):
+            start = time.perf_counter()
+            h = synthetic_hierarchy(fanout, rng=0)
+            builds.append(time.perf_counter() - start)
+            x = h.counts.astype(float)
+            start = time.perf_counter()
+            m.sample(x, rng=1)
+            noises.append(time.perf_counter() - start)
+            del x
+        tracemalloc.start()
+        h = synthetic_hierarchy(fanout, rng=0)
+        resident, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        ratios = np.array(builds) / np.array(noises)
+        print(
+            f"  synthetic {label}: {h.n:,} nodes, build {np.median(builds):.2f} s, noise "
+            f"{np.median(noises):.2f} s, ratio median {np.median(ratios):.1f}x "
+            f"(runs {', '.join(f'{r:.1f}' for r in ratios)}); resident "
+            f"{resident / h.n:.0f} B/node (ids made on demand), peak {peak / h.n:.0f} B/node"
+        )
+        del h
+    df = _census_codes(1_000_000, np.random.default_rng(0))
+    columns = ["STATE", "COUNTY", "TRACT", "BLOCK"]
+    builds, noises = [], []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        h = Hierarchy.from_codes(df, columns, count="pop", widths=[2, 3, 6, 4])
+        builds.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        m.sample(h.counts.astype(float), rng=1)
+        noises.append(time.perf_counter() - start)
+    ratios = np.array(builds) / np.array(noises)
+    print(
+        f"  from_codes, 10^6 rows in geocode order: {h.n:,} nodes, build "
+        f"{np.median(builds):.2f} s = {np.median(ratios):.1f}x its noise; "
+        f"ids made on demand in {_timed(lambda: h.ids):.2f} s"
+    )
+    h = synthetic_hierarchy((51, 62, 23, 14), rng=0)
+    x = m.sample(h.counts.astype(float), rng=1)
+    for label, nonneg in (("(P)", False), ("(P+)", True)):
+        prepared = Projector(h, nonneg=nonneg)
+        rows = []
+        for _ in range(repeat):
+            fresh = synthetic_hierarchy((51, 62, 23, 14), rng=0)
+            rows.append(
+                (
+                    _timed(lambda p=prepared: p(x)),
+                    _timed(lambda f=fresh, n=nonneg: project(x, f, nonneg=n)),
+                    _timed(lambda f=fresh, n=nonneg: project(x, f, nonneg=n)),
+                )
+            )
+        ready, first, again = np.median(np.array(rows), axis=0)
+        print(
+            f"  project() {label:5s} prepared {ready * 1e3:6.1f} ms; one-shot on a new "
+            f"hierarchy {first / ready:4.1f}x, on one seen before {again / ready:4.2f}x"
+        )
+
+
+def _timed(fn):
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def national_part():
+    print("\nPart 4: a block-level nation")
+    start = time.perf_counter()
+    h = synthetic_hierarchy((51, 63, 26, 100), rng=0)
+    print(
+        f"  built {h.n:,} nodes (levels {[lvl.size for lvl in h.levels]}) in "
+        f"{time.perf_counter() - start:.1f} s; peak RSS {_peak_gb():.2f} GB"
+    )
+    m = Laplace.from_scale(5.0)
+    x = m.sample(h.counts.astype(float), rng=1)
+    for label, fn in (
+        ("(P)", lambda: project(x, h, nonneg=False)),
+        ("(P+)", lambda: project(x, h, nonneg=True)),
+        ("top-down", lambda: top_down(x, h, nonneg=True)),
+    ):
+        start = time.perf_counter()
+        out = fn()
+        elapsed = time.perf_counter() - start
+        gap = float(h.layout.family_gaps(out[h.layout.order]).max()) / max(1.0, float(out.max()))
+        print(
+            f"  {label:9s} {elapsed:6.2f} s, relative consistency gap {gap:.0e}, min "
+            f"{out.min():.3g}; peak RSS {_peak_gb():.2f} GB"
+        )
+    start = time.perf_counter()
+    rounded = round_consistent(out, h, rng=2)
+    exact = int(h.layout.family_gaps(rounded[h.layout.order].astype(float)).max())
+    print(
+        f"  rounded   {time.perf_counter() - start:6.2f} s, largest |parent - sum| {exact}, "
+        f"max |rounded - real| {np.abs(rounded - out).max():.3f}; peak RSS {_peak_gb():.2f} GB"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--qp-draws", type=int, default=20, help="Clarabel solves per setting")
     parser.add_argument("--repeat", type=int, default=3, help="best of this many runs (part 2)")
     parser.add_argument("--skip-qp", action="store_true", help="skip part 1 (needs cvxpy)")
+    parser.add_argument("--build", action="store_true", help="part 3 only: building")
+    parser.add_argument("--national", action="store_true", help="part 4 only: 8.5M nodes")
     args = parser.parse_args()
+    if args.build or args.national:
+        if args.build:
+            build_part(args.repeat)
+        if args.national:
+            national_part()
+        return
     if not args.skip_qp:
         qp_part(args.qp_draws)
     large_part(args.repeat)
