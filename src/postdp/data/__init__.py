@@ -12,12 +12,14 @@ import pandas as pd
 
 from postdp import _rng
 from postdp._typing import RNGLike
+from postdp.data._p1 import load_p1
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
 
 __all__ = [
     "county_hierarchy",
     "load_county_populations",
+    "load_p1",
     "load_section203",
     "load_title1",
     "synthetic_hierarchy",

@@ -27,6 +27,7 @@ from postdp.postprocess.ramps import (
     translated_ramp_bias,
 )
 from postdp.postprocess.rounding import round_consistent, stochastic_round
+from postdp.postprocess.tables import TableProjector, project_table
 
 __all__ = [
     "ElementwiseChain",
@@ -34,6 +35,7 @@ __all__ = [
     "ProjectionReport",
     "Projector",
     "Step",
+    "TableProjector",
     "clamp",
     "clamp_bias",
     "inverse_variance_weights",
@@ -45,6 +47,7 @@ __all__ = [
     "parse_steps",
     "project",
     "project_sum",
+    "project_table",
     "restriction_ramp_ratio",
     "round_consistent",
     "stochastic_round",

@@ -1,0 +1,22 @@
+"""Tables: a histogram over a category tree for every geounit of a hierarchy.
+
+A :class:`Table` crosses a geography (a :class:`~postdp.Hierarchy` of geounits) with a
+category tree (e.g. the 2020 redistricting table P1: Total > one race / two or more races >
+63 detailed cells). A :class:`Workload` says which category queries are measured at which
+geographic level with which mechanism; :func:`measure` draws their noisy answers, and
+:func:`postdp.postprocess.project_table` makes them consistent both ways.
+"""
+
+from postdp.tables._noise import TableMeasurements, measure
+from postdp.tables._table import Table, expand
+from postdp.tables.workload import Measurement, Query, Workload
+
+__all__ = [
+    "Measurement",
+    "Query",
+    "Table",
+    "TableMeasurements",
+    "Workload",
+    "expand",
+    "measure",
+]

@@ -1,0 +1,173 @@
+"""Measuring a table: every query of the workload at every geounit of its level, with noise."""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from postdp import _rng
+from postdp._typing import FloatArray, RNGLike
+from postdp.errors import PrivacyLeakWarning, ValidationError
+from postdp.mechanisms import Budget
+from postdp.tables._table import Table
+from postdp.tables.workload import Workload
+
+__all__ = ["TableMeasurements", "measure"]
+
+
+@dataclass(frozen=True, eq=False)
+class TableMeasurements:
+    """The noisy answers of a workload on a table.
+
+    Attributes
+    ----------
+    table : Table
+        The table measured (it holds the true counts: never publish it).
+    workload : Workload
+    values : tuple of ndarray
+        One array per measurement (in the workload's order), shape (..., n_level, size):
+        the answers for the geounits ``table.geography.levels[level]``; leading axes are
+        draws (study path with ``size``).
+    secure : bool
+        True when drawn on OpenDP's release path.
+
+    Examples
+    --------
+    >>> from postdp import Geometric
+    >>> from postdp.data import load_p1
+    >>> from postdp.tables import Measurement, Query, Workload, measure
+    >>> t = load_p1("us-county")
+    >>> w = Workload([Measurement(2, Query.detailed(t.categories), Geometric(epsilon=1.0))])
+    >>> out = measure(t, w, secure=False, rng=0)
+    >>> out.values[0].shape, str(out.budget)
+    ((3221, 63), 'epsilon = 1 (pure DP)')
+    """
+
+    table: Table
+    workload: Workload
+    values: tuple[FloatArray, ...]
+    secure: bool
+
+    @property
+    def budget(self) -> Budget:
+        """Privacy cost of the measurements."""
+        return self.workload.budget()
+
+    def to_frame(self, *, study: bool = False) -> pd.DataFrame:
+        """Long form: geo_id, parent, level, query, group (its category codes), noisy_count.
+
+        Warns :class:`~postdp.errors.PrivacyLeakWarning` for study-path draws unless
+        ``study`` is set (such a table is not a private release).
+        """
+        if not self.secure and not study:
+            warnings.warn(
+                "these answers were drawn on the study path (numpy): not a private release",
+                PrivacyLeakWarning,
+                stacklevel=2,
+            )
+        geo = self.table.geography
+        frames = []
+        for m, values in zip(self.workload.measurements, self.values, strict=True):
+            if values.ndim != 2:
+                raise ValidationError("to_frame tabulates one draw; index the draws first")
+            nodes = geo.levels[m.level]
+            parents = np.where(geo.parent[nodes] >= 0, geo.parent[nodes], 0)
+            k = m.query.size
+            frames.append(
+                pd.DataFrame(
+                    {
+                        "geo_id": np.repeat(geo.ids[nodes], k),
+                        "parent": np.repeat(
+                            np.where(geo.parent[nodes] >= 0, geo.ids[parents], ""), k
+                        ),
+                        "level": m.level,
+                        "query": m.query.name,
+                        "group": np.tile(["+".join(g) for g in m.query.groups], nodes.size),
+                        "noisy_count": values.reshape(-1),
+                        "path": "secure" if self.secure else "study",
+                    }
+                )
+            )
+        return pd.concat(frames, ignore_index=True)
+
+
+def measure(
+    table: Table,
+    workload: Workload,
+    *,
+    secure: bool = True,
+    rng: RNGLike = None,
+    size: int | None = None,
+) -> TableMeasurements:
+    """Answer every query of ``workload`` on ``table``, adding each measurement's noise.
+
+    Parameters
+    ----------
+    table : Table
+    workload : Workload
+    secure : bool, default True
+        True: OpenDP's release path (``rng`` and ``size`` must be None). False: the study
+        path on numpy's generator, reproducible from ``rng``.
+    rng : int, numpy.random.Generator, SeedSequence or None
+    size : int, optional
+        Study path only: this many independent draws (a leading axis).
+
+    Returns
+    -------
+    TableMeasurements
+
+    Examples
+    --------
+    >>> from postdp import Geometric, Hierarchy
+    >>> from postdp.tables import Measurement, Query, Table, Workload
+    >>> geo = Hierarchy.from_parents(["S", "a", "b"], [None, "S", "S"])
+    >>> cat = Hierarchy.from_parents(["T", "x", "y"], [None, "T", "T"])
+    >>> w = Workload([Measurement(1, Query.detailed(cat), Geometric(epsilon=1.0))])
+    >>> measure(Table(geo, cat, [[1, 2], [3, 4]]), w, secure=False, rng=0, size=5).values[0].shape
+    (5, 2, 2)
+
+    Notes
+    -----
+    Every query and level is checked before any noise is drawn. Public measurements
+    (mechanism None) are the exact answers. See :mod:`postdp.tables.workload` for the
+    privacy accounting.
+    """
+    if not isinstance(table, Table):
+        raise TypeError(f"`table` must be a Table; got {type(table).__name__}")
+    if not isinstance(workload, Workload):
+        raise TypeError(f"`workload` must be a Workload; got {type(workload).__name__}")
+    if secure and (rng is not None or size is not None):
+        raise ValidationError(
+            "`rng` and `size` are for the study path; pass secure=False for reproducible draws"
+        )
+    geo = table.geography
+    detailed = table.detailed()
+    answers = []
+    for m in workload.measurements:
+        if not 0 <= m.level < geo.n_levels:
+            raise ValidationError(
+                f"query {m.query.name!r}: level {m.level} is not a level of the geography "
+                f"(0 to {geo.n_levels - 1})"
+            )
+        A = m.query.matrix(table.categories).astype(np.int64)
+        truth = detailed[geo.levels[m.level]] @ A.T
+        if m.mechanism is not None:
+            m.mechanism._values(truth.reshape(-1))  # checked before any draw
+        answers.append(truth)
+    streams = None if secure else _rng.spawn(rng, len(answers))
+    values = []
+    for i, (m, truth) in enumerate(zip(workload.measurements, answers, strict=True)):
+        if m.mechanism is None:
+            out = truth.astype(np.float64)
+            if size is not None:
+                out = np.broadcast_to(out, (size, *out.shape)).copy()
+        elif streams is None:
+            out = np.asarray(m.mechanism.release(truth.reshape(-1)), dtype=np.float64)
+            out = out.reshape(truth.shape)
+        else:
+            out = np.asarray(m.mechanism.sample(truth, rng=streams[i], size=size), dtype=float)
+        values.append(out)
+    return TableMeasurements(table, workload, tuple(values), secure)

@@ -1,0 +1,261 @@
+"""The :class:`Table`: a histogram over a category tree for every unit of a geography."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from postdp import _validation
+from postdp._typing import ArrayLike, IntArray, NumArray
+from postdp.errors import HierarchyError, ValidationError
+from postdp.hierarchy import Hierarchy
+from postdp.hierarchy._checks import _listing
+
+__all__ = ["Table"]
+
+
+@dataclass(frozen=True, eq=False)
+class Table:
+    """Counts of a geography x category table: one histogram per geounit.
+
+    The geography is a :class:`~postdp.Hierarchy` of geounits (nation > states > ...); the
+    categories form a second tree (e.g. P1's Total > one race > White alone ...) whose
+    leaves are the detailed cells. The table holds the detailed histogram of every leaf
+    geounit; every other count, (geounit, category node), is a sum of these, so a table
+    is consistent both ways by construction.
+
+    Parameters
+    ----------
+    geography : Hierarchy
+        The geounits; its own counts, if any, are ignored.
+    categories : Hierarchy
+        The category tree; its ids are the category codes.
+    cells : array_like of int, shape (n_geo_leaves, n_detailed)
+        Detailed counts of every leaf geounit: rows in the order of ``geography.leaves``,
+        columns in the order of ``categories.leaves``.
+    labels : mapping of str to str, optional
+        A readable label for category codes.
+
+    Attributes
+    ----------
+    shape : tuple of int
+        ``(geography.n, categories.n)``: every (geounit, category node) pair.
+
+    Examples
+    --------
+    >>> geo = Hierarchy.from_parents(["S", "a", "b"], [None, "S", "S"])
+    >>> cat = Hierarchy.from_parents(["T", "x", "y"], [None, "T", "T"])
+    >>> t = Table(geo, cat, [[1, 2], [3, 4]])
+    >>> t.counts().tolist()  # rows S, a, b; columns T, x, y
+    [[10, 4, 6], [3, 1, 2], [7, 3, 4]]
+    """
+
+    geography: Hierarchy
+    categories: Hierarchy
+    cells: IntArray
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for name, value in (("geography", self.geography), ("categories", self.categories)):
+            if not isinstance(value, Hierarchy):
+                raise TypeError(f"`{name}` must be a Hierarchy; got {type(value).__name__}")
+        cells = _validation.integer_array("cells", self.cells)
+        shape = (self.geography.leaves.size, self.categories.leaves.size)
+        if cells.shape != shape:
+            raise ValidationError(
+                f"`cells` must have shape {shape} (leaf geounits x detailed categories); "
+                f"got {cells.shape}"
+            )
+        if cells.size and cells.min() < 0:
+            row, col = (int(i[0]) for i in np.nonzero(cells < 0))
+            raise HierarchyError(
+                "counts must be nonnegative; negative at geounit "
+                f"{self.geography.ids[self.geography.leaves[row]]!r}, category "
+                f"{self.categories.ids[self.categories.leaves[col]]!r}"
+            )
+        object.__setattr__(self, "cells", cells)
+        object.__setattr__(self, "labels", dict(self.labels))
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """(geounits, category nodes)."""
+        return (self.geography.n, self.categories.n)
+
+    def counts(self) -> IntArray:
+        """Every (geounit, category node) count, shape ``(geography.n, categories.n)``.
+
+        Returns
+        -------
+        ndarray of int64
+        """
+        return expand(self.cells, self.geography, self.categories)
+
+    def detailed(self) -> IntArray:
+        """Detailed histogram of every geounit, shape ``(geography.n, n_detailed)``."""
+        return geography_sums(self.cells, self.geography)
+
+    def to_frame(self, values: ArrayLike | None = None, *, name: str = "count") -> pd.DataFrame:
+        """Long form: one row per (geounit, category node).
+
+        Parameters
+        ----------
+        values : array_like, shape (geography.n, categories.n), optional
+            Values to tabulate instead of the true counts (e.g. a release).
+        name : str, default "count"
+            Name of the value column.
+
+        Returns
+        -------
+        pandas.DataFrame
+            Columns ``geo_id``, ``parent`` (the geographic parent), ``level`` (geographic
+            depth), ``category``, ``label`` and ``name``.
+        """
+        data = self.counts() if values is None else np.asarray(values)
+        if data.shape != self.shape:
+            raise ValidationError(f"`values` must have shape {self.shape}; got {data.shape}")
+        geo, cat = self.geography, self.categories
+        parents = geo.ids[np.maximum(geo.parent, 0)].astype(object)
+        parents[geo.parent < 0] = ""
+        rows, cols = geo.n, cat.n
+        frame = pd.DataFrame(
+            {
+                "geo_id": np.repeat(geo.ids, cols),
+                "parent": np.repeat(parents, cols),
+                "level": np.repeat(geo.depth, cols),
+                "category": np.tile(cat.ids, rows),
+                "label": np.tile([self.labels.get(str(c), "") for c in cat.ids], rows),
+                name: data.reshape(-1),
+            }
+        )
+        return frame
+
+    def to_wide(self, values: ArrayLike | None = None) -> pd.DataFrame:
+        """Wide form: one row per geounit, one column per category node."""
+        data = self.counts() if values is None else np.asarray(values)
+        frame = pd.DataFrame(data, columns=list(self.categories.ids))
+        frame.insert(0, "geo_id", self.geography.ids)
+        parents = self.geography.ids[np.maximum(self.geography.parent, 0)].astype(object)
+        parents[self.geography.parent < 0] = ""
+        frame.insert(1, "parent", parents)
+        return frame
+
+    @classmethod
+    def from_wide(
+        cls,
+        df: pd.DataFrame,
+        geography: Hierarchy,
+        categories: Hierarchy,
+        *,
+        id: str = "geo_id",
+        labels: Mapping[str, str] | None = None,
+    ) -> Table:
+        """A table from one row per geounit and one column per category code.
+
+        Every leaf geounit needs a row with every detailed category column. Rows of other
+        geounits and columns of aggregate categories are optional; where present they are
+        checked against the sums of the detailed cells (an error names the geounit and the
+        category, never a count).
+
+        Parameters
+        ----------
+        df : pandas.DataFrame
+        geography : Hierarchy
+        categories : Hierarchy
+            Category tree; its ids are the column names.
+        id : str, default "geo_id"
+            Column of geounit ids.
+        labels : mapping, optional
+            Readable category labels.
+
+        Returns
+        -------
+        Table
+        """
+        if not isinstance(df, pd.DataFrame):
+            raise TypeError(f"`df` must be a pandas DataFrame; got {type(df).__name__}")
+        if id not in df.columns:
+            raise ValidationError(f"column {id!r} (given as `id`) is not in the table")
+        codes = [str(c) for c in categories.ids]
+        detailed = [codes[j] for j in categories.leaves]
+        missing = [c for c in detailed if c not in df.columns]
+        if missing:
+            raise ValidationError(f"detailed category columns missing: {_listing(missing)}")
+        keys = df[id].astype(str).str.strip().to_numpy(dtype=object)
+        where = pd.Index(geography.ids).get_indexer(pd.Index(keys))
+        if (where < 0).any():
+            unknown = keys[where < 0]
+            raise HierarchyError(f"rows for geounits not in the geography: {_listing(unknown)}")
+        if pd.Index(where).has_duplicates:
+            dup = keys[pd.Index(where).duplicated()]
+            raise HierarchyError(f"geounits with more than one row: {_listing(dup)}")
+        leaves = geography.leaves
+        row_of = np.full(geography.n, -1, dtype=np.int64)
+        row_of[where] = np.arange(where.size)
+        absent = leaves[row_of[leaves] < 0]
+        if absent.size:
+            raise HierarchyError(f"leaf geounits without a row: {_listing(geography.ids[absent])}")
+        present = [c for c in codes if c in df.columns]
+        values = df[present].apply(pd.to_numeric, errors="coerce").to_numpy(dtype=float)
+        if np.isnan(values).any():
+            r, c = (int(i[0]) for i in np.nonzero(np.isnan(values)))
+            raise ValidationError(
+                f"a missing or non-numeric count at geounit {keys[r]!r}, category {present[c]!r}"
+            )
+        if (values != np.round(values)).any():
+            raise ValidationError("counts must be whole numbers")
+        column = {c: k for k, c in enumerate(present)}
+        detailed_cols = np.array([column[c] for c in detailed], dtype=np.int64)
+        cells = values[np.ix_(row_of[leaves], detailed_cols)].astype(np.int64)
+        table = cls(geography, categories, cells, labels or {})
+        full = table.counts()
+        given = values.astype(np.int64)
+        present_cols = np.array([codes.index(c) for c in present], dtype=np.int64)
+        expected = full[np.ix_(where, present_cols)]
+        bad = np.nonzero(given != expected)
+        if bad[0].size:
+            r, c = int(bad[0][0]), int(bad[1][0])
+            raise HierarchyError(
+                f"{bad[0].size} counts differ from the sums of their detailed cells, first at "
+                f"geounit {keys[r]!r}, category {present[c]!r}"
+            )
+        return table
+
+
+def expand(cells: NumArray, geography: Hierarchy, categories: Hierarchy) -> NumArray:
+    """Every (geounit, category node) value from the leaf geounits' detailed cells.
+
+    Parameters
+    ----------
+    cells : array_like, shape (..., n_geo_leaves, n_detailed)
+    geography, categories : Hierarchy
+
+    Returns
+    -------
+    ndarray, shape (..., geography.n, categories.n)
+        Integer input stays integer (exact sums).
+
+    Examples
+    --------
+    >>> geo = Hierarchy.from_parents(["S", "a", "b"], [None, "S", "S"])
+    >>> cat = Hierarchy.from_parents(["T", "x", "y"], [None, "T", "T"])
+    >>> expand([[1, 2], [3, 4]], geo, cat).tolist()
+    [[10, 4, 6], [3, 1, 2], [7, 3, 4]]
+    """
+    arr = np.asarray(cells)
+    lead = arr.shape[:-2]
+    geo_full = geography_sums(arr, geography)
+    out = np.zeros((*lead, geography.n, categories.n), dtype=arr.dtype)
+    out[..., categories.leaves] = geo_full
+    return categories.aggregate(out)
+
+
+def geography_sums(cells: NumArray, geography: Hierarchy) -> NumArray:
+    """Detailed histograms of every geounit, (..., geography.n, n_detailed), from the leaf
+    geounits' (..., n_geo_leaves, n_detailed)."""
+    arr = np.asarray(cells)
+    full = np.zeros((*arr.shape[:-2], geography.n, arr.shape[-1]), dtype=arr.dtype)
+    full[..., geography.leaves, :] = arr
+    return np.swapaxes(geography.aggregate(np.swapaxes(full, -1, -2)), -1, -2)

@@ -1,0 +1,225 @@
+"""Workloads: which category queries are measured at which geographic level, with what noise.
+
+Privacy accounting (seed ``003_a85a08a84805b29c.txt`` §5 for the additive structure, seed
+``000_52243d433e48a03d.txt`` for the levels): one person is in exactly one detailed cell of
+one leaf geounit. A query is a set of disjoint groups of detailed cells, one count per group,
+so adding or removing a person changes exactly one of its counts by one: sensitivity 1 in
+both the L1 and the L2 sense. The geounits of a level are disjoint (parallel composition),
+the queries of a level compose sequentially, and so do the levels: the cost of a workload is
+the sum of the costs of its measurements.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from postdp._typing import FloatArray
+from postdp.errors import ValidationError
+from postdp.hierarchy import Hierarchy
+from postdp.mechanisms import Budget, Mechanism
+
+__all__ = ["Measurement", "Query", "Workload"]
+
+
+@dataclass(frozen=True)
+class Query:
+    """Disjoint groups of detailed cells, one count per group.
+
+    Parameters
+    ----------
+    name : str
+    groups : sequence of sequence of str
+        Each group lists category codes (any node of the category tree: a node stands for
+        all the detailed cells under it). Groups must not share a detailed cell.
+
+    Examples
+    --------
+    >>> from postdp import Hierarchy
+    >>> cat = Hierarchy.from_parents(["T", "x", "y"], [None, "T", "T"])
+    >>> Query.detailed(cat).matrix(cat).tolist()
+    [[1.0, 0.0], [0.0, 1.0]]
+    >>> Query("total", [["T"]]).matrix(cat).tolist()
+    [[1.0, 1.0]]
+    """
+
+    name: str
+    groups: tuple[tuple[str, ...], ...]
+
+    def __init__(self, name: str, groups: Sequence[Sequence[str]]) -> None:
+        object.__setattr__(self, "name", str(name))
+        object.__setattr__(self, "groups", tuple(tuple(str(c) for c in g) for g in groups))
+        if not self.groups or any(not g for g in self.groups):
+            raise ValidationError(f"query {self.name!r} needs at least one non-empty group")
+
+    @classmethod
+    def detailed(cls, categories: Hierarchy, *, name: str = "detailed") -> Query:
+        """Every detailed cell on its own (``categories.leaves``, in their order)."""
+        return cls(name, [[str(categories.ids[j])] for j in categories.leaves])
+
+    @classmethod
+    def nodes(cls, codes: Sequence[str], *, name: str | None = None) -> Query:
+        """One count for each of the given category nodes (they must not overlap)."""
+        return cls(name or "+".join(codes), [[c] for c in codes])
+
+    @property
+    def size(self) -> int:
+        """Number of counts the query measures per geounit."""
+        return len(self.groups)
+
+    def matrix(self, categories: Hierarchy) -> FloatArray:
+        """0/1 matrix, shape (size, detailed cells): which cells each count adds up."""
+        codes = {str(c): i for i, c in enumerate(categories.ids)}
+        column = np.full(categories.n, -1, dtype=np.int64)
+        column[categories.leaves] = np.arange(categories.leaves.size)
+        under = _leaves_under(categories)
+        out = np.zeros((self.size, categories.leaves.size))
+        for row, group in enumerate(self.groups):
+            for code in group:
+                if code not in codes:
+                    raise ValidationError(f"query {self.name!r}: unknown category {code!r}")
+                out[row, column[under[codes[code]]]] += 1.0
+        if out.max(initial=0.0) > 1 or (out.sum(axis=0) > 1).any():
+            raise ValidationError(
+                f"query {self.name!r}: its groups share detailed cells (sensitivity would "
+                "exceed 1); split it into separate queries"
+            )
+        return out
+
+
+def _leaves_under(tree: Hierarchy) -> list[np.ndarray]:
+    """For every node, the detailed (leaf) nodes under it (itself for a leaf)."""
+    under: list[list[int]] = [[] for _ in range(tree.n)]
+    for leaf in tree.leaves:
+        node = int(leaf)
+        while node >= 0:
+            under[node].append(int(leaf))
+            node = int(tree.parent[node])
+    return [np.array(sorted(u), dtype=np.int64) for u in under]
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One query measured at every geounit of one geographic level.
+
+    Parameters
+    ----------
+    level : int
+        Geographic depth (0 = the root).
+    query : Query
+    mechanism : Mechanism or None
+        The noise; None for a public (invariant) query, released exactly and at no
+        privacy cost in this accounting (invariants are a policy decision, seed 000 §2).
+    weight : float, optional
+        Weight of these counts in least squares; default 1 / the noise variance.
+
+    Examples
+    --------
+    >>> from postdp import Gaussian, Hierarchy
+    >>> cat = Hierarchy.from_parents(["T", "x", "y"], [None, "T", "T"])
+    >>> m = Measurement(1, Query.detailed(cat), Gaussian(rho=0.5))
+    >>> m.variance, m.public
+    (1.0, False)
+    """
+
+    level: int
+    query: Query
+    mechanism: Mechanism | None
+    weight: float | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.query, Query):
+            raise TypeError(f"`query` must be a Query; got {type(self.query).__name__}")
+        if self.mechanism is not None and not isinstance(self.mechanism, Mechanism):
+            raise TypeError(f"`mechanism` must be a Mechanism; got {type(self.mechanism).__name__}")
+        if self.mechanism is not None and self.mechanism.sensitivity != 1:
+            raise ValidationError(
+                f"query {self.query.name!r}: a table query has sensitivity 1; its mechanism "
+                f"is calibrated to {self.mechanism.sensitivity:g}"
+            )
+        if self.weight is not None and not (np.isfinite(self.weight) and self.weight > 0):
+            raise ValidationError(f"`weight` must be positive and finite; got {self.weight!r}")
+
+    @property
+    def public(self) -> bool:
+        """Whether the counts are released exactly (an invariant)."""
+        return self.mechanism is None
+
+    @property
+    def variance(self) -> float:
+        """Variance of the noise of each count (0 for a public query)."""
+        if self.mechanism is None:
+            return 0.0
+        if self.weight is not None:
+            return 1.0 / self.weight
+        return float(self.mechanism.variance())
+
+
+@dataclass(frozen=True)
+class Workload:
+    """The measurements of a table release, and their privacy cost.
+
+    Parameters
+    ----------
+    measurements : sequence of Measurement
+
+    Examples
+    --------
+    >>> from postdp import Geometric, Hierarchy
+    >>> cat = Hierarchy.from_parents(["T", "x", "y"], [None, "T", "T"])
+    >>> w = Workload([Measurement(0, Query("total", [["T"]]), Geometric(epsilon=0.5)),
+    ...               Measurement(1, Query.detailed(cat), Geometric(epsilon=1.0))])
+    >>> str(w.budget())
+    'epsilon = 1.5 (pure DP)'
+    """
+
+    measurements: tuple[Measurement, ...]
+
+    def __init__(self, measurements: Sequence[Measurement]) -> None:
+        items = tuple(measurements)
+        if not items or not all(isinstance(m, Measurement) for m in items):
+            raise ValidationError("a workload needs at least one Measurement")
+        seen = set()
+        for m in items:
+            key = (m.level, m.query.name)
+            if key in seen:
+                raise ValidationError(
+                    f"query {m.query.name!r} is measured twice at level {m.level}"
+                )
+            seen.add(key)
+        object.__setattr__(self, "measurements", items)
+
+    def at(self, level: int) -> list[Measurement]:
+        """The measurements of one geographic level."""
+        return [m for m in self.measurements if m.level == level]
+
+    def budget(self) -> Budget:
+        """Total privacy cost: the sum of every noisy measurement's cost."""
+        return Budget.compose(
+            m.mechanism.privacy_cost() for m in self.measurements if m.mechanism is not None
+        )
+
+    def cost_frame(self) -> pd.DataFrame:
+        """Privacy cost per measurement, with each level's total (rows ``query == "*"``)."""
+        rows = []
+        for m in sorted(self.measurements, key=lambda m: m.level):
+            cost = Budget() if m.mechanism is None else m.mechanism.privacy_cost()
+            rows.append(
+                {
+                    "level": m.level,
+                    "query": m.query.name,
+                    "counts_per_geounit": m.query.size,
+                    "mechanism": "public" if m.mechanism is None else m.mechanism.name,
+                    "epsilon": cost.epsilon,
+                    "rho": cost.rho,
+                }
+            )
+        frame = pd.DataFrame(rows)
+        totals = frame.groupby("level", as_index=False)[["epsilon", "rho"]].sum()
+        totals["query"] = "*"
+        return pd.concat([frame, totals], ignore_index=True).sort_values(
+            ["level", "query"], kind="stable", ignore_index=True
+        )

@@ -1,0 +1,72 @@
+"""Random small tables and workloads, and their least-squares solutions by cvxpy + Clarabel."""
+
+from __future__ import annotations
+
+import cvxpy as cp
+import numpy as np
+
+from postdp import Gaussian, Hierarchy, Laplace
+from postdp.tables import Measurement, Query, Table, Workload
+
+CLARABEL_TIGHT = {"tol_gap_abs": 1e-12, "tol_gap_rel": 1e-12, "tol_feas": 1e-12, "max_iter": 500}
+
+
+def random_tree(rng, n, prefix):
+    parent = [-1] + [int(rng.integers(0, i)) for i in range(1, n)]
+    return Hierarchy([f"{prefix}{i}" for i in range(n)], parent)
+
+
+def random_case(seed):
+    """A random geography, category tree, table and workload (public queries included)."""
+    rng = np.random.default_rng(seed)
+    geo = random_tree(rng, int(rng.integers(2, 12)), "g")
+    cat = random_tree(rng, int(rng.integers(2, 8)), "c")
+    table = Table(geo, cat, rng.integers(0, 30, (geo.leaves.size, cat.leaves.size)))
+    measurements = []
+    for d in range(geo.n_levels):
+        if geo.is_leaf[geo.levels[d]].any() or rng.random() < 0.5:
+            mech = Laplace(epsilon=float(rng.uniform(0.2, 2)))
+            weight = float(rng.uniform(0.5, 3)) if rng.random() < 0.3 else None
+            measurements.append(Measurement(d, Query.detailed(cat), mech, weight=weight))
+        if rng.random() < 0.6:
+            leaves = cat.leaves[rng.permutation(cat.leaves.size)]
+            k = int(rng.integers(1, leaves.size + 1))
+            groups = np.array_split(leaves[:k], int(rng.integers(1, k + 1)))
+            query = Query("q", [[str(cat.ids[j]) for j in g] for g in groups])
+            public = rng.random() < 0.3 and not geo.is_leaf[geo.levels[d]].all()
+            mech = None if public else Gaussian(rho=float(rng.uniform(0.1, 1)))
+            measurements.append(Measurement(d, query, mech))
+    return table, Workload(measurements)
+
+
+def below(geo):
+    """0/1 matrix (geounits x leaf geounits): which leaves each geounit adds up."""
+    G = np.zeros((geo.n, geo.leaves.size))
+    for k, leaf in enumerate(geo.leaves):
+        node = int(leaf)
+        while node >= 0:
+            G[node, k] = 1.0
+            node = int(geo.parent[node])
+    return G
+
+
+def qp_table(measurements, *, nonneg=False):
+    """Weighted least squares over every measured count, public ones held, by Clarabel."""
+    table, workload = measurements.table, measurements.workload
+    geo, cat = table.geography, table.categories
+    G = below(geo)
+    scale = max(1.0, max(float(np.abs(v).max()) for v in measurements.values))
+    X = cp.Variable((geo.leaves.size, cat.leaves.size))
+    objective, constraints = 0, []
+    for m, values in zip(workload.measurements, measurements.values, strict=True):
+        predicted = G[geo.levels[m.level]] @ X @ m.query.matrix(cat).T
+        if m.public:
+            constraints.append(predicted == values / scale)
+        else:
+            objective += cp.sum_squares(predicted - values / scale) / m.variance
+    if nonneg:
+        constraints.append(X >= 0)
+    problem = cp.Problem(cp.Minimize(objective), constraints)
+    problem.solve(solver=cp.CLARABEL, **CLARABEL_TIGHT)
+    assert problem.status == cp.OPTIMAL, problem.status
+    return G @ X.value * scale

@@ -1,0 +1,86 @@
+"""(P) on tables: equal to cvxpy + Clarabel, consistent both ways, unbiased (seed 000 Thm 7)."""
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from postdp import Gaussian
+from postdp.data import load_p1
+from postdp.errors import ValidationError
+from postdp.postprocess import TableProjector, project_table
+from postdp.tables import Measurement, Query, Workload, measure
+from tests.tables._reference import qp_table, random_case
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_gls_equals_clarabel_on_random_tables(seed):
+    table, workload = random_case(seed)
+    draws = measure(table, workload, secure=False, rng=seed)
+    ours = project_table(draws, cells=True)
+    ref = qp_table(draws)
+    scale = max(1.0, float(np.abs(ref).max()))
+    np.testing.assert_allclose(ours, ref, rtol=0, atol=1e-6 * scale)
+    geo = table.geography
+    for m, values in zip(workload.measurements, draws.values, strict=True):
+        if m.public:  # invariants hold to rounding error
+            got = ours[geo.levels[m.level]] @ m.query.matrix(table.categories).T
+            np.testing.assert_allclose(got, values, rtol=0, atol=1e-9 * scale)
+    # geography consistency: each parent's histogram is the sum of its children's
+    kids = np.zeros_like(ours)
+    np.add.at(kids, geo.parent[geo.parent >= 0], ours[geo.parent >= 0])
+    internal = ~geo.is_leaf
+    np.testing.assert_allclose(ours[internal], kids[internal], rtol=0, atol=1e-9 * scale)
+
+
+def test_batches_are_solved_draw_by_draw():
+    table, workload = random_case(5)
+    draws = measure(table, workload, secure=False, rng=1, size=(2, 3))
+    projector = TableProjector(table, workload)
+    batch = projector(draws)
+    assert batch.shape == (2, 3, table.geography.n, table.categories.leaves.size)
+    for i in range(2):
+        for j in range(3):
+            one = type(draws)(table, workload, tuple(v[i, j] for v in draws.values), False)
+            np.testing.assert_allclose(batch[i, j], projector(one), rtol=0, atol=1e-9)
+    full = project_table(draws)
+    assert full.shape == (2, 3, *table.shape)
+
+
+def test_leaf_queries_must_identify_the_cells():
+    table, _ = random_case(2)
+    cat = table.categories
+    deepest = table.geography.n_levels - 1
+    w = Workload([Measurement(deepest, Query("tot", [[str(cat.ids[0])]]), Gaussian(rho=1.0))])
+    if cat.leaves.size > 1:
+        with pytest.raises(ValidationError, match="do not identify every detailed cell"):
+            TableProjector(table, w)
+
+
+def test_projection_is_unbiased_on_pennsylvania():
+    """Every cell's mean error is within z * SE of 0 (seed 000_52243d433e48a03d.txt, Thm 7:
+    (P) is unbiased), with z Bonferroni-corrected over the cells tested."""
+    t = load_p1("pa-blockgroup")
+    cat = t.categories
+    ms = [Measurement(0, Query("total", [["P1_001N"]]), None)]
+    for d in range(4):
+        ms.append(Measurement(d, Query.detailed(cat), Gaussian(rho=0.02)))
+    ms.append(Measurement(2, Query.nodes(["P1_002N", "P1_009N"]), Gaussian(rho=0.02)))
+    w = Workload(ms)
+    projector = TableProjector(t, w)
+    n_draws = 30
+    truth = t.detailed().astype(float)
+    total = np.zeros(truth.shape)
+    total_sq = np.zeros(truth.shape)
+    for block in range(3):
+        est = projector(measure(t, w, secure=False, rng=block, size=n_draws // 3))
+        err = est - truth
+        total += err.sum(axis=0)
+        total_sq += (err**2).sum(axis=0)
+    mean = total / n_draws
+    sd = np.sqrt(np.maximum(total_sq / n_draws - mean**2, 0.0) * n_draws / (n_draws - 1))
+    free = sd > 0
+    t_stat = mean[free] / (sd[free] / np.sqrt(n_draws))
+    z = stats.t.isf(0.001 / (2 * t_stat.size), df=n_draws - 1)
+    assert np.abs(t_stat).max() <= z
+    # the public state total holds on every draw
+    assert not free[0].any() or np.allclose(est[:, 0].sum(axis=-1), truth[0].sum())
