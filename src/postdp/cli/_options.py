@@ -313,3 +313,45 @@ def split_levels(
             f"root first ({n_levels} levels); got {len(values)}"
         )
     return out
+
+
+#: Bundled tables by their command-line name.
+BUNDLED_TABLES = {"p1-pa-blockgroup": "pa-blockgroup", "p1-us-county": "us-county"}
+_QUERY_HELP = '"detailed", "total", a list of category codes, or {"name": .., "groups": [[..]]}'
+
+
+def add_table_flags(parser: argparse.ArgumentParser) -> None:
+    """--table, --categories, --design and --format."""
+    parser.add_argument(
+        "--table",
+        choices=sorted(BUNDLED_TABLES),
+        help="release a bundled table instead of a hierarchy: the 2020 P.L. 94-171 table P1 "
+        "(race, 63 detailed cells) of Pennsylvania's block groups or of every US county",
+    )
+    parser.add_argument(
+        "--categories",
+        metavar="CSV",
+        help="category tree (columns code, parent, optional label) of a table given as a wide "
+        "--input: one row per geounit (--id, --parent) and one column per category code; "
+        "counts are needed on the leaf geounits' rows, other rows are checked when filled",
+    )
+    parser.add_argument(
+        "--design",
+        metavar="JSON",
+        help='table workload: {"measurements": [{"level": 1, "query": "detailed", '
+        '"mechanism": "gaussian", "rho": 0.1}, {"level": 0, "query": "total", "public": '
+        "true}, ...]}; a query is " + _QUERY_HELP + ". Without it: the detailed cells at "
+        "every level with --mechanism and --epsilon/--rho per level",
+    )
+    parser.add_argument(
+        "--format",
+        default="long",
+        choices=["long", "wide"],
+        help="table output: long (geo_id, parent, category, counts) or wide (one column per "
+        "category, the released counts, or the noisy ones without --postprocess)",
+    )
+
+
+def wants_table(args: argparse.Namespace) -> bool:
+    """Whether the command works on a table (``--table`` or ``--categories``)."""
+    return args.table is not None or args.categories is not None

@@ -16,12 +16,14 @@ from postdp.cli._options import (
     add_mechanism_options,
     add_output_options,
     add_postprocess_options,
+    add_table_flags,
     add_table_options,
     flag,
     ids,
     positive_float,
     probability,
     typed,
+    wants_table,
     whole,
 )
 
@@ -31,6 +33,11 @@ DESCRIPTION = """\
 Add differentially private noise to every count of a hierarchy (the bundled 2010 county
 populations by default, or a CSV with id/parent/count columns), one mechanism per level,
 and write the noisy table as CSV with a `path` column saying how it was drawn.
+
+With --table (a bundled 2020 P1 table) or --input WIDE.csv --categories TREE.csv, release a
+table instead: a histogram per geounit, measured by a workload (--design, or the detailed
+cells at every level), written in long form (geo_id, parent, category, noisy_count and,
+with --postprocess project, released_count) or wide form (--format wide).
 
 Without --study the noise comes from OpenDP's exact, cryptographically seeded samplers
 (needs the 'release' extra) and the release is recorded in a ledger (a JSON line per
@@ -90,6 +97,7 @@ def add_parser(commands: Any) -> None:
         "would pass this epsilon (a zCDP budget counts as its epsilon at --delta)",
     )
     add_postprocess_options(parser)
+    add_table_flags(parser)
     parser.add_argument(
         "--audit",
         action="store_true",
@@ -114,6 +122,10 @@ def _check_options(args: argparse.Namespace) -> None:
 def run(args: argparse.Namespace, state: RunState) -> int:
     """Validate everything, check the outputs, draw, post-process, record and write."""
     _check_options(args)
+    if wants_table(args):
+        from postdp.cli._release_table import run_table
+
+        return run_table(args, state, _check_cap)
     loaded, mechanisms = prepare(args, state)
     h = loaded.hierarchy
     frame = loaded.frame

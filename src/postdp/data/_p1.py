@@ -20,14 +20,11 @@ P1_TABLES = {
 
 def _file(name: str) -> pd.DataFrame:
     source = resources.files("postdp.data").joinpath(f"_files/{name}")
+    dtypes = {"geo_id": str, "code": str, "parent": str}
     with source.open("rb") as handle:
-        compression = "gzip" if name.endswith(".gz") else None
-        return pd.read_csv(
-            handle,
-            dtype={"geo_id": str, "code": str, "parent": str},
-            keep_default_na=False,
-            compression=compression,
-        )
+        if name.endswith(".gz"):
+            return pd.read_csv(handle, dtype=dtypes, keep_default_na=False, compression="gzip")
+        return pd.read_csv(handle, dtype=dtypes, keep_default_na=False)
 
 
 def p1_categories() -> tuple[Hierarchy, dict[str, str]]:

@@ -1,0 +1,170 @@
+"""``postdp release --table``: a table measured by a workload, post-processed, recorded
+(private; called by :mod:`postdp.cli.release`)."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+from pathlib import Path
+from typing import Any
+
+from postdp.cli import _ledger
+from postdp.cli._io import RunState, check_output_file, sha256, write_atomic
+from postdp.cli._options import CliError, typed
+from postdp.cli._tables import check_steps, load_table, long_form, wide_form, workload
+
+
+def run_table(args: argparse.Namespace, state: RunState, check_cap: Any) -> int:
+    """Validate, check outputs, measure, project, record and write a table release."""
+    for option, value in (("--keep", args.keep), ("--audit", args.audit or None)):
+        if value is not None:
+            raise CliError(f"{option}: applies to hierarchy releases, not to tables")
+    state.phase = "reading the table"
+    loaded = load_table(args)
+    table = loaded.table
+    state.phase = "checking the options"
+    work = workload(args, table)
+    project = check_steps(args.postprocess)
+    projector = None
+    if project:
+        from postdp.postprocess import TableProjector
+
+        with flag_design(args):
+            projector = TableProjector(table, work)
+    secure = not args.study
+    opendp = ""
+    if secure:
+        from postdp.mechanisms.release import opendp_version
+
+        opendp = opendp_version()
+    output = check_output_file(
+        args.output, typed(args, "--output", "-o"), inputs=loaded.paths, overwrite=args.overwrite
+    )
+    ledger_path = None
+    spent = None
+    if secure:
+        ledger_path = (
+            Path(args.ledger).expanduser().resolve()
+            if args.ledger
+            else output.parent / _ledger.LEDGER_NAME
+        )
+        if ledger_path in (*loaded.paths, output):
+            raise CliError(f"--ledger {str(ledger_path)!r}: is an input or the output")
+        _ledger.check_writable(ledger_path, "--ledger")
+        spent = _ledger.spent_on(_ledger.read(ledger_path, "--ledger"), loaded.sha256)
+        check_cap(args, spent, [m.mechanism for m in work.measurements if m.mechanism])
+
+    from postdp.tables import measure
+
+    state.phase = "drawing the noise"
+    measured = measure(table, work, secure=secure, rng=None if secure else args.seed)
+    released = None
+    if projector is not None:
+        state.phase = "post-processing"
+        detailed = projector(measured)
+        full = detailed @ _cells_to_nodes(table)
+        released = full.round(6)
+    shaped = long_form if args.format == "long" else wide_form
+    frame = shaped(table, measured, released, secure=secure)
+
+    state.phase = f"writing {output}"
+    state.pending = [str(output)]
+
+    def write(tmp: Path) -> None:
+        frame.to_csv(tmp, index=False)
+        if ledger_path is not None:
+            record = _record(args, loaded, work, output, sha256(tmp), opendp)
+            try:
+                _ledger.append(ledger_path, record)
+            except OSError as exc:
+                raise CliError(
+                    f"--ledger {str(ledger_path)!r}: could not record the release "
+                    f"({exc.strerror}); nothing was published"
+                ) from None
+
+    write_atomic(output, write)
+    state.pending = []
+    state.written.append(str(output))
+    _report(args, loaded, work, output, secure, spent, ledger_path)
+    return 0
+
+
+def flag_design(args: argparse.Namespace) -> Any:
+    from postdp.cli._options import flag
+
+    return flag("--design" if args.design else "--epsilon/--rho", args.design or "per level")
+
+
+def _cells_to_nodes(table: Any) -> Any:
+    """Matrix (detailed cells x category nodes): which nodes each cell is under."""
+    import numpy as np
+
+    cat = table.categories
+    out = np.zeros((cat.leaves.size, cat.n))
+    for k, leaf in enumerate(cat.leaves):
+        node = int(leaf)
+        while node >= 0:
+            out[k, node] = 1.0
+            node = int(cat.parent[node])
+    return out
+
+
+def _record(
+    args: argparse.Namespace, loaded: Any, work: Any, output: Path, digest: str, opendp: str
+) -> dict[str, Any]:
+    from postdp import __version__
+
+    budget = work.budget()
+    return {
+        "time": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "input": loaded.source,
+        "input_sha256": loaded.sha256,
+        "measurements": [
+            {
+                "level": m.level,
+                "query": m.query.name,
+                "mechanism": "public" if m.mechanism is None else m.mechanism.name,
+                "epsilon": 0.0 if m.mechanism is None else m.mechanism.privacy_cost().epsilon,
+                "rho": 0.0 if m.mechanism is None else m.mechanism.privacy_cost().rho,
+            }
+            for m in work.measurements
+        ],
+        "budget": {"epsilon": budget.epsilon, "rho": budget.rho},
+        "postprocess": args.postprocess,
+        "output": str(output),
+        "output_sha256": digest,
+        "postdp_version": __version__,
+        "opendp_version": opendp,
+    }
+
+
+def _report(
+    args: argparse.Namespace,
+    loaded: Any,
+    work: Any,
+    output: Path,
+    secure: bool,
+    spent: Any,
+    ledger_path: Path | None,
+) -> None:
+    table = loaded.table
+    n_cells = table.geography.n * table.categories.n
+    if secure:
+        print(f"released table {loaded.source} ({n_cells:,} counts, secure path) to {output}")
+    else:
+        print(
+            f"study-path draw of table {loaded.source} ({n_cells:,} counts) to {output}: NOT a "
+            "private release, do not publish it (its rows say path = study)"
+        )
+    if args.postprocess.strip() not in ("", "none"):
+        print(
+            "post-processing: project (least squares over every measured count); column "
+            "released_count is consistent across geography and categories"
+        )
+    heading = "privacy budget spent" if secure else "budget this design would spend"
+    print(f"{heading}: {work.budget()}")
+    costs = work.cost_frame()
+    for _, row in costs[costs["query"] == "*"].iterrows():
+        print(f"  level {row['level']}: epsilon {row['epsilon']:g}, rho {row['rho']:g}")
+    if spent is not None and ledger_path is not None:
+        print(f"ledger {ledger_path}: {spent.releases} earlier release(s) of this input")

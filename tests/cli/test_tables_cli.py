@@ -1,0 +1,184 @@
+"""``postdp release --table``: bundled and user tables, workloads, checks before any draw."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from postdp.cli import main
+from postdp.mechanisms import _base
+
+WIDE = (
+    "id,parent,T,x,y,y1,y2\n"
+    "S,,,,,,\n"
+    "a,S,,,,,\n"
+    "b,S,31,17,14,9,5\n"
+    "a1,a,29,13,16,8,8\n"
+    "a2,a,43,21,22,11,11\n"
+)
+TREE = "code,parent,label\nT,,Total\nx,T,Ex\ny,T,Why\ny1,y,Why one\ny2,y,Why two\n"
+
+
+def _inputs(folder):
+    (folder / "wide.csv").write_text(WIDE)
+    (folder / "tree.csv").write_text(TREE)
+
+
+@pytest.fixture
+def spy(monkeypatch):
+    calls = []
+    real_release, real_draw = _base.NoiseMechanism.release, _base.NoiseMechanism._draw
+
+    def release(self, x):
+        calls.append("release")
+        return real_release(self, x)
+
+    def draw(self, values, rng, n_rows):
+        calls.append("study")
+        return real_draw(self, values, rng, n_rows)
+
+    monkeypatch.setattr(_base.NoiseMechanism, "release", release)
+    monkeypatch.setattr(_base.NoiseMechanism, "_draw", draw)
+    return calls
+
+
+def test_bundled_county_table_long_form(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    args = ["release", "--table", "p1-us-county", "--study", "--seed", "3", "-o", "us.csv"]
+    assert main([*args, "--postprocess", "project", "--public", "root"]) == 0
+    out = capsys.readouterr().out
+    assert "NOT a private release" in out and "epsilon = 3 (pure DP)" in out
+    frame = pd.read_csv(tmp_path / "us.csv", dtype={"geo_id": str, "parent": str})
+    assert {"geo_id", "parent", "category", "noisy_count", "released_count", "path"} <= set(
+        frame.columns
+    )
+    assert len(frame) == 3274 * 71 and set(frame["path"]) == {"study"}
+    us = frame[(frame["geo_id"] == "US") & (frame["category"] == "P1_001N")].iloc[0]
+    assert us["released_count"] == pytest.approx(334_735_155, abs=1e-6)  # --public root
+    assert us["noisy_count"] == 334_735_155  # an invariant is published as it is
+    county = frame[(frame["geo_id"] == "42001") & (frame["category"] == "P1_003N")].iloc[0]
+    assert county["parent"] == "42" and not np.isnan(county["noisy_count"])
+    # released counts add up across the geography and the categories
+    wide = frame.pivot(index="geo_id", columns="category", values="released_count")
+    counties = wide.loc[[g for g in wide.index if len(g) == 5 and g.startswith("42")]]
+    assert counties["P1_009N"].sum() == pytest.approx(wide.loc["42", "P1_009N"], rel=1e-9)
+    row = wide.loc["42001"]
+    assert row["P1_002N"] + row["P1_009N"] == pytest.approx(row["P1_001N"], rel=1e-9)
+    again = main([*args, "--overwrite", "--postprocess", "project", "--public", "root"])
+    assert again == 0
+    assert (
+        pd.read_csv(tmp_path / "us.csv", dtype=str)["released_count"]
+        .astype(float)
+        .equals(frame["released_count"])
+    )
+
+
+def test_user_table_with_a_design_and_wide_form(tmp_path, monkeypatch, capsys):
+    _inputs(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    design = {
+        "measurements": [
+            {"level": 0, "query": "total", "public": True},
+            {"level": 1, "query": ["x", "y"], "mechanism": "gaussian", "rho": 0.5},
+            {"level": 2, "query": "detailed", "mechanism": "laplace", "epsilon": 1.0},
+            {"level": 1, "query": "detailed", "mechanism": "geometric", "epsilon": 0.5},
+        ]
+    }
+    (tmp_path / "design.json").write_text(json.dumps(design))
+    args = ["release", "--input", "wide.csv", "--categories", "tree.csv", "--design"]
+    args += ["design.json", "--study", "--seed", "1", "--postprocess", "project"]
+    assert main([*args, "--format", "wide", "-o", "w.csv"]) == 0
+    assert "epsilon = 1.5 (pure DP) + rho = 0.5 (zCDP)" in capsys.readouterr().out
+    wide = pd.read_csv(tmp_path / "w.csv").set_index("geo_id")
+    assert list(wide.columns[:6]) == ["parent", "T", "x", "y", "y1", "y2"]
+    assert wide.loc["S", "T"] == pytest.approx(103, abs=1e-6)
+    assert wide.loc["a", "y"] == pytest.approx(wide.loc["a1", "y"] + wide.loc["a2", "y"])
+    assert main([*args, "-o", "long.csv"]) == 0
+    long = pd.read_csv(tmp_path / "long.csv")
+    measured = long[long["noisy_count"].notna()]
+    # level 1 measured x, y (a query) and the detailed cells x, y1, y2; level 2 detailed
+    assert set(measured.loc[measured["geo_id"] == "a", "category"]) == {"x", "y", "y1", "y2"}
+    assert set(measured.loc[measured["geo_id"] == "S", "category"]) == {"T"}
+
+
+BAD = [
+    (["--table", "p1-nowhere"], "--table"),
+    (["--table", "p1-us-county", "--input", "wide.csv"], "--table p1-us-county: give either"),
+    (["--categories", "tree.csv"], "needs the wide table as --input"),
+    (["--table", "p1-us-county", "--postprocess", "clamp"], "a table release supports project"),
+    (["--table", "p1-us-county", "--public", "42"], "--public '42': for a table"),
+    (["--table", "p1-us-county", "--epsilon", "1,2"], "--epsilon '1,2': needs one value"),
+    (["--table", "p1-us-county", "--keep", "name"], "--keep: applies to hierarchy releases"),
+    (["--table", "p1-us-county", "-o", "existing.csv"], "-o 'existing.csv': already exists"),
+    (["--table", "p1-us-county", "--design", "nojson.json"], "not JSON"),
+    (["--table", "p1-us-county", "--design", "level.json"], "'level' must be an integer"),
+    (["--table", "p1-us-county", "--design", "key.json"], "unknown keys colour"),
+    (["--table", "p1-us-county", "--design", "code.json"], "unknown category 'P1_999N'"),
+    (["--table", "p1-us-county", "--design", "overlap.json"], "share detailed cells"),
+    (["--table", "p1-us-county", "--design", "noeps.json"], "needs a number 'epsilon'"),
+    (["--table", "p1-us-county", "--design", "twice.json"], "measured twice at level 2"),
+    (
+        ["--table", "p1-us-county", "--design", "weak.json", "--postprocess", "project"],
+        "do not identify every detailed cell",
+    ),
+    (["--input", "wide.csv", "--categories", "badtree.csv"], "--categories"),
+    (["--input", "off.csv", "--categories", "tree.csv"], "first at geounit 'b', category 'T'"),
+]
+
+
+def _bad_designs(folder):
+    designs = {
+        "level.json": [{"level": 9, "query": "detailed", "epsilon": 1}],
+        "key.json": [{"level": 1, "query": "detailed", "epsilon": 1, "colour": "red"}],
+        "code.json": [{"level": 1, "query": ["P1_999N"], "epsilon": 1}],
+        "overlap.json": [{"level": 1, "query": ["P1_001N", "P1_003N"], "epsilon": 1}],
+        "noeps.json": [{"level": 1, "query": "detailed", "rho": 1}],
+        "twice.json": [{"level": 2, "query": "detailed", "epsilon": 1}] * 2,
+        "weak.json": [{"level": 2, "query": "total", "epsilon": 1}],
+    }
+    for name, items in designs.items():
+        (folder / name).write_text(json.dumps({"measurements": items}))
+    (folder / "nojson.json").write_text("{measurements: [")
+    (folder / "existing.csv").write_text("an earlier release\n")
+    (folder / "badtree.csv").write_text("code,parent\nT,\nx,T\nx,T\n")
+    (folder / "off.csv").write_text(WIDE.replace("b,S,31,", "b,S,32,"))
+
+
+@pytest.mark.parametrize(("extra", "message"), BAD, ids=lambda v: str(v)[:40])
+def test_bad_table_inputs_fail_before_any_draw(extra, message, spy, tmp_path, monkeypatch, capsys):
+    _inputs(tmp_path)
+    _bad_designs(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    code = main(
+        ["release", *extra, "--study", "--seed", "1", "-o", "existing.csv"]
+        if "-o" not in extra and "existing" in message
+        else ["release", *extra, "--study", "--seed", "1", "-o", "new.csv"]
+        if "-o" not in extra
+        else ["release", *extra, "--study", "--seed", "1"]
+    )
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert message in err and err.count("\n") == 1
+    assert spy == []
+    assert not (tmp_path / "new.csv").exists()
+    assert "Traceback" not in err and "31" not in err and "103" not in err
+
+
+def test_secure_table_release_is_recorded_and_capped(tmp_path, monkeypatch, capsys):
+    _inputs(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    args = ["release", "--input", "wide.csv", "--categories", "tree.csv", "--epsilon", "0.5"]
+    assert main([*args, "-o", "one.csv", "--postprocess", "project"]) == 0
+    out = capsys.readouterr().out
+    assert "privacy budget spent: epsilon = 1.5 (pure DP)" in out
+    frame = pd.read_csv(tmp_path / "one.csv")
+    assert set(frame["path"]) == {"secure"} and frame["released_count"].notna().all()
+    records = [json.loads(line) for line in (tmp_path / "postdp-ledger.jsonl").open()]
+    assert len(records) == 1 and records[0]["budget"]["epsilon"] == 1.5
+    assert [m["level"] for m in records[0]["measurements"]] == [0, 1, 2]
+    assert main([*args, "-o", "two.csv", "--budget-cap", "2"]) == 2
+    assert "would be epsilon = 3" in capsys.readouterr().err
+    assert not (tmp_path / "two.csv").exists()
