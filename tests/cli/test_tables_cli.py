@@ -176,7 +176,8 @@ def test_secure_table_release_is_recorded_and_capped(tmp_path, monkeypatch, caps
     assert "privacy budget spent: epsilon = 1.5 (pure DP)" in out
     frame = pd.read_csv(tmp_path / "one.csv")
     assert set(frame["path"]) == {"secure"} and frame["released_count"].notna().all()
-    records = [json.loads(line) for line in (tmp_path / "postdp-ledger.jsonl").open()]
+    lines = (tmp_path / "postdp-ledger.jsonl").read_text().splitlines()
+    records = [json.loads(line) for line in lines]
     assert len(records) == 1 and records[0]["budget"]["epsilon"] == 1.5
     assert [m["level"] for m in records[0]["measurements"]] == [0, 1, 2]
     assert main([*args, "-o", "two.csv", "--budget-cap", "2"]) == 2
