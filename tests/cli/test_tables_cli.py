@@ -108,7 +108,10 @@ BAD = [
     (["--table", "p1-nowhere"], "--table"),
     (["--table", "p1-us-county", "--input", "wide.csv"], "--table p1-us-county: give either"),
     (["--categories", "tree.csv"], "needs the wide table as --input"),
-    (["--table", "p1-us-county", "--postprocess", "clamp"], "a table release supports project"),
+    (
+        ["--table", "p1-us-county", "--postprocess", "clamp"],
+        "a table release takes one of project, topdown",
+    ),
     (["--table", "p1-us-county", "--public", "42"], "--public '42': for a table"),
     (["--table", "p1-us-county", "--epsilon", "1,2"], "--epsilon '1,2': needs one value"),
     (["--table", "p1-us-county", "--keep", "name"], "--keep: applies to hierarchy releases"),
@@ -183,3 +186,33 @@ def test_secure_table_release_is_recorded_and_capped(tmp_path, monkeypatch, caps
     assert main([*args, "-o", "two.csv", "--budget-cap", "2"]) == 2
     assert "would be epsilon = 3" in capsys.readouterr().err
     assert not (tmp_path / "two.csv").exists()
+
+
+def test_top_down_table_release_is_nonnegative_and_consistent(tmp_path, monkeypatch, capsys):
+    _inputs(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    args = ["release", "--input", "wide.csv", "--categories", "tree.csv", "--study", "--seed"]
+    args += ["4", "--epsilon", "0.2", "--postprocess", "topdown", "--public", "root"]
+    assert main([*args, "--format", "wide", "-o", "td.csv"]) == 0
+    assert "topdown (top-down, level by level, nonnegative)" in capsys.readouterr().out
+    wide = pd.read_csv(tmp_path / "td.csv").set_index("geo_id")
+    cells = wide[["T", "x", "y", "y1", "y2"]]
+    assert (cells.to_numpy() >= 0).all()
+    assert wide.loc["S", "T"] == pytest.approx(103, abs=1e-9)
+    for code in ("T", "x", "y1"):
+        assert wide.loc["S", code] == pytest.approx(wide.loc["a", code] + wide.loc["b", code])
+    assert (cells["T"] - cells["x"] - cells["y"]).abs().max() < 1e-9
+    grouped = tmp_path / "grouped.json"
+    grouped.write_text(
+        json.dumps(
+            {
+                "measurements": [{"level": d, "query": "detailed", "epsilon": 1} for d in range(3)]
+                + [{"level": 1, "query": "total", "epsilon": 1}]
+            }
+        )
+    )
+    bad = ["release", "--input", "wide.csv", "--categories", "tree.csv", "--study", "--seed", "1"]
+    bad += ["--design", "grouped.json", "--postprocess", "topdown", "-o", "no.csv"]
+    assert main(bad) == 2
+    assert "groups several" in capsys.readouterr().err
+    assert not (tmp_path / "no.csv").exists()

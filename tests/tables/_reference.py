@@ -70,3 +70,31 @@ def qp_table(measurements, *, nonneg=False):
     problem.solve(solver=cp.CLARABEL, **CLARABEL_TIGHT)
     assert problem.status == cp.OPTIMAL, problem.status
     return G @ X.value * scale
+
+
+def qp_top_down(measurements, own, weights, ours):
+    """Top-down by Clarabel, family by family, given our parents' histograms (a per-family
+    reference): the root from its own estimate, then every family's split."""
+    table = measurements.table
+    geo = table.geography
+    root = cp.Variable(own[0].shape[-1])
+    constraints = [root >= 0]
+    for m, values in zip(measurements.workload.measurements, measurements.values, strict=True):
+        if m.level == 0 and m.public:
+            constraints.append(m.query.matrix(table.categories) @ root == values[0])
+    objective = cp.sum(cp.multiply(weights[0], cp.square(root - own[0][0])))
+    cp.Problem(cp.Minimize(objective), constraints).solve(solver=cp.CLARABEL, **CLARABEL_TIGHT)
+    out = {0: root.value}
+    for node in range(geo.n):
+        kids = np.flatnonzero(geo.parent == node)
+        if not kids.size:
+            continue
+        d = int(geo.depth[kids[0]])
+        rows = [int(np.flatnonzero(geo.levels[d] == k)[0]) for k in kids]
+        T = cp.Variable((kids.size, own[d].shape[-1]))
+        objective = cp.sum(cp.multiply(weights[d][None, :], cp.square(T - own[d][rows])))
+        problem = cp.Problem(cp.Minimize(objective), [T >= 0, cp.sum(T, axis=0) == ours[node]])
+        problem.solve(solver=cp.CLARABEL, **CLARABEL_TIGHT)
+        for k, kid in enumerate(kids):
+            out[int(kid)] = T.value[k]
+    return np.array([out[i] for i in range(geo.n)])

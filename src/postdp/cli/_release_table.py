@@ -24,13 +24,19 @@ def run_table(args: argparse.Namespace, state: RunState, check_cap: Any) -> int:
     table = loaded.table
     state.phase = "checking the options"
     work = workload(args, table)
-    project = check_steps(args.postprocess)
-    projector = None
-    if project:
+    step = check_steps(args.postprocess)
+    projector: Any = None
+    if step == "project":
         from postdp.postprocess import TableProjector
 
         with flag_design(args):
             projector = TableProjector(table, work)
+    elif step == "topdown":
+        from postdp.postprocess import check_top_down, top_down_table
+
+        with flag_design(args):
+            check_top_down(table, work)
+        projector = top_down_table
     secure = not args.study
     opendp = ""
     if secure:
@@ -156,10 +162,16 @@ def _report(
             f"study-path draw of table {loaded.source} ({n_cells:,} counts) to {output}: NOT a "
             "private release, do not publish it (its rows say path = study)"
         )
-    if args.postprocess.strip() not in ("", "none"):
+    step = args.postprocess.strip()
+    if step not in ("", "none"):
+        what = (
+            "least squares over every measured count"
+            if step == "project"
+            else "top-down, level by level, nonnegative"
+        )
         print(
-            "post-processing: project (least squares over every measured count); column "
-            "released_count is consistent across geography and categories"
+            f"post-processing: {step} ({what}); column released_count is consistent across "
+            "geography and categories"
         )
     heading = "privacy budget spent" if secure else "budget this design would spend"
     print(f"{heading}: {work.budget()}")

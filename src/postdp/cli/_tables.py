@@ -19,7 +19,7 @@ from postdp.cli._io import read_table, read_text
 from postdp.cli._options import _QUERY_HELP, BUNDLED_TABLES, CliError, flag
 
 #: Post-processing steps a table release accepts.
-TABLE_STEPS = ("project",)
+TABLE_STEPS = ("project", "topdown")
 
 
 @dataclass(frozen=True)
@@ -157,16 +157,16 @@ def _measurement(entry: Any, table: Any, n_levels: int) -> Any:
     return Measurement(level, query, classes[name](**{key: float(value)}), weight=weight)
 
 
-def check_steps(text: str) -> bool:
-    """Whether the --postprocess steps (validated) ask for a projection."""
+def check_steps(text: str) -> str | None:
+    """The one post-processing step of a table release (validated), or None."""
     steps = [s.strip() for s in text.split(",") if s.strip() and s.strip() != "none"]
-    bad = [s for s in steps if s not in TABLE_STEPS]
-    if bad:
+    if len(steps) > 1 or any(s not in TABLE_STEPS for s in steps):
         raise CliError(
-            f"--postprocess {text!r}: a table release supports {', '.join(TABLE_STEPS)} "
-            "(generalised least squares over every measured count)"
+            f"--postprocess {text!r}: a table release takes one of {', '.join(TABLE_STEPS)} "
+            "(project: least squares over every measured count; topdown: level by level, "
+            "nonnegative)"
         )
-    return bool(steps)
+    return steps[0] if steps else None
 
 
 def long_form(table: Any, measurements: Any, released: Any, *, secure: bool) -> Any:

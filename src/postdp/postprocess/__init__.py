@@ -27,6 +27,7 @@ from postdp.postprocess.ramps import (
     translated_ramp_bias,
 )
 from postdp.postprocess.rounding import round_consistent, stochastic_round
+from postdp.postprocess.table_topdown import check_top_down, top_down_table
 from postdp.postprocess.tables import TableProjector, project_table
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
     "Projector",
     "Step",
     "TableProjector",
+    "check_top_down",
     "clamp",
     "clamp_bias",
     "inverse_variance_weights",
@@ -52,6 +54,7 @@ __all__ = [
     "round_consistent",
     "stochastic_round",
     "top_down",
+    "top_down_table",
     "translated_ramp",
     "translated_ramp_bias",
 ]

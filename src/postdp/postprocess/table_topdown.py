@@ -1,0 +1,238 @@
+"""Top-down for tables: each parent's histogram split among its children, level by level.
+
+At the root, the histogram closest (in the measurements' weighted least squares) to the
+root's own measurements among the nonnegative ones that meet the root's public queries;
+below, for each family and each detailed cell, the children's cells are the nonnegative
+values that add up to the parent's cell and are closest to the children's own estimates
+(the Census Bureau's TopDown order: nation, then states, ... ; its per-level problem is
+nonnegative least squares with the parent's histogram as the constraint).
+
+Exactness: when the noisy queries of a level are detailed cells (the usual workload: every
+detailed cell measured at every level, any number of times, any weights), the level's
+least-squares matrix is diagonal and the family problem separates into one Euclidean
+projection onto a simplex per (family, detailed cell), solved exactly by sorting
+(vectorised over all families, cells and draws). Workloads whose noisy queries at some
+level group several cells couple the cells of a family; they are refused with a clear
+error (use :func:`postdp.postprocess.project_table`, which handles any workload).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from postdp._typing import FloatArray, IntArray
+from postdp.errors import ValidationError
+from postdp.tables import Table, TableMeasurements, Workload
+
+__all__ = ["check_top_down", "top_down_table"]
+
+
+def top_down_table(measurements: TableMeasurements) -> FloatArray:
+    """Top-down post-processing of a table: nonnegative, consistent both ways.
+
+    Parameters
+    ----------
+    measurements : TableMeasurements
+        Every level must measure each detailed cell (as single cells; several detailed
+        measurements at a level are combined by their weights); public queries only at
+        the root, as disjoint groups.
+
+    Returns
+    -------
+    ndarray, shape (..., geography.n, n_detailed)
+        Detailed histograms of every geounit, nonnegative; every parent equals the sum of
+        its children; the root's public queries hold exactly.
+
+    Raises
+    ------
+    ValidationError
+        For a workload outside the exact case above.
+
+    Examples
+    --------
+    >>> from postdp import Geometric, Hierarchy
+    >>> from postdp.tables import Measurement, Query, Table, Workload, measure
+    >>> geo = Hierarchy.from_parents(["S", "a", "b"], [None, "S", "S"])
+    >>> cat = Hierarchy.from_parents(["T", "x", "y"], [None, "T", "T"])
+    >>> t = Table(geo, cat, [[0, 20], [30, 1]])
+    >>> w = Workload([Measurement(0, Query("total", [["T"]]), None)]
+    ...              + [Measurement(d, Query.detailed(cat), Geometric(epsilon=1.0))
+    ...                 for d in range(2)])
+    >>> out = top_down_table(measure(t, w, secure=False, rng=0))
+    >>> bool(out.min() >= 0), float(out[0].sum()), bool(np.allclose(out[0], out[1] + out[2]))
+    (True, 51.0, True)
+    """
+    table = measurements.table
+    geo, cat = table.geography, table.categories
+    c = cat.leaves.size
+    column = np.full(cat.n, -1, dtype=np.int64)
+    column[cat.leaves] = np.arange(c)
+    lead = measurements.values[0].shape[:-2]
+    B = int(np.prod(lead)) if lead else 1
+    lay = geo.layout
+    estimates = []  # per level, (B, n_level, c) in layout order, and the cell weights
+    for d in range(geo.n_levels):
+        est, weight = _own_estimate(measurements, d, B, c)
+        laid = np.empty_like(est)
+        laid[:, lay.position[geo.levels[d]] - lay.bounds[d]] = est
+        estimates.append((laid, weight))
+    out = np.empty((B, geo.n, c))
+    out[:, 0] = _root(measurements, estimates[0][0][:, 0], estimates[0][1], B)
+    for d in range(len(lay.parents)):
+        c0, c1 = lay.bounds[d + 1], lay.bounds[d + 2]
+        parent_cells = out[:, lay.parents[d]]  # (B, families, c)
+        out[:, c0:c1] = _split(estimates[d + 1][0], parent_cells, lay.starts[d], lay.sizes[d])
+    result: FloatArray = out[:, lay.position].reshape(*lead, geo.n, c)
+    return result
+
+
+def check_top_down(table: Table, workload: Workload) -> None:
+    """Raise :class:`ValidationError` unless ``workload`` is in top-down's exact case.
+
+    Called before any noise is drawn (e.g. by the command line).
+
+    Parameters
+    ----------
+    table : Table
+    workload : Workload
+
+    Examples
+    --------
+    >>> from postdp import Geometric, Hierarchy
+    >>> from postdp.tables import Measurement, Query, Table, Workload
+    >>> geo = Hierarchy.from_parents(["S", "a"], [None, "S"])
+    >>> cat = Hierarchy.from_parents(["T", "x", "y"], [None, "T", "T"])
+    >>> t = Table(geo, cat, [[1, 2]])
+    >>> check_top_down(t, Workload([Measurement(d, Query.detailed(cat), Geometric(epsilon=1.0))
+    ...                             for d in range(2)]))
+    """
+    for d in range(table.geography.n_levels):
+        _level_cells(table, workload, d)
+    _root_groups(table, workload)
+
+
+def _level_cells(
+    table: Table, workload: Workload, d: int
+) -> tuple[list[tuple[int, IntArray, float]], FloatArray]:
+    """For the noisy measurements of level ``d``: (index, cell of each count, weight), and
+    the weight of every detailed cell."""
+    c = table.categories.leaves.size
+    weight = np.zeros(c)
+    items = []
+    for i, m in enumerate(workload.measurements):
+        if m.level != d:
+            continue
+        A = m.query.matrix(table.categories)
+        if m.public:
+            if d != 0:
+                raise ValidationError(
+                    f"top-down for tables keeps public queries at the root only; query "
+                    f"{m.query.name!r} is public at level {d} (use project_table)"
+                )
+            continue
+        if (A.sum(axis=1) != 1).any():
+            raise ValidationError(
+                f"top-down for tables needs noisy queries of single detailed cells; query "
+                f"{m.query.name!r} at level {d} groups several (use project_table, which "
+                "handles any workload)"
+            )
+        cells = np.argmax(A, axis=1)
+        weight[cells] += 1.0 / m.variance
+        items.append((i, cells, 1.0 / m.variance))
+    if (weight == 0).any():
+        raise ValidationError(
+            f"top-down for tables needs every detailed cell measured at every level; level "
+            f"{d} misses {int((weight == 0).sum())} of {c}"
+        )
+    return items, weight
+
+
+def _root_groups(table: Table, workload: Workload) -> list[tuple[int, int, IntArray]]:
+    """(measurement index, group, its cells) of the root's public queries, disjoint."""
+    fixed = np.zeros(table.categories.leaves.size, dtype=bool)
+    out = []
+    for i, m in enumerate(workload.measurements):
+        if m.level != 0 or not m.public:
+            continue
+        for g, row in enumerate(m.query.matrix(table.categories)):
+            cells = np.flatnonzero(row)
+            if fixed[cells].any():
+                raise ValidationError(
+                    f"public queries at the root overlap (query {m.query.name!r}); top-down "
+                    "needs disjoint public groups"
+                )
+            fixed[cells] = True
+            out.append((i, g, cells))
+    return out
+
+
+def _own_estimate(
+    measurements: TableMeasurements, d: int, B: int, c: int
+) -> tuple[FloatArray, FloatArray]:
+    """Each geounit's weighted least-squares histogram from its level's noisy detailed
+    measurements, and the weight (information) of each cell."""
+    items, weight = _level_cells(measurements.table, measurements.workload, d)
+    n_level = measurements.table.geography.levels[d].size
+    total = np.zeros((B, n_level, c))
+    for i, cells, w in items:
+        total[:, :, cells] += w * measurements.values[i].reshape(B, n_level, -1)
+    return total / weight, weight
+
+
+def _root(
+    measurements: TableMeasurements, estimate: FloatArray, weight: FloatArray, B: int
+) -> FloatArray:
+    """The root histogram: nonnegative, public groups exact, weighted least squares."""
+    out = np.maximum(estimate, 0.0)
+    for i, g, cells in _root_groups(measurements.table, measurements.workload):
+        target = measurements.values[i].reshape(B, -1)[:, g]
+        if (target < 0).any():
+            raise ValidationError("a public query at the root has a negative total")
+        for b in range(B):
+            out[b, cells] = _weighted_simplex(estimate[b, cells], weight[cells], target[b])
+    return out
+
+
+def _weighted_simplex(v: FloatArray, h: FloatArray, total: float) -> FloatArray:
+    """argmin sum h (t - v)^2 over t >= 0 with sum t = total (exact, by sorting)."""
+    # t_j = max(v_j - tau / h_j, 0); sum is decreasing in tau; breakpoints at tau = h_j v_j
+    order = np.argsort(-(h * v))
+    hv, inv_h = (h * v)[order], 1.0 / h[order]
+    sum_v = np.cumsum(v[order])
+    sum_inv = np.cumsum(inv_h)
+    tau = (sum_v - total) / sum_inv  # tau if the first k cells are positive
+    valid = hv - tau > 0
+    if not valid.any():
+        return np.zeros_like(v)
+    k = int(np.flatnonzero(valid)[-1])
+    out: FloatArray = np.maximum(v - tau[k] / h, 0.0)
+    return out
+
+
+def _split(
+    estimate: FloatArray, parent: FloatArray, starts: IntArray, sizes: IntArray
+) -> FloatArray:
+    """Children's cells: for each (draw, family, cell), the nonnegative values closest to
+    the children's estimates that add up to the parent's cell (a simplex projection)."""
+    B, n_kids, c = estimate.shape
+    families = sizes.size
+    family = np.repeat(np.arange(families), sizes)
+    # one segment per (draw, cell, family); within it the children in any order
+    v = np.transpose(estimate, (0, 2, 1)).reshape(-1)  # (B, c, n_kids) flattened
+    segment = (np.arange(B * c)[:, None] * families + family[None, :]).reshape(-1)
+    target = np.transpose(parent, (0, 2, 1)).reshape(-1)  # (B, c, families)
+    order = np.lexsort((-v, segment))
+    vs, seg = v[order], segment[order]
+    first = np.flatnonzero(np.diff(seg, prepend=-1))
+    csum = np.cumsum(vs)
+    base = np.repeat(csum[first] - vs[first], np.diff(np.append(first, vs.size)))
+    rank = np.arange(vs.size) - np.repeat(first, np.diff(np.append(first, vs.size))) + 1
+    tau = (csum - base - target[seg]) / rank
+    valid = vs - tau > 0
+    # the last valid position of each segment gives its threshold
+    last = np.maximum.reduceat(np.where(valid, np.arange(vs.size), -1), first)
+    thresh = np.where(last >= 0, tau[np.maximum(last, 0)], np.inf)
+    t_sorted = np.maximum(vs - np.repeat(thresh, np.diff(np.append(first, vs.size))), 0.0)
+    t = np.empty_like(v)
+    t[order] = t_sorted
+    return np.transpose(t.reshape(B, c, n_kids), (0, 2, 1))

@@ -1,0 +1,100 @@
+"""Top-down for tables: equal to a per-family Clarabel reference, nonnegative, consistent."""
+
+import numpy as np
+import pytest
+
+from postdp import Gaussian, Laplace
+from postdp.errors import ValidationError
+from postdp.postprocess import top_down_table
+from postdp.tables import Measurement, Query, Table, Workload, measure
+from tests.tables._reference import qp_top_down, random_tree
+
+
+def _case(seed):
+    rng = np.random.default_rng(seed)
+    geo = random_tree(rng, int(rng.integers(2, 14)), "g")
+    cat = random_tree(rng, int(rng.integers(2, 9)), "c")
+    cells = rng.integers(0, 4, (geo.leaves.size, cat.leaves.size))  # many small counts
+    cells[rng.random(cells.shape) < 0.4] = 0
+    table = Table(geo, cat, cells)
+    items = []
+    for d in range(geo.n_levels):
+        items.append(
+            Measurement(d, Query.detailed(cat), Laplace(epsilon=float(rng.uniform(0.3, 2))))
+        )
+        if rng.random() < 0.5:  # a second measurement of some single cells, other weight
+            leaves = [
+                str(cat.ids[j]) for j in cat.leaves[: int(rng.integers(1, cat.leaves.size + 1))]
+            ]
+            items.append(Measurement(d, Query.nodes(leaves, name="again"), Gaussian(rho=0.3)))
+    if rng.random() < 0.5:
+        items.append(Measurement(0, Query("total", [[str(cat.ids[0])]]), None))
+    return table, Workload(items)
+
+
+def _own(measurements):
+    """Each level's own weighted estimates and cell weights, by hand."""
+    table = measurements.table
+    c = table.categories.leaves.size
+    own, weights = [], []
+    for d in range(table.geography.n_levels):
+        total = np.zeros((table.geography.levels[d].size, c))
+        weight = np.zeros(c)
+        for m, v in zip(measurements.workload.measurements, measurements.values, strict=True):
+            if m.level == d and not m.public:
+                cells = np.argmax(m.query.matrix(table.categories), axis=1)
+                weight[cells] += 1 / m.variance
+                total[:, cells] += v / m.variance
+        own.append(total / weight)
+        weights.append(weight)
+    return own, weights
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_top_down_equals_a_per_family_reference(seed):
+    table, workload = _case(seed)
+    draws = measure(table, workload, secure=False, rng=seed)
+    ours = top_down_table(draws)
+    geo = table.geography
+    assert ours.min() >= 0
+    kids = np.zeros_like(ours)
+    np.add.at(kids, geo.parent[geo.parent >= 0], ours[geo.parent >= 0])
+    np.testing.assert_allclose(ours[~geo.is_leaf], kids[~geo.is_leaf], rtol=0, atol=1e-9)
+    own, weights = _own(draws)
+    ref = qp_top_down(draws, own, weights, ours)
+    scale = max(1.0, float(np.abs(ref).max()))
+    np.testing.assert_allclose(ours, ref, rtol=0, atol=1e-6 * scale)
+
+
+def test_batched_draws_match_one_by_one():
+    table, workload = _case(3)
+    draws = measure(table, workload, secure=False, rng=0, size=4)
+    batch = top_down_table(draws)
+    for i in range(4):
+        one = type(draws)(table, workload, tuple(v[i] for v in draws.values), False)
+        np.testing.assert_allclose(batch[i], top_down_table(one), rtol=0, atol=1e-12)
+
+
+def test_workloads_outside_the_exact_case_are_refused():
+    table, _ = _case(1)
+    cat = table.categories
+    deepest = table.geography.n_levels - 1
+    detailed = [
+        Measurement(d, Query.detailed(cat), Laplace(epsilon=1.0)) for d in range(deepest + 1)
+    ]
+    grouped = Query("grouped", [[str(cat.ids[j]) for j in cat.leaves]])
+    with pytest.raises(ValidationError, match="groups several"):
+        top_down_table(
+            measure(
+                table,
+                Workload([*detailed, Measurement(0, grouped, Laplace(epsilon=1.0))]),
+                secure=False,
+                rng=0,
+            )
+        )
+    with pytest.raises(ValidationError, match="measured at every level"):
+        top_down_table(measure(table, Workload(detailed[:-1]), secure=False, rng=0))
+    if deepest >= 1:
+        public = Measurement(1, Query("total", [[str(cat.ids[0])]]), None)
+        with pytest.raises(ValidationError, match="public queries at the root only"):
+            top_down_table(measure(table, Workload([*detailed, public]), secure=False, rng=0))
