@@ -1,0 +1,171 @@
+"""Tables at the scale of a state: the Pennsylvania block-group P1 table.
+
+Run by hand (never collected by pytest; part 2 needs the ``qp`` extra)::
+
+    python benchmarks/bench_tables.py                  # both parts
+    python benchmarks/bench_tables.py --skip-qp        # part 1 only
+    python benchmarks/bench_tables.py --qp-tracts 40   # size of the Clarabel comparison
+
+Part 1: on ``load_p1("pa-blockgroup")`` (state > 67 counties > 3,446 tracts > 10,173 block
+groups; 63 detailed cells, 71 category nodes: 641k detailed cells of leaf geounits, 971,777
+counts in all), one draw of the workload "detailed cells at every level, plus one race /
+state total public", timed against drawing its noise
+(the floor): (P) with its one-off preparation, top-down; (P) again with one more query (one
+race / two or more races at the tract level), which top-down's exact case excludes; medians
+of ``--repeat`` runs, the ratio per run measured in this process, and the peak memory
+(tracemalloc) of each step.
+
+Part 2: (P) against cvxpy + Clarabel on the same workload restricted to the first
+``--qp-tracts`` tracts of the state in GEOID order (with their counties and block groups: a
+subtree of the state, so the same algorithm on a smaller geography; all 3,446 tracts is the
+whole state), time of each and the largest difference; the ratio is the speed-up of postdp
+over the general QP solver (canonicalisation by cvxpy included, as for postdp's preparation).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+import tracemalloc
+
+import numpy as np
+
+from postdp import Gaussian
+from postdp.data import load_p1
+from postdp.hierarchy import Hierarchy
+from postdp.postprocess import TableProjector, top_down_table
+from postdp.tables import Measurement, Query, Table, Workload, measure
+
+
+def workload(categories, levels, *, aggregate=False):
+    items = [Measurement(0, Query("total", [["P1_001N"]]), None)]
+    for d in range(levels):
+        items.append(Measurement(d, Query.detailed(categories), Gaussian(rho=0.05)))
+    if aggregate:  # one race / two or more races at the tract level
+        items.append(Measurement(2, Query.nodes(["P1_002N", "P1_009N"]), Gaussian(rho=0.05)))
+    return Workload(items)
+
+
+def timed(fn):
+    start = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - start, out
+
+
+def peak_mb(fn):
+    tracemalloc.start()
+    fn()
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    return peak / 2**20
+
+
+def state_part(repeat):
+    start = time.perf_counter()
+    table = load_p1("pa-blockgroup")
+    print(f"loaded the Pennsylvania P1 table in {time.perf_counter() - start:.2f} s: ", end="")
+    print(f"{table.geography.n:,} geounits x {table.categories.n} categories")
+    w = workload(table.categories, table.geography.n_levels)
+    prep, projector = timed(lambda: TableProjector(table, w))
+    print(f"  (P) preparation (once per geography and workload): {prep:.2f} s, ", end="")
+    print(f"{len(projector._shapes)} distinct subtree shapes")
+    rows = []
+    for run in range(repeat):
+        floor, draws = timed(lambda r=run: measure(table, w, secure=False, rng=r))
+        gls, _ = timed(lambda d=draws: projector(d))
+        topdown, _ = timed(lambda d=draws: top_down_table(d))
+        rows.append((floor, gls, topdown))
+    floor, gls, topdown = (statistics.median(col) for col in zip(*rows, strict=True))
+    ratios = np.array([(g / f, t / f) for f, g, t in rows])
+    draws = measure(table, w, secure=False, rng=0)
+    print(
+        f"  noise floor (one draw of every query) {floor:.3f} s, peak "
+        f"{peak_mb(lambda: measure(table, w, secure=False, rng=0)):.0f} MB"
+    )
+    print(
+        f"  (P)       {gls:.3f} s = {np.median(ratios[:, 0]):.1f}x floor, peak "
+        f"{peak_mb(lambda: projector(draws)):.0f} MB"
+    )
+    print(
+        f"  top-down  {topdown:.3f} s = {np.median(ratios[:, 1]):.1f}x floor, peak "
+        f"{peak_mb(lambda: top_down_table(draws)):.0f} MB"
+    )
+    batch, _ = timed(lambda: projector(measure(table, w, secure=False, rng=9, size=8)))
+    print(f"  (P) on a batch of 8 draws: {batch / 8:.3f} s per draw")
+    richer = workload(table.categories, table.geography.n_levels, aggregate=True)
+    prep, more = timed(lambda: TableProjector(table, richer))
+    runs = []
+    for run in range(repeat):
+        floor_r, draws_r = timed(lambda r=run: measure(table, richer, secure=False, rng=r))
+        runs.append((floor_r, timed(lambda d=draws_r: more(d))[0]))
+    print(
+        f"  (P) with the tract-level aggregate query: preparation {prep:.2f} s, solve "
+        f"{statistics.median(r[1] for r in runs):.3f} s = "
+        f"{statistics.median(r[1] / r[0] for r in runs):.1f}x floor"
+    )
+
+
+def qp_part(n_tracts):
+    import cvxpy as cp
+
+    full = load_p1("pa-blockgroup")
+    geo = full.geography
+    ids = [str(i) for i in geo.ids]
+    tracts = sorted(i for i in ids if len(i) == 11)[:n_tracts]
+    counties = sorted({t[:5] for t in tracts})
+    chosen = set(tracts)
+    keep = ["42", *counties, *tracts, *(i for i in ids if len(i) == 12 and i[:11] in chosen)]
+    index = {i: k for k, i in enumerate(ids)}
+    parents = ["" if geo.parent[index[i]] < 0 else ids[geo.parent[index[i]]] for i in keep]
+    sub_geo = Hierarchy.from_parents(keep, [p or None for p in parents])
+    rows = [list(geo.leaves).index(index[i]) for i in (str(sub_geo.ids[j]) for j in sub_geo.leaves)]
+    table = Table(sub_geo, full.categories, full.cells[rows])
+    w = workload(table.categories, sub_geo.n_levels, aggregate=True)
+    draws = measure(table, w, secure=False, rng=1)
+    ours_time, ours = timed(lambda: TableProjector(table, w)(draws))
+    import scipy.sparse as sp
+
+    entries = []
+    for k, leaf in enumerate(sub_geo.leaves):
+        node = int(leaf)
+        while node >= 0:
+            entries.append((node, k))
+            node = int(sub_geo.parent[node])
+    r, c = np.array(entries).T
+    G = sp.csr_matrix((np.ones(r.size), (r, c)), shape=(sub_geo.n, sub_geo.leaves.size))
+    X = cp.Variable((sub_geo.leaves.size, table.categories.leaves.size))
+    objective, constraints = 0, []
+    for m, values in zip(w.measurements, draws.values, strict=True):
+        predicted = G[sub_geo.levels[m.level]] @ X @ m.query.matrix(table.categories).T
+        if m.public:
+            constraints.append(predicted == values)
+        else:
+            objective += cp.sum_squares(predicted - values) / m.variance
+    problem = cp.Problem(cp.Minimize(objective), constraints)
+    qp_time, _ = timed(lambda: problem.solve(solver=cp.CLARABEL))
+    diff = float(np.abs(G @ X.value - ours).max())
+    print(
+        f"\nPart 2: (P) on the first {len(tracts)} tracts ({len(counties)} counties) "
+        f"({sub_geo.n} geounits, {X.size:,} unknowns)"
+    )
+    print(
+        f"  postdp {ours_time:.3f} s (preparation included); cvxpy + Clarabel {qp_time:.2f} s "
+        f"(status {problem.status}); ratio {qp_time / ours_time:.0f}x; max |diff| {diff:.2e}"
+    )
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--skip-qp", action="store_true")
+    parser.add_argument("--qp-tracts", type=int, default=20)
+    args = parser.parse_args()
+    print("Part 1: the Pennsylvania block-group P1 table, one draw")
+    state_part(args.repeat)
+    if not args.skip_qp:
+        qp_part(args.qp_tracts)
+
+
+if __name__ == "__main__":
+    main()
