@@ -84,3 +84,25 @@ def test_projection_is_unbiased_on_pennsylvania():
     assert np.abs(t_stat).max() <= z
     # the public state total holds on every draw
     assert not free[0].any() or np.allclose(est[:, 0].sum(axis=-1), truth[0].sum())
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_kkt_report_certifies_the_estimate_and_catches_a_wrong_one(seed):
+    from postdp.postprocess import table_kkt_report
+
+    table, workload = random_case(seed)
+    draws = measure(table, workload, secure=False, rng=seed)
+    ours = project_table(draws, cells=True)
+    report = table_kkt_report(ours, draws)
+    assert report.worst_relative() < 1e-9, report
+    # move mass between two sibling leaves: still consistent, no longer optimal
+    geo = table.geography
+    families = [np.flatnonzero((geo.parent == p) & geo.is_leaf) for p in range(geo.n)]
+    pair = next((f for f in families if f.size >= 2), None)
+    if pair is None:
+        return
+    wrong = ours.copy()
+    wrong[pair[0], 0] += 1.0
+    wrong[pair[1], 0] -= 1.0
+    bad = table_kkt_report(wrong, draws)
+    assert bad.consistency < 1e-9 and bad.worst_relative() > 1e-6  # stationarity or public

@@ -27,6 +27,7 @@ from postdp.postprocess.ramps import (
     translated_ramp_bias,
 )
 from postdp.postprocess.rounding import round_consistent, stochastic_round
+from postdp.postprocess.table_kkt import TableKKTReport, table_kkt_report
 from postdp.postprocess.table_topdown import check_top_down, top_down_table
 from postdp.postprocess.tables import TableProjector, project_table
 
@@ -36,6 +37,7 @@ __all__ = [
     "ProjectionReport",
     "Projector",
     "Step",
+    "TableKKTReport",
     "TableProjector",
     "check_top_down",
     "clamp",
@@ -53,6 +55,7 @@ __all__ = [
     "restriction_ramp_ratio",
     "round_consistent",
     "stochastic_round",
+    "table_kkt_report",
     "top_down",
     "top_down_table",
     "translated_ramp",
