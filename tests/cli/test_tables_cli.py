@@ -216,3 +216,27 @@ def test_top_down_table_release_is_nonnegative_and_consistent(tmp_path, monkeypa
     assert main(bad) == 2
     assert "groups several" in capsys.readouterr().err
     assert not (tmp_path / "no.csv").exists()
+
+
+def test_table_audit_writes_unbiased_errors(tmp_path, monkeypatch, capsys):
+    from scipy import stats
+
+    _inputs(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    args = ["audit", "--input", "wide.csv", "--categories", "tree.csv", "--epsilon", "0.5"]
+    args += ["--draws", "200", "--postprocess", "project", "--output-dir", "aud", "--quiet"]
+    assert main(args) == 0
+    out = capsys.readouterr()
+    assert "estimated memory" in out.err and "RMSE by level" in out.out
+    cells = pd.read_csv(tmp_path / "aud" / "table_audit.csv")
+    assert len(cells) == 5 * 5 and {"truth", "bias", "bias_se", "rmse"} <= set(cells.columns)
+    z = stats.norm.isf(0.001 / (2 * len(cells)))  # (P) is unbiased: every cell within z SE
+    assert (cells["bias"].abs() <= z * cells["bias_se"]).all()
+    summary = pd.read_csv(tmp_path / "aud" / "table_summary.csv")
+    assert set(summary["level"]) == {0, 1, 2}
+    again = main([*args[:-3], "--output-dir", "aud2", "--quiet", "--seed", "0"])
+    assert again == 0
+    other = pd.read_csv(tmp_path / "aud2" / "table_audit.csv")
+    np.testing.assert_array_equal(other["bias"], cells["bias"])  # the seed decides
+    assert main([*args[:-3], "--output-dir", "aud3", "--max-memory", "1K"]) == 2
+    assert "--max-memory" in capsys.readouterr().err

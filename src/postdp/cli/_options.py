@@ -320,12 +320,12 @@ BUNDLED_TABLES = {"p1-pa-blockgroup": "pa-blockgroup", "p1-us-county": "us-count
 _QUERY_HELP = '"detailed", "total", a list of category codes, or {"name": .., "groups": [[..]]}'
 
 
-def add_table_flags(parser: argparse.ArgumentParser) -> None:
-    """--table, --categories, --design and --format."""
+def add_table_flags(parser: argparse.ArgumentParser, *, formats: bool = True) -> None:
+    """--table, --categories, --design (and --format for a release)."""
     parser.add_argument(
         "--table",
         choices=sorted(BUNDLED_TABLES),
-        help="release a bundled table instead of a hierarchy: the 2020 P.L. 94-171 table P1 "
+        help="work on a bundled table instead of a hierarchy: the 2020 P.L. 94-171 table P1 "
         "(race, 63 detailed cells) of Pennsylvania's block groups or of every US county",
     )
     parser.add_argument(
@@ -343,6 +343,8 @@ def add_table_flags(parser: argparse.ArgumentParser) -> None:
         "true}, ...]}; a query is " + _QUERY_HELP + ". Without it: the detailed cells at "
         "every level with --mechanism and --epsilon/--rho per level",
     )
+    if not formats:
+        return
     parser.add_argument(
         "--format",
         default="long",

@@ -14,12 +14,14 @@ from postdp.cli._options import (
     add_mechanism_options,
     add_output_options,
     add_postprocess_options,
+    add_table_flags,
     add_table_options,
     byte_size,
     flag,
     ids,
     int_list,
     progress,
+    wants_table,
     whole,
 )
 
@@ -106,6 +108,7 @@ def add_parser(commands: Any) -> None:
         help="table format (parquet needs pyarrow)",
     )
     parser.add_argument("--no-figures", action="store_true", help="write the tables only")
+    add_table_flags(parser, formats=False)
     add_output_options(parser)
     parser.set_defaults(func=run)
 
@@ -126,6 +129,10 @@ def run(args: argparse.Namespace, state: RunState) -> int:
 
     from postdp.analysis import ReleaseDesign, simulate
 
+    if wants_table(args):
+        from postdp.cli._audit_table import run_table_audit
+
+        return run_table_audit(args, state)
     _check_extras(args)
     loaded, mechanisms = prepare(args, state)
     h = loaded.hierarchy

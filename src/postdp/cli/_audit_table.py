@@ -1,0 +1,128 @@
+"""``postdp audit --table``: the errors of a table release design by Monte Carlo (private;
+called by :mod:`postdp.cli.audit`). Study path only: the draws come from numpy, in blocks of
+``BLOCK`` draws each with its own seed spawned from --seed, so the results do not depend on
+--batch or --workers (which a table audit does not use); memory is one block plus the
+running sums, checked against --max-memory before anything is drawn."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+import numpy as np
+
+from postdp.cli._io import OutputDir, RunState, check_output_dir
+from postdp.cli._options import CliError, progress
+from postdp.cli._release_table import flag_design
+from postdp.cli._tables import check_steps, load_table, workload
+
+#: Draws per block; each block has its own seed, so results depend on --seed alone.
+BLOCK = 4
+
+
+def run_table_audit(args: argparse.Namespace, state: RunState) -> int:
+    """Check, simulate ``--draws`` releases of the table design, write per-cell errors."""
+    from postdp._moments import Accumulator
+    from postdp.tables import expand, measure
+
+    if args.format == "parquet":
+        raise CliError("--format 'parquet': table audits write CSV")
+    state.phase = "reading the table"
+    loaded = load_table(args)
+    table = loaded.table
+    state.phase = "checking the options"
+    work = workload(args, table)
+    step = check_steps(args.postprocess) or "project"
+    if step == "project":
+        from postdp.postprocess import TableProjector
+
+        with flag_design(args):
+            solve: Any = TableProjector(table, work)
+    else:
+        from postdp.postprocess import check_top_down, top_down_table
+
+        with flag_design(args):
+            check_top_down(table, work)
+        solve = top_down_table
+    out_dir = check_output_dir(
+        args.output_dir, "--output-dir", inputs=loaded.paths, overwrite=args.overwrite
+    )
+    geo, cat = table.geography, table.categories
+    per_draw = geo.n * cat.n * 8 * 12  # the arrays one draw needs while it is solved
+    n_blocks = -(-args.draws // BLOCK)
+    estimate = BLOCK * per_draw + 3 * geo.n * cat.n * 8  # a block + the running sums
+    if estimate > args.max_memory:
+        raise CliError(
+            f"--max-memory {args.max_memory}: a table audit of {geo.n:,} geounits x {cat.n} "
+            f"categories needs about {estimate / 2**20:,.0f} MB"
+        )
+    print(
+        f"estimated memory: {estimate / 2**20:,.0f} MB ({BLOCK} draws at a time, "
+        f"{geo.n:,} geounits x {cat.n} categories)",
+        file=sys.stderr,
+    )
+    seeds = np.random.SeedSequence(args.seed).spawn(n_blocks)
+    truth = table.counts().astype(float).reshape(-1)
+    acc = Accumulator()
+    state.phase = "simulating"
+    bar = progress("draws", args.draws, quiet=args.quiet)
+    done = 0
+    for seed in seeds:
+        size = min(BLOCK, args.draws - done)
+        draws = measure(table, work, secure=False, rng=seed, size=size)
+        detailed = solve(draws)
+        full = expand(detailed[..., geo.leaves, :], geo, cat)
+        acc.add(full.reshape(size, -1) - truth)
+        done += size
+        bar.update(size)
+    bar.close()
+    mean, se, mae = acc.mean_and_se()
+    assert acc.total is not None
+    rmse = np.sqrt(acc.total["s2"] / acc.count)
+    cells = table.to_frame(name="truth")
+    cells["bias"] = mean
+    cells["bias_se"] = se
+    cells["rmse"] = rmse
+    cells["mae"] = mae
+    summary = cells.groupby(["level", "category", "label"], as_index=False, sort=False).agg(
+        geounits=("geo_id", "size"),
+        mean_abs_bias=("bias", lambda b: b.abs().mean()),
+        rmse=("rmse", lambda r: float(np.sqrt((r**2).mean()))),
+        mae=("mae", "mean"),
+    )
+    state.phase = f"writing {out_dir}"
+    folder = OutputDir(out_dir, state)
+    try:
+        cells.to_csv(folder.file("table_audit.csv"), index=False)
+        summary.to_csv(folder.file("table_summary.csv"), index=False)
+        written = folder.commit(
+            {
+                "command": "postdp audit --table",
+                "input": loaded.source,
+                "budget": str(work.budget()),
+                "postprocess": step,
+                "draws": args.draws,
+                "seed": args.seed,
+            }
+        )
+    except BaseException:
+        folder.discard()
+        raise
+    state.written = [str(out_dir)]
+    z = np.abs(mean) / np.maximum(se, 1e-300)
+    worst = int(np.argmax(np.where(se > 0, z, 0.0)))
+    row = cells.iloc[worst]
+    print(
+        f"audited table {loaded.source}: {geo.n:,} geounits x {cat.n} categories over "
+        f"{args.draws} draws (study path, seed {args.seed}); post-processing {step}; "
+        f"budget {work.budget()}"
+    )
+    print(
+        f"largest |bias|/SE: {row['geo_id']} {row['category']}, bias {row['bias']:.4g} "
+        f"(SE {row['bias_se']:.2g})"
+    )
+    per_level = summary.groupby("level")["rmse"].apply(lambda r: float(np.sqrt((r**2).mean())))
+    print("RMSE by level: " + ", ".join(f"{d}: {v:.4g}" for d, v in per_level.items()))
+    print("wrote: " + ", ".join(str(p) for p in written))
+    return 0
