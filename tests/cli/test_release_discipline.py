@@ -21,7 +21,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from postdp.cli import main
-from postdp.mechanisms import _base
 from tests.cli._helpers import (
     TABLE,
     TRUE_COUNTS,
@@ -31,28 +30,7 @@ from tests.cli._helpers import (
     write_inputs,
 )
 
-
 # -- nothing reaches a sampler before every check has passed ------------------------------
-@pytest.fixture
-def spy(monkeypatch):
-    """Record every call of the study and release samplers (they stay functional)."""
-    calls = []
-    real_release = _base.NoiseMechanism.release
-    real_draw = _base.NoiseMechanism._draw
-
-    def release(self, x):
-        calls.append("release")
-        return real_release(self, x)
-
-    def draw(self, values, rng, n_rows):
-        calls.append("study")
-        return real_draw(self, values, rng, n_rows)
-
-    monkeypatch.setattr(_base.NoiseMechanism, "release", release)
-    monkeypatch.setattr(_base.NoiseMechanism, "_draw", draw)
-    return calls
-
-
 FAILING_LATE = [
     ["--budget-cap", "2"],  # needs the ledger and the budget
     ["--postprocess", "project,modified:T=abc"],

@@ -9,7 +9,6 @@ import pandas as pd
 import pytest
 
 from postdp.cli import main
-from postdp.mechanisms import _base
 
 WIDE = (
     "id,parent,T,x,y,y1,y2\n"
@@ -25,24 +24,6 @@ TREE = "code,parent,label\nT,,Total\nx,T,Ex\ny,T,Why\ny1,y,Why one\ny2,y,Why two
 def _inputs(folder):
     (folder / "wide.csv").write_text(WIDE)
     (folder / "tree.csv").write_text(TREE)
-
-
-@pytest.fixture
-def spy(monkeypatch):
-    calls = []
-    real_release, real_draw = _base.NoiseMechanism.release, _base.NoiseMechanism._draw
-
-    def release(self, x):
-        calls.append("release")
-        return real_release(self, x)
-
-    def draw(self, values, rng, n_rows):
-        calls.append("study")
-        return real_draw(self, values, rng, n_rows)
-
-    monkeypatch.setattr(_base.NoiseMechanism, "release", release)
-    monkeypatch.setattr(_base.NoiseMechanism, "_draw", draw)
-    return calls
 
 
 def test_bundled_county_table_long_form(tmp_path, monkeypatch, capsys):

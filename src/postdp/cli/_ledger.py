@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -88,3 +89,29 @@ def append(path: Path, record: dict[str, Any]) -> None:
         handle.write(line)
         handle.flush()
         os.fsync(handle.fileno())
+
+
+def publish(
+    output: Path,
+    frame: Any,
+    ledger_path: Path | None,
+    record: Callable[[str], dict[str, Any]],
+) -> None:
+    """Write ``frame`` as CSV to ``output`` atomically; for a secure release, append
+    ``record(sha256 of the written bytes)`` to the ledger before the file is moved into
+    place (a release that cannot be recorded is not published)."""
+    from postdp.cli._io import sha256, write_atomic
+    from postdp.cli._options import CliError
+
+    def write(tmp: Path) -> None:
+        frame.to_csv(tmp, index=False)
+        if ledger_path is not None:
+            try:
+                append(ledger_path, record(sha256(tmp)))
+            except OSError as exc:
+                raise CliError(
+                    f"--ledger {str(ledger_path)!r}: could not record the release "
+                    f"({exc.strerror}); nothing was published"
+                ) from None
+
+    write_atomic(output, write)

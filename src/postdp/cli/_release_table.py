@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from postdp.cli import _ledger
-from postdp.cli._io import RunState, check_output_file, sha256, write_atomic
+from postdp.cli._io import RunState, check_output_file
 from postdp.cli._options import CliError, typed
 from postdp.cli._tables import check_steps, load_table, long_form, wide_form, workload
 
@@ -76,19 +76,12 @@ def run_table(args: argparse.Namespace, state: RunState, check_cap: Any) -> int:
     state.phase = f"writing {output}"
     state.pending = [str(output)]
 
-    def write(tmp: Path) -> None:
-        frame.to_csv(tmp, index=False)
-        if ledger_path is not None:
-            record = _record(args, loaded, work, output, sha256(tmp), opendp)
-            try:
-                _ledger.append(ledger_path, record)
-            except OSError as exc:
-                raise CliError(
-                    f"--ledger {str(ledger_path)!r}: could not record the release "
-                    f"({exc.strerror}); nothing was published"
-                ) from None
-
-    write_atomic(output, write)
+    _ledger.publish(
+        output,
+        frame,
+        ledger_path,
+        lambda digest: _record(args, loaded, work, output, digest, opendp),
+    )
     state.pending = []
     state.written.append(str(output))
     _report(args, loaded, work, output, secure, spent, ledger_path)

@@ -10,7 +10,7 @@ from typing import Any
 
 from postdp.cli import _ledger
 from postdp.cli._common import level_labels, prepare, public_ids
-from postdp.cli._io import RunState, check_output_file, sha256, write_atomic
+from postdp.cli._io import RunState, check_output_file
 from postdp.cli._options import (
     CliError,
     add_mechanism_options,
@@ -186,19 +186,12 @@ def run(args: argparse.Namespace, state: RunState) -> int:
     state.phase = f"writing {output}"
     state.pending = [str(output)]
 
-    def write(tmp: Path) -> None:
-        table.to_csv(tmp, index=False)
-        if ledger_path is not None:  # recorded before the output is moved into place
-            record = _record(args, loaded, mechanisms, result.budget, output, sha256(tmp), opendp)
-            try:
-                _ledger.append(ledger_path, record)
-            except OSError as exc:
-                raise CliError(
-                    f"--ledger {str(ledger_path)!r}: could not record the release "
-                    f"({exc.strerror}); nothing was published"
-                ) from None
-
-    write_atomic(output, write)
+    _ledger.publish(
+        output,
+        table,
+        ledger_path,
+        lambda digest: _record(args, loaded, mechanisms, result.budget, output, digest, opendp),
+    )
     state.pending = []
     state.written.append(str(output))
     _report(args, loaded, mechanisms, result, chain, consistent, output, spent, ledger_path)
