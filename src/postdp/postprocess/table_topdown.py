@@ -96,6 +96,16 @@ def check_top_down(table: Table, workload: Workload) -> None:
     table : Table
     workload : Workload
 
+    Returns
+    -------
+    None
+        Returns quietly when top-down can run this workload exactly.
+
+    Raises
+    ------
+    ValidationError
+        Naming the query and level that leave the exact case.
+
     Examples
     --------
     >>> from postdp import Geometric, Hierarchy
