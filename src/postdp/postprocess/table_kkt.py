@@ -45,6 +45,12 @@ class TableKKTReport:
         for a relative residual.
     value_scale : float
         max(1, largest |t|): the scale of the consistency and public residuals.
+
+    Examples
+    --------
+    >>> report = TableKKTReport(0.0, 1e-9, 1e-8, 100.0, 50.0)
+    >>> report.worst_relative()
+    1e-10
     """
 
     consistency: float
