@@ -3,6 +3,7 @@
 from postdp._intervals import ConfidenceInterval
 from postdp.analysis.design import ReleaseDesign
 from postdp.analysis.montecarlo import MonteCarloResult, simulate
+from postdp.analysis.table_metrics import SIZE_BINS, table_error_metrics
 from postdp.analysis.theory import (
     BiasBound,
     geometric_h,
@@ -16,6 +17,7 @@ from postdp.analysis.theory import (
 )
 
 __all__ = [
+    "SIZE_BINS",
     "BiasBound",
     "ConfidenceInterval",
     "MonteCarloResult",
@@ -29,4 +31,5 @@ __all__ = [
     "ps_error_variance",
     "ps_wasserstein_to_laplace",
     "simulate",
+    "table_error_metrics",
 ]

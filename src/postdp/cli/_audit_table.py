@@ -24,6 +24,7 @@ BLOCK = 4
 def run_table_audit(args: argparse.Namespace, state: RunState) -> int:
     """Check, simulate ``--draws`` releases of the table design, write per-cell errors."""
     from postdp._moments import Accumulator
+    from postdp.analysis import table_error_metrics
     from postdp.tables import expand, measure
 
     if args.format == "parquet":
@@ -68,12 +69,14 @@ def run_table_audit(args: argparse.Namespace, state: RunState) -> int:
     state.phase = "simulating"
     bar = progress("draws", args.draws, quiet=args.quiet)
     done = 0
+    metric_parts: list[tuple[int, Any, Any]] = []
     for seed in seeds:
         size = min(BLOCK, args.draws - done)
         draws = measure(table, work, secure=False, rng=seed, size=size)
         detailed = solve(draws)
         full = expand(detailed[..., geo.leaves, :], geo, cat)
         acc.add(full.reshape(size, -1) - truth)
+        metric_parts.append((size, *table_error_metrics(detailed, table)))
         done += size
         bar.update(size)
     bar.close()
@@ -91,11 +94,14 @@ def run_table_audit(args: argparse.Namespace, state: RunState) -> int:
         rmse=("rmse", lambda r: float(np.sqrt((r**2).mean()))),
         mae=("mae", "mean"),
     )
+    by_size, by_diversity = _combine(metric_parts)
     state.phase = f"writing {out_dir}"
     folder = OutputDir(out_dir, state)
     try:
         cells.to_csv(folder.file("table_audit.csv"), index=False)
         summary.to_csv(folder.file("table_summary.csv"), index=False)
+        by_size.to_csv(folder.file("table_metrics.csv"), index=False)
+        by_diversity.to_csv(folder.file("table_diversity.csv"), index=False)
         written = folder.commit(
             {
                 "command": "postdp audit --table",
@@ -124,5 +130,37 @@ def run_table_audit(args: argparse.Namespace, state: RunState) -> int:
     )
     per_level = summary.groupby("level")["rmse"].apply(lambda r: float(np.sqrt((r**2).mean())))
     print("RMSE by level: " + ", ".join(f"{d}: {v:.4g}" for d, v in per_level.items()))
+    small = by_size[by_size["level"] == by_size["level"].max()].iloc[0]
+    print(
+        f"smallest geounits at the deepest level ({small['size']} people): MAE "
+        f"{small['mae']:.3g}, MAPE {small['mape']:.3g}%, mean TVD {small['tvd']:.3g}"
+    )
     print("wrote: " + ", ".join(str(p) for p in written))
     return 0
+
+
+def _combine(parts: list[tuple[int, Any, Any]]) -> tuple[Any, Any]:
+    """Average the per-block metrics over all draws (RMSE through its square)."""
+    import pandas as pd
+
+    out = []
+    diversity_keys = ["level", "quintile", "geounits", "blau_low", "blau_high"]
+    for which, keys in ((1, ["level", "size", "geounits"]), (2, diversity_keys)):
+        frames = []
+        for size, *tables in parts:
+            frame = tables[which - 1].copy()
+            if "rmse" in frame:
+                frame["rmse"] = frame["rmse"] ** 2
+            frame["_draws"] = size
+            frames.append(frame)
+        stacked = pd.concat(frames, ignore_index=True)
+        values = [c for c in stacked.columns if c not in (*keys, "_draws")]
+        weighted = stacked[values].mul(stacked["_draws"], axis=0)
+        weighted[keys] = stacked[keys]
+        weighted["_draws"] = stacked["_draws"]
+        total = weighted.groupby(keys, sort=False, as_index=False).sum(min_count=1)
+        total[values] = total[values].div(total["_draws"], axis=0)
+        if "rmse" in total:
+            total["rmse"] = total["rmse"] ** 0.5
+        out.append(total.drop(columns="_draws"))
+    return out[0], out[1]

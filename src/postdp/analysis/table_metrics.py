@@ -1,0 +1,157 @@
+"""The error metrics the Census Bureau publishes for its 2020 disclosure-avoidance runs, for
+a released table against its truth, by geographic level and population size.
+
+For each geographic level and each bin of true total population (default 0-9, 10-99,
+100-999, 1,000-9,999, 10,000+), over the geounits in it:
+
+- ``mae``, ``rmse``: mean absolute and root-mean-square error of the total population;
+- ``mape``: mean absolute percent error, 100 |released - true| / true (geounits with a true
+  total of 0 are left out of the percent errors);
+- ``mspe``: mean signed percent error, 100 (released - true) / true;
+- ``share_ape_over_10``: share of geounits whose absolute percent error exceeds 10%;
+- ``tvd``: mean total variation distance between the released and the true shares of the
+  detailed cells, 1/2 sum_j |r_j / R - t_j / T| (geounits with a zero total on either side
+  left out);
+- ``share_largest_within_5pp``: among geounits of 500+ people, the share whose largest
+  true detailed group has a released share within 5 percentage points of its true share.
+
+And by diversity: the mean signed error of the total population by quintile of the Blau
+index 1 - sum_j (t_j / T)^2 of the true detailed histogram, per level.
+
+Rows with several draws (leading axes) average the per-draw metrics over the draws.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from postdp._typing import ArrayLike
+from postdp.errors import ValidationError
+from postdp.tables import Table
+
+__all__ = ["SIZE_BINS", "table_error_metrics"]
+
+#: Lower edges of the default population-size bins.
+SIZE_BINS = (0, 10, 100, 1_000, 10_000)
+
+
+def _bin_labels(edges: Sequence[int]) -> list[str]:
+    labels = [f"{lo:,}-{hi - 1:,}" for lo, hi in itertools.pairwise(edges)]
+    return [*labels, f"{edges[-1]:,}+"]
+
+
+def table_error_metrics(
+    released: ArrayLike, table: Table, *, bins: Sequence[int] = SIZE_BINS
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Census-style error metrics of a released table, by level and population size.
+
+    Parameters
+    ----------
+    released : array_like, shape (..., geography.n, n_detailed)
+        Released detailed histograms of every geounit (e.g. from
+        :func:`postdp.postprocess.project_table` with ``cells=True`` or
+        :func:`postdp.postprocess.top_down_table`); leading axes are draws.
+    table : Table
+        The truth.
+    bins : sequence of int, default (0, 10, 100, 1000, 10000)
+        Increasing lower edges of the population-size bins (the true total population).
+
+    Returns
+    -------
+    by_size : pandas.DataFrame
+        One row per (level, size bin) with ``geounits`` and the metrics of the module notes.
+    by_diversity : pandas.DataFrame
+        One row per (level, Blau-index quintile) with ``geounits``, the quintile's Blau
+        range and ``mean_signed_error``.
+
+    Examples
+    --------
+    >>> from postdp import Hierarchy
+    >>> geo = Hierarchy.from_parents(["S", "a", "b"], [None, "S", "S"])
+    >>> cat = Hierarchy.from_parents(["T", "x", "y"], [None, "T", "T"])
+    >>> t = Table(geo, cat, [[6, 2], [40, 60]])
+    >>> released = t.detailed() + [[1, 0], [1, 0], [0, 0]]
+    >>> by_size, _ = table_error_metrics(released, t)
+    >>> by_size.loc[by_size["size"] == "0-9", ["level", "mae", "mape"]].to_dict("records")
+    [{'level': 1, 'mae': 1.0, 'mape': 12.5}]
+    """
+    geo = table.geography
+    truth = table.detailed().astype(float)
+    est = np.asarray(released, dtype=float)
+    if est.shape[-2:] != truth.shape:
+        raise ValidationError(
+            f"`released` must have shape (..., {truth.shape[0]}, {truth.shape[1]}) (detailed "
+            f"cells of every geounit); got {est.shape}"
+        )
+    edges = [int(b) for b in bins]
+    if not edges or edges[0] != 0 or any(b <= a for a, b in itertools.pairwise(edges)):
+        raise ValidationError(f"`bins` must be increasing lower edges starting at 0; got {bins}")
+    est = est.reshape(-1, *truth.shape)
+    true_total = truth.sum(axis=1)
+    rel_total = est.sum(axis=2)  # (draws, n)
+    error = rel_total - true_total
+    positive = true_total > 0
+    pct = np.where(positive, 100.0 * error / np.where(positive, true_total, 1.0), np.nan)
+    true_share = truth / np.where(positive, true_total, 1.0)[:, None]
+    rel_ok = rel_total > 0
+    rel_share = est / np.where(rel_ok, rel_total, 1.0)[..., None]
+    tvd = np.where(rel_ok & positive, 0.5 * np.abs(rel_share - true_share).sum(axis=2), np.nan)
+    largest = np.argmax(truth, axis=1)
+    rows = np.arange(truth.shape[0])
+    gap = np.abs(rel_share[:, rows, largest] - true_share[rows, largest])
+    big = true_total >= 500
+    within = np.where(big & rel_ok, gap <= 0.05, False).astype(float)
+    within[:, ~big] = np.nan
+    size_bin = np.searchsorted(edges, true_total, side="right") - 1
+    labels = _bin_labels(edges)
+    depth = geo.depth
+    records = []
+    for d in range(geo.n_levels):
+        for b, label in enumerate(labels):
+            pick = (depth == d) & (size_bin == b)
+            if not pick.any():
+                continue
+            e, p = error[:, pick], pct[:, pick]
+            records.append(
+                {
+                    "level": d,
+                    "size": label,
+                    "geounits": int(pick.sum()),
+                    "mae": float(np.mean(np.abs(e))),
+                    "rmse": float(np.sqrt(np.mean(e**2))),
+                    "mape": _nanmean(np.abs(p)),
+                    "mspe": _nanmean(p),
+                    "share_ape_over_10": _nanmean(np.where(np.isnan(p), np.nan, np.abs(p) > 10)),
+                    "tvd": _nanmean(tvd[:, pick]),
+                    "share_largest_within_5pp": _nanmean(within[:, pick]),
+                }
+            )
+    by_size = pd.DataFrame(records)
+    blau = 1.0 - (true_share**2).sum(axis=1)
+    diversity = []
+    for d in range(geo.n_levels):
+        nodes = np.flatnonzero((depth == d) & positive)
+        if nodes.size < 5:
+            continue
+        order = nodes[np.argsort(blau[nodes], kind="stable")]
+        for q, part in enumerate(np.array_split(order, 5), start=1):
+            diversity.append(
+                {
+                    "level": d,
+                    "quintile": q,
+                    "geounits": int(part.size),
+                    "blau_low": float(blau[part].min()),
+                    "blau_high": float(blau[part].max()),
+                    "mean_signed_error": float(error[:, part].mean()),
+                }
+            )
+    return by_size, pd.DataFrame(diversity)
+
+
+def _nanmean(values: ArrayLike) -> float:
+    arr = np.asarray(values, dtype=float)
+    return float(np.nanmean(arr)) if np.isfinite(arr).any() else float("nan")
