@@ -66,7 +66,8 @@ def table_error_metrics(
         One row per (level, size bin) with ``geounits`` and the metrics of the module notes.
     by_diversity : pandas.DataFrame
         One row per (level, Blau-index quintile) with ``geounits``, the quintile's Blau
-        range and ``mean_signed_error``.
+        range and ``mean_signed_error`` (levels with fewer than 5 populated geounits are
+        left out).
 
     Examples
     --------
@@ -149,7 +150,8 @@ def table_error_metrics(
                     "mean_signed_error": float(error[:, part].mean()),
                 }
             )
-    return by_size, pd.DataFrame(diversity)
+    columns = ["level", "quintile", "geounits", "blau_low", "blau_high", "mean_signed_error"]
+    return by_size, pd.DataFrame(diversity, columns=columns)
 
 
 def _nanmean(values: ArrayLike) -> float:
