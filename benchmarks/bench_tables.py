@@ -15,6 +15,10 @@ race / two or more races at the tract level), which top-down's exact case exclud
 of ``--repeat`` runs, the ratio per run measured in this process, and the peak memory
 (tracemalloc) of each step.
 
+Part 3 (``--national``): a synthetic P1-shaped national tract-level table
+(``postdp.data.synthetic_table``: nation > 52 states > ~3,200 counties > ~90,000 tracts x 63
+cells), one draw of noise, (P) and top-down, medians of ``--repeat``, peak resident memory.
+
 Part 2: (P) against cvxpy + Clarabel on the same workload restricted to the first
 ``--qp-tracts`` tracts of the state in GEOID order (with their counties and block groups: a
 subtree of the state, so the same algorithm on a smaller geography; all 3,446 tracts is the
@@ -161,12 +165,48 @@ def qp_part(n_tracts):
     )
 
 
+def national_part(repeat):
+    import resource
+
+    from postdp.data import synthetic_table
+
+    start = time.perf_counter()
+    table = synthetic_table(rng=0)
+    levels = [lvl.size for lvl in table.geography.levels]
+    print(
+        f"\nPart 3: synthetic national tract-level table {levels} x 63, built in "
+        f"{time.perf_counter() - start:.1f} s"
+    )
+    w = workload(table.categories, table.geography.n_levels)
+    prep, projector = timed(lambda: TableProjector(table, w))
+    rows = []
+    for run in range(repeat):
+        floor, draws = timed(lambda r=run: measure(table, w, secure=False, rng=r))
+        rows.append(
+            (
+                floor,
+                timed(lambda d=draws: projector(d))[0],
+                timed(lambda d=draws: top_down_table(d))[0],
+            )
+        )
+    floor, gls, topdown = (statistics.median(col) for col in zip(*rows, strict=True))
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+    print(
+        f"  noise {floor:.2f} s; (P) {gls:.2f} s = {gls / floor:.1f}x (preparation {prep:.1f} s);"
+        f" top-down {topdown:.2f} s = {topdown / floor:.1f}x; peak RSS {peak:.2f} GB"
+    )
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--skip-qp", action="store_true")
     parser.add_argument("--qp-tracts", type=int, default=20)
+    parser.add_argument("--national", action="store_true", help="part 3 only")
     args = parser.parse_args()
+    if args.national:
+        national_part(args.repeat)
+        return
     print("Part 1: the Pennsylvania block-group P1 table, one draw")
     state_part(args.repeat)
     if not args.skip_qp:

@@ -179,3 +179,17 @@ def test_expand_matches_counts():
     full = expand(draws, t.geography, t.categories)
     assert full.shape == (2, *t.shape)
     np.testing.assert_allclose(full[1, 0, 0], draws[1].sum())
+
+
+def test_synthetic_p1_shaped_table():
+    from postdp.data import synthetic_table
+
+    t = synthetic_table((4, 5, 3), leaf_mean=300, rng=1)
+    geo = t.geography
+    assert t.categories.leaves.size == 63 and t.cells.shape == (geo.leaves.size, 63)
+    np.testing.assert_array_equal(t.cells.sum(axis=1), geo.counts[geo.leaves])
+    assert (t.cells == 0).mean() > 0.3  # sparse, like P1's detailed cells
+    shares = t.cells.sum(axis=0) / t.cells.sum()
+    assert shares.max() > 0.4  # skewed: one dominant group, as nationally
+    again = synthetic_table((4, 5, 3), leaf_mean=300, rng=1)
+    np.testing.assert_array_equal(again.cells, t.cells)

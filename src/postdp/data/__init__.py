@@ -12,7 +12,7 @@ import pandas as pd
 
 from postdp import _rng
 from postdp._typing import RNGLike
-from postdp.data._p1 import load_p1
+from postdp.data._p1 import load_p1, synthetic_table
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
 
@@ -23,6 +23,7 @@ __all__ = [
     "load_section203",
     "load_title1",
     "synthetic_hierarchy",
+    "synthetic_table",
 ]
 
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from importlib import resources
 
 import numpy as np
 import pandas as pd
 
+from postdp import _rng
+from postdp._typing import RNGLike
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
 from postdp.tables import Table
@@ -87,3 +90,54 @@ def load_p1(name: str) -> Table:
             raise ValidationError("the Pennsylvania file holds a block group outside state 42")
         geography = Hierarchy.from_frame(frame, count=None)
     return Table.from_wide(raw, geography, categories, labels=labels)
+
+
+def synthetic_table(
+    fanout: Sequence[float] = (52, 62, 26),
+    *,
+    leaf_mean: float = 4000.0,
+    concentration: float = 20.0,
+    rng: RNGLike = None,
+) -> Table:
+    """A synthetic P1-shaped table for scale tests: a census-shaped geography whose leaves
+    carry sparse, skewed histograms over the 63 detailed P1 cells.
+
+    Parameters
+    ----------
+    fanout : sequence of float, default (52, 62, 26)
+        Children per node below the root, as in :func:`synthetic_hierarchy`; the default is
+        the nation > 52 states > ~3,200 counties > ~84,000 tracts. ``(52, 62, 26, 3, 34)``
+        reaches about 8 million blocks (a cells array of 8M x 63 int64 = 4 GB).
+    leaf_mean : float, default 4000
+        Mean population of a leaf geounit (geometric, so many small ones).
+    concentration : float, default 20
+        Each leaf's category shares are Dirichlet(concentration x the national 2020 P1
+        shares): small values make leaves less alike (more diverse places and more zeros).
+    rng : int, numpy.random.Generator, SeedSequence or None
+
+    Returns
+    -------
+    Table
+        Built with array operations only (no Python object per geounit); ids as in
+        :func:`synthetic_hierarchy`, categories the P1 codes.
+
+    Examples
+    --------
+    >>> t = synthetic_table((3, 4), leaf_mean=50, rng=0)
+    >>> t.shape, t.cells.shape
+    ((15, 71), (11, 63))
+    """
+    from postdp.data import synthetic_hierarchy
+
+    if not np.isfinite(concentration) or concentration <= 0:
+        raise ValidationError(f"`concentration` must be positive; got {concentration!r}")
+    gen = _rng.as_generator(rng)
+    geography = synthetic_hierarchy(fanout, leaf_mean=leaf_mean, rng=gen)
+    categories, labels = p1_categories()
+    nation = load_p1("us-county").cells.sum(axis=0).astype(float)
+    shares = gen.dirichlet(concentration * nation / nation.sum(), size=geography.leaves.size)
+    shares = np.maximum(shares, 0.0)
+    shares /= shares.sum(axis=1, keepdims=True)
+    assert geography.counts is not None
+    cells = gen.multinomial(geography.counts[geography.leaves], shares)
+    return Table(geography, categories, cells, labels)
