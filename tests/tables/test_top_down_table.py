@@ -98,3 +98,29 @@ def test_workloads_outside_the_exact_case_are_refused():
         public = Measurement(1, Query("total", [[str(cat.ids[0])]]), None)
         with pytest.raises(ValidationError, match="public queries at the root only"):
             top_down_table(measure(table, Workload([*detailed, public]), secure=False, rng=0))
+
+
+def test_dask_partitions_give_the_local_result():
+    from postdp.data import synthetic_table
+
+    distributed = pytest.importorskip("dask.distributed")
+    table = synthetic_table((3, 4, 3, 2), leaf_mean=40, rng=2)
+    cat = table.categories
+    w = Workload(
+        [Measurement(0, Query("total", [["P1_001N"]]), None)]
+        + [Measurement(d, Query.detailed(cat), Gaussian(rho=0.5)) for d in range(5)]
+    )
+    draws = measure(table, w, secure=False, rng=4, size=2)
+    local = top_down_table(draws)
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        remote = top_down_table(draws, client=client)
+    np.testing.assert_array_equal(remote, local)
+    geo = table.geography
+    kids = np.zeros_like(local)
+    np.add.at(kids, (slice(None), geo.parent[geo.parent >= 0]), local[:, geo.parent >= 0])
+    np.testing.assert_allclose(local[:, ~geo.is_leaf], kids[:, ~geo.is_leaf], atol=1e-9)

@@ -18,6 +18,8 @@ error (use :func:`postdp.postprocess.project_table`, which handles any workload)
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from postdp._typing import FloatArray, IntArray
@@ -27,7 +29,7 @@ from postdp.tables import Table, TableMeasurements, Workload
 __all__ = ["check_top_down", "top_down_table"]
 
 
-def top_down_table(measurements: TableMeasurements) -> FloatArray:
+def top_down_table(measurements: TableMeasurements, *, client: Any = None) -> FloatArray:
     """Top-down post-processing of a table: nonnegative, consistent both ways.
 
     Parameters
@@ -36,6 +38,11 @@ def top_down_table(measurements: TableMeasurements) -> FloatArray:
         Every level must measure each detailed cell (as single cells; several detailed
         measurements at a level are combined by their weights); public queries only at
         the root, as disjoint groups.
+    client : dask.distributed.Client, optional
+        Run the subtrees below the first level (the states, for a national table) as Dask
+        tasks. Below that level each subtree is split on its own, one partition per
+        first-level geounit, locally too, so the result is the same array with or without
+        a client.
 
     Returns
     -------
@@ -78,12 +85,73 @@ def top_down_table(measurements: TableMeasurements) -> FloatArray:
         estimates.append((laid, weight))
     out = np.empty((B, geo.n, c))
     out[:, 0] = _root(measurements, estimates[0][0][:, 0], estimates[0][1], B)
-    for d in range(len(lay.parents)):
-        c0, c1 = lay.bounds[d + 1], lay.bounds[d + 2]
-        parent_cells = out[:, lay.parents[d]]  # (B, families, c)
-        out[:, c0:c1] = _split(estimates[d + 1][0], parent_cells, lay.starts[d], lay.sizes[d])
+    if len(lay.parents):
+        c0, c1 = lay.bounds[1], lay.bounds[2]
+        out[:, c0:c1] = _split(estimates[1][0], out[:, :1], lay.starts[0], lay.sizes[0])
+    tasks = _partitions(lay, [e for e, _ in estimates])
+    if client is None:
+        results = [_split_subtree(out[:, p], parts) for p, parts, _ in tasks]
+    else:
+        futures = [
+            client.submit(_split_subtree, out[:, p], parts, pure=False) for p, parts, _ in tasks
+        ]
+        results = client.gather(futures)
+    for (_, _, ranges), pieces in zip(tasks, results, strict=True):
+        for (lo, hi), piece in zip(ranges, pieces, strict=True):
+            out[:, lo:hi] = piece
     result: FloatArray = out[:, lay.position].reshape(*lead, geo.n, c)
     return result
+
+
+Part = tuple[FloatArray, IntArray, IntArray, IntArray]
+
+
+def _partitions(
+    lay: Any, estimates: list[FloatArray]
+) -> list[tuple[int, list[Part], list[tuple[int, int]]]]:
+    """One task per geounit of the first level: its layout position; for each deeper level
+    the slice of estimates with its families (starts relative to the slice, sizes, and each
+    family's parent as an index into the previous level's slice); and where the results go
+    (layout ranges). A subtree's geounits are contiguous at every level of the layout."""
+    tasks: list[tuple[int, list[Part], list[tuple[int, int]]]] = []
+    if len(lay.parents) < 2:
+        return tasks
+    for p in range(int(lay.bounds[1]), int(lay.bounds[2])):
+        lo, hi = p, p + 1  # layout positions of the subtree at the current level
+        parts: list[Part] = []
+        ranges: list[tuple[int, int]] = []
+        for d in range(1, len(lay.parents)):
+            first, last = (int(i) for i in np.searchsorted(lay.parents[d], [lo, hi]))
+            if first == last:
+                break
+            level_size = int(lay.bounds[d + 2] - lay.bounds[d + 1])
+            starts = lay.starts[d]
+            a = int(starts[first])
+            b = int(starts[last]) if last < starts.size else level_size
+            parts.append(
+                (
+                    estimates[d + 1][:, a:b],
+                    starts[first:last] - a,
+                    lay.sizes[d][first:last],
+                    lay.parents[d][first:last] - lo,
+                )
+            )
+            ranges.append((int(lay.bounds[d + 1]) + a, int(lay.bounds[d + 1]) + b))
+            lo, hi = ranges[-1]
+        if parts:
+            tasks.append((p, parts, ranges))
+    return tasks
+
+
+def _split_subtree(top: FloatArray, parts: list[Part]) -> list[FloatArray]:
+    """Split one subtree level by level, from its top geounit's histogram (B, c)."""
+    above = top[:, None, :]
+    out = []
+    for estimate, starts, sizes, parents in parts:
+        piece = _split(estimate, above[:, parents], starts, sizes)
+        out.append(piece)
+        above = piece
+    return out
 
 
 def check_top_down(table: Table, workload: Workload) -> None:
