@@ -226,3 +226,48 @@ def test_table_audit_writes_unbiased_errors(tmp_path, monkeypatch, capsys):
     np.testing.assert_array_equal(other["bias"], cells["bias"])  # the seed decides
     assert main([*args[:-3], "--output-dir", "aud3", "--max-memory", "1K"]) == 2
     assert "--max-memory" in capsys.readouterr().err
+
+
+def test_gls_margins_of_error(tmp_path, monkeypatch, capsys):
+    from postdp.postprocess import TableProjector
+    from postdp.tables import Measurement, Query, Workload
+
+    _inputs(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    args = ["release", "--input", "wide.csv", "--categories", "tree.csv", "--study", "--seed"]
+    args += ["5", "--epsilon", "0.5", "--postprocess", "project", "--uncertainty", "gls"]
+    assert main([*args, "--ci-level", "0.95", "-o", "ci.csv"]) == 0
+    frame = pd.read_csv(tmp_path / "ci.csv")
+    assert {"ci_low", "ci_high", "ci_level"} <= set(frame.columns)
+    assert (frame["ci_level"] == 0.95).all()
+    half = (frame["ci_high"] - frame["ci_low"]) / 2
+    np.testing.assert_allclose(frame["released_count"], frame["ci_low"] + half, atol=1e-5)
+    # the half-widths are 1.96 x the exact (P) standard deviations of the design
+    from postdp.cli._tables import load_table
+    from postdp.mechanisms import Geometric
+
+    class Args:
+        table, input, categories, encoding, id, parent = (
+            None,
+            "wide.csv",
+            "tree.csv",
+            "utf-8",
+            "id",
+            "parent",
+        )
+
+    table = load_table(Args()).table
+    cat = table.categories
+    w = Workload([Measurement(d, Query.detailed(cat), Geometric(epsilon=0.5)) for d in range(3)])
+    sd = np.sqrt(TableProjector(table, w).variances()).reshape(-1)
+    np.testing.assert_allclose(half, 1.959964 * sd, rtol=1e-5, atol=2e-6)
+    capsys.readouterr()
+    for extra, message in (
+        (["--postprocess", "topdown"], "are for --postprocess project"),
+        (["--format", "wide"], "need --format long"),
+    ):
+        assert main([*args, *extra, "-o", "no.csv"]) == 2
+        assert message in capsys.readouterr().err
+    assert main(["release", "--study", "--seed", "1", "--uncertainty", "gls", "-o", "h.csv"]) == 2
+    assert "computed for table releases" in capsys.readouterr().err
+    assert not (tmp_path / "no.csv").exists() and not (tmp_path / "h.csv").exists()

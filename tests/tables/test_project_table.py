@@ -106,3 +106,66 @@ def test_kkt_report_certifies_the_estimate_and_catches_a_wrong_one(seed):
     wrong[pair[1], 0] -= 1.0
     bad = table_kkt_report(wrong, draws)
     assert bad.consistency < 1e-9 and bad.worst_relative() > 1e-6  # stationarity or public
+
+
+def _dense_variances(projector, table, workload):
+    """Var of every (geounit, category node) estimate from the estimator's linear map:
+    feed each measured count alone (a unit answer) and add up var_k * (response)^2."""
+    from postdp.tables import TableMeasurements
+
+    geo, cat = table.geography, table.categories
+    shapes = [(geo.levels[m.level].size, m.query.size) for m in workload.measurements]
+    total = np.zeros((geo.n, cat.n))
+    C = np.zeros((cat.n, cat.leaves.size))
+    for k, leaf in enumerate(cat.leaves):
+        node = int(leaf)
+        while node >= 0:
+            C[node, k] = 1.0
+            node = int(cat.parent[node])
+    for i, m in enumerate(workload.measurements):
+        if m.public:
+            continue
+        for idx in np.ndindex(*shapes[i]):
+            values = [np.zeros(s) for s in shapes]
+            values[i][idx] = 1.0
+            unit = TableMeasurements(table, workload, tuple(values), False)
+            response = projector(unit) @ C.T
+            total += m.variance * response**2
+    return total
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_exact_variances_equal_a_dense_reference(seed):
+    table, workload = random_case(seed)
+    projector = TableProjector(table, workload)
+    ours = projector.variances()
+    ref = _dense_variances(projector, table, workload)
+    noise = max(m.variance for m in workload.measurements)
+    np.testing.assert_allclose(ours, ref, rtol=1e-10, atol=1e-10 * noise)
+
+
+def test_gls_intervals_cover_at_their_level():
+    """90% intervals from the exact variances cover the truth 90% of the time (us-county,
+    Gaussian noise: the (P) errors are exactly normal). Coverage is averaged per draw, and
+    its SE comes from the spread of the per-draw coverages."""
+    from postdp.data import load_p1
+    from postdp.tables import expand
+
+    t = load_p1("us-county")
+    cat = t.categories
+    w = Workload(
+        [Measurement(0, Query("total", [["P1_001N"]]), None)]
+        + [Measurement(d, Query.detailed(cat), Gaussian(rho=0.2)) for d in range(3)]
+        + [Measurement(1, Query.nodes(["P1_002N", "P1_009N"]), Gaussian(rho=0.1))]
+    )
+    projector = TableProjector(t, w)
+    sd = np.sqrt(projector.variances())
+    z = stats.norm.isf(0.05)
+    truth = t.counts()
+    est = projector(measure(t, w, secure=False, rng=11, size=16))
+    full = expand(est[:, t.geography.leaves], t.geography, cat)
+    free = sd > 0
+    covered = (np.abs(full - truth) <= z * sd)[:, free]
+    per_draw = covered.mean(axis=1)
+    se = per_draw.std(ddof=1) / np.sqrt(per_draw.size)
+    assert abs(per_draw.mean() - 0.90) <= 4 * se, (per_draw.mean(), se)

@@ -8,6 +8,8 @@ import datetime as dt
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from postdp.cli import _ledger
 from postdp.cli._io import RunState, check_output_file
 from postdp.cli._options import CliError, typed
@@ -37,6 +39,7 @@ def run_table(args: argparse.Namespace, state: RunState, check_cap: Any) -> int:
         with flag_design(args):
             check_top_down(table, work)
         projector = top_down_table
+    margin = _margins(args, step, projector, work)
     secure = not args.study
     opendp = ""
     if secure:
@@ -72,6 +75,11 @@ def run_table(args: argparse.Namespace, state: RunState, check_cap: Any) -> int:
         released = full.round(6)
     shaped = long_form if args.format == "long" else wide_form
     frame = shaped(table, measured, released, secure=secure)
+    if margin is not None and released is not None:
+        position = list(frame.columns).index("released_count") + 1
+        frame.insert(position, "ci_low", (released - margin).round(6).reshape(-1))
+        frame.insert(position + 1, "ci_high", (released + margin).round(6).reshape(-1))
+        frame.insert(position + 2, "ci_level", args.ci_level)
 
     state.phase = f"writing {output}"
     state.pending = [str(output)]
@@ -86,6 +94,28 @@ def run_table(args: argparse.Namespace, state: RunState, check_cap: Any) -> int:
     state.written.append(str(output))
     _report(args, loaded, work, output, secure, spent, ledger_path)
     return 0
+
+
+def _margins(args: argparse.Namespace, step: str | None, projector: Any, work: Any) -> Any:
+    """Half-widths of the --uncertainty intervals (from the design alone), or None."""
+    if args.uncertainty is None:
+        return None
+    if step != "project":
+        raise CliError(
+            f"--uncertainty {args.uncertainty}: exact GLS margins are for --postprocess "
+            "project (the least-squares estimate)"
+        )
+    if args.format != "long":
+        raise CliError(f"--uncertainty {args.uncertainty}: the intervals need --format long")
+    if any(m.weight is not None for m in work.measurements):
+        raise CliError(
+            f"--uncertainty {args.uncertainty}: GLS margins need the inverse-variance weights "
+            "(remove 'weight' from --design)"
+        )
+    from scipy import stats
+
+    z = float(stats.norm.isf((1 - args.ci_level) / 2))
+    return z * np.sqrt(projector.variances())
 
 
 def flag_design(args: argparse.Namespace) -> Any:

@@ -99,6 +99,19 @@ def add_parser(commands: Any) -> None:
     add_postprocess_options(parser)
     add_table_flags(parser)
     parser.add_argument(
+        "--uncertainty",
+        choices=["gls"],
+        help="add ci_low, ci_high and ci_level to every row of a table release with "
+        "--postprocess project: exact GLS margins of error computed from the design alone "
+        "(no privacy cost)",
+    )
+    parser.add_argument(
+        "--ci-level",
+        type=probability,
+        default=0.9,
+        help="coverage of the --uncertainty intervals (the Census Bureau's margins are 90%%)",
+    )
+    parser.add_argument(
         "--audit",
         action="store_true",
         help="also write the true counts (column true_count): for auditing, never publishing",
@@ -122,6 +135,11 @@ def _check_options(args: argparse.Namespace) -> None:
 def run(args: argparse.Namespace, state: RunState) -> int:
     """Validate everything, check the outputs, draw, post-process, record and write."""
     _check_options(args)
+    if args.uncertainty is not None and not wants_table(args):
+        raise CliError(
+            f"--uncertainty {args.uncertainty}: margins of error are computed for table "
+            "releases (--table, or --input with --categories)"
+        )
     if wants_table(args):
         from postdp.cli._release_table import run_table
 

@@ -40,6 +40,7 @@ class _Shape:
     gain: FloatArray | None  # K: Kalman gain of the node's own measurements (c x k)
     leaf_map: FloatArray | None  # leaves: c x k map from noisy answers to the estimate
     sum_pinv: FloatArray | None  # internal: pseudo-inverse of the children's summed S
+    summed: FloatArray | None = None  # internal: the children's summed S itself
 
 
 @dataclass(frozen=True, eq=False)
@@ -149,11 +150,11 @@ class TableProjector:
         summed = np.sum(kid_covs, axis=0)
         sum_pinv = np.linalg.pinv(summed, hermitian=True)
         if A.shape[0] == 0:
-            return _Shape(summed, None, None, sum_pinv)
+            return _Shape(summed, None, None, sum_pinv, summed)
         S = A @ summed @ A.T + np.diag(r)
         gain = summed @ A.T @ np.linalg.pinv(S, hermitian=True)
         cov = summed - gain @ A @ summed
-        return _Shape((cov + cov.T) / 2, gain, None, sum_pinv)
+        return _Shape((cov + cov.T) / 2, gain, None, sum_pinv, summed)
 
     def __call__(self, measurements: TableMeasurements) -> FloatArray:
         """The (P) estimate: detailed histograms of every geounit.
@@ -213,6 +214,22 @@ class TableProjector:
                 out[:, c0 + pick] = post[:, c0 + pick] + spread[:, pick] @ self._shapes[s].cov
         result: FloatArray = out[:, lay.position].reshape(*lead, geo.n, c)
         return result
+
+    def variances(self) -> FloatArray:
+        """Exact variance of every (geounit, category node) estimate of this projector.
+
+        Computed from the design alone (mechanisms, weights, geography; never the counts),
+        so margins of error built on it cost no privacy. Exact when the weights are the
+        inverse noise variances (the default: (P) is then generalised least squares).
+
+        Returns
+        -------
+        ndarray, shape (geography.n, categories.n)
+            Rows in the order of ``geography.ids``; 0 for counts a public query fixes.
+        """
+        from postdp.postprocess.table_variance import table_variances
+
+        return table_variances(self)
 
     def _answers(self, measurements: TableMeasurements, d: int, B: int) -> FloatArray:
         geo = self.table.geography
