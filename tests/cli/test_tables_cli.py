@@ -268,6 +268,27 @@ def test_gls_margins_of_error(tmp_path, monkeypatch, capsys):
     ):
         assert main([*args, *extra, "-o", "no.csv"]) == 2
         assert message in capsys.readouterr().err
-    assert main(["release", "--study", "--seed", "1", "--uncertainty", "gls", "-o", "h.csv"]) == 2
-    assert "computed for table releases" in capsys.readouterr().err
-    assert not (tmp_path / "no.csv").exists() and not (tmp_path / "h.csv").exists()
+    assert not (tmp_path / "no.csv").exists()
+
+
+def test_gls_margins_of_a_hierarchy_release(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    base = ["release", "--study", "--seed", "1", "--uncertainty", "gls"]
+    ok = [*base, "--postprocess", "project", "--public", "root", "-o", "h.csv"]
+    assert main(ok) == 0
+    frame = pd.read_csv(tmp_path / "h.csv", dtype={"id": str})
+    root = frame[frame["id"] == "US"].iloc[0]
+    assert root["ci_low"] == root["ci_high"] == root["released_count"]  # public: exact
+    county = frame[frame["level"] == "county"]
+    assert (county["ci_high"] > county["released_count"]).all()
+    capsys.readouterr()
+    for extra, message in (
+        (["--postprocess", "project-nonneg"], "for --postprocess project alone"),
+        (["--postprocess", "project", "--epsilon", "1,2,3"], "--weights inverse-variance"),
+        (["--postprocess", "project", "--public", "01"], "--public root only"),
+    ):
+        assert main([*base, *extra, "-o", "no.csv", "--allow-derived-public"]) == 2
+        assert message in capsys.readouterr().err
+    assert not (tmp_path / "no.csv").exists()
+    good = [*base, "--postprocess", "project", "--epsilon", "1,2,3", "--weights"]
+    assert main([*good, "inverse-variance", "-o", "iv.csv"]) == 0

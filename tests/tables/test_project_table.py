@@ -169,3 +169,27 @@ def test_gls_intervals_cover_at_their_level():
     per_draw = covered.mean(axis=1)
     se = per_draw.std(ddof=1) / np.sqrt(per_draw.size)
     assert abs(per_draw.mean() - 0.90) <= 4 * se, (per_draw.mean(), se)
+
+
+@pytest.mark.parametrize("public", [False, True])
+def test_hierarchy_gls_variances_equal_a_dense_reference(public):
+    from postdp import Geometric, Laplace, project
+    from postdp.data import synthetic_hierarchy
+    from postdp.postprocess import inverse_variance_weights
+    from postdp.postprocess.table_variance import hierarchy_variances
+
+    h = synthetic_hierarchy((3, 2, 3), rng=4)
+    mechanisms = [Laplace(epsilon=0.5), Geometric(epsilon=1.0), Laplace(epsilon=2.0)]
+    mechanisms.append(Geometric(epsilon=0.25))
+    ours = hierarchy_variances(h, mechanisms, public_root=public)
+    weights = inverse_variance_weights(h, mechanisms)
+    per_node = np.array([mechanisms[d].variance() for d in h.depth])
+    total = np.zeros(h.n)
+    base = np.zeros(h.n)
+    for k in range(h.n):
+        unit = base.copy()
+        unit[k] = 1.0
+        pub = {str(h.ids[0]): 0.0} if public else None
+        total += per_node[k] * project(unit, h, nonneg=False, public=pub, weights=weights) ** 2
+    np.testing.assert_allclose(ours, total, rtol=1e-10, atol=1e-12 * per_node.max())
+    assert (ours[0] == 0) == public

@@ -101,9 +101,9 @@ def add_parser(commands: Any) -> None:
     parser.add_argument(
         "--uncertainty",
         choices=["gls"],
-        help="add ci_low, ci_high and ci_level to every row of a table release with "
-        "--postprocess project: exact GLS margins of error computed from the design alone "
-        "(no privacy cost)",
+        help="add ci_low, ci_high and ci_level to every row of a release with --postprocess "
+        "project (tables, or hierarchies with least-squares weights and at most --public "
+        "root): exact GLS margins of error from the design alone (no privacy cost)",
     )
     parser.add_argument(
         "--ci-level",
@@ -135,11 +135,6 @@ def _check_options(args: argparse.Namespace) -> None:
 def run(args: argparse.Namespace, state: RunState) -> int:
     """Validate everything, check the outputs, draw, post-process, record and write."""
     _check_options(args)
-    if args.uncertainty is not None and not wants_table(args):
-        raise CliError(
-            f"--uncertainty {args.uncertainty}: margins of error are computed for table "
-            "releases (--table, or --input with --categories)"
-        )
     if wants_table(args):
         from postdp.cli._release_table import run_table
 
@@ -164,6 +159,7 @@ def run(args: argparse.Namespace, state: RunState) -> int:
             inverse_variance_weights(h, mechanisms) if args.weights == "inverse-variance" else None
         )
         chain = PostProcessChain(h, mechanisms, args.postprocess, public=public, weights=weights)
+    margin = _margins(args, h, mechanisms, public)
     secure = not args.study
     if secure:
         from postdp.mechanisms.release import opendp_version
@@ -198,6 +194,11 @@ def run(args: argparse.Namespace, state: RunState) -> int:
         released = chain(result.values, rng=None if secure else args.seed)
         consistent = is_consistent(released, h)
         table.insert(list(table.columns).index("noisy_count") + 1, "released_count", released)
+        if margin is not None:
+            at = list(table.columns).index("released_count") + 1
+            table.insert(at, "ci_low", released - margin)
+            table.insert(at + 1, "ci_high", released + margin)
+            table.insert(at + 2, "ci_level", args.ci_level)
     for position, column in enumerate(keep, start=2):
         table.insert(position, column, frame[column].to_numpy())
 
@@ -214,6 +215,32 @@ def run(args: argparse.Namespace, state: RunState) -> int:
     state.written.append(str(output))
     _report(args, loaded, mechanisms, result, chain, consistent, output, spent, ledger_path)
     return 0
+
+
+def _margins(args: argparse.Namespace, h: Any, mechanisms: list[Any], public: Any) -> Any:
+    """Half-widths of the exact GLS intervals of a hierarchy release, or None (checked
+    before anything is drawn)."""
+    if args.uncertainty is None:
+        return None
+    option = f"--uncertainty {args.uncertainty}"
+    if args.postprocess.replace(" ", "") != "project":
+        raise CliError(f"{option}: exact GLS margins are for --postprocess project alone")
+    variances = {m.variance() for m in mechanisms}
+    if args.weights != "inverse-variance" and len(variances) > 1:
+        raise CliError(
+            f"{option}: the levels' noise differs, so (P) is least squares only with "
+            "--weights inverse-variance"
+        )
+    root = str(h.ids[h.root])
+    if public not in (None, [root]):
+        raise CliError(f"{option}: margins allow --public root only")
+    import numpy as np
+    from scipy import stats
+
+    from postdp.postprocess.table_variance import hierarchy_variances
+
+    z = float(stats.norm.isf((1 - args.ci_level) / 2))
+    return z * np.sqrt(hierarchy_variances(h, mechanisms, public_root=public is not None))
 
 
 def _total_epsilon(epsilon: float, rho: float, delta: float) -> float:

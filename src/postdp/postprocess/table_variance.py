@@ -15,11 +15,15 @@ information enters (the design), never the counts: the margins cost no privacy.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from postdp._typing import FloatArray
+from postdp.errors import ValidationError
+from postdp.hierarchy import Hierarchy
+from postdp.mechanisms import Mechanism
 
 if TYPE_CHECKING:
     from postdp.postprocess.tables import TableProjector
@@ -64,5 +68,48 @@ def table_variances(projector: TableProjector) -> FloatArray:
         for k, P in nxt.items():
             out[k] = np.einsum("ai,ij,aj->a", C, P, C)
         smoothed = {k: P for k, P in nxt.items() if shapes[sig[k]].sum_pinv is not None}
-    variances: FloatArray = np.maximum(out[lay.position], 0.0)
+    variances: FloatArray = out[lay.position]
+    variances[variances < 1e-12 * max(1.0, float(variances.max()))] = 0.0  # fixed by invariants
+    return variances
+
+
+def hierarchy_variances(
+    hierarchy: Hierarchy, mechanisms: Sequence[Mechanism], *, public_root: bool = False
+) -> FloatArray:
+    """Exact variance of every node's (P) estimate for a hierarchy released with one
+    mechanism per level and inverse-variance weights (generalised least squares), the root
+    optionally public: the table recursion with a single category.
+
+    Parameters
+    ----------
+    hierarchy : Hierarchy
+    mechanisms : sequence of Mechanism
+        One per level, root first.
+    public_root : bool, default False
+        Whether the root's count is published exactly.
+
+    Returns
+    -------
+    ndarray, shape (hierarchy.n,)
+    """
+    from postdp.mechanisms import Laplace
+    from postdp.postprocess.tables import TableProjector
+    from postdp.tables import Measurement, Query, Table, Workload
+
+    if len(mechanisms) != hierarchy.n_levels:
+        raise ValidationError(
+            f"`mechanisms` needs one mechanism per level ({hierarchy.n_levels}); got "
+            f"{len(mechanisms)}"
+        )
+    single = Hierarchy(["count"], [-1])
+    cells = np.zeros((hierarchy.leaves.size, 1), dtype=np.int64)
+    table = Table(hierarchy, single, cells)
+    query = Query("count", [["count"]])
+    carrier = Laplace(epsilon=1.0)  # only its weight, 1 / the level's variance, is read
+    items = [
+        Measurement(d, query, carrier, weight=1.0 / m.variance()) for d, m in enumerate(mechanisms)
+    ]
+    if public_root:
+        items.append(Measurement(0, Query("root", [["count"]]), None))
+    variances: FloatArray = TableProjector(table, Workload(items)).variances()[:, 0]
     return variances
