@@ -91,23 +91,71 @@ def append(path: Path, record: dict[str, Any]) -> None:
         os.fsync(handle.fileno())
 
 
+def statement_path(output: Path) -> Path:
+    """Where the privacy statement of a release goes: ``<output>.privacy.json``."""
+    return output.with_name(output.name + ".privacy.json")
+
+
+#: The deltas of the (epsilon, delta) curve in a privacy statement.
+STATEMENT_DELTAS = (1e-6, 1e-7, 1e-8, 1e-9, 1e-10, 1e-11, 1e-12)
+
+
+def statement(record: dict[str, Any], *, secure: bool, derived: list[str]) -> dict[str, Any]:
+    """The privacy statement of a release, from its ledger record."""
+    from postdp.mechanisms import Budget
+
+    budget = Budget(epsilon=record["budget"]["epsilon"], rho=record["budget"]["rho"])
+    public = list(record.get("public") or [])
+    for m in record.get("measurements", []):
+        if m["mechanism"] == "public":
+            public.append(f"query {m['query']} at level {m['level']}")
+    return {
+        "path": "secure" if secure else "study (numpy draws: NOT a private release)",
+        "neighbouring_relation": "add or remove one person: every count that contains the "
+        "person changes by at most the mechanism's sensitivity",
+        "composition": "parallel over the disjoint geounits of a level; sequential over "
+        "levels and over the queries of a level; zCDP terms converted with the optimal "
+        "rho -> (epsilon, delta) bound",
+        **{k: v for k, v in record.items() if k != "time"},
+        "epsilon_delta": [
+            {"delta": delta, "epsilon": budget.to_approx_dp(delta)} for delta in STATEMENT_DELTAS
+        ],
+        "public_invariants": {
+            "published_exactly": public,
+            "also_determined_exactly": derived,
+            "note": "invariants are released without noise: they, and every count they "
+            "determine, carry no privacy protection; the budget above covers the rest",
+        },
+        "time": record.get("time"),
+    }
+
+
 def publish(
     output: Path,
     frame: Any,
     ledger_path: Path | None,
     record: Callable[[str], dict[str, Any]],
+    privacy: Callable[[dict[str, Any]], dict[str, Any]],
 ) -> None:
-    """Write ``frame`` as CSV to ``output`` atomically; for a secure release, append
-    ``record(sha256 of the written bytes)`` to the ledger before the file is moved into
-    place (a release that cannot be recorded is not published)."""
+    """Write ``frame`` as CSV to ``output`` atomically, with its privacy statement
+    (``privacy(record)``) beside it; for a secure release, append ``record(sha256 of the
+    written bytes)`` to the ledger; both before the output is moved into place (a release
+    that cannot be recorded is not published)."""
     from postdp.cli._io import sha256, write_atomic
     from postdp.cli._options import CliError
 
     def write(tmp: Path) -> None:
         frame.to_csv(tmp, index=False)
+        entry = record(sha256(tmp))
+        text = json.dumps(privacy(entry), indent=2) + "\n"
+
+        def write_statement(target: Path) -> None:
+            target.write_text(text, encoding="utf-8")
+
+        write_atomic(statement_path(output), write_statement)
         if ledger_path is not None:
             try:
-                append(ledger_path, record(sha256(tmp)))
+                append(ledger_path, entry)
             except OSError as exc:
                 raise CliError(
                     f"--ledger {str(ledger_path)!r}: could not record the release "

@@ -49,6 +49,12 @@ def run_table(args: argparse.Namespace, state: RunState, check_cap: Any) -> int:
     output = check_output_file(
         args.output, typed(args, "--output", "-o"), inputs=loaded.paths, overwrite=args.overwrite
     )
+    check_output_file(
+        str(_ledger.statement_path(output)),
+        f"{typed(args, '--output', '-o')} (its privacy statement)",
+        inputs=loaded.paths,
+        overwrite=args.overwrite,
+    )
     ledger_path = None
     spent = None
     if secure:
@@ -89,6 +95,7 @@ def run_table(args: argparse.Namespace, state: RunState, check_cap: Any) -> int:
         frame,
         ledger_path,
         lambda digest: _record(args, loaded, work, output, digest, opendp),
+        lambda entry: _ledger.statement(entry, secure=secure, derived=[]),
     )
     state.pending = []
     state.written.append(str(output))

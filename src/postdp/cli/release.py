@@ -161,6 +161,7 @@ def run(args: argparse.Namespace, state: RunState) -> int:
         chain = PostProcessChain(h, mechanisms, args.postprocess, public=public, weights=weights)
     margin = _margins(args, h, mechanisms, public)
     secure = not args.study
+    opendp = ""
     if secure:
         from postdp.mechanisms.release import opendp_version
 
@@ -168,6 +169,12 @@ def run(args: argparse.Namespace, state: RunState) -> int:
 
     output = check_output_file(
         args.output, typed(args, "--output", "-o"), inputs=[loaded.path], overwrite=args.overwrite
+    )
+    check_output_file(
+        str(_ledger.statement_path(output)),
+        f"{typed(args, '--output', '-o')} (its privacy statement)",
+        inputs=[loaded.path],
+        overwrite=args.overwrite,
     )
     ledger_path = None
     spent = None
@@ -205,11 +212,17 @@ def run(args: argparse.Namespace, state: RunState) -> int:
     state.phase = f"writing {output}"
     state.pending = [str(output)]
 
+    derived = []
+    if public:
+        from postdp.hierarchy import derived_public
+
+        derived = derived_public(h, public=public)
     _ledger.publish(
         output,
         table,
         ledger_path,
         lambda digest: _record(args, loaded, mechanisms, result.budget, output, digest, opendp),
+        lambda entry: _ledger.statement(entry, secure=secure, derived=derived),
     )
     state.pending = []
     state.written.append(str(output))
