@@ -163,3 +163,31 @@ def publish(
                 ) from None
 
     write_atomic(output, write)
+
+
+def release_outputs(
+    args: Any, inputs: list[Path], input_sha256: str, *, secure: bool
+) -> tuple[Path, Path | None, Spent | None]:
+    """Check a release's output, its privacy statement and (secure path) its ledger before
+    anything is drawn; return the output path, the ledger path and what the ledger records
+    as already spent on this input."""
+    from postdp.cli._io import check_output_file
+    from postdp.cli._options import typed
+
+    shown = typed(args, "--output", "-o")
+    output = check_output_file(args.output, shown, inputs=inputs, overwrite=args.overwrite)
+    check_output_file(
+        str(statement_path(output)),
+        f"{shown} (its privacy statement)",
+        inputs=inputs,
+        overwrite=args.overwrite,
+    )
+    if not secure:
+        return output, None, None
+    ledger = (
+        Path(args.ledger).expanduser().resolve() if args.ledger else output.parent / LEDGER_NAME
+    )
+    if ledger in (*inputs, output):
+        raise CliError(f"--ledger {str(ledger)!r}: is an input or the output")
+    check_writable(ledger, "--ledger")
+    return output, ledger, spent_on(read(ledger, "--ledger"), input_sha256)

@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 
 from postdp.cli import _ledger
-from postdp.cli._io import RunState, check_output_file
-from postdp.cli._options import CliError, typed
+from postdp.cli._io import RunState
+from postdp.cli._options import CliError
 from postdp.cli._tables import check_steps, load_table, long_form, wide_form, workload
 
 
@@ -46,27 +46,10 @@ def run_table(args: argparse.Namespace, state: RunState, check_cap: Any) -> int:
         from postdp.mechanisms.release import opendp_version
 
         opendp = opendp_version()
-    output = check_output_file(
-        args.output, typed(args, "--output", "-o"), inputs=loaded.paths, overwrite=args.overwrite
+    output, ledger_path, spent = _ledger.release_outputs(
+        args, loaded.paths, loaded.sha256, secure=secure
     )
-    check_output_file(
-        str(_ledger.statement_path(output)),
-        f"{typed(args, '--output', '-o')} (its privacy statement)",
-        inputs=loaded.paths,
-        overwrite=args.overwrite,
-    )
-    ledger_path = None
-    spent = None
-    if secure:
-        ledger_path = (
-            Path(args.ledger).expanduser().resolve()
-            if args.ledger
-            else output.parent / _ledger.LEDGER_NAME
-        )
-        if ledger_path in (*loaded.paths, output):
-            raise CliError(f"--ledger {str(ledger_path)!r}: is an input or the output")
-        _ledger.check_writable(ledger_path, "--ledger")
-        spent = _ledger.spent_on(_ledger.read(ledger_path, "--ledger"), loaded.sha256)
+    if spent is not None:
         check_cap(args, spent, [m.mechanism for m in work.measurements if m.mechanism])
 
     from postdp.tables import measure

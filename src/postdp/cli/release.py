@@ -10,7 +10,7 @@ from typing import Any
 
 from postdp.cli import _ledger
 from postdp.cli._common import level_labels, prepare, public_ids
-from postdp.cli._io import RunState, check_output_file
+from postdp.cli._io import RunState
 from postdp.cli._options import (
     CliError,
     add_mechanism_options,
@@ -22,7 +22,6 @@ from postdp.cli._options import (
     ids,
     positive_float,
     probability,
-    typed,
     wants_table,
     whole,
 )
@@ -167,27 +166,10 @@ def run(args: argparse.Namespace, state: RunState) -> int:
 
         opendp = opendp_version()  # fails here, not after drawing, if OpenDP is missing
 
-    output = check_output_file(
-        args.output, typed(args, "--output", "-o"), inputs=[loaded.path], overwrite=args.overwrite
+    output, ledger_path, spent = _ledger.release_outputs(
+        args, [loaded.path], loaded.sha256, secure=secure
     )
-    check_output_file(
-        str(_ledger.statement_path(output)),
-        f"{typed(args, '--output', '-o')} (its privacy statement)",
-        inputs=[loaded.path],
-        overwrite=args.overwrite,
-    )
-    ledger_path = None
-    spent = None
-    if secure:
-        ledger_path = (
-            Path(args.ledger).expanduser().resolve()
-            if args.ledger
-            else output.parent / _ledger.LEDGER_NAME
-        )
-        if ledger_path in (loaded.path, output):
-            raise CliError(f"--ledger {str(ledger_path)!r}: is the input or the output")
-        _ledger.check_writable(ledger_path, "--ledger")
-        spent = _ledger.spent_on(_ledger.read(ledger_path, "--ledger"), loaded.sha256)
+    if spent is not None:
         _check_cap(args, spent, mechanisms)
 
     from postdp.hierarchy import add_noise
