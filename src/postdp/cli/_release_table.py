@@ -52,7 +52,7 @@ def run_table(args: argparse.Namespace, state: RunState, check_cap: Any) -> int:
     if spent is not None:
         check_cap(args, spent, [m.mechanism for m in work.measurements if m.mechanism])
 
-    from postdp.tables import measure
+    from postdp.tables import category_matrix, measure
 
     state.phase = "drawing the noise"
     measured = measure(table, work, secure=secure, rng=None if secure else args.seed)
@@ -60,7 +60,7 @@ def run_table(args: argparse.Namespace, state: RunState, check_cap: Any) -> int:
     if projector is not None:
         state.phase = "post-processing"
         detailed = projector(measured)
-        full = detailed @ _cells_to_nodes(table)
+        full = detailed @ category_matrix(table.categories).T
         released = full.round(6)
     shaped = long_form if args.format == "long" else wide_form
     frame = shaped(table, measured, released, secure=secure)
@@ -112,20 +112,6 @@ def flag_design(args: argparse.Namespace) -> Any:
     from postdp.cli._options import flag
 
     return flag("--design" if args.design else "--epsilon/--rho", args.design or "per level")
-
-
-def _cells_to_nodes(table: Any) -> Any:
-    """Matrix (detailed cells x category nodes): which nodes each cell is under."""
-    import numpy as np
-
-    cat = table.categories
-    out = np.zeros((cat.leaves.size, cat.n))
-    for k, leaf in enumerate(cat.leaves):
-        node = int(leaf)
-        while node >= 0:
-            out[k, node] = 1.0
-            node = int(cat.parent[node])
-    return out
 
 
 def _record(

@@ -205,15 +205,9 @@ def wide_form(table: Any, measurements: Any, released: Any, *, secure: bool) -> 
 def _category_nodes(cat: Any) -> dict[frozenset[int], list[int]]:
     """Detailed-cell set (as column positions) -> the category nodes with exactly those
     cells (a node with one child has the same cells as the child)."""
-    column = np.full(cat.n, -1, dtype=np.int64)
-    column[cat.leaves] = np.arange(cat.leaves.size)
-    sets: list[set[int]] = [set() for _ in range(cat.n)]
-    for leaf in cat.leaves:
-        node = int(leaf)
-        while node >= 0:
-            sets[node].add(int(column[leaf]))
-            node = int(cat.parent[node])
+    from postdp.tables import category_matrix
+
     out: dict[frozenset[int], list[int]] = {}
-    for i, cells in enumerate(sets):
-        out.setdefault(frozenset(cells), []).append(i)
+    for node, row in enumerate(category_matrix(cat)):
+        out.setdefault(frozenset(np.flatnonzero(row).tolist()), []).append(node)
     return out

@@ -1,4 +1,5 @@
-"""Exact variances of the (P) estimates of a table (private; see ``TableProjector.variances``).
+"""Exact variances of (P) estimates of a hierarchy, by the table recursion of
+``TableProjector.variances`` with a single category (private).
 
 The (P) estimate is the generalised least-squares estimate, whose error covariance is the
 posterior covariance of the Gaussian tree model that the two-pass solver filters and
@@ -16,7 +17,6 @@ information enters (the design), never the counts: the margins cost no privacy.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -24,53 +24,7 @@ from postdp._typing import FloatArray
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
 from postdp.mechanisms import Mechanism
-
-if TYPE_CHECKING:
-    from postdp.postprocess.tables import TableProjector
-
-
-def table_variances(projector: TableProjector) -> FloatArray:
-    """Variance of every (geounit, category node) (P) estimate, shape (geography.n,
-    categories.n), rows in the order of ``geography.ids``."""
-    table = projector.table
-    geo, cat = table.geography, table.categories
-    lay = geo.layout
-    c = cat.leaves.size
-    C = np.zeros((cat.n, c))  # category node x detailed cell indicator
-    column = np.full(cat.n, -1, dtype=np.int64)
-    column[cat.leaves] = np.arange(c)
-    for leaf in cat.leaves:
-        node = int(leaf)
-        while node >= 0:
-            C[node, column[leaf]] = 1.0
-            node = int(cat.parent[node])
-    shapes, sig = projector._shapes, projector._sig
-    out = np.empty((geo.n, cat.n))  # layout order
-    smoothed = {0: shapes[sig[0]].cov}  # full P of the previous level's parents
-    out[0] = np.einsum("ai,ij,aj->a", C, smoothed[0], C)
-    for d in range(len(lay.parents)):
-        c0 = int(lay.bounds[d + 1])
-        nxt: dict[int, FloatArray] = {}
-        for f, p in enumerate(lay.parents[d]):
-            parent = shapes[sig[p]]
-            assert parent.sum_pinv is not None and parent.summed is not None
-            middle = parent.sum_pinv @ (smoothed[int(p)] - parent.summed) @ parent.sum_pinv
-            lo = c0 + int(lay.starts[d][f])
-            kids = range(lo, lo + int(lay.sizes[d][f]))
-            done: dict[int, FloatArray] = {}
-            for k in kids:
-                s = int(sig[k])
-                if s not in done:
-                    cov = shapes[s].cov
-                    P = cov + cov @ middle @ cov
-                    done[s] = (P + P.T) / 2
-                nxt[k] = done[s]
-        for k, P in nxt.items():
-            out[k] = np.einsum("ai,ij,aj->a", C, P, C)
-        smoothed = {k: P for k, P in nxt.items() if shapes[sig[k]].sum_pinv is not None}
-    variances: FloatArray = out[lay.position]
-    variances[variances < 1e-12 * max(1.0, float(variances.max()))] = 0.0  # fixed by invariants
-    return variances
+from postdp.postprocess.tables import TableProjector
 
 
 def hierarchy_variances(
@@ -93,7 +47,6 @@ def hierarchy_variances(
     ndarray, shape (hierarchy.n,)
     """
     from postdp.mechanisms import Laplace
-    from postdp.postprocess.tables import TableProjector
     from postdp.tables import Measurement, Query, Table, Workload
 
     if len(mechanisms) != hierarchy.n_levels:

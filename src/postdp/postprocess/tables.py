@@ -27,7 +27,7 @@ import numpy as np
 
 from postdp._typing import FloatArray, IntArray
 from postdp.errors import ValidationError
-from postdp.tables import Table, TableMeasurements, Workload
+from postdp.tables import Table, TableMeasurements, Workload, category_matrix
 
 __all__ = ["TableProjector", "project_table"]
 
@@ -227,9 +227,7 @@ class TableProjector:
         ndarray, shape (geography.n, categories.n)
             Rows in the order of ``geography.ids``; 0 for counts a public query fixes.
         """
-        from postdp.postprocess.table_variance import table_variances
-
-        return table_variances(self)
+        return _smoothed_variances(self)
 
     def _answers(self, measurements: TableMeasurements, d: int, B: int) -> FloatArray:
         geo = self.table.geography
@@ -286,3 +284,39 @@ def project_table(measurements: TableMeasurements, *, cells: bool = False) -> Fl
     full = np.zeros((*detailed.shape[:-1], cat.n))
     full[..., cat.leaves] = detailed
     return cat.aggregate(full)
+
+
+def _smoothed_variances(projector: TableProjector) -> FloatArray:
+    """Variance of every (geounit, category node) (P) estimate, shape (geography.n,
+    categories.n), rows in the order of ``geography.ids``."""
+    table = projector.table
+    geo, cat = table.geography, table.categories
+    lay = geo.layout
+    C = category_matrix(cat).astype(np.float64)  # category node x detailed cell
+    shapes, sig = projector._shapes, projector._sig
+    out = np.empty((geo.n, cat.n))  # layout order
+    smoothed = {0: shapes[sig[0]].cov}  # full P of the previous level's parents
+    out[0] = np.einsum("ai,ij,aj->a", C, smoothed[0], C)
+    for d in range(len(lay.parents)):
+        c0 = int(lay.bounds[d + 1])
+        nxt: dict[int, FloatArray] = {}
+        for f, p in enumerate(lay.parents[d]):
+            parent = shapes[sig[p]]
+            assert parent.sum_pinv is not None and parent.summed is not None
+            middle = parent.sum_pinv @ (smoothed[int(p)] - parent.summed) @ parent.sum_pinv
+            lo = c0 + int(lay.starts[d][f])
+            kids = range(lo, lo + int(lay.sizes[d][f]))
+            done: dict[int, FloatArray] = {}
+            for k in kids:
+                s = int(sig[k])
+                if s not in done:
+                    cov = shapes[s].cov
+                    P = cov + cov @ middle @ cov
+                    done[s] = (P + P.T) / 2
+                nxt[k] = done[s]
+        for k, P in nxt.items():
+            out[k] = np.einsum("ai,ij,aj->a", C, P, C)
+        smoothed = {k: P for k, P in nxt.items() if shapes[sig[k]].sum_pinv is not None}
+    variances: FloatArray = out[lay.position]
+    variances[variances < 1e-12 * max(1.0, float(variances.max()))] = 0.0  # fixed by invariants
+    return variances

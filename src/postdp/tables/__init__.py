@@ -8,7 +8,7 @@ geographic level with which mechanism; :func:`measure` draws their noisy answers
 """
 
 from postdp.tables._noise import TableMeasurements, measure
-from postdp.tables._table import Table, expand
+from postdp.tables._table import Table, category_matrix, expand
 from postdp.tables.workload import Measurement, Query, Workload
 
 __all__ = [
@@ -17,6 +17,7 @@ __all__ = [
     "Table",
     "TableMeasurements",
     "Workload",
+    "category_matrix",
     "expand",
     "measure",
 ]

@@ -14,7 +14,7 @@ from postdp.errors import HierarchyError, ValidationError
 from postdp.hierarchy import Hierarchy
 from postdp.hierarchy._checks import _listing
 
-__all__ = ["Table"]
+__all__ = ["Table", "category_matrix"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -259,3 +259,29 @@ def geography_sums(cells: NumArray, geography: Hierarchy) -> NumArray:
     full = np.zeros((*arr.shape[:-2], geography.n, arr.shape[-1]), dtype=arr.dtype)
     full[..., geography.leaves, :] = arr
     return np.swapaxes(geography.aggregate(np.swapaxes(full, -1, -2)), -1, -2)
+
+
+def category_matrix(categories: Hierarchy) -> IntArray:
+    """Which detailed cells each category node adds up.
+
+    Parameters
+    ----------
+    categories : Hierarchy
+        The category tree.
+
+    Returns
+    -------
+    ndarray of int64, shape (categories.n, n_detailed)
+        1 where the node (row) contains the detailed cell (column, in the order of
+        ``categories.leaves``), else 0.
+
+    Examples
+    --------
+    >>> cat = Hierarchy.from_parents(["T", "x", "y"], [None, "T", "T"])
+    >>> category_matrix(cat).tolist()
+    [[1, 1], [1, 0], [0, 1]]
+    """
+    leaves = categories.leaves
+    out = np.zeros((categories.n, leaves.size), dtype=np.int64)
+    out[leaves, np.arange(leaves.size)] = 1
+    return categories.aggregate(out.T).T

@@ -21,6 +21,7 @@ from postdp._typing import FloatArray
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
 from postdp.mechanisms import Budget, Mechanism
+from postdp.tables._table import category_matrix
 
 __all__ = ["Measurement", "Query", "Workload"]
 
@@ -73,32 +74,19 @@ class Query:
     def matrix(self, categories: Hierarchy) -> FloatArray:
         """0/1 matrix, shape (size, detailed cells): which cells each count adds up."""
         codes = {str(c): i for i, c in enumerate(categories.ids)}
-        column = np.full(categories.n, -1, dtype=np.int64)
-        column[categories.leaves] = np.arange(categories.leaves.size)
-        under = _leaves_under(categories)
+        cells = category_matrix(categories)
         out = np.zeros((self.size, categories.leaves.size))
         for row, group in enumerate(self.groups):
             for code in group:
                 if code not in codes:
                     raise ValidationError(f"query {self.name!r}: unknown category {code!r}")
-                out[row, column[under[codes[code]]]] += 1.0
+                out[row] += cells[codes[code]]
         if out.max(initial=0.0) > 1 or (out.sum(axis=0) > 1).any():
             raise ValidationError(
                 f"query {self.name!r}: its groups share detailed cells (sensitivity would "
                 "exceed 1); split it into separate queries"
             )
         return out
-
-
-def _leaves_under(tree: Hierarchy) -> list[np.ndarray]:
-    """For every node, the detailed (leaf) nodes under it (itself for a leaf)."""
-    under: list[list[int]] = [[] for _ in range(tree.n)]
-    for leaf in tree.leaves:
-        node = int(leaf)
-        while node >= 0:
-            under[node].append(int(leaf))
-            node = int(tree.parent[node])
-    return [np.array(sorted(u), dtype=np.int64) for u in under]
 
 
 @dataclass(frozen=True)
