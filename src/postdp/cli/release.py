@@ -36,7 +36,10 @@ and write the noisy table as CSV with a `path` column saying how it was drawn.
 With --table (a bundled 2020 P1 table) or --input WIDE.csv --categories TREE.csv, release a
 table instead: a histogram per geounit, measured by a workload (--design, or the detailed
 cells at every level), written in long form (geo_id, parent, category, noisy_count and,
-with --postprocess project, released_count) or wide form (--format wide).
+with --postprocess project or topdown, released_count) or wide form (--format wide).
+
+Every release also writes <output>.privacy.json: the budget per level (or query), the
+(epsilon, delta) curve, the public invariants, hashes and versions.
 
 Without --study the noise comes from OpenDP's exact, cryptographically seeded samplers
 (needs the 'release' extra) and the release is recorded in a ledger (a JSON line per
