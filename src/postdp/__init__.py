@@ -45,6 +45,7 @@ _LAZY = {
     "translated_ramp": "postdp.postprocess",
     "ReleaseDesign": "postdp.analysis",
     "simulate": "postdp.analysis",
+    "plan_budget": "postdp.analysis",
 }
 _SUBPACKAGES = (
     "analysis",
@@ -81,6 +82,7 @@ __all__ = [
     "kkt_report",
     "mechanisms",
     "optimal_ramp_shift",
+    "plan_budget",
     "plots",
     "postprocess",
     "project",

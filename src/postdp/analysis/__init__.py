@@ -3,6 +3,7 @@
 from postdp._intervals import ConfidenceInterval
 from postdp.analysis.design import ReleaseDesign
 from postdp.analysis.montecarlo import MonteCarloResult, simulate
+from postdp.analysis.planner import BudgetPlan, plan_budget
 from postdp.analysis.table_metrics import SIZE_BINS, table_error_metrics
 from postdp.analysis.theory import (
     BiasBound,
@@ -19,6 +20,7 @@ from postdp.analysis.theory import (
 __all__ = [
     "SIZE_BINS",
     "BiasBound",
+    "BudgetPlan",
     "ConfidenceInterval",
     "MonteCarloResult",
     "ReleaseDesign",
@@ -26,6 +28,7 @@ __all__ = [
     "l1_ball_probability",
     "l1_ball_tail",
     "p_plus_bias_bound",
+    "plan_budget",
     "ps_error_cdf",
     "ps_error_density",
     "ps_error_variance",

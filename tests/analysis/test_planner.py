@@ -1,0 +1,66 @@
+"""The budget planner against a brute-force grid, and against the equal split."""
+
+import itertools
+
+import numpy as np
+import pytest
+
+import postdp
+from postdp.data import synthetic_hierarchy
+from postdp.errors import ValidationError
+from postdp.mechanisms import Gaussian, Laplace
+from postdp.postprocess.table_variance import hierarchy_variances
+
+
+def _objective(h, shares, family, weights, public_root):
+    mechs = [family(**{"rho" if family is Gaussian else "epsilon": s}) for s in shares]
+    var = hierarchy_variances(h, mechs, public_root=public_root)
+    return sum(w * var[nodes].mean() for w, nodes in zip(weights, h.levels, strict=True))
+
+
+@pytest.mark.parametrize(
+    ("family", "name", "weights", "public_root"),
+    [
+        (Gaussian, "gaussian", [0.0, 0.0, 1.0], False),
+        (Laplace, "laplace", [0.0, 1.0, 1.0], True),
+        (Gaussian, "gaussian", [1.0, 1.0, 1.0], False),
+    ],
+)
+def test_the_plan_is_no_worse_than_a_fine_grid(family, name, weights, public_root):
+    h = synthetic_hierarchy((3, 4), rng=2)
+    total = 2.0
+    plan = postdp.plan_budget(
+        h, total=total, mechanism=name, weights=weights, public_root=public_root
+    )
+    assert plan.shares.sum() == pytest.approx(total)
+    assert plan.objective == pytest.approx(_objective(h, plan.shares, family, weights, public_root))
+    grid = np.linspace(0.02, 0.96, 48)
+    best = min(
+        _objective(h, total * np.array([a, b, 1 - a - b]), family, weights, public_root)
+        for a, b in itertools.product(grid, grid)
+        if a + b < 0.99
+    )
+    assert plan.objective <= best * (1 + 1e-6)
+    assert plan.objective <= plan.equal_objective
+
+
+def test_county_split_beats_the_equal_split():
+    from postdp.data import county_hierarchy
+
+    h = county_hierarchy()
+    plan = postdp.plan_budget(h, total=3.0, weights=[0, 0, 1], compare=[1, 1, 1], starts=2)
+    assert plan.given_objective == pytest.approx(plan.equal_objective)
+    assert plan.objective < 0.5 * plan.equal_objective
+    assert list(plan.to_frame().columns) == ["level", "share", "mean_variance"]
+
+
+def test_bad_plans():
+    h = synthetic_hierarchy((2, 2), rng=0)
+    with pytest.raises(ValidationError, match="`total` must be positive"):
+        postdp.plan_budget(h, total=0.0)
+    with pytest.raises(ValidationError, match="`weights` needs 3"):
+        postdp.plan_budget(h, total=1.0, weights=[1.0])
+    with pytest.raises(ValidationError, match="unknown mechanism"):
+        postdp.plan_budget(h, total=1.0, mechanism="cauchy")
+    with pytest.raises(ValidationError, match="`compare` needs 3 positive"):
+        postdp.plan_budget(h, total=1.0, compare=[1.0, 0.0, 1.0])
