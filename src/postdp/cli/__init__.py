@@ -17,7 +17,7 @@ from typing import Any
 
 __all__ = ["build_parser", "main"]
 
-_COMMANDS = ("release", "audit", "posterior", "fairness")
+_COMMANDS = ("release", "audit", "posterior", "fairness", "plan")
 
 
 def build_parser() -> Any:

@@ -1,0 +1,126 @@
+"""``postdp plan``: the per-level split of a privacy budget that minimises (P)'s variance."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from postdp.cli._io import RunState, check_output_file, read_table, write_atomic
+from postdp.cli._options import (
+    MECHANISMS,
+    CliError,
+    add_output_options,
+    encoding,
+    flag,
+    float_list,
+    positive_float,
+    typed,
+)
+
+__all__ = ["add_parser", "run"]
+
+DESCRIPTION = """\
+Choose how to split a total privacy budget (epsilon, or rho for the Gaussian mechanisms)
+across the levels of a hierarchy (the bundled nation > state > county tree by default, or
+the id/parent columns of --input; counts are not read) so that a weighted sum of the levels'
+mean (P) variances is smallest. The variances are exact (generalised least squares, computed
+from the design alone), so planning costs no privacy. Prints the split, its objective
+against the equal split (and against --compare), and writes one row per level to --output.
+"""
+
+
+def add_parser(commands: Any) -> None:
+    """Register the ``plan`` subcommand."""
+    parser = commands.add_parser(
+        "plan",
+        help="split a privacy budget across levels to minimise the (P) variance",
+        description=DESCRIPTION,
+    )
+    parser.add_argument("--input", metavar="CSV", help="hierarchy (id and parent columns)")
+    parser.add_argument("--id", default="id", metavar="COL", help="column of node ids")
+    parser.add_argument("--parent", default="parent", metavar="COL", help="column of parents")
+    parser.add_argument(
+        "--encoding", type=encoding, default="utf-8", help="text encoding of --input"
+    )
+    parser.add_argument(
+        "--total", type=positive_float, required=True, help="the budget to split (epsilon or rho)"
+    )
+    parser.add_argument("--mechanism", default="geometric", choices=MECHANISMS, help="noise")
+    parser.add_argument(
+        "--weights",
+        type=float_list(positive=False),
+        metavar="W[,W...]",
+        help="weight of each level's mean variance, root first (only the deepest level when "
+        "not given)",
+    )
+    parser.add_argument(
+        "--public", choices=["root"], help="the root's count is an invariant (published exactly)"
+    )
+    parser.add_argument(
+        "--compare", type=float_list(), metavar="B[,B...]", help="a split to evaluate too"
+    )
+    parser.add_argument("--output", "-o", default="plan.csv", metavar="CSV", help="the plan")
+    add_output_options(parser, quiet=False)
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace, state: RunState) -> int:
+    """Check everything, plan, write the plan atomically."""
+    from postdp.hierarchy import Hierarchy
+
+    state.phase = "reading the hierarchy"
+    if args.input is None:
+        from postdp.data import county_hierarchy
+
+        h, inputs = county_hierarchy(), []
+    else:
+        frame, path, _ = read_table(args.input, "--input", args.encoding)
+        for option in ("--id", "--parent"):
+            if getattr(args, option[2:]) not in frame.columns:
+                raise CliError(f"{option} {getattr(args, option[2:])!r}: no such column")
+        with flag("--input", args.input):
+            h = Hierarchy.from_frame(frame, id=args.id, parent=args.parent, count=None)
+        inputs = [path]
+    L = h.n_levels
+    for option, values in (("--weights", args.weights), ("--compare", args.compare)):
+        if values is not None and len(values) != L:
+            shown = ",".join(f"{v:g}" for v in values)
+            raise CliError(f"{option} {shown!r}: needs one value per level ({L}), root first")
+    if args.weights is not None and (min(args.weights) < 0 or sum(args.weights) <= 0):
+        shown = ",".join(f"{v:g}" for v in args.weights)
+        raise CliError(f"--weights {shown!r}: must be nonnegative and not all zero")
+    output = check_output_file(
+        args.output, typed(args, "--output", "-o"), inputs=inputs, overwrite=args.overwrite
+    )
+    from postdp.analysis import plan_budget
+
+    state.phase = "planning"
+    with flag("--total", f"{args.total:g}"):
+        plan = plan_budget(
+            h,
+            total=args.total,
+            mechanism=args.mechanism,
+            weights=args.weights,
+            public_root=args.public == "root",
+            compare=args.compare,
+        )
+    table = plan.to_frame()
+    table.insert(1, "nodes", [lvl.size for lvl in h.levels])
+    state.phase = f"writing {output}"
+    write_atomic(output, lambda tmp: table.to_csv(tmp, index=False))
+    state.written.append(str(output))
+    unit = "rho" if args.mechanism in ("gaussian", "discrete-gaussian") else "epsilon"
+    out = sys.stdout
+    print(f"split of {unit} = {args.total:g} over {L} levels ({args.mechanism}):", file=out)
+    print("  " + ", ".join(f"level {d}: {s:.4g}" for d, s in enumerate(plan.shares)), file=out)
+    ratio = plan.equal_objective / plan.objective if plan.objective > 0 else float("inf")
+    print(
+        f"weighted mean (P) variance {plan.objective:.4g}; equal split {plan.equal_objective:.4g}"
+        f" ({ratio:.2f}x the plan)",
+        file=out,
+    )
+    if plan.given_objective is not None:
+        print(f"--compare split: {plan.given_objective:.4g}", file=out)
+    print(f"wrote {output}", file=out)
+    return 0
