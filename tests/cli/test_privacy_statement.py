@@ -26,7 +26,7 @@ def test_statement_of_a_secure_hierarchy_release(tmp_path, monkeypatch, capsys):
     for point in curve:
         assert point["epsilon"] == pytest.approx(budget.to_approx_dp(point["delta"]))
     assert all(a["epsilon"] < b["epsilon"] for a, b in itertools.pairwise(curve))
-    assert statement["public_invariants"]["published_exactly"] == ["root"]
+    assert statement["public_invariants"]["published_exactly"] == ["US"]  # --public root
     ledger = json.loads((tmp_path / "postdp-ledger.jsonl").read_text().splitlines()[0])
     assert statement["output_sha256"] == ledger["output_sha256"]
     assert statement["opendp_version"] == ledger["opendp_version"] != ""

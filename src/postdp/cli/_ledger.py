@@ -100,12 +100,15 @@ def statement_path(output: Path) -> Path:
 STATEMENT_DELTAS = (1e-6, 1e-7, 1e-8, 1e-9, 1e-10, 1e-11, 1e-12)
 
 
-def statement(record: dict[str, Any], *, secure: bool, derived: list[str]) -> dict[str, Any]:
-    """The privacy statement of a release, from its ledger record."""
+def statement(
+    record: dict[str, Any], *, secure: bool, derived: list[str], public: list[str] | None = None
+) -> dict[str, Any]:
+    """The privacy statement of a release, from its ledger record (``public``: the ids the
+    --public flag resolved to, when the record holds the flag as typed)."""
     from postdp.mechanisms import Budget
 
     budget = Budget(epsilon=record["budget"]["epsilon"], rho=record["budget"]["rho"])
-    public = list(record.get("public") or [])
+    public = list(record.get("public") or []) if public is None else list(public)
     for m in record.get("measurements", []):
         if m["mechanism"] == "public":
             public.append(f"query {m['query']} at level {m['level']}")

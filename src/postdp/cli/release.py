@@ -207,7 +207,9 @@ def run(args: argparse.Namespace, state: RunState) -> int:
         table,
         ledger_path,
         lambda digest: _record(args, loaded, mechanisms, result.budget, output, digest, opendp),
-        lambda entry: _ledger.statement(entry, secure=secure, derived=derived),
+        lambda entry: _ledger.statement(
+            entry, secure=secure, derived=derived, public=list(public or [])
+        ),
     )
     state.pending = []
     state.written.append(str(output))
