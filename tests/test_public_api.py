@@ -96,7 +96,7 @@ def test_import_postdp_is_light():
 
     code = (
         "import sys, postdp; heavy = [m for m in ('scipy', 'pandas', 'matplotlib', 'opendp', "
-        "'dask', 'sklearn') if m in sys.modules]; print(','.join(heavy))"
+        "'dask', 'sklearn', 'numba') if m in sys.modules]; print(','.join(heavy))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == ""
@@ -112,6 +112,7 @@ LAYERS = [
         "postdp._typing",
         "postdp._intervals",
         "postdp._moments",
+        "postdp._kernels",
     ],
     ["postdp.mechanisms"],
     ["postdp.hierarchy"],

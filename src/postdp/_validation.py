@@ -51,7 +51,11 @@ def real_array(name: str, values: ArrayLike) -> FloatArray | IntArray:
     if np.issubdtype(arr.dtype, np.integer) or arr.dtype == np.bool_:
         return arr.astype(np.int64, copy=False)
     arr = arr.astype(np.float64, copy=False)
-    bad = ~np.isfinite(arr)
+    with np.errstate(all="ignore"):  # NaN and inf carry into the sum: one fast pass
+        total = float(arr.sum())
+    if math.isfinite(total):
+        return arr
+    bad = ~np.isfinite(arr)  # a non-finite sum may also be an overflow of finite values
     if bad.any():
         raise ValidationError(
             f"`{name}` must be finite (no NaN or inf); got {_first_bad(bad, arr)}"

@@ -148,3 +148,36 @@ def test_mcmc_scales_to_fifty_components():
     # the posterior centres near the released counts (the noise sd is sqrt(1.84) ~ 1.36)
     means = res.samples.reshape(-1, 50).mean(axis=0)
     assert np.abs(means - r.components[0]).max() < 4 * math.sqrt(g.variance()) + 2
+
+
+def test_the_compiled_mode_check_agrees_with_finucan_including_ties():
+    """The sampler's acceptance rule (compiled) against the release rule itself, Finucan's
+    algorithm on max(n, 0) (seed 003 §2.2): small counts make exact ties common, and the
+    tied mode picked must be the one the release picks."""
+    from postdp.bayes._finucan import finucan_mode
+    from postdp.bayes._sweeps import _holds
+
+    rng = np.random.default_rng(8)
+    S = 5
+    theta, work_k, work_f = np.empty(S), np.empty(S, dtype=np.int64), np.empty(S)
+    ties = agree = 0
+    for _ in range(3000):
+        noisy = rng.integers(-2, 5, size=S)
+        t = int(rng.integers(0, 12))
+        w = np.maximum(noisy, 0).astype(float)
+        k = finucan_mode(t, w)  # as bayes_release calls it
+        if rng.random() < 0.3:  # a neighbouring allocation: not the mode
+            i, j = rng.choice(S, 2, replace=False)
+            if k[i] > 0:
+                k = k.copy()
+                k[i] -= 1
+                k[j] += 1
+        expected = bool((finucan_mode(t, w) == k).all())
+        up = (w / (k + 1)).max()
+        down = np.where(k > 0, w / np.where(k > 0, k, 1), np.inf).min()
+        ties += bool(np.isclose(up, down))
+        agree += (
+            _holds(k.astype(np.int64), t, noisy.astype(np.int64), theta, work_k, work_f) == expected
+        )
+    assert agree == 3000
+    assert ties > 300  # the tie branch was exercised

@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from postdp._moments import combine, power_sums
+from postdp._kernels import N_SUMS, add_histogram, add_moments
 from postdp._typing import FloatArray, IntArray, NumArray
 from postdp.analysis.design import ReleaseDesign
 from postdp.postprocess import PostProcessChain
@@ -51,89 +51,85 @@ class _Plan:
     chain: PostProcessChain | None  # prepared once per run (projectors included)
 
 
-def _add_histogram(
-    acc: npt.NDArray[np.int32], err: FloatArray, half: FloatArray, bins: int
+def _new_stats(n: int, bins: int, n_raw: int) -> dict[str, NumArray]:
+    """Empty statistics of one block: power sums, extremes and int32 histograms, bin-major
+    (shape (bins + 2, n): an under- and an overflow bin around ``bins`` equal bins)."""
+    return {
+        "n": np.array(0),
+        "sums": np.zeros((N_SUMS, n)),
+        "lo": np.full(n, np.inf),
+        "hi": np.full(n, -np.inf),
+        "hist": np.zeros((bins + 2, n), dtype=np.int32),
+        "raw": np.zeros((bins + 2, n_raw), dtype=np.int32),
+    }
+
+
+def _count(
+    plan: _Plan, err: FloatArray, hist: npt.NDArray[np.int32], nodes: IntArray | None
 ) -> None:
-    """Add each node's errors to its int32 counts: ``bins`` equal bins on [-half, half] plus
-    an under- and an overflow bin. ``acc`` is laid out bin-major, shape (bins + 2, n), so a
-    draw's scatter-add touches neighbouring memory. Integer counts: the order of batches
-    does not matter."""
-    n = err.shape[1]
-    pos = err * (bins / (2.0 * half))  # in-place steps below: this runs on every value
-    pos += bins / 2.0 + 1.0
-    np.clip(pos, 0.0, bins + 1.0, out=pos)  # 0: below the range, bins + 1: above
-    index = pos.astype(np.int64)
-    index *= n
-    index += np.arange(n)[None, :]
-    flat = acc.reshape(-1)
-    if err.shape[0] >= bins + 2:  # many rows: one dense count is cheaper
-        flat += np.bincount(index.ravel(), minlength=flat.size).astype(np.int32)
-    else:  # few rows: every row hits each node once, so a plain scatter-add is exact
-        for row in index:
-            flat[row] += 1
+    """Histogram ``err`` on each node's range [-half, half] (integer counts, so the order of
+    chunks does not matter)."""
+    half = plan.edges_scale if nodes is None else plan.edges_scale[nodes]
+    add_histogram(err, plan.bins / (2.0 * half), plan.bins / 2.0 + 1.0, hist)
 
 
 def _run_block(
     plan: _Plan, seeds: Sequence[np.random.SeedSequence], sizes: Sequence[int], per_batch: int
 ) -> dict[str, NumArray]:
-    """Simulate one block of chunks, ``per_batch`` chunks at a time, and reduce it: moments
-    chunk by chunk in order, histograms as integer counts."""
-    n = plan.truth.size
-    hist = np.zeros((plan.bins + 2, n), dtype=np.int32)  # bin-major (see _add_histogram)
-    raw_hist = np.zeros((plan.bins + 2, plan.keep_raw.size), dtype=np.int32)
-    total: dict[str, NumArray] | None = None
+    """Simulate one block of chunks, ``per_batch`` chunks at a time, and reduce it to one set
+    of statistics: every sum adds the block's rows in chunk order, whatever ``per_batch``."""
+    stats = _new_stats(plan.truth.size, plan.bins, plan.keep_raw.size)
     for start in range(0, len(sizes), per_batch):
         stop = min(start + per_batch, len(sizes))
-        for part in _simulate_chunks(plan, seeds[start:stop], sizes[start:stop], hist, raw_hist):
-            total = part if total is None else combine(total, part)
-    assert total is not None
-    total["hist"] = hist
-    total["raw"] = raw_hist
-    return total
+        _simulate_chunks(plan, seeds[start:stop], sizes[start:stop], stats)
+    return stats
 
 
 def _simulate_chunks(
     plan: _Plan,
     seeds: Sequence[np.random.SeedSequence],
     sizes: Sequence[int],
-    hist: npt.NDArray[np.int32],
-    raw_hist: npt.NDArray[np.int32],
-) -> Iterator[dict[str, NumArray]]:
-    """Simulate a group of chunks together, add them to the histograms, and yield each
-    chunk's moments in order."""
+    stats: dict[str, NumArray],
+) -> None:
+    """Simulate a group of chunks together and add their errors to ``stats`` in place."""
     design = plan.design
     levels = design.hierarchy.n_levels
     streams = [[np.random.default_rng(s) for s in seed.spawn(levels + 1)] for seed in seeds]
-    raw = np.concatenate(
-        [
-            design.noise(plan.truth, gens[:levels], rows)
-            for gens, rows in zip(streams, sizes, strict=True)
-        ]
-    )
+    bounds = np.cumsum([0, *sizes])
+    raw = np.empty((int(bounds[-1]), plan.truth.size), dtype=design.noise_dtype())
+    for i, gens in enumerate(streams):  # each chunk drawn into its rows of the batch
+        design.noise(plan.truth, gens[:levels], sizes[i], out=raw[bounds[i] : bounds[i + 1]])
+    if plan.keep_raw.size:  # before post-processing (which may reuse ``raw``'s memory)
+        raw_err = raw[:, plan.keep_raw] - plan.truth[plan.keep_raw]
+        _count(plan, raw_err.astype(np.float64), stats["raw"], plan.keep_raw)
     chain = plan.chain
     rounding = any(s.name == "round" for s in design.steps)
-    bounds = np.cumsum([0, *sizes])
     if chain is None:
-        released = raw.astype(np.float64)
+        released = raw.astype(np.float64, copy=False)
     elif rounding:  # the rounding draws must come from each chunk's own stream
         released = np.concatenate(
             [
                 chain(raw[bounds[i] : bounds[i + 1]], rng=streams[i][levels])
                 for i in range(len(sizes))
             ]
-        ).astype(np.float64)
+        ).astype(np.float64, copy=False)
     else:
         released = np.asarray(chain(raw), dtype=np.float64)
-    released -= plan.truth  # the errors, in place
-    if plan.keep_raw.size:
-        raw_err = raw[:, plan.keep_raw] - plan.truth[plan.keep_raw]
-        _add_histogram(
-            raw_hist, raw_err.astype(np.float64), plan.edges_scale[plan.keep_raw], plan.bins
-        )
     del raw
-    _add_histogram(hist, released, plan.edges_scale, plan.bins)
-    for i in range(len(sizes)):
-        yield power_sums(released[bounds[i] : bounds[i + 1]])
+    released -= plan.truth  # the errors, in place
+    _count(plan, released, stats["hist"], None)
+    add_moments(released, stats["sums"], stats["lo"], stats["hi"])
+    stats["n"] += released.shape[0]
+
+
+def combine_stats(total: dict[str, NumArray], part: dict[str, NumArray]) -> None:
+    """Add one block's statistics to the run's total, in place (blocks in order)."""
+    total["n"] += part["n"]
+    total["sums"] += part["sums"]
+    np.minimum(total["lo"], part["lo"], out=total["lo"])
+    np.maximum(total["hi"], part["hi"], out=total["hi"])
+    total["hist"] += part["hist"]
+    total["raw"] += part["raw"]
 
 
 def memory_plan(

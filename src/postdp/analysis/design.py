@@ -9,7 +9,7 @@ from typing import Literal
 import numpy as np
 
 from postdp import _validation
-from postdp._typing import ArrayLike, IntArray, NumArray, RNGLike
+from postdp._typing import ArrayLike, NumArray, RNGLike
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy, PublicSpec, public_values
 from postdp.mechanisms import Budget, NoiseMechanism
@@ -117,7 +117,17 @@ class ReleaseDesign:
             self.hierarchy, self.per_level, self.steps, public=public, weights=weights
         )
 
-    def noise(self, truth: NumArray, gens: Sequence[np.random.Generator], rows: int) -> NumArray:
+    def noise_dtype(self) -> type[np.int64] | type[np.float64]:
+        """int64 when every level's mechanism is discrete, float64 otherwise."""
+        return np.int64 if all(m.discrete for m in self.per_level) else np.float64
+
+    def noise(
+        self,
+        truth: NumArray,
+        gens: Sequence[np.random.Generator],
+        rows: int,
+        out: NumArray | None = None,
+    ) -> NumArray:
         """``rows`` noisy draws of ``truth`` (study path), level ``d`` drawn from ``gens[d]``.
 
         Parameters
@@ -126,24 +136,26 @@ class ReleaseDesign:
         gens : sequence of numpy.random.Generator
             One per level.
         rows : int
+        out : ndarray, shape (rows, n), optional
+            Written in place (of :meth:`noise_dtype`), e.g. a slice of a larger batch.
 
         Returns
         -------
         ndarray, shape (rows, n)
         """
         h = self.hierarchy
-        discrete = all(m.discrete for m in self.per_level)
-        out = np.empty((rows, h.n), dtype=np.int64 if discrete else np.float64)
+        if out is None:
+            out = np.empty((rows, h.n), dtype=self.noise_dtype())
         for d, nodes in enumerate(h.levels):
             m = self.per_level[d]
             lo, hi = int(nodes[0]), int(nodes[-1]) + 1
-            where: slice | IntArray = slice(lo, hi) if hi - lo == nodes.size else nodes
-            base = truth[where]  # a level stored contiguously is written as one slice
-            out[:, where] = m.sample(
-                _validation.integer_array("truth", base) if m.discrete else base,
-                rng=gens[d],
-                size=rows,
-            )
+            base = truth[nodes]
+            if m.discrete:
+                base = _validation.integer_array("truth", base)
+            if hi - lo == nodes.size:  # a level stored contiguously: drawn into its columns
+                m._sample_into(base, gens[d], out[:, lo:hi])
+            else:
+                out[:, nodes] = m.sample(base, rng=gens[d], size=rows)
         return out
 
     def run(

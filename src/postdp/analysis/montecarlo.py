@@ -32,7 +32,6 @@ from scipy import stats
 
 from postdp import _validation
 from postdp._intervals import ConfidenceInterval
-from postdp._moments import combine
 from postdp._typing import ArrayLike, FloatArray, IntArray, NumArray, RNGLike
 from postdp.analysis._engine import (
     BLOCK_CHUNKS,
@@ -41,6 +40,7 @@ from postdp.analysis._engine import (
     _run_block,
     _windowed,
     chunk_rows,
+    combine_stats,
     memory_plan,
 )
 from postdp.analysis.design import ReleaseDesign
@@ -352,7 +352,10 @@ def simulate(
 
     def absorb(result: dict[str, NumArray], done: int) -> None:
         nonlocal total
-        total = result if total is None else combine(total, result)  # in block order
+        if total is None:
+            total = result
+        else:
+            combine_stats(total, result)  # in block order
         if progress:
             progress(done, len(tasks))
 
@@ -380,15 +383,11 @@ def simulate(
 def _summarise(plan: _Plan, total: dict[str, NumArray]) -> MonteCarloResult:
     h = plan.design.hierarchy
     N = float(total["n"])
-    m1 = total["s1"] / N
-    m2 = total["s2"] / N
-    m3 = total["s3"] / N
-    m4 = total["s4"] / N
+    m1, m2, m3, m4, mae = total["sums"] / N
     var = np.maximum(m2 - m1**2, 0.0) * N / (N - 1.0)
     central4 = m4 - 4 * m1 * m3 + 6 * m1**2 * m2 - 3 * m1**4
     var_se = np.sqrt(np.maximum(central4 - var**2, 0.0) / N)
     mse_se = np.sqrt(np.maximum(m4 - m2**2, 0.0) / N)
-    mae = total["sabs"] / N
     mae_se = np.sqrt(np.maximum(m2 - mae**2, 0.0) / N)
     half = plan.edges_scale
     edges = np.linspace(-1.0, 1.0, plan.bins + 1)[None, :] * half[:, None]

@@ -12,13 +12,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import numpy.typing as npt
 import pandas as pd
 
 from postdp import _rng, _validation
 from postdp._intervals import ConfidenceInterval
 from postdp._typing import FloatArray, IntArray, RNGLike
-from postdp.bayes._finucan import finucan_mode
 from postdp.bayes.diagnostics import effective_sample_size, split_rhat
 from postdp.bayes.inference import _mechs, _reach, _release
 from postdp.errors import ValidationError
@@ -118,21 +116,6 @@ class PosteriorSamples:
         )
 
 
-def _holds(k: IntArray, t: int, noisy: IntArray) -> npt.NDArray[np.bool_]:
-    """Whether Finucan's mode of MD(t, max(noisy, 0)) equals k, for each row of ``noisy``."""
-    theta = np.maximum(noisy, 0).astype(np.float64)
-    total = theta.sum(axis=1, keepdims=True)
-    theta = np.where(total > 0, theta / np.where(total > 0, total, 1.0), 1.0 / k.size)
-    up = (theta / (k + 1)).max(axis=1)
-    down = np.where(k > 0, theta / np.where(k > 0, k, 1), np.inf).min(axis=1)
-    out: npt.NDArray[np.bool_] = up < down * (1 - 1e-12)  # strict: the unique mode
-    close = np.abs(up - down) <= 1e-12 * np.maximum(down, 1e-300)
-    if close.any():  # a tie: ask Finucan which mode it picks
-        rows = np.flatnonzero(close)
-        out[rows] = (finucan_mode(np.full(rows.size, t), theta[rows]) == k).all(axis=1)
-    return out
-
-
 def sample_posterior(
     released_components: Sequence[int],
     released_total: int,
@@ -192,58 +175,27 @@ def sample_posterior(
         )
     burn = draws // 2 if burn_in is None else int(burn_in)
     gen = _rng.as_generator(rng)
-    log_a = np.array([math.log(m.a) for m in mechs])
-    reach = np.array([_reach(m) for m in mechs])
+    from postdp.bayes._sweeps import run_sweeps  # compiled on first use
+
     noisy = np.broadcast_to(k, (C, S)).copy()  # the release itself is a valid latent state
     jitter = np.stack([m.sample(np.zeros(C, dtype=np.int64), rng=gen) for m in mechs], axis=1)
-    N = np.maximum(k + jitter, 0)
-    offsets = [np.arange(2 * r + 1) for r in reach]
-    rates = np.array([m.epsilon / m.sensitivity for m in mechs])
-    a_total = total_mechanism.a
-    log_a_total = math.log(a_total)
-
-    def log_g(total: IntArray) -> FloatArray:
-        """log g(N): the noisy total's likelihood, in closed form (hot loop)."""
-        if t > 0:
-            out: FloatArray = np.abs(t - total) * log_a_total + math.log(
-                (1 - a_total) / (1 + a_total)
-            )
-            return out
-        tail: FloatArray = np.asarray(
-            total * log_a_total - math.log(1 + a_total), dtype=np.float64
-        )  # P(δ <= -N), N >= 0
-        return tail
-
-    def noise(s: int) -> IntArray:
-        """C double geometric draws for component s (difference of two geometrics)."""
-        e = gen.standard_exponential((2, C)) / rates[s]
-        out: IntArray = (np.floor(e[0]) - np.floor(e[1])).astype(np.int64)
-        return out
-
+    N = np.ascontiguousarray(np.maximum(k + jitter, 0), dtype=np.int64)
     kept = np.empty((C, draws, S), dtype=np.int64)
-    accepted = 0
-    proposals = 0
-    chain_rows = np.arange(C)
-    total_sweeps = burn + draws * thin
-    sums = N.sum(axis=1)
-    for sweep in range(total_sweeps):
-        for s in range(S):
-            # exact Gibbs step for N_s on a window around n_s
-            rest = sums - N[:, s]
-            cand = np.maximum(noisy[:, s] - reach[s], 0)[:, None] + offsets[s][None, :]
-            logp = np.abs(noisy[:, s][:, None] - cand) * log_a[s] + log_g(rest[:, None] + cand)
-            pick = np.argmax(logp + gen.gumbel(size=logp.shape), axis=1)
-            N[:, s] = cand[chain_rows, pick]
-            sums = rest + N[:, s]
-            # independence proposal for the latent noisy n_s; accept iff the release holds
-            proposal = noisy.copy()
-            proposal[:, s] = N[:, s] + noise(s)
-            ok = _holds(k, t, proposal)
-            noisy[ok, s] = proposal[ok, s]
-            accepted += int(ok.sum())
-            proposals += C
-        if sweep >= burn and (sweep - burn) % thin == 0:
-            kept[:, (sweep - burn) // thin] = N
+    accepted = run_sweeps(
+        gen,
+        N,
+        noisy,
+        np.ascontiguousarray(k, dtype=np.int64),
+        t,
+        log_a=np.array([math.log(m.a) for m in mechs]),
+        reach=np.array([_reach(m) for m in mechs], dtype=np.int64),
+        rates=np.array([m.epsilon / m.sensitivity for m in mechs]),
+        a_total=total_mechanism.a,
+        burn=burn,
+        thin=thin,
+        kept=kept,
+    )
+    proposals = C * S * (burn + draws * thin)
     ess = np.array([effective_sample_size(kept[..., s]) for s in range(S)])
     rhat = np.array([split_rhat(kept[..., s]) for s in range(S)])
     return PosteriorSamples(kept, ess, rhat, accepted / max(proposals, 1))

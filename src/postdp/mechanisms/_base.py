@@ -86,14 +86,24 @@ class Mechanism(ABC):
             )
         return values
 
-    def _draw(self, values: NumArray, rng: RNGLike, n_rows: int) -> NumArray:
-        dtype = np.int64 if self.discrete else np.float64
-        out = np.empty((n_rows, *values.shape), dtype=dtype)
+    def _draw(
+        self, values: NumArray, rng: RNGLike, n_rows: int, out: NumArray | None = None
+    ) -> NumArray:
+        """``n_rows`` noisy copies of ``values``, written into ``out`` (any strided view of
+        shape (n_rows, *values.shape)) when given: no temporary beyond each block's noise."""
+        if out is None:
+            dtype = np.int64 if self.discrete else np.float64
+            out = np.empty((n_rows, *values.shape), dtype=dtype)
         start = 0
         for rows, gen in _rng.iter_blocks(rng, n_rows, values.size):
-            out[start : start + rows] = values + self._noise(gen, (rows, *values.shape))
+            np.add(self._noise(gen, (rows, *values.shape)), values, out=out[start : start + rows])
             start += rows
         return out
+
+    def _sample_into(self, x: ArrayLike, rng: RNGLike, out: NumArray) -> None:
+        """``sample(x, rng=rng, size=len(out))`` written into ``out`` (a view, e.g. one level's
+        columns of a batch): the same draws, without a temporary copy."""
+        self._draw(self._values(x), rng, out.shape[0], out=out)
 
     def sample(self, x: ArrayLike, *, rng: RNGLike = None, size: SizeLike = None) -> NumArray:
         """Draw ``x`` plus noise on the study path (numpy; reproducible, not for publication).

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from postdp._kernels import FlatTree, two_pass_rows
 from postdp._typing import FloatArray, IntArray
 from postdp.hierarchy import Hierarchy, PublicNodes, components
 from postdp.hierarchy._layout import Layout
@@ -47,6 +48,7 @@ class TreeProblem:
     kids: tuple[FloatArray, ...]  # weight of its children's sum
     share: tuple[FloatArray, ...]  # each child's share of its parent's gap, per level
     any_fixed: bool
+    flat: FlatTree  # the same coefficients for the compiled two passes
 
     @classmethod
     def build(cls, h: Hierarchy, weights: FloatArray, public: PublicNodes) -> TreeProblem:
@@ -77,7 +79,34 @@ class TreeProblem:
             kids,
             share,
             bool(fixed.any()),
+            _flat(lay, own, kids, share, h.n),
         )
+
+
+def _flat(
+    lay: Layout,
+    own: tuple[FloatArray, ...],
+    kids: tuple[FloatArray, ...],
+    share: tuple[FloatArray, ...],
+    n: int,
+) -> FlatTree:
+    """Concatenate the per-level families and coefficients (levels top down)."""
+    levels = len(lay.parents)
+    starts = [lay.bounds[d + 1] + lay.starts[d] for d in range(levels)]
+    counts = [p.size for p in lay.parents]
+    empty_i, empty_f = np.zeros(0, dtype=np.int64), np.zeros(0)
+    share_node = np.zeros(n)
+    if levels:
+        share_node[lay.bounds[1] :] = np.concatenate(share)
+    return FlatTree(
+        parent=np.concatenate([empty_i, *lay.parents]).astype(np.int64),
+        start=np.concatenate([empty_i, *starts]).astype(np.int64),
+        size=np.concatenate([empty_i, *lay.sizes]).astype(np.int64),
+        level=np.cumsum([0, *counts]).astype(np.int64),
+        own=np.concatenate([empty_f, *own]),
+        kids=np.concatenate([empty_f, *kids]),
+        share=share_node,
+    )
 
 
 def _coefficients(
@@ -109,7 +138,9 @@ def _coefficients(
     return tuple(own), tuple(kids), tuple(share)
 
 
-def two_pass(prob: TreeProblem, Y: FloatArray, zero: BoolArray | None = None) -> FloatArray:
+def two_pass(
+    prob: TreeProblem, Y: FloatArray, zero: BoolArray | None = None, *, overwrite: bool = False
+) -> FloatArray:
     """Weighted projection of each row of ``Y`` onto the consistent vectors.
 
     Parameters
@@ -119,13 +150,15 @@ def two_pass(prob: TreeProblem, Y: FloatArray, zero: BoolArray | None = None) ->
         Noisy values in layout order.
     zero : ndarray of bool, shape (B, n), optional
         Leaves additionally held at 0 (an active set).
+    overwrite : bool, default False
+        Solve in ``Y``'s memory (a caller's private copy), sparing one copy of the batch.
 
     Returns
     -------
     ndarray, shape (B, n)
     """
     if zero is None:
-        return _two_pass_fixed(prob, Y)
+        return _two_pass_fixed(prob, Y, overwrite=overwrite)
     lay = prob.layout
     # multiplying by masks, not np.where: np.where is slow on unpredictable masks
     free = ~zero
@@ -154,22 +187,15 @@ def two_pass(prob: TreeProblem, Y: FloatArray, zero: BoolArray | None = None) ->
     return Z
 
 
-def _two_pass_fixed(prob: TreeProblem, Y: FloatArray) -> FloatArray:
+def _two_pass_fixed(prob: TreeProblem, Y: FloatArray, *, overwrite: bool) -> FloatArray:
     """The two passes with precomputed coefficients (no leaf held at 0 beyond the public ones)."""
-    lay = prob.layout
-    Z = np.where(prob.fixed, prob.fixed_values, Y) if prob.any_fixed else Y.copy()
-    sums: list[FloatArray] = []
-    for d in range(prob.n_levels - 2, -1, -1):
-        c0, c1 = lay.bounds[d + 1], lay.bounds[d + 2]
-        Sz = np.add.reduceat(Z[..., c0:c1], lay.starts[d], axis=-1)
-        P = lay.parents[d]
-        Z[..., P] = prob.own[d] * Z[..., P] + prob.kids[d] * Sz
-        sums.append(Sz)
-    sums.reverse()
-    for d in range(prob.n_levels - 1):
-        c0, c1 = lay.bounds[d + 1], lay.bounds[d + 2]
-        gap = Z[..., lay.parents[d]] - sums[d]
-        Z[..., c0:c1] += prob.share[d] * np.repeat(gap, lay.sizes[d], axis=-1)
+    if prob.any_fixed:
+        Z = np.where(prob.fixed, prob.fixed_values, Y)
+    elif overwrite and Y.flags.c_contiguous:
+        Z = Y
+    else:
+        Z = np.array(Y, dtype=np.float64, order="C")
+    two_pass_rows(Z, prob.flat)
     return Z
 
 

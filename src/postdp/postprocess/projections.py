@@ -316,16 +316,16 @@ class Projector:
         >>> Projector(h, nonneg=False)([4.0, 2.0]).tolist()
         [3.0, 3.0]
         """
-        Y, shape = _noisy(noisy, self.hierarchy.n)
+        Y, shape = _noisy(noisy, self.hierarchy.n)  # a private copy: overwritten below
         lay = self.hierarchy.layout
-        Yl = Y.copy() if lay.identity else Y[:, lay.order]
+        Yl = Y if lay.identity else Y[:, lay.order]
         if self._topdown is not None:
             X = self._topdown.run(Yl)
         elif self._exact is not None and self.nonneg:
             X = solve_nonneg(self._exact, Yl)
         else:
             assert self._exact is not None
-            X = two_pass(self._exact, Yl)
+            X = two_pass(self._exact, Yl, overwrite=True)
         out: FloatArray = (X if lay.identity else X[:, lay.position]).reshape(shape)
         return out
 
