@@ -140,8 +140,19 @@ def scaling(args: argparse.Namespace) -> None:
     print(f"county (P+), {n:,} draws, medians of {args.repeat}")
     for label, seconds in times.items():
         print(f"  {label:8s} {seconds:7.2f} s")
+    from postdp.analysis._engine import BLOCK_CHUNKS, _new_stats, memory_plan
+
+    bins, _, _ = memory_plan(h.n, n_draws=n, batch=1000, bins=400, max_memory=768 << 20)
+    shipped = sum(a.nbytes for a in _new_stats(h.n, bins, 0, 0).values())
+    rows = chunk_rows(h.n) * BLOCK_CHUNKS
+    print(
+        f"  each task: {rows:,} draws of {h.n:,} nodes reduced to {shipped / 2**20:.1f} MiB of "
+        f"statistics ({shipped / (rows * h.n * 8):.2f}x the bytes of its errors), "
+        f"{-(-n // rows)} tasks"
+    )
     print(f"  workers=2 vs 1: {times['local 1'] / times['local 2']:.2f}x faster")
     print(f"  Dask 2 vs 1 workers: {times['dask 1'] / times['dask 2']:.2f}x faster")
+    print(f"  Dask 2 workers vs local 1 worker: {times['local 1'] / times['dask 2']:.2f}x faster")
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"  peak memory of this process {peak:,.0f} MB")
 

@@ -33,6 +33,8 @@ __all__ = [
     "add_histogram",
     "add_moments",
     "compiled",
+    "path_sums_rows",
+    "two_pass_masked_rows",
     "two_pass_rows",
 ]
 
@@ -107,6 +109,74 @@ def _two_pass_loop(
                 gap = z[parent[f]] - sums[f]
                 for k in range(start[f], start[f] + size[f]):
                     z[k] += share[k] * gap
+
+
+def _two_pass_masked_loop(
+    Y: FloatArray,
+    zero: npt.NDArray[np.bool_],
+    fixed: npt.NDArray[np.bool_],
+    fixed_values: FloatArray,
+    var: FloatArray,
+    parent: npt.NDArray[np.int64],
+    start: npt.NDArray[np.int64],
+    size: npt.NDArray[np.int64],
+    level: npt.NDArray[np.int64],
+    Z: FloatArray,
+) -> None:  # pragma: no cover - compiled
+    rows, n = Y.shape
+    V = np.empty(n)
+    sz = np.empty(parent.size)
+    sv = np.empty(parent.size)
+    depth = level.size - 1
+    for b in range(rows):
+        z = Z[b]
+        for i in range(n):  # held leaves enter as exact zeros, fixed nodes as their values
+            if fixed[i]:
+                z[i] = fixed_values[i]
+                V[i] = 0.0
+            elif zero[b, i]:
+                z[i] = 0.0
+                V[i] = 0.0
+            else:
+                z[i] = Y[b, i]
+                V[i] = var[i]
+        for d in range(depth - 1, -1, -1):
+            for f in range(level[d], level[d + 1]):
+                s = 0.0
+                w = 0.0
+                for k in range(start[f], start[f] + size[f]):
+                    s += z[k]
+                    w += V[k]
+                sz[f] = s
+                sv[f] = w
+                p = parent[f]
+                vp = V[p]
+                denom = vp + w
+                if denom > 0:
+                    z[p] = (w * z[p] + vp * s) / denom
+                    V[p] = vp * w / denom
+                else:
+                    V[p] = 0.0
+        for d in range(depth):
+            for f in range(level[d], level[d + 1]):
+                per_variance = (z[parent[f]] - sz[f]) / (sv[f] if sv[f] > 0 else 1.0)
+                for k in range(start[f], start[f] + size[f]):
+                    z[k] += V[k] * per_variance
+
+
+def _path_sums_loop(
+    C: FloatArray,
+    parent: npt.NDArray[np.int64],
+    start: npt.NDArray[np.int64],
+    size: npt.NDArray[np.int64],
+) -> None:  # pragma: no cover - compiled
+    rows = C.shape[0]
+    for b in range(rows):
+        c = C[b]
+        for f in range(parent.size):  # families top down: a parent is final before its kids
+            base = c[parent[f]]
+            for k in range(start[f], start[f] + size[f]):
+                c[k] += base
 
 
 @functools.cache
@@ -198,3 +268,46 @@ def two_pass_rows(Z: FloatArray, tree: FlatTree) -> None:
     compiled(_two_pass_loop)(
         Z, tree.parent, tree.start, tree.size, tree.level, tree.own, tree.kids, tree.share
     )
+
+
+def two_pass_masked_rows(
+    Y: FloatArray,
+    zero: npt.NDArray[np.bool_],
+    fixed: npt.NDArray[np.bool_],
+    fixed_values: FloatArray,
+    var: FloatArray,
+    tree: FlatTree,
+) -> FloatArray:
+    """The two passes with some leaves held at 0 (an active set): each row's variances are
+    recomputed, since a held leaf has variance 0. Returns a new array.
+
+    Parameters
+    ----------
+    Y : ndarray of float64, shape (B, n)
+        Noisy values in layout order.
+    zero : ndarray of bool, shape (B, n)
+        Leaves held at 0 in each row.
+    fixed, fixed_values, var : ndarray, shape (n,)
+        Public nodes and their values; each node's variance 1/w (0 where fixed).
+    tree : FlatTree
+    """
+    Z = np.empty(Y.shape)
+    compiled(_two_pass_masked_loop)(
+        np.ascontiguousarray(Y, dtype=np.float64),
+        np.ascontiguousarray(np.broadcast_to(zero, Y.shape)),
+        fixed,
+        fixed_values,
+        var,
+        tree.parent,
+        tree.start,
+        tree.size,
+        tree.level,
+        Z,
+    )
+    return Z
+
+
+def path_sums_rows(C: FloatArray, tree: FlatTree) -> None:
+    """C_i += C_parent(i) top down, in place: each entry becomes the sum over its path from
+    the root (rows of ``C`` in layout order, C-contiguous)."""
+    compiled(_path_sums_loop)(C, tree.parent, tree.start, tree.size)

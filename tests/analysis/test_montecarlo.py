@@ -22,6 +22,7 @@ FIELDS = (
     "variance_se",
     "error_min",
     "error_max",
+    "exact_errors",
 )
 
 
@@ -60,6 +61,49 @@ def test_same_result_with_worker_processes_and_dask(design):
         distributed.Client(cluster) as client,
     ):
         _same(ref, simulate(design, n_draws=600, batch=64, rng=3, client=client))
+
+
+def test_many_chunks_and_blocks_bit_identical_for_batch_workers_and_dask():
+    """A tree large enough that a run spans many chunks and several blocks of chunks."""
+    from postdp.analysis._engine import BLOCK_CHUNKS, chunk_rows
+    from postdp.data import synthetic_hierarchy
+
+    h = synthetic_hierarchy((6, 8, 40), rng=2)
+    design = ReleaseDesign(h, Laplace(0.5), "project-nonneg")
+    n_draws = chunk_rows(h.n) * (2 * BLOCK_CHUNKS + 3)  # three blocks, the last one short
+    leaf = [h.ids[-1]]
+    ref = simulate(design, n_draws=n_draws, batch=n_draws, rng=4, raw=leaf, exact=leaf)
+    assert ref.exact_errors.shape == (n_draws, 1)
+    for batch in (1, 97):
+        _same(ref, simulate(design, n_draws=n_draws, batch=batch, rng=4, raw=leaf, exact=leaf))
+    _same(ref, simulate(design, n_draws=n_draws, rng=4, raw=leaf, exact=leaf, workers=2))
+    distributed = pytest.importorskip("dask.distributed")
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        _same(ref, simulate(design, n_draws=n_draws, rng=4, raw=leaf, exact=leaf, client=client))
+
+
+@pytest.mark.statistical
+def test_exact_quantiles_match_the_laplace_law():
+    """No post-processing: a node's error is Laplace(b); its sample p-quantile is within z
+    standard errors sqrt(p(1-p)/N)/f(q_p) of the law's (asymptotic normality of quantiles)."""
+    h = Hierarchy.from_parents(["T", "a", "b"], [None, "T", "T"], [40, 15, 25])
+    b, n_draws = 2.0, 20_000
+    res = simulate(ReleaseDesign(h, Laplace.from_scale(b)), n_draws=n_draws, rng=12, exact=["a"])
+    probs = np.array([0.05, 0.25, 0.5, 0.9])
+    q = np.where(probs < 0.5, b * np.log(2 * probs), -b * np.log(2 * (1 - probs)))
+    density = np.exp(-np.abs(q) / b) / (2 * b)
+    se = np.sqrt(probs * (1 - probs) / n_draws) / density
+    got = res.exact_quantiles(probs)[0]
+    assert (np.abs(got - q) <= Z * se).all(), (got, q, se)
+    frame = res.to_frame(quantiles=probs)  # the frame's quantiles are the exact ones for "a"
+    np.testing.assert_array_equal(frame.loc[frame["id"] == "a", "q50"], got[2])
+    with pytest.raises(ValidationError, match="exact="):
+        simulate(ReleaseDesign(h, Laplace(1.0)), n_draws=10, rng=0).exact_quantiles()
 
 
 def test_histograms_count_every_draw_and_progress_is_reported(design):

@@ -48,10 +48,11 @@ class _Plan:
     edges_scale: FloatArray  # half-width of each node's histogram range
     bins: int
     keep_raw: IntArray  # nodes whose pre-post-processing errors are histogrammed too
+    keep_exact: IntArray  # nodes whose every error is kept (exact quantiles)
     chain: PostProcessChain | None  # prepared once per run (projectors included)
 
 
-def _new_stats(n: int, bins: int, n_raw: int) -> dict[str, NumArray]:
+def _new_stats(n: int, bins: int, n_raw: int, n_exact: int) -> dict[str, NumArray]:
     """Empty statistics of one block: power sums, extremes and int32 histograms, bin-major
     (shape (bins + 2, n): an under- and an overflow bin around ``bins`` equal bins)."""
     return {
@@ -61,6 +62,7 @@ def _new_stats(n: int, bins: int, n_raw: int) -> dict[str, NumArray]:
         "hi": np.full(n, -np.inf),
         "hist": np.zeros((bins + 2, n), dtype=np.int32),
         "raw": np.zeros((bins + 2, n_raw), dtype=np.int32),
+        "exact": np.zeros((0, n_exact)),
     }
 
 
@@ -78,7 +80,7 @@ def _run_block(
 ) -> dict[str, NumArray]:
     """Simulate one block of chunks, ``per_batch`` chunks at a time, and reduce it to one set
     of statistics: every sum adds the block's rows in chunk order, whatever ``per_batch``."""
-    stats = _new_stats(plan.truth.size, plan.bins, plan.keep_raw.size)
+    stats = _new_stats(plan.truth.size, plan.bins, plan.keep_raw.size, plan.keep_exact.size)
     for start in range(0, len(sizes), per_batch):
         stop = min(start + per_batch, len(sizes))
         _simulate_chunks(plan, seeds[start:stop], sizes[start:stop], stats)
@@ -120,6 +122,8 @@ def _simulate_chunks(
     _count(plan, released, stats["hist"], None)
     add_moments(released, stats["sums"], stats["lo"], stats["hi"])
     stats["n"] += released.shape[0]
+    if plan.keep_exact.size:  # the selected nodes' errors, in draw order
+        stats["exact"] = np.concatenate([stats["exact"], released[:, plan.keep_exact]])
 
 
 def combine_stats(total: dict[str, NumArray], part: dict[str, NumArray]) -> None:
@@ -130,6 +134,7 @@ def combine_stats(total: dict[str, NumArray], part: dict[str, NumArray]) -> None
     np.maximum(total["hi"], part["hi"], out=total["hi"])
     total["hist"] += part["hist"]
     total["raw"] += part["raw"]
+    total["exact"] = np.concatenate([total["exact"], part["exact"]])
 
 
 def memory_plan(

@@ -78,6 +78,10 @@ class MonteCarloResult:
     raw_counts : ndarray of int, shape (len(raw_ids), bins + 2)
     budget : Budget
         Of the design.
+    exact_ids : ndarray of str
+        Nodes whose every error was kept (``simulate(..., exact=...)``).
+    exact_errors : ndarray, shape (n_draws, len(exact_ids))
+        Their errors, in the order of the draws.
 
     Examples
     --------
@@ -107,6 +111,39 @@ class MonteCarloResult:
     budget: Budget
     error_min: FloatArray | None = None
     error_max: FloatArray | None = None
+    exact_ids: npt.NDArray[np.object_] | None = None
+    exact_errors: FloatArray | None = None
+
+    def exact_quantiles(self, probs: ArrayLike = (0.05, 0.5, 0.95)) -> FloatArray:
+        """Error quantiles of the nodes in :attr:`exact_ids`, from every draw (no binning).
+
+        Parameters
+        ----------
+        probs : array_like of float in (0, 1)
+
+        Returns
+        -------
+        ndarray, shape (len(exact_ids), len(probs))
+            ``numpy.quantile`` (linear interpolation) of each node's errors.
+
+        Examples
+        --------
+        >>> from postdp import Laplace, Hierarchy
+        >>> from postdp.analysis import ReleaseDesign, simulate
+        >>> h = Hierarchy.from_parents(["T", "a"], [None, "T"], [10, 10])
+        >>> res = simulate(ReleaseDesign(h, Laplace(1.0)), n_draws=4000, rng=1, exact=["a"])
+        >>> res.exact_quantiles([0.5]).shape
+        (1, 1)
+        """
+        p = np.atleast_1d(np.asarray(probs, dtype=np.float64))
+        if ((p <= 0) | (p >= 1)).any():
+            raise ValidationError(f"`probs` must lie in (0, 1); got {p.tolist()}")
+        if self.exact_errors is None or self.exact_errors.shape[1] == 0:
+            raise ValidationError(
+                "no node's errors were kept: pass `exact=[ids]` to simulate for exact quantiles"
+            )
+        out: FloatArray = np.quantile(self.exact_errors, p, axis=0).T
+        return out
 
     def quantiles(self, probs: ArrayLike = (0.05, 0.5, 0.95)) -> FloatArray:
         """Error quantiles of every node, interpolated in the histogram.
@@ -239,6 +276,9 @@ class MonteCarloResult:
         probs = np.atleast_1d(np.asarray(quantiles, dtype=np.float64))
         if probs.size:
             q = self.quantiles(probs)
+            if self.exact_ids is not None and self.exact_ids.size:  # exact where kept
+                where = pd.Index(self.ids).get_indexer(pd.Index(self.exact_ids))
+                q[where] = self.exact_quantiles(probs)
             for j, pj in enumerate(probs):
                 frame[f"q{round(100 * pj):02d}"] = q[:, j]
         frame["n_draws"] = self.n_draws
@@ -256,6 +296,7 @@ def simulate(
     client: Any = None,
     bins: int = 400,
     raw: Sequence[str] = (),
+    exact: Sequence[str] = (),
     progress: Callable[[int, int], None] | None = None,
     max_memory: int = DEFAULT_MAX_MEMORY,
 ) -> MonteCarloResult:
@@ -284,6 +325,11 @@ def simulate(
     raw : sequence of str
         Node ids whose errors *before* post-processing are histogrammed too (seed 000
         Fig. 1).
+    exact : sequence of str
+        Node ids whose every error is kept, for exact quantiles
+        (:meth:`MonteCarloResult.exact_quantiles`; ``to_frame`` uses them for these nodes).
+        Costs 8 bytes per draw and node, on top of ``max_memory``: the one part of the
+        statistics that grows with ``n_draws``, so keep the selection small.
     progress : callable(done, total), optional
         Called after each block of chunks.
     max_memory : int, default 768 MiB
@@ -334,8 +380,9 @@ def simulate(
     variances = np.array([m.variance() for m in design.per_level])
     spread = np.sqrt(np.cumsum(variances))[h.depth]
     keep_raw = h.index(list(raw)) if len(raw) else np.zeros(0, dtype=np.int64)
+    keep_exact = h.index(list(exact)) if len(exact) else np.zeros(0, dtype=np.int64)
     chain = design.chain(counts) if design.steps else None
-    plan = _Plan(design, counts, 8.0 * spread, bins_used, keep_raw, chain)
+    plan = _Plan(design, counts, 8.0 * spread, bins_used, keep_raw, keep_exact, chain)
     rows = chunk_rows(h.n)
     n_chunks = math.ceil(n_total / rows)
     sizes = [min(rows, n_total - k * rows) for k in range(n_chunks)]
@@ -410,4 +457,6 @@ def _summarise(plan: _Plan, total: dict[str, NumArray]) -> MonteCarloResult:
         budget=plan.design.budget,
         error_min=total["lo"],
         error_max=total["hi"],
+        exact_ids=h.ids[plan.keep_exact],
+        exact_errors=total["exact"],
     )

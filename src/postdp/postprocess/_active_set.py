@@ -77,12 +77,12 @@ def solve_nonneg(prob: TreeProblem, Y: FloatArray) -> FloatArray:
     tol, tol_mu = _tolerances(prob, Y)
     negative = (free & (-tol > X)).any(axis=1)
     todo = np.flatnonzero(negative)
+    if not todo.size:  # every row is easy: no gather, no scatter
+        return _finish(prob, X, static)
     out = X
     easy = np.flatnonzero(~negative)
     if easy.size:
         out[easy] = _finish(prob, X[easy], static[: easy.size])
-    if not todo.size:
-        return out
     best = np.full(todo.size, np.iinfo(np.int64).max)
     patience = np.full(todo.size, _STALL_ROUNDS)
     everyone = todo.size == B  # then Y[todo] is Y: skip the copies

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from postdp._kernels import FlatTree, two_pass_rows
+from postdp._kernels import FlatTree, path_sums_rows, two_pass_masked_rows, two_pass_rows
 from postdp._typing import FloatArray, IntArray
 from postdp.hierarchy import Hierarchy, PublicNodes, components
 from postdp.hierarchy._layout import Layout
@@ -159,32 +159,7 @@ def two_pass(
     """
     if zero is None:
         return _two_pass_fixed(prob, Y, overwrite=overwrite)
-    lay = prob.layout
-    # multiplying by masks, not np.where: np.where is slow on unpredictable masks
-    free = ~zero
-    # held leaves -> 0; public nodes -> their values
-    Z = Y * (free & ~prob.fixed) + prob.fixed_values * prob.fixed if prob.any_fixed else Y * free
-    V = prob.var * free
-    sums: list[tuple[FloatArray, FloatArray]] = []
-    for d in range(prob.n_levels - 2, -1, -1):
-        c0, c1 = lay.bounds[d + 1], lay.bounds[d + 2]
-        Sz = np.add.reduceat(Z[..., c0:c1], lay.starts[d], axis=-1)
-        SV = np.add.reduceat(V[..., c0:c1], lay.starts[d], axis=-1)
-        P = lay.parents[d]
-        vp = V[..., P]
-        denom = vp + SV
-        positive = denom > 0
-        safe = np.where(positive, denom, 1.0)
-        Z[..., P] = np.where(positive, (SV * Z[..., P] + vp * Sz) / safe, Z[..., P])
-        V[..., P] = vp * SV / safe
-        sums.append((Sz, SV))
-    sums.reverse()
-    for d in range(prob.n_levels - 1):
-        c0, c1 = lay.bounds[d + 1], lay.bounds[d + 2]
-        Sz, SV = sums[d]
-        per_variance = (Z[..., lay.parents[d]] - Sz) / np.where(SV > 0, SV, 1.0)
-        Z[..., c0:c1] += V[..., c0:c1] * np.repeat(per_variance, lay.sizes[d], axis=-1)
-    return Z
+    return two_pass_masked_rows(Y, zero, prob.fixed, prob.fixed_values, prob.var, prob.flat)
 
 
 def _two_pass_fixed(prob: TreeProblem, Y: FloatArray, *, overwrite: bool) -> FloatArray:
@@ -201,11 +176,8 @@ def _two_pass_fixed(prob: TreeProblem, Y: FloatArray, *, overwrite: bool) -> Flo
 
 def path_sums(prob: TreeProblem, D: FloatArray) -> FloatArray:
     """C_i = Σ of D over the path from the root to i (inclusive), for every node (in place)."""
-    lay = prob.layout
-    C = D
-    for d in range(1, prob.n_levels):
-        c0, c1 = lay.bounds[d], lay.bounds[d + 1]
-        C[..., c0:c1] += np.repeat(C[..., lay.parents[d - 1]], lay.sizes[d - 1], axis=-1)
+    C = D if D.flags.c_contiguous and D.dtype == np.float64 else np.array(D, dtype=np.float64)
+    path_sums_rows(C, prob.flat)
     return C
 
 
