@@ -115,8 +115,9 @@ def _simulate_chunks(
                 for i in range(len(sizes))
             ]
         ).astype(np.float64, copy=False)
-    else:
-        released = np.asarray(chain(raw), dtype=np.float64)
+    else:  # the batch is ours: the chain may overwrite it
+        values = raw.astype(np.float64, copy=False)
+        released = np.asarray(chain._apply(values, rng=None, owned=True), dtype=np.float64)
     del raw
     released -= plan.truth  # the errors, in place
     _count(plan, released, stats["hist"], None)

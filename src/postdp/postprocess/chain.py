@@ -232,10 +232,16 @@ class PostProcessChain:
         >>> PostProcessChain(h, [Geometric(1.0)] * 2, "clamp")([-2.0, 3.0]).tolist()
         [0.0, 3.0]
         """
-        out: NumArray = np.asarray(values, dtype=np.float64)
+        return self._apply(np.asarray(values, dtype=np.float64), rng=rng, owned=False)
+
+    def _apply(self, out: NumArray, *, rng: RNGLike, owned: bool) -> NumArray:
+        """The steps on float64 values; ``owned``: a (B, n) batch the caller gives up (the
+        first projection then overwrites it, with no copy or checks)."""
         h = self.hierarchy
-        for step in self.steps:
-            if step.name in self._projectors:
+        for k, step in enumerate(self.steps):
+            if step.name in self._projectors and owned and k == 0 and out.ndim == 2:
+                out = self._projectors[step.name]._solve(out)
+            elif step.name in self._projectors:
                 out = self._projectors[step.name](out)
             elif step.name == "clamp":
                 out = clamp(out, lower=step.options.get("lower", 0.0))

@@ -317,6 +317,11 @@ class Projector:
         [3.0, 3.0]
         """
         Y, shape = _noisy(noisy, self.hierarchy.n)  # a private copy: overwritten below
+        return self._solve(Y).reshape(shape)
+
+    def _solve(self, Y: FloatArray) -> FloatArray:
+        """Project the rows of ``Y`` (float64, shape (B, n), finite), overwriting ``Y``: for
+        callers that own their batch (the Monte Carlo engine), no copy and no checks."""
         lay = self.hierarchy.layout
         Yl = Y if lay.identity else Y[:, lay.order]
         if self._topdown is not None:
@@ -326,7 +331,7 @@ class Projector:
         else:
             assert self._exact is not None
             X = two_pass(self._exact, Yl, overwrite=True)
-        out: FloatArray = (X if lay.identity else X[:, lay.position]).reshape(shape)
+        out: FloatArray = X if lay.identity else X[:, lay.position]
         return out
 
 
