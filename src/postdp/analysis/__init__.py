@@ -1,9 +1,11 @@
-"""Auditing release designs: Monte Carlo simulation and the closed-form theory of the seeds."""
+"""Auditing release designs: Monte Carlo simulation, the closed-form theory of the seeds,
+budget planning and an empirical privacy audit."""
 
 from postdp._intervals import ConfidenceInterval
 from postdp.analysis.design import ReleaseDesign
 from postdp.analysis.montecarlo import MonteCarloResult, simulate
 from postdp.analysis.planner import BudgetPlan, plan_budget
+from postdp.analysis.privacy_audit import PrivacyAudit, audit_privacy
 from postdp.analysis.table_metrics import SIZE_BINS, table_error_metrics
 from postdp.analysis.theory import (
     BiasBound,
@@ -23,7 +25,9 @@ __all__ = [
     "BudgetPlan",
     "ConfidenceInterval",
     "MonteCarloResult",
+    "PrivacyAudit",
     "ReleaseDesign",
+    "audit_privacy",
     "geometric_h",
     "l1_ball_probability",
     "l1_ball_tail",
