@@ -162,7 +162,9 @@ def audit_privacy(
     alpha : float, default 0.05
         The bound holds with probability at least ``1 - alpha``.
     batch : int, default 10000
-        Trials run at once by the study path (memory: ``batch`` x nodes x 8 bytes).
+        Trials run at once by the study path. Memory: ``batch`` x nodes x 8 bytes at a
+        time, plus 8 bytes per trial for each kept node (the changed nodes, their siblings
+        and children), never trials x nodes.
     rng : int, numpy.random.Generator, SeedSequence or None
         Seed of the study path and of nothing else.
 
@@ -208,20 +210,21 @@ def audit_privacy(
     base = float(weights @ truth[changed])
 
     family = _families(h.parent, changed)  # the changed nodes, their siblings and children
+    keep = np.union1d(changed, family)  # the only columns an audit keeps (memory)
+    at_changed, at_family = np.searchsorted(keep, changed), np.searchsorted(keep, family)
     discriminant = np.zeros(family.size)
 
-    def statistics(released: NumArray) -> FloatArray:
+    def statistics(kept: FloatArray) -> FloatArray:
         """Per trial: the changed nodes' released values, their weighted sum, and the
         discriminant direction (chosen on the selection sample) of the nearby nodes."""
-        values = np.asarray(released, dtype=np.float64)
-        picked = values[:, changed]
-        return np.column_stack([picked, picked @ weights, values[:, family] @ discriminant])
+        picked = kept[:, at_changed]
+        return np.column_stack([picked, picked @ weights, kept[:, at_family] @ discriminant])
 
     names = [f"node {h.ids[i]}" for i in changed] + ["weighted path sum", "discriminant"]
-    run = _runner(design, pipeline, secure, batch_rows)
+    run = _runner(design, pipeline, secure, batch_rows, keep)
     gen = _rng.as_generator(rng)
-    selection = [np.asarray(run(x, gen, n_trials), dtype=np.float64) for x in (truth, other)]
-    discriminant = _fisher(selection[0][:, family], selection[1][:, family])
+    selection = [run(x, gen, n_trials) for x in (truth, other)]
+    discriminant = _fisher(selection[0][:, at_family], selection[1][:, at_family])
     select = [statistics(s) for s in selection]
     del selection
     stat, direction, tau = _select_event(select[0], select[1])
@@ -337,14 +340,18 @@ def _path(parent: IntArray, node: int) -> IntArray:
 
 
 def _runner(
-    design: ReleaseDesign, pipeline: Pipeline | None, secure: bool, batch: int
-) -> Callable[[NumArray, np.random.Generator, int], NumArray]:
-    """A function that runs ``size`` releases of given true counts, one array out."""
+    design: ReleaseDesign, pipeline: Pipeline | None, secure: bool, batch: int, keep: IntArray
+) -> Callable[[NumArray, np.random.Generator, int], FloatArray]:
+    """A function that runs ``size`` releases of given true counts and returns the columns
+    ``keep`` of each (float64, shape (size, len(keep))): memory does not grow with n."""
     if pipeline is not None:
         call = pipeline
 
-        def black_box(x: NumArray, gen: np.random.Generator, size: int) -> NumArray:
-            return np.stack([np.asarray(call(x.copy(), gen)) for _ in range(size)])
+        def black_box(x: NumArray, gen: np.random.Generator, size: int) -> FloatArray:
+            out = np.empty((size, keep.size))
+            for i in range(size):  # one call per release, as an implementation runs
+                out[i] = np.asarray(call(x.copy(), gen), dtype=np.float64)[keep]
+            return out
 
         return black_box
     if secure:
@@ -352,21 +359,23 @@ def _runner(
 
         h = design.hierarchy
 
-        def secure_run(x: NumArray, gen: np.random.Generator, size: int) -> NumArray:
+        def secure_run(x: NumArray, gen: np.random.Generator, size: int) -> FloatArray:
             chain = design.chain(x) if design.steps else None
-            rows = []
-            for _ in range(size):
-                noisy = np.empty(h.n, dtype=design.noise_dtype())
+            out = np.empty((size, keep.size))
+            noisy = np.empty(h.n, dtype=design.noise_dtype())
+            for i in range(size):
                 for d, nodes in enumerate(h.levels):
                     noisy[nodes] = opendp_release(design.per_level[d], x[nodes])
-                rows.append(noisy if chain is None else chain(noisy))
-            return np.stack(rows)
+                release = noisy if chain is None else chain(noisy)
+                out[i] = np.asarray(release, dtype=np.float64)[keep]
+            return out
 
         return secure_run
 
-    def study_run(x: NumArray, gen: np.random.Generator, size: int) -> NumArray:
+    def study_run(x: NumArray, gen: np.random.Generator, size: int) -> FloatArray:
         parts = [
-            design.run(x, rng=gen, size=min(batch, size - start)) for start in range(0, size, batch)
+            np.asarray(design.run(x, rng=gen, size=min(batch, size - start))[:, keep], float)
+            for start in range(0, size, batch)
         ]
         return np.concatenate(parts)
 

@@ -17,7 +17,7 @@ from typing import Any
 
 __all__ = ["build_parser", "main"]
 
-_COMMANDS = ("release", "audit", "posterior", "fairness", "plan")
+_COMMANDS = ("release", "audit", "posterior", "fairness", "plan", "verify")
 
 
 def build_parser() -> Any:
