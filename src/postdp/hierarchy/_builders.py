@@ -102,24 +102,30 @@ def _factorize(values: pd.Series[Any]) -> tuple[IntArray, Any]:
         v = values.to_numpy(dtype=np.int64)
         low, high = int(v.min()), int(v.max())
         if high - low <= 2 * v.size + 1024:
-            present = np.bincount(v - low, minlength=high - low + 1) > 0
+            shifted = v - low if low else v
+            present = np.bincount(shifted, minlength=high - low + 1) > 0
             number = np.cumsum(present) - 1
-            return number[v - low], np.flatnonzero(present) + low
+            return number[shifted], np.flatnonzero(present) + low
     code, distinct = pd.factorize(values, sort=False)  # hashing, not sorting
     return np.asarray(code, dtype=np.int64), distinct
 
 
-def _number(keys: IntArray) -> IntArray:
-    """Number distinct keys 0, 1, ... by first appearance (one pass when already sorted)."""
+def _number(keys: IntArray) -> tuple[IntArray, IntArray]:
+    """Number distinct keys 0, 1, ... by first appearance (one pass when already sorted);
+    also the first position of every number."""
     if keys.size < 2:
-        return np.zeros(keys.size, dtype=np.int64)
+        return np.zeros(keys.size, dtype=np.int64), np.zeros(min(keys.size, 1), dtype=np.int64)
     step = np.diff(keys)
     if (step >= 0).all():
+        new = step > 0
         out = np.empty(keys.size, dtype=np.int64)
         out[0] = 0
-        np.cumsum(step > 0, out=out[1:])
-        return out
-    return np.asarray(pd.factorize(keys, sort=False)[0], dtype=np.int64)
+        np.cumsum(new, out=out[1:])
+        return out, np.r_[0, np.flatnonzero(new) + 1]
+    out = np.asarray(pd.factorize(keys, sort=False)[0], dtype=np.int64)
+    first = np.empty(int(out.max()) + 1, dtype=np.int64)
+    first[out[::-1]] = np.arange(keys.size - 1, -1, -1)  # first row of every number
+    return out, first
 
 
 def tree_from_codes(
@@ -158,7 +164,7 @@ def tree_from_codes(
     node = np.zeros(rows, dtype=np.int64)
     width = offset = 1
     for k, column in enumerate(columns):
-        if df[column].isna().any():
+        if not pd.api.types.is_integer_dtype(df[column].dtype) and df[column].isna().any():
             raise ValidationError(f"column {column!r} has missing codes")
         code, distinct = _factorize(df[column])
         text = text_ids(pd.Series(distinct), column)
@@ -168,16 +174,13 @@ def tree_from_codes(
             text = np.array([t.zfill(widths[k]) for t in text], dtype=object)
         # the same code written two ways (1 and "1", or " 1") is one code
         canonical, text = pd.factorize(text, sort=False)
-        code = canonical[code]
         by_text = sorted(range(text.size), key=lambda j: (len(text[j]), text[j]))
         rank = np.empty(text.size, dtype=np.int64)
         rank[by_text] = np.arange(text.size)
-        code = rank[code]
+        code = rank[canonical][code]  # the two small maps composed: one pass over the rows
         text = np.asarray(text, dtype=object)[by_text]  # code j is now the j-th in order
-        node = _number(row_node * text.size + code)
-        width = int(node.max()) + 1
-        first = np.empty(width, dtype=np.int64)
-        first[node[::-1]] = np.arange(rows - 1, -1, -1)  # first row of every node
+        node, first = _number(row_node * text.size + code if k else code)
+        width = first.size
         above, own = row_node[first], code[first]
         level_key = above * text.size + own
         order = np.argsort(level_key) if (np.diff(level_key) < 0).any() else None
