@@ -18,6 +18,7 @@ from postdp.analysis.theory import (
     ps_error_variance,
     ps_wasserstein_to_laplace,
 )
+from postdp.analysis.uncertainty import gls_intervals, interval_coverage, replicate_intervals
 
 __all__ = [
     "SIZE_BINS",
@@ -29,6 +30,8 @@ __all__ = [
     "ReleaseDesign",
     "audit_privacy",
     "geometric_h",
+    "gls_intervals",
+    "interval_coverage",
     "l1_ball_probability",
     "l1_ball_tail",
     "p_plus_bias_bound",
@@ -37,6 +40,7 @@ __all__ = [
     "ps_error_density",
     "ps_error_variance",
     "ps_wasserstein_to_laplace",
+    "replicate_intervals",
     "simulate",
     "table_error_metrics",
 ]

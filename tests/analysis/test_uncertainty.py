@@ -1,0 +1,65 @@
+"""Margins of error from a release alone: replicate and GLS intervals, and their coverage."""
+
+import numpy as np
+import pytest
+
+from postdp import Geometric, Hierarchy, Laplace
+from postdp.analysis import ReleaseDesign, gls_intervals, interval_coverage, replicate_intervals
+from postdp.errors import ValidationError
+from tests.statistical._helpers import Z
+
+
+@pytest.fixture(scope="module")
+def tree():
+    leaves = [400, 250, 620, 90, 310, 505]
+    ids = ["T", "a", "b", "a1", "a2", "a3", "b1", "b2", "b3"]
+    parent = [None, "T", "T", "a", "a", "a", "b", "b", "b"]
+    counts = [sum(leaves), sum(leaves[:3]), sum(leaves[3:]), *leaves]
+    return Hierarchy.from_parents(ids, parent, counts)
+
+
+@pytest.mark.statistical
+def test_gls_intervals_cover_at_their_level(tree):
+    design = ReleaseDesign(tree, Laplace(0.5), "project")
+    cov = interval_coverage(design, method="gls", n_draws=2000, level=0.9, rng=1)
+    every = cov[cov["size"] == "all"]
+    assert (np.abs(every["coverage"] - 0.9) <= Z * every["coverage_se"]).all(), every
+
+
+@pytest.mark.statistical
+def test_replicate_intervals_of_a_linear_chain_cover_at_their_level(tree):
+    """For (P) the error law does not depend on the truth, so the replicates reproduce it;
+    with R replicates the bootstrap quantiles cost about 1/R of coverage."""
+    design = ReleaseDesign(tree, Geometric(0.5), "project")
+    cov = interval_coverage(design, n_draws=300, replicates=200, level=0.9, rng=2)
+    every = cov[cov["size"] == "all"]
+    assert (np.abs(every["coverage"] - 0.9) <= Z * every["coverage_se"] + 0.01).all(), every
+    gls = interval_coverage(design, method="gls", n_draws=50, rng=2)
+    # the replicate widths estimate the exact GLS widths
+    np.testing.assert_allclose(
+        every["mean_width"], gls[gls["size"] == "all"]["mean_width"], rtol=0.15
+    )
+
+
+def test_replicate_intervals_shapes_paths_and_inputs(tree):
+    design = ReleaseDesign(tree, Geometric(1.0), "project-nonneg,round")
+    released = design.run(rng=3, size=2)
+    ci = replicate_intervals(released, design, replicates=50, rng=4)
+    assert ci.low.shape == released.shape and (ci.low <= ci.high).all()
+    again = replicate_intervals(released, design, replicates=50, rng=4)
+    np.testing.assert_array_equal(ci.low, again.low)  # seeded study path
+    secure = replicate_intervals(released[0], design, replicates=20, secure=True)
+    assert secure.low.shape == (tree.n,)
+    for kwargs, match in (
+        ({"replicates": 3}, "`replicates`"),
+        ({"level": 1.0}, "`level`"),
+        ({"secure": True, "rng": 1}, "`rng`"),
+    ):
+        with pytest.raises(ValidationError, match=match):
+            replicate_intervals(released[0], design, **kwargs)
+    with pytest.raises(ValidationError, match="shape"):
+        replicate_intervals(released[0, :3], design)
+    with pytest.raises(ValidationError, match="'project' alone"):
+        gls_intervals(released[0], design)
+    with pytest.raises(ValidationError, match="`method`"):
+        interval_coverage(design, method="bayes")
