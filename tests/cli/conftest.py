@@ -16,9 +16,9 @@ def spy(monkeypatch):
         calls.append("release")
         return real_release(self, x)
 
-    def draw(self, values, rng, n_rows):
+    def draw(self, values, rng, n_rows, out=None):
         calls.append("study")
-        return real_draw(self, values, rng, n_rows)
+        return real_draw(self, values, rng, n_rows, out)
 
     monkeypatch.setattr(_base.NoiseMechanism, "release", release)
     monkeypatch.setattr(_base.NoiseMechanism, "_draw", draw)

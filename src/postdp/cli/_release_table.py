@@ -90,6 +90,10 @@ def _margins(args: argparse.Namespace, step: str | None, projector: Any, work: A
     """Half-widths of the --uncertainty intervals (from the design alone), or None."""
     if args.uncertainty is None:
         return None
+    if args.uncertainty != "gls":
+        raise CliError(
+            f"--uncertainty {args.uncertainty}: tables offer the exact GLS margins (gls) only"
+        )
     if step != "project":
         raise CliError(
             f"--uncertainty {args.uncertainty}: exact GLS margins are for --postprocess "

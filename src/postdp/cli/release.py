@@ -102,10 +102,18 @@ def add_parser(commands: Any) -> None:
     add_table_flags(parser)
     parser.add_argument(
         "--uncertainty",
-        choices=["gls"],
-        help="add ci_low, ci_high and ci_level to every row of a release with --postprocess "
-        "project (tables, or hierarchies with least-squares weights and at most --public "
-        "root): exact GLS margins of error from the design alone (no privacy cost)",
+        choices=["gls", "replicates"],
+        help="add ci_low, ci_high and ci_level to every row: gls = exact margins of (P) from "
+        "the design alone (--postprocess project; tables, or hierarchies with least-squares "
+        "weights and at most --public root); replicates = the design re-run --replicates "
+        "times on the released counts, for any --postprocess chain of a hierarchy (noise "
+        "from OpenDP, or numpy with --study). Both cost no privacy",
+    )
+    parser.add_argument(
+        "--replicates",
+        type=whole(10, 100_000),
+        default=200,
+        help="re-runs for --uncertainty replicates (default 200)",
     )
     parser.add_argument(
         "--ci-level",
@@ -161,7 +169,15 @@ def run(args: argparse.Namespace, state: RunState) -> int:
             inverse_variance_weights(h, mechanisms) if args.weights == "inverse-variance" else None
         )
         chain = PostProcessChain(h, mechanisms, args.postprocess, public=public, weights=weights)
-    margin = _margins(args, h, mechanisms, public)
+    margin = _margins(args, h, mechanisms, public) if args.uncertainty == "gls" else None
+    design = None
+    if args.uncertainty == "replicates":
+        from postdp.analysis import ReleaseDesign
+
+        with flag("--postprocess", args.postprocess):
+            design = ReleaseDesign(
+                h, mechanisms, args.postprocess, public=public, weights=args.weights
+            )
     secure = not args.study
     opendp = ""
     if secure:
@@ -191,6 +207,24 @@ def run(args: argparse.Namespace, state: RunState) -> int:
             table.insert(at, "ci_low", released - margin)
             table.insert(at + 1, "ci_high", released + margin)
             table.insert(at + 2, "ci_level", args.ci_level)
+    if design is not None:
+        from postdp.analysis import replicate_intervals
+
+        state.phase = "replicating the release"
+        values = table["released_count" if chain.steps else "noisy_count"].to_numpy()
+        seed = None if secure else (None if args.seed is None else args.seed + 1)
+        ci = replicate_intervals(
+            values,
+            design,
+            replicates=args.replicates,
+            level=args.ci_level,
+            secure=secure,
+            rng=seed,
+        )
+        at = list(table.columns).index("released_count" if chain.steps else "noisy_count") + 1
+        table.insert(at, "ci_low", ci.low)
+        table.insert(at + 1, "ci_high", ci.high)
+        table.insert(at + 2, "ci_level", args.ci_level)
     for position, column in enumerate(keep, start=2):
         table.insert(position, column, frame[column].to_numpy())
 

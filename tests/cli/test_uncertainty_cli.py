@@ -1,0 +1,45 @@
+"""``postdp release --uncertainty replicates``: intervals for any post-processing chain."""
+
+import pandas as pd
+import pytest
+
+from postdp.cli import main
+from tests.cli._helpers import TRUE_COUNTS, write_inputs
+
+
+@pytest.mark.parametrize("secure", [False, True])
+def test_replicate_intervals_on_every_row(secure, tmp_path, monkeypatch, capsys):
+    write_inputs(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    args = ["release", "--input", "t.csv", "--epsilon", "1", "-o", "r.csv"]
+    args += ["--postprocess", "project-nonneg,round", "--uncertainty", "replicates"]
+    args += ["--replicates", "50", "--ci-level", "0.8"]
+    if not secure:
+        args += ["--study", "--seed", "3"]
+    assert main(args) == 0
+    out = pd.read_csv(tmp_path / "r.csv")
+    assert {"ci_low", "ci_high", "ci_level"} <= set(out.columns)
+    assert (out["ci_low"] <= out["ci_high"]).all() and (out["ci_level"] == 0.8).all()
+    inside = (out["ci_low"] <= out["released_count"]) & (out["released_count"] <= out["ci_high"])
+    assert inside.mean() > 0.5
+    assert not any(c in capsys.readouterr().out for c in TRUE_COUNTS)
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--replicates", "5"], "--replicates"),
+        (["--table", "p1-us-county"], "tables offer the exact GLS margins (gls) only"),
+    ],
+)
+def test_bad_replicate_requests_draw_nothing(extra, message, tmp_path, monkeypatch, capsys, spy):
+    write_inputs(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    args = ["release", "--epsilon", "1", "-o", "new.csv", "--uncertainty", "replicates"]
+    if "--table" not in extra:
+        args += ["--input", "t.csv", "--postprocess", "project"]
+    else:
+        args += ["--postprocess", "project"]
+    assert main([*args, *extra]) == 2
+    assert message in capsys.readouterr().err
+    assert spy == [] and not (tmp_path / "new.csv").exists()
