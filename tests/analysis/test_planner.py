@@ -64,3 +64,23 @@ def test_bad_plans():
         postdp.plan_budget(h, total=1.0, mechanism="cauchy")
     with pytest.raises(ValidationError, match="`compare` needs 3 positive"):
         postdp.plan_budget(h, total=1.0, compare=[1.0, 0.0, 1.0])
+
+
+def test_frontier_follows_the_gaussian_scaling_law():
+    """Gaussian(rho) has variance 1/(2 rho): at fixed shares every (P) variance scales as
+    1/total, so the optimal objective times the total is the same at every total and the
+    optimal shares are proportional to it."""
+    from postdp.analysis import budget_frontier
+
+    h = postdp.Hierarchy.from_parents(
+        ["T", "a", "b", "a1", "a2", "b1"], [None, "T", "T", "a", "a", "b"]
+    )
+    f = budget_frontier(
+        [0.25, 1.0, 4.0], h, mechanism="gaussian", weights=[0, 1, 1], compare=[1, 1, 2]
+    )
+    scaled = f["optimal"] * f["total"]
+    np.testing.assert_allclose(scaled, scaled.iloc[0], rtol=1e-6)
+    shares = f[["share_0", "share_1", "share_2"]].to_numpy() / f["total"].to_numpy()[:, None]
+    np.testing.assert_allclose(shares, shares[[0]].repeat(3, axis=0), atol=1e-4)
+    assert (f["optimal"] <= f["equal"] * (1 + 1e-9)).all()
+    assert (f["optimal"] <= f["given"] * (1 + 1e-9)).all()

@@ -47,3 +47,36 @@ def test_bad_plans_write_nothing(extra, message, tmp_path, monkeypatch, capsys):
     assert message in err and err.count("\n") == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == before
     assert (tmp_path / "t.csv").read_text().startswith("id,parent,count")
+
+
+def test_plan_frontier_table_and_figure(tmp_path, monkeypatch, capsys):
+    write_inputs(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    args = ["plan", "--input", "t.csv", "--total", "1", "--weights", "0,1,1"]
+    args += ["--frontier", "0.5,2", "--frontier-output", "f.csv", "--figure", "f.png"]
+    assert main(args) == 0
+    frontier = pd.read_csv(tmp_path / "f.csv")
+    assert frontier["total"].tolist() == [0.5, 2.0]
+    assert (frontier["optimal"] <= frontier["equal"] * (1 + 1e-9)).all()
+    assert (tmp_path / "f.png").stat().st_size > 1000
+    assert "total 0.5: planned" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--figure", "f.png"], "--figure: draws the frontier; give --frontier totals too"),
+        (["--frontier", "1,x"], "--frontier"),
+        (["--frontier", "1", "--figure", "f.gif"], "must end in .png, .svg or .pdf"),
+        (["--frontier", "1", "--frontier-output", "existing.csv"], "already exists"),
+        (["--frontier", "1", "--frontier-output", "new.csv"], "the same file as -o"),
+    ],
+)
+def test_bad_frontiers_write_nothing(extra, message, tmp_path, monkeypatch, capsys):
+    write_inputs(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    assert main(["plan", "--input", "t.csv", "--total", "1", "-o", "new.csv", *extra]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == before

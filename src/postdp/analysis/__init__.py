@@ -4,7 +4,7 @@ budget planning and an empirical privacy audit."""
 from postdp._intervals import ConfidenceInterval
 from postdp.analysis.design import ReleaseDesign
 from postdp.analysis.montecarlo import MonteCarloResult, simulate
-from postdp.analysis.planner import BudgetPlan, plan_budget
+from postdp.analysis.planner import BudgetPlan, budget_frontier, plan_budget
 from postdp.analysis.privacy_audit import PrivacyAudit, audit_privacy
 from postdp.analysis.table_metrics import SIZE_BINS, table_error_metrics
 from postdp.analysis.theory import (
@@ -29,6 +29,7 @@ __all__ = [
     "PrivacyAudit",
     "ReleaseDesign",
     "audit_privacy",
+    "budget_frontier",
     "geometric_h",
     "gls_intervals",
     "interval_coverage",

@@ -24,7 +24,7 @@ from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
 from postdp.mechanisms import DiscreteGaussian, Gaussian, Geometric, Laplace, Mechanism
 
-__all__ = ["BudgetPlan", "plan_budget"]
+__all__ = ["BudgetPlan", "budget_frontier", "plan_budget"]
 
 Family = Literal["geometric", "laplace", "gaussian", "discrete-gaussian"]
 _PURE = {"geometric": Geometric, "laplace": Laplace}
@@ -163,6 +163,72 @@ def plan_budget(
             raise ValidationError(f"`compare` needs {L} positive values; got {compare}")
         given = float(w @ level_means(split))
     return BudgetPlan(shares, best, equal, given, level_means(shares))
+
+
+def budget_frontier(
+    totals: Sequence[float],
+    hierarchy: Hierarchy,
+    *,
+    mechanism: Family = "geometric",
+    weights: Sequence[float] | None = None,
+    public_root: bool = False,
+    compare: Sequence[float] | None = None,
+) -> pd.DataFrame:
+    """The planner's objective against the total budget: the frontier of accuracy for privacy.
+
+    Parameters
+    ----------
+    totals : sequence of float
+        Total budgets (epsilon or rho) to plan for.
+    hierarchy : Hierarchy
+    mechanism, weights, public_root
+        As for :func:`plan_budget`.
+    compare : sequence of float, optional
+        Relative split (shares of the total, any scale) to evaluate at every total too.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per total: ``total``, ``optimal`` and ``equal`` objectives, ``given`` (the
+        ``compare`` split scaled to the total, NaN without it), and ``share_<d>`` per level.
+
+    Examples
+    --------
+    >>> h = Hierarchy.from_parents(["T", "a", "b"], [None, "T", "T"])
+    >>> f = budget_frontier([0.5, 1.0], h, mechanism="gaussian", weights=[1.0, 1.0])
+    >>> bool((f["optimal"] <= f["equal"]).all()), bool(f["optimal"].is_monotonic_decreasing)
+    (True, True)
+    """
+    values = [float(t) for t in totals]
+    if not values:
+        raise ValidationError("`totals` must hold at least one budget")
+    relative = None
+    if compare is not None:
+        relative = np.asarray(compare, dtype=float)
+        if relative.shape != (hierarchy.n_levels,) or (relative <= 0).any():
+            raise ValidationError(
+                f"`compare` needs {hierarchy.n_levels} positive values; got {compare}"
+            )
+        relative = relative / relative.sum()
+    rows = []
+    for total in sorted(values):
+        plan = plan_budget(
+            hierarchy,
+            total=total,
+            mechanism=mechanism,
+            weights=weights,
+            public_root=public_root,
+            compare=None if relative is None else (relative * total).tolist(),
+        )
+        row = {
+            "total": total,
+            "optimal": plan.objective,
+            "equal": plan.equal_objective,
+            "given": np.nan if plan.given_objective is None else plan.given_objective,
+        }
+        row.update({f"share_{d}": float(b) for d, b in enumerate(plan.shares)})
+        rows.append(row)
+    return pd.DataFrame(rows)
 
 
 def _mechanism(family: str, budget: float) -> Mechanism:

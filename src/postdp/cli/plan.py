@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
 from postdp.cli._io import RunState, check_output_file, read_table, write_atomic
@@ -61,6 +62,21 @@ def add_parser(commands: Any) -> None:
         "--compare", type=float_list(), metavar="B[,B...]", help="a split to evaluate too"
     )
     parser.add_argument("--output", "-o", default="plan.csv", metavar="CSV", help="the plan")
+    parser.add_argument(
+        "--frontier",
+        type=float_list(),
+        metavar="T[,T...]",
+        help="also plan for these totals and write the objective against the total",
+    )
+    parser.add_argument(
+        "--frontier-output",
+        default="frontier.csv",
+        metavar="CSV",
+        help="where --frontier writes its table (default frontier.csv)",
+    )
+    parser.add_argument(
+        "--figure", metavar="PNG", help="with --frontier: draw it (png, svg or pdf; plots extra)"
+    )
     add_output_options(parser, quiet=False)
     parser.set_defaults(func=run)
 
@@ -93,6 +109,25 @@ def run(args: argparse.Namespace, state: RunState) -> int:
     output = check_output_file(
         args.output, typed(args, "--output", "-o"), inputs=inputs, overwrite=args.overwrite
     )
+    frontier_out = figure = None
+    if args.figure is not None and args.frontier is None:
+        raise CliError("--figure: draws the frontier; give --frontier totals too")
+    if args.frontier is not None:
+        frontier_out = check_output_file(
+            args.frontier_output, "--frontier-output", inputs=inputs, overwrite=args.overwrite
+        )
+        if frontier_out == output:
+            raise CliError(f"--frontier-output {args.frontier_output!r}: the same file as -o")
+    if args.figure is not None:
+        import importlib.util
+
+        if Path(args.figure).suffix.lower() not in (".png", ".svg", ".pdf"):
+            raise CliError(f"--figure {args.figure!r}: must end in .png, .svg or .pdf")
+        if importlib.util.find_spec("matplotlib") is None:
+            raise CliError("--figure: needs matplotlib (pip install 'postdp[plots]')")
+        figure = check_output_file(args.figure, "--figure", inputs=inputs, overwrite=args.overwrite)
+        if figure in (output, frontier_out):
+            raise CliError(f"--figure {args.figure!r}: the same file as another output")
     from postdp.analysis import plan_budget
 
     state.phase = "planning"
@@ -105,11 +140,34 @@ def run(args: argparse.Namespace, state: RunState) -> int:
             public_root=args.public == "root",
             compare=args.compare,
         )
+    frontier = None
+    if args.frontier is not None:
+        from postdp.analysis import budget_frontier
+
+        state.phase = "planning the frontier"
+        with flag("--frontier", ",".join(f"{t:g}" for t in args.frontier)):
+            frontier = budget_frontier(
+                args.frontier,
+                h,
+                mechanism=args.mechanism,
+                weights=args.weights,
+                public_root=args.public == "root",
+                compare=args.compare,
+            )
     table = plan.to_frame()
     table.insert(1, "nodes", [lvl.size for lvl in h.levels])
     state.phase = f"writing {output}"
     write_atomic(output, lambda tmp: table.to_csv(tmp, index=False))
     state.written.append(str(output))
+    if frontier is not None and frontier_out is not None:
+        write_atomic(frontier_out, lambda tmp: frontier.to_csv(tmp, index=False))
+        state.written.append(str(frontier_out))
+    if frontier is not None and figure is not None:
+        from postdp.plots import plot_budget_frontier, save_figure
+
+        ax = plot_budget_frontier(frontier)
+        write_atomic(figure, lambda tmp: save_figure(ax, tmp, format=figure.suffix[1:]))
+        state.written.append(str(figure))
     unit = "rho" if args.mechanism in ("gaussian", "discrete-gaussian") else "epsilon"
     out = sys.stdout
     print(f"split of {unit} = {args.total:g} over {L} levels ({args.mechanism}):", file=out)
@@ -122,5 +180,11 @@ def run(args: argparse.Namespace, state: RunState) -> int:
     )
     if plan.given_objective is not None:
         print(f"--compare split: {plan.given_objective:.4g}", file=out)
-    print(f"wrote {output}", file=out)
+    if frontier is not None:
+        for row in frontier.itertuples():
+            print(
+                f"  total {row.total:g}: planned {row.optimal:.4g}, equal split {row.equal:.4g}",
+                file=out,
+            )
+    print(f"wrote {', '.join(state.written)}", file=out)
     return 0

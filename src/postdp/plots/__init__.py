@@ -17,11 +17,13 @@ from postdp.plots.decisions import (
     plot_errors_by_group,
     plot_fairness_comparison,
 )
+from postdp.plots.planning import plot_budget_frontier
 from postdp.plots.posterior import plot_posterior
 
 __all__ = [
     "plot_allotment_bias",
     "plot_bias_by_count",
+    "plot_budget_frontier",
     "plot_decision_errors",
     "plot_errors_by_group",
     "plot_fairness_comparison",
