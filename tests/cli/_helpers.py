@@ -22,6 +22,15 @@ TABLE = (
 )
 
 
+def mentions_true_count(text: str) -> bool:
+    """Whether a true count appears in ``text`` as a number of its own (hex digests, whose
+    random digits can hold any short run, are skipped)."""
+    import re
+
+    without_digests = re.sub(r"[0-9a-f]{64}", "", text)
+    return any(token in TRUE_COUNTS for token in re.findall(r"\d+", without_digests))
+
+
 def postdp_command() -> list[str]:
     """The installed ``postdp`` console script, or ``python -m postdp`` without one."""
     script = Path(sys.executable).with_name("postdp")
