@@ -63,3 +63,22 @@ def test_replicate_intervals_shapes_paths_and_inputs(tree):
         gls_intervals(released[0], design)
     with pytest.raises(ValidationError, match="`method`"):
         interval_coverage(design, method="bayes")
+
+
+@pytest.mark.statistical
+def test_table_gls_intervals_cover_at_their_level():
+    """Gaussian noise: (P)'s errors are exactly normal with the exact variances."""
+    from postdp import Gaussian
+    from postdp.analysis import table_interval_coverage
+    from postdp.data import synthetic_table
+    from postdp.tables import Measurement, Query, Workload
+
+    t = synthetic_table((4, 6), leaf_mean=300, rng=5)
+    cat = t.categories
+    w = Workload(
+        [Measurement(d, Query.detailed(cat), Gaussian(rho=0.3)) for d in range(3)]
+        + [Measurement(1, Query.nodes(["P1_002N", "P1_009N"]), Gaussian(rho=0.2))]
+    )
+    cov = table_interval_coverage(t, w, n_draws=40, level=0.8, rng=6)
+    every = cov[cov["size"] == "all"]
+    assert (np.abs(every["coverage"] - 0.8) <= Z * every["coverage_se"]).all(), every

@@ -18,7 +18,12 @@ from postdp.analysis.theory import (
     ps_error_variance,
     ps_wasserstein_to_laplace,
 )
-from postdp.analysis.uncertainty import gls_intervals, interval_coverage, replicate_intervals
+from postdp.analysis.uncertainty import (
+    gls_intervals,
+    interval_coverage,
+    replicate_intervals,
+    table_interval_coverage,
+)
 
 __all__ = [
     "SIZE_BINS",
@@ -44,4 +49,5 @@ __all__ = [
     "replicate_intervals",
     "simulate",
     "table_error_metrics",
+    "table_interval_coverage",
 ]
