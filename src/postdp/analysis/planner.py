@@ -12,7 +12,7 @@ start.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -23,8 +23,9 @@ from postdp._typing import FloatArray
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
 from postdp.mechanisms import DiscreteGaussian, Gaussian, Geometric, Laplace, Mechanism
+from postdp.tables import Query, Table
 
-__all__ = ["BudgetPlan", "budget_frontier", "plan_budget"]
+__all__ = ["BudgetPlan", "budget_frontier", "plan_budget", "plan_table_budget"]
 
 Family = Literal["geometric", "laplace", "gaussian", "discrete-gaussian"]
 _PURE = {"geometric": Geometric, "laplace": Laplace}
@@ -114,11 +115,7 @@ def plan_budget(
     >>> bool(plan.objective <= plan.equal_objective)
     True
     """
-    from scipy import optimize
-
     L = hierarchy.n_levels
-    if not np.isfinite(total) or total <= 0:
-        raise ValidationError(f"`total` must be positive and finite; got {total!r}")
     if mechanism not in (*_PURE, *_ZCDP):
         raise ValidationError(f"unknown mechanism {mechanism!r}")
     w = np.zeros(L) if weights is None else np.asarray(weights, dtype=float)
@@ -126,7 +123,6 @@ def plan_budget(
         w[-1] = 1.0
     if w.shape != (L,) or (w < 0).any() or w.sum() <= 0:
         raise ValidationError(f"`weights` needs {L} nonnegative values, not all 0; got {weights}")
-    floor = 1e-4 * total
 
     def level_means(shares: FloatArray) -> FloatArray:
         from postdp.postprocess.table_variance import hierarchy_variances
@@ -135,34 +131,7 @@ def plan_budget(
         var = hierarchy_variances(hierarchy, mechs, public_root=public_root)
         return np.array([var[nodes].mean() for nodes in hierarchy.levels])
 
-    def objective(x: FloatArray) -> float:
-        shares = floor + (total - L * floor) * np.abs(x) / np.abs(x).sum()
-        return float(w @ level_means(shares))
-
-    gen = np.random.default_rng(rng)
-    points = [np.full(L, 1.0 / L)] + [gen.dirichlet(np.ones(L)) for _ in range(max(0, starts - 1))]
-    best_x, best = points[0], objective(points[0])
-    equal = best
-    for x0 in points:
-        res = optimize.minimize(  # type: ignore[call-overload]
-            objective,
-            x0,
-            method="SLSQP",
-            bounds=[(1e-9, 1.0)] * L,
-            constraints=[{"type": "eq", "fun": lambda x: float(np.sum(x) - 1.0)}],
-            options={"ftol": 1e-12, "maxiter": 200},
-        )
-        value = objective(res.x)
-        if value < best:
-            best_x, best = res.x, value
-    shares = floor + (total - L * floor) * np.abs(best_x) / np.abs(best_x).sum()
-    given = None
-    if compare is not None:
-        split = np.asarray(compare, dtype=float)
-        if split.shape != (L,) or (split <= 0).any():
-            raise ValidationError(f"`compare` needs {L} positive values; got {compare}")
-        given = float(w @ level_means(split))
-    return BudgetPlan(shares, best, equal, given, level_means(shares))
+    return _optimise(level_means, w, L, total, compare, starts, rng)
 
 
 def budget_frontier(
@@ -229,6 +198,141 @@ def budget_frontier(
         row.update({f"share_{d}": float(b) for d, b in enumerate(plan.shares)})
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def plan_table_budget(
+    queries: Sequence[tuple[int, Query]],
+    table: Table,
+    *,
+    total: float,
+    mechanism: Family = "geometric",
+    weights: Sequence[float] | None = None,
+    categories: Sequence[str] | None = None,
+    public: Sequence[tuple[int, Query]] = (),
+    compare: Sequence[float] | None = None,
+    starts: int = 4,
+    rng: int = 0,
+) -> BudgetPlan:
+    """The split of ``total`` across a table's measured queries that minimises (P)'s variance.
+
+    Each (geographic level, query) pair gets a share b_k of the total (queries at one level
+    compose sequentially, levels too: the shares add up to the table's budget); (P) is
+    generalised least squares over every measurement, and the objective is
+    Σ_d w_d x the mean exact variance (``TableProjector.variances``) of the chosen category
+    nodes of level d's geounits, from the design alone.
+
+    Parameters
+    ----------
+    queries : sequence of (int, Query)
+        The measured (level, query) pairs, each to receive a share.
+    table : Table
+        Supplies the geography and the category tree (its counts are not read).
+    total : float
+        Epsilon (geometric, laplace) or rho (gaussian, discrete-gaussian) to split.
+    mechanism : {"geometric", "laplace", "gaussian", "discrete-gaussian"}
+    weights : sequence of float, optional
+        Per geographic level (root first); default: the leaf level only.
+    categories : sequence of str, optional
+        Category node ids whose variances count (default: the detailed cells).
+    public : sequence of (int, Query)
+        Queries published exactly (e.g. the state totals); they cost nothing.
+    compare : sequence of float, optional
+        A split (one share per query) to evaluate too.
+    starts : int, default 4
+    rng : int, default 0
+
+    Returns
+    -------
+    BudgetPlan
+        ``shares`` in the order of ``queries``; ``level_variances`` per geographic level.
+
+    Examples
+    --------
+    >>> from postdp.data import synthetic_table
+    >>> from postdp.tables import Query
+    >>> t = synthetic_table((2, 3), leaf_mean=100, rng=0)
+    >>> qs = [(d, Query.detailed(t.categories)) for d in range(3)]
+    >>> plan = plan_table_budget(qs, t, total=3.0, mechanism="gaussian", starts=1)
+    >>> bool(plan.objective <= plan.equal_objective), plan.shares.size
+    (True, 3)
+    """
+    from postdp.postprocess import TableProjector
+    from postdp.tables import Measurement, Workload
+
+    geo, cat = table.geography, table.categories
+    K, L = len(queries), geo.n_levels
+    if K == 0:
+        raise ValidationError("`queries` must name at least one (level, query) to measure")
+    w = np.zeros(L) if weights is None else np.asarray(weights, dtype=float)
+    if weights is None:
+        w[-1] = 1.0
+    if w.shape != (L,) or (w < 0).any() or w.sum() <= 0:
+        raise ValidationError(f"`weights` needs {L} nonnegative values, not all 0; got {weights}")
+    chosen = cat.leaves if categories is None else cat.index(list(categories))
+    fixed = [Measurement(d, q, None) for d, q in public]
+
+    def level_means(shares: FloatArray) -> FloatArray:
+        work = Workload(
+            fixed
+            + [
+                Measurement(d, q, _mechanism(mechanism, float(b)))
+                for (d, q), b in zip(queries, shares, strict=True)
+            ]
+        )
+        var = TableProjector(table, work).variances()[:, chosen]
+        return np.array([var[nodes].mean() for nodes in geo.levels])
+
+    return _optimise(level_means, w, K, total, compare, starts, rng)
+
+
+def _optimise(
+    level_means: Callable[[FloatArray], FloatArray],
+    w: FloatArray,
+    K: int,
+    total: float,
+    compare: Sequence[float] | None,
+    starts: int,
+    rng: int,
+) -> BudgetPlan:
+    """SLSQP on the simplex of K shares from the equal split and random starts; every share
+    kept at >= 1e-4 of the total (so every query stays measured)."""
+    from scipy import optimize
+
+    if not np.isfinite(total) or total <= 0:
+        raise ValidationError(f"`total` must be positive and finite; got {total!r}")
+    floor = 1e-4 * total
+
+    def shares_of(x: FloatArray) -> FloatArray:
+        out: FloatArray = floor + (total - K * floor) * np.abs(x) / np.abs(x).sum()
+        return out
+
+    def objective(x: FloatArray) -> float:
+        return float(w @ level_means(shares_of(x)))
+
+    gen = np.random.default_rng(rng)
+    points = [np.full(K, 1.0 / K)] + [gen.dirichlet(np.ones(K)) for _ in range(max(0, starts - 1))]
+    best_x, best = points[0], objective(points[0])
+    equal = best
+    for x0 in points if K > 1 else []:
+        res = optimize.minimize(  # type: ignore[call-overload]
+            objective,
+            x0,
+            method="SLSQP",
+            bounds=[(1e-9, 1.0)] * K,
+            constraints=[{"type": "eq", "fun": lambda x: float(np.sum(x) - 1.0)}],
+            options={"ftol": 1e-12, "maxiter": 200},
+        )
+        value = objective(res.x)
+        if value < best:
+            best_x, best = res.x, value
+    given = None
+    if compare is not None:
+        split = np.asarray(compare, dtype=float)
+        if split.shape != (K,) or (split <= 0).any():
+            raise ValidationError(f"`compare` needs {K} positive values; got {compare}")
+        given = float(w @ level_means(split))
+    shares = shares_of(best_x)
+    return BudgetPlan(shares, best, equal, given, level_means(shares))
 
 
 def _mechanism(family: str, budget: float) -> Mechanism:
