@@ -123,3 +123,30 @@ def test_table_plan_beats_every_point_of_a_grid():
         if a + b < 0.97
     )
     assert plan.objective <= best * (1 + 1e-6)
+
+
+@pytest.mark.parametrize("steps", ["project-nonneg", "project-nonneg,round", "clamp"])
+def test_mae_plan_beats_a_grid_on_the_same_common_random_numbers(steps):
+    """With common random numbers the objective is deterministic, so a grid of splits
+    evaluated on the same draws (compare=) is a fair brute-force reference."""
+    from postdp.analysis import plan_mae_budget
+
+    h = postdp.Hierarchy.from_parents(
+        ["T", "a", "b", "a1", "a2", "b1", "b2"],
+        [None, "T", "T", "a", "a", "b", "b"],
+        [40, 12, 28, 3, 9, 20, 8],
+    )
+    kwargs = {"total": 1.5, "weights": [0, 1, 2], "draws": 150, "rng": 4, "bins": (0, 10, 100)}
+    plan = plan_mae_budget(h, steps, **kwargs)
+    assert plan.shares.sum() == pytest.approx(1.5)
+    from postdp.analysis.planner import _mae_levels
+
+    levels = _mae_levels(h, steps, "laplace", None, (0, 10, 100), 150, 4)
+    grid = np.linspace(0.05, 0.9, 12)
+    best = min(
+        float(np.array([0, 1, 2]) @ levels(np.array([a, b, 1 - a - b]) * 1.5))
+        for a, b in itertools.product(grid, grid)
+        if a + b < 0.97
+    )
+    assert plan.objective <= plan.equal_objective
+    assert plan.objective <= best * 1.01, (plan.objective, best)

@@ -4,7 +4,13 @@ budget planning and an empirical privacy audit."""
 from postdp._intervals import ConfidenceInterval
 from postdp.analysis.design import ReleaseDesign
 from postdp.analysis.montecarlo import MonteCarloResult, simulate
-from postdp.analysis.planner import BudgetPlan, budget_frontier, plan_budget, plan_table_budget
+from postdp.analysis.planner import (
+    BudgetPlan,
+    budget_frontier,
+    plan_budget,
+    plan_mae_budget,
+    plan_table_budget,
+)
 from postdp.analysis.privacy_audit import PrivacyAudit, audit_privacy
 from postdp.analysis.table_metrics import SIZE_BINS, table_error_metrics
 from postdp.analysis.theory import (
@@ -42,6 +48,7 @@ __all__ = [
     "l1_ball_tail",
     "p_plus_bias_bound",
     "plan_budget",
+    "plan_mae_budget",
     "plan_table_budget",
     "ps_error_cdf",
     "ps_error_density",
