@@ -80,3 +80,37 @@ def test_bad_frontiers_write_nothing(extra, message, tmp_path, monkeypatch, caps
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def test_plan_for_the_mae_of_a_nonlinear_chain(tmp_path, monkeypatch, capsys):
+    write_inputs(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    args = ["plan", "--input", "t.csv", "--total", "1", "--mechanism", "laplace"]
+    args += ["--objective", "mae", "--postprocess", "project-nonneg,round", "--draws", "40"]
+    assert main([*args, "--weights", "0,1,1", "-o", "m.csv"]) == 0
+    out = capsys.readouterr().out
+    assert "size-binned MAE of project-nonneg,round (40 common random draws)" in out
+    plan = pd.read_csv(tmp_path / "m.csv")
+    assert plan["share"].sum() == pytest.approx(1.0)
+    assert not any(count in out for count in TRUE_COUNTS)
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--mechanism", "geometric"], "--objective mae needs continuous noise"),
+        (["--mechanism", "laplace", "--postprocess", "bogus"], "--postprocess"),
+        (["--mechanism", "laplace", "--count", "pop"], "--count 'pop': no such column"),
+        (["--mechanism", "laplace", "--frontier", "1,2"], "leave out --objective mae"),
+        (["--mechanism", "laplace", "--draws", "3"], "--draws"),
+    ],
+)
+def test_bad_mae_plans_write_nothing(extra, message, tmp_path, monkeypatch, capsys):
+    write_inputs(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    args = ["plan", "--input", "t.csv", "--total", "1", "--objective", "mae", "-o", "new.csv"]
+    assert main([*args, *extra]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == before

@@ -17,6 +17,7 @@ from postdp.cli._options import (
     float_list,
     positive_float,
     typed,
+    whole,
 )
 
 __all__ = ["add_parser", "run"]
@@ -41,6 +42,9 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("--input", metavar="CSV", help="hierarchy (id and parent columns)")
     parser.add_argument("--id", default="id", metavar="COL", help="column of node ids")
     parser.add_argument("--parent", default="parent", metavar="COL", help="column of parents")
+    parser.add_argument(
+        "--count", default="count", metavar="COL", help="column of counts (--objective mae)"
+    )
     parser.add_argument(
         "--encoding", type=encoding, default="utf-8", help="text encoding of --input"
     )
@@ -77,6 +81,23 @@ def add_parser(commands: Any) -> None:
     parser.add_argument(
         "--figure", metavar="PNG", help="with --frontier: draw it (png, svg or pdf; plots extra)"
     )
+    parser.add_argument(
+        "--objective",
+        choices=["variance", "mae"],
+        default="variance",
+        help="variance: the exact (P) variance (default; counts not read); mae: the "
+        "size-binned mean absolute error of --postprocess by Monte Carlo on the true counts "
+        "(laplace or gaussian; a study: the plan then depends on the data)",
+    )
+    parser.add_argument(
+        "--postprocess",
+        default="project-nonneg",
+        metavar="STEP[,STEP...]",
+        help="with --objective mae: the chain whose error is planned (default project-nonneg)",
+    )
+    parser.add_argument(
+        "--draws", type=whole(10, 100_000), default=200, help="with --objective mae: draws"
+    )
     add_output_options(parser, quiet=False)
     parser.set_defaults(func=run)
 
@@ -95,9 +116,20 @@ def run(args: argparse.Namespace, state: RunState) -> int:
         for option in ("--id", "--parent"):
             if getattr(args, option[2:]) not in frame.columns:
                 raise CliError(f"{option} {getattr(args, option[2:])!r}: no such column")
+        count = args.count if args.objective == "mae" else None
+        if count is not None and count not in frame.columns:
+            raise CliError(f"--count {count!r}: no such column (--objective mae reads counts)")
         with flag("--input", args.input):
-            h = Hierarchy.from_frame(frame, id=args.id, parent=args.parent, count=None)
+            h = Hierarchy.from_frame(frame, id=args.id, parent=args.parent, count=count)
         inputs = [path]
+    if args.objective == "mae":
+        if args.mechanism not in ("laplace", "gaussian"):
+            raise CliError(
+                f"--mechanism {args.mechanism}: --objective mae needs continuous noise "
+                "(laplace or gaussian)"
+            )
+        if args.frontier is not None:
+            raise CliError("--frontier: plots the variance objective; leave out --objective mae")
     L = h.n_levels
     for option, values in (("--weights", args.weights), ("--compare", args.compare)):
         if values is not None and len(values) != L:
@@ -128,18 +160,38 @@ def run(args: argparse.Namespace, state: RunState) -> int:
         figure = check_output_file(args.figure, "--figure", inputs=inputs, overwrite=args.overwrite)
         if figure in (output, frontier_out):
             raise CliError(f"--figure {args.figure!r}: the same file as another output")
-    from postdp.analysis import plan_budget
+    from postdp.analysis import plan_budget, plan_mae_budget
 
     state.phase = "planning"
-    with flag("--total", f"{args.total:g}"):
-        plan = plan_budget(
-            h,
-            total=args.total,
-            mechanism=args.mechanism,
-            weights=args.weights,
-            public_root=args.public == "root",
-            compare=args.compare,
-        )
+    if args.objective == "mae":
+        from postdp.analysis import ReleaseDesign
+        from postdp.mechanisms import Gaussian, Laplace
+
+        probe = Laplace(1.0) if args.mechanism == "laplace" else Gaussian(rho=1.0)
+        public = None if args.public is None else [str(h.ids[h.root])]
+        with flag("--postprocess", args.postprocess):  # checked before any draw
+            ReleaseDesign(h, probe, args.postprocess, public=public)
+        with flag("--total", f"{args.total:g}"):
+            plan = plan_mae_budget(
+                h,
+                args.postprocess,
+                total=args.total,
+                mechanism=args.mechanism,
+                weights=args.weights,
+                public=public,
+                draws=args.draws,
+                compare=args.compare,
+            )
+    else:
+        with flag("--total", f"{args.total:g}"):
+            plan = plan_budget(
+                h,
+                total=args.total,
+                mechanism=args.mechanism,
+                weights=args.weights,
+                public_root=args.public == "root",
+                compare=args.compare,
+            )
     frontier = None
     if args.frontier is not None:
         from postdp.analysis import budget_frontier
@@ -173,8 +225,13 @@ def run(args: argparse.Namespace, state: RunState) -> int:
     print(f"split of {unit} = {args.total:g} over {L} levels ({args.mechanism}):", file=out)
     print("  " + ", ".join(f"level {d}: {s:.4g}" for d, s in enumerate(plan.shares)), file=out)
     ratio = plan.equal_objective / plan.objective if plan.objective > 0 else float("inf")
+    what = (
+        f"size-binned MAE of {args.postprocess} ({args.draws} common random draws)"
+        if args.objective == "mae"
+        else "weighted mean (P) variance"
+    )
     print(
-        f"weighted mean (P) variance {plan.objective:.4g}; equal split {plan.equal_objective:.4g}"
+        f"{what} {plan.objective:.4g}; equal split {plan.equal_objective:.4g}"
         f" ({ratio:.2f}x the plan)",
         file=out,
     )
