@@ -139,9 +139,9 @@ def test_mae_plan_beats_a_grid_on_the_same_common_random_numbers(steps):
     kwargs = {"total": 1.5, "weights": [0, 1, 2], "draws": 150, "rng": 4, "bins": (0, 10, 100)}
     plan = plan_mae_budget(h, steps, **kwargs)
     assert plan.shares.sum() == pytest.approx(1.5)
-    from postdp.analysis.planner import _mae_levels
+    from postdp.analysis.planner_mc import mae_levels
 
-    levels = _mae_levels(h, steps, "laplace", None, (0, 10, 100), 150, 4)
+    levels = mae_levels(h, steps, "laplace", None, (0, 10, 100), 150, 4)
     grid = np.linspace(0.05, 0.9, 12)
     best = min(
         float(np.array([0, 1, 2]) @ levels(np.array([a, b, 1 - a - b]) * 1.5))

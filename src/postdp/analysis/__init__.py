@@ -4,13 +4,8 @@ budget planning and an empirical privacy audit."""
 from postdp._intervals import ConfidenceInterval
 from postdp.analysis.design import ReleaseDesign
 from postdp.analysis.montecarlo import MonteCarloResult, simulate
-from postdp.analysis.planner import (
-    BudgetPlan,
-    budget_frontier,
-    plan_budget,
-    plan_mae_budget,
-    plan_table_budget,
-)
+from postdp.analysis.planner import BudgetPlan, budget_frontier, plan_budget, plan_table_budget
+from postdp.analysis.planner_mc import plan_mae_budget
 from postdp.analysis.privacy_audit import PrivacyAudit, audit_privacy
 from postdp.analysis.table_metrics import SIZE_BINS, table_error_metrics
 from postdp.analysis.theory import (
