@@ -16,6 +16,7 @@ from postdp.decisions.mitigation import (
     output_perturbation,
     sum_constrained,
 )
+from postdp.decisions.planning import plan_allotment_budget
 from postdp.decisions.rules import (
     Composite,
     Ratio,
@@ -44,6 +45,7 @@ __all__ = [
     "optimal_temperature",
     "or_error",
     "output_perturbation",
+    "plan_allotment_budget",
     "predicted_allotment_bias",
     "section203_margin",
     "section203_rule",
