@@ -43,3 +43,37 @@ def test_bad_replicate_requests_draw_nothing(extra, message, tmp_path, monkeypat
     assert main([*args, *extra]) == 2
     assert message in capsys.readouterr().err
     assert spy == [] and not (tmp_path / "new.csv").exists()
+
+
+def test_bayes_release_with_posterior_intervals(tmp_path, monkeypatch, capsys):
+    write_inputs(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    args = ["release", "--input", "t.csv", "--epsilon", "1", "-o", "b.csv", "--study"]
+    args += ["--seed", "4", "--postprocess", "bayes", "--uncertainty", "posterior"]
+    assert main(args) == 0
+    out = pd.read_csv(tmp_path / "b.csv")
+    assert (out["released_count"] >= 0).all()
+    assert (out["ci_low"] <= out["released_count"]).all()
+    assert (out["released_count"] <= out["ci_high"]).all()
+    text = capsys.readouterr().out
+    assert "post-processing: bayes" in text and "is consistent" in text
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--postprocess", "project", "--uncertainty", "posterior"], "for --postprocess bayes"),
+        (["--postprocess", "bayes", "--uncertainty", "replicates"], "use --uncertainty posterior"),
+        (["--postprocess", "bayes", "--mechanism", "laplace"], "needs --mechanism geometric"),
+        (["--postprocess", "bayes", "--public", "root"], "public nodes are not supported"),
+        (["--postprocess", "bayes", "--weights", "inverse-variance"], "--weights"),
+    ],
+)
+def test_bad_bayes_requests_draw_nothing(extra, message, tmp_path, monkeypatch, capsys, spy):
+    write_inputs(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    args = ["release", "--input", "t.csv", "--epsilon", "1", "-o", "new.csv", *extra]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+    assert spy == [] and not (tmp_path / "new.csv").exists()

@@ -36,6 +36,7 @@ from postdp._typing import ArrayLike, FloatArray, IntArray, NumArray, RNGLike
 from postdp.analysis.design import ReleaseDesign
 from postdp.analysis.table_metrics import SIZE_BINS
 from postdp.errors import ValidationError
+from postdp.mechanisms import Geometric
 from postdp.tables import Table, Workload
 
 __all__ = [
@@ -45,7 +46,7 @@ __all__ = [
     "table_interval_coverage",
 ]
 
-Method = Literal["gls", "replicates"]
+Method = Literal["gls", "replicates", "posterior"]
 
 
 def replicate_intervals(
@@ -200,7 +201,9 @@ def interval_coverage(
     ----------
     design : ReleaseDesign
         Its hierarchy's counts are the truth.
-    method : {"replicates", "gls"}
+    method : {"replicates", "gls", "posterior"}
+        ``"posterior"``: the design's noise (geometric, no steps) released with seed 003's
+        rule (``bayes_release_hierarchy``) and its family-by-family credible intervals.
     n_draws : int, default 200
     replicates : int, default 200
         R per release (``"replicates"`` only); the cost is n_draws x R runs.
@@ -226,8 +229,15 @@ def interval_coverage(
     >>> list(cov.columns)[:4]
     ['level', 'size', 'nodes', 'coverage']
     """
-    if method not in ("gls", "replicates"):
-        raise ValidationError(f"`method` must be 'gls' or 'replicates'; got {method!r}")
+    if method not in ("gls", "replicates", "posterior"):
+        raise ValidationError(
+            f"`method` must be 'gls', 'replicates' or 'posterior'; got {method!r}"
+        )
+    if method == "posterior" and design.steps:
+        raise ValidationError(
+            "`method='posterior'` releases with seed 003's rule: give a design without "
+            "post-processing steps (geometric noise)"
+        )
     (N,) = _validation.size_tuple(n_draws)
     if N < 2:
         raise ValidationError(f"`n_draws` must be at least 2; got {n_draws}")
@@ -238,7 +248,15 @@ def interval_coverage(
     width = np.zeros(h.n)
     for k in range(N):
         released = np.asarray(design.run(rng=gen)[0], dtype=np.float64)
-        if method == "gls":
+        if method == "posterior":
+            from postdp.bayes import bayes_release_hierarchy, hierarchy_credible_intervals
+
+            mechs = [m for m in design.per_level if isinstance(m, Geometric)]
+            if len(mechs) != h.n_levels:
+                raise ValidationError("`method='posterior'` needs geometric noise on every level")
+            bayes = bayes_release_hierarchy(released.astype(np.int64), h, mechs)
+            ci = hierarchy_credible_intervals(bayes, h, mechs, level=level, rng=gen)
+        elif method == "gls":
             ci = gls_intervals(released, design, level=level)
         else:
             ci = replicate_intervals(released, design, replicates=replicates, level=level, rng=gen)

@@ -3,6 +3,7 @@
 from postdp.bayes._convolution import SumLaw, sum_law, sum_law_monte_carlo
 from postdp.bayes._finucan import finucan_mode
 from postdp.bayes.diagnostics import effective_sample_size, split_rhat
+from postdp.bayes.hierarchy_posterior import hierarchy_credible_intervals
 from postdp.bayes.inference import ExactPosterior, exact_posterior
 from postdp.bayes.mcmc import PosteriorSamples, sample_posterior
 from postdp.bayes.posterior_mode import (
@@ -23,6 +24,7 @@ __all__ = [
     "effective_sample_size",
     "exact_posterior",
     "finucan_mode",
+    "hierarchy_credible_intervals",
     "posterior_mode_independent",
     "posterior_mode_summed",
     "sample_posterior",

@@ -102,14 +102,6 @@ def _holds(
 
 
 @_jit
-def _gumbel(gen: np.random.Generator) -> float:  # pragma: no cover - compiled
-    u = gen.random()
-    while u == 0.0:
-        u = gen.random()
-    return -math.log(-math.log(u))
-
-
-@_jit
 def _sweeps(
     gen: np.random.Generator,
     N: IntArray,
@@ -140,14 +132,13 @@ def _sweeps(
         for s in range(S):
             r = reach[s]
             for c in range(C):
-                # exact Gibbs step for N_s on the window around n_s (Gumbel-max draw)
+                # exact Gibbs step for N_s on the window around n_s (inverse cdf, one uniform)
                 rest = 0
                 for j in range(S):
                     rest += N[c, j]
                 rest -= N[c, s]
                 low = max(noisy[c, s] - r, 0)
                 best = -math.inf
-                pick = low
                 for o in range(2 * r + 1):
                     cand = low + o
                     total = rest + cand
@@ -155,10 +146,20 @@ def _sweeps(
                         lg = abs(t - total) * log_a_total + log_norm
                     else:
                         lg = total * log_a_total - log_tail
-                    lp = abs(noisy[c, s] - cand) * log_a[s] + lg + _gumbel(gen)
+                    lp = abs(noisy[c, s] - cand) * log_a[s] + lg
                     logp[o] = lp
-                    if lp > best:
-                        best, pick = lp, cand
+                    best = max(best, lp)
+                mass = 0.0
+                for o in range(2 * r + 1):
+                    logp[o] = math.exp(logp[o] - best)
+                    mass += logp[o]
+                u = gen.random() * mass
+                pick = low + 2 * r
+                for o in range(2 * r + 1):
+                    u -= logp[o]
+                    if u < 0.0:
+                        pick = low + o
+                        break
                 N[c, s] = pick
                 # independence proposal for n_s: N_s + double geometric noise
                 e1 = gen.standard_exponential() / rates[s]

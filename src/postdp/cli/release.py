@@ -102,12 +102,14 @@ def add_parser(commands: Any) -> None:
     add_table_flags(parser)
     parser.add_argument(
         "--uncertainty",
-        choices=["gls", "replicates"],
+        choices=["gls", "replicates", "posterior"],
         help="add ci_low, ci_high and ci_level to every row: gls = exact margins of (P) from "
         "the design alone (--postprocess project; tables, or hierarchies with least-squares "
         "weights and at most --public root); replicates = the design re-run --replicates "
         "times on the released counts, for any --postprocess chain of a hierarchy (noise "
-        "from OpenDP, or numpy with --study). Both cost no privacy",
+        "from OpenDP, or numpy with --study); posterior = seed 003's credible intervals, "
+        "family by family, for --postprocess bayes (MCMC on the published counts only). "
+        "None costs privacy",
     )
     parser.add_argument(
         "--replicates",
@@ -162,13 +164,28 @@ def run(args: argparse.Namespace, state: RunState) -> int:
         raise CliError(f"--keep {','.join(keep)!r}: would copy the true counts ({args.count!r})")
 
     public = public_ids(args, h)
-    with flag("--postprocess", args.postprocess):
-        from postdp.postprocess import PostProcessChain, inverse_variance_weights, is_consistent
+    from postdp.postprocess import PostProcessChain, inverse_variance_weights, is_consistent
 
-        weights = (
-            inverse_variance_weights(h, mechanisms) if args.weights == "inverse-variance" else None
+    bayes = args.postprocess.replace(" ", "") == "bayes"
+    chain: Any
+    if bayes:
+        chain = _bayes_chain(args, h, mechanisms, public)
+    else:
+        with flag("--postprocess", args.postprocess):
+            weights = (
+                inverse_variance_weights(h, mechanisms)
+                if args.weights == "inverse-variance"
+                else None
+            )
+            chain = PostProcessChain(
+                h, mechanisms, args.postprocess, public=public, weights=weights
+            )
+    if args.uncertainty == "posterior" and not bayes:
+        raise CliError(
+            "--uncertainty posterior: the credible intervals are for --postprocess bayes"
         )
-        chain = PostProcessChain(h, mechanisms, args.postprocess, public=public, weights=weights)
+    if args.uncertainty == "replicates" and bayes:
+        raise CliError("--uncertainty replicates: use --uncertainty posterior with bayes")
     margin = _margins(args, h, mechanisms, public) if args.uncertainty == "gls" else None
     design = None
     if args.uncertainty == "replicates":
@@ -207,6 +224,21 @@ def run(args: argparse.Namespace, state: RunState) -> int:
             table.insert(at, "ci_low", released - margin)
             table.insert(at + 1, "ci_high", released + margin)
             table.insert(at + 2, "ci_level", args.ci_level)
+    if args.uncertainty == "posterior":
+        from postdp.bayes import hierarchy_credible_intervals
+
+        state.phase = "sampling the posterior"
+        post = hierarchy_credible_intervals(
+            table["released_count"].to_numpy(),
+            h,
+            mechanisms,
+            level=args.ci_level,
+            rng=None if secure else (None if args.seed is None else args.seed + 1),
+        )
+        at = list(table.columns).index("released_count") + 1
+        table.insert(at, "ci_low", post.low)
+        table.insert(at + 1, "ci_high", post.high)
+        table.insert(at + 2, "ci_level", args.ci_level)
     if design is not None:
         from postdp.analysis import replicate_intervals
 
@@ -249,6 +281,37 @@ def run(args: argparse.Namespace, state: RunState) -> int:
     state.written.append(str(output))
     _report(args, loaded, mechanisms, result, chain, consistent, output, spent, ledger_path)
     return 0
+
+
+class _BayesChain:
+    """Seed 003's release rule over the whole hierarchy, shaped like a post-processing chain
+    for the release command (the chain layer cannot reach the Bayesian one)."""
+
+    steps = ("bayes",)
+
+    def __init__(self, h: Any, mechanisms: list[Any]) -> None:
+        self.h, self.mechanisms = h, mechanisms
+
+    def __call__(self, values: Any, *, rng: Any = None) -> Any:
+        from postdp.bayes import bayes_release_hierarchy
+
+        return bayes_release_hierarchy(values, self.h, self.mechanisms)
+
+
+def _bayes_chain(args: argparse.Namespace, h: Any, mechanisms: list[Any], public: Any) -> Any:
+    """Checks for --postprocess bayes, before anything is drawn."""
+    from postdp.mechanisms import Geometric
+
+    if not all(isinstance(m, Geometric) for m in mechanisms):
+        raise CliError(
+            f"--postprocess bayes: seed 003's release needs --mechanism geometric; got "
+            f"{args.mechanism}"
+        )
+    if public is not None:
+        raise CliError("--postprocess bayes: public nodes are not supported by this release")
+    if args.weights != "equal":
+        raise CliError("--weights: applies to projections, not to --postprocess bayes")
+    return _BayesChain(h, mechanisms)
 
 
 def _margins(args: argparse.Namespace, h: Any, mechanisms: list[Any], public: Any) -> Any:
