@@ -95,3 +95,22 @@ def test_posterior_intervals_of_a_bayes_release_cover_at_least_their_level(tree)
     every = cov[cov["size"] == "all"]
     assert (every["coverage"] >= 0.9 - Z * every["coverage_se"]).all(), every
     assert (every["coverage"] <= 0.99).all(), every  # not vacuous
+
+
+@pytest.mark.statistical
+def test_ps_intervals_have_exact_coverage():
+    """Seed 000 Thm 12: the (P_S) error law; its quantile interval covers at its level
+    for n = 3 (far from normal) and n = 40."""
+    from postdp import project_sum
+    from postdp.analysis import ps_intervals
+
+    lap = Laplace.from_scale(5.0)
+    for n in (3, 40):
+        truth = np.arange(1, n + 1) * 100.0
+        noisy = lap.sample(truth, rng=n, size=20_000)
+        released = project_sum(noisy, truth.sum())
+        ci = ps_intervals(released, lap, level=0.8)
+        covered = (ci.low <= truth) & (truth <= ci.high)
+        p = covered.mean(axis=0)  # per component, over independent draws
+        se = np.sqrt(0.8 * 0.2 / covered.shape[0])
+        assert (np.abs(p - 0.8) <= Z * se).all(), (n, p)

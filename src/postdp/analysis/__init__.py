@@ -22,6 +22,7 @@ from postdp.analysis.theory import (
 from postdp.analysis.uncertainty import (
     gls_intervals,
     interval_coverage,
+    ps_intervals,
     replicate_intervals,
     table_interval_coverage,
 )
@@ -48,6 +49,7 @@ __all__ = [
     "ps_error_cdf",
     "ps_error_density",
     "ps_error_variance",
+    "ps_intervals",
     "ps_wasserstein_to_laplace",
     "replicate_intervals",
     "simulate",
