@@ -54,3 +54,37 @@ def test_bad_inputs(tree):
         plan_allotment_budget(tree, "project-nonneg", total=1.0, mechanism="geometric")
     with pytest.raises(ValidationError, match="`total`"):
         plan_allotment_budget(tree, "project-nonneg", total=-1.0)
+
+
+def test_a_feature_the_rule_does_not_read_gets_almost_nothing():
+    from postdp.decisions import Threshold, plan_decision_budget
+
+    data = {"x": [50.0, 95.0, 104.0, 150.0], "unused": [10.0, 20.0, 30.0, 40.0]}
+    plan = plan_decision_budget(data, Threshold("x", 100), total=1.0, draws=200, rng=1)
+    assert plan.shares[1] < 0.05 and plan.objective <= plan.equal_objective
+
+
+def test_section203_plan_beats_a_grid_on_the_same_draws():
+    """Seed 002's Section 203 rule on the bundled jurisdictions nearest their thresholds:
+    expected flipped determinations, planned across the three features."""
+    from postdp.data import load_section203
+    from postdp.decisions import plan_decision_budget, section203_margin, section203_rule
+    from postdp.decisions.planning import _flips
+
+    frame = load_section203()
+    columns = ["vacit_total", "vaclep", "illit"]
+    near = np.argsort(section203_margin({c: frame[c].to_numpy() for c in columns}))[:150]
+    data = {c: frame[c].to_numpy()[near].astype(float) for c in columns}
+    rule = section203_rule()
+    kwargs = {"total": 0.5, "draws": 80, "rng": 3, "postprocess": "clamp"}
+    plan = plan_decision_budget(data, rule, **kwargs)
+    flips = _flips(data, rule, "laplace", "clamp", 80, 3)
+    grid = np.linspace(0.05, 0.9, 9)
+    best = min(
+        flips(np.array([a, b, 1 - a - b]) * 0.5)
+        for a, b in itertools.product(grid, grid)
+        if a + b < 0.97
+    )
+    assert plan.equal_objective == pytest.approx(flips(np.full(3, 0.5 / 3)))
+    assert plan.objective <= plan.equal_objective
+    assert plan.objective <= best * 1.02, (plan.objective, best, plan.shares)

@@ -183,8 +183,12 @@ def plan_on_simplex(
     gen = np.random.default_rng(rng + 1)
     if L > 1:
         for z0 in [start, *gen.normal(0.0, 1.0, (2, L - 1))]:
-            res = optimize.minimize(
-                objective, z0, method="Nelder-Mead", options={"xatol": 1e-4, "fatol": 1e-9}
+            simplex = np.vstack([z0, z0 + np.eye(L - 1)])  # wide first steps: a stepwise
+            res = optimize.minimize(  # objective (decisions) is flat at small scales
+                objective,
+                z0,
+                method="Nelder-Mead",
+                options={"xatol": 1e-4, "fatol": 1e-9, "initial_simplex": simplex},
             )
             if res.fun < best:
                 best_z, best = res.x, float(res.fun)

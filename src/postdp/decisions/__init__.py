@@ -16,7 +16,7 @@ from postdp.decisions.mitigation import (
     output_perturbation,
     sum_constrained,
 )
-from postdp.decisions.planning import plan_allotment_budget
+from postdp.decisions.planning import plan_allotment_budget, plan_decision_budget
 from postdp.decisions.rules import (
     Composite,
     Ratio,
@@ -46,6 +46,7 @@ __all__ = [
     "or_error",
     "output_perturbation",
     "plan_allotment_budget",
+    "plan_decision_budget",
     "predicted_allotment_bias",
     "section203_margin",
     "section203_rule",
