@@ -114,3 +114,32 @@ def test_ps_intervals_have_exact_coverage():
         p = covered.mean(axis=0)  # per component, over independent draws
         se = np.sqrt(0.8 * 0.2 / covered.shape[0])
         assert (np.abs(p - 0.8) <= Z * se).all(), (n, p)
+
+
+@pytest.mark.statistical
+def test_table_replicate_intervals_of_p_cover_near_their_level():
+    """(P) on a table is linear, so its replicate errors have the release's error law; with
+    R = 60 replicates the bootstrap quantiles cost a few points of coverage."""
+    from postdp import Gaussian
+    from postdp.analysis import table_replicate_intervals
+    from postdp.data import synthetic_table
+    from postdp.postprocess import project_table
+    from postdp.tables import Measurement, Query, Workload, measure
+
+    t = synthetic_table((3, 4), leaf_mean=400, rng=7)
+    w = Workload(
+        [Measurement(d, Query.detailed(t.categories), Gaussian(rho=0.4)) for d in range(3)]
+    )
+    truth = t.counts()
+    per_draw = []
+    for k in range(30):
+        released = project_table(measure(t, w, secure=False, rng=100 + k, size=1))[0]
+        ci = table_replicate_intervals(released, t, w, replicates=60, level=0.8, rng=k)
+        per_draw.append(((ci.low <= truth) & (truth <= ci.high)).mean())
+    p = np.array(per_draw)
+    se = p.std(ddof=1) / np.sqrt(p.size)
+    assert abs(p.mean() - 0.8) <= Z * se + 0.03, (p.mean(), se)
+    with pytest.raises(ValidationError, match="shape"):
+        table_replicate_intervals(released[:2], t, w)
+    with pytest.raises(ValidationError, match="`postprocess`"):
+        table_replicate_intervals(released, t, w, postprocess="clamp")

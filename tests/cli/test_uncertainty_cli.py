@@ -29,7 +29,8 @@ def test_replicate_intervals_on_every_row(secure, tmp_path, monkeypatch, capsys)
     ("extra", "message"),
     [
         (["--replicates", "5"], "--replicates"),
-        (["--table", "p1-us-county"], "tables offer the exact GLS margins (gls) only"),
+        (["--table", "p1-us-county", "--replicates", "200000"], "--replicates"),
+        (["--table", "p1-us-county", "--format", "wide"], "need --format long"),
     ],
 )
 def test_bad_replicate_requests_draw_nothing(extra, message, tmp_path, monkeypatch, capsys, spy):
@@ -77,3 +78,13 @@ def test_bad_bayes_requests_draw_nothing(extra, message, tmp_path, monkeypatch, 
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
     assert spy == [] and not (tmp_path / "new.csv").exists()
+
+
+def test_table_replicate_intervals_on_every_row(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    args = ["release", "--table", "p1-us-county", "--epsilon", "1", "--public", "root"]
+    args += ["--postprocess", "topdown", "--uncertainty", "replicates", "--replicates", "10"]
+    assert main([*args, "--study", "--seed", "2", "-o", "t.csv"]) == 0
+    out = pd.read_csv(tmp_path / "t.csv", dtype={"geo_id": str, "parent": str})
+    assert {"ci_low", "ci_high", "ci_level"} <= set(out.columns)
+    assert (out["ci_low"] <= out["ci_high"] + 1e-9).all()

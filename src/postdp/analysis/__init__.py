@@ -8,6 +8,7 @@ from postdp.analysis.planner import BudgetPlan, budget_frontier, plan_budget, pl
 from postdp.analysis.planner_mc import plan_mae_budget
 from postdp.analysis.privacy_audit import PrivacyAudit, audit_privacy
 from postdp.analysis.table_metrics import SIZE_BINS, table_error_metrics
+from postdp.analysis.table_replicates import table_replicate_intervals
 from postdp.analysis.theory import (
     BiasBound,
     geometric_h,
@@ -55,4 +56,5 @@ __all__ = [
     "simulate",
     "table_error_metrics",
     "table_interval_coverage",
+    "table_replicate_intervals",
 ]

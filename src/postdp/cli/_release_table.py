@@ -39,7 +39,7 @@ def run_table(args: argparse.Namespace, state: RunState, check_cap: Any) -> int:
         with flag_design(args):
             check_top_down(table, work)
         projector = top_down_table
-    margin = _margins(args, step, projector, work)
+    margin = _margins(args, step, projector, work, (table.geography.n, table.categories.n))
     secure = not args.study
     opendp = ""
     if secure:
@@ -64,6 +64,24 @@ def run_table(args: argparse.Namespace, state: RunState, check_cap: Any) -> int:
         released = full.round(6)
     shaped = long_form if args.format == "long" else wide_form
     frame = shaped(table, measured, released, secure=secure)
+    if args.uncertainty == "replicates" and released is not None:
+        from postdp.analysis import table_replicate_intervals
+
+        state.phase = "replicating the release"
+        ci = table_replicate_intervals(
+            released,
+            table,
+            work,
+            postprocess="topdown" if step == "topdown" else "project",
+            replicates=args.replicates,
+            level=args.ci_level,
+            secure=secure,
+            rng=None if secure else (None if args.seed is None else args.seed + 1),
+        )
+        position = list(frame.columns).index("released_count") + 1
+        frame.insert(position, "ci_low", ci.low.round(6).reshape(-1))
+        frame.insert(position + 1, "ci_high", ci.high.round(6).reshape(-1))
+        frame.insert(position + 2, "ci_level", args.ci_level)
     if margin is not None and released is not None:
         position = list(frame.columns).index("released_count") + 1
         frame.insert(position, "ci_low", (released - margin).round(6).reshape(-1))
@@ -86,21 +104,38 @@ def run_table(args: argparse.Namespace, state: RunState, check_cap: Any) -> int:
     return 0
 
 
-def _margins(args: argparse.Namespace, step: str | None, projector: Any, work: Any) -> Any:
-    """Half-widths of the --uncertainty intervals (from the design alone), or None."""
+def _margins(
+    args: argparse.Namespace,
+    step: str | None,
+    projector: Any,
+    work: Any,
+    shape: tuple[int, int],
+) -> Any:
+    """Half-widths of the --uncertainty gls intervals (from the design alone), or None; the
+    other methods are checked here, before anything is drawn."""
     if args.uncertainty is None:
         return None
-    if args.uncertainty != "gls":
-        raise CliError(
-            f"--uncertainty {args.uncertainty}: tables offer the exact GLS margins (gls) only"
-        )
+    if args.uncertainty == "posterior":
+        raise CliError("--uncertainty posterior: for hierarchies released with bayes only")
+    if args.format != "long":
+        raise CliError(f"--uncertainty {args.uncertainty}: the intervals need --format long")
+    if args.uncertainty == "replicates":
+        if step not in ("project", "topdown"):
+            raise CliError(
+                "--uncertainty replicates: needs --postprocess project or topdown for a table"
+            )
+        need = args.replicates * shape[0] * shape[1] * 4
+        if need > 2 << 30:
+            raise CliError(
+                f"--replicates {args.replicates}: would hold {need / 2**30:.1f} GiB of replicate "
+                "errors (replicates x geounits x categories x 4 bytes); use fewer"
+            )
+        return None
     if step != "project":
         raise CliError(
             f"--uncertainty {args.uncertainty}: exact GLS margins are for --postprocess "
             "project (the least-squares estimate)"
         )
-    if args.format != "long":
-        raise CliError(f"--uncertainty {args.uncertainty}: the intervals need --format long")
     if any(m.weight is not None for m in work.measurements):
         raise CliError(
             f"--uncertainty {args.uncertainty}: GLS margins need the inverse-variance weights "
