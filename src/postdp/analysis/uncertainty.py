@@ -318,22 +318,32 @@ def table_interval_coverage(
     table: Table,
     workload: Workload,
     *,
+    method: Literal["gls", "replicates"] = "gls",
+    postprocess: Literal["project", "topdown"] = "project",
+    replicates: int = 30,
     n_draws: int = 16,
     level: float = 0.9,
     bins: tuple[int, ...] = SIZE_BINS,
     rng: RNGLike = None,
 ) -> pd.DataFrame:
-    """Coverage of the exact GLS intervals of a table's (P) estimate, with the truth known.
+    """Coverage of a table's interval method, with the truth known.
 
     Every count of every geounit and category node (those a public query fixes excepted)
-    gets released ± z·sd; the share covering the true count is reported by geographic
-    level and true-count size bin.
+    gets its interval — ``"gls"``: released ± z·sd of (P) (exact); ``"replicates"``:
+    :func:`postdp.analysis.table_replicate_intervals` around the ``postprocess`` release —
+    and the share covering the true count is reported by geographic level and true-count
+    size bin.
 
     Parameters
     ----------
     table : Table
         Its cells are the truth.
     workload : Workload
+    method : {"gls", "replicates"}
+    postprocess : {"project", "topdown"}
+        The release's post-processing (``"gls"`` needs ``"project"``).
+    replicates : int, default 30
+        R per release for ``"replicates"`` (the cost is n_draws x R releases).
     n_draws : int, default 16
         Draws of the noise (study path); memory: one draw's table at a time.
     level : float, default 0.9
@@ -359,9 +369,14 @@ def table_interval_coverage(
     """
     from scipy import stats
 
-    from postdp.postprocess import TableProjector
+    from postdp.analysis.table_replicates import table_replicate_intervals
+    from postdp.postprocess import TableProjector, top_down_table
     from postdp.tables import expand, measure
 
+    if method not in ("gls", "replicates"):
+        raise ValidationError(f"`method` must be 'gls' or 'replicates'; got {method!r}")
+    if method == "gls" and postprocess != "project":
+        raise ValidationError("GLS intervals are for postprocess='project'")
     (N,) = _validation.size_tuple(n_draws)
     if N < 2:
         raise ValidationError(f"`n_draws` must be at least 2; got {n_draws}")
@@ -375,11 +390,27 @@ def table_interval_coverage(
     free = sd > 0
     gen = _rng.as_generator(rng)
     covered = np.zeros((N, int(free.sum())), dtype=bool)
+    width = np.zeros(int(free.sum()))
     for k in range(N):
-        est = projector(measure(table, workload, secure=False, rng=gen, size=1))[0]
+        measured = measure(table, workload, secure=False, rng=gen, size=1)
+        post = top_down_table if postprocess == "topdown" else projector
+        est = post(measured)[0]
         full = expand(est[geo.leaves], geo, cat)
-        covered[k] = (np.abs(full - truth) <= z * sd)[free]
-    width = 2.0 * z * sd[free]
+        if method == "gls":
+            low, high = full - z * sd, full + z * sd
+        else:
+            ci = table_replicate_intervals(
+                full,
+                table,
+                workload,
+                postprocess=postprocess,
+                replicates=replicates,
+                level=level,
+                rng=gen,
+            )
+            low, high = ci.low, ci.high
+        covered[k] = ((low <= truth) & (truth <= high))[free]
+        width += (high - low)[free] / N
     level_of = np.broadcast_to(geo.depth[:, None], truth.shape)[free]
     groups = [np.flatnonzero(level_of == d) for d in range(geo.n_levels)]
     return _coverage_frame(covered, width, truth[free], groups, level, bins, "cells")
