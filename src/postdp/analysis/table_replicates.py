@@ -20,6 +20,7 @@ import numpy as np
 from postdp import _rng, _validation
 from postdp._intervals import ConfidenceInterval
 from postdp._typing import ArrayLike, RNGLike
+from postdp.analysis.uncertainty import _replicate_options
 from postdp.errors import ValidationError
 from postdp.tables import Table, Workload
 
@@ -86,15 +87,9 @@ def table_replicate_intervals(
             f"`released` must have shape ({geo.n}, {cat.n}) (geounits x category nodes); "
             f"got {r.shape}"
         )
-    (R,) = _validation.size_tuple(replicates)
-    if R < 10:
-        raise ValidationError(f"`replicates` must be at least 10; got {replicates}")
-    if not 0.0 < level < 1.0:
-        raise ValidationError(f"`level` must lie strictly between 0 and 1; got {level!r}")
+    R = _replicate_options(replicates, level, secure, rng)
     if postprocess not in ("project", "topdown"):
         raise ValidationError(f"`postprocess` must be 'project' or 'topdown'; got {postprocess!r}")
-    if secure and rng is not None:
-        raise ValidationError("`rng` seeds the study path only; leave it out with `secure`")
     C = category_matrix(cat)
     detailed = r[geo.leaves][:, cat.leaves]
     stand_in = Table(geo, cat, np.maximum(np.rint(detailed), 0).astype(np.int64))

@@ -94,13 +94,7 @@ def replicate_intervals(
     h = design.hierarchy
     if r.ndim == 0 or r.shape[-1] != h.n:
         raise ValidationError(f"`released` must have shape (..., {h.n}); got {r.shape}")
-    (R,) = _validation.size_tuple(replicates)
-    if R < 10:
-        raise ValidationError(f"`replicates` must be at least 10; got {replicates}")
-    if not 0.0 < level < 1.0:
-        raise ValidationError(f"`level` must lie strictly between 0 and 1; got {level!r}")
-    if secure and rng is not None:
-        raise ValidationError("`rng` seeds the study path only; leave it out with `secure`")
+    R = _replicate_options(replicates, level, secure, rng)
     rows = r.reshape(-1, h.n)
     gen = None if secure else _rng.as_generator(rng)
     tail = (1.0 - level) / 2.0
@@ -111,6 +105,18 @@ def replicate_intervals(
         q_low, q_high = np.quantile(again - stand_in, [tail, 1.0 - tail], axis=0)
         low[i], high[i] = row - q_high, row - q_low
     return ConfidenceInterval(low.reshape(r.shape), high.reshape(r.shape), level)
+
+
+def _replicate_options(replicates: int, level: float, secure: bool, rng: RNGLike) -> int:
+    """Check the options every replicate method shares; return R."""
+    (R,) = _validation.size_tuple(replicates)
+    if R < 10:
+        raise ValidationError(f"`replicates` must be at least 10; got {replicates}")
+    if not 0.0 < level < 1.0:
+        raise ValidationError(f"`level` must lie strictly between 0 and 1; got {level!r}")
+    if secure and rng is not None:
+        raise ValidationError("`rng` seeds the study path only; leave it out with `secure`")
+    return R
 
 
 def _rerun(
