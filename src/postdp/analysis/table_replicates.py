@@ -20,7 +20,6 @@ import numpy as np
 from postdp import _rng, _validation
 from postdp._intervals import ConfidenceInterval
 from postdp._typing import ArrayLike, RNGLike
-from postdp.analysis.uncertainty import _replicate_options
 from postdp.errors import ValidationError
 from postdp.tables import Table, Workload
 
@@ -104,3 +103,15 @@ def table_replicate_intervals(
     tail = (1.0 - level) / 2.0
     q_low, q_high = np.quantile(errors, [tail, 1.0 - tail], axis=0)
     return ConfidenceInterval(r - q_high, r - q_low, level)
+
+
+def _replicate_options(replicates: int, level: float, secure: bool, rng: RNGLike) -> int:
+    """Check the options every replicate method shares; return R."""
+    (R,) = _validation.size_tuple(replicates)
+    if R < 10:
+        raise ValidationError(f"`replicates` must be at least 10; got {replicates}")
+    if not 0.0 < level < 1.0:
+        raise ValidationError(f"`level` must lie strictly between 0 and 1; got {level!r}")
+    if secure and rng is not None:
+        raise ValidationError("`rng` seeds the study path only; leave it out with `secure`")
+    return R

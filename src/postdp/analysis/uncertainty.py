@@ -35,6 +35,7 @@ from postdp._intervals import ConfidenceInterval
 from postdp._typing import ArrayLike, FloatArray, IntArray, NumArray, RNGLike
 from postdp.analysis.design import ReleaseDesign
 from postdp.analysis.table_metrics import SIZE_BINS
+from postdp.analysis.table_replicates import _replicate_options, table_replicate_intervals
 from postdp.errors import ValidationError
 from postdp.mechanisms import Geometric, Laplace
 from postdp.tables import Table, Workload
@@ -105,18 +106,6 @@ def replicate_intervals(
         q_low, q_high = np.quantile(again - stand_in, [tail, 1.0 - tail], axis=0)
         low[i], high[i] = row - q_high, row - q_low
     return ConfidenceInterval(low.reshape(r.shape), high.reshape(r.shape), level)
-
-
-def _replicate_options(replicates: int, level: float, secure: bool, rng: RNGLike) -> int:
-    """Check the options every replicate method shares; return R."""
-    (R,) = _validation.size_tuple(replicates)
-    if R < 10:
-        raise ValidationError(f"`replicates` must be at least 10; got {replicates}")
-    if not 0.0 < level < 1.0:
-        raise ValidationError(f"`level` must lie strictly between 0 and 1; got {level!r}")
-    if secure and rng is not None:
-        raise ValidationError("`rng` seeds the study path only; leave it out with `secure`")
-    return R
 
 
 def _rerun(
@@ -375,7 +364,6 @@ def table_interval_coverage(
     """
     from scipy import stats
 
-    from postdp.analysis.table_replicates import table_replicate_intervals
     from postdp.postprocess import TableProjector, top_down_table
     from postdp.tables import expand, measure
 
