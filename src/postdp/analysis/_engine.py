@@ -109,12 +109,15 @@ def _simulate_chunks(
     if chain is None:
         released = raw.astype(np.float64, copy=False)
     elif rounding:  # the rounding draws must come from each chunk's own stream
-        released = np.concatenate(
-            [
-                chain(raw[bounds[i] : bounds[i + 1]], rng=streams[i][levels])
-                for i in range(len(sizes))
-            ]
-        ).astype(np.float64, copy=False)
+        released = np.ascontiguousarray(  # rows in C order for the statistics kernels
+            np.concatenate(
+                [
+                    chain(raw[bounds[i] : bounds[i + 1]], rng=streams[i][levels])
+                    for i in range(len(sizes))
+                ]
+            ),
+            dtype=np.float64,
+        )
     else:  # the batch is ours: the chain may overwrite it
         values = raw.astype(np.float64, copy=False)
         released = np.asarray(chain._apply(values, rng=None, owned=True), dtype=np.float64)
