@@ -14,6 +14,8 @@ from postdp.cli._options import CliError, flag, split_levels
 
 __all__ = [
     "Loaded",
+    "add_interval",
+    "interval_seed",
     "load_hierarchy",
     "mechanisms_for",
     "option_of",
@@ -160,3 +162,17 @@ def level_labels(frame: Any, h: Any) -> list[str]:
             if len(names) == 1:
                 labels[d] = names[0]
     return labels
+
+
+def add_interval(frame: Any, after: str, low: Any, high: Any, level: float) -> None:
+    """Insert ``ci_low``, ``ci_high`` and ``ci_level`` after column ``after``, in place."""
+    at = list(frame.columns).index(after) + 1
+    frame.insert(at, "ci_low", low)
+    frame.insert(at + 1, "ci_high", high)
+    frame.insert(at + 2, "ci_level", level)
+
+
+def interval_seed(args: argparse.Namespace, secure: bool) -> int | None:
+    """Seed of the randomness behind the intervals: none on the release path, a seed derived
+    from --seed on the study path (so the intervals do not reuse the release's draws)."""
+    return None if secure or args.seed is None else int(args.seed) + 1

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from postdp.cli import _ledger
+from postdp.cli._common import add_interval, interval_seed
 from postdp.cli._io import RunState
 from postdp.cli._options import CliError
 from postdp.cli._tables import check_steps, load_table, long_form, wide_form, workload
@@ -76,17 +77,14 @@ def run_table(args: argparse.Namespace, state: RunState, check_cap: Any) -> int:
             replicates=args.replicates,
             level=args.ci_level,
             secure=secure,
-            rng=None if secure else (None if args.seed is None else args.seed + 1),
+            rng=interval_seed(args, secure),
         )
-        position = list(frame.columns).index("released_count") + 1
-        frame.insert(position, "ci_low", ci.low.round(6).reshape(-1))
-        frame.insert(position + 1, "ci_high", ci.high.round(6).reshape(-1))
-        frame.insert(position + 2, "ci_level", args.ci_level)
+        low, high = ci.low.round(6).reshape(-1), ci.high.round(6).reshape(-1)
+        add_interval(frame, "released_count", low, high, args.ci_level)
     if margin is not None and released is not None:
-        position = list(frame.columns).index("released_count") + 1
-        frame.insert(position, "ci_low", (released - margin).round(6).reshape(-1))
-        frame.insert(position + 1, "ci_high", (released + margin).round(6).reshape(-1))
-        frame.insert(position + 2, "ci_level", args.ci_level)
+        low = (released - margin).round(6).reshape(-1)
+        high = (released + margin).round(6).reshape(-1)
+        add_interval(frame, "released_count", low, high, args.ci_level)
 
     state.phase = f"writing {output}"
     state.pending = [str(output)]

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from postdp.cli import _ledger
-from postdp.cli._common import level_labels, prepare, public_ids
+from postdp.cli._common import add_interval, interval_seed, level_labels, prepare, public_ids
 from postdp.cli._io import RunState
 from postdp.cli._options import (
     CliError,
@@ -106,8 +106,9 @@ def add_parser(commands: Any) -> None:
         help="add ci_low, ci_high and ci_level to every row: gls = exact margins of (P) from "
         "the design alone (--postprocess project; tables, or hierarchies with least-squares "
         "weights and at most --public root); replicates = the design re-run --replicates "
-        "times on the released counts, for any --postprocess chain of a hierarchy (noise "
-        "from OpenDP, or numpy with --study); posterior = seed 003's credible intervals, "
+        "times on the released counts, for any --postprocess chain of a hierarchy and for "
+        "tables released with project or topdown (noise from OpenDP, or numpy with "
+        "--study); posterior = seed 003's credible intervals, "
         "family by family, for --postprocess bayes (MCMC on the published counts only). "
         "None costs privacy",
     )
@@ -220,10 +221,9 @@ def run(args: argparse.Namespace, state: RunState) -> int:
         consistent = is_consistent(released, h)
         table.insert(list(table.columns).index("noisy_count") + 1, "released_count", released)
         if margin is not None:
-            at = list(table.columns).index("released_count") + 1
-            table.insert(at, "ci_low", released - margin)
-            table.insert(at + 1, "ci_high", released + margin)
-            table.insert(at + 2, "ci_level", args.ci_level)
+            add_interval(
+                table, "released_count", released - margin, released + margin, args.ci_level
+            )
     if args.uncertainty == "posterior":
         from postdp.bayes import hierarchy_credible_intervals
 
@@ -233,30 +233,23 @@ def run(args: argparse.Namespace, state: RunState) -> int:
             h,
             mechanisms,
             level=args.ci_level,
-            rng=None if secure else (None if args.seed is None else args.seed + 1),
+            rng=interval_seed(args, secure),
         )
-        at = list(table.columns).index("released_count") + 1
-        table.insert(at, "ci_low", post.low)
-        table.insert(at + 1, "ci_high", post.high)
-        table.insert(at + 2, "ci_level", args.ci_level)
+        add_interval(table, "released_count", post.low, post.high, args.ci_level)
     if design is not None:
         from postdp.analysis import replicate_intervals
 
         state.phase = "replicating the release"
-        values = table["released_count" if chain.steps else "noisy_count"].to_numpy()
-        seed = None if secure else (None if args.seed is None else args.seed + 1)
+        column = "released_count" if chain.steps else "noisy_count"
         ci = replicate_intervals(
-            values,
+            table[column].to_numpy(),
             design,
             replicates=args.replicates,
             level=args.ci_level,
             secure=secure,
-            rng=seed,
+            rng=interval_seed(args, secure),
         )
-        at = list(table.columns).index("released_count" if chain.steps else "noisy_count") + 1
-        table.insert(at, "ci_low", ci.low)
-        table.insert(at + 1, "ci_high", ci.high)
-        table.insert(at + 2, "ci_level", args.ci_level)
+        add_interval(table, column, ci.low, ci.high, args.ci_level)
     for position, column in enumerate(keep, start=2):
         table.insert(position, column, frame[column].to_numpy())
 
