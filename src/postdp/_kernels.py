@@ -33,6 +33,7 @@ __all__ = [
     "add_histogram",
     "add_moments",
     "compiled",
+    "cycle_round_rows",
     "path_sums_rows",
     "two_pass_masked_rows",
     "two_pass_rows",
@@ -179,6 +180,80 @@ def _path_sums_loop(
                 c[k] += base
 
 
+def _cycle_round_loop(
+    tail: Any, head: Any, adj_start: Any, adj_edge: Any, offset: Any, uniform: Any, q: int
+) -> None:  # pragma: no cover - compiled
+    n_vertices = adj_start.size - 1
+    n_edges = tail.size
+    ptr = np.empty(n_vertices, dtype=np.int64)
+    pos = np.full(n_vertices, -1, dtype=np.int64)
+    path_v = np.empty(n_vertices + 1, dtype=np.int64)
+    path_e = np.empty(n_vertices + 1, dtype=np.int64)
+    for b in range(offset.shape[0]):
+        o = offset[b]
+        u = uniform[b]
+        k = 0
+        for v in range(n_vertices):
+            ptr[v] = adj_start[v]
+        for e0 in range(n_edges):
+            if o[e0] == 0 or o[e0] == q:
+                continue
+            v = tail[e0]
+            depth = 0
+            path_v[0] = v
+            pos[v] = 0
+            last = -1
+            while True:
+                e = -1
+                i = ptr[v]
+                while i < adj_start[v + 1]:
+                    f = adj_edge[i]
+                    if o[f] == 0 or o[f] == q:  # integral for good: never looked at again
+                        if i == ptr[v]:
+                            ptr[v] += 1
+                    elif f != last:
+                        e = f
+                        break
+                    i += 1
+                if e < 0:  # only at the walk's start: its component is integral
+                    break
+                w = head[e] if tail[e] == v else tail[e]
+                path_e[depth] = e
+                if pos[w] < 0:
+                    depth += 1
+                    path_v[depth] = w
+                    pos[w] = depth
+                    v = w
+                    last = e
+                    continue
+                s = pos[w]  # a cycle: path_v[s] ... path_v[depth], then e back to w
+                up = q
+                down = q
+                for t in range(s, depth + 1):
+                    f = path_e[t]
+                    if tail[f] == path_v[t]:
+                        up = min(up, q - o[f])
+                        down = min(down, o[f])
+                    else:
+                        up = min(up, o[f])
+                        down = min(down, q - o[f])
+                step = up if u[k] * (up + down) < down else -down
+                k += 1
+                for t in range(s, depth + 1):
+                    f = path_e[t]
+                    if tail[f] == path_v[t]:
+                        o[f] += step
+                    else:
+                        o[f] -= step
+                for t in range(s + 1, depth + 1):
+                    pos[path_v[t]] = -1
+                depth = s
+                v = w
+                last = path_e[s - 1] if s > 0 else -1
+            for t in range(depth + 1):
+                pos[path_v[t]] = -1
+
+
 @functools.cache
 def compiled(loop: Callable[..., Any]) -> Callable[..., Any]:
     """``loop`` compiled by Numba (once per process; machine code cached on disk).
@@ -311,3 +386,25 @@ def path_sums_rows(C: FloatArray, tree: FlatTree) -> None:
     """C_i += C_parent(i) top down, in place: each entry becomes the sum over its path from
     the root (rows of ``C`` in layout order, C-contiguous)."""
     compiled(_path_sums_loop)(C, tree.parent, tree.start, tree.size)
+
+
+def cycle_round_rows(
+    tail: npt.NDArray[np.int64],
+    head: npt.NDArray[np.int64],
+    adj_start: npt.NDArray[np.int64],
+    adj_edge: npt.NDArray[np.int64],
+    offset: npt.NDArray[np.int64],
+    uniform: FloatArray,
+    q: int,
+) -> None:
+    """Dependent rounding of a circulation, row by row, in place.
+
+    ``offset[b, e]`` is edge ``e``'s flow above its floor in units of 1/q, in [0, q];
+    every vertex conserves flow modulo q. Repeatedly, a cycle of fractional edges is found
+    by a walk and the circulation along it moves up (to the first edge that reaches 0 or
+    q) with probability down/(up + down), else down: each step keeps every edge's mean,
+    every edge within its [floor, ceiling] and makes at least one edge integral, so every
+    offset ends at 0 or q. ``uniform`` holds one number in [0, 1) per possible step
+    (n_edges per row).
+    """
+    compiled(_cycle_round_loop)(tail, head, adj_start, adj_edge, offset, uniform, q)

@@ -199,6 +199,56 @@ def test_top_down_table_release_is_nonnegative_and_consistent(tmp_path, monkeypa
     assert not (tmp_path / "no.csv").exists()
 
 
+def test_rounded_table_release_is_integral_and_consistent(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    args = ["release", "--table", "p1-us-county", "--study", "--seed", "5", "--epsilon", "0.5"]
+    args += ["--public", "root", "--postprocess", "topdown,round", "-o", "us.csv"]
+    assert main(args) == 0
+    assert "then rounded to integers (unbiased)" in capsys.readouterr().out
+    frame = pd.read_csv(tmp_path / "us.csv", dtype={"geo_id": str, "parent": str})
+    released = frame["released_count"].to_numpy()
+    assert np.issubdtype(released.dtype, np.integer) and released.min() >= 0
+    wide = frame.pivot(index="geo_id", columns="category", values="released_count")
+    assert wide.loc["US", "P1_001N"] == 334_735_155  # the public total, exactly
+    states = wide.loc[[g for g in wide.index if len(g) == 2 and g != "US"]]
+    assert (states.sum() == wide.loc["US"]).all()  # exact, every category
+    ny = wide.loc[[g for g in wide.index if len(g) == 5 and g.startswith("36")]]
+    assert (ny.sum() == wide.loc["36"]).all()
+    assert (wide["P1_002N"] + wide["P1_009N"] == wide["P1_001N"]).all()
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--postprocess", "round"], "optionally followed by round"),
+        (["--postprocess", "round,topdown"], "optionally followed by round"),
+        (["--postprocess", "project,round", "--uncertainty", "gls"], "drop ',round'"),
+    ],
+)
+def test_bad_rounding_options_fail_before_any_draw(
+    extra, message, spy, tmp_path, monkeypatch, capsys
+):
+    monkeypatch.chdir(tmp_path)
+    args = ["release", "--table", "p1-us-county", "--study", "--seed", "1", "-o", "x.csv"]
+    assert main([*args, *extra]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1 and spy == []
+    assert not (tmp_path / "x.csv").exists()
+
+
+def test_rounded_table_audit_stays_unbiased(tmp_path, monkeypatch, capsys):
+    from scipy import stats
+
+    _inputs(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    args = ["audit", "--input", "wide.csv", "--categories", "tree.csv", "--epsilon", "0.5"]
+    args += ["--draws", "200", "--postprocess", "project,round", "--output-dir", "aud"]
+    assert main([*args, "--quiet"]) == 0
+    cells = pd.read_csv(tmp_path / "aud" / "table_audit.csv")
+    z = stats.norm.isf(0.001 / (2 * len(cells)))  # (P) + unbiased rounding: unbiased
+    assert (cells["bias"].abs() <= z * cells["bias_se"]).all()
+
+
 def test_table_audit_writes_unbiased_errors(tmp_path, monkeypatch, capsys):
     from scipy import stats
 

@@ -15,7 +15,7 @@ import numpy as np
 from postdp.cli._io import OutputDir, RunState, check_output_dir
 from postdp.cli._options import CliError, progress
 from postdp.cli._release_table import flag_design
-from postdp.cli._tables import check_steps, load_table, workload
+from postdp.cli._tables import TableSolver, check_steps, load_table, workload
 
 #: Draws per block; each block has its own seed, so results depend on --seed alone.
 BLOCK = 4
@@ -34,18 +34,9 @@ def run_table_audit(args: argparse.Namespace, state: RunState) -> int:
     table = loaded.table
     state.phase = "checking the options"
     work = workload(args, table)
-    step = check_steps(args.postprocess) or "project"
-    if step == "project":
-        from postdp.postprocess import TableProjector
-
-        with flag_design(args):
-            solve: Any = TableProjector(table, work)
-    else:
-        from postdp.postprocess import check_top_down, top_down_table
-
-        with flag_design(args):
-            check_top_down(table, work)
-        solve = top_down_table
+    step, rounded = check_steps(args.postprocess)
+    step = step or "project"
+    solve = TableSolver(table, work, step, rounded, flag_design(args))
     out_dir = check_output_dir(
         args.output_dir, "--output-dir", inputs=loaded.paths, overwrite=args.overwrite
     )
@@ -73,7 +64,7 @@ def run_table_audit(args: argparse.Namespace, state: RunState) -> int:
     for seed in seeds:
         size = min(BLOCK, args.draws - done)
         draws = measure(table, work, secure=False, rng=seed, size=size)
-        detailed = solve(draws)
+        detailed = solve(draws, seed.spawn(1)[0])
         full = expand(detailed[..., geo.leaves, :], geo, cat)
         acc.add(full.reshape(size, -1) - truth)
         metric_parts.append((size, *table_error_metrics(detailed, table)))

@@ -14,7 +14,14 @@ from postdp.cli import _ledger
 from postdp.cli._common import add_interval, interval_seed
 from postdp.cli._io import RunState
 from postdp.cli._options import CliError
-from postdp.cli._tables import check_steps, load_table, long_form, wide_form, workload
+from postdp.cli._tables import (
+    TableSolver,
+    check_steps,
+    load_table,
+    long_form,
+    wide_form,
+    workload,
+)
 
 
 def run_table(args: argparse.Namespace, state: RunState, check_cap: Any) -> int:
@@ -27,19 +34,13 @@ def run_table(args: argparse.Namespace, state: RunState, check_cap: Any) -> int:
     table = loaded.table
     state.phase = "checking the options"
     work = workload(args, table)
-    step = check_steps(args.postprocess)
-    projector: Any = None
-    if step == "project":
-        from postdp.postprocess import TableProjector
-
-        with flag_design(args):
-            projector = TableProjector(table, work)
-    elif step == "topdown":
-        from postdp.postprocess import check_top_down, top_down_table
-
-        with flag_design(args):
-            check_top_down(table, work)
-        projector = top_down_table
+    step, rounded = check_steps(args.postprocess)
+    projector = None if step is None else TableSolver(table, work, step, rounded, flag_design(args))
+    if rounded and args.uncertainty is not None:
+        raise CliError(
+            f"--uncertainty {args.uncertainty}: the intervals are for real-valued releases; "
+            "drop ',round' from --postprocess to get them"
+        )
     margin = _margins(args, step, projector, work, (table.geography.n, table.categories.n))
     secure = not args.study
     opendp = ""
@@ -60,9 +61,10 @@ def run_table(args: argparse.Namespace, state: RunState, check_cap: Any) -> int:
     released = None
     if projector is not None:
         state.phase = "post-processing"
-        detailed = projector(measured)
+        rounding = None if secure else np.random.SeedSequence([int(args.seed), 2])
+        detailed = projector(measured, rounding)
         full = detailed @ category_matrix(table.categories).T
-        released = full.round(6)
+        released = full if rounded else full.round(6)
     shaped = long_form if args.format == "long" else wide_form
     frame = shaped(table, measured, released, secure=secure)
     if args.uncertainty == "replicates" and released is not None:
@@ -142,7 +144,7 @@ def _margins(
     from scipy import stats
 
     z = float(stats.norm.isf((1 - args.ci_level) / 2))
-    return z * np.sqrt(projector.variances())
+    return z * np.sqrt(projector.project.variances())
 
 
 def flag_design(args: argparse.Namespace) -> Any:
@@ -198,13 +200,15 @@ def _report(
             f"study-path draw of table {loaded.source} ({n_cells:,} counts) to {output}: NOT a "
             "private release, do not publish it (its rows say path = study)"
         )
-    step = args.postprocess.strip()
-    if step not in ("", "none"):
+    step, rounded = check_steps(args.postprocess)
+    if step is not None:
         what = (
             "least squares over every measured count"
             if step == "project"
             else "top-down, level by level, nonnegative"
         )
+        if rounded:
+            what += ", then rounded to integers (unbiased)"
         print(
             f"post-processing: {step} ({what}); column released_count is consistent across "
             "geography and categories"

@@ -157,16 +157,49 @@ def _measurement(entry: Any, table: Any, n_levels: int) -> Any:
     return Measurement(level, query, classes[name](**{key: float(value)}), weight=weight)
 
 
-def check_steps(text: str) -> str | None:
-    """The one post-processing step of a table release (validated), or None."""
+def check_steps(text: str) -> tuple[str | None, bool]:
+    """The post-processing of a table release (validated): project or topdown, or none,
+    and whether ``round`` follows it."""
     steps = [s.strip() for s in text.split(",") if s.strip() and s.strip() != "none"]
-    if len(steps) > 1 or any(s not in TABLE_STEPS for s in steps):
+    rounded = bool(steps) and steps[-1] == "round"
+    if rounded:
+        steps = steps[:-1]
+    if len(steps) > 1 or any(s not in TABLE_STEPS for s in steps) or (rounded and not steps):
         raise CliError(
-            f"--postprocess {text!r}: a table release takes one of {', '.join(TABLE_STEPS)} "
-            "(project: least squares over every measured count; topdown: level by level, "
-            "nonnegative)"
+            f"--postprocess {text!r}: a table release takes one of {', '.join(TABLE_STEPS)}, "
+            "optionally followed by round (project: least squares over every measured count; "
+            "topdown: level by level, nonnegative; round: consistent integers, unbiased)"
         )
-    return steps[0] if steps else None
+    return (steps[0] if steps else None), rounded
+
+
+class TableSolver:
+    """The post-processing of a table release or audit: ``solve(measurements, rng)`` gives
+    the detailed histograms of every geounit after the chosen steps. Everything that can
+    fail on the design is checked when it is built (inside ``flagged``, the design option's
+    error context), before any draw."""
+
+    def __init__(self, table: Any, work: Any, step: str, rounded: bool, flagged: Any) -> None:
+        self.table, self.rounded = table, rounded
+        if step == "project":
+            from postdp.postprocess import TableProjector
+
+            with flagged:
+                self.project: Any = TableProjector(table, work)
+        else:
+            from postdp.postprocess import check_top_down, top_down_table
+
+            with flagged:
+                check_top_down(table, work)
+            self.project = top_down_table
+
+    def __call__(self, measurements: Any, rng: Any = None) -> Any:
+        detailed = self.project(measurements)
+        if not self.rounded:
+            return detailed
+        from postdp.postprocess import round_table
+
+        return round_table(detailed, self.table, rng=rng)
 
 
 def long_form(table: Any, measurements: Any, released: Any, *, secure: bool) -> Any:

@@ -28,6 +28,7 @@ from postdp.postprocess.ramps import (
 )
 from postdp.postprocess.rounding import round_consistent, stochastic_round
 from postdp.postprocess.table_kkt import TableKKTReport, table_kkt_report
+from postdp.postprocess.table_rounding import round_table
 from postdp.postprocess.table_topdown import check_top_down, top_down_table
 from postdp.postprocess.tables import TableProjector, project_table
 
@@ -54,6 +55,7 @@ __all__ = [
     "project_table",
     "restriction_ramp_ratio",
     "round_consistent",
+    "round_table",
     "stochastic_round",
     "table_kkt_report",
     "top_down",

@@ -1,0 +1,258 @@
+"""Integer tables: unbiased rounding that keeps a table consistent both ways.
+
+What can and cannot be promised. For a table (geography x categories) four wishes compete:
+integers that are (1) consistent across geography, (2) consistent across categories,
+(3) each within 1 of its real-valued input, for every count, detailed or aggregate, at every
+geounit, and (4) unbiased. With both trees three levels deep, (1)-(3) alone can be
+impossible (the 4 x 4 example in :func:`round_table`'s Notes), and on other inputs a
+rounding within 1 exists but no distribution over such roundings has the input as its mean
+(a linear program in ``tests/tables/test_table_rounding.py`` finds one). So no method can
+promise all four. :func:`round_table` promises (1), (2) and (4) exactly, and (3) for the
+counts that matter most and that can be kept together: every detailed cell and every total
+of every geounit, and every count of the root and of the leaf geounits. Only aggregates
+strictly between the total and the detailed cells, at geounits strictly between the root
+and the leaves (e.g. a county's "two or more races"), can move by more than 1.
+
+Method: those counts form two laminar families of sets of (leaf geounit, detailed cell)
+pairs -- (a) the root's category tree, then each detailed cell down the geography; (b) each
+leaf geounit's category tree, then the totals up the geography -- and the union of two
+laminar families is totally unimodular. Drawn as one circulation (family (a)'s edges point
+down, family (b)'s up, the root's total closes the circuit), a table is a flow and every
+count of the two families an edge. Dependent rounding (as in Gandhi, Khuller,
+Parthasarathy and Srinivasan's bipartite rounding) walks to a cycle of fractional edges
+and moves the flow along it up or down, with the probabilities that keep every edge's
+mean, until every edge is an integer: each count of the families ends at the floor or
+ceiling of its input, every vertex keeps flow in = flow out (consistency), and every count
+keeps its mean (unbiased). Fractional parts are held as exact integers (units of 2**-36),
+so consistency is exact. A compiled loop does the walk; the work is about linear in the
+number of cells.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from postdp import _rng, _validation
+from postdp._kernels import cycle_round_rows
+from postdp._typing import ArrayLike, FloatArray, IntArray, RNGLike
+from postdp.errors import ValidationError
+from postdp.hierarchy import Hierarchy
+from postdp.postprocess.rounding import _MAX_ABS, _Q, round_consistent
+from postdp.tables import Table
+
+__all__ = ["round_table"]
+
+
+def round_table(
+    values: ArrayLike, table: Table, *, rng: RNGLike = None, atol: float = 1e-6
+) -> IntArray:
+    """Round a consistent real-valued table to a consistent integer table, unbiasedly.
+
+    Parameters
+    ----------
+    values : array_like, shape (..., geography.n, n_detailed)
+        Detailed histogram of every geounit, rows in the order of ``geography.ids``, every
+        geographic parent equal to the sum of its children cell by cell (to ``atol``
+        relative to the largest value): e.g. the output of
+        :func:`~postdp.postprocess.top_down_table` or
+        :func:`~postdp.postprocess.project_table` with ``cells=True``. Leading axes are
+        draws. Magnitudes below 2**52.
+    table : Table
+        Supplies the geography and the category tree (its counts are not read).
+    rng : int, numpy.random.Generator, SeedSequence or None
+    atol : float, default 1e-6
+        Tolerance of the consistency check, relative to max(1, max |values|).
+
+    Returns
+    -------
+    ndarray of int64, same shape
+        Integers with every geographic parent exactly the sum of its children in every
+        detailed cell (and so in every aggregate, aggregates being sums of detailed cells).
+        Every detailed cell and every total of every geounit, and every category count of
+        the root and of each leaf geounit, is the floor or the ceiling of its input (so
+        within 1; integers are kept). Every count, detailed or aggregate, is unbiased
+        (E[result] = input, up to the quantisation of fractional parts to multiples of
+        2**-36). Internal geounits are taken as the sums of their leaf geounits.
+
+    Raises
+    ------
+    ValidationError
+        If the input is not consistent across geography, has the wrong shape, or holds
+        magnitudes of 2**52 or more.
+
+    Notes
+    -----
+    Aggregates strictly between a geounit's total and its detailed cells, at geounits
+    strictly between the root and the leaves, are unbiased but can move by more than 1.
+    No rounding can avoid that in general: take a geography root > {m1 > {g0, g1},
+    m2 > {g2, g3}} and categories Total > {A > {a0, a1}, B > {b0, b1}} with
+    g1 = (0, .5, 0, .5), g2 = (.5, 0, .5, 0), g3 = (0, 0, 0, .5) and g0 = 0 (cells a0, a1,
+    b0, b1). Counts that are integers must stay: g1's total (1) makes g1.a1 + g1.b1 = 1; the
+    root's b1 (1) makes g1.b1 + g3.b1 = 1; the root's A (1) makes g2.a0 + g1.a1 = 1; g2's
+    total makes g2.a0 + g2.b0 = 1; m2's B (1) makes g2.b0 + g3.b1 = 1. Together they give
+    2 g1.a1 = 1, which no integer meets.
+
+    Examples
+    --------
+    >>> from postdp import Hierarchy
+    >>> from postdp.tables import Table
+    >>> geo = Hierarchy.from_parents(["S", "a", "b"], [None, "S", "S"])
+    >>> cat = Hierarchy.from_parents(["T", "x", "y"], [None, "T", "T"])
+    >>> t = Table(geo, cat, [[0, 0], [0, 0]])
+    >>> v = np.array([[3.0, 2.0], [1.5, 0.5], [1.5, 1.5]])  # rows S, a, b
+    >>> r = round_table(v, t, rng=0)
+    >>> bool((r[0] == r[1] + r[2]).all()), bool((np.abs(r - v) < 1).all())
+    (True, True)
+    """
+    if not isinstance(table, Table):
+        raise TypeError(f"`table` must be a Table; got {type(table).__name__}")
+    geo, cat = table.geography, table.categories
+    c = cat.leaves.size
+    arr = _validation.real_array("values", values)
+    if arr.ndim < 2 or arr.shape[-2:] != (geo.n, c):
+        raise ValidationError(
+            f"`values` must have shape (..., {geo.n}, {c}) (geounits x detailed cells); got "
+            f"shape {arr.shape}"
+        )
+    shape = arr.shape
+    B = int(np.prod(shape[:-2]))
+    X = arr.reshape(B, geo.n, c).astype(np.float64, copy=False)
+    big = float(np.abs(X).max(initial=0.0))
+    if big >= _MAX_ABS:
+        raise ValidationError(
+            "`values` must stay below 2**52 in magnitude to be rounded (float64 holds no "
+            "fractional part beyond that)"
+        )
+    leaves = geo.leaves
+    sums = geo.aggregate(np.where(geo.is_leaf[:, None], X, 0.0).transpose(0, 2, 1))
+    gap = float(np.abs(sums.transpose(0, 2, 1) - X).max(initial=0.0))
+    if gap > atol * max(1.0, big):
+        raise ValidationError(
+            "`values` must be consistent across geography (every parent = the sum of its "
+            f"children, cell by cell) before rounding; the largest gap is {gap:g}"
+        )
+    gen = _rng.as_generator(rng)
+    if geo.n == 1 or c == 1:  # one tree only: the one-dimensional rounding
+        tree, flat = (cat, _full_rows(X[:, 0], cat)) if geo.n == 1 else (geo, X[..., 0])
+        rounded = round_consistent(flat, tree, rng=gen, atol=atol)
+        one = rounded[:, cat.leaves][:, None, :] if geo.n == 1 else rounded[..., None]
+        return one.reshape(shape)
+    net = _network(table)
+    low = np.floor(X[:, leaves])
+    q = np.rint((X[:, leaves] - low) * _Q).astype(np.int64)
+    low = low.astype(np.int64) + (q == _Q)
+    q[q == _Q] = 0
+    out = np.empty((B, geo.n, c), dtype=np.int64)
+    for b in range(B):  # one draw at a time: memory of one network
+        offset = _offsets(q[b], table, net.sets)
+        cycle_round_rows(
+            net.tail,
+            net.head,
+            net.adj_start,
+            net.adj_edge,
+            offset[None],
+            gen.random((1, offset.size)),
+            _Q,
+        )
+        cells = low[b] + (offset[net.element_edges] == _Q).reshape(leaves.size, c)
+        full = np.zeros((c, geo.n), dtype=np.int64)
+        full[:, leaves] = cells.T
+        out[b] = geo.aggregate(full).T
+    return out.reshape(shape)
+
+
+def _full_rows(rows: FloatArray, categories: Hierarchy) -> FloatArray:
+    """Every category node of each row of detailed cells."""
+    full = np.zeros((rows.shape[0], categories.n))
+    full[:, categories.leaves] = rows
+    out: FloatArray = categories.aggregate(full)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class _Network:
+    """The circulation whose edges are the counts kept within 1 (private)."""
+
+    tail: IntArray
+    head: IntArray
+    adj_start: IntArray
+    adj_edge: IntArray
+    sets: IntArray  # each edge's count as geounit * categories.n + category node
+    element_edges: IntArray  # the edge of each (leaf geounit, detailed cell), row-major
+
+
+def _network(table: Table) -> _Network:
+    """Vertices and edges of the two laminar families as one circulation.
+
+    Family 1 (edges pointing down): the root's category tree, then each detailed cell down
+    the geography. Family 2 (edges pointing up): each leaf geounit's category tree, then
+    the totals up the geography. A (leaf geounit, detailed cell) is the edge from family 1
+    into family 2; the root's total closes the circuit. Flow is conserved at every vertex,
+    so every circulation is a consistent table.
+    """
+    geo, cat = table.geography, table.categories
+    n, m, c = geo.n, cat.n, cat.leaves.size
+    gp, cp = geo.parent, cat.parent
+    root, top = int(np.flatnonzero(gp < 0)[0]), int(np.flatnonzero(cp < 0)[0])
+    inner_geo = ~geo.is_leaf & (gp >= 0)
+    inner_cat = ~cat.is_leaf & (cp >= 0)
+    used = [2]  # 0: the root total's head (family 1), 1: its tail (family 2)
+
+    def ids(mask: npt.NDArray[np.bool_]) -> IntArray:
+        out = np.full(mask.shape, -1, dtype=np.int64)
+        k = int(mask.sum())
+        out[mask] = used[0] + np.arange(k)
+        used[0] += k
+        return out
+
+    v1cat = ids(np.arange(m) != top)  # root x category node
+    v1cat[top] = 0
+    v1geo = ids(np.repeat(inner_geo[:, None], c, axis=1))  # inner geounit x detailed cell
+    v1geo[root] = v1cat[cat.leaves]
+    v2tot = ids(gp >= 0)  # geounit total
+    v2tot[root] = 1
+    v2cat = ids(geo.is_leaf[:, None] & inner_cat[None, :])  # leaf geounit x inner category
+    v2cat[:, top] = v2tot
+    n_vertices = used[0]
+    kids = np.flatnonzero(gp >= 0)
+    cats = np.flatnonzero(cp >= 0)
+    up_cat = cp[cat.leaves]  # category parent of each detailed cell
+    g_kid = np.repeat(kids, c)
+    j_kid = np.tile(np.arange(c), kids.size)
+    cell_head = np.where(inner_geo[g_kid], v1geo[g_kid, j_kid], v2cat[g_kid, up_cat[j_kid]])
+    lg, la = np.nonzero(geo.is_leaf[:, None] & inner_cat[None, :])
+    parts = [  # (tail, head, geounit, category node)
+        (np.array([1]), np.array([0]), np.array([root]), np.array([top])),
+        (v1cat[cp[cats]], v1cat[cats], np.full(cats.size, root), cats),
+        (v1geo[gp[g_kid], j_kid], cell_head, g_kid, cat.leaves[j_kid]),
+        (v2cat[lg, la], v2cat[lg, cp[la]], lg, la),
+        (v2tot[kids], v2tot[gp[kids]], kids, np.full(kids.size, top)),
+    ]
+    tail = np.concatenate([p[0] for p in parts])
+    head = np.concatenate([p[1] for p in parts])
+    sets = np.concatenate([p[2] * m + p[3] for p in parts])
+    ends = np.concatenate([tail, head])
+    order = np.argsort(ends, kind="stable")
+    adj_start = np.zeros(n_vertices + 1, dtype=np.int64)
+    np.cumsum(np.bincount(ends, minlength=n_vertices), out=adj_start[1:])
+    adj_edge = (order % tail.size).astype(np.int64)
+    first_cell = 1 + cats.size
+    edge_of = np.full((n, c), -1, dtype=np.int64)
+    edge_of[g_kid, j_kid] = first_cell + np.arange(g_kid.size)
+    return _Network(tail, head, adj_start, adj_edge, sets, edge_of[geo.leaves].reshape(-1))
+
+
+def _offsets(q: IntArray, table: Table, sets: IntArray) -> IntArray:
+    """Each edge's fractional part in units of 1/Q, exactly, from the leaf cells' ``q``."""
+    geo, cat = table.geography, table.categories
+    full = np.zeros((cat.leaves.size, geo.n), dtype=np.int64)
+    full[:, geo.leaves] = q.T
+    cells = geo.aggregate(full) % _Q  # (detailed cell, geounit); < leaves x Q before
+    every = np.zeros((geo.n, cat.n), dtype=np.int64)
+    every[:, cat.leaves] = cells.T
+    every = cat.aggregate(every) % _Q
+    out: IntArray = every.reshape(-1)[sets]
+    return out
