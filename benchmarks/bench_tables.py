@@ -10,14 +10,15 @@ Part 1: on ``load_p1("pa-blockgroup")`` (state > 67 counties > 3,446 tracts > 10
 groups; 63 detailed cells, 71 category nodes: 641k detailed cells of leaf geounits, 971,777
 counts in all), one draw of the workload "detailed cells at every level, plus one race /
 state total public", timed against drawing its noise
-(the floor): (P) with its one-off preparation, top-down; (P) again with one more query (one
+(the floor): (P) with its one-off preparation, top-down, top-down + unbiased rounding
+(``round_table``); (P) again with one more query (one
 race / two or more races at the tract level), which top-down's exact case excludes; medians
 of ``--repeat`` runs, the ratio per run measured in this process, and the peak memory
 (tracemalloc) of each step.
 
 Part 3 (``--national``): a synthetic P1-shaped national tract-level table
 (``postdp.data.synthetic_table``: nation > 52 states > ~3,200 counties > ~90,000 tracts x 63
-cells), one draw of noise, (P) and top-down (locally and on a 2-worker Dask LocalCluster,
+cells), one draw of noise, (P), top-down + rounding (top-down locally and on a 2-worker Dask LocalCluster,
 one task per state), medians of ``--repeat``, peak resident memory.
 
 Part 2: (P) against cvxpy + Clarabel on the same workload restricted to the first
@@ -39,7 +40,7 @@ import numpy as np
 from postdp import Gaussian
 from postdp.data import load_p1
 from postdp.hierarchy import Hierarchy
-from postdp.postprocess import TableProjector, table_kkt_report, top_down_table
+from postdp.postprocess import TableProjector, round_table, table_kkt_report, top_down_table
 from postdp.tables import Measurement, Query, Table, Workload, measure
 
 
@@ -79,10 +80,11 @@ def state_part(repeat):
     for run in range(repeat):
         floor, draws = timed(lambda r=run: measure(table, w, secure=False, rng=r))
         gls, _ = timed(lambda d=draws: projector(d))
-        topdown, _ = timed(lambda d=draws: top_down_table(d))
-        rows.append((floor, gls, topdown))
-    floor, gls, topdown = (statistics.median(col) for col in zip(*rows, strict=True))
-    ratios = np.array([(g / f, t / f) for f, g, t in rows])
+        topdown, real = timed(lambda d=draws: top_down_table(d))
+        rounding, _ = timed(lambda v=real, r=run: round_table(v, table, rng=r))
+        rows.append((floor, gls, topdown, rounding))
+    floor, gls, topdown, rounding = (statistics.median(col) for col in zip(*rows, strict=True))
+    ratios = np.array([(g / f, t / f, (t + r) / f) for f, g, t, r in rows])
     draws = measure(table, w, secure=False, rng=0)
     print(
         f"  noise floor (one draw of every query) {floor:.3f} s, peak "
@@ -95,6 +97,12 @@ def state_part(repeat):
     print(
         f"  top-down  {topdown:.3f} s = {np.median(ratios[:, 1]):.1f}x floor, peak "
         f"{peak_mb(lambda: top_down_table(draws)):.0f} MB"
+    )
+    real = top_down_table(draws)
+    print(
+        f"  rounding  {rounding:.3f} s; top-down + rounding {topdown + rounding:.3f} s = "
+        f"{np.median(ratios[:, 2]):.1f}x floor, peak "
+        f"{peak_mb(lambda: round_table(real, table, rng=0)):.0f} MB"
     )
     kkt_time, report = timed(lambda: table_kkt_report(projector(draws), draws))
     print(
@@ -187,14 +195,20 @@ def national_part(repeat):
             (
                 floor,
                 timed(lambda d=draws: projector(d))[0],
-                timed(lambda d=draws: top_down_table(d))[0],
+                *timed(lambda d=draws: top_down_table(d)),
             )
         )
-    floor, gls, topdown = (statistics.median(col) for col in zip(*rows, strict=True))
+        rows[-1] = (
+            *rows[-1][:3],
+            timed(lambda v=rows[-1][3], r=run: round_table(v, table, rng=r))[0],
+        )
+    floor, gls, topdown, rounding = (statistics.median(col) for col in zip(*rows, strict=True))
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
     print(
         f"  noise {floor:.2f} s; (P) {gls:.2f} s = {gls / floor:.1f}x (preparation {prep:.1f} s);"
-        f" top-down {topdown:.2f} s = {topdown / floor:.1f}x; peak RSS {peak:.2f} GB"
+        f" top-down {topdown:.2f} s = {topdown / floor:.1f}x; rounding {rounding:.2f} s; top-down"
+        f" + rounding {statistics.median(r[2] + r[3] for r in rows):.2f} s per draw; peak RSS"
+        f" {peak:.2f} GB"
     )
     from dask.distributed import Client, LocalCluster
 

@@ -28,6 +28,11 @@ from postdp.postprocess.ramps import (
 )
 from postdp.postprocess.rounding import round_consistent, stochastic_round
 from postdp.postprocess.table_kkt import TableKKTReport, table_kkt_report
+from postdp.postprocess.table_nonneg import (
+    TableNonnegProjector,
+    TableNonnegReport,
+    table_nonneg_report,
+)
 from postdp.postprocess.table_rounding import round_table
 from postdp.postprocess.table_topdown import check_top_down, top_down_table
 from postdp.postprocess.tables import TableProjector, project_table
@@ -39,6 +44,8 @@ __all__ = [
     "Projector",
     "Step",
     "TableKKTReport",
+    "TableNonnegProjector",
+    "TableNonnegReport",
     "TableProjector",
     "check_top_down",
     "clamp",
@@ -58,6 +65,7 @@ __all__ = [
     "round_table",
     "stochastic_round",
     "table_kkt_report",
+    "table_nonneg_report",
     "top_down",
     "top_down_table",
     "translated_ramp",

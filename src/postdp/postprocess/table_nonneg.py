@@ -1,0 +1,562 @@
+"""(P+) for tables: the nonnegative least-squares table, exactly, without a QP solver.
+
+The problem is (P) of :mod:`postdp.postprocess.tables` with every detailed cell of every
+leaf geounit >= 0. Its solution is (P) with the right set of leaf cells held at 0 (the
+active set), found by block principal pivoting (Judice and Pires, as for hierarchies in
+:mod:`postdp.postprocess._active_set`): solve (P) with the current set held at 0; a free
+cell below 0 joins the set, a held cell whose multiplier is below 0 leaves it; all at once
+while the number of wrong cells falls, then one at a time (Murty's least-index rule,
+finite for this strictly convex problem).
+
+The inner solve is the same Kalman filter and smoother on the geography as (P), with a
+held cell a noise-free measurement "cell = 0" at its leaf geounit. Held cells differ from
+leaf to leaf, so the c x c matrices are per geounit here (not per subtree shape), computed
+in batched numpy per level: O(geounits x c^3) per round, one draw at a time.
+
+Multipliers: the gradient of the objective at a leaf cell is the sum, over the geounits on
+its path from the root, of each geounit's own weighted residual A' W (A t - y); public
+queries add a multiplier per (geounit, query group), found by least squares over the free
+cells (where the reduced gradient must vanish). At held cells the reduced gradient is the
+cell's multiplier, which must be >= 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from postdp._typing import FloatArray
+from postdp.errors import ConvergenceError, ValidationError
+from postdp.postprocess.tables import TableProjector
+from postdp.tables import Table, TableMeasurements, Workload
+
+__all__ = ["TableNonnegProjector", "TableNonnegReport", "table_nonneg_report"]
+
+BoolArray = npt.NDArray[np.bool_]
+
+_STALL_ROUNDS = 3
+_MAX_ROUNDS = 200
+_REL_TOL = 1e-11
+_CHUNK = 1024  # leaf geounits conditioned at once (memory: chunk x c x c floats, a few times)
+
+
+@dataclass(frozen=True, eq=False)
+class TableNonnegProjector:
+    """(P+) for one table geography, category tree and workload, for many draws.
+
+    Parameters
+    ----------
+    table : Table
+        Supplies the geography and the category tree (its counts are not read).
+    workload : Workload
+        Any noisy and public queries (public ones at any level), as for
+        :class:`TableProjector`.
+
+    Raises
+    ------
+    ValidationError
+        As :class:`TableProjector`.
+
+    Examples
+    --------
+    >>> from postdp import Gaussian, Hierarchy
+    >>> from postdp.tables import Measurement, Query, Table, Workload, measure
+    >>> geo = Hierarchy.from_parents(["S", "a", "b"], [None, "S", "S"])
+    >>> cat = Hierarchy.from_parents(["T", "x", "y"], [None, "T", "T"])
+    >>> t = Table(geo, cat, [[0, 3], [1, 0]])
+    >>> w = Workload([Measurement(0, Query("total", [["T"]]), None)]
+    ...              + [Measurement(d, Query.detailed(cat), Gaussian(rho=0.5)) for d in (0, 1)])
+    >>> out = TableNonnegProjector(t, w)(measure(t, w, secure=False, rng=4))
+    >>> bool(out.min() >= 0), float(out[0].sum())  # nonnegative; the public total holds
+    (True, 4.0)
+    """
+
+    table: Table
+    workload: Workload
+    _base: TableProjector = field(init=False, repr=False)
+    _leaf_layout: BoolArray = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        geo = self.table.geography
+        object.__setattr__(self, "_base", TableProjector(self.table, self.workload))
+        object.__setattr__(self, "_leaf_layout", geo.is_leaf[geo.layout.order])
+
+    def __call__(self, measurements: TableMeasurements) -> FloatArray:
+        """The (P+) estimate: nonnegative detailed histograms of every geounit.
+
+        Parameters
+        ----------
+        measurements : TableMeasurements
+            Answers of this projector's workload (leading draw axes allowed).
+
+        Returns
+        -------
+        ndarray, shape (..., geography.n, n_detailed)
+            Rows in the order of ``geography.ids``; every leaf cell >= 0, every parent the
+            sum of its children, public queries held.
+
+        Raises
+        ------
+        ValidationError
+            If the public queries cannot be met by a nonnegative table.
+        ConvergenceError
+            If pivoting does not finish within its round limit (please report the input).
+        """
+        if measurements.workload is not self.workload:
+            raise ValidationError("the measurements come from a different workload")
+        geo = self.table.geography
+        c = self.table.categories.leaves.size
+        lead = measurements.values[0].shape[:-2]
+        B = int(np.prod(lead)) if lead else 1
+        ys = [self._base._answers(measurements, d, B) for d in range(geo.n_levels)]
+        out = np.empty((B, geo.n, c))
+        for b in range(B):
+            out[b] = _Draw(self, [y[b] for y in ys]).solve()
+        result: FloatArray = out[:, geo.layout.position].reshape(*lead, geo.n, c)
+        return result
+
+
+class _Draw:
+    """One draw's (P+): answers per level in layout order (private)."""
+
+    def __init__(self, projector: TableNonnegProjector, ys: list[FloatArray]) -> None:
+        self.p = projector
+        self.ys = ys
+        table = projector.table
+        self.geo = table.geography
+        self.lay = self.geo.layout
+        self.c = table.categories.leaves.size
+        self.levels = projector._base._levels
+        self.leaf = projector._leaf_layout
+        scale = max(1.0, max(float(np.abs(y).max(initial=0.0)) for y in ys))
+        self.tol = _REL_TOL * scale
+        self.publics = self._public_groups()
+        self.public_matrix: Any = None
+
+    # -- the inner solve: (P) with the cells in `held` (layout rows x cells) at 0 ----------
+    def fixed(self, held: BoolArray) -> FloatArray:
+        lay, c, n = self.lay, self.c, self.geo.n
+        cov = np.zeros((n, c, c))
+        est = np.zeros((n, c))
+        sums: dict[int, tuple[FloatArray, FloatArray]] = {}
+        for d in range(self.geo.n_levels - 1, -1, -1):
+            A, r, _ = self.levels[d]
+            b0, b1 = int(lay.bounds[d]), int(lay.bounds[d + 1])
+            y = self.ys[d]
+            if d < len(lay.parents):
+                c0, c1 = int(lay.bounds[d + 1]), int(lay.bounds[d + 2])
+                S = np.add.reduceat(cov[c0:c1], lay.starts[d], axis=0)
+                m = np.add.reduceat(est[c0:c1], lay.starts[d], axis=0)
+                parents = lay.parents[d]
+                sums[d] = (S, m)
+                cov[parents], est[parents] = _update(S, m, A, r, y[parents - b0])
+            leaves = b0 + np.flatnonzero(self.leaf[b0:b1])
+            if leaves.size:
+                cov[leaves], est[leaves] = self._leaf_estimates(d, y[leaves - b0], held[leaves])
+        out = np.empty((n, c))
+        out[0] = est[0]
+        public_below = any((self.levels[d][1] == 0).any() for d in range(1, self.geo.n_levels))
+        for d in range(len(lay.parents)):
+            S, m = sums[d]
+            x = _pinv_apply(S, out[lay.parents[d]] - m, general=public_below)
+            c0, c1 = int(lay.bounds[d + 1]), int(lay.bounds[d + 2])
+            spread = np.repeat(x, lay.sizes[d], axis=0)
+            out[c0:c1] = est[c0:c1] + np.einsum("nij,nj->ni", cov[c0:c1], spread)
+        return out
+
+    def _leaf_estimates(
+        self, d: int, y: FloatArray, held: BoolArray
+    ) -> tuple[FloatArray, FloatArray]:
+        A, r, _ = self.levels[d]
+        noisy = r > 0
+        An, rn = A[noisy], r[noisy]
+        cov0 = np.linalg.inv(An.T @ (An / rn[:, None]))
+        cov0 = (cov0 + cov0.T) / 2
+        est = (y[:, noisy] / rn[None, :]) @ An @ cov0
+        public = A[~noisy]
+        if public.shape[0]:  # public queries at this level: each leaf's answers held
+            gain = cov0 @ public.T @ np.linalg.pinv(public @ cov0 @ public.T)
+            est = est + (y[:, ~noisy] - est @ public.T) @ gain.T
+            cov0 = cov0 - gain @ public @ cov0
+            cov0 = (cov0 + cov0.T) / 2
+        cov = np.broadcast_to(cov0, (y.shape[0], self.c, self.c)).copy()
+        rows = np.flatnonzero(held.any(axis=1))
+        for k in range(0, rows.size, _CHUNK):
+            pick = rows[k : k + _CHUNK]
+            z = held[pick]
+            zz = z[:, :, None] & z[:, None, :]
+            M = np.where(zz, cov0[None], 0.0) + np.eye(self.c)[None] * ~z[:, :, None]
+            # inverse of cov0[J, J] in the held block (pseudo-inverse when public queries
+            # tie held cells together), 0 elsewhere
+            T = (_pinv(M) if public.shape[0] else np.linalg.inv(M)) * zz
+            CJ = cov0[None] * z[:, None, :]  # cov0[:, J]
+            free = ~z
+            e = est[pick] - np.einsum("nij,nj->ni", CJ @ T, est[pick])
+            cv = cov0[None] - CJ @ T @ np.swapaxes(CJ, 1, 2)
+            cov[pick] = cv * (free[:, :, None] & free[:, None, :])
+            est[pick] = e * free
+        return cov, est
+
+    # -- multipliers ----------------------------------------------------------------------
+    def gradient(self, t: FloatArray) -> FloatArray:
+        """Gradient of the objective at every geounit's cells, summed down each path."""
+        lay = self.lay
+        g = np.zeros_like(t)
+        for d in range(self.geo.n_levels):
+            A, r, _ = self.levels[d]
+            noisy = r > 0
+            if not noisy.any():
+                continue
+            b0, b1 = int(lay.bounds[d]), int(lay.bounds[d + 1])
+            An = A[noisy]
+            resid = t[b0:b1] @ An.T - self.ys[d][:, noisy]
+            g[b0:b1] = (resid / r[noisy]) @ An
+        for d in range(len(lay.parents)):
+            c0, c1 = int(lay.bounds[d + 1]), int(lay.bounds[d + 2])
+            g[c0:c1] += np.repeat(g[lay.parents[d]], lay.sizes[d], axis=0)
+        return g
+
+    def _public_groups(self) -> list[tuple[int, FloatArray, FloatArray]]:
+        """(level, 0/1 group-by-cell matrix, group totals per geounit of the level)."""
+        out = []
+        for d in range(self.geo.n_levels):
+            A, r, _ = self.levels[d]
+            pub = r == 0
+            if pub.any():
+                out.append((d, A[pub], self.ys[d][:, pub]))
+        return out
+
+    def _public_matrix(self) -> tuple[object, FloatArray]:
+        """Sparse 0/1 matrix (leaf cells, in layout order x cells) x (public geounit, group):
+        which public totals each leaf cell adds to; and those totals."""
+        import scipy.sparse as sp
+
+        lay, c = self.lay, self.c
+        leaves = np.flatnonzero(self.leaf)
+        depth_of = np.repeat(np.arange(self.geo.n_levels), np.diff(lay.bounds))
+        parent = np.full(self.geo.n, -1, dtype=np.int64)
+        for d in range(len(lay.parents)):
+            c0, c1 = int(lay.bounds[d + 1]), int(lay.bounds[d + 2])
+            parent[c0:c1] = np.repeat(lay.parents[d], lay.sizes[d])
+        rows, cols, totals = [], [], []
+        offset = 0
+        for d, groups, values in self.publics:
+            k_leaf = np.flatnonzero(depth_of[leaves] >= d)  # leaves below level d
+            node = leaves[k_leaf]
+            for _ in range(int(depth_of[node].max(initial=d)) - d):
+                deeper = depth_of[node] > d
+                node[deeper] = parent[node[deeper]]
+            local = node - int(lay.bounds[d])
+            for k, row in enumerate(groups):
+                for j in np.flatnonzero(row):
+                    rows.append(k_leaf * c + j)
+                    cols.append(offset + local * groups.shape[0] + k)
+            offset += values.size
+            totals.append(values.reshape(-1))
+        r_all, c_all = np.concatenate(rows), np.concatenate(cols)
+        M = sp.csr_matrix((np.ones(r_all.size), (r_all, c_all)), shape=(leaves.size * c, offset))
+        return M, np.concatenate(totals)
+
+    def reduced(self, t: FloatArray, held: BoolArray) -> FloatArray:
+        """Reduced gradient at the leaf cells: gradient + public multipliers' terms, the
+        multipliers fitted on the free cells (layout rows; 0 rows for internal geounits)."""
+        grad = self.gradient(t)
+        if not self.publics:
+            return grad
+        from scipy.sparse.linalg import lsqr
+
+        M: Any = self.public_matrix
+        leaves = np.flatnonzero(self.leaf)
+        free = ~held[leaves].reshape(-1)
+        g_leaf = grad[leaves].reshape(-1)
+        nu = lsqr(M[free], -g_leaf[free], atol=1e-15, btol=1e-15, iter_lim=10 * M.shape[1] + 100)[0]
+        out = np.zeros_like(grad)
+        out[leaves] = (g_leaf + M @ nu).reshape(leaves.size, self.c)
+        return out
+
+    # -- pivoting --------------------------------------------------------------------------
+    def solve(self) -> FloatArray:
+        n, c = self.geo.n, self.c
+        leaf = self.leaf[:, None]
+        static = np.zeros((n, c), dtype=bool)
+        positive = np.zeros(0, dtype=bool)
+        if self.publics:
+            self.public_matrix, totals = self._public_matrix()
+            if (totals < -self.tol).any():
+                raise ValidationError(
+                    "a public query has a negative total: no nonnegative table meets it"
+                )
+            M: Any = self.public_matrix
+            positive = totals > self.tol
+            # cells of a public group whose total is 0 are 0 in every nonnegative table
+            zero_sum = np.asarray(M[:, ~positive].sum(axis=1)).reshape(-1) > 0
+            static[np.flatnonzero(self.leaf)] = zero_sum.reshape(-1, c)
+        held = static | (leaf & (self.fixed(static) < 0))
+        best, patience, single = np.iinfo(np.int64).max, _STALL_ROUNDS, False
+        for _ in range(_MAX_ROUNDS):
+            t = self.fixed(held)
+            mu = self.reduced(t, held)
+            tol_mu = _REL_TOL * max(1.0, float(np.abs(mu).max(initial=0.0)))
+            # a free cell below 0 by any amount is wrong (so no clipping is needed at the
+            # end); a held cell's multiplier may sit within rounding error below 0
+            bad = ~static & leaf & ((held & (mu < -tol_mu)) | (~held & (t < 0)))
+            count = int(bad.sum())
+            if count == 0:
+                return self._finish(t, held)
+            if not single:
+                if count < best:
+                    best, patience = count, _STALL_ROUNDS
+                else:
+                    patience -= 1
+                single = patience < 0
+            if single:  # Murty: flip the wrong cell of largest index only
+                last = np.flatnonzero(bad.reshape(-1))[-1]
+                bad = np.zeros(n * c, dtype=bool)
+                bad[last] = True
+                bad = bad.reshape(n, c)
+            held = self._unstrand(held, held ^ bad, positive)
+        raise ConvergenceError(
+            f"(P+) for tables: pivoting did not finish in {_MAX_ROUNDS} rounds; please report "
+            "this input"
+        )
+
+    def _unstrand(self, before: BoolArray, after: BoolArray, positive: BoolArray) -> BoolArray:
+        """Keep free the newly held cells of any public group with a positive total that
+        would have no free cell left (its total could not be met)."""
+        if not positive.any():
+            return after
+        M: Any = self.public_matrix
+        leaves = np.flatnonzero(self.leaf)
+        free = (~after[leaves]).reshape(-1).astype(float)
+        stranded = positive & (np.asarray(M.T @ free).reshape(-1) == 0)
+        if not stranded.any():
+            return after
+        touched = np.asarray(M[:, stranded].sum(axis=1)).reshape(-1) > 0
+        fix = np.zeros_like(after)
+        fix[leaves] = touched.reshape(-1, self.c)
+        out: BoolArray = np.where(fix & after & ~before, False, after)
+        return out
+
+    def _finish(self, t: FloatArray, held: BoolArray) -> FloatArray:
+        """Held cells exactly 0, rounding-level negatives 0, parents the sums."""
+        lay = self.lay
+        out = np.where(self.leaf[:, None], np.where(held, 0.0, np.maximum(t, 0.0)), 0.0)
+        for d in range(len(lay.parents) - 1, -1, -1):
+            c0, c1 = int(lay.bounds[d + 1]), int(lay.bounds[d + 2])
+            out[lay.parents[d]] = np.add.reduceat(out[c0:c1], lay.starts[d], axis=0)
+        return out
+
+
+def _update(
+    S: FloatArray, m: FloatArray, A: FloatArray, r: FloatArray, y: FloatArray
+) -> tuple[FloatArray, FloatArray]:
+    """Kalman update of summed children (S, m) with a level's own measurements."""
+    if A.shape[0] == 0:
+        return S, m
+    AS = A @ S  # (n, k, c)
+    innov = y - m @ A.T
+    gram = AS @ A.T + np.diag(r)[None]
+    if (r > 0).all():
+        solved = np.linalg.solve(gram, np.concatenate([AS, innov[:, :, None]], axis=2))
+    else:
+        solved = _pinv(gram) @ np.concatenate([AS, innov[:, :, None]], axis=2)
+    cov = S - np.swapaxes(AS, 1, 2) @ solved[:, :, :-1]
+    est = m + np.einsum("nkc,nk->nc", AS, solved[:, :, -1])
+    return (cov + np.swapaxes(cov, 1, 2)) / 2, est
+
+
+def _pinv(M: FloatArray) -> FloatArray:
+    """Pseudo-inverses of a stack of symmetric positive semidefinite matrices."""
+    vals, vecs = np.linalg.eigh(M)
+    cut = 1e-12 * np.maximum(vals.max(axis=1, keepdims=True), 1e-300)
+    inv = np.where(vals > cut, 1.0 / np.where(vals > cut, vals, 1.0), 0.0)
+    out: FloatArray = (vecs * inv[:, None, :]) @ np.swapaxes(vecs, 1, 2)
+    return out
+
+
+def _pinv_apply(S: FloatArray, v: FloatArray, *, general: bool) -> FloatArray:
+    """S^+ v for a stack of covariance sums. Without public queries below the root a sum is
+    singular only on cells held at 0 in every child (exact zero rows): a regularised solve
+    is then exact; otherwise the eigen-decomposition."""
+    if general:
+        full: FloatArray = np.einsum("nij,nj->ni", _pinv(S), v)
+        return full
+    zero = np.einsum("nii->ni", S) == 0
+    M = S + np.eye(S.shape[1])[None] * zero[:, :, None]
+    out: FloatArray = np.linalg.solve(M, (v * ~zero)[:, :, None])[:, :, 0]
+    return out
+
+
+@dataclass(frozen=True)
+class TableNonnegReport:
+    """How exactly a table estimate satisfies the optimality conditions of (P+).
+
+    Attributes
+    ----------
+    consistency : float
+        Largest |parent cell - sum of its children's cells|.
+    public : float
+        Largest |P t - b| over the public queries.
+    negative : float
+        Largest -t over the leaf cells (0 when every cell is >= 0).
+    stationarity : float
+        Largest |reduced gradient| over the positive leaf cells.
+    dual : float
+        Largest -(reduced gradient) over the leaf cells at 0 (their multipliers must be
+        >= 0); cells of a public group with no positive cell are exempt (that group's
+        multiplier is free and can make theirs as large as needed).
+    gradient_scale : float
+        Size of the gradient's terms (max |A' W y| and |A' W A t| over geounits, at
+        least 1): divide by it for a relative residual.
+    value_scale : float
+        max(1, largest |t|): the scale of the other residuals.
+
+    Examples
+    --------
+    >>> TableNonnegReport(0.0, 0.0, 0.0, 1e-9, 0.0, 10.0, 5.0).worst_relative()
+    1e-10
+    """
+
+    consistency: float
+    public: float
+    negative: float
+    stationarity: float
+    dual: float
+    gradient_scale: float
+    value_scale: float
+
+    def worst_relative(self) -> float:
+        """The largest of the residuals, each relative to its scale."""
+        return max(
+            self.stationarity / self.gradient_scale,
+            self.dual / self.gradient_scale,
+            self.public / self.value_scale,
+            self.consistency / self.value_scale,
+            self.negative / self.value_scale,
+        )
+
+
+def table_nonneg_report(estimate: FloatArray, measurements: TableMeasurements) -> TableNonnegReport:
+    """KKT residuals of a (P+) estimate of a table (one draw), from the estimate alone.
+
+    Parameters
+    ----------
+    estimate : ndarray, shape (geography.n, n_detailed)
+        E.g. the output of :class:`TableNonnegProjector` for one draw.
+    measurements : TableMeasurements
+        The draw it was computed from.
+
+    Returns
+    -------
+    TableNonnegReport
+        Leaf cells above 0 must have a reduced gradient of 0, cells at 0 a reduced gradient
+        >= 0 (their multiplier); the public multipliers are fitted on the positive cells.
+
+    Examples
+    --------
+    >>> from postdp import Gaussian, Hierarchy
+    >>> from postdp.tables import Measurement, Query, Table, Workload, measure
+    >>> geo = Hierarchy.from_parents(["S", "a", "b"], [None, "S", "S"])
+    >>> cat = Hierarchy.from_parents(["T", "x", "y"], [None, "T", "T"])
+    >>> t = Table(geo, cat, [[0, 3], [1, 0]])
+    >>> w = Workload([Measurement(d, Query.detailed(cat), Gaussian(rho=0.5)) for d in (0, 1)])
+    >>> m = measure(t, w, secure=False, rng=4)
+    >>> table_nonneg_report(TableNonnegProjector(t, w)(m), m).worst_relative() < 1e-9
+    True
+    """
+    table, workload = measurements.table, measurements.workload
+    geo = table.geography
+    c = table.categories.leaves.size
+    t = np.asarray(estimate, dtype=float)
+    if t.shape != (geo.n, c):
+        raise ValidationError(f"`estimate` must have shape {(geo.n, c)}; got {t.shape}")
+    if measurements.values[0].ndim != 2:
+        raise ValidationError("table_nonneg_report checks one draw; index the draws first")
+    projector = TableNonnegProjector(table, workload)
+    ys = [projector._base._answers(measurements, d, 1)[0] for d in range(geo.n_levels)]
+    draw = _Draw(projector, ys)
+    if draw.publics:
+        draw.public_matrix = draw._public_matrix()[0]
+    laid = t[geo.layout.order]
+    leaf = draw.leaf[:, None]
+    held = leaf & (laid <= 0)
+    mu = draw.reduced(laid, held)
+    if draw.publics:
+        mu = _best_multipliers(draw, laid, held, mu)
+        # a public group without a positive cell leaves its multiplier free: raising it
+        # makes the multipliers of its (zero) cells as large as needed
+        M: Any = draw.public_matrix
+        leaves = np.flatnonzero(draw.leaf)
+        free = (~held[leaves]).reshape(-1).astype(float)
+        unpinned = np.asarray(M.T @ free).reshape(-1) == 0
+        loose = np.asarray(M[:, unpinned].sum(axis=1)).reshape(-1) > 0
+        held[leaves] &= ~loose.reshape(-1, c)
+    public = 0.0
+    for d, groups, totals in draw.publics:
+        b0, b1 = int(geo.layout.bounds[d]), int(geo.layout.bounds[d + 1])
+        public = max(public, float(np.abs(laid[b0:b1] @ groups.T - totals).max(initial=0.0)))
+    kids = np.zeros_like(t)
+    np.add.at(kids, geo.parent[geo.parent >= 0], t[geo.parent >= 0])
+    internal = ~geo.is_leaf
+    scale = 1.0  # size of the gradient's terms, as in table_kkt_report
+    for d in range(geo.n_levels):
+        A, r, _ = draw.levels[d]
+        noisy = r > 0
+        if noisy.any():
+            b0, b1 = int(geo.layout.bounds[d]), int(geo.layout.bounds[d + 1])
+            An, wn = A[noisy], 1.0 / r[noisy]
+            terms = (draw.ys[d][:, noisy] * wn, laid[b0:b1] @ An.T * wn)
+            scale = max(scale, *(float(np.abs(x @ An).max(initial=0.0)) for x in terms))
+    return TableNonnegReport(
+        consistency=float(np.abs(t[internal] - kids[internal]).max(initial=0.0)),
+        public=public,
+        negative=float(np.maximum(-laid[leaf[:, 0]], 0.0).max(initial=0.0)),
+        stationarity=float(np.abs(mu[leaf & ~(laid <= 0)]).max(initial=0.0)),
+        dual=float(np.maximum(-mu[held], 0.0).max(initial=0.0)),
+        gradient_scale=scale,
+        value_scale=max(1.0, float(np.abs(t).max(initial=0.0))),
+    )
+
+
+def _best_multipliers(draw: _Draw, t: FloatArray, held: BoolArray, mu: FloatArray) -> FloatArray:
+    """Reduced gradients with the public multipliers that make the held cells' multipliers
+    as nonnegative as possible: the least-squares multipliers fitted on the free cells plus
+    the direction (null space of the free cells' equations, which changes no free cell's
+    stationarity) chosen by a small linear program. Only needed when the least-squares
+    choice leaves a held cell's multiplier below 0 (public groups that overlap)."""
+    M: Any = draw.public_matrix
+    leaves = np.flatnonzero(draw.leaf)
+    c = draw.c
+    h = held[leaves].reshape(-1)
+    m_leaf = mu[leaves].reshape(-1)
+    if not h.any() or m_leaf[h].min() >= 0:
+        return mu
+    gram = (M[~h].T @ M[~h]).toarray()
+    vals, vecs = np.linalg.eigh(gram)
+    null = vecs[:, vals <= 1e-9 * max(1.0, float(vals.max(initial=0.0)))]
+    if null.shape[1] == 0:
+        return mu
+    from scipy.optimize import linprog
+
+    D = np.asarray(M[h] @ null)  # how the held cells' multipliers move along the null space
+    k = null.shape[1]
+    # maximise s subject to m_h + D z >= s, |z| <= bound (variables z, s)
+    bound = 1e6 * max(1.0, float(np.abs(m_leaf).max()))
+    lp = linprog(
+        np.r_[np.zeros(k), -1.0],
+        A_ub=np.hstack([-D, np.ones((D.shape[0], 1))]),
+        b_ub=m_leaf[h],
+        bounds=[(-bound, bound)] * k + [(None, None)],
+        method="highs",
+    )
+    if lp.status != 0:
+        return mu
+    m_leaf = m_leaf.copy()
+    x: FloatArray = np.asarray(lp.x)
+    m_leaf[h] += D @ x[:k]
+    out = mu.copy()
+    out[leaves] = m_leaf.reshape(-1, c)
+    return out
