@@ -10,7 +10,7 @@ Part 1: on ``load_p1("pa-blockgroup")`` (state > 67 counties > 3,446 tracts > 10
 groups; 63 detailed cells, 71 category nodes: 641k detailed cells of leaf geounits, 971,777
 counts in all), one draw of the workload "detailed cells at every level, plus one race /
 state total public", timed against drawing its noise
-(the floor): (P) with its one-off preparation, top-down, top-down + unbiased rounding
+(the floor): (P) with its one-off preparation, (P+), top-down, top-down + unbiased rounding
 (``round_table``); (P) again with one more query (one
 race / two or more races at the tract level), which top-down's exact case excludes; medians
 of ``--repeat`` runs, the ratio per run measured in this process, and the peak memory
@@ -18,10 +18,12 @@ of ``--repeat`` runs, the ratio per run measured in this process, and the peak m
 
 Part 3 (``--national``): a synthetic P1-shaped national tract-level table
 (``postdp.data.synthetic_table``: nation > 52 states > ~3,200 counties > ~90,000 tracts x 63
-cells), one draw of noise, (P), top-down + rounding (top-down locally and on a 2-worker Dask LocalCluster,
-one task per state), medians of ``--repeat``, peak resident memory.
+cells), one draw of noise, (P), top-down + rounding (top-down locally and on a 2-worker
+Dask LocalCluster, one task per state), medians of ``--repeat``, peak resident memory.
 
-Part 2: (P) against cvxpy + Clarabel on the same workload restricted to the first
+Part 2: (P) (with the tract-level aggregate) and (P+) (the plain workload; (P+) takes
+any workload, but this one is what Part 1 times) against cvxpy + Clarabel on the same
+workload restricted to the first
 ``--qp-tracts`` tracts of the state in GEOID order (with their counties and block groups: a
 subtree of the state, so the same algorithm on a smaller geography; all 3,446 tracts is the
 whole state), time of each and the largest difference; the ratio is the speed-up of postdp
@@ -40,7 +42,14 @@ import numpy as np
 from postdp import Gaussian
 from postdp.data import load_p1
 from postdp.hierarchy import Hierarchy
-from postdp.postprocess import TableProjector, round_table, table_kkt_report, top_down_table
+from postdp.postprocess import (
+    TableNonnegProjector,
+    TableProjector,
+    round_table,
+    table_kkt_report,
+    table_nonneg_report,
+    top_down_table,
+)
 from postdp.tables import Measurement, Query, Table, Workload, measure
 
 
@@ -98,6 +107,14 @@ def state_part(repeat):
         f"  top-down  {topdown:.3f} s = {np.median(ratios[:, 1]):.1f}x floor, peak "
         f"{peak_mb(lambda: top_down_table(draws)):.0f} MB"
     )
+    nonneg_time, nonneg = timed(lambda: TableNonnegProjector(table, w)(draws))
+    print(
+        f"  (P+)      {nonneg_time:.3f} s = {nonneg_time / floor:.1f}x floor (preparation "
+        f"included, one draw), certificate "
+        f"{table_nonneg_report(nonneg, draws).worst_relative():.1e}, "
+        f"{float((nonneg[table.geography.leaves] == 0).mean()):.0%} of leaf cells at 0, peak "
+        f"{peak_mb(lambda: TableNonnegProjector(table, w)(draws)):.0f} MB"
+    )
     real = top_down_table(draws)
     print(
         f"  rounding  {rounding:.3f} s; top-down + rounding {topdown + rounding:.3f} s = "
@@ -125,8 +142,11 @@ def state_part(repeat):
     )
 
 
-def qp_part(n_tracts):
+def qp_part(n_tracts, nonneg):
+    """(P) with the tract-level aggregate query, or (P+) with the plain workload, against
+    cvxpy + Clarabel on the first ``n_tracts`` tracts."""
     import cvxpy as cp
+    import scipy.sparse as sp
 
     full = load_p1("pa-blockgroup")
     geo = full.geography
@@ -140,11 +160,14 @@ def qp_part(n_tracts):
     sub_geo = Hierarchy.from_parents(keep, [p or None for p in parents])
     rows = [list(geo.leaves).index(index[i]) for i in (str(sub_geo.ids[j]) for j in sub_geo.leaves)]
     table = Table(sub_geo, full.categories, full.cells[rows])
-    w = workload(table.categories, sub_geo.n_levels, aggregate=True)
+    w = workload(table.categories, sub_geo.n_levels, aggregate=not nonneg)
     draws = measure(table, w, secure=False, rng=1)
-    ours_time, ours = timed(lambda: TableProjector(table, w)(draws))
-    import scipy.sparse as sp
-
+    if nonneg:
+        ours_time, ours = timed(lambda: TableNonnegProjector(table, w)(draws))
+        certificate = table_nonneg_report(ours, draws).worst_relative()
+    else:
+        ours_time, ours = timed(lambda: TableProjector(table, w)(draws))
+        certificate = table_kkt_report(ours, draws).worst_relative()
     entries = []
     for k, leaf in enumerate(sub_geo.leaves):
         node = int(leaf)
@@ -161,16 +184,20 @@ def qp_part(n_tracts):
             constraints.append(predicted == values)
         else:
             objective += cp.sum_squares(predicted - values) / m.variance
+    if nonneg:
+        constraints.append(X >= 0)
     problem = cp.Problem(cp.Minimize(objective), constraints)
     qp_time, _ = timed(lambda: problem.solve(solver=cp.CLARABEL))
     diff = float(np.abs(G @ X.value - ours).max())
+    name = "(P+) (detailed cells at every level, public state total)" if nonneg else "(P)"
     print(
-        f"\nPart 2: (P) on the first {len(tracts)} tracts ({len(counties)} counties) "
+        f"\nPart 2: {name} on the first {len(tracts)} tracts ({len(counties)} counties) "
         f"({sub_geo.n} geounits, {X.size:,} unknowns)"
     )
     print(
-        f"  postdp {ours_time:.3f} s (preparation included); cvxpy + Clarabel {qp_time:.2f} s "
-        f"(status {problem.status}); ratio {qp_time / ours_time:.0f}x; max |diff| {diff:.2e}"
+        f"  postdp {ours_time:.3f} s (preparation included; certificate {certificate:.1e}); "
+        f"cvxpy + Clarabel {qp_time:.2f} s (status {problem.status}); ratio "
+        f"{qp_time / ours_time:.0f}x; max |diff| {diff:.2e}"
     )
 
 
@@ -232,14 +259,17 @@ def main():
     parser.add_argument("--skip-qp", action="store_true")
     parser.add_argument("--qp-tracts", type=int, default=20)
     parser.add_argument("--national", action="store_true", help="part 3 only")
+    parser.add_argument("--qp-only", action="store_true", help="part 2 only")
     args = parser.parse_args()
     if args.national:
         national_part(args.repeat)
         return
-    print("Part 1: the Pennsylvania block-group P1 table, one draw")
-    state_part(args.repeat)
+    if not args.qp_only:
+        print("Part 1: the Pennsylvania block-group P1 table, one draw")
+        state_part(args.repeat)
     if not args.skip_qp:
-        qp_part(args.qp_tracts)
+        qp_part(args.qp_tracts, nonneg=False)
+        qp_part(args.qp_tracts, nonneg=True)
 
 
 if __name__ == "__main__":

@@ -91,7 +91,7 @@ BAD = [
     (["--categories", "tree.csv"], "needs the wide table as --input"),
     (
         ["--table", "p1-us-county", "--postprocess", "clamp"],
-        "a table release takes one of project, topdown",
+        "a table release takes one of project, project-nonneg, topdown",
     ),
     (["--table", "p1-us-county", "--public", "42"], "--public '42': for a table"),
     (["--table", "p1-us-county", "--epsilon", "1,2"], "--epsilon '1,2': needs one value"),
@@ -247,6 +247,20 @@ def test_rounded_table_audit_stays_unbiased(tmp_path, monkeypatch, capsys):
     cells = pd.read_csv(tmp_path / "aud" / "table_audit.csv")
     z = stats.norm.isf(0.001 / (2 * len(cells)))  # (P) + unbiased rounding: unbiased
     assert (cells["bias"].abs() <= z * cells["bias_se"]).all()
+
+
+def test_nonneg_table_release(tmp_path, monkeypatch, capsys):
+    _inputs(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    args = ["release", "--input", "wide.csv", "--categories", "tree.csv", "--study", "--seed"]
+    args += ["2", "--epsilon", "0.1", "--public", "root", "--postprocess", "project-nonneg"]
+    assert main([*args, "--format", "wide", "-o", "pp.csv"]) == 0
+    assert "every cell >= 0" in capsys.readouterr().out
+    wide = pd.read_csv(tmp_path / "pp.csv").set_index("geo_id")
+    cells = wide[["T", "x", "y", "y1", "y2"]]
+    assert (cells.to_numpy() >= 0).all() and wide.loc["S", "T"] == pytest.approx(103)
+    for code in ("x", "y1", "y2"):
+        assert wide.loc["S", code] == pytest.approx(wide.loc["a", code] + wide.loc["b", code])
 
 
 def test_table_audit_writes_unbiased_errors(tmp_path, monkeypatch, capsys):

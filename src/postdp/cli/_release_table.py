@@ -202,11 +202,11 @@ def _report(
         )
     step, rounded = check_steps(args.postprocess)
     if step is not None:
-        what = (
-            "least squares over every measured count"
-            if step == "project"
-            else "top-down, level by level, nonnegative"
-        )
+        what = {
+            "project": "least squares over every measured count",
+            "project-nonneg": "least squares over every measured count, every cell >= 0",
+            "topdown": "top-down, level by level, nonnegative",
+        }[step]
         if rounded:
             what += ", then rounded to integers (unbiased)"
         print(

@@ -19,7 +19,7 @@ from postdp.cli._io import read_table, read_text
 from postdp.cli._options import _QUERY_HELP, BUNDLED_TABLES, CliError, flag
 
 #: Post-processing steps a table release accepts.
-TABLE_STEPS = ("project", "topdown")
+TABLE_STEPS = ("project", "project-nonneg", "topdown")
 
 
 @dataclass(frozen=True)
@@ -168,7 +168,8 @@ def check_steps(text: str) -> tuple[str | None, bool]:
         raise CliError(
             f"--postprocess {text!r}: a table release takes one of {', '.join(TABLE_STEPS)}, "
             "optionally followed by round (project: least squares over every measured count; "
-            "topdown: level by level, nonnegative; round: consistent integers, unbiased)"
+            "project-nonneg: the same with every cell >= 0; topdown: level by level, "
+            "nonnegative; round: consistent integers, unbiased)"
         )
     return (steps[0] if steps else None), rounded
 
@@ -186,6 +187,11 @@ class TableSolver:
 
             with flagged:
                 self.project: Any = TableProjector(table, work)
+        elif step == "project-nonneg":
+            from postdp.postprocess import TableNonnegProjector
+
+            with flagged:
+                self.project = TableNonnegProjector(table, work)
         else:
             from postdp.postprocess import check_top_down, top_down_table
 

@@ -78,11 +78,20 @@ class TableNonnegProjector:
     workload: Workload
     _base: TableProjector = field(init=False, repr=False)
     _leaf_layout: BoolArray = field(init=False, repr=False)
+    _diagonal: bool = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         geo = self.table.geography
-        object.__setattr__(self, "_base", TableProjector(self.table, self.workload))
+        base = TableProjector(self.table, self.workload)
+        object.__setattr__(self, "_base", base)
         object.__setattr__(self, "_leaf_layout", geo.is_leaf[geo.layout.order])
+        below = [base._levels[d] for d in range(1, geo.n_levels)]
+        diagonal = (
+            geo.n_levels > 1
+            and not self._leaf_layout[0]
+            and all((r > 0).all() and (A.sum(axis=1) == 1).all() for A, r, _ in below)
+        )
+        object.__setattr__(self, "_diagonal", diagonal)
 
     def __call__(self, measurements: TableMeasurements) -> FloatArray:
         """The (P+) estimate: nonnegative detailed histograms of every geounit.
@@ -135,9 +144,12 @@ class _Draw:
         self.tol = _REL_TOL * scale
         self.publics = self._public_groups()
         self.public_matrix: Any = None
+        self.disjoint = False
 
     # -- the inner solve: (P) with the cells in `held` (layout rows x cells) at 0 ----------
     def fixed(self, held: BoolArray) -> FloatArray:
+        if self.p._diagonal:
+            return self._fixed_diagonal(held)
         lay, c, n = self.lay, self.c, self.geo.n
         cov = np.zeros((n, c, c))
         est = np.zeros((n, c))
@@ -165,6 +177,46 @@ class _Draw:
             c0, c1 = int(lay.bounds[d + 1]), int(lay.bounds[d + 2])
             spread = np.repeat(x, lay.sizes[d], axis=0)
             out[c0:c1] = est[c0:c1] + np.einsum("nij,nj->ni", cov[c0:c1], spread)
+        return out
+
+    def _fixed_diagonal(self, held: BoolArray) -> FloatArray:
+        """The inner solve when every level below the root measures single detailed cells
+        and holds no public query: every covariance below the root is diagonal, so the
+        two passes are elementwise, O(geounits x cells); the root's own queries (any, public
+        ones included) by the matrix update."""
+        lay, c, n = self.lay, self.c, self.geo.n
+        var = np.zeros((n, c))
+        est = np.zeros((n, c))
+        sums: dict[int, tuple[FloatArray, FloatArray]] = {}
+        for d in range(self.geo.n_levels - 1, 0, -1):
+            A, r, _ = self.levels[d]
+            info = (A / r[:, None]).sum(axis=0)  # each cell's precision from this level
+            own = np.where(info > 0, (self.ys[d] / r) @ A / np.where(info > 0, info, 1), 0.0)
+            b0, b1 = int(lay.bounds[d]), int(lay.bounds[d + 1])
+            if d < len(lay.parents):
+                c0, c1 = int(lay.bounds[d + 1]), int(lay.bounds[d + 2])
+                S = np.add.reduceat(var[c0:c1], lay.starts[d], axis=0)
+                m = np.add.reduceat(est[c0:c1], lay.starts[d], axis=0)
+                parents = lay.parents[d]
+                sums[d] = (S, m)
+                gain = S * info / (1.0 + S * info)  # S / (S + 1/info), 0 where S = 0
+                var[parents] = S - gain * S
+                est[parents] = m + gain * (own[parents - b0] - m)
+            leaves = b0 + np.flatnonzero(self.leaf[b0:b1])
+            free = ~held[leaves]
+            var[leaves] = np.where(free, 1.0 / info, 0.0)
+            est[leaves] = np.where(free, own[leaves - b0], 0.0)
+        out = np.empty((n, c))
+        A, r, _ = self.levels[0]
+        S = np.add.reduceat(var[1 : int(lay.bounds[2])], lay.starts[0], axis=0)
+        m = np.add.reduceat(est[1 : int(lay.bounds[2])], lay.starts[0], axis=0)
+        sums[0] = (S, m)
+        out[0] = _update(np.diag(S[0])[None], m, A, r, self.ys[0])[1][0]
+        for d in range(len(lay.parents)):
+            S, m = sums[d]
+            x = np.where(S > 0, (out[lay.parents[d]] - m) / np.where(S > 0, S, 1.0), 0.0)
+            c0, c1 = int(lay.bounds[d + 1]), int(lay.bounds[d + 2])
+            out[c0:c1] = est[c0:c1] + var[c0:c1] * np.repeat(x, lay.sizes[d], axis=0)
         return out
 
     def _leaf_estimates(
@@ -258,6 +310,7 @@ class _Draw:
             totals.append(values.reshape(-1))
         r_all, c_all = np.concatenate(rows), np.concatenate(cols)
         M = sp.csr_matrix((np.ones(r_all.size), (r_all, c_all)), shape=(leaves.size * c, offset))
+        self.disjoint = bool(np.bincount(r_all, minlength=leaves.size * c).max() <= 1)
         return M, np.concatenate(totals)
 
     def reduced(self, t: FloatArray, held: BoolArray) -> FloatArray:
@@ -272,7 +325,14 @@ class _Draw:
         leaves = np.flatnonzero(self.leaf)
         free = ~held[leaves].reshape(-1)
         g_leaf = grad[leaves].reshape(-1)
-        nu = lsqr(M[free], -g_leaf[free], atol=1e-15, btol=1e-15, iter_lim=10 * M.shape[1] + 100)[0]
+        if self.disjoint:  # each cell in one public group at most: a mean per group
+            counts = np.asarray(M.T @ free.astype(float)).reshape(-1)
+            sums = np.asarray(M.T @ np.where(free, g_leaf, 0.0)).reshape(-1)
+            nu = -sums / np.maximum(counts, 1.0)
+        else:
+            nu = lsqr(
+                M[free], -g_leaf[free], atol=1e-15, btol=1e-15, iter_lim=10 * M.shape[1] + 100
+            )[0]
         out = np.zeros_like(grad)
         out[leaves] = (g_leaf + M @ nu).reshape(leaves.size, self.c)
         return out
