@@ -35,6 +35,8 @@ __all__ = [
     "compiled",
     "cycle_round_rows",
     "path_sums_rows",
+    "table_down",
+    "table_up",
     "two_pass_masked_rows",
     "two_pass_rows",
 ]
@@ -254,6 +256,69 @@ def _cycle_round_loop(
                 pos[path_v[t]] = -1
 
 
+def _table_up_loop(
+    own: FloatArray,
+    info: FloatArray,
+    node_level: Any,
+    is_leaf: Any,
+    held: Any,
+    parent: Any,
+    start: Any,
+    size: Any,
+    var: FloatArray,
+    est: FloatArray,
+    sum_var: FloatArray,
+    sum_est: FloatArray,
+) -> None:  # pragma: no cover - compiled
+    n, c = own.shape
+    for i in range(n):
+        if is_leaf[i]:
+            lv = node_level[i]
+            for j in range(c):
+                if held[i, j]:
+                    var[i, j] = 0.0
+                    est[i, j] = 0.0
+                else:
+                    var[i, j] = 1.0 / info[lv, j]
+                    est[i, j] = own[i, j]
+    for f in range(parent.size - 1, -1, -1):  # deepest families first
+        p = parent[f]
+        lv = node_level[p]
+        for j in range(c):
+            s = 0.0
+            m = 0.0
+            for k in range(start[f], start[f] + size[f]):
+                s += var[k, j]
+                m += est[k, j]
+            sum_var[f, j] = s
+            sum_est[f, j] = m
+            if lv > 0:  # the root's own queries are combined by the caller
+                w = info[lv, j]
+                gain = s * w / (1.0 + s * w)
+                var[p, j] = s - gain * s
+                est[p, j] = m + gain * (own[p, j] - m)
+
+
+def _table_down_loop(
+    out: FloatArray,
+    var: FloatArray,
+    est: FloatArray,
+    sum_var: FloatArray,
+    sum_est: FloatArray,
+    parent: Any,
+    start: Any,
+    size: Any,
+) -> None:  # pragma: no cover - compiled
+    c = out.shape[1]
+    for f in range(parent.size):  # a parent is final before its children
+        p = parent[f]
+        for j in range(c):
+            sv = sum_var[f, j]
+            x = (out[p, j] - sum_est[f, j]) / sv if sv > 0 else 0.0
+            for k in range(start[f], start[f] + size[f]):
+                out[k, j] = est[k, j] + var[k, j] * x
+
+
 @functools.cache
 def compiled(loop: Callable[..., Any]) -> Callable[..., Any]:
     """``loop`` compiled by Numba (once per process; machine code cached on disk).
@@ -408,3 +473,46 @@ def cycle_round_rows(
     (n_edges per row).
     """
     compiled(_cycle_round_loop)(tail, head, adj_start, adj_edge, offset, uniform, q)
+
+
+def table_up(
+    own: FloatArray,
+    info: FloatArray,
+    node_level: npt.NDArray[np.int64],
+    is_leaf: npt.NDArray[np.bool_],
+    held: npt.NDArray[np.bool_],
+    tree: FlatTree,
+) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
+    """Upward pass of (P) on a table whose every level below the root measures single cells
+    (diagonal information), cells held at 0 at leaf geounits; layout order. Returns each
+    geounit's variance and estimate from its subtree and each family's summed ones."""
+    n, c = own.shape
+    var, est = np.empty((n, c)), np.empty((n, c))
+    sum_var, sum_est = np.empty((tree.parent.size, c)), np.empty((tree.parent.size, c))
+    compiled(_table_up_loop)(
+        own,
+        info,
+        node_level,
+        is_leaf,
+        held,
+        tree.parent,
+        tree.start,
+        tree.size,
+        var,
+        est,
+        sum_var,
+        sum_est,
+    )
+    return var, est, sum_var, sum_est
+
+
+def table_down(
+    out: FloatArray,
+    var: FloatArray,
+    est: FloatArray,
+    sum_var: FloatArray,
+    sum_est: FloatArray,
+    tree: FlatTree,
+) -> None:
+    """Downward pass matching :func:`table_up`: ``out[root]`` set, the rest filled in place."""
+    compiled(_table_down_loop)(out, var, est, sum_var, sum_est, tree.parent, tree.start, tree.size)

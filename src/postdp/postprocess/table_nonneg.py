@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from postdp._kernels import FlatTree
 from postdp._typing import FloatArray
 from postdp.errors import ConvergenceError, ValidationError
 from postdp.postprocess.tables import TableProjector
@@ -79,6 +80,8 @@ class TableNonnegProjector:
     _base: TableProjector = field(init=False, repr=False)
     _leaf_layout: BoolArray = field(init=False, repr=False)
     _diagonal: bool = field(init=False, repr=False)
+    _node_level: npt.NDArray[np.int64] = field(init=False, repr=False)
+    _tree: FlatTree = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         geo = self.table.geography
@@ -92,6 +95,11 @@ class TableNonnegProjector:
             and all((r > 0).all() and (A.sum(axis=1) == 1).all() for A, r, _ in below)
         )
         object.__setattr__(self, "_diagonal", diagonal)
+        lay = geo.layout
+        object.__setattr__(
+            self, "_node_level", np.repeat(np.arange(geo.n_levels), np.diff(lay.bounds))
+        )
+        object.__setattr__(self, "_tree", _flat_families(lay))
 
     def __call__(self, measurements: TableMeasurements) -> FloatArray:
         """The (P+) estimate: nonnegative detailed histograms of every geounit.
@@ -144,7 +152,13 @@ class _Draw:
         self.tol = _REL_TOL * scale
         self.publics = self._public_groups()
         self.public_matrix: Any = None
+        where = np.flatnonzero(self.leaf)
+        contiguous = where.size and where[-1] - where[0] + 1 == where.size
+        self.leaf_rows: Any = slice(int(where[0]), int(where[-1]) + 1) if contiguous else where
+        self._own: FloatArray | None = None
+        self._info: FloatArray = np.zeros(0)
         self.disjoint = False
+        self.group_of = np.zeros(0, dtype=np.int64)
 
     # -- the inner solve: (P) with the cells in `held` (layout rows x cells) at 0 ----------
     def fixed(self, held: BoolArray) -> FloatArray:
@@ -182,42 +196,36 @@ class _Draw:
     def _fixed_diagonal(self, held: BoolArray) -> FloatArray:
         """The inner solve when every level below the root measures single detailed cells
         and holds no public query: every covariance below the root is diagonal, so the
-        two passes are elementwise, O(geounits x cells); the root's own queries (any, public
-        ones included) by the matrix update."""
-        lay, c, n = self.lay, self.c, self.geo.n
-        var = np.zeros((n, c))
-        est = np.zeros((n, c))
-        sums: dict[int, tuple[FloatArray, FloatArray]] = {}
-        for d in range(self.geo.n_levels - 1, 0, -1):
-            A, r, _ = self.levels[d]
-            info = (A / r[:, None]).sum(axis=0)  # each cell's precision from this level
-            own = np.where(info > 0, (self.ys[d] / r) @ A / np.where(info > 0, info, 1), 0.0)
-            b0, b1 = int(lay.bounds[d]), int(lay.bounds[d + 1])
-            if d < len(lay.parents):
-                c0, c1 = int(lay.bounds[d + 1]), int(lay.bounds[d + 2])
-                S = np.add.reduceat(var[c0:c1], lay.starts[d], axis=0)
-                m = np.add.reduceat(est[c0:c1], lay.starts[d], axis=0)
-                parents = lay.parents[d]
-                sums[d] = (S, m)
-                gain = S * info / (1.0 + S * info)  # S / (S + 1/info), 0 where S = 0
-                var[parents] = S - gain * S
-                est[parents] = m + gain * (own[parents - b0] - m)
-            leaves = b0 + np.flatnonzero(self.leaf[b0:b1])
-            free = ~held[leaves]
-            var[leaves] = np.where(free, 1.0 / info, 0.0)
-            est[leaves] = np.where(free, own[leaves - b0], 0.0)
-        out = np.empty((n, c))
+        two passes are elementwise (compiled loops), O(geounits x cells); the root's own
+        queries (any, public ones included) by the matrix update."""
+        from postdp._kernels import table_down, table_up
+
+        if self._own is None:
+            self._own, self._info = self._own_estimates()
+        tree = self.p._tree
+        var, est, sum_var, sum_est = table_up(
+            self._own, self._info, self.p._node_level, self.leaf, held, tree
+        )
+        out = np.empty_like(est)
         A, r, _ = self.levels[0]
-        S = np.add.reduceat(var[1 : int(lay.bounds[2])], lay.starts[0], axis=0)
-        m = np.add.reduceat(est[1 : int(lay.bounds[2])], lay.starts[0], axis=0)
-        sums[0] = (S, m)
-        out[0] = _update(np.diag(S[0])[None], m, A, r, self.ys[0])[1][0]
-        for d in range(len(lay.parents)):
-            S, m = sums[d]
-            x = np.where(S > 0, (out[lay.parents[d]] - m) / np.where(S > 0, S, 1.0), 0.0)
-            c0, c1 = int(lay.bounds[d + 1]), int(lay.bounds[d + 2])
-            out[c0:c1] = est[c0:c1] + var[c0:c1] * np.repeat(x, lay.sizes[d], axis=0)
+        root = sum_var[tree.level[0] : tree.level[1]]  # the root's one family
+        out[0] = _update(np.diag(root[0])[None], sum_est[:1], A, r, self.ys[0])[1][0]
+        table_down(out, var, est, sum_var, sum_est, tree)
         return out
+
+    def _own_estimates(self) -> tuple[FloatArray, FloatArray]:
+        """Each geounit's estimate of each cell from its level's own single-cell queries
+        (layout order), and each level's precision per cell."""
+        lay = self.lay
+        own = np.zeros((self.geo.n, self.c))
+        info = np.zeros((self.geo.n_levels, self.c))
+        for d in range(1, self.geo.n_levels):
+            A, r, _ = self.levels[d]
+            info[d] = (A / r[:, None]).sum(axis=0)
+            weighted = (self.ys[d] / r) @ A
+            b0, b1 = int(lay.bounds[d]), int(lay.bounds[d + 1])
+            own[b0:b1] = np.where(info[d] > 0, weighted / np.where(info[d] > 0, info[d], 1), 0)
+        return own, info
 
     def _leaf_estimates(
         self, d: int, y: FloatArray, held: BoolArray
@@ -263,6 +271,9 @@ class _Draw:
             if not noisy.any():
                 continue
             b0, b1 = int(lay.bounds[d]), int(lay.bounds[d + 1])
+            if d > 0 and self._own is not None:  # single-cell queries: info x (t - own)
+                g[b0:b1] = self._info[d] * (t[b0:b1] - self._own[b0:b1])
+                continue
             An = A[noisy]
             resid = t[b0:b1] @ An.T - self.ys[d][:, noisy]
             g[b0:b1] = (resid / r[noisy]) @ An
@@ -311,6 +322,9 @@ class _Draw:
         r_all, c_all = np.concatenate(rows), np.concatenate(cols)
         M = sp.csr_matrix((np.ones(r_all.size), (r_all, c_all)), shape=(leaves.size * c, offset))
         self.disjoint = bool(np.bincount(r_all, minlength=leaves.size * c).max() <= 1)
+        if self.disjoint:
+            self.group_of = np.full(leaves.size * c, -1, dtype=np.int64)
+            self.group_of[r_all] = c_all
         return M, np.concatenate(totals)
 
     def reduced(self, t: FloatArray, held: BoolArray) -> FloatArray:
@@ -322,20 +336,42 @@ class _Draw:
         from scipy.sparse.linalg import lsqr
 
         M: Any = self.public_matrix
-        leaves = np.flatnonzero(self.leaf)
+        leaves = self.leaf_rows  # a slice when the leaf geounits are contiguous
         free = ~held[leaves].reshape(-1)
         g_leaf = grad[leaves].reshape(-1)
-        if self.disjoint:  # each cell in one public group at most: a mean per group
-            counts = np.asarray(M.T @ free.astype(float)).reshape(-1)
-            sums = np.asarray(M.T @ np.where(free, g_leaf, 0.0)).reshape(-1)
-            nu = -sums / np.maximum(counts, 1.0)
-        else:
-            nu = lsqr(
-                M[free], -g_leaf[free], atol=1e-15, btol=1e-15, iter_lim=10 * M.shape[1] + 100
-            )[0]
         out = np.zeros_like(grad)
-        out[leaves] = (g_leaf + M @ nu).reshape(leaves.size, self.c)
+        if self.disjoint:  # each cell in one public group at most: a mean per group
+            col = self.group_of
+            use = free & (col >= 0)
+            counts = np.bincount(col[use], minlength=M.shape[1])
+            sums = np.bincount(col[use], weights=g_leaf[use], minlength=M.shape[1])
+            nu = np.append(-sums / np.maximum(counts, 1), 0.0)  # [-1]: no group
+            out[leaves] = (g_leaf + nu[col]).reshape(-1, self.c)
+            return out
+        nu = lsqr(M[free], -g_leaf[free], atol=1e-15, btol=1e-15, iter_lim=10 * M.shape[1] + 100)[0]
+        out[leaves] = (g_leaf + M @ nu).reshape(-1, self.c)
         return out
+
+    def multipliers(self, t: FloatArray, held: BoolArray) -> FloatArray:
+        """Reduced gradients whose held entries are the held cells' multipliers, with the
+        public multipliers chosen to make those as nonnegative as they can be: where the
+        least-squares choice is not unique (overlapping public groups) a small linear
+        program picks among the choices; a public group without a free cell leaves its
+        multiplier free, and raising it makes its cells' multipliers as large as needed
+        (they are returned as +inf)."""
+        mu = self.reduced(t, held)
+        if not self.publics:
+            return mu
+        if not self.disjoint:
+            mu = _best_multipliers(self, t, held, mu)
+        M: Any = self.public_matrix
+        leaves = self.leaf_rows
+        free = (~held[leaves]).reshape(-1).astype(float)
+        unpinned = np.asarray(M.T @ free).reshape(-1) == 0
+        if unpinned.any():
+            loose = np.asarray(M[:, unpinned].sum(axis=1)).reshape(-1) > 0
+            mu[leaves] = np.where(loose.reshape(-1, self.c), np.inf, mu[leaves])
+        return mu
 
     # -- pivoting --------------------------------------------------------------------------
     def solve(self) -> FloatArray:
@@ -358,11 +394,17 @@ class _Draw:
         best, patience, single = np.iinfo(np.int64).max, _STALL_ROUNDS, False
         for _ in range(_MAX_ROUNDS):
             t = self.fixed(held)
-            mu = self.reduced(t, held)
-            tol_mu = _REL_TOL * max(1.0, float(np.abs(mu).max(initial=0.0)))
             # a free cell below 0 by any amount is wrong (so no clipping is needed at the
-            # end); a held cell's multiplier may sit within rounding error below 0
-            bad = ~static & leaf & ((held & (mu < -tol_mu)) | (~held & (t < 0)))
+            # end); a held cell's multiplier may sit within rounding error below 0. While
+            # free cells are below 0 they alone are moved (the multipliers, which cost a
+            # gradient pass, are looked at once none is): the same pivots in practice, and
+            # the stall rule and Murty's rule keep the method finite either way.
+            bad = ~static & leaf & ~held & (t < 0)
+            if single or not bad.any():
+                mu = self.multipliers(t, held)
+                finite = np.abs(mu[np.isfinite(mu)])
+                tol_mu = _REL_TOL * max(1.0, float(finite.max(initial=0.0)))
+                bad |= ~static & leaf & held & (mu < -tol_mu)
             count = int(bad.sum())
             if count == 0:
                 return self._finish(t, held)
@@ -543,17 +585,7 @@ def table_nonneg_report(estimate: FloatArray, measurements: TableMeasurements) -
     laid = t[geo.layout.order]
     leaf = draw.leaf[:, None]
     held = leaf & (laid <= 0)
-    mu = draw.reduced(laid, held)
-    if draw.publics:
-        mu = _best_multipliers(draw, laid, held, mu)
-        # a public group without a positive cell leaves its multiplier free: raising it
-        # makes the multipliers of its (zero) cells as large as needed
-        M: Any = draw.public_matrix
-        leaves = np.flatnonzero(draw.leaf)
-        free = (~held[leaves]).reshape(-1).astype(float)
-        unpinned = np.asarray(M.T @ free).reshape(-1) == 0
-        loose = np.asarray(M[:, unpinned].sum(axis=1)).reshape(-1) > 0
-        held[leaves] &= ~loose.reshape(-1, c)
+    mu = draw.multipliers(laid, held)
     public = 0.0
     for d, groups, totals in draw.publics:
         b0, b1 = int(geo.layout.bounds[d]), int(geo.layout.bounds[d + 1])
@@ -575,7 +607,7 @@ def table_nonneg_report(estimate: FloatArray, measurements: TableMeasurements) -
         public=public,
         negative=float(np.maximum(-laid[leaf[:, 0]], 0.0).max(initial=0.0)),
         stationarity=float(np.abs(mu[leaf & ~(laid <= 0)]).max(initial=0.0)),
-        dual=float(np.maximum(-mu[held], 0.0).max(initial=0.0)),
+        dual=float(np.maximum(-mu[held], 0.0).max(initial=0.0)),  # +inf: a free multiplier
         gradient_scale=scale,
         value_scale=max(1.0, float(np.abs(t).max(initial=0.0))),
     )
@@ -620,3 +652,21 @@ def _best_multipliers(draw: _Draw, t: FloatArray, held: BoolArray, mu: FloatArra
     out = mu.copy()
     out[leaves] = m_leaf.reshape(-1, c)
     return out
+
+
+def _flat_families(lay: Any) -> FlatTree:
+    """The geography's families as flat arrays (levels top down), as the compiled loops
+    take them; the coefficient fields are unused here."""
+    levels = len(lay.parents)
+    none_i, none_f = np.zeros(0, dtype=np.int64), np.zeros(0)
+    return FlatTree(
+        parent=np.concatenate([none_i, *lay.parents]).astype(np.int64),
+        start=np.concatenate(
+            [none_i, *(lay.bounds[d + 1] + lay.starts[d] for d in range(levels))]
+        ).astype(np.int64),
+        size=np.concatenate([none_i, *lay.sizes]).astype(np.int64),
+        level=np.cumsum([0, *(p.size for p in lay.parents)]).astype(np.int64),
+        own=none_f,
+        kids=none_f,
+        share=none_f,
+    )
