@@ -113,6 +113,7 @@ LAYERS = [
         "postdp._intervals",
         "postdp._moments",
         "postdp._kernels",
+        "postdp._table_kernels",
     ],
     ["postdp.mechanisms"],
     ["postdp.hierarchy"],

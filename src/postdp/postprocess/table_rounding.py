@@ -36,7 +36,7 @@ import numpy as np
 import numpy.typing as npt
 
 from postdp import _rng, _validation
-from postdp._kernels import cycle_round_rows
+from postdp._table_kernels import cycle_round_rows
 from postdp._typing import ArrayLike, FloatArray, IntArray, RNGLike
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
