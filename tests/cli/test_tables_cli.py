@@ -192,10 +192,18 @@ def test_top_down_table_release_is_nonnegative_and_consistent(tmp_path, monkeypa
             }
         )
     )
+    coupled = ["release", "--input", "wide.csv", "--categories", "tree.csv", "--study"]
+    coupled += ["--seed", "1", "--design", "grouped.json", "--postprocess", "topdown"]
+    assert main([*coupled, "--format", "wide", "-o", "grouped.csv"]) == 0  # cells coupled
+    wide = pd.read_csv(tmp_path / "grouped.csv").set_index("geo_id")
+    assert (wide[["x", "y1", "y2"]].to_numpy() >= 0).all()
+    assert wide.loc["S", "y1"] == pytest.approx(wide.loc["a", "y1"] + wide.loc["b", "y1"])
+    weak = tmp_path / "weak.json"
+    weak.write_text(json.dumps({"measurements": [{"level": 1, "query": "total", "epsilon": 1}]}))
     bad = ["release", "--input", "wide.csv", "--categories", "tree.csv", "--study", "--seed", "1"]
-    bad += ["--design", "grouped.json", "--postprocess", "topdown", "-o", "no.csv"]
+    bad += ["--design", "weak.json", "--postprocess", "topdown", "-o", "no.csv"]
     assert main(bad) == 2
-    assert "groups several" in capsys.readouterr().err
+    assert "identify every detailed cell" in capsys.readouterr().err
     assert not (tmp_path / "no.csv").exists()
 
 

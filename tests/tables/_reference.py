@@ -98,3 +98,44 @@ def qp_top_down(measurements, own, weights, ours):
         for k, kid in enumerate(kids):
             out[int(kid)] = T.value[k]
     return np.array([out[i] for i in range(geo.n)])
+
+
+def qp_top_down_grouped(measurements, ours):
+    """Top-down for any workload by Clarabel, family by family, given our parents'
+    histograms: the root's nonnegative least squares with its public queries held, then
+    each family's children by nonnegative least squares on their own queries, adding up to
+    the parent's cells."""
+    table, workload = measurements.table, measurements.workload
+    geo, cat = table.geography, table.categories
+    c = cat.leaves.size
+
+    def fit(T, d, rows):
+        objective, constraints = 0, []
+        for m, values in zip(workload.measurements, measurements.values, strict=True):
+            if m.level != d:
+                continue
+            A = m.query.matrix(cat)
+            if m.public:
+                constraints.append(T @ A.T - values[rows] == 0)
+            else:
+                objective += cp.sum_squares(T @ A.T - values[rows]) / m.variance
+        return objective, constraints
+
+    root = cp.Variable((1, c))
+    objective, constraints = fit(root, 0, [0])
+    problem = cp.Problem(cp.Minimize(objective), [*constraints, root >= 0])
+    problem.solve(solver=cp.CLARABEL, **CLARABEL_TIGHT)
+    out = {0: root.value[0]}
+    for node in range(geo.n):
+        kids = np.flatnonzero(geo.parent == node)
+        if not kids.size:
+            continue
+        d = int(geo.depth[kids[0]])
+        rows = [int(np.flatnonzero(geo.levels[d] == k)[0]) for k in kids]
+        T = cp.Variable((kids.size, c))
+        objective, _ = fit(T, d, rows)
+        problem = cp.Problem(cp.Minimize(objective), [T >= 0, cp.sum(T, axis=0) == ours[node]])
+        problem.solve(solver=cp.CLARABEL, **CLARABEL_TIGHT)
+        for k, kid in enumerate(kids):
+            out[int(kid)] = T.value[k]
+    return np.array([out[i] for i in range(geo.n)])

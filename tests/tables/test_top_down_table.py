@@ -7,7 +7,7 @@ from postdp import Gaussian, Laplace
 from postdp.errors import ValidationError
 from postdp.postprocess import top_down_table
 from postdp.tables import Measurement, Query, Table, Workload, measure
-from tests.tables._reference import qp_top_down, random_tree
+from tests.tables._reference import qp_top_down, qp_top_down_grouped, random_tree
 
 
 def _case(seed):
@@ -75,29 +75,66 @@ def test_batched_draws_match_one_by_one():
         np.testing.assert_allclose(batch[i], top_down_table(one), rtol=0, atol=1e-12)
 
 
-def test_workloads_outside_the_exact_case_are_refused():
+def test_workloads_top_down_cannot_run_are_refused():
     table, _ = _case(1)
     cat = table.categories
     deepest = table.geography.n_levels - 1
     detailed = [
         Measurement(d, Query.detailed(cat), Laplace(epsilon=1.0)) for d in range(deepest + 1)
     ]
-    grouped = Query("grouped", [[str(cat.ids[j]) for j in cat.leaves]])
-    with pytest.raises(ValidationError, match="groups several"):
-        top_down_table(
-            measure(
-                table,
-                Workload([*detailed, Measurement(0, grouped, Laplace(epsilon=1.0))]),
-                secure=False,
-                rng=0,
-            )
-        )
-    with pytest.raises(ValidationError, match="measured at every level"):
+    with pytest.raises(ValidationError, match="identify every detailed cell"):
         top_down_table(measure(table, Workload(detailed[:-1]), secure=False, rng=0))
     if deepest >= 1:
         public = Measurement(1, Query("total", [[str(cat.ids[0])]]), None)
         with pytest.raises(ValidationError, match="public queries at the root only"):
             top_down_table(measure(table, Workload([*detailed, public]), secure=False, rng=0))
+
+
+def _grouped(seed):
+    """Detailed cells at every level plus grouped noisy queries at some levels and public
+    groups (possibly overlapping) at the root: the families' cells are coupled."""
+    rng = np.random.default_rng(seed)
+    geo = random_tree(rng, int(rng.integers(3, 14)), "g")
+    cat = random_tree(rng, int(rng.integers(3, 9)), "c")
+    cells = rng.integers(0, 5, (geo.leaves.size, cat.leaves.size))
+    cells[rng.random(cells.shape) < 0.4] = 0
+    items = []
+    for d in range(geo.n_levels):
+        items.append(Measurement(d, Query.detailed(cat), Laplace(epsilon=rng.uniform(0.2, 1))))
+        if d == 0 or rng.random() < 0.7:
+            leaves = cat.leaves[rng.permutation(cat.leaves.size)]
+            k = int(rng.integers(2, leaves.size + 1))
+            groups = np.array_split(leaves[:k], int(rng.integers(1, k)))
+            query = Query("g", [[str(cat.ids[j]) for j in g] for g in groups])
+            items.append(Measurement(d, query, Gaussian(rho=float(rng.uniform(0.2, 1)))))
+    items.append(Measurement(0, Query("total", [[str(cat.ids[0])]]), None))
+    if rng.random() < 0.5:
+        items.append(Measurement(0, Query("one", [[str(cat.ids[cat.leaves[0]])]]), None))
+    return Table(geo, cat, cells), Workload(items)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_coupled_top_down_equals_a_per_family_reference(seed):
+    table, workload = _grouped(seed)
+    draws = measure(table, workload, secure=False, rng=seed)
+    ours = top_down_table(draws)
+    geo = table.geography
+    assert ours.min() >= 0
+    kids = np.zeros_like(ours)
+    np.add.at(kids, geo.parent[geo.parent >= 0], ours[geo.parent >= 0])
+    np.testing.assert_allclose(ours[~geo.is_leaf], kids[~geo.is_leaf], rtol=0, atol=1e-8)
+    ref = qp_top_down_grouped(draws, ours)
+    scale = max(1.0, float(np.abs(ref).max()))
+    np.testing.assert_allclose(ours, ref, rtol=0, atol=1e-6 * scale)
+
+
+def test_coupled_top_down_batches_match_one_by_one():
+    table, workload = _grouped(2)
+    draws = measure(table, workload, secure=False, rng=0, size=3)
+    batch = top_down_table(draws)
+    for i in range(3):
+        one = type(draws)(table, workload, tuple(v[i] for v in draws.values), False)
+        np.testing.assert_allclose(batch[i], top_down_table(one), rtol=0, atol=1e-12)
 
 
 def test_dask_partitions_give_the_local_result():

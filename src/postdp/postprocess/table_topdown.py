@@ -11,9 +11,11 @@ Exactness: when the noisy queries of a level are detailed cells (the usual workl
 detailed cell measured at every level, any number of times, any weights), the level's
 least-squares matrix is diagonal and the family problem separates into one Euclidean
 projection onto a simplex per (family, detailed cell), solved exactly by sorting
-(vectorised over all families, cells and draws). Workloads whose noisy queries at some
-level group several cells couple the cells of a family; they are refused with a clear
-error (use :func:`postdp.postprocess.project_table`, which handles any workload).
+(vectorised over all families, cells and draws). When some level's noisy queries group
+cells (e.g. "one race" and "two or more races" at the tract level), the cells of a family
+are coupled: each level is then solved as one exact nonnegative least-squares problem over
+all its families at once (:class:`~postdp.postprocess.TableNonnegProjector` on a forest
+whose parents' histograms are public), and the root likewise.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ import numpy as np
 
 from postdp._typing import FloatArray, IntArray
 from postdp.errors import ValidationError
-from postdp.tables import Table, TableMeasurements, Workload
+from postdp.hierarchy import Hierarchy
+from postdp.tables import Measurement, Query, Table, TableMeasurements, Workload
 
 __all__ = ["check_top_down", "top_down_table"]
 
@@ -35,14 +38,15 @@ def top_down_table(measurements: TableMeasurements, *, client: Any = None) -> Fl
     Parameters
     ----------
     measurements : TableMeasurements
-        Every level must measure each detailed cell (as single cells; several detailed
-        measurements at a level are combined by their weights); public queries only at
-        the root, as disjoint groups.
+        Every level's noisy queries must identify every detailed cell (e.g. the detailed
+        cells themselves, several measurements combined by their weights, plus any grouped
+        queries); public queries only at the root.
     client : dask.distributed.Client, optional
         Run the subtrees below the first level (the states, for a national table) as Dask
         tasks. Below that level each subtree is split on its own, one partition per
         first-level geounit, locally too, so the result is the same array with or without
-        a client.
+        a client. Used when every noisy query is of single cells (the separable case);
+        a workload with grouped queries runs locally.
 
     Returns
     -------
@@ -53,7 +57,8 @@ def top_down_table(measurements: TableMeasurements, *, client: Any = None) -> Fl
     Raises
     ------
     ValidationError
-        For a workload outside the exact case above.
+        For public queries below the root, or a level whose noisy queries do not identify
+        every detailed cell.
 
     Examples
     --------
@@ -70,6 +75,9 @@ def top_down_table(measurements: TableMeasurements, *, client: Any = None) -> Fl
     (True, 51.0, True)
     """
     table = measurements.table
+    check_top_down(table, measurements.workload)
+    if not _separable(table, measurements.workload):
+        return _coupled_top_down(measurements)
     geo, cat = table.geography, table.categories
     c = cat.leaves.size
     column = np.full(cat.n, -1, dtype=np.int64)
@@ -155,7 +163,7 @@ def _split_subtree(top: FloatArray, parts: list[Part]) -> list[FloatArray]:
 
 
 def check_top_down(table: Table, workload: Workload) -> None:
-    """Raise :class:`ValidationError` unless ``workload`` is in top-down's exact case.
+    """Raise :class:`ValidationError` unless top-down can run ``workload`` exactly.
 
     Called before any noise is drawn (e.g. by the command line).
 
@@ -167,12 +175,13 @@ def check_top_down(table: Table, workload: Workload) -> None:
     Returns
     -------
     None
-        Returns quietly when top-down can run this workload exactly.
+        Returns quietly when top-down can run this workload: public queries only at the
+        root, and at every level noisy queries that identify every detailed cell.
 
     Raises
     ------
     ValidationError
-        Naming the query and level that leave the exact case.
+        Naming the query or level at fault.
 
     Examples
     --------
@@ -184,44 +193,93 @@ def check_top_down(table: Table, workload: Workload) -> None:
     >>> check_top_down(t, Workload([Measurement(d, Query.detailed(cat), Geometric(epsilon=1.0))
     ...                             for d in range(2)]))
     """
+    cat = table.categories
+    c = cat.leaves.size
     for d in range(table.geography.n_levels):
-        _level_cells(table, workload, d)
-    _root_groups(table, workload)
+        info = np.zeros((c, c))
+        for m in workload.measurements:
+            if m.level != d:
+                continue
+            if m.public and d != 0:
+                raise ValidationError(
+                    f"top-down for tables keeps public queries at the root only; query "
+                    f"{m.query.name!r} is public at level {d} (use project_table)"
+                )
+            if not m.public:
+                A = m.query.matrix(cat)
+                info += A.T @ A / m.variance
+        if np.linalg.matrix_rank(info) < c:
+            raise ValidationError(
+                f"top-down for tables needs the noisy queries of every level to identify "
+                f"every detailed cell; those of level {d} do not"
+            )
+
+
+def _separable(table: Table, workload: Workload) -> bool:
+    """Every noisy query of single detailed cells and the root's public groups disjoint:
+    the family problems split into one simplex projection per detailed cell."""
+    if any(
+        not m.public and (m.query.matrix(table.categories).sum(axis=1) != 1).any()
+        for m in workload.measurements
+    ):
+        return False
+    try:
+        _root_groups(table, workload)
+    except ValidationError:
+        return False
+    return True
+
+
+def _coupled_top_down(measurements: TableMeasurements) -> FloatArray:
+    """Top-down when cells are coupled: the root, then each level's families all at once,
+    each an exact (P+) problem (parents' histograms public, the level's own queries)."""
+    from postdp.postprocess.table_nonneg import TableNonnegProjector
+
+    table, workload = measurements.table, measurements.workload
+    geo, cat = table.geography, table.categories
+    c = cat.leaves.size
+    lead = measurements.values[0].shape[:-2]
+    B = int(np.prod(lead)) if lead else 1
+    values = [v.reshape(B, *v.shape[-2:]) for v in measurements.values]
+    out = np.empty((B, geo.n, c))
+    for d in range(geo.n_levels):
+        kids = geo.levels[d]
+        own = [(i, m) for i, m in enumerate(workload.measurements) if m.level == d]
+        if d == 0:
+            forest = Hierarchy(["root"], [-1])
+            items = [Measurement(0, m.query, m.mechanism, weight=m.weight) for _, m in own]
+            answers = [values[i] for i, _ in own]
+        else:
+            parents, up = np.unique(geo.parent[kids], return_inverse=True)
+            ids = ["root", *(f"p{i}" for i in range(parents.size))]
+            ids += [f"k{i}" for i in range(kids.size)]
+            forest = Hierarchy(ids, [-1, *([0] * parents.size), *(1 + up)])
+            items = [Measurement(1, Query.detailed(cat), None)]
+            items += [Measurement(2, m.query, m.mechanism, weight=m.weight) for _, m in own]
+            answers = [out[:, parents], *(values[i] for i, _ in own)]
+        zeros = np.zeros((forest.leaves.size, c), dtype=np.int64)
+        work = Workload(items)
+        family = TableMeasurements(Table(forest, cat, zeros), work, tuple(answers), False)
+        solved = TableNonnegProjector(family.table, work)(family)
+        out[:, kids] = solved[:, forest.levels[-1]]
+    result: FloatArray = out.reshape(*lead, geo.n, c)
+    return result
 
 
 def _level_cells(
     table: Table, workload: Workload, d: int
 ) -> tuple[list[tuple[int, IntArray, float]], FloatArray]:
-    """For the noisy measurements of level ``d``: (index, cell of each count, weight), and
-    the weight of every detailed cell."""
+    """For the noisy measurements of level ``d`` (single cells: the separable case):
+    (index, cell of each count, weight), and the weight of every detailed cell."""
     c = table.categories.leaves.size
     weight = np.zeros(c)
     items = []
     for i, m in enumerate(workload.measurements):
-        if m.level != d:
+        if m.level != d or m.public:
             continue
-        A = m.query.matrix(table.categories)
-        if m.public:
-            if d != 0:
-                raise ValidationError(
-                    f"top-down for tables keeps public queries at the root only; query "
-                    f"{m.query.name!r} is public at level {d} (use project_table)"
-                )
-            continue
-        if (A.sum(axis=1) != 1).any():
-            raise ValidationError(
-                f"top-down for tables needs noisy queries of single detailed cells; query "
-                f"{m.query.name!r} at level {d} groups several (use project_table, which "
-                "handles any workload)"
-            )
-        cells = np.argmax(A, axis=1)
+        cells = np.argmax(m.query.matrix(table.categories), axis=1)
         weight[cells] += 1.0 / m.variance
         items.append((i, cells, 1.0 / m.variance))
-    if (weight == 0).any():
-        raise ValidationError(
-            f"top-down for tables needs every detailed cell measured at every level; level "
-            f"{d} misses {int((weight == 0).sum())} of {c}"
-        )
     return items, weight
 
 
