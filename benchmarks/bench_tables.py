@@ -36,7 +36,6 @@ import argparse
 import statistics
 import time
 import tracemalloc
-
 from typing import Any
 
 import numpy as np
