@@ -7,7 +7,12 @@ from postdp.analysis.montecarlo import MonteCarloResult, simulate
 from postdp.analysis.planner import BudgetPlan, budget_frontier, plan_budget, plan_table_budget
 from postdp.analysis.planner_mc import plan_mae_budget
 from postdp.analysis.privacy_audit import PrivacyAudit, audit_privacy
-from postdp.analysis.table_metrics import SIZE_BINS, table_error_metrics
+from postdp.analysis.table_metrics import (
+    SIZE_BINS,
+    table_error_metrics,
+    table_metric_sums,
+    table_metrics_from_sums,
+)
 from postdp.analysis.table_replicates import table_replicate_intervals
 from postdp.analysis.theory import (
     BiasBound,
@@ -55,6 +60,8 @@ __all__ = [
     "replicate_intervals",
     "simulate",
     "table_error_metrics",
+    "table_metric_sums",
+    "table_metrics_from_sums",
     "table_interval_coverage",
     "table_replicate_intervals",
 ]

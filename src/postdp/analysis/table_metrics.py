@@ -27,13 +27,20 @@ import itertools
 from collections.abc import Sequence
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
-from postdp._typing import ArrayLike
+from postdp._typing import ArrayLike, FloatArray
 from postdp.errors import ValidationError
 from postdp.tables import Table
 
-__all__ = ["SIZE_BINS", "table_error_metrics"]
+__all__ = [
+    "METRIC_SUMS",
+    "SIZE_BINS",
+    "table_error_metrics",
+    "table_metric_sums",
+    "table_metrics_from_sums",
+]
 
 #: Lower edges of the default population-size bins.
 SIZE_BINS = (0, 10, 100, 1_000, 10_000)
@@ -80,7 +87,35 @@ def table_error_metrics(
     >>> by_size.loc[by_size["size"] == "0-9", ["level", "mae", "mape"]].to_dict("records")
     [{'level': 1, 'mae': 1.0, 'mape': 12.5}]
     """
-    geo = table.geography
+    return table_metrics_from_sums(table_metric_sums(released, table), table, bins=bins)
+
+
+#: Per-geounit sums over draws behind :func:`table_error_metrics` (see
+#: :func:`table_metric_sums`).
+METRIC_SUMS = ("draws", "error", "abs_error", "sq_error", "abs_pct", "pct", "over_10",
+               "tvd", "tvd_draws", "within")
+
+
+def table_metric_sums(released: ArrayLike, table: Table) -> dict[str, FloatArray]:
+    """Per-geounit sums over the draws of ``released`` from which the metrics follow.
+
+    Sums add across batches of draws, so a streaming audit keeps only these (a few arrays
+    of one value per geounit) and :func:`table_metrics_from_sums` turns them into the
+    metrics at the end.
+
+    Parameters
+    ----------
+    released : array_like, shape (..., geography.n, n_detailed)
+    table : Table
+
+    Returns
+    -------
+    dict of str to ndarray, shape (geography.n,)
+        ``draws`` (the number of draws, as an array), and the sums over draws of the total's
+        ``error``, ``abs_error``, ``sq_error``, ``abs_pct``, ``pct`` and ``over_10`` (0 for
+        geounits of true total 0), of ``tvd`` with ``tvd_draws`` the draws where it is
+        defined, and of ``within`` (geounits of 500+ people).
+    """
     truth = table.detailed().astype(float)
     est = np.asarray(released, dtype=float)
     if est.shape[-2:] != truth.shape:
@@ -88,50 +123,91 @@ def table_error_metrics(
             f"`released` must have shape (..., {truth.shape[0]}, {truth.shape[1]}) (detailed "
             f"cells of every geounit); got {est.shape}"
         )
-    edges = [int(b) for b in bins]
-    if not edges or edges[0] != 0 or any(b <= a for a, b in itertools.pairwise(edges)):
-        raise ValidationError(f"`bins` must be increasing lower edges starting at 0; got {bins}")
     est = est.reshape(-1, *truth.shape)
     true_total = truth.sum(axis=1)
     rel_total = est.sum(axis=2)  # (draws, n)
     error = rel_total - true_total
     positive = true_total > 0
-    pct = np.where(positive, 100.0 * error / np.where(positive, true_total, 1.0), np.nan)
+    pct = np.where(positive, 100.0 * error / np.where(positive, true_total, 1.0), 0.0)
     true_share = truth / np.where(positive, true_total, 1.0)[:, None]
     rel_ok = rel_total > 0
     rel_share = est / np.where(rel_ok, rel_total, 1.0)[..., None]
-    tvd = np.where(rel_ok & positive, 0.5 * np.abs(rel_share - true_share).sum(axis=2), np.nan)
+    tvd_ok = rel_ok & positive
+    tvd = np.where(tvd_ok, 0.5 * np.abs(rel_share - true_share).sum(axis=2), 0.0)
     largest = np.argmax(truth, axis=1)
     rows = np.arange(truth.shape[0])
     gap = np.abs(rel_share[:, rows, largest] - true_share[rows, largest])
+    within = (true_total >= 500) & rel_ok & (gap <= 0.05)
+    return {
+        "draws": np.full(truth.shape[0], float(est.shape[0])),
+        "error": error.sum(axis=0),
+        "abs_error": np.abs(error).sum(axis=0),
+        "sq_error": (error**2).sum(axis=0),
+        "abs_pct": np.abs(pct).sum(axis=0),
+        "pct": pct.sum(axis=0),
+        "over_10": (np.abs(pct) > 10).sum(axis=0).astype(float),
+        "tvd": tvd.sum(axis=0),
+        "tvd_draws": tvd_ok.sum(axis=0).astype(float),
+        "within": within.sum(axis=0).astype(float),
+    }
+
+
+def table_metrics_from_sums(
+    sums: dict[str, FloatArray], table: Table, *, bins: Sequence[int] = SIZE_BINS
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The metrics of :func:`table_error_metrics` from :func:`table_metric_sums` (added
+    over any number of batches of draws).
+
+    Parameters
+    ----------
+    sums : dict of str to ndarray
+    table : Table
+    bins : sequence of int, default (0, 10, 100, 1000, 10000)
+
+    Returns
+    -------
+    by_size, by_diversity : pandas.DataFrame
+        As :func:`table_error_metrics`.
+    """
+    geo = table.geography
+    edges = [int(b) for b in bins]
+    if not edges or edges[0] != 0 or any(b <= a for a, b in itertools.pairwise(edges)):
+        raise ValidationError(f"`bins` must be increasing lower edges starting at 0; got {bins}")
+    truth = table.detailed().astype(float)
+    true_total = truth.sum(axis=1)
+    positive = true_total > 0
     big = true_total >= 500
-    within = np.where(big & rel_ok, gap <= 0.05, False).astype(float)
-    within[:, ~big] = np.nan
     size_bin = np.searchsorted(edges, true_total, side="right") - 1
     labels = _bin_labels(edges)
     depth = geo.depth
+    draws = sums["draws"]
+
+    def ratio(num: str, den: FloatArray, pick: npt.NDArray[np.bool_]) -> float:
+        total = float(den[pick].sum())
+        return float(sums[num][pick].sum()) / total if total > 0 else float("nan")
+
     records = []
     for d in range(geo.n_levels):
         for b, label in enumerate(labels):
             pick = (depth == d) & (size_bin == b)
             if not pick.any():
                 continue
-            e, p = error[:, pick], pct[:, pick]
             records.append(
                 {
                     "level": d,
                     "size": label,
                     "geounits": int(pick.sum()),
-                    "mae": float(np.mean(np.abs(e))),
-                    "rmse": float(np.sqrt(np.mean(e**2))),
-                    "mape": _nanmean(np.abs(p)),
-                    "mspe": _nanmean(p),
-                    "share_ape_over_10": _nanmean(np.where(np.isnan(p), np.nan, np.abs(p) > 10)),
-                    "tvd": _nanmean(tvd[:, pick]),
-                    "share_largest_within_5pp": _nanmean(within[:, pick]),
+                    "mae": ratio("abs_error", draws, pick),
+                    "rmse": float(np.sqrt(ratio("sq_error", draws, pick))),
+                    "mape": ratio("abs_pct", draws, pick & positive),
+                    "mspe": ratio("pct", draws, pick & positive),
+                    "share_ape_over_10": ratio("over_10", draws, pick & positive),
+                    "tvd": ratio("tvd", sums["tvd_draws"], pick),
+                    "share_largest_within_5pp": ratio("within", draws, pick & big),
                 }
             )
     by_size = pd.DataFrame(records)
+    true_share = truth / np.where(positive, true_total, 1.0)[:, None]
     blau = 1.0 - (true_share**2).sum(axis=1)
     diversity = []
     for d in range(geo.n_levels):
@@ -147,13 +223,8 @@ def table_error_metrics(
                     "geounits": int(part.size),
                     "blau_low": float(blau[part].min()),
                     "blau_high": float(blau[part].max()),
-                    "mean_signed_error": float(error[:, part].mean()),
+                    "mean_signed_error": float(sums["error"][part].sum() / draws[part].sum()),
                 }
             )
     columns = ["level", "quintile", "geounits", "blau_low", "blau_high", "mean_signed_error"]
     return by_size, pd.DataFrame(diversity, columns=columns)
-
-
-def _nanmean(values: ArrayLike) -> float:
-    arr = np.asarray(values, dtype=float)
-    return float(np.nanmean(arr)) if np.isfinite(arr).any() else float("nan")
