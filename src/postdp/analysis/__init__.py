@@ -7,6 +7,7 @@ from postdp.analysis.montecarlo import MonteCarloResult, simulate
 from postdp.analysis.planner import BudgetPlan, budget_frontier, plan_budget, plan_table_budget
 from postdp.analysis.planner_mc import plan_mae_budget
 from postdp.analysis.privacy_audit import PrivacyAudit, audit_privacy
+from postdp.analysis.table_design import TableDesign
 from postdp.analysis.table_metrics import (
     SIZE_BINS,
     table_error_metrics,
@@ -41,6 +42,7 @@ __all__ = [
     "MonteCarloResult",
     "PrivacyAudit",
     "ReleaseDesign",
+    "TableDesign",
     "audit_privacy",
     "budget_frontier",
     "geometric_h",
@@ -60,8 +62,8 @@ __all__ = [
     "replicate_intervals",
     "simulate",
     "table_error_metrics",
+    "table_interval_coverage",
     "table_metric_sums",
     "table_metrics_from_sums",
-    "table_interval_coverage",
     "table_replicate_intervals",
 ]

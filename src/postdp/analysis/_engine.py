@@ -19,6 +19,7 @@ import numpy.typing as npt
 from postdp._kernels import N_SUMS, add_histogram, add_moments
 from postdp._typing import FloatArray, IntArray, NumArray
 from postdp.analysis.design import ReleaseDesign
+from postdp.analysis.table_design import TableDesign
 from postdp.postprocess import PostProcessChain
 
 __all__ = ["DEFAULT_MAX_MEMORY", "chunk_rows", "memory_plan"]
@@ -32,6 +33,9 @@ BLOCK_CHUNKS = 16
 WORK_ARRAYS = 20
 #: The fewest histogram bins a memory budget may leave.
 MIN_BINS = 8
+#: Prefix of the statistics keys a design adds beside the per-entity ones (e.g. a table's
+#: per-geounit metric sums).
+EXTRA = "extra:"
 #: Default memory budget of ``simulate``, bytes.
 DEFAULT_MAX_MEMORY = 768 << 20
 
@@ -43,7 +47,7 @@ def chunk_rows(n: int) -> int:
 
 @dataclass(frozen=True, slots=True)
 class _Plan:
-    design: ReleaseDesign
+    design: ReleaseDesign | TableDesign
     truth: NumArray
     edges_scale: FloatArray  # half-width of each node's histogram range
     bins: int
@@ -94,7 +98,46 @@ def _simulate_chunks(
     stats: dict[str, NumArray],
 ) -> None:
     """Simulate a group of chunks together and add their errors to ``stats`` in place."""
-    design = plan.design
+    if isinstance(plan.design, TableDesign):
+        released = _table_rows(plan.design, seeds, sizes, stats)
+    else:
+        released = _hierarchy_rows(plan, plan.design, seeds, sizes, stats)
+    released -= plan.truth  # the errors, in place
+    _count(plan, released, stats["hist"], None)
+    add_moments(released, stats["sums"], stats["lo"], stats["hi"])
+    stats["n"] += released.shape[0]
+    if plan.keep_exact.size:  # the selected nodes' errors, in draw order
+        stats["exact"] = np.concatenate([stats["exact"], released[:, plan.keep_exact]])
+
+
+def _table_rows(
+    design: TableDesign,
+    seeds: Sequence[np.random.SeedSequence],
+    sizes: Sequence[int],
+    stats: dict[str, NumArray],
+) -> FloatArray:
+    """Every count of each chunk's releases of a table design; each chunk's per-geounit
+    metric sums are added to ``stats`` in chunk order (so they do not depend on the batch)."""
+    parts = []
+    for seed, rows in zip(seeds, sizes, strict=True):
+        gens = [np.random.default_rng(s) for s in seed.spawn(2)]  # noise, rounding
+        full, sums = design._chunk(gens, rows)
+        parts.append(full)
+        for name, value in sums.items():
+            key = EXTRA + name
+            stats[key] = stats[key] + value if key in stats else value
+    return np.ascontiguousarray(np.concatenate(parts), dtype=np.float64)
+
+
+def _hierarchy_rows(
+    plan: _Plan,
+    design: ReleaseDesign,
+    seeds: Sequence[np.random.SeedSequence],
+    sizes: Sequence[int],
+    stats: dict[str, NumArray],
+) -> FloatArray:
+    """The released values of a hierarchy design's chunks (rows x nodes), drawn into one
+    batch; the errors before post-processing are histogrammed for ``plan.keep_raw``."""
     levels = design.hierarchy.n_levels
     streams = [[np.random.default_rng(s) for s in seed.spawn(levels + 1)] for seed in seeds]
     bounds = np.cumsum([0, *sizes])
@@ -122,12 +165,7 @@ def _simulate_chunks(
         values = raw.astype(np.float64, copy=False)
         released = np.asarray(chain._apply(values, rng=None, owned=True), dtype=np.float64)
     del raw
-    released -= plan.truth  # the errors, in place
-    _count(plan, released, stats["hist"], None)
-    add_moments(released, stats["sums"], stats["lo"], stats["hi"])
-    stats["n"] += released.shape[0]
-    if plan.keep_exact.size:  # the selected nodes' errors, in draw order
-        stats["exact"] = np.concatenate([stats["exact"], released[:, plan.keep_exact]])
+    return released
 
 
 def combine_stats(total: dict[str, NumArray], part: dict[str, NumArray]) -> None:
@@ -139,6 +177,9 @@ def combine_stats(total: dict[str, NumArray], part: dict[str, NumArray]) -> None
     total["hist"] += part["hist"]
     total["raw"] += part["raw"]
     total["exact"] = np.concatenate([total["exact"], part["exact"]])
+    for key in part:
+        if key.startswith(EXTRA):
+            total[key] = total[key] + part[key] if key in total else part[key]
 
 
 def memory_plan(

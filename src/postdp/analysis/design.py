@@ -7,9 +7,10 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 import numpy as np
+import numpy.typing as npt
 
 from postdp import _validation
-from postdp._typing import ArrayLike, NumArray, RNGLike
+from postdp._typing import ArrayLike, FloatArray, IntArray, NumArray, RNGLike
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy, PublicSpec, public_values
 from postdp.mechanisms import Budget, NoiseMechanism
@@ -116,6 +117,27 @@ class ReleaseDesign:
         return PostProcessChain(
             self.hierarchy, self.per_level, self.steps, public=public, weights=weights
         )
+
+    @property
+    def n_entities(self) -> int:
+        """Values simulated: the hierarchy's nodes."""
+        return self.hierarchy.n
+
+    @property
+    def entity_ids(self) -> npt.NDArray[np.object_]:
+        """The nodes' ids."""
+        return self.hierarchy.ids
+
+    def entity_index(self, ids: list[str]) -> IntArray:
+        """Positions of node ids."""
+        return self.hierarchy.index(ids)
+
+    def error_scale(self) -> FloatArray:
+        """Half-width of each node's error histogram: 8 standard deviations of the noise
+        summed down to its level."""
+        variances = np.array([m.variance() for m in self.per_level])
+        out: FloatArray = 8.0 * np.sqrt(np.cumsum(variances))[self.hierarchy.depth]
+        return out
 
     def noise_dtype(self) -> type[np.int64] | type[np.float64]:
         """int64 when every level's mechanism is discrete, float64 otherwise."""

@@ -22,7 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -36,6 +36,7 @@ from postdp._typing import ArrayLike, FloatArray, IntArray, NumArray, RNGLike
 from postdp.analysis._engine import (
     BLOCK_CHUNKS,
     DEFAULT_MAX_MEMORY,
+    EXTRA,
     _Plan,
     _run_block,
     _windowed,
@@ -44,6 +45,7 @@ from postdp.analysis._engine import (
     memory_plan,
 )
 from postdp.analysis.design import ReleaseDesign
+from postdp.analysis.table_design import TableDesign
 from postdp.errors import ValidationError
 from postdp.mechanisms import Budget
 
@@ -82,6 +84,9 @@ class MonteCarloResult:
         Nodes whose every error was kept (``simulate(..., exact=...)``).
     exact_errors : ndarray, shape (n_draws, len(exact_ids))
         Their errors, in the order of the draws.
+    extra : dict of str to ndarray
+        Sums a design adds beside the per-entity statistics (a :class:`TableDesign`'s
+        per-geounit metric sums, see :meth:`TableDesign.metrics`); empty otherwise.
 
     Examples
     --------
@@ -113,6 +118,7 @@ class MonteCarloResult:
     error_max: FloatArray | None = None
     exact_ids: npt.NDArray[np.object_] | None = None
     exact_errors: FloatArray | None = None
+    extra: dict[str, FloatArray] = field(default_factory=dict)
 
     def exact_quantiles(self, probs: ArrayLike = (0.05, 0.5, 0.95)) -> FloatArray:
         """Error quantiles of the nodes in :attr:`exact_ids`, from every draw (no binning).
@@ -286,7 +292,7 @@ class MonteCarloResult:
 
 
 def simulate(
-    design: ReleaseDesign,
+    design: ReleaseDesign | TableDesign,
     truth: ArrayLike | None = None,
     *,
     n_draws: int,
@@ -304,7 +310,10 @@ def simulate(
 
     Parameters
     ----------
-    design : ReleaseDesign
+    design : ReleaseDesign or TableDesign
+        A table design's entities are its (geounit, category node) counts; it is simulated
+        on its table's counts (no ``truth``, no ``raw``), and the result's ``extra`` holds
+        the sums behind the Census Bureau's metrics (:meth:`TableDesign.metrics`).
     truth : array_like, shape (n,), optional
         True counts (default: the design's hierarchy's), e.g. shifted counts (seed 000
         Fig. 4).
@@ -351,8 +360,14 @@ def simulate(
     >>> bool((a.bias == b.bias).all())
     True
     """
-    if not isinstance(design, ReleaseDesign):
-        raise TypeError(f"`design` must be a ReleaseDesign; got {type(design).__name__}")
+    if not isinstance(design, ReleaseDesign | TableDesign):
+        raise TypeError(
+            f"`design` must be a ReleaseDesign or TableDesign; got {type(design).__name__}"
+        )
+    if isinstance(design, TableDesign) and (len(raw) or design.step is None):
+        raise ValidationError(
+            "a TableDesign is simulated with its post-processing and without `raw`"
+        )
     counts = design._truth(truth)
     (n_total,) = _validation.size_tuple(n_draws)
     (batch_rows,) = _validation.size_tuple(batch)
@@ -368,22 +383,21 @@ def simulate(
         raise ValidationError(f"`max_memory` must be a whole number of bytes; got {max_memory!r}")
     if max_memory < 1 << 20:
         raise ValidationError(f"`max_memory` must be at least 1 MiB; got {max_memory}")
-    h = design.hierarchy
+    n = design.n_entities
     bins_used, per_batch, _ = memory_plan(
-        h.n,
+        n,
         n_draws=n_total,
         batch=batch_rows,
         bins=int(bins),
         workers=1 if client is not None else n_workers,
         max_memory=int(max_memory),
     )
-    variances = np.array([m.variance() for m in design.per_level])
-    spread = np.sqrt(np.cumsum(variances))[h.depth]
-    keep_raw = h.index(list(raw)) if len(raw) else np.zeros(0, dtype=np.int64)
-    keep_exact = h.index(list(exact)) if len(exact) else np.zeros(0, dtype=np.int64)
-    chain = design.chain(counts) if design.steps else None
-    plan = _Plan(design, counts, 8.0 * spread, bins_used, keep_raw, keep_exact, chain)
-    rows = chunk_rows(h.n)
+    keep_raw = design.entity_index(list(raw)) if len(raw) else np.zeros(0, dtype=np.int64)
+    keep_exact = design.entity_index(list(exact)) if len(exact) else np.zeros(0, dtype=np.int64)
+    chain = design.chain(counts) if isinstance(design, ReleaseDesign) and design.steps else None
+    scale = design.error_scale()
+    plan = _Plan(design, counts, scale, bins_used, keep_raw, keep_exact, chain)
+    rows = chunk_rows(n)
     n_chunks = math.ceil(n_total / rows)
     sizes = [min(rows, n_total - k * rows) for k in range(n_chunks)]
     if isinstance(rng, np.random.Generator):
@@ -428,7 +442,7 @@ def simulate(
 
 
 def _summarise(plan: _Plan, total: dict[str, NumArray]) -> MonteCarloResult:
-    h = plan.design.hierarchy
+    ids = plan.design.entity_ids
     N = float(total["n"])
     m1, m2, m3, m4, mae = total["sums"] / N
     var = np.maximum(m2 - m1**2, 0.0) * N / (N - 1.0)
@@ -439,7 +453,7 @@ def _summarise(plan: _Plan, total: dict[str, NumArray]) -> MonteCarloResult:
     half = plan.edges_scale
     edges = np.linspace(-1.0, 1.0, plan.bins + 1)[None, :] * half[:, None]
     return MonteCarloResult(
-        ids=h.ids,
+        ids=ids,
         truth=plan.truth,
         n_draws=int(N),
         bias=m1,
@@ -452,11 +466,12 @@ def _summarise(plan: _Plan, total: dict[str, NumArray]) -> MonteCarloResult:
         mae_se=mae_se,
         edges=edges,
         counts=np.ascontiguousarray(total["hist"].T),
-        raw_ids=h.ids[plan.keep_raw],
+        raw_ids=ids[plan.keep_raw],
         raw_counts=np.ascontiguousarray(total["raw"].T),
         budget=plan.design.budget,
         error_min=total["lo"],
         error_max=total["hi"],
-        exact_ids=h.ids[plan.keep_exact],
+        exact_ids=ids[plan.keep_exact],
         exact_errors=total["exact"],
+        extra={k[len(EXTRA) :]: v for k, v in total.items() if k.startswith(EXTRA)},
     )

@@ -92,8 +92,18 @@ def table_error_metrics(
 
 #: Per-geounit sums over draws behind :func:`table_error_metrics` (see
 #: :func:`table_metric_sums`).
-METRIC_SUMS = ("draws", "error", "abs_error", "sq_error", "abs_pct", "pct", "over_10",
-               "tvd", "tvd_draws", "within")
+METRIC_SUMS = (
+    "draws",
+    "error",
+    "abs_error",
+    "sq_error",
+    "abs_pct",
+    "pct",
+    "over_10",
+    "tvd",
+    "tvd_draws",
+    "within",
+)
 
 
 def table_metric_sums(released: ArrayLike, table: Table) -> dict[str, FloatArray]:
@@ -115,6 +125,16 @@ def table_metric_sums(released: ArrayLike, table: Table) -> dict[str, FloatArray
         ``error``, ``abs_error``, ``sq_error``, ``abs_pct``, ``pct`` and ``over_10`` (0 for
         geounits of true total 0), of ``tvd`` with ``tvd_draws`` the draws where it is
         defined, and of ``within`` (geounits of 500+ people).
+
+    Examples
+    --------
+    >>> from postdp import Hierarchy
+    >>> geo = Hierarchy.from_parents(["S", "a", "b"], [None, "S", "S"])
+    >>> cat = Hierarchy.from_parents(["T", "x", "y"], [None, "T", "T"])
+    >>> t = Table(geo, cat, [[6, 2], [40, 60]])
+    >>> sums = table_metric_sums(t.detailed() + [[1, 0], [1, 0], [0, 0]], t)
+    >>> sums["abs_error"].tolist(), sums["draws"].tolist()
+    ([1.0, 1.0, 0.0], [1.0, 1.0, 1.0])
     """
     truth = table.detailed().astype(float)
     est = np.asarray(released, dtype=float)
@@ -168,6 +188,18 @@ def table_metrics_from_sums(
     -------
     by_size, by_diversity : pandas.DataFrame
         As :func:`table_error_metrics`.
+
+    Examples
+    --------
+    >>> from postdp import Hierarchy
+    >>> geo = Hierarchy.from_parents(["S", "a", "b"], [None, "S", "S"])
+    >>> cat = Hierarchy.from_parents(["T", "x", "y"], [None, "T", "T"])
+    >>> t = Table(geo, cat, [[6, 2], [40, 60]])
+    >>> one, two = (table_metric_sums(t.detailed() + k, t) for k in (1, -1))
+    >>> both = {k: one[k] + two[k] for k in one}  # two batches of one draw each
+    >>> by_size, _ = table_metrics_from_sums(both, t)
+    >>> by_size["mae"].tolist()  # every total is off by 2 cells x 1, up or down
+    [2.0, 2.0, 2.0]
     """
     geo = table.geography
     edges = [int(b) for b in bins]

@@ -1,8 +1,8 @@
 """``postdp audit --table``: the errors of a table release design by Monte Carlo (private;
-called by :mod:`postdp.cli.audit`). Study path only: the draws come from numpy, in blocks of
-``BLOCK`` draws each with its own seed spawned from --seed, so the results do not depend on
---batch or --workers (which a table audit does not use); memory is one block plus the
-running sums, checked against --max-memory before anything is drawn."""
+called by :mod:`postdp.cli.audit`). Study path only. The draws run through
+:func:`postdp.simulate` on a :class:`postdp.analysis.TableDesign`: the same streaming engine
+as a hierarchy's audit, so the results depend on --seed alone (not on --batch or
+--workers) and memory is bounded by --max-memory."""
 
 from __future__ import annotations
 
@@ -15,17 +15,13 @@ import numpy as np
 from postdp.cli._io import OutputDir, RunState, check_output_dir
 from postdp.cli._options import CliError, progress
 from postdp.cli._release_table import flag_design
-from postdp.cli._tables import TableSolver, check_steps, load_table, workload
-
-#: Draws per block; each block has its own seed, so results depend on --seed alone.
-BLOCK = 4
+from postdp.cli._tables import check_steps, load_table, workload
 
 
 def run_table_audit(args: argparse.Namespace, state: RunState) -> int:
-    """Check, simulate ``--draws`` releases of the table design, write per-cell errors."""
-    from postdp._moments import Accumulator
-    from postdp.analysis import table_error_metrics
-    from postdp.tables import expand, measure
+    """Check, simulate ``--draws`` releases of the table design, write errors and metrics."""
+    from postdp.analysis import TableDesign, simulate
+    from postdp.analysis.montecarlo import memory_plan
 
     if args.format == "parquet":
         raise CliError("--format 'parquet': table audits write CSV")
@@ -36,56 +32,61 @@ def run_table_audit(args: argparse.Namespace, state: RunState) -> int:
     work = workload(args, table)
     step, rounded = check_steps(args.postprocess)
     step = step or "project"
-    solve = TableSolver(table, work, step, rounded, flag_design(args))
+    with flag_design(args):
+        design = TableDesign(table, work, step + (",round" if rounded else ""))
     out_dir = check_output_dir(
         args.output_dir, "--output-dir", inputs=loaded.paths, overwrite=args.overwrite
     )
+    figures = not args.no_figures
     geo, cat = table.geography, table.categories
-    per_draw = geo.n * cat.n * 8 * 12  # the arrays one draw needs while it is solved
-    n_blocks = -(-args.draws // BLOCK)
-    estimate = BLOCK * per_draw + 3 * geo.n * cat.n * 8  # a block + the running sums
-    if estimate > args.max_memory:
+    bins, _, estimate = memory_plan(
+        design.n_entities,
+        n_draws=args.draws,
+        batch=args.batch,
+        bins=args.bins,
+        workers=args.workers,
+        max_memory=args.max_memory,
+    )
+    solve_bytes = geo.n * cat.n * 8 * 12 * args.workers  # one draw being solved per process
+    if estimate + solve_bytes > args.max_memory:
         raise CliError(
             f"--max-memory {args.max_memory}: a table audit of {geo.n:,} geounits x {cat.n} "
-            f"categories needs about {estimate / 2**20:,.0f} MB"
+            f"categories needs about {(estimate + solve_bytes) / 2**20:,.0f} MB"
         )
     print(
-        f"estimated memory: {estimate / 2**20:,.0f} MB ({BLOCK} draws at a time, "
-        f"{geo.n:,} geounits x {cat.n} categories)",
+        f"estimated memory: {(estimate + solve_bytes) / 2**20:,.0f} MB ({geo.n:,} geounits x "
+        f"{cat.n} categories, {args.workers} process(es))",
         file=sys.stderr,
     )
-    seeds = np.random.SeedSequence(args.seed).spawn(n_blocks)
-    truth = table.counts().astype(float).reshape(-1)
-    acc = Accumulator()
     state.phase = "simulating"
-    bar = progress("draws", args.draws, quiet=args.quiet)
-    done = 0
-    metric_parts: list[tuple[int, Any, Any]] = []
-    for seed in seeds:
-        size = min(BLOCK, args.draws - done)
-        draws = measure(table, work, secure=False, rng=seed, size=size)
-        detailed = solve(draws, seed.spawn(1)[0])
-        full = expand(detailed[..., geo.leaves, :], geo, cat)
-        acc.add(full.reshape(size, -1) - truth)
-        metric_parts.append((size, *table_error_metrics(detailed, table)))
-        done += size
-        bar.update(size)
-    bar.close()
-    mean, se, mae = acc.mean_and_se()
-    assert acc.total is not None
-    rmse = np.sqrt(acc.total["s2"] / acc.count)
-    cells = table.to_frame(name="truth")
-    cells["bias"] = mean
-    cells["bias_se"] = se
-    cells["rmse"] = rmse
-    cells["mae"] = mae
+    with progress("audit", 1, quiet=args.quiet) as bar:
+
+        def tick(done: int, total: int) -> None:
+            bar.total = total
+            bar.n = done
+            bar.refresh()
+
+        result = simulate(
+            design,
+            n_draws=args.draws,
+            batch=args.batch,
+            workers=args.workers,
+            rng=args.seed,
+            bins=bins,
+            progress=tick,
+            max_memory=args.max_memory,
+        )
+    cells = design.frame(result)
+    cells.insert(3, "label", np.tile([table.labels.get(str(c), "") for c in cat.ids], geo.n))
+    cells["bias_se"] = result.bias_se
+    cells["rmse"] = np.sqrt(result.mse)
     summary = cells.groupby(["level", "category", "label"], as_index=False, sort=False).agg(
         geounits=("geo_id", "size"),
         mean_abs_bias=("bias", lambda b: b.abs().mean()),
         rmse=("rmse", lambda r: float(np.sqrt((r**2).mean()))),
         mae=("mae", "mean"),
     )
-    by_size, by_diversity = _combine(metric_parts)
+    by_size, by_diversity = design.metrics(result)
     state.phase = f"writing {out_dir}"
     folder = OutputDir(out_dir, state)
     try:
@@ -93,12 +94,14 @@ def run_table_audit(args: argparse.Namespace, state: RunState) -> int:
         summary.to_csv(folder.file("table_summary.csv"), index=False)
         by_size.to_csv(folder.file("table_metrics.csv"), index=False)
         by_diversity.to_csv(folder.file("table_diversity.csv"), index=False)
+        if figures:
+            _figures(folder, design, result, by_size, by_diversity)
         written = folder.commit(
             {
                 "command": "postdp audit --table",
                 "input": loaded.source,
                 "budget": str(work.budget()),
-                "postprocess": step,
+                "postprocess": design.postprocess,
                 "draws": args.draws,
                 "seed": args.seed,
             }
@@ -107,12 +110,14 @@ def run_table_audit(args: argparse.Namespace, state: RunState) -> int:
         folder.discard()
         raise
     state.written = [str(out_dir)]
+    mean, se = result.bias, result.bias_se
     z = np.abs(mean) / np.maximum(se, 1e-300)
     worst = int(np.argmax(np.where(se > 0, z, 0.0)))
     row = cells.iloc[worst]
     print(
         f"audited table {loaded.source}: {geo.n:,} geounits x {cat.n} categories over "
-        f"{args.draws} draws (study path, seed {args.seed}); post-processing {step}; "
+        f"{args.draws} draws (study path, seed {args.seed}); post-processing "
+        f"{design.postprocess}; "
         f"budget {work.budget()}"
     )
     print(
@@ -130,28 +135,13 @@ def run_table_audit(args: argparse.Namespace, state: RunState) -> int:
     return 0
 
 
-def _combine(parts: list[tuple[int, Any, Any]]) -> tuple[Any, Any]:
-    """Average the per-block metrics over all draws (RMSE through its square)."""
-    import pandas as pd
+def _figures(folder: OutputDir, design: Any, result: Any, by_size: Any, by_diversity: Any) -> None:
+    """The audit's figures: each geounit's total-population error against its size, per
+    level, and the signed error by diversity quintile."""
+    from postdp.plots import plot_diversity_errors, plot_errors_by_size, save_figure
 
-    out = []
-    diversity_keys = ["level", "quintile", "geounits", "blau_low", "blau_high"]
-    for which, keys in ((1, ["level", "size", "geounits"]), (2, diversity_keys)):
-        frames = []
-        for size, *tables in parts:
-            frame = tables[which - 1].copy()
-            if "rmse" in frame:
-                frame["rmse"] = frame["rmse"] ** 2
-            frame["_draws"] = size
-            frames.append(frame)
-        stacked = pd.concat(frames, ignore_index=True)
-        values = [c for c in stacked.columns if c not in (*keys, "_draws")]
-        weighted = stacked[values].mul(stacked["_draws"], axis=0)
-        weighted[keys] = stacked[keys]
-        weighted["_draws"] = stacked["_draws"]
-        total = weighted.groupby(keys, sort=False, as_index=False).sum(min_count=1)
-        total[values] = total[values].div(total["_draws"], axis=0)
-        if "rmse" in total:
-            total["rmse"] = total["rmse"] ** 0.5
-        out.append(total.drop(columns="_draws"))
-    return out[0], out[1]
+    save_figure(
+        plot_errors_by_size(result, by_size, design.table), folder.file("errors_by_size.png")
+    )
+    if len(by_diversity):
+        save_figure(plot_diversity_errors(by_diversity), folder.file("diversity_errors.png"))

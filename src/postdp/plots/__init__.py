@@ -19,13 +19,16 @@ from postdp.plots.decisions import (
 )
 from postdp.plots.planning import plot_budget_frontier
 from postdp.plots.posterior import plot_posterior
+from postdp.plots.tables import plot_diversity_errors, plot_errors_by_size
 
 __all__ = [
     "plot_allotment_bias",
     "plot_bias_by_count",
     "plot_budget_frontier",
     "plot_decision_errors",
+    "plot_diversity_errors",
     "plot_errors_by_group",
+    "plot_errors_by_size",
     "plot_fairness_comparison",
     "plot_nonneg_bias",
     "plot_posterior",

@@ -1,0 +1,274 @@
+"""What a table release does, as a design the Monte Carlo engine can run: a workload
+measured on a table, then one post-processing (optionally rounded).
+
+:func:`postdp.simulate` runs a :class:`TableDesign` with the same streaming, seeded and
+batch-invariant engine as a hierarchy's :class:`ReleaseDesign`: its entities are the
+(geounit, category node) counts, and beside the per-count statistics it adds up, per
+geounit, the sums behind the Census Bureau's error metrics
+(:func:`postdp.analysis.table_metric_sums`), so :meth:`TableDesign.metrics` gives them for
+any number of draws with memory that does not grow with the draws.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+
+from postdp._typing import ArrayLike, FloatArray, IntArray, NumArray, RNGLike
+from postdp.analysis.table_metrics import SIZE_BINS, table_metric_sums, table_metrics_from_sums
+from postdp.errors import ValidationError
+from postdp.mechanisms import Budget
+from postdp.tables import Table, TableMeasurements, Workload, category_matrix, measure
+
+if TYPE_CHECKING:
+    from postdp.analysis.montecarlo import MonteCarloResult
+
+__all__ = ["TABLE_STEPS", "TableDesign", "parse_table_steps"]
+
+#: The post-processing steps of a table design (each may be followed by ``,round``).
+TABLE_STEPS = ("project", "project-nonneg", "topdown")
+
+
+def parse_table_steps(text: str) -> tuple[str | None, bool]:
+    """The step of a table post-processing string and whether ``round`` follows it.
+
+    Parameters
+    ----------
+    text : str
+        ``"none"``, or one of :data:`TABLE_STEPS`, optionally followed by ``",round"``.
+
+    Returns
+    -------
+    step : str or None
+    rounded : bool
+
+    Raises
+    ------
+    ValidationError
+        For anything else.
+
+    Examples
+    --------
+    >>> parse_table_steps("topdown,round")
+    ('topdown', True)
+    """
+    steps = [s.strip() for s in str(text).split(",") if s.strip() and s.strip() != "none"]
+    rounded = bool(steps) and steps[-1] == "round"
+    if rounded:
+        steps = steps[:-1]
+    if len(steps) > 1 or any(s not in TABLE_STEPS for s in steps) or (rounded and not steps):
+        raise ValidationError(
+            f"a table post-processing is one of {', '.join(TABLE_STEPS)}, optionally followed "
+            "by round (project: least squares over every measured count; project-nonneg: the "
+            "same with every cell >= 0; topdown: level by level, nonnegative; round: "
+            f"consistent integers, unbiased); got {text!r}"
+        )
+    return (steps[0] if steps else None), rounded
+
+
+@dataclass(frozen=True, eq=False)
+class TableDesign:
+    """A table release design: measure ``workload`` on ``table``, then post-process.
+
+    Parameters
+    ----------
+    table : Table
+        The truth of the simulations.
+    workload : Workload
+    postprocess : str, default "project"
+        One of :data:`TABLE_STEPS` (or ``"none"``: the measured counts only, which cover
+        only the measured queries), optionally followed by ``",round"``. Checked here, with
+        the workload (e.g. top-down's requirements), before anything is drawn.
+
+    Examples
+    --------
+    >>> from postdp import Geometric, Hierarchy
+    >>> from postdp.tables import Measurement, Query, Table, Workload
+    >>> geo = Hierarchy.from_parents(["S", "a", "b"], [None, "S", "S"])
+    >>> cat = Hierarchy.from_parents(["T", "x", "y"], [None, "T", "T"])
+    >>> t = Table(geo, cat, [[3, 4], [5, 6]])
+    >>> w = Workload([Measurement(d, Query.detailed(cat), Geometric(epsilon=1.0))
+    ...               for d in range(2)])
+    >>> TableDesign(t, w, "topdown,round").run(rng=0, size=2).shape  # every count
+    (2, 3, 3)
+    """
+
+    table: Table
+    workload: Workload
+    postprocess: str = "project"
+    step: str | None = field(init=False)
+    rounded: bool = field(init=False)
+    projector: Any = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.table, Table):
+            raise TypeError(f"`table` must be a Table; got {type(self.table).__name__}")
+        if not isinstance(self.workload, Workload):
+            raise TypeError(f"`workload` must be a Workload; got {type(self.workload).__name__}")
+        step, rounded = parse_table_steps(self.postprocess)
+        object.__setattr__(self, "step", step)
+        object.__setattr__(self, "rounded", rounded)
+        from postdp.postprocess import (
+            TableNonnegProjector,
+            TableProjector,
+            check_top_down,
+            top_down_table,
+        )
+
+        projector: Any = None
+        if step == "project":
+            projector = TableProjector(self.table, self.workload)
+        elif step == "project-nonneg":
+            projector = TableNonnegProjector(self.table, self.workload)
+        elif step == "topdown":
+            check_top_down(self.table, self.workload)
+            projector = top_down_table
+        object.__setattr__(self, "projector", projector)
+
+    @property
+    def budget(self) -> Budget:
+        """Privacy cost of the workload."""
+        return self.workload.budget()
+
+    @property
+    def n_entities(self) -> int:
+        """Counts simulated: every (geounit, category node)."""
+        return self.table.geography.n * self.table.categories.n
+
+    @property
+    def entity_ids(self) -> npt.NDArray[np.object_]:
+        """``"geo_id:category"`` of every count, geounits major."""
+        geo, cat = self.table.geography, self.table.categories
+        g = np.repeat(geo.ids.astype(str), cat.n).astype(object)
+        return np.asarray(g + ":" + np.tile(cat.ids.astype(str), geo.n).astype(object))
+
+    def entity_index(self, ids: list[str]) -> IntArray:
+        """Positions of ``"geo_id:category"`` ids among :attr:`entity_ids`."""
+        where = pd.Index(self.entity_ids).get_indexer(pd.Index(ids))
+        if (where < 0).any():
+            raise ValidationError(
+                f"unknown counts {[i for i, w in zip(ids, where, strict=True) if w < 0]}; "
+                "name them 'geo_id:category'"
+            )
+        return np.asarray(where, dtype=np.int64)
+
+    def solve(self, measurements: TableMeasurements, *, rng: RNGLike = None) -> FloatArray:
+        """The post-processed detailed histograms of every geounit.
+
+        Parameters
+        ----------
+        measurements : TableMeasurements
+        rng : int, numpy.random.Generator, SeedSequence or None
+            For the rounding (when the design rounds).
+
+        Returns
+        -------
+        ndarray, shape (..., geography.n, n_detailed)
+        """
+        if self.projector is None:
+            raise ValidationError("a design without post-processing has no released table")
+        detailed: FloatArray = self.projector(measurements)
+        if not self.rounded:
+            return detailed
+        from postdp.postprocess import round_table
+
+        rounded: FloatArray = round_table(detailed, self.table, rng=rng).astype(np.float64)
+        return rounded
+
+    def run(self, *, rng: RNGLike = None, size: int = 1) -> FloatArray:
+        """``size`` independent releases (study path): every (geounit, category node).
+
+        Parameters
+        ----------
+        rng : int, numpy.random.Generator, SeedSequence or None
+        size : int, default 1
+
+        Returns
+        -------
+        ndarray, shape (size, geography.n, categories.n)
+        """
+        from postdp import _rng
+
+        noise, rounding = _rng.spawn(rng, 2)
+        draws = measure(self.table, self.workload, secure=False, rng=noise, size=size)
+        full: FloatArray = self.solve(draws, rng=rounding) @ self._category_matrix.T
+        return full
+
+    @property
+    def _category_matrix(self) -> FloatArray:
+        C: FloatArray = category_matrix(self.table.categories).astype(np.float64)
+        return C
+
+    def _truth(self, truth: ArrayLike | None) -> NumArray:
+        if truth is not None:
+            raise ValidationError("a table design is simulated on its table's own counts")
+        out: NumArray = self.table.counts().reshape(-1)
+        return out
+
+    def error_scale(self) -> FloatArray:
+        """Half-width of each count's error histogram: 8 noise standard deviations of the
+        count measured directly from the detailed cells at every level (a generous bound
+        for the post-processed estimate)."""
+        geo, cat = self.table.geography, self.table.categories
+        var = np.zeros(cat.leaves.size)
+        for m in self.workload.measurements:
+            if not m.public:
+                var = np.maximum(var, m.variance)
+        per_node = self._category_matrix @ var * geo.n_levels  # category node x (levels of noise)
+        return np.asarray(np.tile(8.0 * np.sqrt(np.maximum(per_node, 1e-12)), geo.n))
+
+    def _chunk(
+        self, gens: list[np.random.Generator], rows: int
+    ) -> tuple[FloatArray, dict[str, FloatArray]]:
+        """One chunk of the engine: every count of ``rows`` releases (rows x entities) and
+        the chunk's per-geounit metric sums."""
+        draws = measure(self.table, self.workload, secure=False, rng=gens[0], size=rows)
+        detailed = self.solve(draws, rng=gens[1])
+        sums = table_metric_sums(detailed, self.table)
+        full = np.ascontiguousarray(
+            (detailed @ self._category_matrix.T).reshape(rows, -1), dtype=np.float64
+        )
+        return full, sums
+
+    def frame(self, result: MonteCarloResult) -> pd.DataFrame:
+        """The result's per-count frame with ``geo_id``, ``level`` and ``category`` columns
+        in place of the ``id`` column.
+
+        Parameters
+        ----------
+        result : MonteCarloResult
+            Of :func:`postdp.simulate` on this design.
+
+        Returns
+        -------
+        pandas.DataFrame
+        """
+        frame = result.to_frame()
+        geo, cat = self.table.geography, self.table.categories
+        frame.insert(0, "geo_id", np.repeat(geo.ids, cat.n))
+        frame.insert(1, "level", np.repeat(geo.depth, cat.n))
+        frame.insert(2, "category", np.tile(cat.ids, geo.n))
+        return frame.drop(columns="id")
+
+    def metrics(
+        self, result: MonteCarloResult, *, bins: tuple[int, ...] = SIZE_BINS
+    ) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """The Census Bureau's metrics by level and size bin, and by diversity quintile,
+        over every draw of ``result`` (see :func:`postdp.analysis.table_error_metrics`).
+
+        Parameters
+        ----------
+        result : MonteCarloResult
+        bins : tuple of int, default (0, 10, 100, 1000, 10000)
+
+        Returns
+        -------
+        by_size, by_diversity : pandas.DataFrame
+        """
+        if not result.extra:
+            raise ValidationError("`result` holds no table metric sums (simulate a TableDesign)")
+        return table_metrics_from_sums(result.extra, self.table, bins=bins)
