@@ -59,11 +59,16 @@ def plot_errors_by_size(result: Any, by_size: pd.DataFrame, table: Any, *, ax: A
     ax = _axes(ax)
     depth = geo.depth
     for d in range(geo.n_levels):
-        pick = (depth == d) & (total > 0)
+        level = (depth == d) & (total > 0)
+        pick = level & (rmse > 0)  # totals held exactly (public) have no error to draw
+        exact = int((level & (rmse == 0)).sum())
         if not pick.any():
+            if exact:
+                ax.plot([], [], " ", label=f"level {d}: {exact} total(s) exact (public)")
             continue
-        points = ax.scatter(total[pick], np.maximum(rmse[pick], 1e-3), s=6, alpha=0.4)
-        points.set_label(f"level {d} geounits")
+        points = ax.scatter(total[pick], rmse[pick], s=6, alpha=0.4)
+        note = f", {exact} exact (public)" if exact else ""
+        points.set_label(f"level {d} geounits{note}")
         rows = by_size[by_size["level"] == d]
         if len(rows) > 1:
             mid = [

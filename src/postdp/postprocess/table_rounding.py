@@ -30,6 +30,7 @@ number of cells.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -140,7 +141,7 @@ def round_table(
         rounded = round_consistent(flat, tree, rng=gen, atol=atol)
         one = rounded[:, cat.leaves][:, None, :] if geo.n == 1 else rounded[..., None]
         return one.reshape(shape)
-    net = _network(table)
+    net = _network(geo, cat)
     low = np.floor(X[:, leaves])
     q = np.rint((X[:, leaves] - low) * _Q).astype(np.int64)
     low = low.astype(np.int64) + (q == _Q)
@@ -184,7 +185,8 @@ class _Network:
     element_edges: IntArray  # the edge of each (leaf geounit, detailed cell), row-major
 
 
-def _network(table: Table) -> _Network:
+@functools.lru_cache(maxsize=4)
+def _network(geo: Hierarchy, cat: Hierarchy) -> _Network:
     """Vertices and edges of the two laminar families as one circulation.
 
     Family 1 (edges pointing down): the root's category tree, then each detailed cell down
@@ -193,7 +195,6 @@ def _network(table: Table) -> _Network:
     into family 2; the root's total closes the circuit. Flow is conserved at every vertex,
     so every circulation is a consistent table.
     """
-    geo, cat = table.geography, table.categories
     n, m, c = geo.n, cat.n, cat.leaves.size
     gp, cp = geo.parent, cat.parent
     root, top = int(np.flatnonzero(gp < 0)[0]), int(np.flatnonzero(cp < 0)[0])
