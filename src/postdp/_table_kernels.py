@@ -17,7 +17,14 @@ __all__ = ["cycle_round_rows", "table_down", "table_up"]
 
 
 def _cycle_round_loop(
-    tail: Any, head: Any, adj_start: Any, adj_edge: Any, offset: Any, uniform: Any, q: int
+    tail: Any,
+    head: Any,
+    adj_start: Any,
+    adj_edge: Any,
+    offset: Any,
+    uniform: Any,
+    q: int,
+    frozen: Any,
 ) -> None:  # pragma: no cover - compiled
     n_vertices = adj_start.size - 1
     n_edges = tail.size
@@ -25,14 +32,17 @@ def _cycle_round_loop(
     pos = np.full(n_vertices, -1, dtype=np.int64)
     path_v = np.empty(n_vertices + 1, dtype=np.int64)
     path_e = np.empty(n_vertices + 1, dtype=np.int64)
+    blocked = np.empty(n_edges, dtype=np.bool_)
     for b in range(offset.shape[0]):
         o = offset[b]
         u = uniform[b]
         k = 0
         for v in range(n_vertices):
             ptr[v] = adj_start[v]
+        for e in range(n_edges):
+            blocked[e] = frozen[e]
         for e0 in range(n_edges):
-            if o[e0] == 0 or o[e0] == q:
+            if o[e0] == 0 or o[e0] == q or blocked[e0]:
                 continue
             v = tail[e0]
             depth = 0
@@ -44,15 +54,22 @@ def _cycle_round_loop(
                 i = ptr[v]
                 while i < adj_start[v + 1]:
                     f = adj_edge[i]
-                    if o[f] == 0 or o[f] == q:  # integral for good: never looked at again
+                    if o[f] == 0 or o[f] == q or blocked[f]:  # never looked at again
                         if i == ptr[v]:
                             ptr[v] += 1
                     elif f != last:
                         e = f
                         break
                     i += 1
-                if e < 0:  # only at the walk's start: its component is integral
+                if e < 0 and depth == 0:  # the walk's start: nothing left to round here
                     break
+                if e < 0:  # a dead end (only beside frozen edges): the edge in is on no
+                    blocked[last] = True  # cycle, now or later; step back
+                    pos[v] = -1
+                    depth -= 1
+                    v = path_v[depth]
+                    last = path_e[depth - 1] if depth > 0 else -1
+                    continue
                 w = head[e] if tail[e] == v else tail[e]
                 path_e[depth] = e
                 if pos[w] < 0:
@@ -161,8 +178,10 @@ def cycle_round_rows(
     offset: npt.NDArray[np.int64],
     uniform: FloatArray,
     q: int,
+    frozen: npt.NDArray[np.bool_] | None = None,
 ) -> None:
-    """Dependent rounding of a circulation, row by row, in place.
+    """Dependent rounding of a circulation, row by row, in place (``frozen``: edges left
+    as they are; fractional edges that lead only to frozen ones are left fractional too).
 
     ``offset[b, e]`` is edge ``e``'s flow above its floor in units of 1/q, in [0, q];
     every vertex conserves flow modulo q. Repeatedly, a cycle of fractional edges is found
@@ -172,7 +191,9 @@ def cycle_round_rows(
     offset ends at 0 or q. ``uniform`` holds one number in [0, 1) per possible step
     (n_edges per row).
     """
-    compiled(_cycle_round_loop)(tail, head, adj_start, adj_edge, offset, uniform, q)
+    if frozen is None:
+        frozen = np.zeros(tail.size, dtype=np.bool_)
+    compiled(_cycle_round_loop)(tail, head, adj_start, adj_edge, offset, uniform, q, frozen)
 
 
 def table_up(

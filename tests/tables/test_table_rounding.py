@@ -61,6 +61,52 @@ def test_random_tables_are_consistent_and_within_one(seed):
         _check(draw, v, table)
 
 
+def _three_levels(seed, n_geo=30, n_cat=7):
+    rng = np.random.default_rng(seed)
+    while True:
+        geo = random_tree(rng, n_geo, "g")
+        if geo.n_levels > 3:
+            break
+    cat = random_tree(rng, n_cat, "c")
+    table = Table(geo, cat, np.zeros((geo.leaves.size, cat.leaves.size), dtype=int))
+    return table, _consistent(rng, geo, cat.leaves.size)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_split_by_state_keeps_every_promise(seed):
+    """Each first-level subtree rounded with its boundary frozen, then the nation: the
+    same guarantees as the single circulation."""
+    table, v = _three_levels(seed)
+    for draw in round_table(v[None].repeat(4, axis=0), table, rng=seed, split=True):
+        _check(draw, v, table)
+
+
+def test_split_by_state_is_unbiased_and_the_same_on_dask():
+    table, v = _three_levels(21, n_geo=16, n_cat=5)
+    n = 3000
+    out = round_table(np.broadcast_to(v, (n, *v.shape)), table, rng=2, split=True)
+    C = category_matrix(table.categories).astype(float)
+    every = out.astype(float) @ C.T
+    mean, sd = every.mean(axis=0), every.std(axis=0, ddof=1)
+    truth = v @ C.T
+    moving = sd > 0
+    z = norm.ppf(1 - 0.001 / (2 * moving.sum()))
+    assert (np.abs(mean - truth)[~moving] < 1e-9).all()
+    assert (np.abs(mean - truth)[moving] <= z * sd[moving] / np.sqrt(n)).all()
+    distributed = pytest.importorskip("dask.distributed")
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        few = np.broadcast_to(v, (3, *v.shape))
+        local = round_table(few, table, rng=5, split=True)
+        np.testing.assert_array_equal(
+            round_table(few, table, rng=5, split=True, client=client), local
+        )
+
+
 def test_integer_input_is_kept():
     rng = np.random.default_rng(0)
     geo = random_tree(rng, 12, "g")

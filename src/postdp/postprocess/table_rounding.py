@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -48,7 +49,13 @@ __all__ = ["round_table"]
 
 
 def round_table(
-    values: ArrayLike, table: Table, *, rng: RNGLike = None, atol: float = 1e-6
+    values: ArrayLike,
+    table: Table,
+    *,
+    rng: RNGLike = None,
+    atol: float = 1e-6,
+    split: bool = False,
+    client: Any = None,
 ) -> IntArray:
     """Round a consistent real-valued table to a consistent integer table, unbiasedly.
 
@@ -66,6 +73,12 @@ def round_table(
     rng : int, numpy.random.Generator, SeedSequence or None
     atol : float, default 1e-6
         Tolerance of the consistency check, relative to max(1, max |values|).
+    split : bool, default False
+        Round each first-level geounit's subtree (each state) on its own with its boundary
+        frozen, then the national part with what is left: the same guarantees, memory of
+        the largest state instead of the nation (a different random stream than without).
+    client : dask.distributed.Client, optional
+        With ``split``, run the states as Dask tasks (the same result as locally).
 
     Returns
     -------
@@ -141,14 +154,22 @@ def round_table(
         rounded = round_consistent(flat, tree, rng=gen, atol=atol)
         one = rounded[:, cat.leaves][:, None, :] if geo.n == 1 else rounded[..., None]
         return one.reshape(shape)
-    net = _network(geo, cat)
+    splitting = split and geo.n_levels > 2
+    net = None if splitting else _network(geo, cat)
     low = np.floor(X[:, leaves])
     q = np.rint((X[:, leaves] - low) * _Q).astype(np.int64)
     low = low.astype(np.int64) + (q == _Q)
     q[q == _Q] = 0
     out = np.empty((B, geo.n, c), dtype=np.int64)
     for b in range(B):  # one draw at a time: memory of one network
-        offset = _offsets(q[b], table, net.sets)
+        if splitting:
+            from postdp.postprocess._table_rounding_split import round_split
+
+            cells = low[b] + round_split(q[b], geo, cat, gen, _Q, client)
+            out[b] = _with_parents(cells, geo)
+            continue
+        assert net is not None
+        offset = _offsets(q[b], geo, cat, net.sets)
         cycle_round_rows(
             net.tail,
             net.head,
@@ -159,10 +180,16 @@ def round_table(
             _Q,
         )
         cells = low[b] + (offset[net.element_edges] == _Q).reshape(leaves.size, c)
-        full = np.zeros((c, geo.n), dtype=np.int64)
-        full[:, leaves] = cells.T
-        out[b] = geo.aggregate(full).T
+        out[b] = _with_parents(cells, geo)
     return out.reshape(shape)
+
+
+def _with_parents(cells: IntArray, geo: Hierarchy) -> IntArray:
+    """Every geounit's detailed cells from the leaf geounits' (rows = geography.ids)."""
+    full = np.zeros((cells.shape[1], geo.n), dtype=np.int64)
+    full[:, geo.leaves] = cells.T
+    out: IntArray = geo.aggregate(full).T
+    return out
 
 
 def _full_rows(rows: FloatArray, categories: Hierarchy) -> FloatArray:
@@ -183,6 +210,8 @@ class _Network:
     adj_edge: IntArray
     sets: IntArray  # each edge's count as geounit * categories.n + category node
     element_edges: IntArray  # the edge of each (leaf geounit, detailed cell), row-major
+    first_cell: int  # edges: the root's total, its category tree, then cells from here ...
+    first_total: int  # ... and the geounits' totals (first-level geounits first) from here
 
 
 @functools.lru_cache(maxsize=4)
@@ -243,12 +272,20 @@ def _network(geo: Hierarchy, cat: Hierarchy) -> _Network:
     first_cell = 1 + cats.size
     edge_of = np.full((n, c), -1, dtype=np.int64)
     edge_of[g_kid, j_kid] = first_cell + np.arange(g_kid.size)
-    return _Network(tail, head, adj_start, adj_edge, sets, edge_of[geo.leaves].reshape(-1))
+    return _Network(
+        tail,
+        head,
+        adj_start,
+        adj_edge,
+        sets,
+        edge_of[geo.leaves].reshape(-1),
+        first_cell,
+        int(tail.size - kids.size),
+    )
 
 
-def _offsets(q: IntArray, table: Table, sets: IntArray) -> IntArray:
+def _offsets(q: IntArray, geo: Hierarchy, cat: Hierarchy, sets: IntArray) -> IntArray:
     """Each edge's fractional part in units of 1/Q, exactly, from the leaf cells' ``q``."""
-    geo, cat = table.geography, table.categories
     full = np.zeros((cat.leaves.size, geo.n), dtype=np.int64)
     full[:, geo.leaves] = q.T
     cells = geo.aggregate(full) % _Q  # (detailed cell, geounit); < leaves x Q before
