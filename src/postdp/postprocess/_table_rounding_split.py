@@ -118,14 +118,30 @@ def round_split(
         results = [_state_step(*a) for a in args]
     else:
         results = client.gather([client.submit(_state_step, *a, pure=False) for a in args])
-    # the nation: the root's category tree and total, with every state's leftovers
+    national_step(
+        results, nation_offsets(q.sum(axis=0) % unit, cat, unit), top_net, seeds[-1], unit
+    )
+    ups = np.zeros(q.shape, dtype=np.int64)
+    c = cat.leaves.size
+    for part, net, (offset, _, _, _) in zip(parts, nets, results, strict=True):
+        ups[part.leaves] = (offset[net.element_edges] == unit).reshape(-1, c)
+    return ups
+
+
+def national_step(
+    results: list[tuple[IntArray, IntArray, IntArray, IntArray]],
+    nation: IntArray,
+    top_net: Any,
+    seed: np.random.SeedSequence,
+    unit: int,
+) -> None:
+    """Round the nation's edges (offsets ``nation``) together with every state's leftover
+    fractional edges (from :func:`_state_step`), writing the states' offsets in place."""
     shared = top_net.first_cell  # vertices of the root's edges are the same in every part
     n_shared = int(max(top_net.tail[:shared].max(), top_net.head[:shared].max())) + 1
-    tails, heads = [top_net.tail[:shared]], [top_net.head[:shared]]
-    whole = geo_sums_mod(q, geo, cat, unit)
-    offsets = [whole]
+    tails, heads, offsets = [top_net.tail[:shared]], [top_net.head[:shared]], [nation]
     next_id = n_shared
-    for _, _left, t, h in results:
+    for offset, left, t, h in results:
         ends = np.concatenate([t, h])
         inner = np.unique(ends[ends >= n_shared])
         relabel = np.full(max(int(ends.max(initial=0)) + 1, n_shared), -1, dtype=np.int64)
@@ -134,7 +150,6 @@ def round_split(
         next_id += inner.size
         tails.append(relabel[t])
         heads.append(relabel[h])
-    for offset, left, _, _ in results:
         offsets.append(offset[left])
     tail, head = np.concatenate(tails), np.concatenate(heads)
     ends = np.concatenate([tail, head])
@@ -142,24 +157,19 @@ def round_split(
     np.cumsum(np.bincount(ends, minlength=next_id), out=adj_start[1:])
     adj_edge = (np.argsort(ends, kind="stable") % tail.size).astype(np.int64)
     flat = np.concatenate(offsets)
-    uniform = np.random.default_rng(seeds[-1]).random((1, flat.size))
+    uniform = np.random.default_rng(seed).random((1, flat.size))
     cycle_round_rows(tail, head, adj_start, adj_edge, flat[None], uniform, unit)
-    ups = np.zeros(q.shape, dtype=np.int64)
-    at = whole.size
-    c = cat.leaves.size
-    for part, net, (offset, left, _, _) in zip(parts, nets, results, strict=True):
+    at = nation.size
+    for offset, left, _, _ in results:
         offset[left] = flat[at : at + left.size]
         at += left.size
-        ups[part.leaves] = (offset[net.element_edges] == unit).reshape(-1, c)
-    return ups
 
 
-def geo_sums_mod(q: IntArray, geo: Hierarchy, cat: Hierarchy, unit: int) -> IntArray:
-    """The national edges' fractional parts (the root's category tree and total, in the
-    order of the stand-in network's first edges), exactly, from every leaf cell."""
-    cells = q.sum(axis=0) % unit  # every leaf sums into the root
+def nation_offsets(cells: IntArray, cat: Hierarchy, unit: int) -> IntArray:
+    """The nation's edges' fractional parts (its total, then its category tree, in the
+    order of the circulation's first edges) from the national detailed cells' (mod unit)."""
     full = np.zeros(cat.n, dtype=np.int64)
-    full[cat.leaves] = cells
+    full[cat.leaves] = cells % unit
     every = cat.aggregate(full) % unit
     top = int(np.flatnonzero(cat.parent < 0)[0])
     cats = np.flatnonzero(cat.parent >= 0)
