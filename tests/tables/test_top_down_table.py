@@ -161,3 +161,26 @@ def test_dask_partitions_give_the_local_result():
     kids = np.zeros_like(local)
     np.add.at(kids, (slice(None), geo.parent[geo.parent >= 0]), local[:, geo.parent >= 0])
     np.testing.assert_allclose(local[:, ~geo.is_leaf], kids[:, ~geo.is_leaf], atol=1e-9)
+
+
+def test_a_root_fixed_by_invariants_alone():
+    """A subtree released below a histogram fixed from above: the root's cells are public
+    queries with no noisy measurement of their own (streamed, state-by-state releases)."""
+    table, _ = _case(4)
+    cat = table.categories
+    fixed = table.counts()[0, cat.leaves].astype(float) + 0.25
+    work = Workload(
+        [Measurement(0, Query.detailed(cat), None)]
+        + [
+            Measurement(d, Query.detailed(cat), Laplace(epsilon=1.0))
+            for d in range(1, table.geography.n_levels)
+        ]
+    )
+    draws = measure(table, work, secure=False, rng=0)
+    given = type(draws)(table, work, (fixed[None, :], *draws.values[1:]), False)
+    out = top_down_table(given)
+    np.testing.assert_allclose(out[0], fixed, rtol=0, atol=1e-12)
+    assert out.min() >= 0
+    without_root = Workload(work.measurements[1:])
+    with pytest.raises(ValidationError, match="identify every detailed cell"):
+        top_down_table(measure(table, without_root, secure=False, rng=0))

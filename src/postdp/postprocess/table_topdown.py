@@ -176,7 +176,8 @@ def check_top_down(table: Table, workload: Workload) -> None:
     -------
     None
         Returns quietly when top-down can run this workload: public queries only at the
-        root, and at every level noisy queries that identify every detailed cell.
+        root, and at every level noisy queries that identify every detailed cell (at the
+        root, noisy and public queries together).
 
     Raises
     ------
@@ -208,6 +209,9 @@ def check_top_down(table: Table, workload: Workload) -> None:
             if not m.public:
                 A = m.query.matrix(cat)
                 info += A.T @ A / m.variance
+            elif d == 0:  # the root may be fixed by its invariants instead
+                A = m.query.matrix(cat)
+                info += A.T @ A
         if np.linalg.matrix_rank(info) < c:
             raise ValidationError(
                 f"top-down for tables needs the noisy queries of every level to identify "
@@ -312,7 +316,7 @@ def _own_estimate(
     total = np.zeros((B, n_level, c))
     for i, cells, w in items:
         total[:, :, cells] += w * measurements.values[i].reshape(B, n_level, -1)
-    return total / weight, weight
+    return total / np.where(weight > 0, weight, 1.0), weight
 
 
 def _root(
@@ -324,6 +328,9 @@ def _root(
         target = measurements.values[i].reshape(B, -1)[:, g]
         if (target < 0).any():
             raise ValidationError("a public query at the root has a negative total")
+        if cells.size == 1:  # a public cell: its value (it may have no noisy measurement)
+            out[:, cells[0]] = target
+            continue
         for b in range(B):
             out[b, cells] = _weighted_simplex(estimate[b, cells], weight[cells], target[b])
     return out
