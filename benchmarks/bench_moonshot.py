@@ -38,6 +38,7 @@ import numpy as np
 from postdp import Gaussian, Hierarchy
 from postdp.data import synthetic_table
 from postdp.postprocess import top_down_table
+from postdp.postprocess._table_network import _network
 from postdp.postprocess._table_rounding_split import (
     _Part,
     _state_step,
@@ -45,7 +46,6 @@ from postdp.postprocess._table_rounding_split import (
     national_step,
 )
 from postdp.postprocess.rounding import _Q
-from postdp.postprocess.table_rounding import _network
 from postdp.tables import Measurement, Query, Table, TableMeasurements, Workload, measure
 
 FANOUT = (62, 26, 3, 34)

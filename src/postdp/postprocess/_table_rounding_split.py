@@ -25,6 +25,7 @@ import numpy as np
 from postdp._table_kernels import cycle_round_rows
 from postdp._typing import IntArray
 from postdp.hierarchy import Hierarchy
+from postdp.postprocess._table_network import _network, _offsets
 
 __all__ = ["round_split"]
 
@@ -69,8 +70,6 @@ def _parts(geo: Hierarchy) -> list[_Part]:
 @functools.lru_cache(maxsize=2)
 def _plan(geo: Hierarchy, cat: Hierarchy) -> tuple[list[_Part], list[Any], Any]:
     """The states' parts and circulations, and the nation's (built once per table)."""
-    from postdp.postprocess.table_rounding import _network
-
     parts = _parts(geo)
     nets = [_network.__wrapped__(p.geography, cat) for p in parts]
     return parts, nets, _network.__wrapped__(Hierarchy(["root", "state"], [-1, 0]), cat)
@@ -81,8 +80,6 @@ def _state_step(
 ) -> tuple[IntArray, IntArray, IntArray, IntArray]:
     """Round one state's part with its boundary frozen. Returns its edges' offsets and,
     for the edges left fractional, their indices and endpoints (local vertex ids)."""
-    from postdp.postprocess.table_rounding import _offsets
-
     offset = _offsets(q, part.geography, cat, net.sets)
     c = cat.leaves.size
     frozen = np.zeros(net.tail.size, dtype=np.bool_)
