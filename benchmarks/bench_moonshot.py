@@ -178,7 +178,8 @@ def main():
     )
     print(
         f"checks: national total {int(national.sum()):,} (invariant {national_total:,}); "
-        f"largest |block total - its top-down value| {worst_total:.3f} (< 1 promised)"
+        f"largest |block total - its top-down value| {worst_total:.9f} (< 1 promised: "
+        f"{worst_total < 1})"
     )
 
 
