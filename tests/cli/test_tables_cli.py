@@ -298,6 +298,11 @@ def test_table_audit_writes_unbiased_errors(tmp_path, monkeypatch, capsys):
     np.testing.assert_array_equal(other["bias"], cells["bias"])  # the seed decides
     assert main([*args[:-3], "--output-dir", "aud3", "--max-memory", "1K"]) == 2
     assert "--max-memory" in capsys.readouterr().err
+    pytest.importorskip("pyarrow")
+    parquet = [*args[:-3], "--output-dir", "aud4", "--quiet", "--format", "parquet"]
+    assert main([*parquet, "--no-figures"]) == 0
+    back = pd.read_parquet(tmp_path / "aud4" / "table_metrics.parquet")
+    pd.testing.assert_frame_equal(back, metrics, check_dtype=False)
 
 
 def test_gls_margins_of_error(tmp_path, monkeypatch, capsys):

@@ -23,8 +23,6 @@ def run_table_audit(args: argparse.Namespace, state: RunState) -> int:
     from postdp.analysis import TableDesign, simulate
     from postdp.analysis.montecarlo import memory_plan
 
-    if args.format == "parquet":
-        raise CliError("--format 'parquet': table audits write CSV")
     state.phase = "reading the table"
     loaded = load_table(args)
     table = loaded.table
@@ -90,10 +88,18 @@ def run_table_audit(args: argparse.Namespace, state: RunState) -> int:
     state.phase = f"writing {out_dir}"
     folder = OutputDir(out_dir, state)
     try:
-        cells.to_csv(folder.file("table_audit.csv"), index=False)
-        summary.to_csv(folder.file("table_summary.csv"), index=False)
-        by_size.to_csv(folder.file("table_metrics.csv"), index=False)
-        by_diversity.to_csv(folder.file("table_diversity.csv"), index=False)
+        suffix = ".parquet" if args.format == "parquet" else ".csv"
+        for name, frame in (
+            ("table_audit", cells),
+            ("table_summary", summary),
+            ("table_metrics", by_size),
+            ("table_diversity", by_diversity),
+        ):
+            path = folder.file(name + suffix)
+            if suffix == ".parquet":
+                frame.to_parquet(path, index=False)
+            else:
+                frame.to_csv(path, index=False)
         if figures:
             _figures(folder, design, result, by_size, by_diversity)
         written = folder.commit(

@@ -129,11 +129,11 @@ def run(args: argparse.Namespace, state: RunState) -> int:
 
     from postdp.analysis import ReleaseDesign, simulate
 
+    _check_extras(args)
     if wants_table(args):
         from postdp.cli._audit_table import run_table_audit
 
         return run_table_audit(args, state)
-    _check_extras(args)
     loaded, mechanisms = prepare(args, state)
     h = loaded.hierarchy
     counts = h.counts
