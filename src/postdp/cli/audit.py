@@ -35,6 +35,13 @@ quantiles), the bias on shifted counts (seed 000 Fig. 4), the Wasserstein distan
 errors to the Laplace noise by family size (Fig. 5), and figures, including error
 histograms before and after post-processing for chosen nodes (Fig. 1).
 
+With --table (or --input WIDE.csv --categories TREE.csv), audit a table design instead
+(--postprocess project, project-nonneg or topdown, optionally ",round"): per (geounit,
+category) bias, SE, RMSE and MAE (table_audit), a summary per level and category, the
+Census Bureau's metrics by level and population size (table_metrics: MAE, RMSE, MAPE,
+signed percent error, share over 10%, TVD, largest group within 5 points) and by diversity
+quintile (table_diversity), and figures of errors against size and by diversity.
+
 The folder is written under a temporary name and renamed into place when complete, with a
 manifest (postdp-manifest.json) listing its files; an existing folder is replaced only with
 --overwrite and only if postdp wrote it.

@@ -36,7 +36,8 @@ and write the noisy table as CSV with a `path` column saying how it was drawn.
 With --table (a bundled 2020 P1 table) or --input WIDE.csv --categories TREE.csv, release a
 table instead: a histogram per geounit, measured by a workload (--design, or the detailed
 cells at every level), written in long form (geo_id, parent, category, noisy_count and,
-with --postprocess project or topdown, released_count) or wide form (--format wide).
+with --postprocess project, project-nonneg or topdown, each optionally followed by ",round",
+released_count) or wide form (--format wide).
 
 Every release also writes <output>.privacy.json: the budget per level (or query), the
 (epsilon, delta) curve, the public invariants, hashes and versions.
