@@ -47,6 +47,11 @@ class RunState:
     pending: list[str] = field(default_factory=list)
     interrupted: bool = False
 
+    def written_now(self, path: str) -> None:
+        """Record ``path`` as complete (it left the pending list)."""
+        self.pending = [p for p in self.pending if p != path]
+        self.written.append(path)
+
     def describe(self) -> str:
         done = ", ".join(self.written) if self.written else "nothing"
         text = f"interrupted while {self.phase}; written: {done}"
@@ -220,26 +225,50 @@ def check_output_dir(text: str, flag: str, *, inputs: Sequence[Path], overwrite:
 
 
 @contextmanager
-def atomic_file(path: Path) -> Iterator[Path]:
-    """Yield a temporary path beside ``path``; on success it replaces ``path`` atomically."""
+def atomic_file(path: Path, done: Callable[[], None] | None = None) -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; on success it replaces ``path`` atomically
+    and calls ``done()`` (e.g. to record that ``path`` is written) with Ctrl-C held back
+    until both are over, so an interrupt never falls between the two."""
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(handle)
     tmp = Path(name)
     try:
         yield tmp
-        with tmp.open("rb") as done:
-            os.fsync(done.fileno())
-        os.replace(tmp, path)
+        with tmp.open("rb") as written:
+            os.fsync(written.fileno())
+        with _sigint_held():
+            os.replace(tmp, path)
+            if done is not None:
+                done()
     finally:
         if tmp.exists():
             tmp.unlink()
 
 
-def write_atomic(path: Path, write: Callable[[Path], None]) -> None:
-    """Write ``path`` through ``write(tmp)`` atomically; an OSError becomes a CliError."""
+@contextmanager
+def _sigint_held() -> Iterator[None]:
+    """Hold back SIGINT (it is delivered when the block ends) in the main thread."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
-        with atomic_file(path) as tmp:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+def write_atomic(
+    path: Path, write: Callable[[Path], None], done: Callable[[], None] | None = None
+) -> None:
+    """Write ``path`` through ``write(tmp)`` atomically (then ``done()``, see
+    :func:`atomic_file`); an OSError becomes a CliError."""
+    try:
+        with atomic_file(path, done) as tmp:
             write(tmp)
     except OSError as exc:
         raise CliError(
@@ -273,13 +302,15 @@ class OutputDir:
             json.dumps({**manifest, "files": self.files}, indent=2) + "\n", encoding="utf-8"
         )
         old = None
-        if self.path.exists():
-            old = Path(tempfile.mkdtemp(dir=self.path.parent, prefix=f".{self.path.name}.old."))
-            os.replace(self.path, old / "previous")
-        os.replace(self.tmp, self.path)
+        with _sigint_held():  # the swap and its record happen together or not at all
+            if self.path.exists():
+                old = Path(tempfile.mkdtemp(dir=self.path.parent, prefix=f".{self.path.name}.old."))
+                os.replace(self.path, old / "previous")
+            os.replace(self.tmp, self.path)
+            self.state.pending = []
+            self.state.written.append(str(self.path))
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
-        self.state.pending = []
         return [self.path / f for f in [*self.files, MANIFEST]]
 
     def discard(self) -> None:

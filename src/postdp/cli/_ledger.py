@@ -139,11 +139,13 @@ def publish(
     ledger_path: Path | None,
     record: Callable[[str], dict[str, Any]],
     privacy: Callable[[dict[str, Any]], dict[str, Any]],
+    done: Callable[[], None] | None = None,
 ) -> None:
     """Write ``frame`` as CSV to ``output`` atomically, with its privacy statement
     (``privacy(record)``) beside it; for a secure release, append ``record(sha256 of the
     written bytes)`` to the ledger; both before the output is moved into place (a release
-    that cannot be recorded is not published)."""
+    that cannot be recorded is not published). ``done()`` runs right after the move, with
+    Ctrl-C held back until it returns (e.g. to record the output as written)."""
     from postdp.cli._io import sha256, write_atomic
     from postdp.cli._options import CliError
 
@@ -165,7 +167,7 @@ def publish(
                     f"({exc.strerror}); nothing was published"
                 ) from None
 
-    write_atomic(output, write)
+    write_atomic(output, write, done)
 
 
 def release_outputs(

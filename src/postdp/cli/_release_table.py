@@ -97,9 +97,8 @@ def run_table(args: argparse.Namespace, state: RunState, check_cap: Any) -> int:
         ledger_path,
         lambda digest: _record(args, loaded, work, output, digest, opendp),
         lambda entry: _ledger.statement(entry, secure=secure, derived=[]),
+        done=lambda: state.written_now(str(output)),
     )
-    state.pending = []
-    state.written.append(str(output))
     _report(args, loaded, work, output, secure, spent, ledger_path)
     return 0
 

@@ -270,9 +270,8 @@ def run(args: argparse.Namespace, state: RunState) -> int:
         lambda entry: _ledger.statement(
             entry, secure=secure, derived=derived, public=list(public or [])
         ),
+        done=lambda: state.written_now(str(output)),
     )
-    state.pending = []
-    state.written.append(str(output))
     _report(args, loaded, mechanisms, result, chain, consistent, output, spent, ledger_path)
     return 0
 
