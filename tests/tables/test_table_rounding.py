@@ -16,6 +16,7 @@ from postdp import Hierarchy, Laplace
 from postdp.errors import ValidationError
 from postdp.postprocess import round_table, top_down_table
 from postdp.tables import Measurement, Query, Table, Workload, category_matrix, measure
+from tests.analysis.test_montecarlo import _dask_client
 from tests.tables._reference import random_tree
 
 
@@ -93,13 +94,7 @@ def test_split_by_state_is_unbiased_and_the_same_on_dask():
     z = norm.ppf(1 - 0.001 / (2 * moving.sum()))
     assert (np.abs(mean - truth)[~moving] < 1e-9).all()
     assert (np.abs(mean - truth)[moving] <= z * sd[moving] / np.sqrt(n)).all()
-    distributed = pytest.importorskip("dask.distributed")
-    with (
-        distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
-        ) as cluster,
-        distributed.Client(cluster) as client,
-    ):
+    with _dask_client() as client:
         few = np.broadcast_to(v, (3, *v.shape))
         local = round_table(few, table, rng=5, split=True)
         np.testing.assert_array_equal(

@@ -15,7 +15,6 @@ from postdp.cli._common import add_interval, interval_seed
 from postdp.cli._io import RunState
 from postdp.cli._options import CliError
 from postdp.cli._tables import (
-    TableSolver,
     check_steps,
     load_table,
     long_form,
@@ -35,13 +34,16 @@ def run_table(args: argparse.Namespace, state: RunState, check_cap: Any) -> int:
     state.phase = "checking the options"
     work = workload(args, table)
     step, rounded = check_steps(args.postprocess)
-    projector = None if step is None else TableSolver(table, work, step, rounded, flag_design(args))
+    from postdp.analysis import TableDesign
+
+    with flag_design(args):
+        design = TableDesign(table, work, args.postprocess)
     if rounded and args.uncertainty is not None:
         raise CliError(
             f"--uncertainty {args.uncertainty}: the intervals are for real-valued releases; "
             "drop ',round' from --postprocess to get them"
         )
-    margin = _margins(args, step, projector, work, (table.geography.n, table.categories.n))
+    margin = _margins(args, step, design.projector, work, (table.geography.n, table.categories.n))
     secure = not args.study
     opendp = ""
     if secure:
@@ -59,12 +61,11 @@ def run_table(args: argparse.Namespace, state: RunState, check_cap: Any) -> int:
     state.phase = "drawing the noise"
     measured = measure(table, work, secure=secure, rng=None if secure else args.seed)
     released = None
-    if projector is not None:
+    if step is not None:
         state.phase = "post-processing"
         rounding = None if secure else np.random.SeedSequence([int(args.seed), 2])
-        detailed = projector(measured, rounding)
-        full = detailed @ category_matrix(table.categories).T
-        released = full if rounded else full.round(6)
+        full = design.solve(measured, rng=rounding) @ category_matrix(table.categories).T
+        released = np.rint(full).astype(np.int64) if rounded else full.round(6)
     shaped = long_form if args.format == "long" else wide_form
     frame = shaped(table, measured, released, secure=secure)
     if args.uncertainty == "replicates" and released is not None:
@@ -143,7 +144,7 @@ def _margins(
     from scipy import stats
 
     z = float(stats.norm.isf((1 - args.ci_level) / 2))
-    return z * np.sqrt(projector.project.variances())
+    return z * np.sqrt(projector.variances())
 
 
 def flag_design(args: argparse.Namespace) -> Any:

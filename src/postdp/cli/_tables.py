@@ -18,9 +18,6 @@ from postdp.cli._common import mechanisms_for
 from postdp.cli._io import read_table, read_text
 from postdp.cli._options import _QUERY_HELP, BUNDLED_TABLES, CliError, flag
 
-#: Post-processing steps a table release accepts.
-TABLE_STEPS = ("project", "project-nonneg", "topdown")
-
 
 @dataclass(frozen=True)
 class LoadedTable:
@@ -158,54 +155,15 @@ def _measurement(entry: Any, table: Any, n_levels: int) -> Any:
 
 
 def check_steps(text: str) -> tuple[str | None, bool]:
-    """The post-processing of a table release (validated): project or topdown, or none,
-    and whether ``round`` follows it."""
-    steps = [s.strip() for s in text.split(",") if s.strip() and s.strip() != "none"]
-    rounded = bool(steps) and steps[-1] == "round"
-    if rounded:
-        steps = steps[:-1]
-    if len(steps) > 1 or any(s not in TABLE_STEPS for s in steps) or (rounded and not steps):
-        raise CliError(
-            f"--postprocess {text!r}: a table release takes one of {', '.join(TABLE_STEPS)}, "
-            "optionally followed by round (project: least squares over every measured count; "
-            "project-nonneg: the same with every cell >= 0; topdown: level by level, "
-            "nonnegative; round: consistent integers, unbiased)"
-        )
-    return (steps[0] if steps else None), rounded
+    """The post-processing of a table release or audit (validated): the step or None, and
+    whether ``round`` follows it (:func:`postdp.analysis.table_design.parse_table_steps`)."""
+    from postdp.analysis.table_design import parse_table_steps
+    from postdp.errors import ValidationError
 
-
-class TableSolver:
-    """The post-processing of a table release or audit: ``solve(measurements, rng)`` gives
-    the detailed histograms of every geounit after the chosen steps. Everything that can
-    fail on the design is checked when it is built (inside ``flagged``, the design option's
-    error context), before any draw."""
-
-    def __init__(self, table: Any, work: Any, step: str, rounded: bool, flagged: Any) -> None:
-        self.table, self.rounded = table, rounded
-        if step == "project":
-            from postdp.postprocess import TableProjector
-
-            with flagged:
-                self.project: Any = TableProjector(table, work)
-        elif step == "project-nonneg":
-            from postdp.postprocess import TableNonnegProjector
-
-            with flagged:
-                self.project = TableNonnegProjector(table, work)
-        else:
-            from postdp.postprocess import check_top_down, top_down_table
-
-            with flagged:
-                check_top_down(table, work)
-            self.project = top_down_table
-
-    def __call__(self, measurements: Any, rng: Any = None) -> Any:
-        detailed = self.project(measurements)
-        if not self.rounded:
-            return detailed
-        from postdp.postprocess import round_table
-
-        return round_table(detailed, self.table, rng=rng)
+    try:
+        return parse_table_steps(text)
+    except ValidationError as exc:
+        raise CliError(f"--postprocess {text!r}: {exc}") from None
 
 
 def long_form(table: Any, measurements: Any, released: Any, *, secure: bool) -> Any:
