@@ -124,6 +124,7 @@ LAYERS = [
     ["postdp.decisions"],
     ["postdp.data"],
     ["postdp.plots"],
+    ["postdp.report"],
     ["postdp.cli", "postdp.__main__", "postdp"],
 ]
 SRC = Path(postdp.__file__).parent

@@ -82,6 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except SystemExit as stop:  # --help, --version, or a one-line usage error
             return stop.code if isinstance(stop.code, int) else 2
         args._typed = [w.split("=", 1)[0] for w in words if w.startswith("-")]
+        args._words = words
         return _dispatch(args, state, debug)
     except KeyboardInterrupt:
         print(f"postdp: {state.describe()}", file=sys.stderr, flush=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import sys
+from pathlib import Path
 from typing import Any
 
 from postdp.cli._common import check_values, prepare, public_ids
@@ -24,6 +25,7 @@ from postdp.cli._options import (
     wants_table,
     whole,
 )
+from postdp.cli._report import add_report_option, check_report, figures_from, write_report
 
 __all__ = ["add_parser", "run"]
 
@@ -116,6 +118,7 @@ def add_parser(commands: Any) -> None:
     )
     parser.add_argument("--no-figures", action="store_true", help="write the tables only")
     add_table_flags(parser, formats=False)
+    add_report_option(parser)
     add_output_options(parser)
     parser.set_defaults(func=run)
 
@@ -163,6 +166,8 @@ def run(args: argparse.Namespace, state: RunState) -> int:
     out_dir = check_output_dir(
         args.output_dir, "--output-dir", inputs=[loaded.path], overwrite=args.overwrite
     )
+    inputs = [loaded.path] if loaded.path is not None else []
+    report_path = check_report(args, inputs=inputs, folder=out_dir)
 
     from postdp.analysis.montecarlo import memory_plan
 
@@ -254,8 +259,10 @@ def run(args: argparse.Namespace, state: RunState) -> int:
                 table.to_parquet(path, index=False)
             else:
                 table.to_csv(path, index=False)
-        if not args.no_figures:
-            _figures(folder, base, shifted, labels, family)
+        drawn = [] if args.no_figures else _figures(folder, base, shifted, labels, family)
+        report = None
+        if report_path is not None:
+            report = _report(args, base, design, folder, drawn, family, out_dir / f"audit{suffix}")
         written = folder.commit(
             {
                 "command": "postdp audit",
@@ -271,6 +278,7 @@ def run(args: argparse.Namespace, state: RunState) -> int:
         folder.discard()
         raise
     state.written = [str(out_dir)]
+    write_report(report_path, report, state)
 
     worst = int(np.argmax(np.abs(base.bias) / np.maximum(base.bias_se, 1e-300)))
     print(
@@ -282,7 +290,8 @@ def run(args: argparse.Namespace, state: RunState) -> int:
         f"largest |bias|/SE: node {h.ids[worst]!r}, bias {base.bias[worst]:.4g} "
         f"(SE {base.bias_se[worst]:.2g}); mean MSE {base.mse.mean():.4g}"
     )
-    print("wrote: " + ", ".join(str(p) for p in written), file=sys.stdout)
+    shown = [*written, *([report_path] if report_path is not None else [])]
+    print("wrote: " + ", ".join(str(p) for p in shown), file=sys.stdout)
     return 0
 
 
@@ -310,17 +319,57 @@ def _wasserstein_by_family(base: Any, h: Any, mechanisms: list[Any]) -> Any:
 
 def _figures(
     folder: OutputDir, base: Any, shifted: list[Any], labels: list[str], family: Any
-) -> None:
+) -> list[str]:
+    """Draw the audit's figures into the folder; return their file names."""
     from postdp import plots
 
-    ax = plots.plot_residuals(base)
-    plots.save_figure(ax, folder.file("residuals.png"))
+    names = ["residuals.png"]
+    plots.save_figure(plots.plot_residuals(base), folder.file(names[-1]))
     if shifted:
+        names.append("bias_by_count.png")
         ax = plots.plot_bias_by_count(shifted, labels)
-        plots.save_figure(ax, folder.file("bias_by_count.png"))
+        plots.save_figure(ax, folder.file(names[-1]))
     if family is not None:
         from postdp.mechanisms import Laplace
 
+        names.append("wasserstein.png")
         leaf = Laplace.from_scale(float(family["scale"].iloc[-1]))
         ax = plots.plot_wasserstein(family["n"], family["mean_w1"], mechanism=leaf)
-        plots.save_figure(ax, folder.file("wasserstein.png"))
+        plots.save_figure(ax, folder.file(names[-1]))
+    return names
+
+
+def _report(
+    args: argparse.Namespace,
+    base: Any,
+    design: Any,
+    folder: OutputDir,
+    drawn: list[str],
+    family: Any,
+    source: Path,
+) -> Any:
+    """The audit's HTML report (built before the folder is moved into place)."""
+    import dataclasses
+
+    from postdp.cli._report import command_line
+    from postdp.report import ReportTable, audit_report
+    from postdp.report.audit import CAPTIONS
+
+    report = audit_report(
+        base,
+        design,
+        figures=figures_from(folder.tmp, drawn, CAPTIONS),
+        command=command_line(args),
+        source=str(source),
+    )
+    extra = []
+    if family is not None:
+        extra.append(
+            ReportTable(
+                "Wasserstein distance by family",
+                family,
+                "Mean W1 distance of each family's child errors to the Laplace noise, with the "
+                "family size n (seed 000, Fig. 5).",
+            )
+        )
+    return dataclasses.replace(report, tables=[*report.tables, *extra])

@@ -16,6 +16,7 @@ from postdp.cli._options import (
     progress,
     whole,
 )
+from postdp.cli._report import add_report_option, check_report, figures_from, write_report
 
 __all__ = ["add_parser", "run"]
 
@@ -72,6 +73,7 @@ def add_parser(commands: Any) -> None:
         "--output-dir", default="fairness", metavar="DIR", help="folder for the tables and figures"
     )
     parser.add_argument("--no-figures", action="store_true", help="write the tables only")
+    add_report_option(parser)
     add_output_options(parser)
     parser.set_defaults(func=run)
 
@@ -104,10 +106,12 @@ def run(args: argparse.Namespace, state: RunState) -> int:
             f"--state {args.state!r}: not a state of the data; one of {' '.join(states)}"
         )
     out_dir = check_output_dir(args.output_dir, "--output-dir", inputs=[], overwrite=args.overwrite)
+    report_path = check_report(args, inputs=[], folder=out_dir)
     scope = "nation" if args.state is None else args.state
     tables: dict[str, Any] = {}
     figures: list[tuple[str, Any]] = []
     lines: list[str] = []
+    headlines: list[Any] = []
     if args.problem == "title1":
         table = us if args.state is None else load_title1(args.state)
         amount = args.amount * float(
@@ -136,6 +140,7 @@ def run(args: argparse.Namespace, state: RunState) -> int:
             frame.insert(2, "poor_5_17", x)
             tables[f"title1_{scope}_eps{e:g}.csv"] = frame
             big = int(np.argmax(x))
+            headlines += _title1_headlines(e, rep, table.name.iloc[big], big)
             lines.append(
                 f"Title I ({scope}, ${amount:,.0f}), {args.mechanism} eps = {e:g}, "
                 f"post-processing {args.postprocess}, {args.draws} draws: alpha "
@@ -174,6 +179,7 @@ def run(args: argparse.Namespace, state: RunState) -> int:
             stem = f"section203_eps{e:g}" if args.state is None else f"section203_{scope}_eps{e:g}"
             tables[f"{stem}.csv"] = frame
             figures.append((stem, (margin, rep)))
+            headlines += _section203_headlines(e, rep, truth)
             lines.append(
                 f"Section 203 ({scope}), {args.mechanism} eps = {e:g}: {int(truth.sum())} true "
                 f"positives of {truth.size}; mean decision error {np.abs(rep.bias).mean():.3f}, "
@@ -185,8 +191,12 @@ def run(args: argparse.Namespace, state: RunState) -> int:
     try:
         for name, frame in tables.items():
             frame.to_csv(folder.file(name), index=False)
-        if not args.no_figures:
-            _figures(folder, scope, figures)
+        drawn = [] if args.no_figures else _figures(folder, scope, figures)
+        report = None
+        if report_path is not None:
+            report = _report(
+                args, scope, tables, headlines, figures_from(folder.tmp, drawn, _CAPTIONS)
+            )
         written = folder.commit(
             {
                 "command": f"postdp fairness {args.problem}",
@@ -202,9 +212,11 @@ def run(args: argparse.Namespace, state: RunState) -> int:
         folder.discard()
         raise
     state.written = [str(out_dir)]
+    write_report(report_path, report, state)
     for line in lines:
         print(line)
-    print("wrote: " + ", ".join(str(p) for p in written))
+    shown = [*written, *([report_path] if report_path is not None else [])]
+    print("wrote: " + ", ".join(str(p) for p in shown))
     return 0
 
 
@@ -221,14 +233,166 @@ def _ticker(bar: Any) -> Any:
     return tick
 
 
-def _figures(folder: OutputDir, scope: str, figures: list[tuple[str, Any]]) -> None:
+def _figures(folder: OutputDir, scope: str, figures: list[tuple[str, Any]]) -> list[str]:
+    """Draw the figures into the folder; return their file names."""
     from postdp import plots
 
+    names = []
     for name, payload in figures:
         if name == "title1_bias":
             ax = plots.plot_allotment_bias(*payload)
             ax.set_ylabel("bias of the allotment (USD)")
-            plots.save_figure(ax, folder.file(f"title1_{scope}_bias.png"))
+            names.append(f"title1_{scope}_bias.png")
         else:
             ax = plots.plot_decision_errors(*payload)
-            plots.save_figure(ax, folder.file(f"{name}.png"))
+            names.append(f"{name}.png")
+        plots.save_figure(ax, folder.file(names[-1]))
+    return names
+
+
+_CAPTIONS = {
+    "title1": (
+        "Bias of each district's allotment against its count of poor children (seed 002, Fig. 2)",
+        "Bias in dollars of every school district's Title I allotment against its true "
+        "count of poor children, one series per epsilon.",
+        "A point above zero is a district that receives more on average than without noise. "
+        "Nonnegativity post-processing moves money from large districts to small ones. "
+        "Each bias is a Monte Carlo mean: its 95% interval is bias ± 1.96 SE (bias_lo, "
+        "bias_hi in the table), so points within that band of zero show no detectable bias.",
+    ),
+    "section203": (
+        "Decision error against the distance to the thresholds (seed 002, Fig. 3)",
+        "Probability that the noisy Section 203 decision differs from the true one, against "
+        "each record's margin to the nearest threshold.",
+        "Errors concentrate near a margin of zero: records close to a threshold flip often, "
+        "records far from it almost never. Each probability is a Monte Carlo frequency with "
+        "standard error sqrt(p(1 - p)/draws).",
+    ),
+}
+
+
+def _title1_headlines(e: float, rep: Any, name: str, big: int) -> list[Any]:
+    import numpy as np
+
+    from postdp.report import Headline
+
+    floor = 1.96 * float(np.median(rep.bias_se))
+    return [
+        Headline(
+            f"fairness bound α (ε = {e:g})",
+            _dollars(rep.alpha),
+            f"largest minus smallest bias of an allotment; a bias is known to ± ${floor:,.0f} "
+            "(1.96 × median SE), so α below a few times that is simulation noise",
+        ),
+        Headline(
+            f"dollars misallocated (ε = {e:g})",
+            _dollars(rep.cost_of_privacy()),
+            "sum of the expected losses of the districts that lose (cost of privacy, seed 002 "
+            "Def. 4)",
+        ),
+        Headline(
+            f"largest district (ε = {e:g})",
+            _dollars(float(rep.bias[big])),
+            f"{name}: bias ± ${1.96 * float(rep.bias_se[big]):,.0f} (95%)",
+        ),
+    ]
+
+
+def _dollars(value: float) -> str:
+    from postdp.report._model import format_value
+
+    return ("−$" if value < 0 else "$") + format_value(abs(value))
+
+
+def _section203_headlines(e: float, rep: Any, truth: Any) -> list[Any]:
+    import numpy as np
+
+    from postdp.report import Headline
+
+    err = np.abs(rep.bias)
+    return [
+        Headline(
+            f"mean decision error (ε = {e:g})",
+            f"{err.mean():.3f}",
+            f"probability a record's decision flips, averaged over {truth.size:,} records "
+            f"({int(truth.sum()):,} covered)",
+        ),
+        Headline(
+            f"fairness bound α (ε = {e:g})",
+            f"{rep.absolute_alpha:.3f}",
+            "largest minus smallest decision-error probability",
+        ),
+        Headline(
+            f"records with errors above 0.1 (ε = {e:g})",
+            f"{int((err > 0.1).sum()):,} of {truth.size:,}",
+            "the ones close to a threshold",
+        ),
+    ]
+
+
+def _report(
+    args: argparse.Namespace,
+    scope: str,
+    tables: dict[str, Any],
+    headlines: list[Any],
+    figures: list[Any],
+) -> Any:
+    """The HTML report of a fairness run (built before the folder is moved into place)."""
+    import pandas as pd
+
+    from postdp.cli._report import command_line
+    from postdp.report import Report, ReportTable
+
+    frames = []
+    for name, frame in tables.items():
+        eps = name.rsplit("_eps", 1)[1].removesuffix(".csv")
+        frames.append(frame.assign(epsilon=float(eps)))
+    rows = pd.concat(frames, ignore_index=True)
+    rows = rows.sort_values("abs_bias", ascending=False, kind="stable").reset_index(drop=True)
+    title1 = args.problem == "title1"
+    what = "Title I basic-grant allotments" if title1 else "Section 203 determinations"
+    per = (
+        "the Title I count of each district (one query, disjoint districts)"
+        if title1
+        else ("each of the three counts of each jurisdiction (three queries: 3 ε in all)")
+    )
+    return Report(
+        title=f"Fairness of {what} on DP data",
+        summary=(
+            f"{args.draws:,} simulated releases of the bundled "
+            f"{'2019 SAIPE school districts' if title1 else '2016 Section 203 records'} "
+            f"({scope}), per ε; "
+            "the bias of each entity's outcome with its 95% interval."
+        ),
+        design={
+            "problem": what,
+            "entities": scope,
+            "mechanism": f"{args.mechanism}, ε = {', '.join(f'{e:g}' for e in args.epsilon)}",
+            "post-processing": args.postprocess,
+            "draws": f"{args.draws:,}",
+            **({"amount": f"${args.amount:,.0f} nationally"} if title1 else {}),
+        },
+        privacy=(
+            "Study run (numpy draws): nothing was published and no privacy was spent. Each ε "
+            f"is its own design, with noise of that ε on {per}."
+        ),
+        headline=headlines,
+        tables=[
+            ReportTable(
+                "Entities",
+                rows,
+                "One row per entity and ε, the largest |bias| first: the true outcome, its "
+                "bias with the 95% interval, the disparity and the MAE.",
+                source=", ".join(tables),
+            )
+        ],
+        figures=figures,
+        notes=(
+            "An entity's bias is the mean of its noisy outcome minus its true outcome over "
+            "the simulated releases (seed 002, Def. 2); α is the largest minus the smallest "
+            "bias (Def. 3).",
+            "α is a maximum over many Monte Carlo estimates, so simulation noise alone makes "
+            "it positive: compare it with the floor in its card.",
+        ),
+        command=command_line(args),
+    )

@@ -19,6 +19,7 @@ from postdp.cli._options import (
     typed,
     whole,
 )
+from postdp.cli._report import add_report_option, check_report, write_report
 
 __all__ = ["add_parser", "run"]
 
@@ -98,6 +99,7 @@ def add_parser(commands: Any) -> None:
     parser.add_argument(
         "--draws", type=whole(10, 100_000), default=200, help="with --objective mae: draws"
     )
+    add_report_option(parser)
     add_output_options(parser, quiet=False)
     parser.set_defaults(func=run)
 
@@ -160,6 +162,8 @@ def run(args: argparse.Namespace, state: RunState) -> int:
         figure = check_output_file(args.figure, "--figure", inputs=inputs, overwrite=args.overwrite)
         if figure in (output, frontier_out):
             raise CliError(f"--figure {args.figure!r}: the same file as another output")
+    outputs = [p for p in (output, frontier_out, figure) if p is not None]
+    report_path = check_report(args, inputs=inputs, others=outputs)
     from postdp.analysis import plan_budget, plan_mae_budget
 
     state.phase = "planning"
@@ -208,6 +212,7 @@ def run(args: argparse.Namespace, state: RunState) -> int:
             )
     table = plan.to_frame()
     table.insert(1, "nodes", [lvl.size for lvl in h.levels])
+    report = None if report_path is None else _report(args, h, plan, table, frontier)
     state.phase = f"writing {output}"
     write_atomic(output, lambda tmp: table.to_csv(tmp, index=False))
     state.written.append(str(output))
@@ -220,16 +225,13 @@ def run(args: argparse.Namespace, state: RunState) -> int:
         ax = plot_budget_frontier(frontier)
         write_atomic(figure, lambda tmp: save_figure(ax, tmp, format=figure.suffix[1:]))
         state.written.append(str(figure))
-    unit = "rho" if args.mechanism in ("gaussian", "discrete-gaussian") else "epsilon"
+    write_report(report_path, report, state)
+    unit = _unit(args)
     out = sys.stdout
     print(f"split of {unit} = {args.total:g} over {L} levels ({args.mechanism}):", file=out)
     print("  " + ", ".join(f"level {d}: {s:.4g}" for d, s in enumerate(plan.shares)), file=out)
     ratio = plan.equal_objective / plan.objective if plan.objective > 0 else float("inf")
-    what = (
-        f"size-binned MAE of {args.postprocess} ({args.draws} common random draws)"
-        if args.objective == "mae"
-        else "weighted mean (P) variance"
-    )
+    what = _objective(args)
     print(
         f"{what} {plan.objective:.4g}; equal split {plan.equal_objective:.4g}"
         f" ({ratio:.2f}x the plan)",
@@ -245,3 +247,108 @@ def run(args: argparse.Namespace, state: RunState) -> int:
             )
     print(f"wrote {', '.join(state.written)}", file=out)
     return 0
+
+
+def _unit(args: argparse.Namespace) -> str:
+    return "rho" if args.mechanism in ("gaussian", "discrete-gaussian") else "epsilon"
+
+
+def _objective(args: argparse.Namespace) -> str:
+    if args.objective == "mae":
+        return f"size-binned MAE of {args.postprocess} ({args.draws} common random draws)"
+    return "weighted mean (P) variance"
+
+
+def _report(args: argparse.Namespace, h: Any, plan: Any, table: Any, frontier: Any) -> Any:
+    """The plan's HTML report (built before anything is written)."""
+    from postdp.cli._report import command_line
+    from postdp.mechanisms import Budget
+    from postdp.report import Headline, Report, ReportFigure, ReportTable, budget_statement
+
+    unit = _unit(args)
+    ratio = plan.equal_objective / plan.objective if plan.objective > 0 else float("inf")
+    headline = [
+        Headline(
+            "planned split",
+            ", ".join(f"{s:.3g}" for s in plan.shares),
+            f"{unit} per level, root first; they add up to {args.total:g}",
+        ),
+        Headline(
+            _objective(args),
+            f"{plan.objective:.4g}",
+            f"the equal split gives {plan.equal_objective:.4g} ({ratio:.2f}x the plan)",
+        ),
+    ]
+    if plan.given_objective is not None:
+        headline.append(Headline("--compare split", f"{plan.given_objective:.4g}", ""))
+    if args.objective == "mae":
+        headline.append(
+            Headline(
+                "Monte Carlo objective",
+                f"{args.draws} draws",
+                "the MAE is estimated with common random draws for every split; splits whose "
+                "objectives differ by less than its Monte Carlo error are equally good",
+            )
+        )
+    tables = [
+        ReportTable(
+            "Plan by level",
+            table,
+            "Each level's share of the budget and its term of the objective at the plan.",
+        )
+    ]
+    figures = []
+    if frontier is not None:
+        from postdp.plots import plot_budget_frontier
+
+        tables.append(
+            ReportTable(
+                "Frontier", frontier, "The objective at the plan and at the equal split, by total."
+            )
+        )
+        figures.append(
+            ReportFigure.from_axes(
+                plot_budget_frontier(frontier),
+                title="Objective against the total budget",
+                alt="The planned and the equal split's objective against the total budget.",
+                caption="Exact (P) variances, no simulation: the gap between the curves is "
+                "what planning buys at each total.",
+            )
+        )
+    budget = Budget.zcdp(args.total) if unit == "rho" else Budget.pure(args.total)
+    root = [str(h.ids[h.root])] if args.public == "root" else []
+    return Report(
+        title="Privacy budget plan",
+        summary=(
+            f"The split of {unit} = {args.total:g} over the {h.n_levels} levels of a "
+            f"{h.n:,}-node hierarchy ({args.mechanism} noise) that minimises the "
+            f"{_objective(args)}."
+        ),
+        design={
+            "hierarchy": f"{h.n:,} nodes, {h.n_levels} levels",
+            "mechanism": args.mechanism,
+            "total": f"{unit} = {args.total:g}",
+            "objective": _objective(args),
+            "level weights": ", ".join(f"{w:g}" for w in args.weights)
+            if args.weights
+            else "the deepest level only",
+            "public invariants": ", ".join(root) or "none",
+        },
+        privacy="Planning reads no counts"
+        + (
+            " (except --objective mae, a study on the true counts)"
+            if args.objective == "mae"
+            else ""
+        )
+        + " and spends nothing. "
+        + budget_statement(budget, published=False, public=root).split(". ", 1)[1],
+        headline=headline,
+        tables=tables,
+        figures=figures,
+        notes=(
+            "The (P) variances are exact: generalised least squares on the design, no simulation."
+            if args.objective == "variance"
+            else "The objective is a Monte Carlo estimate; see its card.",
+        ),
+        command=command_line(args),
+    )

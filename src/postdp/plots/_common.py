@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, BinaryIO
 
 __all__ = ["_axes", "_label", "save_figure"]
 
@@ -31,14 +31,19 @@ def _label(ax: Any, xlabel: str, ylabel: str, title: str, *, legend: bool = Fals
 
 
 def save_figure(
-    ax: Any, path: str | os.PathLike[str], *, dpi: int = 110, format: str | None = None
+    ax: Any,
+    path: str | os.PathLike[str] | BinaryIO,
+    *,
+    dpi: int = 110,
+    format: str | None = None,
 ) -> None:
     """Write the figure holding ``ax`` to ``path`` (format from the suffix) and close it.
 
     Parameters
     ----------
     ax : matplotlib Axes
-    path : str or path-like
+    path : str, path-like or binary file object
+        A file object needs ``format``.
     dpi : int, default 110
     format : str, optional
         Image format (``"png"``, ``"svg"``, ``"pdf"``); from the suffix of ``path`` when

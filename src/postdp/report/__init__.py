@@ -1,0 +1,23 @@
+"""Self-contained HTML reports of an audit, a fairness study or a budget plan.
+
+A :class:`Report` holds what a reader needs: the design and its privacy statement, the
+headline numbers with their uncertainty, tables (sortable and filterable in the browser) and
+figures with captions that say how to read them. :meth:`Report.to_html` renders it with
+Jinja2 into one file that needs no network to view: the figures are embedded as PNG data,
+and the style sheet and the script are inline. The ``postdp`` commands ``audit``,
+``fairness`` and ``plan`` write one with ``--report FILE.html``; :func:`audit_report` builds
+one from a Monte Carlo result in Python.
+"""
+
+from postdp.report._model import Headline, Report, ReportFigure, ReportTable
+from postdp.report.audit import audit_report, budget_statement, size_bins
+
+__all__ = [
+    "Headline",
+    "Report",
+    "ReportFigure",
+    "ReportTable",
+    "audit_report",
+    "budget_statement",
+    "size_bins",
+]

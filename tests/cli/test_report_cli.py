@@ -1,0 +1,99 @@
+"""``--report FILE.html`` on audit, fairness, plan and table audits: written with the run,
+checked before any draw, never holding a true count of a hierarchy that is not public."""
+
+from __future__ import annotations
+
+import pytest
+
+from postdp.cli import main
+from tests.cli._helpers import TABLE
+
+pytest.importorskip("jinja2")
+pytest.importorskip("matplotlib")
+
+
+def _run(args, capsys):
+    status = main(args)
+    out = capsys.readouterr()
+    return status, out
+
+
+def test_audit_report_holds_design_numbers_table_and_figures(tmp_path, monkeypatch, capsys):
+    (tmp_path / "t.csv").write_text(TABLE)
+    monkeypatch.chdir(tmp_path)
+    args = ["audit", "--input", "t.csv", "--epsilon", "1", "--draws", "200", "--quiet"]
+    args += ["--postprocess", "project-nonneg", "--output-dir", "aud", "--report", "r.html"]
+    status, out = _run(args, capsys)
+    assert status == 0, out.err
+    html = (tmp_path / "r.html").read_text(encoding="utf-8")
+    assert str(tmp_path / "r.html") in out.out
+    for text in ("Privacy statement", "project-nonneg", "largest |bias| / SE", "Errors by level"):
+        assert text in html
+    assert html.count('<img src="data:image/png;base64,') == 3  # residuals, shifts, W1
+    assert html.count("<figcaption>") == 3 and 'alt=""' not in html
+    assert not list(tmp_path.glob(".*tmp*"))
+
+
+def test_table_audit_report(tmp_path, monkeypatch, capsys):
+    from tests.cli.test_tables_cli import _inputs
+
+    _inputs(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    args = ["audit", "--input", "wide.csv", "--categories", "tree.csv", "--epsilon", "0.5"]
+    args += ["--draws", "50", "--postprocess", "project-nonneg", "--quiet"]
+    status, out = _run([*args, "--output-dir", "aud", "--report", "t.html"], capsys)
+    assert status == 0, out.err
+    html = (tmp_path / "t.html").read_text(encoding="utf-8")
+    for text in ("Census Bureau metrics", "Budget by level and query", "Cells", "MAPE"):
+        assert text in html
+    pngs = sorted((tmp_path / "aud").glob("*.png"))
+    assert pngs and html.count("data:image/png;base64,") == len(pngs)
+
+
+def test_fairness_and_plan_reports(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    args = ["fairness", "title1", "--state", "DE", "--epsilon", "0.1,1", "--draws", "50"]
+    status, out = _run([*args, "--output-dir", "f", "--report", "f.html", "--quiet"], capsys)
+    assert status == 0, out.err
+    html = (tmp_path / "f.html").read_text(encoding="utf-8")
+    assert "fairness bound α (ε = 0.1)" in html and "dollars misallocated (ε = 1)" in html
+    assert html.count("data:image/png;base64,") == 1
+    args = ["plan", "--total", "1", "--frontier", "0.5,1", "--report", "p.html"]
+    status, out = _run(args, capsys)
+    assert status == 0, out.err
+    html = (tmp_path / "p.html").read_text(encoding="utf-8")
+    assert "planned split" in html and "data:image/png;base64," in html
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--report", "r.txt"], "--report 'r.txt': must end in .html"),
+        (["--report", "old.html"], "--report 'old.html': already exists"),
+        (["--report", "aud/r.html"], "--report 'aud/r.html': is inside --output-dir"),
+        (["--report", "t.csv"], "--report 't.csv': must end in .html"),
+        (["--report", "nofolder/deeper/x.html", "--no-figures"], None),
+    ],
+)
+def test_bad_report_paths_fail_before_any_draw(extra, message, spy, tmp_path, monkeypatch, capsys):
+    (tmp_path / "t.csv").write_text(TABLE)
+    (tmp_path / "old.html").write_text("earlier\n")
+    monkeypatch.chdir(tmp_path)
+    args = ["audit", "--input", "t.csv", "--draws", "20", "--output-dir", "aud", "--quiet"]
+    status, out = _run([*args, *extra], capsys)
+    if message is None:  # a new folder for the report is fine
+        assert status == 0 and (tmp_path / "nofolder/deeper/x.html").is_file()
+        return
+    assert status == 2 and out.err.count("\n") == 1 and message in out.err, out.err
+    assert spy == [] and not (tmp_path / "aud").exists()
+    assert (tmp_path / "old.html").read_text() == "earlier\n"
+
+
+def test_report_is_replaced_only_with_overwrite(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "p.html").write_text("earlier\n")
+    status, out = _run(["plan", "--total", "1", "--report", "p.html"], capsys)
+    assert status == 2 and "already exists" in out.err
+    assert not (tmp_path / "plan.csv").exists()
+    status, out = _run(["plan", "--total", "1", "--report", "p.html", "--overwrite"], capsys)
+    assert status == 0 and "planned split" in (tmp_path / "p.html").read_text()
