@@ -125,6 +125,7 @@ LAYERS = [
     ["postdp.data"],
     ["postdp.plots"],
     ["postdp.report"],
+    ["postdp.reproduce"],
     ["postdp.cli", "postdp.__main__", "postdp"],
 ]
 SRC = Path(postdp.__file__).parent
@@ -171,7 +172,7 @@ def test_layering(path):
     own = _module_name(path)
     own_layer = _layer(own)
     for imported in _imports(path):
-        drawing = own.startswith(("postdp.plots", "postdp.report"))
+        drawing = own.startswith(("postdp.plots", "postdp.report", "postdp.reproduce"))
         if imported.startswith("matplotlib") and not drawing:
             pytest.fail(f"{own} imports matplotlib (only plots/report may, lazily)")
         if imported == "postdp" or imported.startswith("postdp."):

@@ -17,7 +17,7 @@ from typing import Any
 
 __all__ = ["build_parser", "main"]
 
-_COMMANDS = ("release", "audit", "posterior", "fairness", "plan", "verify")
+_COMMANDS = ("release", "audit", "posterior", "fairness", "plan", "verify", "reproduce")
 
 
 def build_parser() -> Any:
