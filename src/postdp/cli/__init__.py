@@ -129,6 +129,9 @@ def _dispatch(args: Any, state: Any, debug: bool) -> int:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("default")
+            # a developer's diagnostic (e.g. a file an import left open when Ctrl-C cut it
+            # short), not a message for the user of the command
+            warnings.simplefilter("ignore", ResourceWarning)
             warnings.showwarning = one_line
             status: int = args.func(args, state)
     except (CliError, PostdpError, ImportError, OSError) as exc:

@@ -44,6 +44,10 @@ Census Bureau's metrics by level and population size (table_metrics: MAE, RMSE, 
 signed percent error, share over 10%, TVD, largest group within 5 points) and by diversity
 quintile (table_diversity), and figures of errors against size and by diversity.
 
+With --report FILE.html, also write one self-contained HTML page of the audit (design,
+privacy statement, headline numbers with intervals, sortable and filterable tables, the
+figures), for hierarchies and tables alike.
+
 The folder is written under a temporary name and renamed into place when complete, with a
 manifest (postdp-manifest.json) listing its files; an existing folder is replaced only with
 --overwrite and only if postdp wrote it.

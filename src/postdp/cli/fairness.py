@@ -25,7 +25,8 @@ Measure, by Monte Carlo on the bundled real data, how noise (and a nonnegativity
 post-processing) shifts Title I basic-grant allotments between school districts (SAIPE
 2019, USD) or flips Voting Rights Act Section 203 decisions (2016 determinations), per
 entity, with the fairness bound alpha (seed 002). Every epsilon is checked before the
-first simulation; the folder is written only when every run has finished.
+first simulation; the folder is written only when every run has finished. --report
+FILE.html adds a self-contained HTML page of the results.
 """
 
 

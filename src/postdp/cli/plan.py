@@ -29,7 +29,8 @@ across the levels of a hierarchy (the bundled nation > state > county tree by de
 the id/parent columns of --input; counts are not read) so that a weighted sum of the levels'
 mean (P) variances is smallest. The variances are exact (generalised least squares, computed
 from the design alone), so planning costs no privacy. Prints the split, its objective
-against the equal split (and against --compare), and writes one row per level to --output.
+against the equal split (and against --compare), and writes one row per level to --output;
+--report FILE.html adds a self-contained HTML page of the plan.
 """
 
 

@@ -63,8 +63,8 @@ def budget_statement(budget: Budget, *, published: bool, public: Sequence[str] =
 
     Examples
     --------
-    >>> budget_statement(Budget.pure(1.5), published=False)[:30]
-    'Study run (numpy draws): nothin'
+    >>> budget_statement(Budget.pure(1.5), published=False).split(". ")[0]
+    'Study run (numpy draws): nothing was published and no privacy was spent'
     """
     if published:
         head = f"Released with the secure sampler; the release spent {budget}."
