@@ -4,3 +4,13 @@ import os
 
 # figures in doctests and tests are drawn off screen, whatever the machine's display
 os.environ.setdefault("MPLBACKEND", "Agg")
+
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _ledger_of_this_test(tmp_path, monkeypatch):
+    """Secure releases made by a test (or a doctest, or a command it runs) record themselves
+    in a ledger of that test, never in the user's own (postdp's default is per user)."""
+    monkeypatch.setenv("POSTDP_LEDGER", str(tmp_path / "postdp-ledger.jsonl"))

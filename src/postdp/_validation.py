@@ -19,6 +19,12 @@ from postdp.errors import ValidationError
 _INT64_SAFE = 2**62
 
 
+#: Largest total a table release accepts, and the one limit the command line states for
+#: every count: below 2**52 (about 4.5e15) float64 still holds fractions, so noisy values
+#: can be rounded and their sums checked exactly.
+MAX_COUNT = 2**52
+
+
 def positive_real(name: str, value: Any) -> float:
     """Return ``value`` as a float if it is a real number, finite and > 0."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):

@@ -49,6 +49,7 @@ def test_county_split_beats_the_equal_split():
 
     h = county_hierarchy()
     plan = postdp.plan_budget(h, total=3.0, weights=[0, 0, 1], compare=[1, 1, 1], starts=2)
+    assert plan.given_objective is not None
     assert plan.given_objective == pytest.approx(plan.equal_objective)
     assert plan.objective < 0.5 * plan.equal_objective
     assert list(plan.to_frame().columns) == ["level", "share", "mean_variance"]
@@ -64,6 +65,14 @@ def test_bad_plans():
         postdp.plan_budget(h, total=1.0, mechanism="cauchy")
     with pytest.raises(ValidationError, match="`compare` needs 3 positive"):
         postdp.plan_budget(h, total=1.0, compare=[1.0, 0.0, 1.0])
+    # a split spending more than the total would look better than the optimum
+    with pytest.raises(ValidationError, match="`compare` spends 3, not the total 1"):
+        postdp.plan_budget(h, total=1.0, compare=[1.0, 1.0, 1.0])
+    from postdp.analysis import plan_mae_budget
+
+    counted = synthetic_hierarchy((2, 2), rng=0)
+    with pytest.raises(ValidationError, match="`compare` spends 1.5, not the total 1"):
+        plan_mae_budget(counted, "clamp", total=1.0, draws=10, compare=[0.5, 0.5, 0.5])
 
 
 def test_frontier_follows_the_gaussian_scaling_law():

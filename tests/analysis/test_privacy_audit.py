@@ -110,3 +110,15 @@ def test_bad_inputs(tree):
 
     with pytest.raises(ValidationError, match="pass `delta`"):
         audit_privacy(ReleaseDesign(tree, Gaussian(rho=0.5)), trials=100)
+
+
+def test_the_audit_reports_its_progress_to_the_last_release():
+    from postdp import Geometric, Hierarchy
+    from postdp.analysis import ReleaseDesign, audit_privacy
+
+    h = Hierarchy.from_parents(["T", "a", "b"], [None, "T", "T"], [30, 10, 20])
+    seen: list[tuple[int, int]] = []
+    design = ReleaseDesign(h, Geometric(0.5), "project")
+    audit_privacy(design, trials=300, batch=100, rng=1, progress=lambda d, t: seen.append((d, t)))
+    assert seen[-1] == (1200, 1200) and len(seen) == 12
+    assert all(b[0] > a[0] for a, b in zip(seen, seen[1:], strict=False))

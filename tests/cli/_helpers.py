@@ -46,6 +46,7 @@ def write_inputs(folder: Path) -> None:
     variants = {
         "off.csv": TABLE.replace("US,,104729", "US,,104730"),
         "big.csv": TABLE.replace("104729", "10000000000000000000"),
+        "big52.csv": TABLE.replace("104729", str(2**52)),
         "frac.csv": TABLE.replace("01001,01,7919", "01001,01,7919.5"),
         "neg.csv": TABLE.replace("01001,01,7919", "01001,01,-7919"),
         "nan.csv": TABLE.replace("01001,01,7919", "01001,01,NaN"),

@@ -34,6 +34,18 @@ CASES: dict[str, tuple[list[str], str]] = {
     "ledger-is-folder": ([*R, "--ledger", "outdir"], "--ledger"),
     "ledger-is-input": ([*R, "--ledger", "t.csv"], "--ledger"),
     "ledger-with-study": ([*RS, "--ledger", "l.jsonl"], "--ledger"),
+    # -- release: options that would be ignored without a word (issue 22) ------------------
+    "replicates-without-uncertainty": ([*R, "--replicates", "20"], "--replicates 20: applies"),
+    "ci-level-without-uncertainty": ([*R, "--ci-level", "0.8"], "--ci-level 0.8: sets the"),
+    "format-on-a-hierarchy": ([*R, "--format", "wide"], "--format wide: applies to table"),
+    "weights-without-projection": (
+        [*R, "--weights", "inverse-variance", "--postprocess", "clamp"],
+        "--weights inverse-variance: weights the projection steps",
+    ),
+    "weights-on-a-table": (
+        ["release", "--table", "p1-us-county", "-o", "o.csv", "--weights", "inverse-variance"],
+        "--weights inverse-variance: a table's projection",
+    ),
     # -- release: input file ----------------------------------------------------------------
     "latin1-without-encoding": (["release", "--input", "latin.csv", "-o", "o.csv"], "--encoding"),
     "unknown-encoding": ([*R, "--encoding", "klingon"], "--encoding"),
@@ -43,6 +55,8 @@ CASES: dict[str, tuple[list[str], str]] = {
     "input-header-only": (["release", "--input", "header.csv", "-o", "o.csv"], "--input"),
     "parent-sum-off-by-one": (["release", "--input", "off.csv", "-o", "o.csv"], "--input"),
     "count-above-2-53": (["release", "--input", "big.csv", "-o", "o.csv"], "--count 'count'"),
+    # one limit for every count: 2**52, where float64 still holds the fractions of noise
+    "count-at-2-52": (["release", "--input", "big52.csv", "-o", "o.csv"], "is 2**52 (about"),
     "fractional-count": (["release", "--input", "frac.csv", "-o", "o.csv"], "--count 'count'"),
     "negative-count": (["release", "--input", "neg.csv", "-o", "o.csv"], "--count 'count'"),
     "nan-count": (["release", "--input", "nan.csv", "-o", "o.csv"], "--count 'count'"),

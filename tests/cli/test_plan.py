@@ -29,6 +29,11 @@ def test_plan_of_a_users_hierarchy(tmp_path, monkeypatch, capsys):
         (["--total", "1", "--weights", "0,0,0"], "must be nonnegative and not all zero"),
         (["--total", "1", "--weights", "1,-2,1"], "must be nonnegative and not all zero"),
         (["--total", "1", "--compare", "1,1"], "--compare '1,1': needs one value per level"),
+        # a split spending more than the total would print "better than the optimum"
+        (["--total", "1", "--compare", "1,1,1"], "--compare '1,1,1': spends 3, not --total 1"),
+        (["--total", "1", "--postprocess", "clamp"], "--postprocess 'clamp': applies to --obj"),
+        (["--total", "1", "--draws", "50"], "--draws 50: applies to --objective mae only"),
+        (["--total", "1", "--count", "count"], "--count 'count': applies to --objective mae"),
         (["--total", "1", "--mechanism", "cauchy"], "--mechanism"),
         (["--total", "1", "--input", "nowhere.csv"], "--input 'nowhere.csv': no such file"),
         (["--total", "1", "--input", "t.csv", "--parent", "up"], "--parent 'up': no such column"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 
 import numpy as np
@@ -110,6 +111,16 @@ BAD = [
     ),
     (["--input", "wide.csv", "--categories", "badtree.csv"], "--categories"),
     (["--input", "off.csv", "--categories", "tree.csv"], "first at geounit 'b', category 'T'"),
+    # a mistyped category code (y3 for y2) would drop its people from every total
+    (["--input", "typo.csv", "--categories", "tree.csv"], "column 'y3' is not a category"),
+    (
+        ["--input", "named.csv", "--categories", "tree.csv", "--ignore-columns", "nam"],
+        "--ignore-columns 'nam': no column 'nam'",
+    ),
+    (["--table", "p1-us-county", "--ignore-columns", "name"], "--ignore-columns 'name': only"),
+    # one limit with hierarchies, checked on input (rounding needs fractions below 2**52)
+    (["--input", "big.csv", "--categories", "tree.csv"], "category 'T' is 2**52 (about 4.5e15)"),
+    (["--input", "bigsum.csv", "--categories", "tree.csv"], "add up to 2**52 (about 4.5e15)"),
 ]
 
 
@@ -129,6 +140,14 @@ def _bad_designs(folder):
     (folder / "existing.csv").write_text("an earlier release\n")
     (folder / "badtree.csv").write_text("code,parent\nT,\nx,T\nx,T\n")
     (folder / "off.csv").write_text(WIDE.replace("b,S,31,", "b,S,32,"))
+    (folder / "typo.csv").write_text(WIDE.replace("y1,y2", "y1,y3"))
+    big = 2**52
+    (folder / "big.csv").write_text(WIDE.replace("b,S,31,17,", f"b,S,{big + 14},{big},"))
+    half = 2**51  # every cell below the limit, their sum at it
+    rows = [f"b,S,{half},{half},0,0,0", f"a1,a,{half},{half},0,0,0", "a2,a,0,0,0,0,0"]
+    (folder / "bigsum.csv").write_text("\n".join([*WIDE.split()[:3], *rows]) + "\n")
+    named = [line + ("," + ("name" if i == 0 else f"n{i}")) for i, line in enumerate(WIDE.split())]
+    (folder / "named.csv").write_text("\n".join(named) + "\n")
 
 
 @pytest.mark.parametrize(("extra", "message"), BAD, ids=lambda v: str(v)[:40])
@@ -369,3 +388,33 @@ def test_gls_margins_of_a_hierarchy_release(tmp_path, monkeypatch, capsys):
     assert not (tmp_path / "no.csv").exists()
     good = [*base, "--postprocess", "project", "--epsilon", "1,2,3", "--weights"]
     assert main([*good, "inverse-variance", "-o", "iv.csv"]) == 0
+
+
+def test_a_column_without_counts_is_kept_out_only_when_named(tmp_path, monkeypatch, capsys):
+    """``--ignore-columns`` names a column that holds no counts; the release then goes ahead."""
+    monkeypatch.chdir(tmp_path)
+    _inputs(tmp_path)
+    named = [line + ("," + ("name" if i == 0 else f"n{i}")) for i, line in enumerate(WIDE.split())]
+    (tmp_path / "named.csv").write_text("\n".join(named) + "\n")
+    args = ["release", "--input", "named.csv", "--categories", "tree.csv", "--study"]
+    args += ["--seed", "2", "--epsilon", "1", "-o", "out.csv"]
+    assert main(args) == 2
+    assert "column 'name' is not a category of --categories" in capsys.readouterr().err
+    assert main([*args, "--ignore-columns", "name"]) == 0
+    assert (tmp_path / "out.csv").exists()
+
+
+def test_from_wide_refuses_a_column_it_does_not_know():
+    from postdp.errors import ValidationError
+    from postdp.hierarchy import Hierarchy
+    from postdp.tables import Table
+
+    frame = pd.read_csv(io.StringIO(WIDE), dtype=str, keep_default_na=False)
+    tree = pd.read_csv(io.StringIO(TREE), dtype=str, keep_default_na=False)
+    geo = Hierarchy.from_frame(frame, id="id", parent="parent", count=None)
+    cat = Hierarchy.from_frame(tree, id="code", parent="parent", count=None)
+    leaves = frame[frame["T"] != ""]
+    with pytest.raises(ValidationError, match="'parent'"):
+        Table.from_wide(leaves, geo, cat, id="id")
+    table = Table.from_wide(leaves, geo, cat, id="id", ignore=["parent"])
+    assert int(table.counts()[0, 0]) == 31 + 29 + 43

@@ -88,3 +88,18 @@ def test_table_replicate_intervals_on_every_row(tmp_path, monkeypatch):
     out = pd.read_csv(tmp_path / "t.csv", dtype={"geo_id": str, "parent": str})
     assert {"ci_low", "ci_high", "ci_level"} <= set(out.columns)
     assert (out["ci_low"] <= out["ci_high"] + 1e-9).all()
+
+
+def test_table_replicate_intervals_on_the_secure_path(tmp_path, monkeypatch):
+    """The replicates of a secure table release draw OpenDP noise too (issue 22: this
+    failed after the release with a message about the study path's arguments)."""
+    from tests.cli.test_tables_cli import _inputs
+
+    monkeypatch.chdir(tmp_path)
+    _inputs(tmp_path)
+    args = ["release", "--input", "wide.csv", "--categories", "tree.csv", "--epsilon", "1"]
+    args += ["--postprocess", "project", "--uncertainty", "replicates", "--replicates", "10"]
+    assert main([*args, "-o", "t.csv"]) == 0
+    out = pd.read_csv(tmp_path / "t.csv", dtype={"geo_id": str, "parent": str})
+    assert set(out["path"]) == {"secure"} and len(out) == 5 * 5
+    assert (out["ci_low"] <= out["ci_high"] + 1e-9).all()

@@ -62,3 +62,17 @@ def test_bad_audits_write_nothing(extra, message, tmp_path, monkeypatch, capsys)
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def test_the_secure_audit_shows_its_size_and_progress(tmp_path, monkeypatch, capsys):
+    """A long --secure audit says up front how many releases it runs and shows a bar with
+    the rate and the time left (tqdm); --quiet silences both."""
+    write_inputs(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    args = ["verify-privacy", "--input", "t.csv", "--epsilon", "1", "--trials", "100"]
+    assert main([*args, "--secure"]) == 0
+    err = capsys.readouterr().err
+    assert "4 x 100 = 400 releases (OpenDP release path, one release at a time)" in err
+    assert "releases:" in err and "release/s" in err  # the bar, with its rate
+    assert main([*args, "--secure", "--quiet"]) == 0
+    assert capsys.readouterr().err == ""

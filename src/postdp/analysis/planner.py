@@ -99,7 +99,7 @@ def plan_budget(
     public_root : bool, default False
         The root's count is published exactly (an invariant).
     compare : sequence of float, optional
-        A split to evaluate too (e.g. the one in use).
+        A split to evaluate too (e.g. the one in use); it must spend exactly ``total``.
     starts : int, default 6
         Starting points of the optimiser (the equal split and random splits).
     rng : int, default 0
@@ -238,7 +238,7 @@ def plan_table_budget(
     public : sequence of (int, Query)
         Queries published exactly (e.g. the state totals); they cost nothing.
     compare : sequence of float, optional
-        A split (one share per query) to evaluate too.
+        A split (one budget per query, adding up to ``total``) to evaluate too.
     starts : int, default 4
     rng : int, default 0
 
@@ -302,6 +302,7 @@ def _optimise(
     if not np.isfinite(total) or total <= 0:
         raise ValidationError(f"`total` must be positive and finite; got {total!r}")
     floor = 1e-4 * total
+    split = given_split(compare, K, total)  # checked before any work
 
     def shares_of(x: FloatArray) -> FloatArray:
         out: FloatArray = floor + (total - K * floor) * np.abs(x) / np.abs(x).sum()
@@ -326,14 +327,26 @@ def _optimise(
         value = objective(res.x)
         if value < best:
             best_x, best = res.x, value
-    given = None
-    if compare is not None:
-        split = np.asarray(compare, dtype=float)
-        if split.shape != (K,) or (split <= 0).any():
-            raise ValidationError(f"`compare` needs {K} positive values; got {compare}")
-        given = float(w @ level_means(split))
+    given = None if split is None else float(w @ level_means(split))
     shares = shares_of(best_x)
     return BudgetPlan(shares, best, equal, given, level_means(shares))
+
+
+def given_split(compare: Sequence[float] | None, K: int, total: float) -> FloatArray | None:
+    """The split to compare with, checked: K positive budgets that spend exactly ``total``
+    (a split that spends more would look better than the optimum)."""
+    if compare is None:
+        return None
+    split = np.asarray(compare, dtype=float)
+    if split.shape != (K,) or not np.isfinite(split).all() or (split <= 0).any():
+        raise ValidationError(f"`compare` needs {K} positive values; got {list(compare)}")
+    spent = float(split.sum())
+    if abs(spent - total) > 1e-9 * total:
+        raise ValidationError(
+            f"`compare` spends {spent:.6g}, not the total {total:.6g}: a split to compare "
+            "must spend the same budget"
+        )
+    return split
 
 
 def _mechanism(family: str, budget: float) -> Mechanism:

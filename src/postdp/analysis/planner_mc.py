@@ -19,7 +19,7 @@ from typing import Literal
 import numpy as np
 
 from postdp._typing import FloatArray
-from postdp.analysis.planner import BudgetPlan, _mechanism
+from postdp.analysis.planner import BudgetPlan, _mechanism, given_split
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
 
@@ -69,6 +69,7 @@ def plan_mae_budget(
     draws : int, default 200
         Common random draws (memory: draws x nodes x 8 bytes, twice).
     compare : sequence of float, optional
+        A split to evaluate on the same draws; it must spend exactly ``total``.
     rng : int, default 0
 
     Returns
@@ -168,6 +169,7 @@ def plan_on_simplex(
         raise ValidationError(f"`total` must be positive and finite; got {total!r}")
     L = w.size
     floor = 1e-4 * total
+    split = given_split(compare, L, total)  # checked before any work
 
     def shares_of(z: FloatArray) -> FloatArray:
         x = np.exp(np.r_[0.0, z] - np.max(np.r_[0.0, z]))
@@ -192,11 +194,6 @@ def plan_on_simplex(
             )
             if res.fun < best:
                 best_z, best = res.x, float(res.fun)
-    given = None
-    if compare is not None:
-        split = np.asarray(compare, dtype=float)
-        if split.shape != (L,) or (split <= 0).any():
-            raise ValidationError(f"`compare` needs {L} positive values; got {compare}")
-        given = float(w @ level_terms(split))
+    given = None if split is None else float(w @ level_terms(split))
     shares = shares_of(best_z)
     return BudgetPlan(shares, best, equal, given, level_terms(shares))

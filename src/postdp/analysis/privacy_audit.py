@@ -134,6 +134,7 @@ def audit_privacy(
     alpha: float = 0.05,
     batch: int = 10_000,
     rng: RNGLike = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> PrivacyAudit:
     """Lower-bound the privacy loss of a release pipeline from its outputs on neighbours.
 
@@ -167,6 +168,9 @@ def audit_privacy(
         and children), never trials x nodes.
     rng : int, numpy.random.Generator, SeedSequence or None
         Seed of the study path and of nothing else.
+    progress : callable(done, total), optional
+        Called as releases complete (after each release on the secure path and for
+        pipelines, after each batch on the study path); ``total`` is ``4 * trials``.
 
     Returns
     -------
@@ -221,7 +225,14 @@ def audit_privacy(
         return np.column_stack([picked, picked @ weights, kept[:, at_family] @ discriminant])
 
     names = [f"node {h.ids[i]}" for i in changed] + ["weighted path sum", "discriminant"]
-    run = _runner(design, pipeline, secure, batch_rows, keep)
+    done = [0]
+
+    def advance(k: int) -> None:
+        done[0] += k
+        if progress is not None:
+            progress(done[0], 4 * n_trials)
+
+    run = _runner(design, pipeline, secure, batch_rows, keep, advance)
     gen = _rng.as_generator(rng)
     selection = [run(x, gen, n_trials) for x in (truth, other)]
     discriminant = _fisher(selection[0][:, at_family], selection[1][:, at_family])
@@ -340,10 +351,16 @@ def _path(parent: IntArray, node: int) -> IntArray:
 
 
 def _runner(
-    design: ReleaseDesign, pipeline: Pipeline | None, secure: bool, batch: int, keep: IntArray
+    design: ReleaseDesign,
+    pipeline: Pipeline | None,
+    secure: bool,
+    batch: int,
+    keep: IntArray,
+    advance: Callable[[int], None],
 ) -> Callable[[NumArray, np.random.Generator, int], FloatArray]:
     """A function that runs ``size`` releases of given true counts and returns the columns
-    ``keep`` of each (float64, shape (size, len(keep))): memory does not grow with n."""
+    ``keep`` of each (float64, shape (size, len(keep))): memory does not grow with n.
+    ``advance(k)`` is told of every k releases done."""
     if pipeline is not None:
         call = pipeline
 
@@ -351,6 +368,7 @@ def _runner(
             out = np.empty((size, keep.size))
             for i in range(size):  # one call per release, as an implementation runs
                 out[i] = np.asarray(call(x.copy(), gen), dtype=np.float64)[keep]
+                advance(1)
             return out
 
         return black_box
@@ -368,15 +386,17 @@ def _runner(
                     noisy[nodes] = opendp_release(design.per_level[d], x[nodes])
                 release = noisy if chain is None else chain(noisy)
                 out[i] = np.asarray(release, dtype=np.float64)[keep]
+                advance(1)
             return out
 
         return secure_run
 
     def study_run(x: NumArray, gen: np.random.Generator, size: int) -> FloatArray:
-        parts = [
-            np.asarray(design.run(x, rng=gen, size=min(batch, size - start))[:, keep], float)
-            for start in range(0, size, batch)
-        ]
+        parts = []
+        for start in range(0, size, batch):
+            rows = min(batch, size - start)
+            parts.append(np.asarray(design.run(x, rng=gen, size=rows)[:, keep], float))
+            advance(rows)
         return np.concatenate(parts)
 
     return study_run

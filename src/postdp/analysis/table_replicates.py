@@ -97,9 +97,9 @@ def table_replicate_intervals(
     gen = None if secure else _rng.as_generator(rng)
     errors = np.empty((R, geo.n, cat.n), dtype=np.float32)
     for k in range(R):
-        measured = measure(stand_in, workload, secure=secure, rng=gen, size=1)
+        measured = measure(stand_in, workload, secure=secure, rng=gen, size=None if secure else 1)
         est = projector(measured) if projector is not None else top_down_table(measured)
-        errors[k] = est[0] @ C.T - truth
+        errors[k] = np.reshape(est, (-1, *est.shape[-2:]))[0] @ C.T - truth
     tail = (1.0 - level) / 2.0
     q_low, q_high = np.quantile(errors, [tail, 1.0 - tail], axis=0)
     return ConfidenceInterval(r - q_high, r - q_low, level)

@@ -76,25 +76,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     state = RunState()
     previous = _catch_interrupts(state)
     try:
-        parser = build_parser()
         try:
-            args = parser.parse_args(words)
-        except SystemExit as stop:  # --help, --version, or a one-line usage error
-            return stop.code if isinstance(stop.code, int) else 2
-        args._typed = [w.split("=", 1)[0] for w in words if w.startswith("-")]
-        args._words = words
-        return _dispatch(args, state, debug)
-    except KeyboardInterrupt:
-        print(f"postdp: {state.describe()}", file=sys.stderr, flush=True)
-        return 130
-    except Exception:
-        if not state.interrupted:
-            raise
-        print(f"postdp: {state.describe()}", file=sys.stderr, flush=True)
-        return 130
-    finally:
+            parser = build_parser()
+            try:
+                args = parser.parse_args(words)
+            except SystemExit as stop:  # --help, --version, or a one-line usage error
+                return stop.code if isinstance(stop.code, int) else 2
+            args._typed = [w.split("=", 1)[0] for w in words if w.startswith("-")]
+            args._words = words
+            return _dispatch(args, state, debug)
+        except KeyboardInterrupt:
+            print(f"postdp: {state.describe()}", file=sys.stderr, flush=True)
+            return 130
+        except Exception:
+            if not state.interrupted:
+                raise
+            print(f"postdp: {state.describe()}", file=sys.stderr, flush=True)
+            return 130
+        finally:
+            state.close()
+            if previous is not None:
+                signal.signal(signal.SIGINT, previous)
+    except KeyboardInterrupt:  # on the way out: the cleanups may not have run yet
+        state.close()  # idempotent: each cleanup leaves the list once it has run
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
+        print(f"postdp: {state.describe()}", file=sys.stderr, flush=True)
+        return 130
 
 
 def _catch_interrupts(state: Any) -> Any:

@@ -88,7 +88,7 @@ def run_table_audit(args: argparse.Namespace, state: RunState) -> int:
     )
     by_size, by_diversity = design.metrics(result)
     state.phase = f"writing {out_dir}"
-    folder = OutputDir(out_dir, state)
+    folder = OutputDir(out_dir, state, overwrite=args.overwrite)
     try:
         suffix = ".parquet" if args.format == "parquet" else ".csv"
         for name, frame in (
@@ -121,7 +121,7 @@ def run_table_audit(args: argparse.Namespace, state: RunState) -> int:
         folder.discard()
         raise
     state.written = [str(out_dir)]
-    write_report(report_path, report, state)
+    write_report(report_path, report, state, overwrite=args.overwrite)
     mean, se = result.bias, result.bias_se
     z = np.abs(mean) / np.maximum(se, 1e-300)
     worst = int(np.argmax(np.where(se > 0, z, 0.0)))

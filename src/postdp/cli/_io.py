@@ -9,6 +9,7 @@ An interrupted or failed write removes its temporary files and leaves what was t
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import io
 import json
@@ -46,6 +47,14 @@ class RunState:
     written: list[str] = field(default_factory=list)
     pending: list[str] = field(default_factory=list)
     interrupted: bool = False
+    cleanup: list[Callable[[], None]] = field(default_factory=list)  # run when the command ends
+
+    def close(self) -> None:
+        """Run the cleanups (e.g. let a ledger lock go), last taken first; Ctrl-C waits."""
+        with sigint_held():
+            while self.cleanup:
+                self.cleanup[-1]()
+                self.cleanup.pop()
 
     def written_now(self, path: str) -> None:
         """Record ``path`` as complete (it left the pending list)."""
@@ -61,11 +70,15 @@ class RunState:
 
 
 def sha256(path: Path) -> str:
-    """SHA-256 of a file's bytes."""
+    """SHA-256 of a file's bytes (Ctrl-C waits until the file is closed again)."""
     digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
+    with sigint_held():
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            while block := os.read(fd, 1 << 20):
+                digest.update(block)
+        finally:
+            os.close(fd)
     return digest.hexdigest()
 
 
@@ -108,11 +121,16 @@ def read_table(path_text: str, flag: str, encoding: str) -> tuple[Any, Path, str
     return frame, path, digest
 
 
+_TOO_LARGE = "is 2**52 (about 4.5e15) or more, more than postdp releases exactly"
+
+
 def parse_counts(column: Any, ids: Sequence[str], *, integers: bool, flag: str, name: str) -> Any:
     """Counts from a text column, strictly: whole numbers for integer mechanisms, finite and
     nonnegative always. Messages name the column, row and id, never a count."""
     import numpy as np
     import pandas as pd
+
+    from postdp._validation import MAX_COUNT
 
     text = pd.Series(column, dtype=str).str.strip()
 
@@ -130,16 +148,16 @@ def parse_counts(column: Any, ids: Sequence[str], *, integers: bool, flag: str, 
         )
         digits = text.str.lstrip("+-").str.lstrip("0").str.len()
         check(text.str.startswith("-") & (digits > 0), "is negative")
-        check(digits > 16, "is above 2**53, more than postdp handles exactly")
+        check(digits > 16, _TOO_LARGE)
         values = text.astype(np.int64).to_numpy()
-        check(values > 2**53, "is above 2**53, more than postdp handles exactly")
+        check(values >= MAX_COUNT, _TOO_LARGE)
         return values
     numbers = pd.to_numeric(text, errors="coerce")
     check(numbers.isna(), "is not a number")
     out = numbers.to_numpy(dtype=np.float64)
     check(~np.isfinite(out), "is not finite")
     check(out < 0, "is negative")
-    check(out > 2.0**53, "is above 2**53, which float64 cannot hold exactly")
+    check(out >= MAX_COUNT, _TOO_LARGE)
     return out
 
 
@@ -225,55 +243,150 @@ def check_output_dir(text: str, flag: str, *, inputs: Sequence[Path], overwrite:
 
 
 @contextmanager
-def atomic_file(path: Path, done: Callable[[], None] | None = None) -> Iterator[Path]:
-    """Yield a temporary path beside ``path``; on success it replaces ``path`` atomically
-    and calls ``done()`` (e.g. to record that ``path`` is written) with Ctrl-C held back
-    until both are over, so an interrupt never falls between the two."""
+def atomic_file(
+    path: Path, done: Callable[[], None] | None = None, *, exclusive: bool = False
+) -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; on success it is moved to ``path`` atomically
+    and ``done()`` runs (e.g. to record that ``path`` is written), with Ctrl-C held back
+    until both are over, so an interrupt never falls between the two. ``exclusive``: the
+    move fails (FileExistsError) if ``path`` exists by then (another process wrote it after
+    the checks) instead of replacing it."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(handle)
-    tmp = Path(name)
+    tmp = None
     try:
+        with sigint_held():  # created and known together, so it is always removed
+            tmp = new_temporary(path)
         yield tmp
-        with tmp.open("rb") as written:
-            os.fsync(written.fileno())
-        with _sigint_held():
-            os.replace(tmp, path)
+        fsync_file(tmp)
+        with sigint_held():
+            place(tmp, path, exclusive=exclusive)
             if done is not None:
                 done()
     finally:
-        if tmp.exists():
-            tmp.unlink()
+        with sigint_held():
+            if tmp is not None and tmp.exists():
+                tmp.unlink()
+
+
+def new_temporary(path: Path) -> Path:
+    """An empty temporary file beside ``path`` with the mode a new file gets from the umask
+    (``mkstemp`` alone makes it private to the owner): see :data:`MODES`."""
+    handle, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        os.chmod(name, 0o666 & ~current_umask())
+    finally:
+        os.close(handle)
+    return Path(name)
+
+
+#: The permission policy of every file and folder postdp writes: what ``touch`` and
+#: ``mkdir`` would give under the process's umask (0644 and 0755 under the usual 022).
+MODES = "files 0666 & ~umask, folders 0777 & ~umask"
+
+
+def current_umask() -> int:
+    """The process's umask (read by setting it and putting it back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def place(tmp: Path, path: Path, *, exclusive: bool) -> None:
+    """Move ``tmp`` to ``path``; with ``exclusive``, never over an existing file: a hard
+    link creates the name only if it is free (where the file system has no hard links, the
+    name is reserved with O_EXCL first)."""
+    if not exclusive:
+        os.replace(tmp, path)
+        return
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        raise
+    except OSError:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+        os.replace(tmp, path)
+    else:
+        os.unlink(tmp)
+
+
+_HELD: dict[str, Any] = {"depth": 0, "pending": False, "previous": None}
 
 
 @contextmanager
-def _sigint_held() -> Iterator[None]:
-    """Hold back SIGINT (it is delivered when the block ends) in the main thread."""
+def sigint_held() -> Iterator[None]:
+    """Hold back Ctrl-C over a block (file moves and their records): an interrupt that
+    arrives inside is delivered when the block ends.
+
+    Python runs signal handlers in the main thread whichever thread the system hands the
+    signal to, so the handler itself is swapped for one that only notes the interrupt
+    (masking SIGINT in the main thread is not enough: a BLAS or progress-bar thread can
+    take the signal, and the handler then still runs inside the block)."""
     import signal
     import threading
 
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    if _HELD["depth"] == 0:
+
+        def note(signum: int, frame: object) -> None:
+            _HELD["pending"] = True
+
+        _HELD["pending"] = False
+        _HELD["previous"] = signal.signal(signal.SIGINT, note)
+    _HELD["depth"] += 1
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+        _HELD["depth"] -= 1
+        if _HELD["depth"] == 0:
+            previous = _HELD["previous"]
+            signal.signal(signal.SIGINT, previous)
+            if _HELD["pending"]:
+                _HELD["pending"] = False
+                if callable(previous):
+                    previous(signal.SIGINT, None)
+                elif previous != signal.SIG_IGN:
+                    raise KeyboardInterrupt
+
+
+def fsync_file(path: Path) -> None:
+    """Flush a written file to disk (its descriptor is never left open by Ctrl-C)."""
+    with sigint_held():
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def write_atomic(
-    path: Path, write: Callable[[Path], None], done: Callable[[], None] | None = None
+    path: Path,
+    write: Callable[[Path], None],
+    done: Callable[[], None] | None = None,
+    *,
+    overwrite: bool,
 ) -> None:
     """Write ``path`` through ``write(tmp)`` atomically (then ``done()``, see
-    :func:`atomic_file`); an OSError becomes a CliError."""
+    :func:`atomic_file`); without ``overwrite`` never over a file that appeared after the
+    checks. An OSError becomes a CliError."""
     try:
-        with atomic_file(path, done) as tmp:
+        with atomic_file(path, done, exclusive=not overwrite) as tmp:
             write(tmp)
+    except FileExistsError:
+        raise CliError(appeared(path)) from None
     except OSError as exc:
         raise CliError(
             f"could not write {str(path)!r} ({exc.strerror or exc}); nothing was written there"
         ) from None
+
+
+def appeared(path: Path) -> str:
+    """The message for an output that another process created after this one checked it."""
+    return (
+        f"{str(path)!r} appeared while this command ran (another process wrote it); it was "
+        "not replaced (pass --overwrite to replace it) and nothing was written there"
+    )
 
 
 class OutputDir:
@@ -283,12 +396,14 @@ class OutputDir:
     written last; an existing folder is replaced only after the new one is complete.
     """
 
-    def __init__(self, path: Path, state: RunState) -> None:
+    def __init__(self, path: Path, state: RunState, *, overwrite: bool) -> None:
         self.path = path
         self.state = state
+        self.overwrite = overwrite
         self.files: list[str] = []
         path.parent.mkdir(parents=True, exist_ok=True)
         self.tmp = Path(tempfile.mkdtemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp"))
+        os.chmod(self.tmp, 0o777 & ~current_umask())  # see MODES (mkdtemp makes it 0700)
 
     def file(self, name: str) -> Path:
         """Where to write ``name`` (inside the temporary folder)."""
@@ -302,11 +417,16 @@ class OutputDir:
             json.dumps({**manifest, "files": self.files}, indent=2) + "\n", encoding="utf-8"
         )
         old = None
-        with _sigint_held():  # the swap and its record happen together or not at all
-            if self.path.exists():
+        with sigint_held():  # the swap and its record happen together or not at all
+            if self.overwrite and self.path.exists():
                 old = Path(tempfile.mkdtemp(dir=self.path.parent, prefix=f".{self.path.name}.old."))
                 os.replace(self.path, old / "previous")
-            os.replace(self.tmp, self.path)
+            try:  # onto nothing or an empty folder; a folder filled meanwhile is kept
+                os.rename(self.tmp, self.path)
+            except OSError as exc:
+                if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
+                    raise CliError(appeared(self.path)) from None
+                raise
             self.state.pending = []
             self.state.written.append(str(self.path))
         if old is not None:

@@ -2,26 +2,48 @@
 
 A retried or repeated release of the same people spends privacy again. Every secure
 ``postdp release`` appends a line (time, input SHA-256, mechanism and budget per level,
-post-processing, output path and SHA-256, versions) to a ledger file, by default
-``postdp-ledger.jsonl`` beside the output, before the output is moved into place; it reads
-the ledger first to report, and cap with ``--budget-cap``, the budget already spent on the
-same input (same SHA-256).
+post-processing, output path and SHA-256, versions) to a ledger that follows the *input*,
+not the output: one ledger per user (see :func:`default_path`; ``--ledger`` or the
+``POSTDP_LEDGER`` environment variable name another), so every release of the same input
+(same SHA-256) is found in it wherever its outputs went. A release holds an exclusive lock
+on the ledger from the budget check to the append, so concurrent releases are serialised:
+the second sees the first's record (and ``--budget-cap`` counts it). The append and the
+moves of the output and its privacy statement into place happen together, with Ctrl-C held
+back; a release that cannot be recorded leaves nothing behind.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from postdp.cli._options import CliError
 
-__all__ = ["LEDGER_NAME", "Spent", "append", "spent_on"]
+__all__ = ["LEDGER_NAME", "LedgerUse", "Spent", "append", "default_path", "spent_on"]
 
+#: The name of the per-folder ledgers that postdp 0.x wrote beside each output (still read).
 LEDGER_NAME = "postdp-ledger.jsonl"
+
+
+def default_path() -> Path:
+    """The ledger a secure release uses when ``--ledger`` is not given.
+
+    ``$POSTDP_LEDGER`` if set; otherwise ``postdp/ledger.jsonl`` in the user's data folder
+    (``$XDG_DATA_HOME``, by default ``~/.local/share``; ``%LOCALAPPDATA%`` on Windows).
+    """
+    named = os.environ.get("POSTDP_LEDGER", "").strip()
+    if named:
+        return Path(named).expanduser().resolve()
+    if sys.platform == "win32" and os.environ.get("LOCALAPPDATA"):
+        base = Path(os.environ["LOCALAPPDATA"])
+    else:
+        base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    return (base.expanduser() / "postdp" / "ledger.jsonl").resolve()
 
 
 @dataclass(frozen=True)
@@ -31,6 +53,24 @@ class Spent:
     releases: int
     epsilon: float
     rho: float
+
+
+@dataclass(frozen=True)
+class LedgerUse:
+    """The ledger a release consulted and will append to, and what it found."""
+
+    path: Path
+    spent: Spent
+    also_read: list[Path] = field(default_factory=list)  # older ledgers beside the output
+
+    def describe(self) -> dict[str, Any]:
+        """For the privacy statement: which ledgers were consulted and what they hold."""
+        return {
+            "path": str(self.path),
+            "also_read": [str(p) for p in self.also_read],
+            "earlier_releases_of_this_input": self.spent.releases,
+            "earlier_budget": {"epsilon": self.spent.epsilon, "rho": self.spent.rho},
+        }
 
 
 def read(path: Path, flag: str) -> list[dict[str, Any]]:
@@ -81,14 +121,87 @@ def check_writable(path: Path, flag: str) -> None:
     _probe(path.parent, flag, str(path))
 
 
-def append(path: Path, record: dict[str, Any]) -> None:
-    """Append one record as a JSON line and flush it to disk."""
+def lock(path: Path, flag: str, cleanup: list[Callable[[], None]]) -> None:
+    """Take the exclusive lock of a ledger, waiting for another postdp release that holds
+    it; the function that lets it go is added to ``cleanup`` before the wait, so an
+    interrupt never leaves it held.
+
+    The lock is taken on the ledger's folder (an advisory ``flock``), so no lock file is
+    left behind; on Windows, on a ``<ledger>.lock`` file beside it."""
+    from postdp.cli._io import sigint_held
+
+    if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
+        target, mode = path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT
+    else:
+        target, mode = path.parent, os.O_RDONLY
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with sigint_held():
+            fd = os.open(target, mode, 0o666)
+            cleanup.append(lambda: os.close(fd))  # closing the descriptor lets the lock go
+    except OSError as exc:
+        raise CliError(
+            f"{flag} {str(path)!r}: cannot take its lock on {str(target)!r} ({exc.strerror})"
+        ) from None
+    _acquire(fd, path)
+
+
+def _acquire(fd: int, path: Path) -> None:
+    if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
+        import msvcrt
+        import time
+
+        while True:
+            try:
+                msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+                return
+            except OSError:
+                time.sleep(0.1)
+    import fcntl
+
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        print(
+            f"postdp: waiting for the ledger {str(path)!r}: another postdp release holds it",
+            file=sys.stderr,
+            flush=True,
+        )
+        fcntl.flock(fd, fcntl.LOCK_EX)
+
+
+def append(path: Path, record: dict[str, Any]) -> int:
+    """Append one record as a JSON line and flush it to disk; return the ledger's size
+    before (to take the line back with :func:`truncate`). A failed append is taken back."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    line = json.dumps(record, sort_keys=True) + "\n"
-    with path.open("a", encoding="utf-8") as handle:
-        handle.write(line)
-        handle.flush()
-        os.fsync(handle.fileno())
+    line = (json.dumps(record, sort_keys=True) + "\n").encode("utf-8")
+    size = None
+    try:
+        with path.open("ab", buffering=0) as handle:
+            size = handle.seek(0, os.SEEK_END)
+            _write_line(handle, line)
+    except BaseException:
+        if size is not None:
+            truncate(path, size)
+        raise
+    return size
+
+
+def _write_line(handle: Any, line: bytes) -> None:
+    handle.write(line)
+    handle.flush()
+    os.fsync(handle.fileno())
+
+
+def truncate(path: Path, size: int) -> None:
+    """Cut a ledger back to ``size`` bytes (taking back an append this process made while
+    it held the lock)."""
+    try:
+        with path.open("r+b") as handle:
+            handle.truncate(size)
+            os.fsync(handle.fileno())
+    except OSError:
+        pass
 
 
 def statement_path(output: Path) -> Path:
@@ -101,10 +214,16 @@ STATEMENT_DELTAS = (1e-6, 1e-7, 1e-8, 1e-9, 1e-10, 1e-11, 1e-12)
 
 
 def statement(
-    record: dict[str, Any], *, secure: bool, derived: list[str], public: list[str] | None = None
+    record: dict[str, Any],
+    *,
+    secure: bool,
+    derived: list[str],
+    public: list[str] | None = None,
+    ledger: LedgerUse | None = None,
 ) -> dict[str, Any]:
     """The privacy statement of a release, from its ledger record (``public``: the ids the
-    --public flag resolved to, when the record holds the flag as typed)."""
+    --public flag resolved to, when the record holds the flag as typed; ``ledger``: the
+    ledger consulted, None on the study path)."""
     from postdp.mechanisms import Budget
 
     budget = Budget(epsilon=record["budget"]["epsilon"], rho=record["budget"]["rho"])
@@ -129,6 +248,11 @@ def statement(
             "note": "invariants are released without noise: they, and every count they "
             "determine, carry no privacy protection; the budget above covers the rest",
         },
+        "ledger": (
+            ledger.describe()
+            if ledger is not None
+            else "none consulted: a study-path draw is not a release and is not recorded"
+        ),
         "time": record.get("time"),
     }
 
@@ -136,49 +260,118 @@ def statement(
 def publish(
     output: Path,
     frame: Any,
-    ledger_path: Path | None,
+    ledger: LedgerUse | None,
     record: Callable[[str], dict[str, Any]],
     privacy: Callable[[dict[str, Any]], dict[str, Any]],
     done: Callable[[], None] | None = None,
+    *,
+    overwrite: bool,
 ) -> None:
-    """Write ``frame`` as CSV to ``output`` atomically, with its privacy statement
-    (``privacy(record)``) beside it; for a secure release, append ``record(sha256 of the
-    written bytes)`` to the ledger; both before the output is moved into place (a release
-    that cannot be recorded is not published). ``done()`` runs right after the move, with
-    Ctrl-C held back until it returns (e.g. to record the output as written)."""
-    from postdp.cli._io import sha256, write_atomic
-    from postdp.cli._options import CliError
+    """Write ``frame`` as CSV to ``output`` with its privacy statement (``privacy(record)``)
+    beside it and, for a secure release, ``record(sha256 of the written bytes)`` appended to
+    the ledger; all or nothing.
 
-    def write(tmp: Path) -> None:
-        frame.to_csv(tmp, index=False)
-        entry = record(sha256(tmp))
-        text = json.dumps(privacy(entry), indent=2) + "\n"
+    Both files are written to temporary names first. Then, with Ctrl-C held back, the
+    record is appended, the statement and the output are moved into place and ``done()``
+    runs (e.g. to record the output as written). If the append fails, nothing is moved; if
+    a move fails (without ``overwrite``, a file that another process created meanwhile),
+    the record is taken back and a statement this release created is removed.
+    """
+    from postdp.cli._io import fsync_file, new_temporary, sha256, sigint_held
 
-        def write_statement(target: Path) -> None:
-            target.write_text(text, encoding="utf-8")
+    statement_file = statement_path(output)
+    exclusive = not overwrite
+    temporaries: list[Path] = []
+    try:
+        try:
+            output.parent.mkdir(parents=True, exist_ok=True)
+            with sigint_held():  # created and known together, so they are always removed
+                tmp_out = new_temporary(output)
+                temporaries.append(tmp_out)
+                tmp_statement = new_temporary(statement_file)
+                temporaries.append(tmp_statement)
+            frame.to_csv(tmp_out, index=False)
+            entry = record(sha256(tmp_out))
+            text = json.dumps(privacy(entry), indent=2) + "\n"
+            tmp_statement.write_text(text, encoding="utf-8")
+            for tmp in temporaries:
+                fsync_file(tmp)
+        except OSError as exc:
+            raise CliError(
+                f"could not write {str(output)!r} ({exc.strerror or exc}); nothing was "
+                "written there"
+            ) from None
+        with sigint_held():
+            _record_and_place(
+                [(tmp_statement, statement_file), (tmp_out, output)], ledger, entry, exclusive
+            )
+            if done is not None:
+                done()
+    finally:
+        with sigint_held():
+            _remove(temporaries)
 
-        write_atomic(statement_path(output), write_statement)
-        if ledger_path is not None:
-            try:
-                append(ledger_path, entry)
-            except OSError as exc:
-                raise CliError(
-                    f"--ledger {str(ledger_path)!r}: could not record the release "
-                    f"({exc.strerror}); nothing was published"
-                ) from None
 
-    write_atomic(output, write, done)
+def _record_and_place(
+    moves: list[tuple[Path, Path]], ledger: LedgerUse | None, entry: dict[str, Any], exclusive: bool
+) -> None:
+    """Append ``entry`` to the ledger, then make each move; on a failed move, undo the
+    append and the moves made (all or nothing)."""
+    from postdp.cli._io import appeared, place
+
+    before = None
+    if ledger is not None:
+        try:
+            before = append(ledger.path, entry)
+        except OSError as exc:
+            raise CliError(
+                f"--ledger {str(ledger.path)!r}: could not record the release "
+                f"({exc.strerror or exc}); nothing was published"
+            ) from None
+    created: list[Path] = []
+    for tmp, target in moves:
+        try:
+            place(tmp, target, exclusive=exclusive)
+        except OSError as exc:
+            if exclusive:
+                _remove(created)
+            if ledger is not None and before is not None:
+                truncate(ledger.path, before)
+            if isinstance(exc, FileExistsError):
+                raise CliError(appeared(target)) from None
+            raise CliError(
+                f"could not write {str(target)!r} ({exc.strerror or exc}); nothing was published"
+            ) from None
+        created.append(target)
+
+
+def _remove(paths: list[Path]) -> None:
+    for path in paths:
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            pass
+        except OSError:
+            pass
 
 
 def release_outputs(
-    args: Any, inputs: list[Path], input_sha256: str, *, secure: bool
-) -> tuple[Path, Path | None, Spent | None]:
+    args: Any, inputs: list[Path], input_sha256: str, *, secure: bool, state: Any
+) -> tuple[Path, LedgerUse | None]:
     """Check a release's output, its privacy statement and (secure path) its ledger before
-    anything is drawn; return the output path, the ledger path and what the ledger records
-    as already spent on this input."""
+    anything is drawn; return the output path and the ledger in use.
+
+    On the secure path the ledger's lock is taken first and held (``state.cleanup``) until
+    the command ends, so the budget check, the draw and the append see no other release.
+    """
     from postdp.cli._io import check_output_file
     from postdp.cli._options import typed
 
+    ledger = None
+    if secure:
+        ledger = Path(args.ledger).expanduser().resolve() if args.ledger else default_path()
+        check_writable(ledger, "--ledger")
+        lock(ledger, "--ledger", state.cleanup)
     shown = typed(args, "--output", "-o")
     output = check_output_file(args.output, shown, inputs=inputs, overwrite=args.overwrite)
     check_output_file(
@@ -187,12 +380,18 @@ def release_outputs(
         inputs=inputs,
         overwrite=args.overwrite,
     )
-    if not secure:
-        return output, None, None
-    ledger = (
-        Path(args.ledger).expanduser().resolve() if args.ledger else output.parent / LEDGER_NAME
-    )
-    if ledger in (*inputs, output):
-        raise CliError(f"--ledger {str(ledger)!r}: is an input or the output")
-    check_writable(ledger, "--ledger")
-    return output, ledger, spent_on(read(ledger, "--ledger"), input_sha256)
+    if ledger is None:
+        return output, None
+    if ledger in (*inputs, output, statement_path(output)):
+        raise CliError(f"--ledger {str(ledger)!r}: is an input or an output")
+    records = read(ledger, "--ledger")
+    also = []
+    beside = output.parent / LEDGER_NAME  # where postdp 0.x kept a ledger per folder
+    if beside.is_file() and beside != ledger:
+        older = read(beside, f"{shown} (the older ledger beside it)")
+        seen = {(r.get("output_sha256"), r.get("time")) for r in records}
+        extra = [r for r in older if (r.get("output_sha256"), r.get("time")) not in seen]
+        if any(r["input_sha256"] == input_sha256 for r in extra):
+            also.append(beside)
+        records += extra
+    return output, LedgerUse(ledger, spent_on(records, input_sha256), also)

@@ -285,14 +285,14 @@ def add_output_options(parser: argparse.ArgumentParser, *, quiet: bool = True) -
         parser.add_argument("--quiet", action="store_true", help="no progress bars")
 
 
-def progress(label: str, total: int, *, quiet: bool) -> Any:
+def progress(label: str, total: int, *, quiet: bool, unit: str = "step") -> Any:
     """A tqdm progress bar on stderr (rates and ETA; plain lines when not a terminal)."""
     from tqdm import tqdm
 
     return tqdm(
         total=total,
         desc=label,
-        unit="step",
+        unit=unit,
         file=sys.stderr,
         disable=quiet,
         leave=False,
@@ -334,7 +334,14 @@ def add_table_flags(parser: argparse.ArgumentParser, *, formats: bool = True) ->
         metavar="CSV",
         help="category tree (columns code, parent, optional label) of a table given as a wide "
         "--input: one row per geounit (--id, --parent) and one column per category code; "
-        "counts are needed on the leaf geounits' rows, other rows are checked when filled",
+        "counts are needed on the leaf geounits' rows, other rows are checked when filled; "
+        "any other column is refused unless named in --ignore-columns",
+    )
+    parser.add_argument(
+        "--ignore-columns",
+        metavar="COL,COL",
+        help="columns of the wide --input that hold no counts (names, notes); without it a "
+        "column that is not a category code is refused",
     )
     parser.add_argument(
         "--design",
@@ -357,4 +364,9 @@ def add_table_flags(parser: argparse.ArgumentParser, *, formats: bool = True) ->
 
 def wants_table(args: argparse.Namespace) -> bool:
     """Whether the command works on a table (``--table`` or ``--categories``)."""
+    if getattr(args, "ignore_columns", None) is not None and args.categories is None:
+        raise CliError(
+            f"--ignore-columns {args.ignore_columns!r}: only for a wide table read with "
+            "--input and --categories"
+        )
     return args.table is not None or args.categories is not None

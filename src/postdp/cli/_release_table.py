@@ -50,11 +50,11 @@ def run_table(args: argparse.Namespace, state: RunState, check_cap: Any) -> int:
         from postdp.mechanisms.release import opendp_version
 
         opendp = opendp_version()
-    output, ledger_path, spent = _ledger.release_outputs(
-        args, loaded.paths, loaded.sha256, secure=secure
+    output, ledger = _ledger.release_outputs(
+        args, loaded.paths, loaded.sha256, secure=secure, state=state
     )
-    if spent is not None:
-        check_cap(args, spent, [m.mechanism for m in work.measurements if m.mechanism])
+    if ledger is not None:
+        check_cap(args, ledger, [m.mechanism for m in work.measurements if m.mechanism])
 
     from postdp.tables import category_matrix, measure
 
@@ -95,12 +95,13 @@ def run_table(args: argparse.Namespace, state: RunState, check_cap: Any) -> int:
     _ledger.publish(
         output,
         frame,
-        ledger_path,
+        ledger,
         lambda digest: _record(args, loaded, work, output, digest, opendp),
-        lambda entry: _ledger.statement(entry, secure=secure, derived=[]),
+        lambda entry: _ledger.statement(entry, secure=secure, derived=[], ledger=ledger),
         done=lambda: state.written_now(str(output)),
+        overwrite=args.overwrite,
     )
-    _report(args, loaded, work, output, secure, spent, ledger_path)
+    _report(args, loaded, work, output, secure, ledger)
     return 0
 
 
@@ -188,8 +189,7 @@ def _report(
     work: Any,
     output: Path,
     secure: bool,
-    spent: Any,
-    ledger_path: Path | None,
+    ledger: _ledger.LedgerUse | None,
 ) -> None:
     table = loaded.table
     n_cells = table.geography.n * table.categories.n
@@ -218,5 +218,13 @@ def _report(
     costs = work.cost_frame()
     for _, row in costs[costs["query"] == "*"].iterrows():
         print(f"  level {row['level']}: epsilon {row['epsilon']:g}, rho {row['rho']:g}")
-    if spent is not None and ledger_path is not None:
-        print(f"ledger {ledger_path}: {spent.releases} earlier release(s) of this input")
+    if ledger is not None:
+        from postdp.mechanisms import Budget
+
+        spent, this = ledger.spent, work.budget()
+        total = Budget(epsilon=spent.epsilon + this.epsilon, rho=spent.rho + this.rho)
+        at = "" if total.rho == 0 else f" at delta = {args.delta:g}"
+        print(
+            f"ledger {ledger.path}: {spent.releases} earlier release(s) of this input; "
+            f"cumulative budget now epsilon = {total.to_approx_dp(args.delta):.6g}{at}"
+        )

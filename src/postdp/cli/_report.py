@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import os
 import shlex
 from collections.abc import Sequence
 from pathlib import Path
@@ -54,19 +53,16 @@ def command_line(args: argparse.Namespace) -> str:
     return "postdp " + shlex.join(getattr(args, "_words", [args.command]))
 
 
-def write_report(path: Path | None, report: Any, state: RunState) -> None:
+def write_report(path: Path | None, report: Any, state: RunState, *, overwrite: bool) -> None:
     """Render ``report`` and write it atomically to ``path`` (nothing when ``path`` is None)."""
     if path is None:
         return
     html = report.to_html()
-    mask = os.umask(0)
-    os.umask(mask)
 
     def write(tmp: Path) -> None:
         tmp.write_text(html, encoding="utf-8")
-        tmp.chmod(0o666 & ~mask)  # readable like any other file the user writes
 
-    write_atomic(path, write, done=lambda: state.written.append(str(path)))
+    write_atomic(path, write, done=lambda: state.written.append(str(path)), overwrite=overwrite)
 
 
 def figures_from(folder: Path, names: Sequence[str], captions: dict[str, Any]) -> list[Any]:

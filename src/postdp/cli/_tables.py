@@ -59,11 +59,25 @@ def load_table(args: argparse.Namespace) -> LoadedTable:
             raise CliError(f"{option} {getattr(args, option[2:])!r}: no such column in --input")
     with flag("--input", args.input):
         geography = Hierarchy.from_frame(frame, id=args.id, parent=args.parent, count=None)
+    ignored = [c.strip() for c in (getattr(args, "ignore_columns", None) or "").split(",") if c.strip()]
+    for column in ignored:
+        if column not in frame.columns:
+            raise CliError(f"--ignore-columns {args.ignore_columns!r}: no column {column!r}")
+    known = {*(str(c) for c in categories.ids), args.id, args.parent, *ignored}
+    unknown = [str(c) for c in frame.columns if str(c) not in known]
+    if unknown:
+        raise CliError(
+            f"--input {args.input!r}: column {unknown[0]!r} is not a category of --categories "
+            "(a mistyped code would drop its people from every total); name columns without "
+            "counts in --ignore-columns"
+        )
     codes = [str(c) for c in categories.ids if str(c) in frame.columns]
     filled = (frame[codes].apply(lambda col: col.str.strip()) != "").any(axis=1)
     rows = frame[filled.to_numpy()]
     with flag("--input", args.input):
-        table = Table.from_wide(rows, geography, categories, id=args.id, labels=labels)
+        table = Table.from_wide(
+            rows, geography, categories, id=args.id, labels=labels, ignore=[args.parent, *ignored]
+        )
     combined = hashlib.sha256((digest + tree_sha).encode()).hexdigest()
     return LoadedTable(table, [path, tree_path], combined, str(path))
 

@@ -255,7 +255,7 @@ def run(args: argparse.Namespace, state: RunState) -> int:
         tables[f"wasserstein{suffix}"] = family
 
     state.phase = f"writing {out_dir}"
-    folder = OutputDir(out_dir, state)
+    folder = OutputDir(out_dir, state, overwrite=args.overwrite)
     try:
         for name, table in tables.items():
             path = folder.file(name)
@@ -282,7 +282,7 @@ def run(args: argparse.Namespace, state: RunState) -> int:
         folder.discard()
         raise
     state.written = [str(out_dir)]
-    write_report(report_path, report, state)
+    write_report(report_path, report, state, overwrite=args.overwrite)
 
     worst = int(np.argmax(np.abs(base.bias) / np.maximum(base.bias_se, 1e-300)))
     print(

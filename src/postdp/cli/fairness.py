@@ -188,7 +188,7 @@ def run(args: argparse.Namespace, state: RunState) -> int:
             )
 
     state.phase = f"writing {out_dir}"
-    folder = OutputDir(out_dir, state)
+    folder = OutputDir(out_dir, state, overwrite=args.overwrite)
     try:
         for name, frame in tables.items():
             frame.to_csv(folder.file(name), index=False)
@@ -213,7 +213,7 @@ def run(args: argparse.Namespace, state: RunState) -> int:
         folder.discard()
         raise
     state.written = [str(out_dir)]
-    write_report(report_path, report, state)
+    write_report(report_path, report, state, overwrite=args.overwrite)
     for line in lines:
         print(line)
     shown = [*written, *([report_path] if report_path is not None else [])]

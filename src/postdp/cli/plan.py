@@ -45,7 +45,7 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("--id", default="id", metavar="COL", help="column of node ids")
     parser.add_argument("--parent", default="parent", metavar="COL", help="column of parents")
     parser.add_argument(
-        "--count", default="count", metavar="COL", help="column of counts (--objective mae)"
+        "--count", metavar="COL", help="with --objective mae: column of counts (default count)"
     )
     parser.add_argument(
         "--encoding", type=encoding, default="utf-8", help="text encoding of --input"
@@ -65,7 +65,11 @@ def add_parser(commands: Any) -> None:
         "--public", choices=["root"], help="the root's count is an invariant (published exactly)"
     )
     parser.add_argument(
-        "--compare", type=float_list(), metavar="B[,B...]", help="a split to evaluate too"
+        "--compare",
+        type=float_list(),
+        metavar="B[,B...]",
+        help="a split to evaluate too, root first; it must add up to --total (--frontier "
+        "scales it to each of its totals)",
     )
     parser.add_argument("--output", "-o", default="plan.csv", metavar="CSV", help="the plan")
     parser.add_argument(
@@ -93,12 +97,13 @@ def add_parser(commands: Any) -> None:
     )
     parser.add_argument(
         "--postprocess",
-        default="project-nonneg",
         metavar="STEP[,STEP...]",
         help="with --objective mae: the chain whose error is planned (default project-nonneg)",
     )
     parser.add_argument(
-        "--draws", type=whole(10, 100_000), default=200, help="with --objective mae: draws"
+        "--draws",
+        type=whole(10, 100_000),
+        help="with --objective mae: common random draws (default 200)",
     )
     add_report_option(parser)
     add_output_options(parser, quiet=False)
@@ -109,6 +114,7 @@ def run(args: argparse.Namespace, state: RunState) -> int:
     """Check everything, plan, write the plan atomically."""
     from postdp.hierarchy import Hierarchy
 
+    _check_objective_options(args)
     state.phase = "reading the hierarchy"
     if args.input is None:
         from postdp.data import county_hierarchy
@@ -138,6 +144,12 @@ def run(args: argparse.Namespace, state: RunState) -> int:
         if values is not None and len(values) != L:
             shown = ",".join(f"{v:g}" for v in values)
             raise CliError(f"{option} {shown!r}: needs one value per level ({L}), root first")
+    if args.compare is not None and abs(sum(args.compare) - args.total) > 1e-9 * args.total:
+        shown = ",".join(f"{v:g}" for v in args.compare)
+        raise CliError(
+            f"--compare {shown!r}: spends {sum(args.compare):.6g}, not --total "
+            f"{args.total:g}; a split to compare must spend the same budget"
+        )
     if args.weights is not None and (min(args.weights) < 0 or sum(args.weights) <= 0):
         shown = ",".join(f"{v:g}" for v in args.weights)
         raise CliError(f"--weights {shown!r}: must be nonnegative and not all zero")
@@ -215,18 +227,26 @@ def run(args: argparse.Namespace, state: RunState) -> int:
     table.insert(1, "nodes", [lvl.size for lvl in h.levels])
     report = None if report_path is None else _report(args, h, plan, table, frontier)
     state.phase = f"writing {output}"
-    write_atomic(output, lambda tmp: table.to_csv(tmp, index=False))
+    write_atomic(output, lambda tmp: table.to_csv(tmp, index=False), overwrite=args.overwrite)
     state.written.append(str(output))
     if frontier is not None and frontier_out is not None:
-        write_atomic(frontier_out, lambda tmp: frontier.to_csv(tmp, index=False))
+        write_atomic(
+            frontier_out,
+            lambda tmp: frontier.to_csv(tmp, index=False),
+            overwrite=args.overwrite,
+        )
         state.written.append(str(frontier_out))
     if frontier is not None and figure is not None:
         from postdp.plots import plot_budget_frontier, save_figure
 
         ax = plot_budget_frontier(frontier)
-        write_atomic(figure, lambda tmp: save_figure(ax, tmp, format=figure.suffix[1:]))
+        write_atomic(
+            figure,
+            lambda tmp: save_figure(ax, tmp, format=figure.suffix[1:]),
+            overwrite=args.overwrite,
+        )
         state.written.append(str(figure))
-    write_report(report_path, report, state)
+    write_report(report_path, report, state, overwrite=args.overwrite)
     unit = _unit(args)
     out = sys.stdout
     print(f"split of {unit} = {args.total:g} over {L} levels ({args.mechanism}):", file=out)
@@ -252,6 +272,27 @@ def run(args: argparse.Namespace, state: RunState) -> int:
 
 def _unit(args: argparse.Namespace) -> str:
     return "rho" if args.mechanism in ("gaussian", "discrete-gaussian") else "epsilon"
+
+
+def _check_objective_options(args: argparse.Namespace) -> None:
+    """Options of the Monte Carlo objective are refused with the exact one (not ignored);
+    the defaults of the Monte Carlo objective are filled in."""
+    if args.objective == "variance":
+        for option, value in (
+            ("--postprocess", args.postprocess),
+            ("--draws", args.draws),
+            ("--count", args.count),
+        ):
+            if value is not None:
+                raise CliError(
+                    f"{option} {value!r}: applies to --objective mae only; the variance "
+                    "objective is the exact (P) variance, which reads no counts, draws no "
+                    "noise and has no post-processing chain to choose"
+                )
+        return
+    args.postprocess = "project-nonneg" if args.postprocess is None else args.postprocess
+    args.draws = 200 if args.draws is None else args.draws
+    args.count = "count" if args.count is None else args.count
 
 
 def _objective(args: argparse.Namespace) -> str:

@@ -175,7 +175,11 @@ def run(args: argparse.Namespace, state: RunState) -> int:
         state.phase = f"writing {plot}"
         axes = plots.plot_posterior(posterior, released=components)
         kind = plot.suffix.lstrip(".").lower() or "png"
-        write_atomic(plot, lambda tmp: plots.save_figure(axes[0], tmp, format=kind))
+        write_atomic(
+            plot,
+            lambda tmp: plots.save_figure(axes[0], tmp, format=kind),
+            overwrite=args.overwrite,
+        )
         state.written.append(str(plot))
         print(f"wrote {plot}")
     return 0

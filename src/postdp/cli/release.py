@@ -44,9 +44,11 @@ Every release also writes <output>.privacy.json: the budget per level (or query)
 
 Without --study the noise comes from OpenDP's exact, cryptographically seeded samplers
 (needs the 'release' extra) and the release is recorded in a ledger (a JSON line per
-release, by default postdp-ledger.jsonl beside the output), which reports the budget
-already spent on the same input and enforces --budget-cap. With --study --seed N the draw
-is reproducible on numpy's generator: for studies only, never for publishing.
+release; one per user by default, see --ledger), which reports the budget already spent
+on the same input (found by its SHA-256, wherever its outputs went) and enforces
+--budget-cap; concurrent releases wait for each other on the ledger's lock. With --study
+--seed N the draw is reproducible on numpy's generator: for studies only, never for
+publishing.
 
 Every option and the input are checked, and every output path, before anything is drawn;
 the output is written to a temporary file and moved into place. The true counts are
@@ -90,7 +92,9 @@ def add_parser(commands: Any) -> None:
     parser.add_argument(
         "--ledger",
         metavar="JSONL",
-        help="release ledger to append to (postdp-ledger.jsonl beside --output when not given)",
+        help="release ledger to read and append to (default: $POSTDP_LEDGER, else "
+        "postdp/ledger.jsonl in $XDG_DATA_HOME or ~/.local/share: one per user, so every "
+        "release of an input is found wherever its outputs go)",
     )
     parser.add_argument(
         "--budget-cap",
@@ -128,7 +132,9 @@ def add_parser(commands: Any) -> None:
     parser.add_argument(
         "--audit",
         action="store_true",
-        help="also write the true counts (column true_count): for auditing, never publishing",
+        help="also write the true counts (column true_count; every row's path then says "
+        "secure+audit or study+audit, and the privacy statement contains_true_counts): for "
+        "auditing, never publishing",
     )
     add_output_options(parser, quiet=False)
     parser.set_defaults(func=run)
@@ -144,6 +150,31 @@ def _check_options(args: argparse.Namespace) -> None:
         raise CliError("--budget-cap: applies to secure releases, not to --study draws")
     if args.study and args.ledger is not None:
         raise CliError("--ledger: records secure releases; --study draws are not recorded")
+    # options that would otherwise be ignored without a word
+    if args.replicates != 200 and args.uncertainty != "replicates":
+        raise CliError(
+            f"--replicates {args.replicates}: applies to --uncertainty replicates only"
+        )
+    if args.ci_level != 0.9 and args.uncertainty is None:
+        raise CliError(
+            f"--ci-level {args.ci_level:g}: sets the coverage of --uncertainty intervals; "
+            "give --uncertainty too"
+        )
+    table = wants_table(args)
+    if args.format != "long" and not table:
+        raise CliError(f"--format {args.format}: applies to table releases (--table, --categories)")
+    if args.weights != "equal":
+        if table:
+            raise CliError(
+                f"--weights {args.weights}: a table's projection is already weighted by the "
+                "inverse variances; other weights go in --design ('weight' per measurement)"
+            )
+        steps = {s.strip().split("(")[0] for s in args.postprocess.split(",")}
+        if not steps & {"project", "project-nonneg", "topdown"}:
+            raise CliError(
+                f"--weights {args.weights}: weights the projection steps, and --postprocess "
+                f"{args.postprocess!r} has none"
+            )
 
 
 def run(args: argparse.Namespace, state: RunState) -> int:
@@ -204,11 +235,11 @@ def run(args: argparse.Namespace, state: RunState) -> int:
 
         opendp = opendp_version()  # fails here, not after drawing, if OpenDP is missing
 
-    output, ledger_path, spent = _ledger.release_outputs(
-        args, [loaded.path], loaded.sha256, secure=secure
+    output, ledger = _ledger.release_outputs(
+        args, [loaded.path], loaded.sha256, secure=secure, state=state
     )
-    if spent is not None:
-        _check_cap(args, spent, mechanisms)
+    if ledger is not None:
+        _check_cap(args, ledger, mechanisms)
 
     from postdp.hierarchy import add_noise
 
@@ -265,14 +296,15 @@ def run(args: argparse.Namespace, state: RunState) -> int:
     _ledger.publish(
         output,
         table,
-        ledger_path,
+        ledger,
         lambda digest: _record(args, loaded, mechanisms, result.budget, output, digest, opendp),
         lambda entry: _ledger.statement(
-            entry, secure=secure, derived=derived, public=list(public or [])
+            entry, secure=secure, derived=derived, public=list(public or []), ledger=ledger
         ),
         done=lambda: state.written_now(str(output)),
+        overwrite=args.overwrite,
     )
-    _report(args, loaded, mechanisms, result, chain, consistent, output, spent, ledger_path)
+    _report(args, loaded, mechanisms, result, chain, consistent, output, ledger)
     return 0
 
 
@@ -339,17 +371,19 @@ def _total_epsilon(epsilon: float, rho: float, delta: float) -> float:
     return Budget(epsilon=epsilon, rho=rho).to_approx_dp(delta)
 
 
-def _check_cap(args: argparse.Namespace, spent: _ledger.Spent, mechanisms: list[Any]) -> None:
+def _check_cap(args: argparse.Namespace, ledger: _ledger.LedgerUse, mechanisms: list[Any]) -> None:
     if args.budget_cap is None:
         return
+    spent = ledger.spent
     from postdp.mechanisms import Budget
 
     this = Budget.compose(m.privacy_cost() for m in mechanisms)
     total = _total_epsilon(spent.epsilon + this.epsilon, spent.rho + this.rho, args.delta)
     if total > args.budget_cap * (1 + 1e-12):
         raise CliError(
-            f"--budget-cap {args.budget_cap:g}: the ledger records {spent.releases} earlier "
-            f"release(s) of this input; with this one the budget would be epsilon = {total:.6g}"
+            f"--budget-cap {args.budget_cap:g}: the ledger {str(ledger.path)!r} records "
+            f"{spent.releases} earlier release(s) of this input; with this one the budget "
+            f"would be epsilon = {total:.6g}"
         )
 
 
@@ -383,6 +417,7 @@ def _record(
         "postprocess": args.postprocess,
         "public": args.public or [],
         "output": str(output),
+        "contains_true_counts": bool(args.audit),
         "output_sha256": output_sha,
         "postdp_version": __version__,
         "opendp_version": opendp,
@@ -397,8 +432,7 @@ def _report(
     chain: Any,
     consistent: bool | None,
     output: Path,
-    spent: _ledger.Spent | None,
-    ledger_path: Path | None,
+    ledger: _ledger.LedgerUse | None,
 ) -> None:
     h = loaded.hierarchy
     labels = level_labels(loaded.frame, h)
@@ -439,19 +473,24 @@ def _report(
         if derived:
             print(f"also published exactly (derived from --public): {', '.join(derived)}")
     if args.audit:
-        print("note: --audit wrote the true counts too (column true_count): do not publish it")
+        print(
+            f"postdp release: warning: --audit: {output} holds the TRUE counts (column "
+            "true_count; its rows say path = ...+audit): confidential, never publish it",
+            file=sys.stderr,
+        )
     heading = "privacy budget spent" if not args.study else "budget this design would spend"
     print(f"{heading}: {result.budget}", file=out)
     print(f"  sequential composition over {h.n_levels} levels: {parts}", file=out)
     if result.budget.rho > 0:
         eps = result.budget.to_approx_dp(args.delta)
         print(f"  as (epsilon, delta)-DP: epsilon = {eps:.6g} at delta = {args.delta:g}")
-    if spent is not None and ledger_path is not None:
+    if ledger is not None:
+        spent = ledger.spent
         total = _total_epsilon(
             spent.epsilon + result.budget.epsilon, spent.rho + result.budget.rho, args.delta
         )
         print(
-            f"ledger {ledger_path}: {spent.releases} earlier release(s) of this input; "
+            f"ledger {ledger.path}: {spent.releases} earlier release(s) of this input; "
             f"cumulative budget now epsilon = {total:.6g}"
             + ("" if result.budget.rho == 0 and spent.rho == 0 else f" at delta = {args.delta:g}")
         )

@@ -45,9 +45,12 @@ def add_parser(commands: Any) -> None:
     parser.set_defaults(func=run)
 
 
+_EXTRAS = {"sklearn": "learn"}  # the pip extra that installs a module
+
+
 def run(args: argparse.Namespace, state: RunState) -> int:
     """List, or check the name and the folder, reproduce, then write the folder at once."""
-    from postdp.reproduce import reproductions
+    from postdp.reproduce import reproductions, requirements
 
     names = reproductions()
     if args.name == "list":
@@ -60,11 +63,19 @@ def run(args: argparse.Namespace, state: RunState) -> int:
             f"{args.name!r}: not a reproduction; 'postdp reproduce list' shows them "
             f"({', '.join(names)})"
         )
-    for module in ("matplotlib", "jinja2", "sklearn"):
+    for module in ("matplotlib", "jinja2"):
         if importlib.util.find_spec(module) is None:
-            raise CliError(f"reproduce needs {module}: pip install 'postdp[report,learn]'")
-    out_dir = check_output_dir(args.output_dir, "--output-dir", inputs=[], overwrite=args.overwrite)
+            raise CliError(f"reproduce needs {module}: pip install 'postdp[report]'")
     selected = list(names) if args.name == "all" else [args.name]
+    for name in selected:  # optional modules only where a reproduction uses them
+        for module in requirements(name):
+            if importlib.util.find_spec(module) is None:
+                extra = _EXTRAS.get(module, module)
+                raise CliError(
+                    f"{args.name!r}: {name} needs {module}: pip install 'postdp[{extra}]'"
+                    + (" (or name the other reproductions one by one)" if args.name == "all" else "")
+                )
+    out_dir = check_output_dir(args.output_dir, "--output-dir", inputs=[], overwrite=args.overwrite)
 
     import time
 
@@ -85,7 +96,7 @@ def run(args: argparse.Namespace, state: RunState) -> int:
 
     html = reproduction_report(results, command=command_line(args)).to_html()
     state.phase = f"writing {out_dir}"
-    folder = OutputDir(out_dir, state)
+    folder = OutputDir(out_dir, state, overwrite=args.overwrite)
     try:
         for result in results:
             for file, figure in result.figures:

@@ -18,6 +18,7 @@ from postdp.cli._options import (
     add_table_options,
     flag,
     probability,
+    progress,
     typed,
     whole,
 )
@@ -71,7 +72,7 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("--secure", action="store_true", help="OpenDP samplers (release path)")
     parser.add_argument("--seed", type=whole(0), help="seed of the study path")
     parser.add_argument("--output", "-o", metavar="JSON", help="write the result as JSON")
-    add_output_options(parser, quiet=False)
+    add_output_options(parser)
     parser.set_defaults(func=run)
 
 
@@ -108,7 +109,21 @@ def run(args: argparse.Namespace, state: RunState) -> int:
             overwrite=args.overwrite,
         )
     state.phase = "auditing"
-    with flag("--neighbour", args.neighbour):
+    path = "OpenDP release path, one release at a time" if args.secure else "study path"
+    if not args.quiet:
+        print(
+            f"verify-privacy: 4 x {args.trials:,} = {4 * args.trials:,} releases ({path}); "
+            "the bar shows the rate and the time left",
+            file=sys.stderr,
+            flush=True,
+        )
+    with flag("--neighbour", args.neighbour), progress(
+        "releases", 4 * args.trials, quiet=args.quiet, unit="release"
+    ) as bar:
+
+        def tick(done: int, total: int) -> None:
+            bar.update(done - bar.n)
+
         result = audit_privacy(
             design,
             neighbour=args.neighbour,
@@ -119,6 +134,7 @@ def run(args: argparse.Namespace, state: RunState) -> int:
             delta=args.delta,
             alpha=args.alpha,
             rng=args.seed,
+            progress=tick,
         )
     record = {name: getattr(result, name) for name in result.__slots__}
     record["postprocess"] = args.postprocess
@@ -130,7 +146,7 @@ def run(args: argparse.Namespace, state: RunState) -> int:
         def write(tmp: Path) -> None:
             tmp.write_text(text, encoding="utf-8")
 
-        write_atomic(output, write)
+        write_atomic(output, write, overwrite=args.overwrite)
         state.written.append(str(output))
     out = sys.stdout
     verdict = "REFUTED: the pipeline leaks more than" if result.flagged else "consistent with"

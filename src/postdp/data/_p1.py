@@ -89,7 +89,7 @@ def load_p1(name: str) -> Table:
         if (geo_id.str[:2] != "42").any():
             raise ValidationError("the Pennsylvania file holds a block group outside state 42")
         geography = Hierarchy.from_frame(frame, count=None)
-    return Table.from_wide(raw, geography, categories, labels=labels)
+    return Table.from_wide(raw, geography, categories, labels=labels, ignore=["name"])
 
 
 def synthetic_table(

@@ -57,7 +57,9 @@ class NoisyCounts:
         Parameters
         ----------
         include_truth : bool, default False
-            Add the true counts in a ``true_count`` column (an audit table, not a release).
+            Add the true counts in a ``true_count`` column: an audit table, not a release.
+            Its ``path`` column then says ``secure+audit`` (or ``study+audit``) on every row,
+            so a file of it is never mistaken for a release.
         study : bool, default False
             Acknowledge that study-path draws are being tabulated (no warning then).
 
@@ -98,6 +100,7 @@ class NoisyCounts:
             if h.counts is None:
                 raise ValidationError("`include_truth` needs a hierarchy with true counts")
             frame["true_count"] = h.counts
+            frame["path"] = frame["path"] + "+audit"
         return frame
 
 

@@ -121,7 +121,7 @@ class Draw:
         est = (y[:, noisy] / rn[None, :]) @ An @ cov0
         public = A[~noisy]
         if public.shape[0]:  # public queries at this level: each leaf's answers held
-            gain = cov0 @ public.T @ np.linalg.pinv(public @ cov0 @ public.T)
+            gain = cov0 @ public.T @ psd_pinv(public @ cov0 @ public.T)
             est = est + (y[:, ~noisy] - est @ public.T) @ gain.T
             cov0 = cov0 - gain @ public @ cov0
             cov0 = (cov0 + cov0.T) / 2
@@ -359,6 +359,15 @@ def _pinv(M: FloatArray) -> FloatArray:
     cut = 1e-12 * np.maximum(vals.max(axis=1, keepdims=True), 1e-300)
     inv = np.where(vals > cut, 1.0 / np.where(vals > cut, vals, 1.0), 0.0)
     out: FloatArray = (vecs * inv[:, None, :]) @ np.swapaxes(vecs, 1, 2)
+    return out
+
+
+def psd_pinv(M: FloatArray) -> FloatArray:
+    """Pseudo-inverse of one symmetric positive semidefinite matrix, with eigenvalues below
+    1e-12 of the largest taken as exact zeros. A covariance after an exact (public) update
+    is singular in exact arithmetic but only nearly so in floating point; numpy's default
+    cut (a few ulps) keeps that rounding residue and inverts it into ~1e15."""
+    out: FloatArray = _pinv(((M + M.T) / 2)[None])[0]
     return out
 
 

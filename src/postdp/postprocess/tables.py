@@ -27,6 +27,7 @@ import numpy as np
 
 from postdp._typing import FloatArray, IntArray
 from postdp.errors import ValidationError
+from postdp.postprocess._table_active import psd_pinv
 from postdp.tables import Table, TableMeasurements, Workload, category_matrix
 
 __all__ = ["TableProjector", "project_table"]
@@ -144,15 +145,15 @@ class TableProjector:
             cov = cov0
             if public.shape[0]:
                 gain = np.zeros((c, A.shape[0]))
-                gain[:, ~noisy] = cov0 @ public.T @ np.linalg.pinv(public @ cov0 @ public.T)
+                gain[:, ~noisy] = cov0 @ public.T @ psd_pinv(public @ cov0 @ public.T)
                 cov = cov0 - gain[:, ~noisy] @ public @ cov0
             return _Shape((cov + cov.T) / 2, gain, leaf_map, None)
         summed = np.sum(kid_covs, axis=0)
-        sum_pinv = np.linalg.pinv(summed, hermitian=True)
+        sum_pinv = psd_pinv(summed)
         if A.shape[0] == 0:
             return _Shape(summed, None, None, sum_pinv, summed)
         S = A @ summed @ A.T + np.diag(r)
-        gain = summed @ A.T @ np.linalg.pinv(S, hermitian=True)
+        gain = summed @ A.T @ psd_pinv(S)
         cov = summed - gain @ A @ summed
         return _Shape((cov + cov.T) / 2, gain, None, sum_pinv, summed)
 

@@ -26,6 +26,7 @@ __all__ = [
     "reproduce",
     "reproduction_report",
     "reproductions",
+    "requirements",
 ]
 
 _MODULES = ("seed000", "seed002_allotments", "seed002_rules", "seed003", "seed004")
@@ -54,6 +55,23 @@ def reproductions() -> dict[str, str]:
     _load()
     items = sorted(REGISTRY.values(), key=lambda i: (i.seed, _natural(i.name)))
     return {i.name: i.what for i in items}
+
+
+def requirements(name: str) -> tuple[str, ...]:
+    """The optional modules one reproduction needs beyond matplotlib and Jinja2 (e.g.
+    ``("sklearn",)`` for the learned proxies of seed 002 Fig. 7).
+
+    Examples
+    --------
+    >>> requirements("seed002-fig7"), requirements("seed004-alpha")
+    (('sklearn',), ())
+    """
+    names = reproductions()
+    if name not in names:
+        from postdp.errors import ValidationError
+
+        raise ValidationError(f"unknown reproduction {name!r}; one of {', '.join(names)}")
+    return REGISTRY[name].needs
 
 
 def _natural(name: str) -> tuple[object, ...]:

@@ -127,16 +127,19 @@ class Item:
     seed: str
     what: str
     run: Callable[[Settings], Reproduction]
+    needs: tuple[str, ...] = ()  # optional modules beyond matplotlib and jinja2
 
 
 REGISTRY: dict[str, Item] = {}
 
 
-def register(name: str, seed: str, what: str) -> Callable[[Any], Any]:
+def register(
+    name: str, seed: str, what: str, *, needs: tuple[str, ...] = ()
+) -> Callable[[Any], Any]:
     """Decorator adding a reproduction to :data:`REGISTRY`."""
 
     def add(run: Callable[[Settings], Reproduction]) -> Callable[[Settings], Reproduction]:
-        REGISTRY[name] = Item(name, seed, what, run)
+        REGISTRY[name] = Item(name, seed, what, run, needs)
         return run
 
     return add

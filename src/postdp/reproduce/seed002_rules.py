@@ -242,7 +242,12 @@ class _ProxyRule(Rule):
         return frozenset(self.proxy.features)
 
 
-@register("seed002-fig7", SEED, "Fig. 7: learned piecewise-linear proxies (LR, SVM) of P^M")
+@register(
+    "seed002-fig7",
+    SEED,
+    "Fig. 7: learned piecewise-linear proxies (LR, SVM) of P^M",
+    needs=("sklearn",),
+)
 def fig7(settings: Settings) -> Reproduction:
     """Nine groups of about equal size by the noisy x^sp; in each, a linear model of
     (x^spe, x^sp, x^s) fitted to the rule's decisions; α within each group for P, P_LR and

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -75,6 +75,11 @@ class Table:
                 "counts must be nonnegative; negative at geounit "
                 f"{self.geography.ids[self.geography.leaves[row]]!r}, category "
                 f"{self.categories.ids[self.categories.leaves[col]]!r}"
+            )
+        if cells.size and float(cells.sum(dtype=np.float64)) >= _validation.MAX_COUNT:
+            raise ValidationError(
+                "the table's counts add up to 2**52 (about 4.5e15) or more, more than postdp "
+                "releases exactly"
             )
         object.__setattr__(self, "cells", cells)
         object.__setattr__(self, "labels", dict(self.labels))
@@ -151,6 +156,7 @@ class Table:
         *,
         id: str = "geo_id",
         labels: Mapping[str, str] | None = None,
+        ignore: Sequence[str] = (),
     ) -> Table:
         """A table from one row per geounit and one column per category code.
 
@@ -169,6 +175,10 @@ class Table:
             Column of geounit ids.
         labels : mapping, optional
             Readable category labels.
+        ignore : sequence of str, default ()
+            Columns that are neither the id nor a category code (a name, a parent column).
+            Any other column is refused: a mistyped category code would otherwise drop its
+            people from every total without a word.
 
         Returns
         -------
@@ -179,6 +189,13 @@ class Table:
         if id not in df.columns:
             raise ValidationError(f"column {id!r} (given as `id`) is not in the table")
         codes = [str(c) for c in categories.ids]
+        known = {*codes, id, *(str(c) for c in ignore)}
+        unknown = [str(c) for c in df.columns if str(c) not in known]
+        if unknown:
+            raise ValidationError(
+                f"{len(unknown)} column(s) neither the id nor a category code: "
+                f"{_listing(unknown)} (pass columns without counts in `ignore`)"
+            )
         detailed = [codes[j] for j in categories.leaves]
         missing = [c for c in detailed if c not in df.columns]
         if missing:
@@ -206,6 +223,12 @@ class Table:
             )
         if (values != np.round(values)).any():
             raise ValidationError("counts must be whole numbers")
+        if (values >= _validation.MAX_COUNT).any():
+            r, c = (int(i[0]) for i in np.nonzero(values >= _validation.MAX_COUNT))
+            raise ValidationError(
+                f"the count at geounit {keys[r]!r}, category {present[c]!r} is 2**52 (about "
+                "4.5e15) or more, more than postdp releases exactly"
+            )
         column = {c: k for k, c in enumerate(present)}
         detailed_cols = np.array([column[c] for c in detailed], dtype=np.int64)
         cells = values[np.ix_(row_of[leaves], detailed_cols)].astype(np.int64)
