@@ -71,7 +71,7 @@ def test_bad_plans():
     from postdp.analysis import plan_mae_budget
 
     counted = synthetic_hierarchy((2, 2), rng=0)
-    with pytest.raises(ValidationError, match="`compare` spends 1.5, not the total 1"):
+    with pytest.raises(ValidationError, match=r"`compare` spends 1\.5, not the total 1"):
         plan_mae_budget(counted, "clamp", total=1.0, draws=10, compare=[0.5, 0.5, 0.5])
 
 

@@ -42,7 +42,7 @@ def test_default_ledger_is_per_user_and_found_wherever_the_output_goes(
     # the cap sees both earlier releases (3 + 3 + 3 = 9 > 8): refused, nothing written
     assert main([*base, "-o", str(tmp_path / "M/c.csv"), "--budget-cap", "8"]) == 2
     err = capsys.readouterr().err
-    assert "records 2 earlier release(s) of this input" in err and "epsilon = 9" in err
+    assert "record 2 earlier release(s) of this input" in err and "epsilon = 9" in err
     assert not (tmp_path / "M").exists() and len(_lines(ledger)) == 2
     assert main([*base, "-o", str(tmp_path / "M/c.csv"), "--budget-cap", "9"]) == 0
     out = capsys.readouterr().out
@@ -64,7 +64,8 @@ def test_an_older_ledger_beside_the_output_is_still_counted(tmp_path, capsys):
     assert main([*base, "-o", str(old / "a.csv"), "--ledger", str(old / _ledger.LEDGER_NAME)]) == 0
     capsys.readouterr()
     assert main([*base, "-o", str(old / "b.csv"), "--budget-cap", "5"]) == 2
-    assert "records 1 earlier release(s)" in capsys.readouterr().err
+    assert "and the older ledger" in (err := capsys.readouterr().err)
+    assert "record 1 earlier release(s)" in err
     assert main([*base, "-o", str(old / "b.csv")]) == 0
     statement = json.loads((old / "b.csv.privacy.json").read_text())
     assert statement["ledger"]["also_read"] == [str(old / _ledger.LEDGER_NAME)]
@@ -103,7 +104,7 @@ def test_concurrent_releases_cannot_pass_the_budget_cap(tmp_path):
         # each round adds exactly one release of epsilon 3 (each cap leaves room for one)
         records = _lines(tmp_path / "ledger.jsonl")
         assert len(records) == round_ + 1
-        written = [p for p in (tmp_path / f"r{round_}").glob("*.csv")]
+        written = list((tmp_path / f"r{round_}").glob("*.csv"))
         assert len(written) == 1
 
 
@@ -235,8 +236,8 @@ def test_interrupt_scan_over_the_final_phase(tmp_path, capsys):
         if said_written:  # in place, with its statement and its one ledger line
             assert len(records) == before + 1
             assert pd.read_csv(out)["path"].eq("secure").all()
-            assert json.loads(statement.read_text())["output_sha256"] == (
-                records[-1]["output_sha256"]
+            assert (
+                json.loads(statement.read_text())["output_sha256"] == (records[-1]["output_sha256"])
             )
         else:  # nothing of it anywhere
             assert out.read_text() == "earlier release\n"

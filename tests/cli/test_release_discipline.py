@@ -181,10 +181,17 @@ def test_ledger_records_each_release_and_caps_the_budget(tmp_path, capsys):
     assert main([*argv[:-1], str(third), "--budget-cap", "5"]) == 2
     assert "--budget-cap 5" in capsys.readouterr().err
     assert not third.exists() and len(ledger.read_text().splitlines()) == 2
-    # another ledger knows nothing of them
-    other = tmp_path / "other.jsonl"
-    assert main([*argv[:-1], str(third), "--budget-cap", "5", "--ledger", str(other)]) == 0
+    # another ledger knows nothing of them (away from the folder of the older default
+    # ledger file, postdp-ledger.jsonl beside an output, which is always counted)
+    other = tmp_path / "project" / "other.jsonl"
+    elsewhere = tmp_path / "project" / "r3.csv"
+    assert main([*argv[:-1], str(elsewhere), "--budget-cap", "5", "--ledger", str(other)]) == 0
     assert len(other.read_text().splitlines()) == 1
+    # beside the older ledger it is counted even with --ledger
+    assert main([*argv[:-1], str(third), "--budget-cap", "5", "--ledger", str(other)]) == 2
+    err = capsys.readouterr().err
+    assert f"and the older ledger {str(tmp_path / 'postdp-ledger.jsonl')!r} record 3" in err
+    assert not third.exists()
 
 
 def test_failed_write_leaves_the_old_file_and_no_ledger_line(tmp_path):
@@ -359,3 +366,49 @@ def test_sigint_during_audit_keeps_the_old_folder_or_writes_a_complete_one(tmp_p
         assert all((tmp_path / "aud" / name).exists() for name in manifest["files"])
         assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".aud")] == []
     assert 130 in statuses
+
+
+def test_an_audit_file_is_marked_as_holding_true_counts(tmp_path, monkeypatch, capsys):
+    """--audit writes the true counts: every row says so, the statement says so, and a
+    warning is printed (issue 22: rows said path = secure with no word)."""
+    import json as _json
+
+    import pandas as _pd
+
+    from postdp.cli import main as _main
+
+    monkeypatch.chdir(tmp_path)
+    assert _main(["release", "--epsilon", "1", "--audit", "-o", "a.csv"]) == 0
+    err = capsys.readouterr().err
+    assert "holds the TRUE counts" in err and "never publish it" in err
+    rows = _pd.read_csv(tmp_path / "a.csv", dtype={"id": str, "parent": str})
+    assert set(rows["path"]) == {"secure+audit"} and "true_count" in rows
+    assert _json.loads((tmp_path / "a.csv.privacy.json").read_text())["contains_true_counts"]
+    args = ["release", "--study", "--seed", "1", "--epsilon", "1", "--audit", "-o", "s.csv"]
+    assert _main(args) == 0
+    assert set(_pd.read_csv(tmp_path / "s.csv")["path"]) == {"study+audit"}
+
+
+def test_every_output_follows_the_umask(tmp_path, monkeypatch):
+    """One mode policy for files and folders of every command: 0666 / 0777 less the umask
+    (issue 22: audit and fairness folders were 0700, release folders 0755)."""
+    import os as _os
+    import stat as _stat
+
+    from postdp.cli import main as _main
+
+    monkeypatch.chdir(tmp_path)
+    previous = _os.umask(0o027)
+    try:
+        assert _main(["release", "--epsilon", "1", "-o", "r/out.csv"]) == 0
+        audit = ["audit", "--draws", "10", "--no-figures", "--quiet", "--output-dir", "A"]
+        assert _main([*audit, "--epsilon", "1"]) == 0
+    finally:
+        _os.umask(previous)
+
+    def mode(path):
+        return _stat.S_IMODE((tmp_path / path).stat().st_mode)
+
+    assert mode("r") == 0o750 and mode("A") == 0o750
+    assert mode("r/out.csv") == 0o640 and mode("r/out.csv.privacy.json") == 0o640
+    assert all(mode(p.relative_to(tmp_path)) == 0o640 for p in (tmp_path / "A").iterdir())

@@ -81,7 +81,8 @@ def _public_case(seed):
         groups = np.array_split(leaves[:k], int(rng.integers(1, k + 1)))
         cells = [[str(cat.ids[j]) for j in g] for g in groups]
         if not geo.is_leaf[geo.levels[d]].all():
-            measurements.append(Measurement(d, Query("q", cells), None))  # public below the root too
+            # public below the root too
+            measurements.append(Measurement(d, Query("q", cells), None))
             if d > 0 and rng.random() < 0.5:
                 total = Query("total", [[str(cat.ids[cat.root])]])
                 measurements.append(Measurement(d, total, None))  # overlapping invariants

@@ -59,7 +59,8 @@ def load_table(args: argparse.Namespace) -> LoadedTable:
             raise CliError(f"{option} {getattr(args, option[2:])!r}: no such column in --input")
     with flag("--input", args.input):
         geography = Hierarchy.from_frame(frame, id=args.id, parent=args.parent, count=None)
-    ignored = [c.strip() for c in (getattr(args, "ignore_columns", None) or "").split(",") if c.strip()]
+    named = getattr(args, "ignore_columns", None) or ""
+    ignored = [c.strip() for c in named.split(",") if c.strip()]
     for column in ignored:
         if column not in frame.columns:
             raise CliError(f"--ignore-columns {args.ignore_columns!r}: no column {column!r}")

@@ -152,9 +152,7 @@ def _check_options(args: argparse.Namespace) -> None:
         raise CliError("--ledger: records secure releases; --study draws are not recorded")
     # options that would otherwise be ignored without a word
     if args.replicates != 200 and args.uncertainty != "replicates":
-        raise CliError(
-            f"--replicates {args.replicates}: applies to --uncertainty replicates only"
-        )
+        raise CliError(f"--replicates {args.replicates}: applies to --uncertainty replicates only")
     if args.ci_level != 0.9 and args.uncertainty is None:
         raise CliError(
             f"--ci-level {args.ci_level:g}: sets the coverage of --uncertainty intervals; "
@@ -381,8 +379,10 @@ def _check_cap(args: argparse.Namespace, ledger: _ledger.LedgerUse, mechanisms: 
     total = _total_epsilon(spent.epsilon + this.epsilon, spent.rho + this.rho, args.delta)
     if total > args.budget_cap * (1 + 1e-12):
         raise CliError(
-            f"--budget-cap {args.budget_cap:g}: the ledger {str(ledger.path)!r} records "
-            f"{spent.releases} earlier release(s) of this input; with this one the budget "
+            f"--budget-cap {args.budget_cap:g}: the ledger {str(ledger.path)!r}"
+            + "".join(f" and the older ledger {str(p)!r}" for p in ledger.also_read)
+            + f" record {spent.releases} earlier release(s) of this input; with this one the "
+            "budget "
             f"would be epsilon = {total:.6g}"
         )
 

@@ -73,7 +73,7 @@ def run(args: argparse.Namespace, state: RunState) -> int:
                 extra = _EXTRAS.get(module, module)
                 raise CliError(
                     f"{args.name!r}: {name} needs {module}: pip install 'postdp[{extra}]'"
-                    + (" (or name the other reproductions one by one)" if args.name == "all" else "")
+                    + (" (or name the others one by one)" if args.name == "all" else "")
                 )
     out_dir = check_output_dir(args.output_dir, "--output-dir", inputs=[], overwrite=args.overwrite)
 

@@ -117,9 +117,10 @@ def run(args: argparse.Namespace, state: RunState) -> int:
             file=sys.stderr,
             flush=True,
         )
-    with flag("--neighbour", args.neighbour), progress(
-        "releases", 4 * args.trials, quiet=args.quiet, unit="release"
-    ) as bar:
+    with (
+        flag("--neighbour", args.neighbour),
+        progress("releases", 4 * args.trials, quiet=args.quiet, unit="release") as bar,
+    ):
 
         def tick(done: int, total: int) -> None:
             bar.update(done - bar.n)

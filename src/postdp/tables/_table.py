@@ -190,11 +190,11 @@ class Table:
             raise ValidationError(f"column {id!r} (given as `id`) is not in the table")
         codes = [str(c) for c in categories.ids]
         known = {*codes, id, *(str(c) for c in ignore)}
-        unknown = [str(c) for c in df.columns if str(c) not in known]
-        if unknown:
+        strange = [str(c) for c in df.columns if str(c) not in known]
+        if strange:
             raise ValidationError(
-                f"{len(unknown)} column(s) neither the id nor a category code: "
-                f"{_listing(unknown)} (pass columns without counts in `ignore`)"
+                f"{len(strange)} column(s) neither the id nor a category code: "
+                f"{_listing(strange)} (pass columns without counts in `ignore`)"
             )
         detailed = [codes[j] for j in categories.leaves]
         missing = [c for c in detailed if c not in df.columns]
