@@ -13,6 +13,7 @@ import pandas as pd
 from postdp import _rng
 from postdp._typing import RNGLike
 from postdp.data._p1 import load_p1, synthetic_table
+from postdp.data._pl94 import pl94_schema
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
 
@@ -22,6 +23,7 @@ __all__ = [
     "load_p1",
     "load_section203",
     "load_title1",
+    "pl94_schema",
     "synthetic_hierarchy",
     "synthetic_table",
 ]

@@ -2,18 +2,25 @@
 
 A :class:`Table` crosses a geography (a :class:`~postdp.Hierarchy` of geounits) with a
 category tree (e.g. the 2020 redistricting table P1: Total > one race / two or more races >
-63 detailed cells). A :class:`Workload` says which category queries are measured at which
+63 detailed cells), or with a :class:`Schema` of several attributes (the persons file's
+2,016 cells), whose category tree is :meth:`Schema.categories` and whose marginals are
+:meth:`Query.marginal`. A :class:`Workload` says which category queries are measured at which
 geographic level with which mechanism; :func:`measure` draws their noisy answers, and
 :func:`postdp.postprocess.project_table` makes them consistent both ways.
 """
 
 from postdp.tables._noise import TableMeasurements, measure
 from postdp.tables._table import Table, category_matrix, expand
+from postdp.tables.schema import Attribute, Marginal, Recode, Schema
 from postdp.tables.workload import Measurement, Query, Workload
 
 __all__ = [
+    "Attribute",
+    "Marginal",
     "Measurement",
     "Query",
+    "Recode",
+    "Schema",
     "Table",
     "TableMeasurements",
     "Workload",

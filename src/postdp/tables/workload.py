@@ -22,6 +22,7 @@ from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
 from postdp.mechanisms import Budget, Mechanism
 from postdp.tables._table import category_matrix
+from postdp.tables.schema import Marginal, Schema
 
 __all__ = ["Measurement", "Query", "Workload"]
 
@@ -65,6 +66,22 @@ class Query:
     def nodes(cls, codes: Sequence[str], *, name: str | None = None) -> Query:
         """One count for each of the given category nodes (they must not overlap)."""
         return cls(name or "+".join(codes), [[c] for c in codes])
+
+    @classmethod
+    def marginal(cls, schema: Schema, terms: Sequence[str] | str) -> Query:
+        """A schema's marginal over attributes or recodes, on the schema's category tree
+        (:meth:`Schema.categories`), named as the Census does (``votingage * cenrace``).
+
+        Examples
+        --------
+        >>> from postdp.tables.schema import Attribute, Schema
+        >>> s = Schema([Attribute("a", ["0", "1"]), Attribute("b", ["x", "y", "z"])])
+        >>> q = Query.marginal(s, ["b"])
+        >>> q.name, q.size, q.groups[0]
+        ('b', 3, ('0|x', '1|x'))
+        """
+        m = Marginal(schema, terms)
+        return cls(m.name, m.groups())
 
     @property
     def size(self) -> int:

@@ -1,0 +1,329 @@
+"""Schemas: the detailed cells of a table as the product of named attributes.
+
+A :class:`Schema` lists attributes (e.g. the 2020 redistricting persons file: ``hhgq`` (8)
+x ``votingage`` (2) x ``hispanic`` (2) x ``cenrace`` (63) = 2,016 cells), each with the
+labels of its levels and optional *recodes*: a recode groups an attribute's levels into
+disjoint classes (``hhinstlevels`` groups the 8 ``hhgq`` levels into household,
+institutional and non-institutional). The detailed cells are the product, the last
+attribute varying fastest (C order), as in the Census Bureau's histograms.
+
+A :class:`Marginal` names some attributes or recodes (``"votingage * hispanic * cenrace"``)
+and sums out the others: one count for every combination of the named levels. Its matrix is
+the Kronecker product of one small factor per attribute (an identity, an all-ones row or a
+recode's 0/1 matrix), so it is applied to a batch of histograms attribute by attribute and
+never formed at full size. Every cell is in exactly one count of a marginal, so adding or
+removing one person changes one count by one: sensitivity 1 (L1 and L2), the accounting of
+:mod:`postdp.tables.workload`.
+
+One model for every table: :meth:`Schema.categories` is the category tree of the schema
+(root ``total`` over the detailed cells), so a schema table is a :class:`~postdp.tables.Table`
+and a marginal is a :class:`~postdp.tables.Query` (:meth:`Query.marginal`); a category tree
+such as P1's is the one-attribute case.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from postdp._typing import FloatArray
+from postdp.errors import ValidationError
+from postdp.hierarchy import Hierarchy
+
+__all__ = ["Attribute", "Marginal", "Recode", "Schema"]
+
+#: Separator of the level labels in a detailed cell's code (``household|18+|hispanic|...``).
+CELL_SEPARATOR = "|"
+
+
+@dataclass(frozen=True)
+class Recode:
+    """Disjoint classes of an attribute's levels, e.g. household / institutional / other.
+
+    Parameters
+    ----------
+    name : str
+    groups : mapping of str to sequence of int
+        Label of each class and the attribute's level indices it holds. Classes must not
+        share a level; levels in no class are left out of the recode's counts.
+
+    Examples
+    --------
+    >>> r = Recode("adult", {"no": [0], "yes": [1, 2]})
+    >>> r.labels, r.matrix(3).tolist()
+    (('no', 'yes'), [[1.0, 0.0, 0.0], [0.0, 1.0, 1.0]])
+    """
+
+    name: str
+    groups: Mapping[str, tuple[int, ...]]
+
+    def __init__(self, name: str, groups: Mapping[str, Sequence[int]]) -> None:
+        object.__setattr__(self, "name", str(name))
+        object.__setattr__(
+            self, "groups", {str(k): tuple(int(i) for i in v) for k, v in groups.items()}
+        )
+        if not self.groups or any(not g for g in self.groups.values()):
+            raise ValidationError(f"recode {self.name!r} needs non-empty classes")
+        flat = [i for g in self.groups.values() for i in g]
+        if len(flat) != len(set(flat)):
+            raise ValidationError(f"recode {self.name!r}: its classes share a level")
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        """The class labels, in order."""
+        return tuple(self.groups)
+
+    def matrix(self, size: int) -> FloatArray:
+        """0/1 matrix (classes x the attribute's levels)."""
+        out = np.zeros((len(self.groups), size))
+        for row, levels in enumerate(self.groups.values()):
+            if min(levels) < 0 or max(levels) >= size:
+                raise ValidationError(f"recode {self.name!r}: a level index outside 0..{size - 1}")
+            out[row, list(levels)] = 1.0
+        return out
+
+
+@dataclass(frozen=True)
+class Attribute:
+    """One attribute of a schema: its name, the labels of its levels and its recodes.
+
+    Parameters
+    ----------
+    name : str
+    levels : sequence of str
+        Distinct labels, in the order of the attribute's cells (no ``|`` in them).
+    recodes : sequence of Recode, optional
+        Groupings of the levels that marginals may name instead of the attribute.
+
+    Examples
+    --------
+    >>> a = Attribute("votingage", ["under 18", "18+"])
+    >>> a.size, a.levels[1]
+    (2, '18+')
+    """
+
+    name: str
+    levels: tuple[str, ...]
+    recodes: tuple[Recode, ...] = field(default=())
+
+    def __init__(self, name: str, levels: Sequence[str], *, recodes: Sequence[Recode] = ()) -> None:
+        object.__setattr__(self, "name", str(name))
+        object.__setattr__(self, "levels", tuple(str(v) for v in levels))
+        object.__setattr__(self, "recodes", tuple(recodes))
+        if not self.levels or len(set(self.levels)) != len(self.levels):
+            raise ValidationError(f"attribute {self.name!r} needs distinct level labels")
+        if any(CELL_SEPARATOR in v for v in self.levels):
+            raise ValidationError(
+                f"attribute {self.name!r}: level labels cannot hold {CELL_SEPARATOR!r}"
+            )
+        for r in self.recodes:
+            r.matrix(self.size)  # checks the level indices
+
+    @property
+    def size(self) -> int:
+        """Number of levels."""
+        return len(self.levels)
+
+
+@dataclass(frozen=True)
+class Schema:
+    """Named attributes whose product is a table's detailed cells (last varies fastest).
+
+    Parameters
+    ----------
+    attributes : sequence of Attribute
+        Attribute and recode names must all differ.
+
+    Examples
+    --------
+    >>> adult = Recode("adult", {"no": [0], "yes": [1, 2]})
+    >>> s = Schema([Attribute("sex", ["m", "f"]),
+    ...             Attribute("age", ["0-17", "18-64", "65+"], recodes=[adult])])
+    >>> s.shape, s.size, s.cells[:2]
+    ((2, 3), 6, ('m|0-17', 'm|18-64'))
+    >>> s.marginal(["adult"]).apply(np.arange(6.0)).tolist()
+    [3.0, 12.0]
+    """
+
+    attributes: tuple[Attribute, ...]
+
+    def __init__(self, attributes: Sequence[Attribute]) -> None:
+        object.__setattr__(self, "attributes", tuple(attributes))
+        if not self.attributes:
+            raise ValidationError("a schema needs at least one attribute")
+        names = [a.name for a in self.attributes]
+        names += [r.name for a in self.attributes for r in a.recodes]
+        if len(set(names)) != len(names) or {"total", "detailed"} & set(names):
+            raise ValidationError(
+                "attribute and recode names must differ from each other and from "
+                "'total' and 'detailed'"
+            )
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The attribute names, in order."""
+        return tuple(a.name for a in self.attributes)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Levels per attribute."""
+        return tuple(a.size for a in self.attributes)
+
+    @property
+    def size(self) -> int:
+        """Number of detailed cells (the product of the attribute sizes)."""
+        return math.prod(self.shape)
+
+    @property
+    def cells(self) -> tuple[str, ...]:
+        """Code of every detailed cell: its level labels joined by ``|``, in cell order."""
+        return tuple(
+            CELL_SEPARATOR.join(p) for p in itertools.product(*(a.levels for a in self.attributes))
+        )
+
+    def categories(self) -> Hierarchy:
+        """The category tree of a schema table: root ``total`` over the detailed cells."""
+        cells = self.cells
+        parents: list[str | None] = [None, *(["total"] * len(cells))]
+        return Hierarchy.from_parents(["total", *cells], parents)  # type: ignore[arg-type]
+
+    def marginal(self, terms: Sequence[str] | str) -> Marginal:
+        """The marginal over attributes or recodes, e.g. ``["votingage", "cenrace"]`` or
+        ``"votingage * cenrace"``; ``"total"`` (or ``[]``) and ``"detailed"`` too."""
+        return Marginal(self, terms)
+
+    def _term(self, name: str) -> tuple[int, FloatArray | None, tuple[str, ...]]:
+        """(attribute index, factor or None for the identity, labels) of a term."""
+        for k, a in enumerate(self.attributes):
+            if a.name == name:
+                return k, None, a.levels
+            for r in a.recodes:
+                if r.name == name:
+                    return k, r.matrix(a.size), r.labels
+        known = ", ".join([*self.names, *(r.name for a in self.attributes for r in a.recodes)])
+        raise ValidationError(f"{name!r} is not an attribute or recode of the schema ({known})")
+
+
+@dataclass(frozen=True)
+class Marginal:
+    """The counts of a schema's histogram summed over every attribute not named.
+
+    Parameters
+    ----------
+    schema : Schema
+    terms : sequence of str or str
+        Attribute or recode names (at most one per attribute), or one string joined with
+        ``*``; ``"total"`` and ``"detailed"`` (every attribute) are accepted.
+
+    Notes
+    -----
+    The counts are ordered as the product of the terms' levels in the schema's attribute
+    order, the last varying fastest. Applying the marginal to ``(..., cells)`` costs
+    about (batch x cells) per attribute and never forms its matrix.
+
+    Examples
+    --------
+    >>> s = Schema([Attribute("a", ["0", "1"]), Attribute("b", ["x", "y", "z"])])
+    >>> m = Marginal(s, "b")
+    >>> m.name, m.labels, m.apply(np.arange(6.0)).tolist()
+    ('b', ('x', 'y', 'z'), [3.0, 5.0, 7.0])
+    """
+
+    schema: Schema
+    terms: tuple[str, ...]
+    factors: tuple[FloatArray | None, ...] = field(repr=False, compare=False)
+    kept: tuple[tuple[str, ...] | None, ...] = field(repr=False, compare=False)
+
+    def __init__(self, schema: Schema, terms: Sequence[str] | str) -> None:
+        if not isinstance(schema, Schema):
+            raise TypeError(f"`schema` must be a Schema; got {type(schema).__name__}")
+        words = [t.strip() for t in terms.split("*")] if isinstance(terms, str) else list(terms)
+        words = [str(w) for w in words if str(w).strip()]
+        if words == ["total"]:
+            words = []
+        elif words == ["detailed"]:
+            words = list(schema.names)
+        factors: list[FloatArray | None] = [np.ones((1, n)) for n in schema.shape]
+        kept: list[tuple[str, ...] | None] = [None] * len(schema.shape)
+        named: dict[int, str] = {}
+        for w in words:
+            k, factor, labels = schema._term(w)
+            if k in named:
+                raise ValidationError(
+                    f"{w!r} and {named[k]!r} both recode attribute {schema.names[k]!r}; a "
+                    "marginal takes one of them"
+                )
+            named[k] = w
+            factors[k], kept[k] = factor, labels
+        order = sorted(named)
+        object.__setattr__(self, "schema", schema)
+        object.__setattr__(self, "terms", tuple(named[k] for k in order))
+        object.__setattr__(self, "factors", tuple(factors))
+        object.__setattr__(self, "kept", tuple(kept))
+
+    @property
+    def name(self) -> str:
+        """``total``, ``detailed`` or the terms joined by `` * `` (the Census spelling)."""
+        if not self.terms:
+            return "total"
+        if self.terms == self.schema.names:
+            return "detailed"
+        return " * ".join(self.terms)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """Counts along each attribute (1 where it is summed out)."""
+        return tuple(
+            n if f is None else f.shape[0]
+            for n, f in zip(self.schema.shape, self.factors, strict=True)
+        )
+
+    @property
+    def size(self) -> int:
+        """Counts per geounit."""
+        return math.prod(self.shape)
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        """Label of every count (the kept levels joined by ``|``; ``total`` for the total)."""
+        parts = [labels for labels in self.kept if labels is not None]
+        if not parts:
+            return ("total",)
+        return tuple(CELL_SEPARATOR.join(p) for p in itertools.product(*parts))
+
+    def apply(self, x: FloatArray) -> FloatArray:
+        """The marginal of histograms ``x`` of shape (..., cells): shape (..., size)."""
+        x = np.asarray(x)
+        if x.shape[-1:] != (self.schema.size,):
+            raise ValidationError(
+                f"histograms must have {self.schema.size} cells on the last axis; got {x.shape}"
+            )
+        lead = x.shape[:-1]
+        out = x.reshape(*lead, *self.schema.shape)
+        base = len(lead)
+        for k, factor in enumerate(self.factors):
+            if factor is None:
+                continue
+            if factor.shape[0] == 1 and (factor == 1).all():  # summed out
+                out = out.sum(axis=base + k, keepdims=True)
+            else:
+                out = np.moveaxis(np.tensordot(out, factor, axes=([base + k], [1])), -1, base + k)
+        return out.reshape(*lead, self.size)
+
+    def groups(self) -> list[list[str]]:
+        """Each count's detailed cell codes (for :class:`~postdp.tables.Query`)."""
+        index = np.arange(self.schema.size).reshape(self.schema.shape)
+        cells = np.asarray(self.schema.cells, dtype=object)
+        member = []
+        for k, factor in enumerate(self.factors):
+            n = self.schema.shape[k]
+            member.append(np.eye(n, dtype=bool) if factor is None else factor.astype(bool))
+        out = []
+        for combo in itertools.product(*(range(m.shape[0]) for m in member)):
+            mask = np.ix_(*(m[c] for m, c in zip(member, combo, strict=True)))
+            out.append([str(c) for c in cells[index[mask].ravel()]])
+        return out
