@@ -25,23 +25,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from postdp._typing import FloatArray, IntArray
+from postdp._typing import FloatArray
 from postdp.errors import ValidationError
-from postdp.postprocess._table_active import psd_pinv
+from postdp.postprocess._table_tree import TreeGLS
 from postdp.tables import Table, TableMeasurements, Workload, category_matrix
 
 __all__ = ["TableProjector", "project_table"]
-
-
-@dataclass(frozen=True, slots=True)
-class _Shape:
-    """Matrices of one subtree shape (private)."""
-
-    cov: FloatArray  # S: covariance of the subtree's estimate after own measurements
-    gain: FloatArray | None  # K: Kalman gain of the node's own measurements (c x k)
-    leaf_map: FloatArray | None  # leaves: c x k map from noisy answers to the estimate
-    sum_pinv: FloatArray | None  # internal: pseudo-inverse of the children's summed S
-    summed: FloatArray | None = None  # internal: the children's summed S itself
 
 
 @dataclass(frozen=True, eq=False)
@@ -76,8 +65,7 @@ class TableProjector:
     table: Table
     workload: Workload
     _levels: list[tuple[FloatArray, FloatArray, list[int]]] = field(init=False, repr=False)
-    _sig: IntArray = field(init=False, repr=False)
-    _shapes: list[_Shape] = field(init=False, repr=False)
+    _tree: TreeGLS = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         geo, cat = self.table.geography, self.table.categories
@@ -91,71 +79,8 @@ class TableProjector:
                 A, r = np.zeros((0, cat.leaves.size)), np.zeros(0)
             levels.append((A, r, [self.workload.measurements.index(m) for m in ms]))
         object.__setattr__(self, "_levels", levels)
-        self._prepare_shapes()
-
-    def _prepare_shapes(self) -> None:
-        geo = self.table.geography
-        lay = geo.layout
-        c = self.table.categories.leaves.size
-        n = geo.n
-        sig = np.full(n, -1, dtype=np.int64)  # per layout position
-        shapes: list[_Shape] = []
-        index: dict[tuple[object, ...], int] = {}
-        has_kids = np.zeros(n, dtype=bool)
-        for d in range(len(lay.parents)):
-            has_kids[lay.parents[d]] = True
-        for d in range(geo.n_levels - 1, -1, -1):
-            A, r, _ = self._levels[d]
-            b0, b1 = lay.bounds[d], lay.bounds[d + 1]
-            kids_of: dict[int, tuple[int, ...]] = {}
-            if d < len(lay.parents):
-                c0 = lay.bounds[d + 1]
-                kid_sig = sig[c0 : lay.bounds[d + 2]]
-                for f, p in enumerate(lay.parents[d]):
-                    lo = lay.starts[d][f]
-                    kids_of[int(p)] = tuple(sorted(kid_sig[lo : lo + lay.sizes[d][f]].tolist()))
-            for p in range(b0, b1):
-                key: tuple[object, ...] = (d, kids_of.get(p, ()))
-                if key not in index:
-                    index[key] = len(shapes)
-                    kids = kids_of.get(p, ())
-                    shapes.append(self._shape(d, A, r, [shapes[k].cov for k in kids], c))
-                sig[p] = index[key]
-        object.__setattr__(self, "_sig", sig)
-        object.__setattr__(self, "_shapes", shapes)
-
-    def _shape(
-        self, d: int, A: FloatArray, r: FloatArray, kid_covs: list[FloatArray], c: int
-    ) -> _Shape:
-        noisy = r > 0
-        if not kid_covs:  # a leaf geounit: its own noisy answers identify its cells
-            An, wn = A[noisy], 1.0 / r[noisy]
-            info = An.T @ (wn[:, None] * An)
-            if An.shape[0] < c or np.linalg.matrix_rank(info) < c:
-                raise ValidationError(
-                    f"the noisy queries at geographic level {d} do not identify every "
-                    "detailed cell of its leaf geounits; measure the detailed cells there"
-                )
-            cov0 = np.linalg.inv(info)
-            cov0 = (cov0 + cov0.T) / 2
-            leaf_map = np.zeros((c, A.shape[0]))
-            leaf_map[:, noisy] = cov0 @ An.T * wn[None, :]
-            public = A[~noisy]
-            gain = None
-            cov = cov0
-            if public.shape[0]:
-                gain = np.zeros((c, A.shape[0]))
-                gain[:, ~noisy] = cov0 @ public.T @ psd_pinv(public @ cov0 @ public.T)
-                cov = cov0 - gain[:, ~noisy] @ public @ cov0
-            return _Shape((cov + cov.T) / 2, gain, leaf_map, None)
-        summed = np.sum(kid_covs, axis=0)
-        sum_pinv = psd_pinv(summed)
-        if A.shape[0] == 0:
-            return _Shape(summed, None, None, sum_pinv, summed)
-        S = A @ summed @ A.T + np.diag(r)
-        gain = summed @ A.T @ psd_pinv(S)
-        cov = summed - gain @ A @ summed
-        return _Shape((cov + cov.T) / 2, gain, None, sum_pinv, summed)
+        c = cat.leaves.size
+        object.__setattr__(self, "_tree", TreeGLS(geo, [(A, r) for A, r, _ in levels], c))
 
     def __call__(self, measurements: TableMeasurements) -> FloatArray:
         """The (P) estimate: detailed histograms of every geounit.
@@ -174,46 +99,11 @@ class TableProjector:
         if measurements.workload is not self.workload:
             raise ValidationError("the measurements come from a different workload")
         geo = self.table.geography
-        lay = geo.layout
-        c = self.table.categories.leaves.size
         lead = measurements.values[0].shape[:-2]
         B = int(np.prod(lead)) if lead else 1
-        ys = [
-            self._answers(measurements, d, B) for d in range(geo.n_levels)
-        ]  # per level (B, n_level, k) in layout order
-        post = np.zeros((B, geo.n, c))
-        summed = np.zeros((B, geo.n, c))
-        for d in range(geo.n_levels - 1, -1, -1):
-            A = self._levels[d][0]
-            b0, b1 = lay.bounds[d], lay.bounds[d + 1]
-            if d < len(lay.parents):
-                c0, c1 = lay.bounds[d + 1], lay.bounds[d + 2]
-                sums = np.add.reduceat(post[:, c0:c1], lay.starts[d], axis=1)
-                summed[:, lay.parents[d]] = sums
-            for s in np.unique(self._sig[b0:b1]):
-                shape = self._shapes[s]
-                nodes = b0 + np.flatnonzero(self._sig[b0:b1] == s)
-                y = ys[d][:, nodes - b0]
-                est = y @ shape.leaf_map.T if shape.leaf_map is not None else summed[:, nodes]
-                if shape.gain is not None:
-                    est = est + (y - est @ A.T) @ shape.gain.T
-                post[:, nodes] = est
-        out = np.empty_like(post)
-        out[:, 0] = post[:, 0]
-        for d in range(len(lay.parents)):
-            parents = lay.parents[d]
-            step = np.zeros((B, parents.size, c))
-            for s in np.unique(self._sig[parents]):
-                pick = np.flatnonzero(self._sig[parents] == s)
-                gap = out[:, parents[pick]] - summed[:, parents[pick]]
-                step[:, pick] = gap @ self._shapes[s].sum_pinv  # symmetric
-            spread = np.repeat(step, lay.sizes[d], axis=1)
-            c0, c1 = lay.bounds[d + 1], lay.bounds[d + 2]
-            kids_sig = self._sig[c0:c1]
-            for s in np.unique(kids_sig):
-                pick = np.flatnonzero(kids_sig == s)
-                out[:, c0 + pick] = post[:, c0 + pick] + spread[:, pick] @ self._shapes[s].cov
-        result: FloatArray = out[:, lay.position].reshape(*lead, geo.n, c)
+        ys = [self._answers(measurements, d, B) for d in range(geo.n_levels)]
+        out = self._tree.solve(ys)  # layout order
+        result: FloatArray = out[:, geo.layout.position].reshape(*lead, geo.n, self._tree.c)
         return result
 
     def variances(self) -> FloatArray:
@@ -292,32 +182,10 @@ def _smoothed_variances(projector: TableProjector) -> FloatArray:
     categories.n), rows in the order of ``geography.ids``."""
     table = projector.table
     geo, cat = table.geography, table.categories
-    lay = geo.layout
     C = category_matrix(cat).astype(np.float64)  # category node x detailed cell
-    shapes, sig = projector._shapes, projector._sig
     out = np.empty((geo.n, cat.n))  # layout order
-    smoothed = {0: shapes[sig[0]].cov}  # full P of the previous level's parents
-    out[0] = np.einsum("ai,ij,aj->a", C, smoothed[0], C)
-    for d in range(len(lay.parents)):
-        c0 = int(lay.bounds[d + 1])
-        nxt: dict[int, FloatArray] = {}
-        for f, p in enumerate(lay.parents[d]):
-            parent = shapes[sig[p]]
-            assert parent.sum_pinv is not None and parent.summed is not None
-            middle = parent.sum_pinv @ (smoothed[int(p)] - parent.summed) @ parent.sum_pinv
-            lo = c0 + int(lay.starts[d][f])
-            kids = range(lo, lo + int(lay.sizes[d][f]))
-            done: dict[int, FloatArray] = {}
-            for k in kids:
-                s = int(sig[k])
-                if s not in done:
-                    cov = shapes[s].cov
-                    P = cov + cov @ middle @ cov
-                    done[s] = (P + P.T) / 2
-                nxt[k] = done[s]
-        for k, P in nxt.items():
-            out[k] = np.einsum("ai,ij,aj->a", C, P, C)
-        smoothed = {k: P for k, P in nxt.items() if shapes[sig[k]].sum_pinv is not None}
-    variances: FloatArray = out[lay.position]
+    for k, P in projector._tree.covariances():
+        out[k] = np.einsum("ai,ij,aj->a", C, P, C)
+    variances: FloatArray = out[geo.layout.position]
     variances[variances < 1e-12 * max(1.0, float(variances.max()))] = 0.0  # fixed by invariants
     return variances

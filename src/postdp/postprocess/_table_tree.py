@@ -1,0 +1,175 @@
+"""The two-pass tree solver of table (P), on any per-level measurement matrices (private).
+
+Generalised least squares for histograms x_g of c cells on a geography, a parent's the sum of
+its children's, with measurements y = A_d x_g + noise (variance r per row, 0 for a public
+row held exactly) at every geounit g of level d. The Gaussian (Kalman) filter and smoother
+on the geography (seed ``000_52243d433e48a03d.txt`` Thm 7, computed as in Hay et al.'s two
+passes), with c x c matrices computed once per distinct subtree shape. Used by
+:class:`~postdp.postprocess.TableProjector` with the 0/1 query matrices of a category tree,
+and by the marginal basis (:mod:`postdp.postprocess._marginal_basis`) with the small
+per-block matrices of a schema's marginals.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from postdp._typing import FloatArray, IntArray
+from postdp.errors import ValidationError
+from postdp.hierarchy import Hierarchy
+from postdp.postprocess._table_active import psd_pinv
+
+__all__ = ["TreeGLS"]
+
+
+@dataclass(frozen=True, slots=True)
+class _Shape:
+    """Matrices of one subtree shape."""
+
+    cov: FloatArray  # S: covariance of the subtree's estimate after own measurements
+    gain: FloatArray | None  # K: Kalman gain of the node's own measurements (c x k)
+    leaf_map: FloatArray | None  # leaves: c x k map from noisy answers to the estimate
+    sum_pinv: FloatArray | None  # internal: pseudo-inverse of the children's summed S
+    summed: FloatArray | None = None  # internal: the children's summed S itself
+
+
+class TreeGLS:
+    """GLS of histograms of ``c`` cells on ``geography`` with measurements ``levels[d] =
+    (A, r)`` at level d (A: k x c, r: k variances, 0 for public rows)."""
+
+    __slots__ = ("c", "geography", "levels", "shapes", "sig")
+
+    def __init__(
+        self, geography: Hierarchy, levels: list[tuple[FloatArray, FloatArray]], c: int
+    ) -> None:
+        self.geography, self.levels, self.c = geography, levels, c
+        self.sig: IntArray
+        self.shapes: list[_Shape]
+        self._prepare()
+
+    def _prepare(self) -> None:
+        geo = self.geography
+        lay = geo.layout
+        sig = np.full(geo.n, -1, dtype=np.int64)  # per layout position
+        shapes: list[_Shape] = []
+        index: dict[tuple[object, ...], int] = {}
+        for d in range(geo.n_levels - 1, -1, -1):
+            A, r = self.levels[d]
+            b0, b1 = lay.bounds[d], lay.bounds[d + 1]
+            kids_of: dict[int, tuple[int, ...]] = {}
+            if d < len(lay.parents):
+                c0 = lay.bounds[d + 1]
+                kid_sig = sig[c0 : lay.bounds[d + 2]]
+                for f, p in enumerate(lay.parents[d]):
+                    lo = lay.starts[d][f]
+                    kids_of[int(p)] = tuple(sorted(kid_sig[lo : lo + lay.sizes[d][f]].tolist()))
+            for p in range(b0, b1):
+                key: tuple[object, ...] = (d, kids_of.get(p, ()))
+                if key not in index:
+                    index[key] = len(shapes)
+                    kids = kids_of.get(p, ())
+                    shapes.append(_shape(d, A, r, [shapes[k].cov for k in kids], self.c))
+                sig[p] = index[key]
+        self.sig, self.shapes = sig, shapes
+
+    def solve(self, ys: list[FloatArray]) -> FloatArray:
+        """The estimate from answers ``ys[d]`` of shape (B, geounits of level d in layout
+        order, k_d): shape (B, geography.n, c) in layout order."""
+        geo = self.geography
+        lay = geo.layout
+        c = self.c
+        B = ys[0].shape[0]
+        post = np.zeros((B, geo.n, c))
+        summed = np.zeros((B, geo.n, c))
+        for d in range(geo.n_levels - 1, -1, -1):
+            A = self.levels[d][0]
+            b0, b1 = lay.bounds[d], lay.bounds[d + 1]
+            if d < len(lay.parents):
+                c0, c1 = lay.bounds[d + 1], lay.bounds[d + 2]
+                sums = np.add.reduceat(post[:, c0:c1], lay.starts[d], axis=1)
+                summed[:, lay.parents[d]] = sums
+            for s in np.unique(self.sig[b0:b1]):
+                shape = self.shapes[s]
+                nodes = b0 + np.flatnonzero(self.sig[b0:b1] == s)
+                y = ys[d][:, nodes - b0]
+                est = y @ shape.leaf_map.T if shape.leaf_map is not None else summed[:, nodes]
+                if shape.gain is not None:
+                    est = est + (y - est @ A.T) @ shape.gain.T
+                post[:, nodes] = est
+        out = np.empty_like(post)
+        out[:, 0] = post[:, 0]
+        for d in range(len(lay.parents)):
+            parents = lay.parents[d]
+            step = np.zeros((B, parents.size, c))
+            for s in np.unique(self.sig[parents]):
+                pick = np.flatnonzero(self.sig[parents] == s)
+                gap = out[:, parents[pick]] - summed[:, parents[pick]]
+                step[:, pick] = gap @ self.shapes[s].sum_pinv  # symmetric
+            spread = np.repeat(step, lay.sizes[d], axis=1)
+            c0 = lay.bounds[d + 1]
+            kids_sig = self.sig[c0 : lay.bounds[d + 2]]
+            for s in np.unique(kids_sig):
+                pick = np.flatnonzero(kids_sig == s)
+                out[:, c0 + pick] = post[:, c0 + pick] + spread[:, pick] @ self.shapes[s].cov
+        return out
+
+    def covariances(self) -> Iterator[tuple[int, FloatArray]]:
+        """(layout position, covariance (c x c) of its final estimate) of every geounit,
+        level by level (from the design alone; one level's matrices held at a time)."""
+        lay = self.geography.layout
+        shapes, sig = self.shapes, self.sig
+        smoothed = {0: shapes[sig[0]].cov}  # the previous level's parents
+        yield 0, smoothed[0]
+        for d in range(len(lay.parents)):
+            c0 = int(lay.bounds[d + 1])
+            nxt: dict[int, FloatArray] = {}
+            for f, p in enumerate(lay.parents[d]):
+                parent = shapes[sig[p]]
+                assert parent.sum_pinv is not None and parent.summed is not None
+                middle = parent.sum_pinv @ (smoothed[int(p)] - parent.summed) @ parent.sum_pinv
+                lo = c0 + int(lay.starts[d][f])
+                done: dict[int, FloatArray] = {}
+                for k in range(lo, lo + int(lay.sizes[d][f])):
+                    s = int(sig[k])
+                    if s not in done:
+                        cov = shapes[s].cov
+                        P = cov + cov @ middle @ cov
+                        done[s] = (P + P.T) / 2
+                    nxt[k] = done[s]
+            yield from nxt.items()
+            smoothed = {k: P for k, P in nxt.items() if shapes[sig[k]].sum_pinv is not None}
+
+
+def _shape(d: int, A: FloatArray, r: FloatArray, kid_covs: list[FloatArray], c: int) -> _Shape:
+    noisy = r > 0
+    if not kid_covs:  # a leaf geounit: its own noisy answers identify its cells
+        An, wn = A[noisy], 1.0 / r[noisy]
+        info = An.T @ (wn[:, None] * An)
+        if An.shape[0] < c or np.linalg.matrix_rank(info) < c:
+            raise ValidationError(
+                f"the noisy queries at geographic level {d} do not identify every "
+                "detailed cell of its leaf geounits; measure the detailed cells there"
+            )
+        cov0 = np.linalg.inv(info)
+        cov0 = (cov0 + cov0.T) / 2
+        leaf_map = np.zeros((c, A.shape[0]))
+        leaf_map[:, noisy] = cov0 @ An.T * wn[None, :]
+        public = A[~noisy]
+        gain = None
+        cov = cov0
+        if public.shape[0]:
+            gain = np.zeros((c, A.shape[0]))
+            gain[:, ~noisy] = cov0 @ public.T @ psd_pinv(public @ cov0 @ public.T)
+            cov = cov0 - gain[:, ~noisy] @ public @ cov0
+        return _Shape((cov + cov.T) / 2, gain, leaf_map, None)
+    summed = np.sum(kid_covs, axis=0)
+    sum_pinv = psd_pinv(summed)
+    if A.shape[0] == 0:
+        return _Shape(summed, None, None, sum_pinv, summed)
+    S = A @ summed @ A.T + np.diag(r)
+    gain = summed @ A.T @ psd_pinv(S)
+    cov = summed - gain @ A @ summed
+    return _Shape((cov + cov.T) / 2, gain, None, sum_pinv, summed)
