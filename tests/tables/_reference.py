@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import cvxpy as cp
 import numpy as np
+from scipy import linalg
 
 from postdp import Gaussian, Hierarchy, Laplace
-from postdp.tables import Measurement, Query, Table, Workload
+from postdp.tables import Measurement, Query, Table, Workload, category_matrix
 
 CLARABEL_TIGHT = {"tol_gap_abs": 1e-12, "tol_gap_rel": 1e-12, "tol_feas": 1e-12, "max_iter": 500}
 
@@ -139,3 +140,38 @@ def qp_top_down_grouped(measurements, ours):
         for k, kid in enumerate(kids):
             out[int(kid)] = T.value[k]
     return np.array([out[i] for i in range(geo.n)])
+
+
+def dense_gls(measurements):
+    """Estimate and covariance of every (geounit, category node), shape (geo.n, cat.n)."""
+    table, workload = measurements.table, measurements.workload
+    geo, cat = table.geography, table.categories
+    G = below(geo)
+    C = category_matrix(cat).astype(float)
+    noisy_rows, noisy_y, noisy_w, pub_rows, pub_y = [], [], [], [], []
+    for m, values in zip(workload.measurements, measurements.values, strict=True):
+        Q = m.query.matrix(cat)
+        rows = np.kron(G[geo.levels[m.level]], Q)  # (n_level * k) x (n_leaf * c)
+        if m.public:
+            pub_rows.append(rows)
+            pub_y.append(np.ravel(values))
+        else:
+            noisy_rows.append(rows)
+            noisy_y.append(np.ravel(values))
+            noisy_w.append(np.full(rows.shape[0], 1.0 / m.variance))
+    M, y, w = np.vstack(noisy_rows), np.concatenate(noisy_y), np.concatenate(noisy_w)
+    unknowns = M.shape[1]
+    if pub_rows:
+        P, p = np.vstack(pub_rows), np.concatenate(pub_y)
+        x0 = np.linalg.lstsq(P, p, rcond=None)[0]
+        Z = linalg.null_space(P)
+    else:
+        x0, Z = np.zeros(unknowns), np.eye(unknowns)
+    H = Z.T @ (M.T * w) @ M @ Z
+    cov = Z @ np.linalg.solve(H, Z.T)
+    est = x0 + cov @ (M.T * w) @ (y - M @ x0)
+    leaves = est.reshape(geo.leaves.size, cat.leaves.size)
+    values = G @ leaves @ C.T
+    agg = np.kron(G, C)  # (geo.n * cat.n) x unknowns
+    variances = np.einsum("ij,jk,ik->i", agg, cov, agg).reshape(geo.n, cat.n)
+    return values, variances

@@ -8,7 +8,6 @@ noise variances; seed ``000_52243d433e48a03d.txt``, Thm 7: (P) is the GLS estima
 
 import numpy as np
 import pytest
-from scipy import linalg
 
 from postdp import Gaussian, Hierarchy, Laplace
 from postdp.postprocess import TableProjector, project_table
@@ -18,45 +17,9 @@ from postdp.tables import (
     Table,
     TableMeasurements,
     Workload,
-    category_matrix,
     measure,
 )
-from tests.tables._reference import below, random_tree
-
-
-def _dense_gls(measurements):
-    """Estimate and covariance of every (geounit, category node), shape (geo.n, cat.n)."""
-    table, workload = measurements.table, measurements.workload
-    geo, cat = table.geography, table.categories
-    G = below(geo)
-    C = category_matrix(cat).astype(float)
-    noisy_rows, noisy_y, noisy_w, pub_rows, pub_y = [], [], [], [], []
-    for m, values in zip(workload.measurements, measurements.values, strict=True):
-        Q = m.query.matrix(cat)
-        rows = np.kron(G[geo.levels[m.level]], Q)  # (n_level * k) x (n_leaf * c)
-        if m.public:
-            pub_rows.append(rows)
-            pub_y.append(np.ravel(values))
-        else:
-            noisy_rows.append(rows)
-            noisy_y.append(np.ravel(values))
-            noisy_w.append(np.full(rows.shape[0], 1.0 / m.variance))
-    M, y, w = np.vstack(noisy_rows), np.concatenate(noisy_y), np.concatenate(noisy_w)
-    unknowns = M.shape[1]
-    if pub_rows:
-        P, p = np.vstack(pub_rows), np.concatenate(pub_y)
-        x0 = np.linalg.lstsq(P, p, rcond=None)[0]
-        Z = linalg.null_space(P)
-    else:
-        x0, Z = np.zeros(unknowns), np.eye(unknowns)
-    H = Z.T @ (M.T * w) @ M @ Z
-    cov = Z @ np.linalg.solve(H, Z.T)
-    est = x0 + cov @ (M.T * w) @ (y - M @ x0)
-    leaves = est.reshape(geo.leaves.size, cat.leaves.size)
-    values = G @ leaves @ C.T
-    agg = np.kron(G, C)  # (geo.n * cat.n) x unknowns
-    variances = np.einsum("ij,jk,ik->i", agg, cov, agg).reshape(geo.n, cat.n)
-    return values, variances
+from tests.tables._reference import dense_gls, random_tree
 
 
 def _public_case(seed):
@@ -118,16 +81,16 @@ def test_chain_with_a_public_total_in_the_middle():
     expected = np.array([5 - 1 / 6, 19 / 3 - 1 / 6])
     np.testing.assert_allclose(got, np.tile(expected, (3, 1)), rtol=1e-12)
     # every variance: the dense reference
-    _, ref = _dense_gls(TableMeasurements(table, workload, answers, False))
+    _, ref = dense_gls(TableMeasurements(table, workload, answers, False))
     np.testing.assert_allclose(TableProjector(table, workload).variances(), ref, atol=1e-12)
 
 
 @pytest.mark.parametrize("seed", range(30))
-def test_public_queries_at_every_level_equal_dense_gls(seed):
+def test_public_queries_at_every_level_equaldense_gls(seed):
     table, workload = _public_case(seed)
     draws = measure(table, workload, secure=False, rng=seed)
     projector = TableProjector(table, workload)
-    ref, ref_var = _dense_gls(draws)
+    ref, ref_var = dense_gls(draws)
     full = project_table(draws)
     scale = max(1.0, float(np.abs(ref).max()))
     np.testing.assert_allclose(full, ref, rtol=0, atol=1e-9 * scale)

@@ -27,6 +27,7 @@ import numpy as np
 
 from postdp._typing import FloatArray
 from postdp.errors import ValidationError
+from postdp.postprocess._marginal_basis import MarginalBasis, marginal_workload
 from postdp.postprocess._table_tree import TreeGLS
 from postdp.tables import Table, TableMeasurements, Workload, category_matrix
 
@@ -65,9 +66,25 @@ class TableProjector:
     table: Table
     workload: Workload
     _levels: list[tuple[FloatArray, FloatArray, list[int]]] = field(init=False, repr=False)
-    _tree: TreeGLS = field(init=False, repr=False)
+    _tree: TreeGLS | None = field(init=False, repr=False)
+    _basis: MarginalBasis | None = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
+        geo, cat = self.table.geography, self.table.categories
+        object.__setattr__(self, "_basis", None)
+        object.__setattr__(self, "_tree", None)
+        schema = marginal_workload(self.workload)
+        cells = [str(cat.ids[j]) for j in cat.leaves]
+        if schema is not None and tuple(cells) == schema.cells:
+            # every query a marginal of the table's schema: the marginal basis, no c x c
+            object.__setattr__(self, "_basis", MarginalBasis(geo, self.workload))
+            return
+        self._dense()
+
+    def _dense(self) -> TreeGLS:
+        """The dense tree solver (c x c matrices), prepared on first use."""
+        if self._tree is not None:
+            return self._tree
         geo, cat = self.table.geography, self.table.categories
         levels = []
         for d in range(geo.n_levels):
@@ -80,7 +97,9 @@ class TableProjector:
             levels.append((A, r, [self.workload.measurements.index(m) for m in ms]))
         object.__setattr__(self, "_levels", levels)
         c = cat.leaves.size
-        object.__setattr__(self, "_tree", TreeGLS(geo, [(A, r) for A, r, _ in levels], c))
+        tree = TreeGLS(geo, [(A, r) for A, r, _ in levels], c)
+        object.__setattr__(self, "_tree", tree)
+        return tree
 
     def __call__(self, measurements: TableMeasurements) -> FloatArray:
         """The (P) estimate: detailed histograms of every geounit.
@@ -101,9 +120,15 @@ class TableProjector:
         geo = self.table.geography
         lead = measurements.values[0].shape[:-2]
         B = int(np.prod(lead)) if lead else 1
+        c = self.table.categories.leaves.size
+        if self._basis is not None:
+            values = [v.reshape(B, *v.shape[-2:]) for v in measurements.values]
+            result: FloatArray = self._basis.solve(values, B).reshape(*lead, geo.n, c)
+            return result
+        tree = self._dense()
         ys = [self._answers(measurements, d, B) for d in range(geo.n_levels)]
-        out = self._tree.solve(ys)  # layout order
-        result: FloatArray = out[:, geo.layout.position].reshape(*lead, geo.n, self._tree.c)
+        out = tree.solve(ys)  # layout order
+        result = out[:, geo.layout.position].reshape(*lead, geo.n, c)
         return result
 
     def variances(self) -> FloatArray:
@@ -184,7 +209,7 @@ def _smoothed_variances(projector: TableProjector) -> FloatArray:
     geo, cat = table.geography, table.categories
     C = category_matrix(cat).astype(np.float64)  # category node x detailed cell
     out = np.empty((geo.n, cat.n))  # layout order
-    for k, P in projector._tree.covariances():
+    for k, P in projector._dense().covariances():
         out[k] = np.einsum("ai,ij,aj->a", C, P, C)
     variances: FloatArray = out[geo.layout.position]
     variances[variances < 1e-12 * max(1.0, float(variances.max()))] = 0.0  # fixed by invariants

@@ -12,7 +12,7 @@ the sum of the costs of its measurements.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -50,8 +50,12 @@ class Query:
 
     name: str
     groups: tuple[tuple[str, ...], ...]
+    #: The schema marginal this query is (from :meth:`marginal`), or None: (P) then works in
+    #: the marginal basis instead of with c x c matrices.
+    marginal_of: Marginal | None = field(default=None, compare=False, repr=False)
 
     def __init__(self, name: str, groups: Sequence[Sequence[str]]) -> None:
+        object.__setattr__(self, "marginal_of", None)
         object.__setattr__(self, "name", str(name))
         object.__setattr__(self, "groups", tuple(tuple(str(c) for c in g) for g in groups))
         if not self.groups or any(not g for g in self.groups):
@@ -81,7 +85,9 @@ class Query:
         ('b', 3, ('0|x', '1|x'))
         """
         m = Marginal(schema, terms)
-        return cls(m.name, m.groups())
+        query = cls(m.name, m.groups())
+        object.__setattr__(query, "marginal_of", m)
+        return query
 
     @property
     def size(self) -> int:

@@ -1,0 +1,182 @@
+"""Table (P) in the marginal basis: a schema's GLS split into many tiny independent ones.
+
+Every measured query of a schema table is a marginal, a Kronecker product of one factor per
+attribute: the identity (the attribute is kept), an all-ones row (summed out) or a recode's
+0/1 matrix. For each attribute k let W_k be the span of the class indicators of every
+non-identity factor the workload applies to it (all-ones, recode classes) and r_k its
+dimension; U_k = [basis of W_k | basis of its orthogonal complement] is orthogonal. In the
+coordinates z = (U_1 x ... x U_K)' x of a histogram x:
+
+- a kept attribute's answers, rotated by U_k', are the coordinates z along k themselves
+  (an orthogonal rotation keeps the noise white with the same variance, and public answers
+  exact);
+- a summed-out or recoded attribute's answers are H z_W with H = F U_k[:, :r_k]: they see
+  only the first r_k coordinates along k (F vanishes on the complement of W_k).
+
+So a coordinate tuple (i_1, ..., i_K) falls in the *type* tau = {k : i_k < r_k}, and the
+coordinates of one type and one choice of complement indices form a block of prod_{k in
+tau} r_k unknowns per geounit, measured only by the marginals whose factors outside tau are
+identities (through the Kronecker product of I_{r_k} or H over tau). The geographic sums act
+coordinate by coordinate. The whole problem is therefore 2^K families of identical tiny tree
+problems (for the 2020 persons schema: 16 types, blocks of at most 3 unknowns), each solved
+exactly by :class:`~postdp.postprocess._table_tree.TreeGLS` with the blocks as a batch axis,
+then rotated back. Cost per geounit and draw about c x (sum of r_k + sizes); no c x c
+matrix is formed. The result is the same least-squares solution as the dense solver
+(tested to 1e-9 on random schemas with recodes and public queries).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+
+from postdp._typing import FloatArray
+from postdp.hierarchy import Hierarchy
+from postdp.postprocess._table_tree import TreeGLS
+from postdp.tables import Workload
+from postdp.tables.schema import Marginal, Schema
+
+__all__ = ["MarginalBasis", "marginal_workload"]
+
+
+def marginal_workload(workload: Workload) -> Schema | None:
+    """The schema when every query of ``workload`` is a marginal of one schema, else None."""
+    schemas = {
+        id(m.query.marginal_of.schema) if m.query.marginal_of else None
+        for m in workload.measurements
+    }
+    if None in schemas or len(schemas) != 1:
+        return None
+    first = workload.measurements[0].query.marginal_of
+    assert first is not None
+    return first.schema
+
+
+class MarginalBasis:
+    """(P) of a schema workload on a geography, prepared once for many draws."""
+
+    __slots__ = ("bases", "geography", "marginals", "ranks", "schema", "types", "variances")
+
+    def __init__(self, geography: Hierarchy, workload: Workload) -> None:
+        schema = marginal_workload(workload)
+        if schema is None:
+            raise ValueError("the workload is not made of marginals of one schema")
+        self.schema, self.geography = schema, geography
+        self.marginals: list[Marginal] = []
+        self.variances: list[float] = []
+        for m in workload.measurements:
+            assert m.query.marginal_of is not None
+            self.marginals.append(m.query.marginal_of)
+            self.variances.append(m.variance)
+        self.bases: list[FloatArray] = []
+        self.ranks: list[int] = []
+        for k, n in enumerate(schema.shape):
+            basis, r = _attribute_basis([q.factors[k] for q in self.marginals], n)
+            self.bases.append(basis)
+            self.ranks.append(r)
+        levels = [m.level for m in workload.measurements]
+        self.types: list[tuple[tuple[int, ...], TreeGLS, list[list[int]]]] = []
+        K = len(schema.shape)
+        for size in range(K + 1):
+            for tau in itertools.combinations(range(K), size):
+                if any(self.ranks[k] == 0 for k in tau):
+                    continue
+                if any(self.ranks[k] == schema.shape[k] for k in range(K) if k not in tau):
+                    continue  # an attribute outside tau has no complement: the type is empty
+                per_level: list[tuple[FloatArray, FloatArray]] = []
+                which: list[list[int]] = []
+                s = math.prod(self.ranks[k] for k in tau)
+                for d in range(geography.n_levels):
+                    mats, var, used = [], [], []
+                    for j, (q, lev) in enumerate(zip(self.marginals, levels, strict=True)):
+                        if lev != d or any(
+                            q.factors[k] is not None for k in range(K) if k not in tau
+                        ):
+                            continue
+                        M: FloatArray = np.ones((1, 1))
+                        for k in tau:
+                            f = q.factors[k]
+                            part = (
+                                np.eye(self.ranks[k])
+                                if f is None
+                                else f @ self.bases[k][:, : self.ranks[k]]
+                            )
+                            M = np.asarray(np.kron(M, part), dtype=np.float64)
+                        mats.append(M)
+                        var.append(np.full(M.shape[0], self.variances[j]))
+                        used.append(j)
+                    A = np.vstack(mats) if mats else np.zeros((0, s))
+                    noise = np.concatenate(var) if var else np.zeros(0)
+                    per_level.append((A, noise))
+                    which.append(used)
+                self.types.append((tau, TreeGLS(geography, per_level, s), which))
+
+    def solve(self, values: list[FloatArray], B: int) -> FloatArray:
+        """Detailed histograms (B, geography.n, c), rows in the order of geography.ids, from
+        the answers ``values[j]`` of shape (B, geounits of its level, size_j)."""
+        geo, schema = self.geography, self.schema
+        lay = geo.layout
+        shape, ranks, K = schema.shape, self.ranks, len(schema.shape)
+        rotated = []
+        for q, y in zip(self.marginals, values, strict=True):
+            n_d = y.shape[1]
+            t = y.reshape(B, n_d, *q.shape)
+            for k in range(K):
+                if q.factors[k] is None:  # a kept attribute: rotate its answers
+                    t = np.moveaxis(np.tensordot(t, self.bases[k], axes=([2 + k], [0])), -1, 2 + k)
+            rotated.append(t)
+        z = np.zeros((B, geo.n, *shape))
+        for tau, tree, which in self.types:
+            others = [k for k in range(K) if k not in tau]
+            m_tau = math.prod(shape[k] - ranks[k] for k in others)
+            ys = []
+            for d in range(geo.n_levels):
+                nodes = geo.levels[d]
+                parts = []
+                for j in which[d]:
+                    q, t = self.marginals[j], rotated[j]
+                    index = [slice(None), slice(None)]
+                    for k in range(K):
+                        if k in tau:
+                            index.append(
+                                slice(0, ranks[k]) if q.factors[k] is None else slice(None)
+                            )
+                        else:
+                            index.append(slice(ranks[k], None))
+                    part = t[tuple(index)]
+                    # batch axes: draws, then the complement coordinates of the other attributes
+                    order = [0, *(2 + k for k in others), 1, *(2 + k for k in tau)]
+                    part = np.transpose(part, order).reshape(B * m_tau, nodes.size, -1)
+                    parts.append(part)
+                y = np.concatenate(parts, axis=2) if parts else np.zeros((B * m_tau, nodes.size, 0))
+                laid = np.empty_like(y)
+                laid[:, lay.position[nodes] - lay.bounds[d]] = y
+                ys.append(laid)
+            est = tree.solve(ys)[:, lay.position]  # (B m_tau, n, s) in id order
+            est = est.reshape(
+                B, *(shape[k] - ranks[k] for k in others), geo.n, *(ranks[k] for k in tau)
+            )
+            pos = {k: 1 + i for i, k in enumerate(others)}
+            pos.update({k: len(others) + 2 + i for i, k in enumerate(tau)})
+            est = np.transpose(est, [0, len(others) + 1, *(pos[k] for k in range(K))])
+            index = [slice(None), slice(None)]
+            for k in range(K):
+                index.append(slice(0, ranks[k]) if k in tau else slice(ranks[k], None))
+            z[tuple(index)] = est
+        for k in range(K):
+            z = np.moveaxis(np.tensordot(z, self.bases[k], axes=([2 + k], [1])), -1, 2 + k)
+        return z.reshape(B, geo.n, schema.size)
+
+
+def _attribute_basis(factors: list[FloatArray | None], n: int) -> tuple[FloatArray, int]:
+    """U_k (n x n, orthogonal) whose first r columns span the rows of every non-identity
+    factor applied to one attribute, and r."""
+    rows = [f for f in factors if f is not None]
+    if not rows:
+        return np.eye(n), 0
+    _, sv, vt = np.linalg.svd(np.vstack(rows), full_matrices=True)
+    r = int(np.sum(sv > 1e-10 * max(1.0, float(sv.max()))))
+    basis: FloatArray = vt.T
+    return basis, r

@@ -1,0 +1,103 @@
+"""Table (P) in the marginal basis (issue 23): random schemas with recodes, random marginal
+workloads per level and public marginals; the estimate and its variances equal the dense
+generalised least-squares reference (null-space GLS, ``tests/tables/_reference.py``)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from postdp import Gaussian, Laplace
+from postdp.data import pl94_schema
+from postdp.postprocess import TableProjector, project_table
+from postdp.tables import Attribute, Measurement, Query, Recode, Schema, Table, Workload, measure
+from tests.tables._reference import dense_gls, random_tree
+
+
+def _schema(rng):
+    attributes = []
+    for k in range(int(rng.integers(2, 5))):
+        n = int(rng.integers(2, 5 if k >= 2 else 8))
+        recodes = []
+        if rng.random() < 0.6 and n > 2:
+            parts = np.array_split(rng.permutation(n), int(rng.integers(2, n)))
+            recodes.append(Recode(f"r{k}", {f"c{j}": p.tolist() for j, p in enumerate(parts)}))
+        attributes.append(Attribute(f"a{k}", [f"v{i}" for i in range(n)], recodes=recodes))
+    return Schema(attributes)
+
+
+def _terms(rng, schema):
+    terms = []
+    for a in schema.attributes:
+        pick = int(rng.integers(0, 3))
+        if pick == 1:
+            terms.append(a.name)
+        elif pick == 2 and a.recodes:
+            terms.append(a.recodes[0].name)
+    return terms
+
+
+def _case(seed):
+    rng = np.random.default_rng(seed)
+    schema = _schema(rng)
+    while schema.size > 60:
+        schema = _schema(rng)
+    geo = random_tree(rng, int(rng.integers(2, 7)), "g")
+    cat = schema.categories()
+    table = Table(geo, cat, rng.integers(0, 15, (geo.leaves.size, schema.size)))
+    items, names = [], set()
+    for d in range(geo.n_levels):
+        leafy = geo.is_leaf[geo.levels[d]].any()
+        chosen = [schema.marginal(_terms(rng, schema)).name for _ in range(int(rng.integers(1, 4)))]
+        if leafy:
+            chosen.append("detailed")
+        for name in dict.fromkeys(chosen):
+            mech = Laplace(epsilon=float(rng.uniform(0.3, 2))) if rng.random() < 0.3 else None
+            mech = mech or Gaussian(rho=float(rng.uniform(0.1, 1)))
+            items.append(Measurement(d, Query.marginal(schema, name), mech))
+            names.add((d, name))
+        if not geo.is_leaf[geo.levels[d]].all() and rng.random() < 0.5:
+            name = schema.marginal(_terms(rng, schema)).name
+            if (d, name) not in names:  # a public marginal, held exactly
+                items.append(Measurement(d, Query.marginal(schema, name), None))
+    return table, Workload(items)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_marginal_basis_equals_dense_gls(seed):
+    table, workload = _case(seed)
+    draws = measure(table, workload, secure=False, rng=seed)
+    projector = TableProjector(table, workload)
+    assert projector._basis is not None  # the marginal basis, not c x c matrices
+    ref, ref_var = dense_gls(draws)
+    full = project_table(draws)
+    scale = max(1.0, float(np.abs(ref).max()))
+    np.testing.assert_allclose(full, ref, rtol=0, atol=1e-9 * scale)
+    noise = max(m.variance for m in workload.measurements)
+    np.testing.assert_allclose(projector.variances(), ref_var, rtol=0, atol=1e-9 * noise)
+
+
+def test_batched_draws_are_solved_one_by_one_alike():
+    table, workload = _case(3)
+    draws = measure(table, workload, secure=False, rng=1, size=(2, 3))
+    batched = project_table(draws, cells=True)
+    assert batched.shape[:2] == (2, 3)
+    one = type(draws)(draws.table, draws.workload, tuple(v[1, 2] for v in draws.values), False)
+    np.testing.assert_allclose(batched[1, 2], project_table(one, cells=True), atol=1e-9)
+
+
+def test_the_pl94_blocks_are_tiny():
+    """The 2020 persons workload splits into 16 types of blocks of at most 3 unknowns."""
+    from postdp import Hierarchy
+
+    s = pl94_schema()
+    geo = Hierarchy.from_parents(["S", "a", "b"], [None, "S", "S"])
+    names = ["total", "cenrace", "hispanic", "votingage", "hhinstlevels", "hhgq"]
+    names += ["hispanic * cenrace", "votingage * cenrace", "votingage * hispanic"]
+    names += ["votingage * hispanic * cenrace", "detailed"]
+    items = [Measurement(d, Query.marginal(s, q), Gaussian(rho=0.1)) for d in (0, 1) for q in names]
+    table = Table(geo, s.categories(), np.zeros((2, s.size), dtype=np.int64))
+    projector = TableProjector(table, Workload(items))
+    basis = projector._basis
+    assert basis is not None and basis.ranks == [3, 1, 1, 1]
+    assert len(basis.types) == 16 and max(t[1].c for t in basis.types) == 3
