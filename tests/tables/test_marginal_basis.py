@@ -101,3 +101,38 @@ def test_the_pl94_blocks_are_tiny():
     basis = projector._basis
     assert basis is not None and basis.ranks == [3, 1, 1, 1]
     assert len(basis.types) == 16 and max(t[1].c for t in basis.types) == 3
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_variances_of_any_marginal_equal_the_dense_covariances(seed):
+    """Margins of error for every published marginal: diag(Q P Q') with P the dense c x c
+    covariance of each geounit's estimate (the dense solver, itself checked against the
+    null-space reference above)."""
+    table, workload = _case(seed)
+    projector = TableProjector(table, workload)
+    basis = projector._basis
+    schema = basis.schema
+    geo = table.geography
+    dense = dict(projector._dense().covariances())  # layout position -> c x c
+    rng = np.random.default_rng(seed)
+    for _ in range(3):
+        marginal = schema.marginal(_terms(rng, schema))
+        Q = Query.marginal(schema, marginal.name).matrix(table.categories)
+        ref = np.array([np.diag(Q @ dense[p] @ Q.T) for p in geo.layout.position])
+        ours = projector.query_variances(Query.marginal(schema, marginal.name))
+        np.testing.assert_allclose(ours, ref, rtol=0, atol=1e-9 * max(1.0, ref.max()))
+
+
+def test_query_variances_of_a_category_tree_query():
+    """The dense path of ``query_variances`` (a table without a schema) agrees with the
+    variances of the category nodes."""
+    from tests.tables._reference import random_case
+
+    table, workload = random_case(4)
+    projector = TableProjector(table, workload)
+    cat = table.categories
+    node = int(cat.leaves[0])
+    q = Query("one", [[str(cat.ids[node])]])
+    np.testing.assert_allclose(
+        projector.query_variances(q)[:, 0], projector.variances()[:, node], atol=1e-9
+    )

@@ -169,6 +169,53 @@ class MarginalBasis:
             z = np.moveaxis(np.tensordot(z, self.bases[k], axes=([2 + k], [1])), -1, 2 + k)
         return z.reshape(B, geo.n, schema.size)
 
+    def marginal_variances(self, marginal: Marginal) -> FloatArray:
+        """Variance of every count of ``marginal`` at every geounit, shape (geography.n,
+        marginal.size), rows in the order of geography.ids (from the design alone).
+
+        With G_k = F_k U_k for the marginal's factor F_k (the identity if kept), a type tau
+        adds diag(V C V') over the attributes in tau (V the Kronecker product of their G_k's
+        first r_k columns, C the block covariance) times, for each attribute outside tau,
+        the row sums of squares of G_k's complement columns."""
+        geo, schema = self.geography, self.schema
+        lay = geo.layout
+        K = len(schema.shape)
+        G = [
+            self.bases[k] if f is None else f @ self.bases[k]
+            for k, f in enumerate(marginal.factors)
+        ]
+        total = np.zeros((geo.n, *marginal.shape))
+        for tau, tree, _ in self.types:
+            others = [k for k in range(K) if k not in tau]
+            outside = [np.sum(G[k][:, self.ranks[k] :] ** 2, axis=1) for k in others]
+            if any(not e.any() for e in outside):
+                continue  # a summed-out attribute outside tau: this type adds nothing
+            V: FloatArray = np.ones((1, 1))
+            for k in tau:
+                V = np.asarray(np.kron(V, G[k][:, : self.ranks[k]]), dtype=np.float64)
+            covs = np.empty((geo.n, tree.c, tree.c))
+            for position, P in tree.covariances():
+                covs[position] = P
+            inner = np.einsum("ab,nbc,ac->na", V, covs[lay.position], V)
+            term = inner.reshape(geo.n, *(G[k].shape[0] for k in tau))
+            # broadcast to (n, rows of every attribute, in attribute order)
+            full = np.ones((geo.n, *marginal.shape))
+            full = full * _place(term, tau, K)
+            for k, e in zip(others, outside, strict=True):
+                full = full * e.reshape([1] + [e.size if i == k else 1 for i in range(K)])
+            total += full
+        out: FloatArray = total.reshape(geo.n, marginal.size)
+        return out
+
+
+def _place(term: FloatArray, tau: tuple[int, ...], K: int) -> FloatArray:
+    """``term`` of shape (n, rows of the attributes in tau) with length-1 axes inserted for
+    the other attributes (broadcastable against (n, rows of every attribute))."""
+    shape = [term.shape[0]]
+    for k in range(K):
+        shape.append(term.shape[1 + tau.index(k)] if k in tau else 1)
+    return term.reshape(shape)
+
 
 def _attribute_basis(factors: list[FloatArray | None], n: int) -> tuple[FloatArray, int]:
     """U_k (n x n, orthogonal) whose first r columns span the rows of every non-identity

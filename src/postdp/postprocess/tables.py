@@ -29,7 +29,7 @@ from postdp._typing import FloatArray
 from postdp.errors import ValidationError
 from postdp.postprocess._marginal_basis import MarginalBasis, marginal_workload
 from postdp.postprocess._table_tree import TreeGLS
-from postdp.tables import Table, TableMeasurements, Workload, category_matrix
+from postdp.tables import Query, Table, TableMeasurements, Workload, category_matrix
 
 __all__ = ["TableProjector", "project_table"]
 
@@ -145,6 +145,45 @@ class TableProjector:
         """
         return _smoothed_variances(self)
 
+    def query_variances(self, query: Query) -> FloatArray:
+        """Variance of every count of ``query`` at every geounit (margins of error of any
+        published table, measured or not), from the design alone.
+
+        Parameters
+        ----------
+        query : Query
+            Any query of the table's categories; a schema marginal
+            (:meth:`Query.marginal`) is computed in the marginal basis without c x c
+            matrices.
+
+        Returns
+        -------
+        ndarray, shape (geography.n, query.size)
+            Rows in the order of ``geography.ids``.
+
+        Examples
+        --------
+        >>> from postdp import Gaussian, Hierarchy
+        >>> from postdp.tables import Attribute, Measurement, Query, Schema, Table, Workload
+        >>> s = Schema([Attribute("a", ["0", "1"]), Attribute("b", ["x", "y"])])
+        >>> geo = Hierarchy.from_parents(["S", "p", "q"], [None, "S", "S"])
+        >>> t = Table(geo, s.categories(), [[1, 2, 3, 4], [5, 6, 7, 8]])
+        >>> w = Workload([Measurement(d, Query.marginal(s, "detailed"), Gaussian(rho=0.5))
+        ...               for d in (0, 1)])
+        >>> TableProjector(t, w).query_variances(Query.marginal(s, "total")).round(4).tolist()
+        [[2.6667], [2.6667], [2.6667]]
+        """
+        basis, marginal = self._basis, query.marginal_of
+        if basis is not None and marginal is not None and marginal.schema == basis.schema:
+            return basis.marginal_variances(marginal)
+        geo = self.table.geography
+        Q = query.matrix(self.table.categories)
+        out = np.empty((geo.n, query.size))
+        for position, P in self._dense().covariances():
+            out[position] = np.einsum("ai,ij,aj->a", Q, P, Q)
+        result: FloatArray = out[geo.layout.position]
+        return result
+
     def _answers(self, measurements: TableMeasurements, d: int, B: int) -> FloatArray:
         geo = self.table.geography
         lay = geo.layout
@@ -207,6 +246,15 @@ def _smoothed_variances(projector: TableProjector) -> FloatArray:
     categories.n), rows in the order of ``geography.ids``."""
     table = projector.table
     geo, cat = table.geography, table.categories
+    if projector._basis is not None:  # the schema's category tree: total, then the cells
+        basis = projector._basis
+        total = basis.marginal_variances(basis.schema.marginal("total"))
+        cells = basis.marginal_variances(basis.schema.marginal("detailed"))
+        full = np.empty((geo.n, cat.n))
+        full[:, cat.root] = total[:, 0]
+        full[:, cat.leaves] = cells
+        full[full < 1e-12 * max(1.0, float(full.max()))] = 0.0  # fixed by invariants
+        return full
     C = category_matrix(cat).astype(np.float64)  # category node x detailed cell
     out = np.empty((geo.n, cat.n))  # layout order
     for k, P in projector._dense().covariances():

@@ -9,11 +9,11 @@ import numpy as np
 import pandas as pd
 
 from postdp import _rng
-from postdp._typing import FloatArray, RNGLike
+from postdp._typing import FloatArray, IntArray, RNGLike
 from postdp.errors import PrivacyLeakWarning, ValidationError
 from postdp.mechanisms import Budget
 from postdp.tables._table import Table
-from postdp.tables.workload import Workload
+from postdp.tables.workload import Query, Workload
 
 __all__ = ["TableMeasurements", "measure"]
 
@@ -152,8 +152,7 @@ def measure(
                 f"query {m.query.name!r}: level {m.level} is not a level of the geography "
                 f"(0 to {geo.n_levels - 1})"
             )
-        A = m.query.matrix(table.categories).astype(np.int64)
-        truth = detailed[geo.levels[m.level]] @ A.T
+        truth = _answer(m.query, table, detailed[geo.levels[m.level]])
         if m.mechanism is not None:
             m.mechanism._values(truth.reshape(-1))  # checked before any draw
         answers.append(truth)
@@ -171,3 +170,15 @@ def measure(
             out = np.asarray(m.mechanism.sample(truth, rng=streams[i], size=size), dtype=float)
         values.append(out)
     return TableMeasurements(table, workload, tuple(values), secure)
+
+
+def _answer(query: Query, table: Table, detailed: IntArray) -> IntArray:
+    """A query's exact answers for rows of detailed histograms: a schema marginal attribute
+    by attribute (never its c-column matrix), any other query through its 0/1 matrix."""
+    marginal = query.marginal_of
+    cat = table.categories
+    if marginal is not None and tuple(str(cat.ids[j]) for j in cat.leaves) == marginal.schema.cells:
+        return np.rint(marginal.apply(detailed.astype(np.float64))).astype(np.int64)
+    A = query.matrix(cat).astype(np.int64)
+    out: IntArray = detailed @ A.T
+    return out

@@ -1,0 +1,149 @@
+"""The 2020 persons schema (2,016 cells) with its 11 marginals at every level: (P) in the
+marginal basis against the noise floor.
+
+Run by hand (never collected by pytest)::
+
+    python benchmarks/bench_schema.py                        # nation > state > 60 > 3,000
+    python benchmarks/bench_schema.py --tracts 600 --repeat 5
+    python benchmarks/bench_schema.py --block-groups 3       # one more level, 3 per tract
+
+The geography is synthetic: nation > state > 60 counties > ``--tracts`` tracts (spread
+evenly) [> ``--block-groups`` block groups per tract]. Every leaf holds about ``--people``
+persons in a few dozen of the 2,016 cells (a Poisson histogram over a random sparse support).
+The workload is the production one in shape: at every level the 11 marginals total, cenrace,
+hispanic, votingage, hhinstlevels, hhgq, hispanic x cenrace, votingage x cenrace, votingage x
+hispanic, votingage x hispanic x cenrace and detailed, each Gaussian with rho = 0.1 (the
+budget split does not change the cost), plus the nation's total public.
+
+Also timed: the variance of every count of the 11 marginals at every geounit
+(``TableProjector.query_variances``, the margins of error of every published cell).
+
+Printed per step: the median wall time of ``--repeat`` runs, its ratio to the noise floor
+(drawing the noise of the whole workload once, ``measure``) per run and the median of the
+ratios, and the peak memory of the step (tracemalloc). The (P) step includes its one-off
+preparation (``TableProjector``), which does not depend on the number of geounits beyond
+the distinct subtree shapes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+import tracemalloc
+
+import numpy as np
+
+from postdp import Gaussian, Hierarchy
+from postdp.data import pl94_schema
+from postdp.postprocess import TableProjector
+from postdp.tables import Measurement, Query, Table, Workload, measure
+
+MARGINALS = [
+    "total",
+    "cenrace",
+    "hispanic",
+    "votingage",
+    "hhinstlevels",
+    "hhgq",
+    "hispanic * cenrace",
+    "votingage * cenrace",
+    "votingage * hispanic",
+    "votingage * hispanic * cenrace",
+    "detailed",
+]
+
+
+def geography(tracts: int, block_groups: int) -> Hierarchy:
+    ids, parents = ["US", "ST"], [None, "US"]
+    counties = [f"C{i:02d}" for i in range(60)]
+    ids += counties
+    parents += ["ST"] * 60
+    for t in range(tracts):
+        ids.append(f"T{t:05d}")
+        parents.append(counties[t % 60])
+        for b in range(block_groups):
+            ids.append(f"B{t:05d}{b}")
+            parents.append(f"T{t:05d}")
+    return Hierarchy.from_parents(ids, parents)  # type: ignore[arg-type]
+
+
+def population(geo: Hierarchy, people: int, rng: np.random.Generator) -> np.ndarray:
+    c = 2016
+    cells = np.zeros((geo.leaves.size, c), dtype=np.int64)
+    for row in range(geo.leaves.size):
+        support = rng.choice(c, size=40, replace=False)
+        cells[row, support] = rng.poisson(people / 40, size=40)
+    return cells
+
+
+def timed(step, repeat):
+    times, peak = [], 0
+    for _ in range(repeat):
+        tracemalloc.start()
+        start = time.perf_counter()
+        step()
+        times.append(time.perf_counter() - start)
+        peak = max(peak, tracemalloc.get_traced_memory()[1])
+        tracemalloc.stop()
+    return times, peak
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tracts", type=int, default=3000)
+    parser.add_argument("--block-groups", type=int, default=0)
+    parser.add_argument("--people", type=int, default=1200)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    rng = np.random.default_rng(0)
+    schema = pl94_schema()
+    geo = geography(args.tracts, args.block_groups)
+    table = Table(geo, schema.categories(), population(geo, args.people, rng))
+    items = [Measurement(0, Query.marginal(schema, "total"), None)]
+    for d in range(geo.n_levels):
+        for name in MARGINALS:
+            if d == 0 and name == "total":
+                continue
+            items.append(Measurement(d, Query.marginal(schema, name), Gaussian(rho=0.1)))
+    work = Workload(items)
+    counts = sum(m.query.size * geo.levels[m.level].size for m in items)
+    print(
+        f"geography: {geo.n:,} geounits over {geo.n_levels} levels; {schema.size:,} cells; "
+        f"{len(items)} measurements, {counts:,} counts; load {os.getloadavg()[0]:.2f}"
+    )
+    draws = measure(table, work, secure=False, rng=1)
+    floor, floor_peak = timed(lambda: measure(table, work, secure=False, rng=1), args.repeat)
+    solve, solve_peak = timed(lambda: TableProjector(table, work)(draws), args.repeat)
+    ratios = [s / f for s, f in zip(solve, floor, strict=True)]
+    print(
+        f"noise floor (measure): median {statistics.median(floor):.2f} s, "
+        f"peak {floor_peak / 2**20:.0f} MiB"
+    )
+    print(
+        f"(P), marginal basis, with preparation: median {statistics.median(solve):.2f} s, "
+        f"{statistics.median(ratios):.2f}x the floor (per run: "
+        + ", ".join(f"{r:.2f}" for r in ratios)
+        + f"), peak {solve_peak / 2**20:.0f} MiB"
+    )
+    projector = TableProjector(table, work)
+    queries = [Query.marginal(schema, name) for name in MARGINALS]
+
+    def margins():
+        return [projector.query_variances(q) for q in queries]
+
+    moe, moe_peak = timed(margins, args.repeat)
+    print(
+        f"variances of the 11 marginals at every geounit ({sum(q.size for q in queries)} "
+        f"counts each): median {statistics.median(moe):.2f} s, peak {moe_peak / 2**20:.0f} MiB"
+    )
+    est = projector(draws)
+    state = int(geo.index("ST")[0])
+    gap = np.abs(est[state] - est[geo.parent == state].sum(axis=0)).max()
+    print(f"consistency (state minus the sum of its counties, largest cell): {gap:.2e}")
+    print(f"load after: {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
