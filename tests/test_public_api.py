@@ -239,7 +239,7 @@ RANK = {
 }
 BARE_NOISE = {"scale", "sigma", "epsilon", "rho", "lam", "b"}
 # Optional data that may still be given by position: a hierarchy's counts, a design's truth.
-OPTIONAL_DATA = {"counts", "truth"}
+OPTIONAL_DATA = {"counts", "truth", "hierarchy"}  # project(): table measurements carry theirs
 NOISE_CLASSES = {"Laplace", "Geometric", "Gaussian", "DiscreteGaussian", "LogLaplace", "Budget"}
 
 

@@ -43,6 +43,7 @@ from postdp.postprocess._tree_solve import (
     two_pass,
 )
 from postdp.postprocess.topdown import TopDownPlan
+from postdp.tables import TableMeasurements
 
 __all__ = [
     "Projector",
@@ -106,8 +107,8 @@ def inverse_variance_weights(
 
 
 def project(
-    noisy: ArrayLike,
-    hierarchy: Hierarchy,
+    noisy: ArrayLike | TableMeasurements,
+    hierarchy: Hierarchy | None = None,
     *,
     nonneg: bool = True,
     public: PublicSpec = None,
@@ -118,9 +119,15 @@ def project(
 
     Parameters
     ----------
-    noisy : array_like, shape (..., n)
+    noisy : array_like, shape (..., n), or TableMeasurements
         Noisy values of every node (in ``hierarchy.ids`` order); leading axes are draws.
+        Or a table's measurements (:func:`postdp.tables.measure`, category trees and
+        schemas alike): then (P) is :func:`project_table`, (P+)
+        :class:`TableNonnegProjector` and ``"topdown"`` :func:`top_down_table`, and the
+        result holds every (geounit, category node), shape (..., geography.n,
+        categories.n); the measurements carry their geography, invariants and weights.
     hierarchy : Hierarchy
+        Required for counts; left out for table measurements.
     nonneg : bool, default True
         True: (P+), also v >= 0. False: (P).
     public : mapping, sequence of str, "root" or None
@@ -182,6 +189,12 @@ def project(
     >>> project(np.array([3.0, -5.0, 6.0]), h, public={"T": 3.0}).round(6).tolist()
     [3.0, 0.0, 3.0]
     """
+    if isinstance(noisy, TableMeasurements):
+        from postdp.postprocess._project_tables import project_measurements
+
+        return project_measurements(noisy, hierarchy, nonneg, public, method, weights)
+    if hierarchy is None:
+        raise ValidationError("`hierarchy` is required to project counts")
     return _prepared(hierarchy, nonneg, public, method, weights)(noisy)
 
 

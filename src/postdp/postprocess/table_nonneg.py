@@ -82,6 +82,7 @@ class TableNonnegProjector:
         base = TableProjector(self.table, self.workload)
         object.__setattr__(self, "_base", base)
         object.__setattr__(self, "_leaf_layout", geo.is_leaf[geo.layout.order])
+        base._dense()  # (P+) works with the dense matrices of each level
         below = [base._levels[d] for d in range(1, geo.n_levels)]
         diagonal = (
             geo.n_levels > 1

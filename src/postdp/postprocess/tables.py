@@ -187,6 +187,7 @@ class TableProjector:
     def _answers(self, measurements: TableMeasurements, d: int, B: int) -> FloatArray:
         geo = self.table.geography
         lay = geo.layout
+        self._dense()  # the stacked 0/1 matrices of each level
         A, _, which = self._levels[d]
         nodes = geo.levels[d]
         y = np.zeros((B, nodes.size, A.shape[0]))
