@@ -185,11 +185,62 @@ class Schema:
             CELL_SEPARATOR.join(p) for p in itertools.product(*(a.levels for a in self.attributes))
         )
 
-    def categories(self) -> Hierarchy:
-        """The category tree of a schema table: root ``total`` over the detailed cells."""
+    def categories(self, *, rounders: Sequence[Sequence[str] | str] = ()) -> Hierarchy:
+        """The category tree of a schema table: root ``total`` over the detailed cells, with
+        the counts of nested marginals (``rounders``) as the nodes in between.
+
+        Parameters
+        ----------
+        rounders : sequence of marginals, optional
+            Marginals (as for :meth:`marginal`) that each refine the next coarser one, e.g.
+            ``["hhgq", "hhgq * hispanic", "hhgq * hispanic * cenrace"]``. Their counts
+            become category nodes named ``"<marginal>=<label>"``, so a rounding of the
+            table (:func:`postdp.postprocess.round_table`) keeps each within 1 at the root
+            and at the leaf geounits, as it does every category node. Marginals that are
+            not nested cannot be such a tree and are refused (``round_table`` then promises
+            them integral and unbiased only). The detailed cells stay the leaves, in cell
+            order, so marginal queries and the marginal basis are unchanged.
+
+        Returns
+        -------
+        Hierarchy
+
+        Examples
+        --------
+        >>> s = Schema([Attribute("a", ["0", "1"]), Attribute("b", ["x", "y"])])
+        >>> tree = s.categories(rounders=["a"])
+        >>> tree.ids.tolist()
+        ['total', 'a=0', 'a=1', '0|x', '0|y', '1|x', '1|y']
+        """
         cells = self.cells
-        parents: list[str | None] = [None, *(["total"] * len(cells))]
-        return Hierarchy.from_parents(["total", *cells], parents)  # type: ignore[arg-type]
+        ids: list[str] = ["total"]
+        parents: list[str | None] = [None]
+        owner = np.full(self.size, "total", dtype=object)  # each cell's finest node so far
+        previous: Marginal | None = None
+        for terms in rounders:
+            m = self.marginal(terms)
+            groups = m.groups()
+            if sum(len(g) for g in groups) != self.size:
+                raise ValidationError(
+                    f"rounder {m.name!r} leaves cells out (a recode that does not cover its "
+                    "attribute); rounders must partition the cells"
+                )
+            if previous is not None and not _refines(m, previous):
+                raise ValidationError(
+                    f"rounders must be nested, each refining the one before: {m.name!r} does "
+                    f"not refine {previous.name!r}"
+                )
+            index = {c: i for i, c in enumerate(cells)}
+            for label, group in zip(m.labels, groups, strict=True):
+                node = f"{m.name}={label}"
+                members = [index[c] for c in group]
+                ids.append(node)
+                parents.append(str(owner[members[0]]))
+                owner[members] = node
+            previous = m
+        ids += list(cells)
+        parents += [str(o) for o in owner]
+        return Hierarchy.from_parents(ids, parents)  # type: ignore[arg-type]
 
     def marginal(self, terms: Sequence[str] | str) -> Marginal:
         """The marginal over attributes or recodes, e.g. ``["votingage", "cenrace"]`` or
@@ -327,3 +378,12 @@ class Marginal:
             mask = np.ix_(*(m[c] for m, c in zip(member, combo, strict=True)))
             out.append([str(c) for c in cells[index[mask].ravel()]])
         return out
+
+
+def _refines(fine: Marginal, coarse: Marginal) -> bool:
+    """Whether every count of ``fine`` adds up cells of a single count of ``coarse``."""
+    which = {}
+    for k, group in enumerate(coarse.groups()):
+        for cell in group:
+            which[cell] = k
+    return all(len({which.get(c, -1) for c in group}) == 1 for group in fine.groups())
