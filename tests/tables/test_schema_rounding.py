@@ -50,7 +50,8 @@ def test_the_rounder_tree_holds_the_nested_marginals():
     cat = SCHEMA.categories(rounders=ROUNDERS)
     assert [str(cat.ids[j]) for j in cat.leaves] == list(SCHEMA.cells)
     assert {"inst=H", "g=i1", "g * v=i2|18+"} <= set(cat.ids.tolist())
-    parent = dict(zip(cat.ids.tolist(), [cat.ids[p] if p >= 0 else None for p in cat.parent]))
+    ups = [cat.ids[p] if p >= 0 else None for p in cat.parent]
+    parent = dict(zip(cat.ids.tolist(), ups, strict=True))
     assert parent["g=i1"] == "inst=I" and parent["g * v=i1|u18"] == "g=i1"
     assert parent["i1|u18|b"] == "g * v=i1|u18"
 
