@@ -11,8 +11,9 @@ the sum of the costs of its measurements.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 import numpy as np
 import pandas as pd
@@ -188,8 +189,11 @@ class Workload:
     """
 
     measurements: tuple[Measurement, ...]
+    #: With :meth:`from_shares`: the exact rho of every measurement (None for public ones).
+    exact_rho: tuple[Fraction | None, ...] | None = field(default=None, compare=False, repr=False)
 
     def __init__(self, measurements: Sequence[Measurement]) -> None:
+        object.__setattr__(self, "exact_rho", None)
         items = tuple(measurements)
         if not items or not all(isinstance(m, Measurement) for m in items):
             raise ValidationError("a workload needs at least one Measurement")
@@ -203,12 +207,102 @@ class Workload:
             seen.add(key)
         object.__setattr__(self, "measurements", items)
 
+    @classmethod
+    def from_shares(
+        cls,
+        levels: Mapping[int, tuple[Share, Mapping[Query | str, Share]]],
+        *,
+        rho: Share,
+        schema: Schema | None = None,
+        mechanism: str = "discrete-gaussian",
+        public: Sequence[tuple[int, Query | str]] = (),
+    ) -> Workload:
+        """A zCDP workload whose budget is split in exact fractions, as the Census Bureau's
+        configurations give it: level d gets the share g_d of ``rho`` and each of its
+        queries the share q of the level's, so the query's noise has rho x g_d x q.
+
+        Parameters
+        ----------
+        levels : mapping of int to (share, mapping of query to share)
+            For each geographic level: its share of the total and its queries' shares of
+            it. Shares are exact: fractions (``Fraction(52, 4097)`` or ``"52/4097"``) or
+            integers; the levels' shares add up to 1 exactly, and so do each level's
+            queries'. A query is a :class:`Query` or a marginal of ``schema`` by name.
+        rho : fraction, str or int
+            The total zCDP budget (e.g. ``"293764/114921"``), exact.
+        schema : Schema, optional
+            Needed when queries are given by name.
+        mechanism : {"discrete-gaussian", "gaussian"}
+        public : sequence of (level, query)
+            Invariants (released exactly, no budget).
+
+        Returns
+        -------
+        Workload
+            Its :meth:`budget` is the exact total (:attr:`exact_rho` holds each
+            measurement's exact rho).
+
+        Examples
+        --------
+        >>> from postdp.tables.schema import Attribute, Schema
+        >>> s = Schema([Attribute("a", ["0", "1"]), Attribute("b", ["x", "y", "z"])])
+        >>> w = Workload.from_shares({0: ("1/3", {"total": "1/2", "detailed": "1/2"}),
+        ...                           1: ("2/3", {"detailed": 1})}, rho="1/2", schema=s)
+        >>> [str(r) for r in w.exact_rho], w.budget().rho
+        (['1/12', '1/12', '1/3'], 0.5)
+        """
+        from postdp.mechanisms import DiscreteGaussian, Gaussian
+
+        kinds = {"discrete-gaussian": DiscreteGaussian, "gaussian": Gaussian}
+        if mechanism not in kinds:
+            raise ValidationError(f"`mechanism` must be one of {sorted(kinds)}; got {mechanism!r}")
+        total = _share("rho", rho)
+        if total <= 0:
+            raise ValidationError(f"`rho` must be positive; got {rho!r}")
+
+        def query(q: Query | str) -> Query:
+            if isinstance(q, Query):
+                return q
+            if schema is None:
+                raise ValidationError(f"query {q!r} given by name needs `schema`")
+            return Query.marginal(schema, q)
+
+        level_sum = sum((_share(f"level {d}", g) for d, (g, _) in levels.items()), Fraction(0))
+        if level_sum != 1:
+            raise ValidationError(f"the levels' shares add up to {level_sum}, not 1")
+        items: list[Measurement] = []
+        exact: list[Fraction | None] = []
+        for d, (g, queries) in sorted(levels.items()):
+            shares = {name: _share(f"level {d}", q) for name, q in queries.items()}
+            if sum(shares.values(), Fraction(0)) != 1:
+                raise ValidationError(
+                    f"the query shares of level {d} add up to "
+                    f"{sum(shares.values(), Fraction(0))}, not 1"
+                )
+            for name, q in shares.items():
+                r = total * _share(f"level {d}", g) * q
+                if r <= 0:
+                    raise ValidationError(f"query {name!r} at level {d}: its share must be > 0")
+                items.append(Measurement(d, query(name), kinds[mechanism](rho=float(r))))
+                exact.append(r)
+        for d, invariant in public:
+            items.append(Measurement(d, query(invariant), None))
+            exact.append(None)
+        work = cls(items)
+        object.__setattr__(work, "exact_rho", tuple(exact))
+        return work
+
     def at(self, level: int) -> list[Measurement]:
         """The measurements of one geographic level."""
         return [m for m in self.measurements if m.level == level]
 
     def budget(self) -> Budget:
-        """Total privacy cost: the sum of every noisy measurement's cost."""
+        """Total privacy cost: the sum of every noisy measurement's cost (exact for a
+        workload :meth:`from_shares`: the sum of the fractions, rounded once)."""
+        if self.exact_rho is not None:
+            return Budget.zcdp(
+                float(sum((r for r in self.exact_rho if r is not None), Fraction(0)))
+            )
         return Budget.compose(
             m.mechanism.privacy_cost() for m in self.measurements if m.mechanism is not None
         )
@@ -234,3 +328,24 @@ class Workload:
         return pd.concat([frame, totals], ignore_index=True).sort_values(
             ["level", "query"], kind="stable", ignore_index=True
         )
+
+
+#: An exact budget share: a Fraction, an int or a string such as "52/4097".
+Share = Fraction | int | str
+
+
+def _share(where: str, value: object) -> Fraction:
+    """An exact fraction from a Fraction, an int or a string (floats are refused: their
+    binary value is not the fraction a configuration means)."""
+    if isinstance(value, bool) or not isinstance(value, Fraction | int | str):
+        raise ValidationError(
+            f"{where}: shares must be exact (a Fraction, an int or a string like '52/4097'); "
+            f"got {value!r}"
+        )
+    try:
+        out = Fraction(value)
+    except (ValueError, ZeroDivisionError):
+        raise ValidationError(f"{where}: {value!r} is not a fraction") from None
+    if out < 0:
+        raise ValidationError(f"{where}: shares must be nonnegative; got {value!r}")
+    return out
