@@ -55,15 +55,30 @@ def marginal_workload(workload: Workload) -> Schema | None:
 
 
 class MarginalBasis:
-    """(P) of a schema workload on a geography, prepared once for many draws."""
+    """(P) of a schema workload on a geography, prepared once for many draws.
 
-    __slots__ = ("bases", "geography", "marginals", "ranks", "schema", "types", "variances")
+    Memory: :meth:`solve` holds the answers rotated into the basis and one (draws, geounits,
+    cells) array of coordinates, plus each type's tree arrays in turn; the first
+    :meth:`marginal_variances` keeps every type's block covariances, geounits x the sum
+    over types of (block size)^2 floats (80 per geounit for the persons schema)."""
+
+    __slots__ = (
+        "_covs",
+        "bases",
+        "geography",
+        "marginals",
+        "ranks",
+        "schema",
+        "types",
+        "variances",
+    )
 
     def __init__(self, geography: Hierarchy, workload: Workload) -> None:
         schema = marginal_workload(workload)
         if schema is None:
             raise ValueError("the workload is not made of marginals of one schema")
         self.schema, self.geography = schema, geography
+        self._covs: dict[int, FloatArray] = {}  # per type: (n, s, s) in id order, on demand
         self.marginals: list[Marginal] = []
         self.variances: list[float] = []
         for m in workload.measurements:
@@ -185,7 +200,7 @@ class MarginalBasis:
             for k, f in enumerate(marginal.factors)
         ]
         total = np.zeros((geo.n, *marginal.shape))
-        for tau, tree, _ in self.types:
+        for t, (tau, tree, _) in enumerate(self.types):
             others = [k for k in range(K) if k not in tau]
             outside = [np.sum(G[k][:, self.ranks[k] :] ** 2, axis=1) for k in others]
             if any(not e.any() for e in outside):
@@ -193,10 +208,12 @@ class MarginalBasis:
             V: FloatArray = np.ones((1, 1))
             for k in tau:
                 V = np.asarray(np.kron(V, G[k][:, : self.ranks[k]]), dtype=np.float64)
-            covs = np.empty((geo.n, tree.c, tree.c))
-            for position, P in tree.covariances():
-                covs[position] = P
-            inner = np.einsum("ab,nbc,ac->na", V, covs[lay.position], V)
+            if t not in self._covs:
+                covs = np.empty((geo.n, tree.c, tree.c))
+                for position, P in tree.covariances():
+                    covs[position] = P
+                self._covs[t] = covs[lay.position]
+            inner = np.einsum("ab,nbc,ac->na", V, self._covs[t], V)
             term = inner.reshape(geo.n, *(G[k].shape[0] for k in tau))
             # broadcast to (n, rows of every attribute, in attribute order)
             full = np.ones((geo.n, *marginal.shape))
