@@ -187,3 +187,33 @@ def test_simulate_a_schema_table_against_theory():
     # the intervals are 95% ones: far fewer than 15% misses unless the theory is wrong
     assert bias_ok[moving].mean() > 0.85 and var_ok[moving].mean() > 0.85
     assert (frame.loc[~moving, "variance"] < 1e-9).all()
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_schema_top_down_and_nonneg_certificates(seed):
+    """Exact (P+) of a schema workload with its KKT certificate at 1e-9, and top-down (the
+    detailed cells measured at every level) equal to a per-family Clarabel reference."""
+    from postdp.postprocess import TableNonnegProjector, table_nonneg_report, top_down_table
+    from tests.tables._reference import qp_top_down_grouped
+
+    table, workload = _case(seed)
+    draws = measure(table, workload, secure=False, rng=seed + 7)
+    plus = TableNonnegProjector(table, workload)(draws)
+    assert plus.min() >= 0 and table_nonneg_report(plus, draws).worst_relative() < 1e-9
+    geo = table.geography
+    items = [m for m in workload.measurements if not m.public or m.level == 0]
+    names = {(m.level, m.query.name) for m in items}
+    s = workload.measurements[0].query.marginal_of.schema
+    for d in range(geo.n_levels):  # top-down needs each level to identify every cell
+        if (d, "detailed") not in names:
+            items.append(Measurement(d, Query.marginal(s, "detailed"), Gaussian(rho=0.4)))
+    work = Workload(items)
+    draws = measure(table, work, secure=False, rng=seed)
+    ours = top_down_table(draws)
+    assert ours.min() >= 0
+    kids = np.zeros_like(ours)
+    np.add.at(kids, geo.parent[geo.parent >= 0], ours[geo.parent >= 0])
+    np.testing.assert_allclose(ours[~geo.is_leaf], kids[~geo.is_leaf], rtol=0, atol=1e-8)
+    ref = qp_top_down_grouped(draws, ours)
+    scale = max(1.0, float(np.abs(ref).max()))
+    np.testing.assert_allclose(ours, ref, rtol=0, atol=1e-6 * scale)
