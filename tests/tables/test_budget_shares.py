@@ -33,7 +33,7 @@ def test_exact_shares_compose_to_the_exact_total():
     # the two measured levels above, and the rest of the budget on one more level's detailed
     rest = 1 - Fraction(104, 4099) - Fraction(1440, 4099)
     levels = {**LEVELS, 2: (str(rest), {"detailed": 1})}
-    w = Workload.from_shares(levels, rho=str(rho), schema=s)
+    w = Workload.from_shares(levels, total=str(rho), schema=s)
     assert sum(r for r in w.exact_rho if r is not None) == rho  # exactly
     assert w.budget().rho == float(rho)
     assert w.budget().to_approx_dp(1e-10) == pytest.approx(17849145 / 1041158, abs=1e-6)
@@ -47,12 +47,12 @@ def test_exact_shares_compose_to_the_exact_total():
 def test_shares_must_be_exact_and_add_up():
     s = pl94_schema()
     with pytest.raises(ValidationError, match="add up to 1/2, not 1"):
-        Workload.from_shares({0: ("1/2", {"total": 1})}, rho=1, schema=s)
+        Workload.from_shares({0: ("1/2", {"total": 1})}, total=1, schema=s)
     with pytest.raises(ValidationError, match="level 0 add up to 3/4, not 1"):
-        Workload.from_shares({0: (1, {"total": "1/4", "hhgq": "1/2"})}, rho=1, schema=s)
+        Workload.from_shares({0: (1, {"total": "1/4", "hhgq": "1/2"})}, total=1, schema=s)
     with pytest.raises(ValidationError, match="shares must be exact"):
-        Workload.from_shares({0: (1, {"total": 0.5, "hhgq": 0.5})}, rho=1, schema=s)
+        Workload.from_shares({0: (1, {"total": 0.5, "hhgq": 0.5})}, total=1, schema=s)
     with pytest.raises(ValidationError, match="given by name needs `schema`"):
-        Workload.from_shares({0: (1, {"total": 1})}, rho=1)
-    with pytest.raises(ValidationError, match="`rho` must be positive"):
-        Workload.from_shares({0: (1, {"total": 1})}, rho=0, schema=s)
+        Workload.from_shares({0: (1, {"total": 1})}, total=1)
+    with pytest.raises(ValidationError, match="`total` must be positive"):
+        Workload.from_shares({0: (1, {"total": 1})}, total=0, schema=s)

@@ -212,14 +212,14 @@ class Workload:
         cls,
         levels: Mapping[int, tuple[Share, Mapping[Query | str, Share]]],
         *,
-        rho: Share,
+        total: Share,
         schema: Schema | None = None,
         mechanism: str = "discrete-gaussian",
         public: Sequence[tuple[int, Query | str]] = (),
     ) -> Workload:
         """A zCDP workload whose budget is split in exact fractions, as the Census Bureau's
-        configurations give it: level d gets the share g_d of ``rho`` and each of its
-        queries the share q of the level's, so the query's noise has rho x g_d x q.
+        configurations give it: level d gets the share g_d of the ``total`` rho and each of
+        its queries the share q of the level's, so the query's noise has total x g_d x q.
 
         Parameters
         ----------
@@ -228,8 +228,8 @@ class Workload:
             it. Shares are exact: fractions (``Fraction(52, 4097)`` or ``"52/4097"``) or
             integers; the levels' shares add up to 1 exactly, and so do each level's
             queries'. A query is a :class:`Query` or a marginal of ``schema`` by name.
-        rho : fraction, str or int
-            The total zCDP budget (e.g. ``"293764/114921"``), exact.
+        total : fraction, str or int
+            The total zCDP budget rho (e.g. ``"293764/114921"``), exact.
         schema : Schema, optional
             Needed when queries are given by name.
         mechanism : {"discrete-gaussian", "gaussian"}
@@ -247,7 +247,7 @@ class Workload:
         >>> from postdp.tables.schema import Attribute, Schema
         >>> s = Schema([Attribute("a", ["0", "1"]), Attribute("b", ["x", "y", "z"])])
         >>> w = Workload.from_shares({0: ("1/3", {"total": "1/2", "detailed": "1/2"}),
-        ...                           1: ("2/3", {"detailed": 1})}, rho="1/2", schema=s)
+        ...                           1: ("2/3", {"detailed": 1})}, total="1/2", schema=s)
         >>> [str(r) for r in w.exact_rho], w.budget().rho
         (['1/12', '1/12', '1/3'], 0.5)
         """
@@ -256,9 +256,9 @@ class Workload:
         kinds = {"discrete-gaussian": DiscreteGaussian, "gaussian": Gaussian}
         if mechanism not in kinds:
             raise ValidationError(f"`mechanism` must be one of {sorted(kinds)}; got {mechanism!r}")
-        total = _share("rho", rho)
-        if total <= 0:
-            raise ValidationError(f"`rho` must be positive; got {rho!r}")
+        budget = _share("total", total)
+        if budget <= 0:
+            raise ValidationError(f"`total` must be positive; got {total!r}")
 
         def query(q: Query | str) -> Query:
             if isinstance(q, Query):
@@ -280,7 +280,7 @@ class Workload:
                     f"{sum(shares.values(), Fraction(0))}, not 1"
                 )
             for name, q in shares.items():
-                r = total * _share(f"level {d}", g) * q
+                r = budget * _share(f"level {d}", g) * q
                 if r <= 0:
                     raise ValidationError(f"query {name!r} at level {d}: its share must be > 0")
                 items.append(Measurement(d, query(name), kinds[mechanism](rho=float(r))))
