@@ -44,7 +44,13 @@ CASES: dict[str, tuple[list[str], str]] = {
     ),
     "weights-on-a-table": (
         ["release", "--table", "p1-us-county", "-o", "o.csv", "--weights", "inverse-variance"],
-        "--weights inverse-variance: a table's projection",
+        "--weights: a table's projection",
+    ),
+    "audit-table-entities": ([*A, "--table", "p1-us-county", "--entities", "01001"], "--entities"),
+    "audit-table-shifts": ([*A, "--table", "p1-us-county", "--shifts", "5"], "--shifts: applies"),
+    "audit-weights-without-projection": (
+        [*A, "--weights", "inverse-variance"],
+        "--weights inverse-variance: weights the projection steps",
     ),
     # -- release: input file ----------------------------------------------------------------
     "latin1-without-encoding": (["release", "--input", "latin.csv", "-o", "o.csv"], "--encoding"),

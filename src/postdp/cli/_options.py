@@ -362,6 +362,40 @@ def add_table_flags(parser: argparse.ArgumentParser, *, formats: bool = True) ->
     )
 
 
+def check_weights(args: argparse.Namespace) -> None:
+    """``--weights`` other than equal needs a projection step to weight (else refused)."""
+    if getattr(args, "weights", "equal") == "equal":
+        return
+    steps = {s.strip().split("(")[0] for s in args.postprocess.split(",")}
+    if not steps & {"project", "project-nonneg", "topdown"}:
+        raise CliError(
+            f"--weights {args.weights}: weights the projection steps, and --postprocess "
+            f"{args.postprocess!r} has none"
+        )
+
+
+def refuse_hierarchy_options(args: argparse.Namespace, command: str) -> None:
+    """Options of hierarchy runs that a table run would ignore: refused, naming the flag."""
+    defaults = {
+        "--entities": ("entities", None),
+        "--shifts": ("shifts", [0, 10, 100]),
+        "--weights": ("weights", "equal"),
+        "--allow-derived-public": ("allow_derived_public", False),
+        "--count": ("count", "count"),
+        "--keep": ("keep", None),
+        "--audit": ("audit", False),
+    }
+    for option, (name, default) in defaults.items():
+        if hasattr(args, name) and getattr(args, name) != default:
+            reason = (
+                "a table's projection is already weighted by the inverse variances; other "
+                "weights go in --design ('weight' per measurement)"
+                if option == "--weights"
+                else f"applies to hierarchy {command}s, not to tables"
+            )
+            raise CliError(f"{option}: {reason}")
+
+
 def wants_table(args: argparse.Namespace) -> bool:
     """Whether the command works on a table (``--table`` or ``--categories``)."""
     if getattr(args, "ignore_columns", None) is not None and args.categories is None:

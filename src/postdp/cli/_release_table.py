@@ -25,9 +25,6 @@ from postdp.cli._tables import (
 
 def run_table(args: argparse.Namespace, state: RunState, check_cap: Any) -> int:
     """Validate, check outputs, measure, project, record and write a table release."""
-    for option, value in (("--keep", args.keep), ("--audit", args.audit or None)):
-        if value is not None:
-            raise CliError(f"{option}: applies to hierarchy releases, not to tables")
     state.phase = "reading the table"
     loaded = load_table(args)
     table = loaded.table

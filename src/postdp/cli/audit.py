@@ -18,10 +18,12 @@ from postdp.cli._options import (
     add_table_flags,
     add_table_options,
     byte_size,
+    check_weights,
     flag,
     ids,
     int_list,
     progress,
+    refuse_hierarchy_options,
     wants_table,
     whole,
 )
@@ -144,7 +146,9 @@ def run(args: argparse.Namespace, state: RunState) -> int:
     from postdp.analysis import ReleaseDesign, simulate
 
     _check_extras(args)
+    check_weights(args)
     if wants_table(args):
+        refuse_hierarchy_options(args, "audit")
         from postdp.cli._audit_table import run_table_audit
 
         return run_table_audit(args, state)

@@ -18,10 +18,12 @@ from postdp.cli._options import (
     add_postprocess_options,
     add_table_flags,
     add_table_options,
+    check_weights,
     flag,
     ids,
     positive_float,
     probability,
+    refuse_hierarchy_options,
     wants_table,
     whole,
 )
@@ -161,18 +163,9 @@ def _check_options(args: argparse.Namespace) -> None:
     table = wants_table(args)
     if args.format != "long" and not table:
         raise CliError(f"--format {args.format}: applies to table releases (--table, --categories)")
-    if args.weights != "equal":
-        if table:
-            raise CliError(
-                f"--weights {args.weights}: a table's projection is already weighted by the "
-                "inverse variances; other weights go in --design ('weight' per measurement)"
-            )
-        steps = {s.strip().split("(")[0] for s in args.postprocess.split(",")}
-        if not steps & {"project", "project-nonneg", "topdown"}:
-            raise CliError(
-                f"--weights {args.weights}: weights the projection steps, and --postprocess "
-                f"{args.postprocess!r} has none"
-            )
+    if table:
+        refuse_hierarchy_options(args, "release")
+    check_weights(args)
 
 
 def run(args: argparse.Namespace, state: RunState) -> int:
