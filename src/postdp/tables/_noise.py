@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
+from scipy import sparse
 
 from postdp import _rng
 from postdp._typing import FloatArray, IntArray, RNGLike
@@ -144,7 +146,7 @@ def measure(
             "`rng` and `size` are for the study path; pass secure=False for reproducible draws"
         )
     geo = table.geography
-    detailed = table.detailed()
+    detailed = None if table.is_sparse else table.detailed()
     answers = []
     for m in workload.measurements:
         if not 0 <= m.level < geo.n_levels:
@@ -152,7 +154,8 @@ def measure(
                 f"query {m.query.name!r}: level {m.level} is not a level of the geography "
                 f"(0 to {geo.n_levels - 1})"
             )
-        truth = _answer(m.query, table, detailed[geo.levels[m.level]])
+        rows = table.level_detailed(m.level) if detailed is None else detailed[geo.levels[m.level]]
+        truth = _answer(m.query, table, rows)
         if m.mechanism is not None:
             m.mechanism._values(truth.reshape(-1))  # checked before any draw
         answers.append(truth)
@@ -172,13 +175,17 @@ def measure(
     return TableMeasurements(table, workload, tuple(values), secure)
 
 
-def _answer(query: Query, table: Table, detailed: IntArray) -> IntArray:
+def _answer(query: Query, table: Table, detailed: Any) -> IntArray:
     """A query's exact answers for rows of detailed histograms: a schema marginal attribute
     by attribute (never its c-column matrix), any other query through its 0/1 matrix."""
     marginal = query.marginal_of
     cat = table.categories
+    if sparse.issparse(detailed):  # nonzero cells only: a sparse 0/1 query matrix
+        S: Any = sparse.csr_array(query.matrix(cat).astype(np.int64))
+        out: IntArray = np.asarray((detailed @ S.T).toarray(), dtype=np.int64)
+        return out
     if marginal is not None and tuple(str(cat.ids[j]) for j in cat.leaves) == marginal.schema.cells:
         return np.rint(marginal.apply(detailed.astype(np.float64))).astype(np.int64)
     A = query.matrix(cat).astype(np.int64)
-    out: IntArray = detailed @ A.T
+    out = detailed @ A.T
     return out

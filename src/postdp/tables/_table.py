@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
+from scipy import sparse
 
 from postdp import _validation
 from postdp._typing import ArrayLike, IntArray, NumArray
@@ -62,8 +64,12 @@ class Table:
         for name, value in (("geography", self.geography), ("categories", self.categories)):
             if not isinstance(value, Hierarchy):
                 raise TypeError(f"`{name}` must be a Hierarchy; got {type(value).__name__}")
-        cells = _validation.integer_array("cells", self.cells)
         shape = (self.geography.leaves.size, self.categories.leaves.size)
+        if sparse.issparse(self.cells):  # nonzero cells only: memory grows with them
+            object.__setattr__(self, "cells", _sparse_cells(self.cells, shape))
+            object.__setattr__(self, "labels", dict(self.labels))
+            return
+        cells = _validation.integer_array("cells", self.cells)
         if cells.shape != shape:
             raise ValidationError(
                 f"`cells` must have shape {shape} (leaf geounits x detailed categories); "
@@ -96,11 +102,58 @@ class Table:
         -------
         ndarray of int64
         """
-        return expand(self.cells, self.geography, self.categories)
+        return expand(self.dense_cells(), self.geography, self.categories)
 
     def detailed(self) -> IntArray:
         """Detailed histogram of every geounit, shape ``(geography.n, n_detailed)``."""
-        return geography_sums(self.cells, self.geography)
+        return geography_sums(self.dense_cells(), self.geography)
+
+    @property
+    def is_sparse(self) -> bool:
+        """Whether the leaf histograms are kept as nonzero cells only (scipy sparse)."""
+        return bool(sparse.issparse(self.cells))
+
+    def dense_cells(self) -> IntArray:
+        """The leaf geounits' detailed histograms as a dense array (a copy for a sparse
+        table: (leaf geounits x cells) integers)."""
+        cells: Any = self.cells
+        if isinstance(cells, np.ndarray):
+            return cells
+        out: IntArray = np.asarray(cells.toarray(), dtype=np.int64)
+        return out
+
+    def level_detailed(self, level: int) -> Any:
+        """Detailed histograms of the geounits of one level, in ``geography.levels[level]``
+        order: dense, or sparse (nonzero cells only) for a sparse table.
+
+        Examples
+        --------
+        >>> from scipy import sparse
+        >>> geo = Hierarchy.from_parents(["S", "a", "b"], [None, "S", "S"])
+        >>> cat = Hierarchy.from_parents(["T", "x", "y"], [None, "T", "T"])
+        >>> t = Table(geo, cat, sparse.csr_array([[0, 2], [3, 0]]))
+        >>> t.level_detailed(0).toarray().tolist(), t.level_detailed(1).nnz
+        ([[3, 2]], 2)
+        """
+        geo = self.geography
+        nodes = geo.levels[level]
+        if not sparse.issparse(self.cells):
+            return self.detailed()[nodes]
+        leaves = geo.leaves
+        anc = leaves.copy()
+        while True:  # each leaf's ancestor at this depth (or itself when shallower)
+            deep = geo.depth[anc] > level
+            if not deep.any():
+                break
+            anc[deep] = geo.parent[anc[deep]]
+        row = np.full(geo.n, -1, dtype=np.int64)
+        row[nodes] = np.arange(nodes.size)
+        keep = geo.depth[anc] == level
+        member = sparse.csr_array(
+            (np.ones(int(keep.sum()), dtype=np.int64), (row[anc[keep]], np.flatnonzero(keep))),
+            shape=(nodes.size, leaves.size),
+        )
+        return sparse.csr_array(member @ self.cells)
 
     def to_frame(self, values: ArrayLike | None = None, *, name: str = "count") -> pd.DataFrame:
         """Long form: one row per (geounit, category node).
@@ -245,6 +298,30 @@ class Table:
                 f"geounit {keys[r]!r}, category {present[c]!r}"
             )
         return table
+
+
+def _sparse_cells(cells: object, shape: tuple[int, int]) -> Any:
+    """A sparse histogram checked as a dense one is: shape, whole nonnegative counts and a
+    total below the limit (messages name no count)."""
+    out: Any = sparse.csr_array(cells)  # type: ignore[call-overload]
+    if out.shape != shape:
+        raise ValidationError(
+            f"`cells` must have shape {shape} (leaf geounits x detailed categories); "
+            f"got {out.shape}"
+        )
+    data = np.asarray(out.data)
+    if data.size and (not np.isfinite(data).all() or (data != np.round(data)).any()):
+        raise ValidationError("`cells` must hold whole numbers")
+    if data.size and data.min() < 0:
+        raise HierarchyError("counts must be nonnegative")
+    if data.size and float(data.sum(dtype=np.float64)) >= _validation.MAX_COUNT:
+        raise ValidationError(
+            "the table's counts add up to 2**52 (about 4.5e15) or more, more than postdp "
+            "releases exactly"
+        )
+    out = sparse.csr_array(out, dtype=np.int64)
+    out.eliminate_zeros()
+    return out
 
 
 def expand(cells: NumArray, geography: Hierarchy, categories: Hierarchy) -> NumArray:
