@@ -175,3 +175,67 @@ def dense_gls(measurements):
     agg = np.kron(G, C)  # (geo.n * cat.n) x unknowns
     variances = np.einsum("ij,jk,ik->i", agg, cov, agg).reshape(geo.n, cat.n)
     return values, variances
+
+
+def assert_equals_dense_gls(table, workload, seed):
+    """(P) and its variances equal the dense null-space GLS reference at 1e-9; returns the
+    projector."""
+    from postdp.postprocess import TableProjector, project_table
+    from postdp.tables import measure
+
+    draws = measure(table, workload, secure=False, rng=seed)
+    projector = TableProjector(table, workload)
+    ref, ref_var = dense_gls(draws)
+    scale = max(1.0, float(np.abs(ref).max()))
+    np.testing.assert_allclose(project_table(draws), ref, rtol=0, atol=1e-9 * scale)
+    noise = max(m.variance for m in workload.measurements)
+    np.testing.assert_allclose(projector.variances(), ref_var, rtol=0, atol=1e-9 * noise)
+    return projector
+
+
+def assert_top_down_matches_reference(draws):
+    """Top-down is nonnegative, consistent across geography and equal to the per-family
+    Clarabel reference at 1e-6."""
+    from postdp.postprocess import top_down_table
+
+    geo = draws.table.geography
+    ours = top_down_table(draws)
+    assert ours.min() >= 0
+    kids = np.zeros_like(ours)
+    np.add.at(kids, geo.parent[geo.parent >= 0], ours[geo.parent >= 0])
+    np.testing.assert_allclose(ours[~geo.is_leaf], kids[~geo.is_leaf], rtol=0, atol=1e-8)
+    ref = qp_top_down_grouped(draws, ours)
+    scale = max(1.0, float(np.abs(ref).max()))
+    np.testing.assert_allclose(ours, ref, rtol=0, atol=1e-6 * scale)
+
+
+def random_schema(rng, *, max_size=None):
+    """2 to 4 attributes of 2 to 7 levels, each with a random recode (a partition of its
+    levels) with probability 0.6; at most ``max_size`` cells when given."""
+    from postdp.tables import Attribute, Recode, Schema
+
+    while True:
+        attributes = []
+        for k in range(int(rng.integers(2, 5))):
+            n = int(rng.integers(2, 8))
+            recodes = []
+            if rng.random() < 0.6:
+                parts = np.array_split(rng.permutation(n), int(rng.integers(1, n + 1)))
+                classes = {f"c{j}": p.tolist() for j, p in enumerate(parts)}
+                recodes.append(Recode(f"r{k}", classes))
+            attributes.append(Attribute(f"a{k}", [f"v{i}" for i in range(n)], recodes=recodes))
+        schema = Schema(attributes)
+        if max_size is None or schema.size <= max_size:
+            return schema
+
+
+def random_terms(rng, schema):
+    """A random marginal: each attribute kept, recoded or summed out."""
+    terms = []
+    for a in schema.attributes:
+        pick = int(rng.integers(0, 3))
+        if pick == 1:
+            terms.append(a.name)
+        elif pick == 2 and a.recodes:
+            terms.append(a.recodes[0].name)
+    return terms

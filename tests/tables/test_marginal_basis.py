@@ -10,38 +10,23 @@ import pytest
 from postdp import Gaussian, Laplace
 from postdp.data import pl94_schema
 from postdp.postprocess import TableProjector, project_table
-from postdp.tables import Attribute, Measurement, Query, Recode, Schema, Table, Workload, measure
-from tests.tables._reference import dense_gls, random_tree
-
-
-def _schema(rng):
-    attributes = []
-    for k in range(int(rng.integers(2, 5))):
-        n = int(rng.integers(2, 5 if k >= 2 else 8))
-        recodes = []
-        if rng.random() < 0.6 and n > 2:
-            parts = np.array_split(rng.permutation(n), int(rng.integers(2, n)))
-            recodes.append(Recode(f"r{k}", {f"c{j}": p.tolist() for j, p in enumerate(parts)}))
-        attributes.append(Attribute(f"a{k}", [f"v{i}" for i in range(n)], recodes=recodes))
-    return Schema(attributes)
+from postdp.tables import Measurement, Query, Table, Workload, measure
+from tests.tables._reference import (
+    assert_equals_dense_gls,
+    assert_top_down_matches_reference,
+    random_schema,
+    random_terms,
+    random_tree,
+)
 
 
 def _terms(rng, schema):
-    terms = []
-    for a in schema.attributes:
-        pick = int(rng.integers(0, 3))
-        if pick == 1:
-            terms.append(a.name)
-        elif pick == 2 and a.recodes:
-            terms.append(a.recodes[0].name)
-    return terms
+    return random_terms(rng, schema)
 
 
 def _case(seed):
     rng = np.random.default_rng(seed)
-    schema = _schema(rng)
-    while schema.size > 60:
-        schema = _schema(rng)
+    schema = random_schema(rng, max_size=60)
     geo = random_tree(rng, int(rng.integers(2, 7)), "g")
     cat = schema.categories()
     table = Table(geo, cat, rng.integers(0, 15, (geo.leaves.size, schema.size)))
@@ -66,15 +51,8 @@ def _case(seed):
 @pytest.mark.parametrize("seed", range(30))
 def test_marginal_basis_equals_dense_gls(seed):
     table, workload = _case(seed)
-    draws = measure(table, workload, secure=False, rng=seed)
-    projector = TableProjector(table, workload)
+    projector = assert_equals_dense_gls(table, workload, seed)
     assert projector._basis is not None  # the marginal basis, not c x c matrices
-    ref, ref_var = dense_gls(draws)
-    full = project_table(draws)
-    scale = max(1.0, float(np.abs(ref).max()))
-    np.testing.assert_allclose(full, ref, rtol=0, atol=1e-9 * scale)
-    noise = max(m.variance for m in workload.measurements)
-    np.testing.assert_allclose(projector.variances(), ref_var, rtol=0, atol=1e-9 * noise)
 
 
 def test_batched_draws_are_solved_one_by_one_alike():
@@ -193,27 +171,22 @@ def test_simulate_a_schema_table_against_theory():
 def test_schema_top_down_and_nonneg_certificates(seed):
     """Exact (P+) of a schema workload with its KKT certificate at 1e-9, and top-down (the
     detailed cells measured at every level) equal to a per-family Clarabel reference."""
-    from postdp.postprocess import TableNonnegProjector, table_nonneg_report, top_down_table
-    from tests.tables._reference import qp_top_down_grouped
+    from postdp.postprocess import TableNonnegProjector, table_nonneg_report
 
     table, workload = _case(seed)
     draws = measure(table, workload, secure=False, rng=seed + 7)
     plus = TableNonnegProjector(table, workload)(draws)
     assert plus.min() >= 0 and table_nonneg_report(plus, draws).worst_relative() < 1e-9
     geo = table.geography
-    items = [m for m in workload.measurements if not m.public or m.level == 0]
+    # top-down: public queries at the root only, and noisy detailed cells at every level
+    items = [
+        m
+        for m in workload.measurements
+        if not m.public or (m.level == 0 and m.query.name != "detailed")
+    ]
     names = {(m.level, m.query.name) for m in items}
     s = workload.measurements[0].query.marginal_of.schema
     for d in range(geo.n_levels):  # top-down needs each level to identify every cell
         if (d, "detailed") not in names:
             items.append(Measurement(d, Query.marginal(s, "detailed"), Gaussian(rho=0.4)))
-    work = Workload(items)
-    draws = measure(table, work, secure=False, rng=seed)
-    ours = top_down_table(draws)
-    assert ours.min() >= 0
-    kids = np.zeros_like(ours)
-    np.add.at(kids, geo.parent[geo.parent >= 0], ours[geo.parent >= 0])
-    np.testing.assert_allclose(ours[~geo.is_leaf], kids[~geo.is_leaf], rtol=0, atol=1e-8)
-    ref = qp_top_down_grouped(draws, ours)
-    scale = max(1.0, float(np.abs(ref).max()))
-    np.testing.assert_allclose(ours, ref, rtol=0, atol=1e-6 * scale)
+    assert_top_down_matches_reference(measure(table, Workload(items), secure=False, rng=seed))

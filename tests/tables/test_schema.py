@@ -12,6 +12,7 @@ from postdp.data import pl94_schema
 from postdp.errors import ValidationError
 from postdp.postprocess import project_table
 from postdp.tables import Attribute, Measurement, Query, Recode, Schema, Table, Workload, measure
+from tests.tables._reference import random_schema, random_terms
 
 # sizes from shared/research/pl94-2020-design.md ("Marginal query sizes")
 PL94_SIZES = {
@@ -43,38 +44,14 @@ def test_the_pl94_persons_schema_and_its_eleven_marginals():
     assert s.marginal("hhinstlevels").apply(np.ones(2016)).tolist() == [252.0, 1008.0, 756.0]
 
 
-def _random_schema(rng):
-    attributes = []
-    for k in range(int(rng.integers(2, 5))):
-        n = int(rng.integers(2, 8))
-        recodes = []
-        if rng.random() < 0.6:
-            order = rng.permutation(n)
-            parts = np.array_split(order, int(rng.integers(1, n + 1)))
-            recodes.append(Recode(f"r{k}", {f"c{j}": p.tolist() for j, p in enumerate(parts)}))
-        attributes.append(Attribute(f"a{k}", [f"v{i}" for i in range(n)], recodes=recodes))
-    return Schema(attributes)
-
-
-def _random_terms(rng, schema):
-    terms = []
-    for a in schema.attributes:
-        pick = rng.integers(0, 3)
-        if pick == 1:
-            terms.append(a.name)
-        elif pick == 2 and a.recodes:
-            terms.append(a.recodes[0].name)
-    return terms
-
-
 @pytest.mark.parametrize("seed", range(25))
 def test_a_marginal_applied_by_attribute_equals_its_matrix(seed):
     rng = np.random.default_rng(seed)
-    s = _random_schema(rng)
+    s = random_schema(rng)
     cat = s.categories()
     x = rng.integers(0, 9, (3, 2, s.size)).astype(float)
     for _ in range(4):
-        terms = _random_terms(rng, s)
+        terms = random_terms(rng, s)
         m = s.marginal(terms)
         A = Query.marginal(s, terms).matrix(cat)  # checks the groups are disjoint
         assert A.shape == (m.size, s.size)

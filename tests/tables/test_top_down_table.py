@@ -7,7 +7,11 @@ from postdp import Gaussian, Laplace
 from postdp.errors import ValidationError
 from postdp.postprocess import top_down_table
 from postdp.tables import Measurement, Query, Table, Workload, measure
-from tests.tables._reference import qp_top_down, qp_top_down_grouped, random_tree
+from tests.tables._reference import (
+    assert_top_down_matches_reference,
+    qp_top_down,
+    random_tree,
+)
 
 
 def _case(seed):
@@ -116,16 +120,7 @@ def _grouped(seed):
 @pytest.mark.parametrize("seed", range(12))
 def test_coupled_top_down_equals_a_per_family_reference(seed):
     table, workload = _grouped(seed)
-    draws = measure(table, workload, secure=False, rng=seed)
-    ours = top_down_table(draws)
-    geo = table.geography
-    assert ours.min() >= 0
-    kids = np.zeros_like(ours)
-    np.add.at(kids, geo.parent[geo.parent >= 0], ours[geo.parent >= 0])
-    np.testing.assert_allclose(ours[~geo.is_leaf], kids[~geo.is_leaf], rtol=0, atol=1e-8)
-    ref = qp_top_down_grouped(draws, ours)
-    scale = max(1.0, float(np.abs(ref).max()))
-    np.testing.assert_allclose(ours, ref, rtol=0, atol=1e-6 * scale)
+    assert_top_down_matches_reference(measure(table, workload, secure=False, rng=seed))
 
 
 def test_coupled_top_down_batches_match_one_by_one():
