@@ -216,8 +216,7 @@ class MarginalBasis:
             inner = np.einsum("ab,nbc,ac->na", V, self._covs[t], V)
             term = inner.reshape(geo.n, *(G[k].shape[0] for k in tau))
             # broadcast to (n, rows of every attribute, in attribute order)
-            full = np.ones((geo.n, *marginal.shape))
-            full = full * _place(term, tau, K)
+            full = _place(term, tau, K)  # broadcast over the attributes outside tau
             for k, e in zip(others, outside, strict=True):
                 full = full * e.reshape([1] + [e.size if i == k else 1 for i in range(K)])
             total += full

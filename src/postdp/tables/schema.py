@@ -216,6 +216,7 @@ class Schema:
         ids: list[str] = ["total"]
         parents: list[str | None] = [None]
         owner = np.full(self.size, "total", dtype=object)  # each cell's finest node so far
+        index = {c: i for i, c in enumerate(cells)}
         previous: Marginal | None = None
         for terms in rounders:
             m = self.marginal(terms)
@@ -230,7 +231,6 @@ class Schema:
                     f"rounders must be nested, each refining the one before: {m.name!r} does "
                     f"not refine {previous.name!r}"
                 )
-            index = {c: i for i, c in enumerate(cells)}
             for label, group in zip(m.labels, groups, strict=True):
                 node = f"{m.name}={label}"
                 members = [index[c] for c in group]
