@@ -88,6 +88,9 @@ def run_postdp(
 ) -> subprocess.CompletedProcess[str]:
     """Run the real entry point with ``args`` in ``cwd``."""
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    # never the user's own ledger, even from module-scoped fixtures (run before the
+    # per-test one of conftest.py): a ledger of the case's folder
+    env.setdefault("POSTDP_LEDGER", str(Path(cwd) / "postdp-ledger.jsonl"))
     return subprocess.run(
         [*postdp_command(), *args],
         cwd=cwd,

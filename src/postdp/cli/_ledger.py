@@ -361,8 +361,11 @@ def release_outputs(
     """Check a release's output, its privacy statement and (secure path) its ledger before
     anything is drawn; return the output path and the ledger in use.
 
-    On the secure path the ledger's lock is taken first and held (``state.cleanup``) until
-    the command ends, so the budget check, the draw and the append see no other release.
+    On the secure path the ledger's lock is taken after the paths are checked (a bad path is
+    refused at once, without waiting for another release) and held (``state.cleanup``)
+    until the command ends, so the budget check, the draw and the append see no other
+    release; an output another process creates meanwhile is never replaced (exclusive
+    placement in :func:`publish`).
     """
     from postdp.cli._io import check_output_file
     from postdp.cli._options import typed
@@ -371,7 +374,6 @@ def release_outputs(
     if secure:
         ledger = Path(args.ledger).expanduser().resolve() if args.ledger else default_path()
         check_writable(ledger, "--ledger")
-        lock(ledger, "--ledger", state.cleanup)
     shown = typed(args, "--output", "-o")
     output = check_output_file(args.output, shown, inputs=inputs, overwrite=args.overwrite)
     check_output_file(
@@ -384,6 +386,7 @@ def release_outputs(
         return output, None
     if ledger in (*inputs, output, statement_path(output)):
         raise CliError(f"--ledger {str(ledger)!r}: is an input or an output")
+    lock(ledger, "--ledger", state.cleanup)
     records = read(ledger, "--ledger")
     also = []
     beside = output.parent / LEDGER_NAME  # where postdp 0.x kept a ledger per folder
