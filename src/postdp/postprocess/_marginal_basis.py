@@ -38,7 +38,7 @@ from postdp.postprocess._table_tree import TreeGLS
 from postdp.tables import Workload
 from postdp.tables.schema import Marginal, Schema
 
-__all__ = ["MarginalBasis", "marginal_workload"]
+__all__ = ["MarginalBasis", "identifies_cells", "marginal_workload"]
 
 
 def marginal_workload(workload: Workload) -> Schema | None:
@@ -110,15 +110,7 @@ class MarginalBasis:
                             q.factors[k] is not None for k in range(K) if k not in tau
                         ):
                             continue
-                        M: FloatArray = np.ones((1, 1))
-                        for k in tau:
-                            f = q.factors[k]
-                            part = (
-                                np.eye(self.ranks[k])
-                                if f is None
-                                else f @ self.bases[k][:, : self.ranks[k]]
-                            )
-                            M = np.asarray(np.kron(M, part), dtype=np.float64)
+                        M = _type_matrix(q, tau, self.bases, self.ranks)
                         mats.append(M)
                         var.append(np.full(M.shape[0], self.variances[j]))
                         used.append(j)
@@ -222,6 +214,49 @@ class MarginalBasis:
             total += full
         out: FloatArray = total.reshape(geo.n, marginal.size)
         return out
+
+
+def identifies_cells(marginals: list[Marginal]) -> bool:
+    """Whether noisy answers to ``marginals`` (of one schema) determine every detailed cell:
+    in the basis of these marginals, every type's stacked block has full column rank (the
+    information matrix is block diagonal over types), checked without any c x c matrix."""
+    if not marginals:
+        return False
+    schema = marginals[0].schema
+    K = len(schema.shape)
+    bases, ranks = [], []
+    for k, n in enumerate(schema.shape):
+        basis, r = _attribute_basis([q.factors[k] for q in marginals], n)
+        bases.append(basis)
+        ranks.append(r)
+    for size in range(K + 1):
+        for tau in itertools.combinations(range(K), size):
+            if any(ranks[k] == 0 for k in tau):
+                continue
+            if any(ranks[k] == schema.shape[k] for k in range(K) if k not in tau):
+                continue  # no coordinates of this type
+            mats = [
+                _type_matrix(q, tau, bases, ranks)
+                for q in marginals
+                if all(q.factors[k] is None for k in range(K) if k not in tau)
+            ]
+            s = math.prod(ranks[k] for k in tau)
+            if not mats or np.linalg.matrix_rank(np.vstack(mats)) < s:
+                return False
+    return True
+
+
+def _type_matrix(
+    q: Marginal, tau: tuple[int, ...], bases: list[FloatArray], ranks: list[int]
+) -> FloatArray:
+    """How marginal ``q`` sees one block of type ``tau``: the Kronecker product over tau of
+    I_{r_k} (a kept attribute) or F_k U_k[:, :r_k]."""
+    M: FloatArray = np.ones((1, 1))
+    for k in tau:
+        f = q.factors[k]
+        part = np.eye(ranks[k]) if f is None else f @ bases[k][:, : ranks[k]]
+        M = np.asarray(np.kron(M, part), dtype=np.float64)
+    return M
 
 
 def _place(term: FloatArray, tau: tuple[int, ...], K: int) -> FloatArray:

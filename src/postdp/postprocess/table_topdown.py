@@ -27,6 +27,8 @@ import numpy as np
 from postdp._typing import FloatArray, IntArray
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
+from postdp.postprocess._family_nnls import LevelQuadratic, split_level
+from postdp.postprocess._marginal_basis import identifies_cells, marginal_workload
 from postdp.tables import Measurement, Query, Table, TableMeasurements, Workload
 
 __all__ = ["check_top_down", "top_down_table"]
@@ -196,7 +198,23 @@ def check_top_down(table: Table, workload: Workload) -> None:
     """
     cat = table.categories
     c = cat.leaves.size
+    schema = marginal_workload(workload)
+    in_basis = schema is not None and tuple(str(cat.ids[j]) for j in cat.leaves) == schema.cells
     for d in range(table.geography.n_levels):
+        if in_basis:  # marginals: the rank test in the marginal basis, no c x c matrix
+            for m in workload.at(d):
+                if m.public and d != 0:
+                    raise ValidationError(
+                        f"top-down for tables keeps public queries at the root only; query "
+                        f"{m.query.name!r} is public at level {d} (use project_table)"
+                    )
+            used = [m.query.marginal_of for m in workload.at(d) if not m.public or d == 0]
+            if not identifies_cells([q for q in used if q is not None]):
+                raise ValidationError(
+                    f"top-down for tables needs the noisy queries of every level to identify "
+                    f"every detailed cell; those of level {d} do not"
+                )
+            continue
         info = np.zeros((c, c))
         for m in workload.measurements:
             if m.level != d:
@@ -236,7 +254,9 @@ def _separable(table: Table, workload: Workload) -> bool:
 
 def _coupled_top_down(measurements: TableMeasurements) -> FloatArray:
     """Top-down when cells are coupled: the root, then each level's families all at once,
-    each an exact (P+) problem (parents' histograms public, the level's own queries)."""
+    each an exact (P+) problem (parents' histograms public, the level's own queries).
+    For a schema table measured by marginals, the families below the root are solved one
+    by one in their parent's positive cells (:mod:`postdp.postprocess._family_nnls`)."""
     from postdp.postprocess.table_nonneg import TableNonnegProjector
 
     table, workload = measurements.table, measurements.workload
@@ -246,9 +266,21 @@ def _coupled_top_down(measurements: TableMeasurements) -> FloatArray:
     B = int(np.prod(lead)) if lead else 1
     values = [v.reshape(B, *v.shape[-2:]) for v in measurements.values]
     out = np.empty((B, geo.n, c))
+    schema = marginal_workload(workload)
+    in_basis = schema is not None and tuple(str(cat.ids[j]) for j in cat.leaves) == schema.cells
     for d in range(geo.n_levels):
         kids = geo.levels[d]
         own = [(i, m) for i, m in enumerate(workload.measurements) if m.level == d]
+        if d > 0 and in_basis:  # marginals: each family in its free cells, no c x c matrix
+            parents, up = np.unique(geo.parent[kids], return_inverse=True)
+            quadratic = LevelQuadratic(
+                [m.query.marginal_of.cell_groups() for _, m in own],  # type: ignore[union-attr]
+                [1.0 / m.variance for _, m in own],
+            )
+            for b in range(B):
+                answers = [values[i][b] for i, _ in own]
+                out[b, kids] = split_level(out[b, parents], up, answers, quadratic)
+            continue
         if d == 0:
             forest = Hierarchy(["root"], [-1])
             items = [Measurement(0, m.query, m.mechanism, weight=m.weight) for _, m in own]

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from postdp._typing import FloatArray
+from postdp._typing import FloatArray, IntArray
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
 
@@ -364,6 +364,32 @@ class Marginal:
             else:
                 out = np.moveaxis(np.tensordot(out, factor, axes=([base + k], [1])), -1, base + k)
         return out.reshape(*lead, self.size)
+
+    def cell_groups(self) -> IntArray:
+        """The count each detailed cell falls in, shape (schema.size,); -1 for a cell no
+        count includes (a level outside every class of a recode).
+
+        Examples
+        --------
+        >>> s = Schema([Attribute("a", ["0", "1"]), Attribute("b", ["x", "y", "z"])])
+        >>> Marginal(s, "b").cell_groups().tolist()
+        [0, 1, 2, 0, 1, 2]
+        """
+        index = np.zeros(self.schema.shape, dtype=np.int64)
+        missing = np.zeros(self.schema.shape, dtype=bool)
+        K = len(self.schema.shape)
+        for k, (factor, rows) in enumerate(zip(self.factors, self.shape, strict=True)):
+            n = self.schema.shape[k]
+            if factor is None:
+                which = np.arange(n)
+            else:
+                member = factor.astype(bool)
+                which = np.where(member.any(axis=0), np.argmax(member, axis=0), -1)
+            axis = [n if i == k else 1 for i in range(K)]
+            index = index * rows + np.maximum(which, 0).reshape(axis)
+            missing = missing | (which < 0).reshape(axis)
+        out: IntArray = np.where(missing, -1, index).ravel()
+        return out
 
     def groups(self) -> list[list[str]]:
         """Each count's detailed cell codes (for :class:`~postdp.tables.Query`)."""

@@ -1,0 +1,174 @@
+"""Top-down's family split for schema tables (issue 23): each parent's children solved
+jointly in the parent's positive cells (``postdp.postprocess._family_nnls``), equal to
+Clarabel on random families, to the dense (c x c) coupled path on random schema tables,
+with its KKT certificate, by pivoting and by the primal active-set fallback alike."""
+
+from __future__ import annotations
+
+import cvxpy as cp
+import numpy as np
+import pytest
+
+from postdp import Gaussian
+from postdp.data import pl94_schema
+from postdp.hierarchy import Hierarchy
+from postdp.postprocess import _family_nnls, top_down_table
+from postdp.postprocess import table_topdown as topdown_module
+from postdp.tables import Measurement, Query, Table, Workload, measure
+from postdp.tables.schema import Marginal
+from tests.tables._reference import CLARABEL_TIGHT, random_schema, random_terms, random_tree
+
+
+def _random_family(seed):
+    """A level's marginal groups (detailed cells always among them), weights, a parent
+    with some cells at 0, and children's answers (some exactly 0, some far below 0)."""
+    rng = np.random.default_rng(seed)
+    c = int(rng.integers(2, 30))
+    k = int(rng.integers(1, 7))
+    groups = [np.arange(c)]
+    for _ in range(int(rng.integers(0, 4))):
+        sizes = int(rng.integers(1, c + 1))
+        groups.append(rng.integers(-1, sizes, size=c))  # -1: a cell no count includes
+    weights = list(rng.uniform(0.1, 4.0, size=len(groups)))
+    quadratic = _family_nnls.LevelQuadratic(groups, weights)
+    parent = np.where(rng.random(c) < 0.3, 0.0, rng.exponential(6.0, c))
+    answers = []
+    for g in groups:
+        y = rng.normal(1.0, 5.0, size=(k, int(g.max()) + 1 if g.max() >= 0 else 1))
+        y[rng.random(y.shape) < 0.2] = 0.0
+        answers.append(y)
+    cells = np.flatnonzero(parent > 0)
+    return quadratic.block(cells), quadratic.linear(answers, cells), parent[cells]
+
+
+def _clarabel(H, b, p):
+    k, m = b.shape
+    X = cp.Variable((k, m))
+    objective = sum(0.5 * cp.quad_form(X[j], cp.psd_wrap(H)) - b[j] @ X[j] for j in range(k))
+    problem = cp.Problem(cp.Minimize(objective), [X >= 0, cp.sum(X, axis=0) == p])
+    problem.solve(solver=cp.CLARABEL, **CLARABEL_TIGHT)
+    assert problem.status == cp.OPTIMAL
+    return X.value
+
+
+def _check(H, b, p, result):
+    scale = max(1.0, float(np.abs(b).max(initial=0.0)), float(p.max(initial=0.0)) * H.max())
+    assert result.x.min(initial=0.0) >= 0
+    np.testing.assert_allclose(result.x.sum(axis=0), p, rtol=0, atol=1e-9 * scale)
+    worst = max(result.stationarity, result.dual, result.negative, result.consistency)
+    assert worst <= 1e-9 * scale
+    if b.size and b.shape[0] > 1:
+        ref = _clarabel(H, b, p)
+        np.testing.assert_allclose(result.x, ref, rtol=0, atol=1e-6 * max(1.0, p.max()))
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_family_split_equals_clarabel_with_its_certificate(seed):
+    H, b, p = _random_family(seed)
+    scale = max(1.0, float(np.abs(b).max(initial=0.0)))
+    _check(H, b, p, _family_nnls.solve_family(H, b, p, tol=1e-11 * scale))
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_primal_active_set_fallback_equals_clarabel(seed, monkeypatch):
+    """With pivoting stopped at once, the primal active-set method alone finds the same
+    certified solution."""
+    monkeypatch.setattr(_family_nnls, "_STALL_ROUNDS", 0)
+    H, b, p = _random_family(seed)
+    scale = max(1.0, float(np.abs(b).max(initial=0.0)))
+    _check(H, b, p, _family_nnls.solve_family(H, b, p, tol=1e-11 * scale))
+
+
+def test_level_quadratic_is_the_marginals_information_matrix():
+    """H[cells, cells] and b[:, cells] from count indices equal A' W A and A' W y formed
+    from the marginals' dense matrices (PL94 schema, a random cell subset)."""
+    rng = np.random.default_rng(5)
+    s = pl94_schema()
+    names = ["total", "hhinstlevels", "votingage * hispanic * cenrace", "numraces", "detailed"]
+    marginals = [Marginal(s, n) for n in names]
+    weights = list(rng.uniform(0.5, 2.0, len(names)))
+    quadratic = _family_nnls.LevelQuadratic([m.cell_groups() for m in marginals], weights)
+    cells = np.sort(rng.choice(s.size, 120, replace=False))
+    answers = [rng.normal(size=(3, m.size)) for m in marginals]
+    dense = [m.apply(np.eye(s.size)).T for m in marginals]  # (size, c)
+    H = sum(w * A.T @ A for w, A in zip(weights, dense, strict=True))
+    b = sum(w * y @ A for w, y, A in zip(weights, answers, dense, strict=True))
+    np.testing.assert_allclose(quadratic.block(cells), H[np.ix_(cells, cells)], atol=1e-12)
+    np.testing.assert_allclose(quadratic.linear(answers, cells), b[:, cells], atol=1e-12)
+
+
+def _schema_case(seed):
+    rng = np.random.default_rng(seed)
+    schema = random_schema(rng, max_size=48)
+    geo = random_tree(rng, int(rng.integers(3, 8)), "g")
+    table = Table(geo, schema.categories(), rng.integers(0, 6, (geo.leaves.size, schema.size)))
+    items = []
+    for d in range(geo.n_levels):
+        items.append(Measurement(d, Query.marginal(schema, "detailed"), Gaussian(rho=0.3)))
+        for _ in range(int(rng.integers(0, 3))):
+            name = schema.marginal(random_terms(rng, schema)).name
+            if name != "detailed":
+                items.append(Measurement(d, Query.marginal(schema, name), Gaussian(rho=0.5)))
+    if rng.random() < 0.5:  # a public total at the root replaces a noisy one
+        items = [m for m in items if (m.level, m.query.name) != (0, "total")]
+        items.append(Measurement(0, Query.marginal(schema, "total"), None))
+    items = list({(m.level, m.query.name): m for m in items}.values())
+    return table, Workload(items)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_schema_top_down_equals_the_dense_coupled_path(seed, monkeypatch):
+    """The family split gives the dense path's answer (one (P+) over the whole level with
+    c x c matrices) to 1e-9, several draws at once."""
+    table, workload = _schema_case(seed)
+    draws = measure(table, workload, secure=False, rng=seed, size=2)
+    ours = top_down_table(draws)
+    monkeypatch.setattr(topdown_module, "marginal_workload", lambda w: None)
+    dense = top_down_table(draws)
+    scale = max(1.0, float(np.abs(dense).max()))
+    np.testing.assert_allclose(ours, dense, rtol=0, atol=1e-9 * scale)
+    geo = table.geography
+    inner = ~geo.is_leaf
+    kids = np.zeros_like(ours)
+    np.add.at(kids, (slice(None), geo.parent[1:]), ours[:, 1:])
+    np.testing.assert_allclose(ours[:, inner], kids[:, inner], rtol=0, atol=1e-9 * scale)
+    assert ours.min() >= 0
+
+
+def test_pl94_family_split_on_sparse_children():
+    """The 2,016-cell persons schema: a block group of 25 blocks of ~40 people each, the
+    11 production marginals at the block level; certified, nonnegative, adding up."""
+    rng = np.random.default_rng(11)
+    s = pl94_schema()
+    names = [
+        "total", "cenrace", "hispanic", "votingage", "hhinstlevels", "hhgq",
+        "hispanic * cenrace", "votingage * cenrace", "votingage * hispanic",
+        "votingage * hispanic * cenrace", "detailed",
+    ]  # fmt: skip
+    geo = Hierarchy.from_parents(["bg", *(f"b{i}" for i in range(25))], [None, *["bg"] * 25])
+    probs = rng.dirichlet(np.full(s.size, 0.03))
+    counts = np.array([rng.multinomial(rng.poisson(40), probs) for _ in range(25)])
+    table = Table(geo, s.categories(), counts)
+    items = [Measurement(0, Query.marginal(s, "detailed"), Gaussian(rho=1.0))]
+    items += [Measurement(1, Query.marginal(s, n), Gaussian(rho=0.05)) for n in names]
+    draws = measure(table, Workload(items), secure=False, rng=2)
+    out = top_down_table(draws)
+    assert out.min() >= 0
+    np.testing.assert_allclose(out[1:].sum(axis=0), out[0], rtol=0, atol=1e-8)
+    np.testing.assert_array_equal(out[1:, out[0] == 0], 0.0)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_identification_in_the_basis_equals_the_dense_rank(seed):
+    """``identifies_cells`` (the rank test type by type) agrees with the rank of the dense
+    information matrix, on random schemas (recodes that leave levels out included)."""
+    from postdp.postprocess._marginal_basis import identifies_cells
+
+    rng = np.random.default_rng(seed)
+    schema = random_schema(rng, max_size=40)
+    marginals = [schema.marginal(random_terms(rng, schema)) for _ in range(rng.integers(1, 5))]
+    if rng.random() < 0.3:
+        marginals.append(schema.marginal("detailed"))
+    A = np.vstack([m.apply(np.eye(schema.size)).T for m in marginals])
+    dense = np.linalg.matrix_rank(A.T @ A) == schema.size
+    assert identifies_cells(marginals) == dense
