@@ -6,10 +6,12 @@ Run by hand (never collected by pytest)::
     python benchmarks/bench_schema.py                        # nation > state > 60 > 3,000
     python benchmarks/bench_schema.py --tracts 600 --repeat 5
     python benchmarks/bench_schema.py --block-groups 3       # one more level, 3 per tract
+    python benchmarks/bench_schema.py --top-down             # also top-down and rounding
 
 The geography is synthetic: nation > state > 60 counties > ``--tracts`` tracts (spread
 evenly) [> ``--block-groups`` block groups per tract]. Every leaf holds about ``--people``
-persons in a few dozen of the 2,016 cells (a Poisson histogram over a random sparse support).
+persons drawn from one state-wide, very uneven distribution over the 2,016 cells (a few
+dozen cells hold most people).
 The workload is the production one in shape: at every level the 11 marginals total, cenrace,
 hispanic, votingage, hhinstlevels, hhgq, hispanic x cenrace, votingage x cenrace, votingage x
 hispanic, votingage x hispanic x cenrace and detailed, each Gaussian with rho = 0.1 (the
@@ -37,7 +39,7 @@ import numpy as np
 
 from postdp import Gaussian, Hierarchy
 from postdp.data import pl94_schema
-from postdp.postprocess import TableProjector
+from postdp.postprocess import TableProjector, round_table, top_down_table
 from postdp.tables import Measurement, Query, Table, Workload, measure
 
 MARGINALS = [
@@ -70,12 +72,13 @@ def geography(tracts: int, block_groups: int) -> Hierarchy:
 
 
 def population(geo: Hierarchy, people: int, rng: np.random.Generator) -> np.ndarray:
+    """Every leaf's people drawn from one state-wide, very uneven distribution over the
+    2,016 cells (Dirichlet(0.02) probabilities): a few dozen cells hold most people, as in
+    the real file, so nearby geounits share their cells."""
     c = 2016
-    cells = np.zeros((geo.leaves.size, c), dtype=np.int64)
-    for row in range(geo.leaves.size):
-        support = rng.choice(c, size=40, replace=False)
-        cells[row, support] = rng.poisson(people / 40, size=40)
-    return cells
+    probs = rng.dirichlet(np.full(c, 0.02))
+    sizes = rng.poisson(people, size=geo.leaves.size)
+    return np.array([rng.multinomial(n, probs) for n in sizes], dtype=np.int64)
 
 
 def timed(step, repeat):
@@ -96,6 +99,7 @@ def main() -> None:
     parser.add_argument("--block-groups", type=int, default=0)
     parser.add_argument("--people", type=int, default=1200)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--top-down", action="store_true", help="also time top-down and rounding")
     args = parser.parse_args()
     rng = np.random.default_rng(0)
     schema = pl94_schema()
@@ -138,6 +142,26 @@ def main() -> None:
         f"variances of the 11 marginals at every geounit ({sum(q.size for q in queries)} "
         f"counts each): median {statistics.median(moe):.2f} s, peak {moe_peak / 2**20:.0f} MiB"
     )
+    if args.top_down:
+        down, down_peak = timed(lambda: top_down_table(draws), args.repeat)
+        ratios = [s / f for s, f in zip(down, floor, strict=True)]
+        print(
+            f"top-down (root, then each family in its parent's positive cells): median "
+            f"{statistics.median(down):.2f} s, {statistics.median(ratios):.2f}x the floor "
+            f"(per run: "
+            + ", ".join(f"{r:.2f}" for r in ratios)
+            + f"), peak {down_peak / 2**20:.0f} MiB"
+        )
+        solved = top_down_table(draws)
+        rounding, round_peak = timed(
+            lambda: round_table(solved, table, rng=2, split=True), args.repeat
+        )
+        both = [(d + r) / f for d, r, f in zip(down, rounding, floor, strict=True)]
+        print(
+            f"rounding (round_table, split by state): median {statistics.median(rounding):.2f} "
+            f"s, peak {round_peak / 2**20:.0f} MiB; top-down + rounding "
+            f"{statistics.median(both):.2f}x the floor"
+        )
     est = projector(draws)
     state = int(geo.index("ST")[0])
     gap = np.abs(est[state] - est[geo.parent == state].sum(axis=0)).max()

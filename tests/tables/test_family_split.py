@@ -8,6 +8,7 @@ from __future__ import annotations
 import cvxpy as cp
 import numpy as np
 import pytest
+from scipy import linalg
 
 from postdp import Gaussian
 from postdp.data import pl94_schema
@@ -172,3 +173,42 @@ def test_identification_in_the_basis_equals_the_dense_rank(seed):
     A = np.vstack([m.apply(np.eye(schema.size)).T for m in marginals])
     dense = np.linalg.matrix_rank(A.T @ A) == schema.size
     assert identifies_cells(marginals) == dense
+
+
+@pytest.mark.parametrize("seed", range(25))
+def test_root_with_public_marginals_equals_clarabel(seed):
+    """The root's nonnegative least squares with public marginals held (overlapping ones,
+    groups whose total is 0 included) equals Clarabel, with its certificate."""
+    rng = np.random.default_rng(100 + seed)
+    schema = random_schema(rng, max_size=40)
+    c = schema.size
+    noisy = [schema.marginal("detailed")]
+    noisy += [schema.marginal(random_terms(rng, schema)) for _ in range(rng.integers(0, 3))]
+    weights = list(rng.uniform(0.2, 3.0, len(noisy)))
+    quadratic = _family_nnls.LevelQuadratic([m.cell_groups() for m in noisy], weights)
+    truth = np.where(rng.random(c) < 0.4, 0.0, rng.exponential(4.0, c))
+    rows = []
+    for _ in range(rng.integers(0, 3)):
+        groups = schema.marginal(random_terms(rng, schema)).cell_groups()
+        rows.append((np.arange(groups.max() + 1)[:, None] == groups[None, :]).astype(float))
+    C = np.vstack(rows) if rows else np.zeros((0, c))
+    g = C @ truth
+    answers = [m.apply(truth) + rng.normal(0, 3.0, m.size) for m in noisy]
+    every = np.arange(c)
+    H = quadratic.block(every)
+    b = quadratic.linear([a[None, :] for a in answers], every)[0]
+    scale = max(1.0, float(np.abs(b).max()), float(g.max(initial=0.0)) * H.max())
+    result = _family_nnls.solve_root(H, b, C, g, tol=1e-11 * scale)
+    worst = max(result.stationarity, result.dual, result.negative, result.consistency)
+    assert worst <= 1e-9 * scale and result.x.min() >= 0
+    x = cp.Variable(c)
+    cons = [x >= 0]
+    if C.shape[0]:  # Clarabel wants independent equality rows
+        _, R, pivots = linalg.qr(C.T, pivoting=True, mode="economic")
+        keep = pivots[: int((np.abs(np.diag(R)) > 1e-9).sum())]
+        cons.append(C[keep] @ x == g[keep])
+    unit = float(np.abs(b).max())  # Clarabel converges tightly on a unit-scaled objective
+    objective = 0.5 * cp.quad_form(x, cp.psd_wrap(H / unit)) - (b / unit) @ x
+    problem = cp.Problem(cp.Minimize(objective), cons)
+    problem.solve(solver=cp.CLARABEL, **CLARABEL_TIGHT)
+    np.testing.assert_allclose(result.x[0], x.value, rtol=0, atol=1e-6 * max(1.0, truth.max()))

@@ -44,7 +44,7 @@ from postdp.postprocess._simplex import project_families
 
 BoolArray = npt.NDArray[np.bool_]
 
-__all__ = ["FamilyResult", "LevelQuadratic", "solve_family", "split_level"]
+__all__ = ["FamilyResult", "LevelQuadratic", "solve_family", "solve_root", "split_level"]
 
 _STALL_ROUNDS = 3
 _MAX_ROUNDS = 200
@@ -234,6 +234,106 @@ def solve_family(H: FloatArray, b: FloatArray, p: FloatArray, *, tol: float) -> 
         free = free ^ wrong
         _cover(free, x)
     return _primal(inner, x, free, _MAX_ROUNDS, tol)
+
+
+def solve_root(
+    H: FloatArray, b: FloatArray, C: FloatArray, g: FloatArray, *, tol: float
+) -> FamilyResult:
+    """The root's nonnegative least squares with its public queries held: minimise
+    1/2 x' H x - b' x subject to C x = g and x >= 0, by block principal pivoting (all wrong
+    cells at once while their number falls, then the least-index one: Murty's rule).
+
+    Parameters
+    ----------
+    H : ndarray, shape (c, c)
+        The root's information matrix (positive definite: its noisy queries identify
+        every cell).
+    b : ndarray, shape (c,)
+    C : ndarray, shape (r, c)
+        The public queries' rows (r may be 0).
+    g : ndarray, shape (r,)
+        Their values.
+    tol : float
+
+    Returns
+    -------
+    FamilyResult
+        With ``x`` of shape (1, c).
+    """
+    c = b.size
+    free = linalg.cho_solve(linalg.cho_factor(H), b) > 0
+    best, stall = np.inf, 0
+    for rounds in range(1, _MAX_ROUNDS + 1):
+        idx = np.flatnonzero(free)
+        x = np.zeros(c)
+        lam = np.zeros(C.shape[0])
+        if idx.size:
+            factor = linalg.cho_factor(H[np.ix_(idx, idx)])
+            v = linalg.cho_solve(factor, b[idx])
+            if C.shape[0]:
+                CZ = linalg.cho_solve(factor, C[:, idx].T)  # Z C_F'
+                lam = linalg.lstsq(C[:, idx] @ CZ, g - C[:, idx] @ v)[0]
+                v = v + CZ @ lam
+            x[idx] = v
+        mu = H @ x - b - C.T @ lam
+        exempt, unmet = _public_rows(C, g, x, free, tol)
+        wrong = (free & (x < -tol)) | (~free & (((mu < -tol) & ~exempt) | unmet))
+        count = int(wrong.sum())
+        if count == 0:
+            return _certify(H, b, C, g, x, free, rounds)
+        if count < best:
+            best, stall = count, 0
+        else:
+            stall += 1
+        if stall >= _STALL_ROUNDS:
+            first = np.flatnonzero(wrong)[0]
+            wrong = np.zeros_like(wrong)
+            wrong[first] = True
+        free = free ^ wrong
+    raise ConvergenceError(
+        "top-down's root did not finish within its round limit; please report the input"
+    )
+
+
+def _certify(
+    H: FloatArray,
+    b: FloatArray,
+    C: FloatArray,
+    g: FloatArray,
+    x: FloatArray,
+    free: BoolArray,
+    rounds: int,
+) -> FamilyResult:
+    """The root's solution (tiny negatives at 0) and its KKT residuals, the public
+    multipliers fitted by least squares on the free cells."""
+    out = np.where(free, np.maximum(x, 0.0), 0.0)
+    grad = H @ out - b
+    lam = linalg.lstsq(C[:, free].T, grad[free])[0] if C.shape[0] else np.zeros(0)
+    reduced = grad - C.T @ lam
+    exempt, _ = _public_rows(C, g, out, free, np.inf)
+    return FamilyResult(
+        x=out[None, :],
+        stationarity=float(np.abs(reduced[free]).max(initial=0.0)),
+        dual=float(np.maximum(-reduced[~free & ~exempt], 0.0).max(initial=0.0)),
+        negative=float(np.maximum(-x[free], 0.0).max(initial=0.0)),
+        consistency=float(np.abs(C @ out - g).max(initial=0.0)),
+        rounds=rounds,
+    )
+
+
+def _public_rows(
+    C: FloatArray, g: FloatArray, x: FloatArray, free: BoolArray, tol: float
+) -> tuple[BoolArray, BoolArray]:
+    """Cells in a public row with no free cell (their multipliers are unbounded: the row's
+    own multiplier can make them as large as needed, so they are exempt from the sign
+    test) and cells in a row the current solution misses by more than ``tol`` (to free)."""
+    if not C.shape[0]:
+        none = np.zeros(x.size, dtype=bool)
+        return none, none
+    member = C != 0
+    dead = ~(member & free).any(axis=1)
+    unmet = np.abs(C @ x - g) > tol
+    return member[dead].any(axis=0), member[unmet].any(axis=0)
 
 
 def _primal(inner: _Inner, x: FloatArray, free: BoolArray, rounds: int, tol: float) -> FamilyResult:

@@ -25,9 +25,9 @@ from typing import Any
 import numpy as np
 
 from postdp._typing import FloatArray, IntArray
-from postdp.errors import ValidationError
+from postdp.errors import ConvergenceError, ValidationError
 from postdp.hierarchy import Hierarchy
-from postdp.postprocess._family_nnls import LevelQuadratic, split_level
+from postdp.postprocess._family_nnls import LevelQuadratic, solve_root, split_level
 from postdp.postprocess._marginal_basis import identifies_cells, marginal_workload
 from postdp.tables import Measurement, Query, Table, TableMeasurements, Workload
 
@@ -271,12 +271,28 @@ def _coupled_top_down(measurements: TableMeasurements) -> FloatArray:
     for d in range(geo.n_levels):
         kids = geo.levels[d]
         own = [(i, m) for i, m in enumerate(workload.measurements) if m.level == d]
-        if d > 0 and in_basis:  # marginals: each family in its free cells, no c x c matrix
-            parents, up = np.unique(geo.parent[kids], return_inverse=True)
-            quadratic = LevelQuadratic(
-                [m.query.marginal_of.cell_groups() for _, m in own],  # type: ignore[union-attr]
-                [1.0 / m.variance for _, m in own],
+        noisy = [
+            (i, m) for i, m in enumerate(workload.measurements) if m.level == d and not m.public
+        ]
+        quadratic = (
+            LevelQuadratic(
+                [m.query.marginal_of.cell_groups() for _, m in noisy],  # type: ignore[union-attr]
+                [1.0 / m.variance for _, m in noisy],
             )
+            if in_basis
+            else None
+        )
+        if (
+            d == 0
+            and quadratic is not None
+            and identifies_cells(
+                [m.query.marginal_of for _, m in noisy]  # type: ignore[misc]
+            )
+        ):
+            out[:, 0] = _schema_root(values, workload, noisy, quadratic, B)
+            continue
+        if d > 0 and quadratic is not None:  # each family in its free cells, no c x c matrix
+            parents, up = np.unique(geo.parent[kids], return_inverse=True)
             for b in range(B):
                 answers = [values[i][b] for i, _ in own]
                 out[b, kids] = split_level(out[b, parents], up, answers, quadratic)
@@ -300,6 +316,43 @@ def _coupled_top_down(measurements: TableMeasurements) -> FloatArray:
         out[:, kids] = solved[:, forest.levels[-1]]
     result: FloatArray = out.reshape(*lead, geo.n, c)
     return result
+
+
+def _schema_root(
+    values: list[FloatArray],
+    workload: Workload,
+    noisy: list[tuple[int, Measurement]],
+    quadratic: LevelQuadratic,
+    B: int,
+) -> FloatArray:
+    """The root histogram of a schema table (B, c) when its noisy marginals identify every
+    cell: nonnegative least squares with the public marginals held, certified."""
+    c = quadratic.groups[0].size
+    every = np.arange(c)
+    H = quadratic.block(every)
+    rows, publics = [], []
+    for i, m in enumerate(workload.measurements):
+        if m.level == 0 and m.public:
+            groups = m.query.marginal_of.cell_groups()  # type: ignore[union-attr]
+            rows.append(np.arange(m.query.size)[:, None] == groups[None, :])
+            publics.append(i)
+    C = np.vstack(rows).astype(float) if rows else np.zeros((0, c))
+    out = np.empty((B, c))
+    for b in range(B):
+        lin = quadratic.linear([values[i][b] for i, _ in noisy], every)[0]
+        g = np.concatenate([values[i][b, 0] for i in publics]) if publics else np.zeros(0)
+        if (g < 0).any():
+            raise ValidationError("a public query at the root has a negative total")
+        scale = max(1.0, float(np.abs(lin).max()), float(np.abs(g).max(initial=0.0)) * H.max())
+        result = solve_root(H, lin, C, g, tol=1e-11 * scale)
+        worst = max(result.stationarity, result.dual, result.negative, result.consistency)
+        if worst > 1e-9 * scale:
+            raise ConvergenceError(
+                f"top-down's root is not certified (KKT residual {worst:.3g} of scale "
+                f"{scale:.3g}); please report the input"
+            )
+        out[b] = result.x[0]
+    return out
 
 
 def _level_cells(
