@@ -7,9 +7,11 @@ Run by hand (never collected by pytest)::
     python benchmarks/bench_schema.py --tracts 600 --repeat 5
     python benchmarks/bench_schema.py --block-groups 3       # one more level, 3 per tract
     python benchmarks/bench_schema.py --top-down             # also top-down and rounding
+    python benchmarks/bench_schema.py --tracts 600 --block-groups 3 --blocks 10 --people 40
 
 The geography is synthetic: nation > state > 60 counties > ``--tracts`` tracts (spread
-evenly) [> ``--block-groups`` block groups per tract]. Every leaf holds about ``--people``
+evenly) [> ``--block-groups`` block groups per tract [> ``--blocks`` blocks per block
+group]]. Every leaf holds about ``--people``
 persons drawn from one state-wide, very uneven distribution over the 2,016 cells (a few
 dozen cells hold most people).
 The workload is the production one in shape: at every level the 11 marginals total, cenrace,
@@ -57,7 +59,7 @@ MARGINALS = [
 ]
 
 
-def geography(tracts: int, block_groups: int) -> Hierarchy:
+def geography(tracts: int, block_groups: int, blocks: int = 0) -> Hierarchy:
     ids, parents = ["US", "ST"], [None, "US"]
     counties = [f"C{i:02d}" for i in range(60)]
     ids += counties
@@ -68,6 +70,9 @@ def geography(tracts: int, block_groups: int) -> Hierarchy:
         for b in range(block_groups):
             ids.append(f"B{t:05d}{b}")
             parents.append(f"T{t:05d}")
+            for k in range(blocks):
+                ids.append(f"K{t:05d}{b}{k:03d}")
+                parents.append(f"B{t:05d}{b}")
     return Hierarchy.from_parents(ids, parents)  # type: ignore[arg-type]
 
 
@@ -97,13 +102,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tracts", type=int, default=3000)
     parser.add_argument("--block-groups", type=int, default=0)
+    parser.add_argument("--blocks", type=int, default=0, help="blocks per block group")
     parser.add_argument("--people", type=int, default=1200)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--top-down", action="store_true", help="also time top-down and rounding")
     args = parser.parse_args()
     rng = np.random.default_rng(0)
     schema = pl94_schema()
-    geo = geography(args.tracts, args.block_groups)
+    geo = geography(args.tracts, args.block_groups, args.blocks)
     table = Table(geo, schema.categories(), population(geo, args.people, rng))
     items = [Measurement(0, Query.marginal(schema, "total"), None)]
     for d in range(geo.n_levels):

@@ -13,7 +13,7 @@ from scipy import linalg
 from postdp import Gaussian
 from postdp.data import pl94_schema
 from postdp.hierarchy import Hierarchy
-from postdp.postprocess import _family_nnls, top_down_table
+from postdp.postprocess import _family_nnls, _root_nnls, top_down_table
 from postdp.postprocess import table_topdown as topdown_module
 from postdp.tables import Measurement, Query, Table, Workload, measure
 from postdp.tables.schema import Marginal
@@ -198,7 +198,7 @@ def test_root_with_public_marginals_equals_clarabel(seed):
     H = quadratic.block(every)
     b = quadratic.linear([a[None, :] for a in answers], every)[0]
     scale = max(1.0, float(np.abs(b).max()), float(g.max(initial=0.0)) * H.max())
-    result = _family_nnls.solve_root(H, b, C, g, tol=1e-11 * scale)
+    result = _root_nnls.solve_root(H, b, C, g, tol=1e-11 * scale)
     worst = max(result.stationarity, result.dual, result.negative, result.consistency)
     assert worst <= 1e-9 * scale and result.x.min() >= 0
     x = cp.Variable(c)

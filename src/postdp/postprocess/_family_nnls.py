@@ -44,10 +44,11 @@ from postdp.postprocess._simplex import project_families
 
 BoolArray = npt.NDArray[np.bool_]
 
-__all__ = ["FamilyResult", "LevelQuadratic", "solve_family", "solve_root", "split_level"]
+__all__ = ["FamilyResult", "LevelQuadratic", "solve_family", "split_level"]
 
 _STALL_ROUNDS = 3
 _MAX_ROUNDS = 200
+_BATCH_WIDTH = 96  # children with at most this many free cells are inverted in one batch
 
 
 class LevelQuadratic:
@@ -99,8 +100,10 @@ class FamilyResult:
 class _Inner:
     """The equality-constrained solve for given free sets (see the module docstring).
 
-    The children's inverses are kept in one padded (k, width, width) array; a round
-    recomputes, in one batched call, only the children whose free set changed."""
+    The children's inverses are kept in one padded (k, width, width) array. A round
+    touches only the children whose free set changed: updated cell by cell (O(f^2) per
+    cell) when few cells changed, else factored afresh (O(f^3)). Updated inverses can drift;
+    the answer is certified from H itself, and if it is not, they are factored afresh."""
 
     def __init__(self, H: FloatArray, b: FloatArray, p: FloatArray) -> None:
         self.H, self.b, self.p = H, b, p
@@ -114,13 +117,15 @@ class _Inner:
         self.H_ext = np.zeros((m + 1, m + 1))
         self.H_ext[:m, :m] = H
         self.b_ext = np.concatenate([b, np.zeros((k, 1))], axis=1)
+        self.updated = np.zeros(k, dtype=bool)  # inverse from cell-by-cell updates
+        self.stale = np.zeros(k, dtype=bool)  # to be factored afresh next round
 
     def _refresh(self, free: BoolArray) -> None:
         m = free.shape[1]
-        changed = np.flatnonzero((free != self.free).any(axis=1))
+        changed = np.flatnonzero((free != self.free).any(axis=1) | self.stale)
         if not changed.size:
             return
-        width = int(free.sum(axis=1).max(initial=0))
+        width = int(free.sum(axis=1).max(initial=0)) + 1
         if width > self.width:  # widen every child's padded arrays
             grow = width - self.width
             self.idx = np.pad(self.idx, ((0, 0), (0, grow)), constant_values=m)
@@ -128,24 +133,99 @@ class _Inner:
             self.Z = np.pad(self.Z, ((0, 0), (0, grow), (0, grow)))
             self.v = np.pad(self.v, ((0, 0), (0, grow)))
             self.width = width
-        self.idx[changed], self.valid[changed] = m, False
-        self.Z[changed], self.v[changed] = 0.0, 0.0
-        for j in changed:
-            idx = np.flatnonzero(free[j])
-            f = idx.size
-            self.idx[j, :f], self.valid[j, :f] = idx, True
-            if not f:
-                continue
-            factor, info = lapack.dpotrf(self.H[np.ix_(idx, idx)], lower=True)
-            if info == 0:
-                inverse, info = lapack.dpotri(factor, lower=True)
-            if info != 0:
-                raise ConvergenceError("a block of the level's information matrix is singular")
-            Z = np.tril(inverse)
-            Z = Z + np.tril(Z, -1).T
-            self.Z[j, :f, :f] = Z
-            self.v[j, :f] = Z @ self.b[j, idx]
+        sizes = free.sum(axis=1)
+        small = changed[sizes[changed] <= _BATCH_WIDTH]
+        if small.size:  # small blocks: one batched inversion, padded to the widest
+            self._invert_batch(small, free[small])
+        for j in changed[sizes[changed] > _BATCH_WIDTH]:
+            removed = np.flatnonzero(self.free[j] & ~free[j])
+            added = np.flatnonzero(free[j] & ~self.free[j])
+            f = int(self.valid[j].sum())
+            if (
+                self.stale[j]
+                or 8 * (removed.size + added.size) > f
+                or not self._update(j, removed, added)
+            ):
+                self._invert(j, np.flatnonzero(free[j]))
+        values = np.take_along_axis(self.b_ext[changed], self.idx[changed], axis=1)
+        self.v[changed] = np.einsum("kab,kb->ka", self.Z[changed], values)
+        self.stale[:] = False
         self.free = free.copy()
+
+    def _invert_batch(self, rows: IntArray, free: BoolArray) -> None:
+        """Fresh inverses of several children's blocks in one batched call."""
+        m = free.shape[1]
+        width = int(free.sum(axis=1).max(initial=0))
+        order = np.argsort(~free, axis=1, kind="stable")[:, :width]
+        valid = np.take_along_axis(free, order, axis=1)
+        idx = np.where(valid, order, m)
+        pair = valid[:, :, None] & valid[:, None, :]
+        blocks = np.where(pair, self.H_ext[idx[:, :, None], idx[:, None, :]], 0.0)
+        diag = np.arange(width)
+        blocks[:, diag, diag] += ~valid  # padding: an identity block, decoupled
+        Z = np.where(pair, np.linalg.inv(blocks), 0.0)
+        self.idx[rows], self.valid[rows], self.Z[rows] = m, False, 0.0
+        self.idx[rows, :width], self.valid[rows, :width] = idx, valid
+        self.Z[rows, :width, :width] = (Z + np.swapaxes(Z, 1, 2)) / 2
+        self.updated[rows] = False
+
+    def _invert(self, j: int, idx: IntArray) -> None:
+        """Child j's inverse from a fresh Cholesky factor."""
+        m = self.free.shape[1]
+        f = idx.size
+        self.idx[j], self.valid[j], self.Z[j] = m, False, 0.0
+        self.idx[j, :f], self.valid[j, :f] = idx, True
+        self.updated[j] = False
+        if not f:
+            return
+        factor, info = lapack.dpotrf(self.H[np.ix_(idx, idx)], lower=True)
+        if info == 0:
+            inverse, info = lapack.dpotri(factor, lower=True)
+        if info != 0:
+            raise ConvergenceError("a block of the level's information matrix is singular")
+        Z = np.tril(inverse)
+        self.Z[j, :f, :f] = Z + np.tril(Z, -1).T
+
+    def _update(self, j: int, removed: IntArray, added: IntArray) -> bool:
+        """Child j's inverse updated cell by cell (O(f^2) each): a held cell by the Schur
+        complement, a freed one by bordering. False if a pivot is not safely positive."""
+        m = self.free.shape[1]
+        idx, Z = self.idx[j], self.Z[j]
+        f = int(self.valid[j].sum())
+        for cell in removed:
+            s = int(np.flatnonzero(idx[:f] == cell)[0])
+            last = f - 1
+            idx[[s, last]] = idx[[last, s]]  # the cell's slot swapped with the last one
+            Z[[s, last], :] = Z[[last, s], :]
+            Z[:, [s, last]] = Z[:, [last, s]]
+            pivot = Z[last, last]
+            if not pivot > 0:
+                return False
+            col = Z[:last, last].copy()
+            Z[:last, :last] -= np.outer(col, col) / pivot
+            Z[last, :] = 0.0
+            Z[:, last] = 0.0
+            idx[last], self.valid[j, last] = m, False
+            f = last
+        for cell in added:
+            h = self.H[idx[:f], cell]
+            z = Z[:f, :f] @ h
+            schur = self.H[cell, cell] - h @ z
+            if not schur > 1e-12 * self.H[cell, cell]:
+                return False
+            Z[:f, :f] += np.outer(z, z) / schur
+            Z[:f, f] = Z[f, :f] = -z / schur
+            Z[f, f] = 1.0 / schur
+            idx[f], self.valid[j, f] = cell, True
+            f += 1
+        self.updated[j] = True
+        return True
+
+    def renew(self) -> bool:
+        """Mark the children whose inverse came from updates for a fresh factor; whether
+        there were any."""
+        self.stale = self.updated.copy()
+        return bool(self.stale.any())
 
     def solve(self, free: BoolArray) -> tuple[FloatArray, FloatArray]:
         """(x, mu): x held at 0 off ``free``; mu the held cells' multipliers."""
@@ -224,7 +304,10 @@ def solve_family(H: FloatArray, b: FloatArray, p: FloatArray, *, tol: float) -> 
         wrong = (free & (x < -tol)) | (~free & (mu < -tol))
         count = int(wrong.sum())
         if count == 0:
-            return _finish(inner, x, free, rounds)
+            result = _finish(inner, x, free, rounds)
+            if _certified(result, tol) or not inner.renew():
+                return result
+            continue  # updated inverses drifted: factor them afresh and look again
         if count < best:
             best, stall = count, 0
         else:
@@ -234,106 +317,6 @@ def solve_family(H: FloatArray, b: FloatArray, p: FloatArray, *, tol: float) -> 
         free = free ^ wrong
         _cover(free, x)
     return _primal(inner, x, free, _MAX_ROUNDS, tol)
-
-
-def solve_root(
-    H: FloatArray, b: FloatArray, C: FloatArray, g: FloatArray, *, tol: float
-) -> FamilyResult:
-    """The root's nonnegative least squares with its public queries held: minimise
-    1/2 x' H x - b' x subject to C x = g and x >= 0, by block principal pivoting (all wrong
-    cells at once while their number falls, then the least-index one: Murty's rule).
-
-    Parameters
-    ----------
-    H : ndarray, shape (c, c)
-        The root's information matrix (positive definite: its noisy queries identify
-        every cell).
-    b : ndarray, shape (c,)
-    C : ndarray, shape (r, c)
-        The public queries' rows (r may be 0).
-    g : ndarray, shape (r,)
-        Their values.
-    tol : float
-
-    Returns
-    -------
-    FamilyResult
-        With ``x`` of shape (1, c).
-    """
-    c = b.size
-    free = linalg.cho_solve(linalg.cho_factor(H), b) > 0
-    best, stall = np.inf, 0
-    for rounds in range(1, _MAX_ROUNDS + 1):
-        idx = np.flatnonzero(free)
-        x = np.zeros(c)
-        lam = np.zeros(C.shape[0])
-        if idx.size:
-            factor = linalg.cho_factor(H[np.ix_(idx, idx)])
-            v = linalg.cho_solve(factor, b[idx])
-            if C.shape[0]:
-                CZ = linalg.cho_solve(factor, C[:, idx].T)  # Z C_F'
-                lam = linalg.lstsq(C[:, idx] @ CZ, g - C[:, idx] @ v)[0]
-                v = v + CZ @ lam
-            x[idx] = v
-        mu = H @ x - b - C.T @ lam
-        exempt, unmet = _public_rows(C, g, x, free, tol)
-        wrong = (free & (x < -tol)) | (~free & (((mu < -tol) & ~exempt) | unmet))
-        count = int(wrong.sum())
-        if count == 0:
-            return _certify(H, b, C, g, x, free, rounds)
-        if count < best:
-            best, stall = count, 0
-        else:
-            stall += 1
-        if stall >= _STALL_ROUNDS:
-            first = np.flatnonzero(wrong)[0]
-            wrong = np.zeros_like(wrong)
-            wrong[first] = True
-        free = free ^ wrong
-    raise ConvergenceError(
-        "top-down's root did not finish within its round limit; please report the input"
-    )
-
-
-def _certify(
-    H: FloatArray,
-    b: FloatArray,
-    C: FloatArray,
-    g: FloatArray,
-    x: FloatArray,
-    free: BoolArray,
-    rounds: int,
-) -> FamilyResult:
-    """The root's solution (tiny negatives at 0) and its KKT residuals, the public
-    multipliers fitted by least squares on the free cells."""
-    out = np.where(free, np.maximum(x, 0.0), 0.0)
-    grad = H @ out - b
-    lam = linalg.lstsq(C[:, free].T, grad[free])[0] if C.shape[0] else np.zeros(0)
-    reduced = grad - C.T @ lam
-    exempt, _ = _public_rows(C, g, out, free, np.inf)
-    return FamilyResult(
-        x=out[None, :],
-        stationarity=float(np.abs(reduced[free]).max(initial=0.0)),
-        dual=float(np.maximum(-reduced[~free & ~exempt], 0.0).max(initial=0.0)),
-        negative=float(np.maximum(-x[free], 0.0).max(initial=0.0)),
-        consistency=float(np.abs(C @ out - g).max(initial=0.0)),
-        rounds=rounds,
-    )
-
-
-def _public_rows(
-    C: FloatArray, g: FloatArray, x: FloatArray, free: BoolArray, tol: float
-) -> tuple[BoolArray, BoolArray]:
-    """Cells in a public row with no free cell (their multipliers are unbounded: the row's
-    own multiplier can make them as large as needed, so they are exempt from the sign
-    test) and cells in a row the current solution misses by more than ``tol`` (to free)."""
-    if not C.shape[0]:
-        none = np.zeros(x.size, dtype=bool)
-        return none, none
-    member = C != 0
-    dead = ~(member & free).any(axis=1)
-    unmet = np.abs(C @ x - g) > tol
-    return member[dead].any(axis=0), member[unmet].any(axis=0)
 
 
 def _primal(inner: _Inner, x: FloatArray, free: BoolArray, rounds: int, tol: float) -> FamilyResult:
@@ -353,7 +336,10 @@ def _primal(inner: _Inner, x: FloatArray, free: BoolArray, rounds: int, tol: flo
         if not blocking.any():
             xp = np.where(held, 0.0, target)
             if not (held & (mu < -tol)).any():
-                return _finish(inner, xp, ~held, rounds)
+                result = _finish(inner, xp, ~held, rounds)
+                if _certified(result, tol) or not inner.renew():
+                    return result
+                continue
             worst = np.unravel_index(np.argmin(np.where(held, mu, np.inf)), mu.shape)
             held[worst] = False
             continue
@@ -365,6 +351,12 @@ def _primal(inner: _Inner, x: FloatArray, free: BoolArray, rounds: int, tol: flo
     raise ConvergenceError(
         "top-down's family split did not finish within its round limit; please report the input"
     )
+
+
+def _certified(result: FamilyResult, tol: float) -> bool:
+    """KKT residuals within 100 tolerances (1e-9 of the scale, as the callers check)."""
+    worst = max(result.stationarity, result.dual, result.negative, result.consistency)
+    return worst <= 100 * tol
 
 
 def _finish(inner: _Inner, x: FloatArray, free: BoolArray, rounds: int) -> FamilyResult:

@@ -27,8 +27,9 @@ import numpy as np
 from postdp._typing import FloatArray, IntArray
 from postdp.errors import ConvergenceError, ValidationError
 from postdp.hierarchy import Hierarchy
-from postdp.postprocess._family_nnls import LevelQuadratic, solve_root, split_level
+from postdp.postprocess._family_nnls import LevelQuadratic, split_level
 from postdp.postprocess._marginal_basis import identifies_cells, marginal_workload
+from postdp.postprocess._root_nnls import solve_root
 from postdp.tables import Measurement, Query, Table, TableMeasurements, Workload
 
 __all__ = ["check_top_down", "top_down_table"]

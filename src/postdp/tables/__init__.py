@@ -4,13 +4,15 @@ A :class:`Table` crosses a geography (a :class:`~postdp.Hierarchy` of geounits) 
 category tree (e.g. the 2020 redistricting table P1: Total > one race / two or more races >
 63 detailed cells), or with a :class:`Schema` of several attributes (the persons file's
 2,016 cells), whose category tree is :meth:`Schema.categories` and whose marginals are
-:meth:`Query.marginal`. A :class:`Workload` says which category queries are measured at which
+:meth:`Query.marginal` (:func:`rounding_plan` says what a rounding promises for each
+marginal, nested or crossing). A :class:`Workload` says which category queries are measured at which
 geographic level with which mechanism; :func:`measure` draws their noisy answers, and
 :func:`postdp.postprocess.project_table` makes them consistent both ways.
 """
 
 from postdp.tables._noise import TableMeasurements, measure
 from postdp.tables._table import Table, category_matrix, expand
+from postdp.tables.rounding_plan import RoundingPlan, rounding_plan
 from postdp.tables.schema import Attribute, Marginal, Recode, Schema
 from postdp.tables.workload import Measurement, Query, Workload
 
@@ -20,6 +22,7 @@ __all__ = [
     "Measurement",
     "Query",
     "Recode",
+    "RoundingPlan",
     "Schema",
     "Table",
     "TableMeasurements",
@@ -27,4 +30,5 @@ __all__ = [
     "category_matrix",
     "expand",
     "measure",
+    "rounding_plan",
 ]

@@ -197,9 +197,10 @@ class Schema:
             become category nodes named ``"<marginal>=<label>"``, so a rounding of the
             table (:func:`postdp.postprocess.round_table`) keeps each within 1 at the root
             and at the leaf geounits, as it does every category node. Marginals that are
-            not nested cannot be such a tree and are refused (``round_table`` then promises
-            them integral and unbiased only). The detailed cells stay the leaves, in cell
-            order, so marginal queries and the marginal basis are unchanged.
+            not nested cannot be such a tree and are refused: :func:`rounding_plan` keeps
+            the ones that nest and states the bound the rounding gives the others. The
+            detailed cells stay the leaves, in cell order, so marginal queries and the
+            marginal basis are unchanged.
 
         Returns
         -------
@@ -218,8 +219,12 @@ class Schema:
         owner = np.full(self.size, "total", dtype=object)  # each cell's finest node so far
         index = {c: i for i, c in enumerate(cells)}
         previous: Marginal | None = None
+        seen: set[str] = set()
         for terms in rounders:
             m = self.marginal(terms)
+            if m.name in seen:
+                raise ValidationError(f"rounder {m.name!r} is given twice")
+            seen.add(m.name)
             groups = m.groups()
             if sum(len(g) for g in groups) != self.size:
                 raise ValidationError(
@@ -229,7 +234,8 @@ class Schema:
             if previous is not None and not _refines(m, previous):
                 raise ValidationError(
                     f"rounders must be nested, each refining the one before: {m.name!r} does "
-                    f"not refine {previous.name!r}"
+                    f"not refine {previous.name!r} (postdp.tables.rounding_plan keeps the ones "
+                    "that nest and bounds the others)"
                 )
             for label, group in zip(m.labels, groups, strict=True):
                 node = f"{m.name}={label}"
