@@ -159,14 +159,12 @@ def main() -> None:
             + f"), peak {down_peak / 2**20:.0f} MiB"
         )
         solved = top_down_table(draws)
-        rounding, round_peak = timed(
-            lambda: round_table(solved, table, rng=2, split=True), args.repeat
-        )
+        rounding, round_peak = timed(lambda: round_table(solved, table, rng=2), args.repeat)
         both = [(d + r) / f for d, r, f in zip(down, rounding, floor, strict=True)]
         print(
-            f"rounding (round_table, split by state): median {statistics.median(rounding):.2f} "
-            f"s, peak {round_peak / 2**20:.0f} MiB; top-down + rounding "
-            f"{statistics.median(both):.2f}x the floor"
+            f"rounding (round_table, the fractional circulation): median "
+            f"{statistics.median(rounding):.2f} s, peak {round_peak / 2**20:.0f} MiB; "
+            f"top-down + rounding {statistics.median(both):.2f}x the floor"
         )
     est = projector(draws)
     state = int(geo.index("ST")[0])

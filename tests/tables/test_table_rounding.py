@@ -209,3 +209,64 @@ def test_within_one_may_exist_but_not_unbiasedly():
         if lp.status == 2:  # infeasible: no unbiased rounding within 1
             return
     pytest.fail("expected an input whose within-1 roundings cannot be unbiased")
+
+
+@pytest.fixture
+def sparse_walk(monkeypatch):
+    """Round every table on its fractional counts only (the path of wide schema tables)."""
+    from postdp.postprocess import table_rounding
+
+    monkeypatch.setattr(table_rounding, "_SPARSE_CELLS", 1)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_fractional_circulation_keeps_every_promise(seed, sparse_walk):
+    rng = np.random.default_rng(100 + seed)
+    geo = random_tree(rng, int(rng.integers(2, 30)), "g")
+    cat = random_tree(rng, int(rng.integers(2, 12)), "c")
+    table = Table(geo, cat, np.zeros((geo.leaves.size, cat.leaves.size), dtype=int))
+    v = _consistent(rng, geo, cat.leaves.size, float(10.0 ** rng.integers(0, 12)))
+    v[:, rng.random(cat.leaves.size) < 0.3] = np.rint(v[:, :1])  # some integer cells
+    v = geo.aggregate(np.where(geo.is_leaf[:, None], v, 0.0).T).T  # consistent again
+    for draw in round_table(v[None].repeat(4, axis=0), table, rng=seed):
+        _check(draw, v, table)
+
+
+def test_the_fractional_circulation_is_unbiased_and_keeps_integers(sparse_walk):
+    rng = np.random.default_rng(12)
+    geo = random_tree(rng, 12, "g")
+    cat = random_tree(rng, 6, "c")
+    table = Table(geo, cat, rng.integers(0, 9, (geo.leaves.size, cat.leaves.size)))
+    np.testing.assert_array_equal(
+        round_table(table.detailed().astype(float), table, rng=1), table.detailed()
+    )
+    v = _consistent(rng, geo, cat.leaves.size)
+    n = 4000
+    out = round_table(np.broadcast_to(v, (n, *v.shape)), table, rng=5).astype(float)
+    C = category_matrix(cat).astype(float)
+    every, truth = out @ C.T, v @ C.T
+    mean, sd = every.mean(axis=0), every.std(axis=0, ddof=1)
+    fractional = sd > 0
+    z = norm.ppf(1 - 0.001 / (2 * fractional.sum()))
+    assert (np.abs(mean - truth)[~fractional] < 1e-9).all()
+    assert (np.abs(mean - truth)[fractional] <= z * sd[fractional] / np.sqrt(n)).all()
+
+
+def test_a_persons_schema_top_down_rounds_on_its_occupied_cells():
+    """2,016 cells: the fractional circulation is used without forcing; consistent both
+    ways, cells and totals within 1, cells the top-down left at 0 stay 0."""
+    from postdp import Gaussian
+    from postdp.data import pl94_schema
+
+    s = pl94_schema()
+    rng = np.random.default_rng(3)
+    geo = Hierarchy.from_parents(["S", "a", "b", "a1", "a2", "b1"], [None, "S", "S", "a", "a", "b"])
+    probs = rng.dirichlet(np.full(s.size, 0.03))
+    counts = np.array([rng.multinomial(40, probs) for _ in range(3)])
+    table = Table(geo, s.categories(), counts)
+    items = [Measurement(d, Query.marginal(s, n), Gaussian(rho=0.5)) for d in range(3)
+             for n in ("total", "votingage * hispanic", "detailed")]  # fmt: skip
+    v = top_down_table(measure(table, Workload(items), secure=False, rng=4))
+    out = round_table(v, table, rng=6)
+    _check(out, v, table)
+    assert (out[v == 0] == 0).all()

@@ -39,12 +39,15 @@ from postdp._table_kernels import cycle_round_rows
 from postdp._typing import ArrayLike, FloatArray, IntArray, RNGLike
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
+from postdp.postprocess._sparse_network import sparse_network
 from postdp.postprocess._table_network import _network, _offsets
 from postdp.postprocess._table_rounding_split import round_split
 from postdp.postprocess.rounding import _MAX_ABS, _Q, round_consistent
 from postdp.tables import Table
 
 __all__ = ["round_table"]
+
+_SPARSE_CELLS = 256  # from this many detailed cells on, the walk uses the fractional edges only
 
 
 def round_table(
@@ -76,6 +79,10 @@ def round_table(
         Round each first-level geounit's subtree (each state) on its own with its boundary
         frozen, then the national part with what is left: the same guarantees, memory of
         the largest state instead of the nation (a different random stream than without).
+        Not needed (and ignored) for tables of 256 or more detailed cells, such as the
+        2,016-cell persons schema: their rounding works on the fractional counts only
+        (:mod:`postdp.postprocess._sparse_network`), so its memory follows the cells that
+        are not integers (a few dozen per block after top-down), not geounits x cells.
     client : dask.distributed.Client, optional
         With ``split``, run the states as Dask tasks (the same result as locally).
 
@@ -153,14 +160,18 @@ def round_table(
         rounded = round_consistent(flat, tree, rng=gen, atol=atol)
         one = rounded[:, cat.leaves][:, None, :] if geo.n == 1 else rounded[..., None]
         return one.reshape(shape)
-    splitting = split and geo.n_levels > 2
-    net = None if splitting else _network(geo, cat)
+    sparse = c >= _SPARSE_CELLS
+    splitting = split and geo.n_levels > 2 and not sparse
+    net = None if splitting or sparse else _network(geo, cat)
     low = np.floor(X[:, leaves])
     q = np.rint((X[:, leaves] - low) * _Q).astype(np.int64)
     low = low.astype(np.int64) + (q == _Q)
     q[q == _Q] = 0
     out = np.empty((B, geo.n, c), dtype=np.int64)
     for b in range(B):  # one draw at a time: memory of one network
+        if sparse:
+            out[b] = _with_parents(low[b] + _round_sparse(q[b], geo, cat, gen), geo)
+            continue
         if splitting:
             cells = low[b] + round_split(q[b], geo, cat, gen, _Q, client)
             out[b] = _with_parents(cells, geo)
@@ -179,6 +190,18 @@ def round_table(
         cells = low[b] + (offset[net.element_edges] == _Q).reshape(leaves.size, c)
         out[b] = _with_parents(cells, geo)
     return out.reshape(shape)
+
+
+def _round_sparse(q: IntArray, geo: Hierarchy, cat: Hierarchy, gen: Any) -> IntArray:
+    """0/1 per leaf cell: the dependent rounding walked on the fractional edges only."""
+    net = sparse_network(geo, cat, q)
+    offset = net.offset[None].copy()
+    cycle_round_rows(
+        net.tail, net.head, net.adj_start, net.adj_edge, offset, gen.random(offset.shape), _Q
+    )
+    up = np.zeros(q.shape, dtype=np.int64)
+    up[net.leaf_row, net.leaf_cell] = offset[0, net.leaf_edge] == _Q
+    return up
 
 
 def _with_parents(cells: IntArray, geo: Hierarchy) -> IntArray:
