@@ -8,16 +8,19 @@ Run by hand (never collected by pytest)::
     python benchmarks/bench_schema.py --block-groups 3       # one more level, 3 per tract
     python benchmarks/bench_schema.py --top-down             # also top-down and rounding
     python benchmarks/bench_schema.py --tracts 600 --block-groups 3 --blocks 10 --people 40
+    python benchmarks/bench_schema.py --strategy pl94-2020-persons --counties 14 \
+        --tracts 193 --block-groups 3 --blocks 42 --people 26   # a Vermont-sized state
 
-The geography is synthetic: nation > state > 60 counties > ``--tracts`` tracts (spread
-evenly) [> ``--block-groups`` block groups per tract [> ``--blocks`` blocks per block
-group]]. Every leaf holds about ``--people``
-persons drawn from one state-wide, very uneven distribution over the 2,016 cells (a few
-dozen cells hold most people).
-The workload is the production one in shape: at every level the 11 marginals total, cenrace,
+The geography is synthetic: nation > state > ``--counties`` counties > ``--tracts``
+tracts (spread evenly) [> ``--block-groups`` block groups per tract [> ``--blocks`` blocks
+per block group]]. Every leaf holds about ``--people`` persons drawn from one state-wide,
+very uneven distribution over the 2,016 cells (a few dozen cells hold most people). The
+workload is the production one in shape: at every level the 11 marginals total, cenrace,
 hispanic, votingage, hhinstlevels, hhgq, hispanic x cenrace, votingage x cenrace, votingage x
 hispanic, votingage x hispanic x cenrace and detailed, each Gaussian with rho = 0.1 (the
-budget split does not change the cost), plus the nation's total public.
+budget split does not change the cost), plus the nation's total public; with
+``--strategy``, the preset's own workload (exact shares, discrete Gaussian noise, the state
+total invariant; top-down then does not apply: it keeps invariants at the root only).
 
 Also timed: the variance of every count of the 11 marginals at every geounit
 (``TableProjector.query_variances``, the margins of error of every published cell).
@@ -40,7 +43,7 @@ import tracemalloc
 import numpy as np
 
 from postdp import Gaussian, Hierarchy
-from postdp.data import pl94_schema
+from postdp.data import load_strategy, pl94_schema
 from postdp.postprocess import TableProjector, round_table, top_down_table
 from postdp.tables import Measurement, Query, Table, Workload, measure
 
@@ -59,14 +62,14 @@ MARGINALS = [
 ]
 
 
-def geography(tracts: int, block_groups: int, blocks: int = 0) -> Hierarchy:
+def geography(tracts: int, block_groups: int, blocks: int = 0, n_counties: int = 60) -> Hierarchy:
     ids, parents = ["US", "ST"], [None, "US"]
-    counties = [f"C{i:02d}" for i in range(60)]
+    counties = [f"C{i:02d}" for i in range(n_counties)]
     ids += counties
-    parents += ["ST"] * 60
+    parents += ["ST"] * n_counties
     for t in range(tracts):
         ids.append(f"T{t:05d}")
-        parents.append(counties[t % 60])
+        parents.append(counties[t % n_counties])
         for b in range(block_groups):
             ids.append(f"B{t:05d}{b}")
             parents.append(f"T{t:05d}")
@@ -106,18 +109,28 @@ def main() -> None:
     parser.add_argument("--people", type=int, default=1200)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--top-down", action="store_true", help="also time top-down and rounding")
+    parser.add_argument("--counties", type=int, default=60)
+    parser.add_argument(
+        "--strategy",
+        help="a preset (postdp.data.load_strategy), e.g. pl94-2020-persons: its exact shares, "
+        "discrete Gaussian noise and invariants (needs --block-groups and --blocks)",
+    )
     args = parser.parse_args()
     rng = np.random.default_rng(0)
     schema = pl94_schema()
-    geo = geography(args.tracts, args.block_groups, args.blocks)
+    geo = geography(args.tracts, args.block_groups, args.blocks, args.counties)
     table = Table(geo, schema.categories(), population(geo, args.people, rng))
-    items = [Measurement(0, Query.marginal(schema, "total"), None)]
-    for d in range(geo.n_levels):
-        for name in MARGINALS:
-            if d == 0 and name == "total":
-                continue
-            items.append(Measurement(d, Query.marginal(schema, name), Gaussian(rho=0.1)))
-    work = Workload(items)
+    if args.strategy:
+        work = load_strategy(args.strategy).workload(table)
+        items = list(work.measurements)
+    else:
+        items = [Measurement(0, Query.marginal(schema, "total"), None)]
+        for d in range(geo.n_levels):
+            for name in MARGINALS:
+                if d == 0 and name == "total":
+                    continue
+                items.append(Measurement(d, Query.marginal(schema, name), Gaussian(rho=0.1)))
+        work = Workload(items)
     counts = sum(m.query.size * geo.levels[m.level].size for m in items)
     print(
         f"geography: {geo.n:,} geounits over {geo.n_levels} levels; {schema.size:,} cells; "

@@ -193,3 +193,27 @@ def test_synthetic_p1_shaped_table():
     assert shares.max() > 0.4  # skewed: one dominant group, as nationally
     again = synthetic_table((4, 5, 3), leaf_mean=300, rng=1)
     np.testing.assert_array_equal(again.cells, t.cells)
+
+
+def test_large_measurements_are_drawn_in_chunks_with_the_right_law(monkeypatch):
+    """The study path draws a measurement larger than its chunk piece by piece from one
+    stream: reproducible, the shape of one draw, and noise of the mechanism's variance
+    (sample variance within z x SE, SE from the sample's fourth moment)."""
+    from postdp.mechanisms import DiscreteGaussian
+    from postdp.tables import _noise
+
+    monkeypatch.setattr(_noise, "_CHUNK", 50)
+    rng = np.random.default_rng(0)
+    geo = Hierarchy.from_parents(["S", *(f"g{i}" for i in range(40))], [None, *["S"] * 40])
+    t = Table(geo, CAT, rng.integers(0, 9, (40, CAT.leaves.size)))
+    w = Workload([Measurement(1, Query.detailed(CAT), DiscreteGaussian(rho=0.5))])
+    a = measure(t, w, secure=False, rng=3, size=30)
+    b = measure(t, w, secure=False, rng=3, size=30)
+    np.testing.assert_array_equal(a.values[0], b.values[0])
+    assert a.values[0].shape == (30, 40, CAT.leaves.size)
+    noise = (a.values[0] - t.cells[None]).ravel()
+    centred = noise - noise.mean()
+    se = np.sqrt((np.mean(centred**4) - np.mean(centred**2) ** 2) / noise.size)
+    assert abs(np.mean(centred**2) - DiscreteGaussian(rho=0.5).variance()) <= 4 * se
+    one = measure(t, w, secure=False, rng=4)
+    assert one.values[0].shape == (40, CAT.leaves.size)

@@ -14,18 +14,22 @@ from postdp import _rng
 from postdp._typing import RNGLike
 from postdp.data._p1 import load_p1, synthetic_table
 from postdp.data._pl94 import pl94_schema
+from postdp.data._strategies import Strategy, load_strategy, units_schema
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
 
 __all__ = [
+    "Strategy",
     "county_hierarchy",
     "load_county_populations",
     "load_p1",
     "load_section203",
+    "load_strategy",
     "load_title1",
     "pl94_schema",
     "synthetic_hierarchy",
     "synthetic_table",
+    "units_schema",
 ]
 
 

@@ -17,6 +17,8 @@ from postdp.mechanisms import Budget
 from postdp.tables._table import Table
 from postdp.tables.workload import Query, Workload
 
+_CHUNK = 1 << 22  # study-path noise drawn in pieces of about this many values
+
 __all__ = ["TableMeasurements", "measure"]
 
 
@@ -87,6 +89,7 @@ class TableMeasurements:
                         ),
                         "level": m.level,
                         "query": m.query.name,
+                        "mechanism": "public" if m.mechanism is None else m.mechanism.name,
                         "group": np.tile(["+".join(g) for g in m.query.groups], nodes.size),
                         "noisy_count": values.reshape(-1),
                         "path": "secure" if self.secure else "study",
@@ -170,9 +173,24 @@ def measure(
             out = np.asarray(m.mechanism.release(truth.reshape(-1)), dtype=np.float64)
             out = out.reshape(truth.shape)
         else:
-            out = np.asarray(m.mechanism.sample(truth, rng=streams[i], size=size), dtype=float)
+            out = _sample(m.mechanism, truth, streams[i], size)
         values.append(out)
     return TableMeasurements(table, workload, tuple(values), secure)
+
+
+def _sample(mechanism: Any, truth: IntArray, stream: Any, size: int | None) -> FloatArray:
+    """Study-path noisy answers; a large measurement is drawn in row chunks (one stream, in
+    order) so the sampler's temporaries stay near _CHUNK values, not the measurement's."""
+    draws = 1 if size is None else size
+    if truth.size * draws <= _CHUNK:
+        return np.asarray(mechanism.sample(truth, rng=stream, size=size), dtype=float)
+    lead = () if size is None else (size,)
+    out = np.empty((*lead, *truth.shape))
+    step = max(1, _CHUNK // max(1, truth.shape[-1] * draws))
+    for r0 in range(0, truth.shape[0], step):
+        piece = mechanism.sample(truth[r0 : r0 + step], rng=stream, size=size)
+        out[..., r0 : r0 + step, :] = piece
+    return out
 
 
 def _answer(query: Query, table: Table, detailed: Any) -> IntArray:

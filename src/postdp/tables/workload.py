@@ -27,6 +27,9 @@ from postdp.tables.schema import Marginal, Schema
 
 __all__ = ["Measurement", "Query", "Workload"]
 
+#: The neighbouring relations a workload's accounting knows.
+NEIGHBOURS = ("add-remove", "bounded")
+
 
 @dataclass(frozen=True)
 class Query:
@@ -177,6 +180,12 @@ class Workload:
     Parameters
     ----------
     measurements : sequence of Measurement
+    neighbours : {"add-remove", "bounded"}, default "add-remove"
+        Who the guarantee protects against. "add-remove": a person added or removed (each
+        query's sensitivity 1, as every mechanism is calibrated). "bounded": a person's
+        record changed (bounded DP, as the 2020 Census TopDown): two counts of a query
+        move by one, so each measurement costs twice its mechanism's rho (L2 sensitivity
+        sqrt 2) or epsilon (L1 sensitivity 2) for the same noise.
 
     Examples
     --------
@@ -189,23 +198,31 @@ class Workload:
     """
 
     measurements: tuple[Measurement, ...]
+    neighbours: str = "add-remove"
     #: With :meth:`from_shares`: the exact rho of every measurement (None for public ones).
     exact_rho: tuple[Fraction | None, ...] | None = field(default=None, compare=False, repr=False)
 
-    def __init__(self, measurements: Sequence[Measurement]) -> None:
+    def __init__(
+        self, measurements: Sequence[Measurement], *, neighbours: str = "add-remove"
+    ) -> None:
         object.__setattr__(self, "exact_rho", None)
+        if neighbours not in NEIGHBOURS:
+            raise ValidationError(
+                f"`neighbours` must be one of {', '.join(NEIGHBOURS)}; got {neighbours!r}"
+            )
         items = tuple(measurements)
         if not items or not all(isinstance(m, Measurement) for m in items):
             raise ValidationError("a workload needs at least one Measurement")
         seen = set()
         for m in items:
-            key = (m.level, m.query.name)
+            key = (m.level, m.query.name, m.public)  # an invariant may also be measured
             if key in seen:
                 raise ValidationError(
                     f"query {m.query.name!r} is measured twice at level {m.level}"
                 )
             seen.add(key)
         object.__setattr__(self, "measurements", items)
+        object.__setattr__(self, "neighbours", neighbours)
 
     @classmethod
     def from_shares(
@@ -216,6 +233,7 @@ class Workload:
         schema: Schema | None = None,
         mechanism: str = "discrete-gaussian",
         public: Sequence[tuple[int, Query | str]] = (),
+        neighbours: str = "add-remove",
     ) -> Workload:
         """A zCDP workload whose budget is split in exact fractions, as the Census Bureau's
         configurations give it: level d gets the share g_d of the ``total`` rho and each of
@@ -235,6 +253,9 @@ class Workload:
         mechanism : {"discrete-gaussian", "gaussian"}
         public : sequence of (level, query)
             Invariants (released exactly, no budget).
+        neighbours : {"add-remove", "bounded"}
+            As for :class:`Workload`. With "bounded" a query with rho share r gets the
+            noise of variance 1 / r (the Census's 1 / (rho x level share x query share)).
 
         Returns
         -------
@@ -283,12 +304,13 @@ class Workload:
                 r = budget * _share(f"level {d}", g) * q
                 if r <= 0:
                     raise ValidationError(f"query {name!r} at level {d}: its share must be > 0")
-                items.append(Measurement(d, query(name), kinds[mechanism](rho=float(r))))
+                calibrated = r / 2 if neighbours == "bounded" else r  # same noise, 2x cost
+                items.append(Measurement(d, query(name), kinds[mechanism](rho=float(calibrated))))
                 exact.append(r)
         for d, invariant in public:
             items.append(Measurement(d, query(invariant), None))
             exact.append(None)
-        work = cls(items)
+        work = cls(items, neighbours=neighbours)
         object.__setattr__(work, "exact_rho", tuple(exact))
         return work
 
@@ -303,15 +325,26 @@ class Workload:
             return Budget.zcdp(
                 float(sum((r for r in self.exact_rho if r is not None), Fraction(0)))
             )
+        return Budget.compose(self.cost(m) for m in self.measurements if not m.public)
+
+    def cost(self, measurement: Measurement) -> Budget:
+        """The privacy cost of one of this workload's measurements under its ``neighbours``
+        (the mechanism's own cost, doubled for "bounded"; nothing for a public query)."""
+        if measurement.mechanism is None:
+            return Budget()
+        cost = measurement.mechanism.privacy_cost()
+        if self.neighbours == "add-remove":
+            return cost
         return Budget.compose(
-            m.mechanism.privacy_cost() for m in self.measurements if m.mechanism is not None
-        )
+            [Budget.pure(2 * cost.epsilon) if cost.epsilon else Budget(),
+             Budget.zcdp(2 * cost.rho) if cost.rho else Budget()]
+        )  # fmt: skip
 
     def cost_frame(self) -> pd.DataFrame:
         """Privacy cost per measurement, with each level's total (rows ``query == "*"``)."""
         rows = []
         for m in sorted(self.measurements, key=lambda m: m.level):
-            cost = Budget() if m.mechanism is None else m.mechanism.privacy_cost()
+            cost = self.cost(m)
             rows.append(
                 {
                     "level": m.level,

@@ -1,0 +1,239 @@
+"""The 2020 redistricting (P.L. 94-171) production strategies as presets.
+
+Every number is a fact of the Census Bureau's 2020 production run, as gathered (with its
+sources) in ``shared/research/pl94-2020-design.md`` sections 1.1-1.4:
+
+- rho: persons (542/339)^2 = 293764/114921, units (3379/12343)^2 = 11417641/152349649
+  (``global_scale`` = 1 / sqrt(rho) of ``prod_default.ini``; the certificates print
+  epsilon = 17.14 and 2.47 at delta = 1e-10);
+- geolevel shares (``person_US.ini`` ``geolevel_budget_prop``; units from the US-Units
+  certificate) for US > State > County > Tract > Block_Group > Block;
+- query shares per geolevel of strategy ``ProductionCandidate20210527US_mult8_add02_dsepJune3``
+  (persons; the units run measures its 2-cell histogram only);
+- noise: discrete Gaussian with variance 1 / (rho x level share x query share) per count,
+  under bounded neighbours (a person's record changed: each measurement costs rho x level
+  share x query share, ``engine_utils.py`` ``getAdjustedInverseScalePerQuery``);
+- invariants kept as public queries here: persons, the state totals (and so the US total);
+  units, the block housing-unit counts (and so every geounit's total).
+
+Not carried (yet) by these presets: the persons run's block-level group-quarters facility
+invariants and the constraints built on them (persons in GQ type k at least the number of
+type-k facilities and 0 where there is none; no under-18s in nursing facilities); the
+spine optimiser's per-geounit re-allocation. Both need data the presets do not hold.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from fractions import Fraction
+
+import pandas as pd
+
+from postdp.data._pl94 import pl94_schema
+from postdp.errors import ValidationError
+from postdp.mechanisms import Budget
+from postdp.tables import Attribute, Query, Schema, Table, Workload
+from postdp.tables.workload import Share
+
+__all__ = ["Strategy", "load_strategy"]
+
+LEVELS = ("US", "State", "County", "Tract", "Block_Group", "Block")
+
+_PERSON_LEVELS = ("104/4099", "1440/4099", "447/4099", "687/4099", "1256/4099", "165/4099")
+_PERSON_QUERIES = (  # query -> share per level, in LEVELS order ("0": not measured there)
+    ("total", ("0", "3773/4097", "3126/4097", "1567/4102", "1705/4099", "5/4097")),
+    ("cenrace", ("52/4097", "6/4097", "10/4097", "4/2051", "3/4099", "9/4097")),
+    ("hispanic", ("26/4097", "6/4097", "10/4097", "5/4102", "3/4099", "5/4097")),
+    ("votingage", ("26/4097", "6/4097", "10/4097", "5/4102", "3/4099", "5/4097")),
+    ("hhinstlevels", ("26/4097", "6/4097", "10/4097", "5/4102", "3/4099", "5/4097")),
+    ("hhgq", ("26/4097", "6/4097", "10/4097", "5/4102", "3/4099", "5/4097")),
+    ("hispanic * cenrace", ("130/4097", "12/4097", "28/4097", "1933/4102", "1055/4099", "21/4097")),
+    ("votingage * cenrace", ("130/4097", "12/4097", "28/4097", "10/2051", "9/4099", "21/4097")),
+    ("votingage * hispanic", ("26/4097", "6/4097", "10/4097", "5/4102", "3/4099", "5/4097")),
+    ("votingage * hispanic * cenrace",
+     ("26/241", "2/241", "101/4097", "67/4102", "24/4099", "71/4097")),
+    ("detailed", ("189/241", "230/4097", "754/4097", "241/2051", "1288/4099", "3945/4097")),
+)  # fmt: skip
+_UNIT_LEVELS = ("1/205", "1/205", "7/82", "364/1025", "1759/4100", "99/820")
+
+
+def units_schema() -> Schema:
+    """The 2020 units (H1) schema: occupancy, 2 cells (vacant, occupied).
+
+    Parameters
+    ----------
+    None
+
+    Returns
+    -------
+    Schema
+
+    Examples
+    --------
+    >>> units_schema().cells
+    ('vacant', 'occupied')
+    """
+    return Schema([Attribute("h1", ["vacant", "occupied"])])
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """A measurement strategy of the 2020 production run, exact to the fraction.
+
+    Attributes
+    ----------
+    name : str
+    schema : Schema
+    rho : Fraction
+        The total zCDP budget under bounded neighbours.
+    levels : tuple of str
+        Geolevel names, root first.
+    level_shares : tuple of Fraction
+    query_shares : tuple of dict
+        Per level, each measured marginal's share of the level's rho.
+    invariants : tuple of (level index, marginal name)
+        Counts published exactly.
+
+    Examples
+    --------
+    >>> s = load_strategy("pl94-2020-persons")
+    >>> s.levels[-1], s.level_shares[-1], s.query_shares[-1]["detailed"]
+    ('Block', Fraction(165, 4099), Fraction(3945, 4097))
+    """
+
+    name: str
+    schema: Schema
+    rho: Fraction
+    levels: tuple[str, ...]
+    level_shares: tuple[Fraction, ...]
+    query_shares: tuple[Mapping[str, Fraction], ...]
+    invariants: tuple[tuple[int, str], ...]
+
+    def budget(self) -> Budget:
+        """The run's privacy cost: rho-zCDP (bounded neighbours), rho exact to the float.
+
+        Examples
+        --------
+        >>> round(load_strategy("pl94-2020-persons").budget().to_approx_dp(1e-10), 2)
+        17.14
+        """
+        return Budget.zcdp(float(self.rho))
+
+    def sigma_table(self) -> pd.DataFrame:
+        """Per (level, query): counts per geounit, exact rho share, rho and the noise's
+        standard deviation 1 / sqrt(rho x level share x query share).
+
+        Examples
+        --------
+        >>> t = load_strategy("pl94-2020-persons").sigma_table()
+        >>> round(float(t.query("level == 'Block' and query == 'detailed'")["sigma"].iloc[0]), 2)
+        3.18
+        """
+        rows = []
+        for d, shares in enumerate(self.query_shares):
+            for query, q in shares.items():
+                r = self.rho * self.level_shares[d] * q
+                rows.append(
+                    {
+                        "level": self.levels[d],
+                        "query": query,
+                        "counts_per_geounit": self.schema.marginal(query).size,
+                        "share": f"{self.level_shares[d] * q}",
+                        "rho": float(r),
+                        "sigma": float(r) ** -0.5,
+                    }
+                )
+        return pd.DataFrame(rows)
+
+    def workload(self, table: Table) -> Workload:
+        """The strategy's :class:`~postdp.tables.Workload` for a table of this schema whose
+        geography has one level per geolevel (root = US).
+
+        Raises
+        ------
+        ValidationError
+            If the table's detailed cells are not the schema's, or its geography has another
+            number of levels.
+        """
+        if not isinstance(table, Table):
+            raise TypeError(f"`table` must be a Table; got {type(table).__name__}")
+        cat = table.categories
+        if tuple(str(cat.ids[j]) for j in cat.leaves) != self.schema.cells:
+            raise ValidationError(
+                f"strategy {self.name!r} needs a table of its schema's {self.schema.size} "
+                "detailed cells (Table(geography, schema.categories(), cells))"
+            )
+        if table.geography.n_levels != len(self.levels):
+            raise ValidationError(
+                f"strategy {self.name!r} measures {len(self.levels)} geolevels "
+                f"({' > '.join(self.levels)}); the table's geography has "
+                f"{table.geography.n_levels}"
+            )
+        levels: dict[int, tuple[Share, Mapping[Query | str, Share]]] = {}
+        for d, shares in enumerate(self.query_shares):
+            queries: dict[Query | str, Share] = {}
+            queries.update(shares)
+            levels[d] = (self.level_shares[d], queries)
+        return Workload.from_shares(
+            levels,
+            total=self.rho,
+            schema=self.schema,
+            public=self.invariants,
+            neighbours="bounded",
+        )
+
+
+def _persons() -> Strategy:
+    shares = []
+    for d in range(len(LEVELS)):
+        level = {q: Fraction(v[d]) for q, v in _PERSON_QUERIES if Fraction(v[d]) > 0}
+        shares.append(level)
+    return Strategy(
+        name="pl94-2020-persons",
+        schema=pl94_schema(),
+        rho=Fraction(542, 339) ** 2,
+        levels=LEVELS,
+        level_shares=tuple(Fraction(g) for g in _PERSON_LEVELS),
+        query_shares=tuple(shares),
+        invariants=((0, "total"), (1, "total")),
+    )
+
+
+def _units() -> Strategy:
+    return Strategy(
+        name="pl94-2020-units",
+        schema=units_schema(),
+        rho=Fraction(3379, 12343) ** 2,
+        levels=LEVELS,
+        level_shares=tuple(Fraction(g) for g in _UNIT_LEVELS),
+        query_shares=tuple({"detailed": Fraction(1)} for _ in LEVELS),
+        invariants=tuple((d, "total") for d in range(len(LEVELS))),
+    )
+
+
+_STRATEGIES = {"pl94-2020-persons": _persons, "pl94-2020-units": _units}
+
+
+def load_strategy(name: str) -> Strategy:
+    """A preset measurement strategy: ``"pl94-2020-persons"`` or ``"pl94-2020-units"``.
+
+    Parameters
+    ----------
+    name : str
+
+    Returns
+    -------
+    Strategy
+        With :meth:`Strategy.budget` (17.14 and 2.47 epsilon at delta 1e-10),
+        :meth:`Strategy.workload` for a table and :meth:`Strategy.sigma_table`.
+
+    Examples
+    --------
+    >>> s = load_strategy("pl94-2020-units")
+    >>> s.rho, round(s.budget().to_approx_dp(1e-10), 2)
+    (Fraction(11417641, 152349649), 2.47)
+    """
+    if name not in _STRATEGIES:
+        raise ValidationError(f"unknown strategy {name!r}; known: {', '.join(sorted(_STRATEGIES))}")
+    return _STRATEGIES[name]()
