@@ -19,8 +19,8 @@ workload is the production one in shape: at every level the 11 marginals total, 
 hispanic, votingage, hhinstlevels, hhgq, hispanic x cenrace, votingage x cenrace, votingage x
 hispanic, votingage x hispanic x cenrace and detailed, each Gaussian with rho = 0.1 (the
 budget split does not change the cost), plus the nation's total public; with
-``--strategy``, the preset's own workload (exact shares, discrete Gaussian noise, the state
-total invariant; top-down then does not apply: it keeps invariants at the root only).
+``--strategy``, the preset's own workload (exact shares, discrete Gaussian noise, the US
+and state totals invariant; top-down keeps both).
 
 Also timed: the variance of every count of the 11 marginals at every geounit
 (``TableProjector.query_variances``, the margins of error of every published cell).

@@ -212,3 +212,82 @@ def test_root_with_public_marginals_equals_clarabel(seed):
     problem = cp.Problem(cp.Minimize(objective), cons)
     problem.solve(solver=cp.CLARABEL, **CLARABEL_TIGHT)
     np.testing.assert_allclose(result.x[0], x.value, rtol=0, atol=1e-6 * max(1.0, truth.max()))
+
+
+def _family_with_invariants(seed):
+    """A random family whose children each keep a public partition of the cells (their
+    exact counts from a true split of the parent)."""
+    rng = np.random.default_rng(500 + seed)
+    H, b, p = _random_family(seed)
+    k, m = b.shape
+    truth = rng.dirichlet(np.ones(k), size=m).T * p  # a split of the parent, >= 0
+    groups = rng.integers(0, int(rng.integers(1, 4)), size=m)
+    G = (np.arange(groups.max() + 1)[:, None] == groups[None, :]).astype(float)
+    return H, b, p, G, truth @ G.T
+
+
+def _clarabel_with_rows(H, b, p, G, g):
+    k, m = b.shape
+    X = cp.Variable((k, m))
+    unit = max(1.0, float(np.abs(b).max()))
+    objective = sum(0.5 * cp.quad_form(X[j], cp.psd_wrap(H / unit)) - (b[j] / unit) @ X[j]
+                    for j in range(k))  # fmt: skip
+    # the last child's rows follow from the others' and the cells' sums: left out (Clarabel
+    # wants independent equality rows)
+    cons = [X >= 0, cp.sum(X, axis=0) == p, X[:-1] @ G.T - g[:-1] == 0]
+    problem = cp.Problem(cp.Minimize(objective), cons)
+    problem.solve(solver=cp.CLARABEL, **CLARABEL_TIGHT)
+    assert problem.status == cp.OPTIMAL
+    return X.value
+
+
+@pytest.mark.parametrize("primal", [False, True], ids=["pivoting", "primal"])
+@pytest.mark.parametrize("seed", range(15))
+def test_family_split_with_childrens_invariants_equals_clarabel(seed, primal, monkeypatch):
+    """Each child's public counts held exactly (the 2020 state totals, say), certified, and
+    equal to Clarabel; with pivoting and with the primal fallback from a transportation
+    plan."""
+    if primal:
+        monkeypatch.setattr(_family_nnls, "_STALL_ROUNDS", 0)
+    H, b, p, G, g = _family_with_invariants(seed)
+    if b.shape[0] < 2 or not b.size:
+        return
+    scale = max(1.0, float(np.abs(b).max()))
+    result = _family_nnls.solve_family(H, b, p, tol=1e-11 * scale, G=G, g=g)
+    worst = max(result.stationarity, result.dual, result.negative, result.consistency)
+    assert worst <= 1e-9 * max(scale, float(p.max()) * H.max())
+    np.testing.assert_allclose(result.x @ G.T, g, rtol=0, atol=1e-9 * max(1.0, p.max()))
+    ref = _clarabel_with_rows(H, b, p, G, g)
+    np.testing.assert_allclose(result.x, ref, rtol=0, atol=1e-6 * max(1.0, p.max()))
+
+
+def test_the_2020_preset_runs_top_down_with_its_state_invariants():
+    """The persons preset (public US and state totals) on a small six-level table: top-down
+    keeps both totals exactly, nonnegative and consistent; an invariant whose level above
+    does not keep it is refused before any work."""
+    from postdp.data import load_strategy
+
+    s = pl94_schema()
+    rng = np.random.default_rng(4)
+    ids = ["US", "S1", "S2", "C1", "C2", "C3", "T1", "T2", "T3", "G1", "G2", "G3"]
+    ids += ["K1", "K2", "K3", "K4"]
+    parents = [None, "US", "US", "S1", "S1", "S2", "C1", "C2", "C3", "T1", "T2", "T3"]
+    parents += ["G1", "G1", "G2", "G3"]
+    geo = Hierarchy.from_parents(ids, parents)
+    probs = rng.dirichlet(np.full(s.size, 0.03))
+    table = Table(geo, s.categories(), np.array([rng.multinomial(30, probs) for _ in range(4)]))
+    work = load_strategy("pl94-2020-persons").workload(table)
+    out = top_down_table(measure(table, work, secure=False, rng=5))
+    truth = table.counts()[:, 0]
+    np.testing.assert_allclose(out[:3].sum(axis=1), truth[:3], rtol=0, atol=1e-8)
+    assert out.min() >= 0
+    inner = ~geo.is_leaf
+    kids = np.zeros_like(out)
+    np.add.at(kids, geo.parent[1:], out[1:])
+    np.testing.assert_allclose(out[inner], kids[inner], rtol=0, atol=1e-8)
+    from postdp.errors import ValidationError
+    from postdp.postprocess import check_top_down
+
+    loose = Workload([m for m in work.measurements if not (m.public and m.level == 0)])
+    with pytest.raises(ValidationError, match="not at level 0"):
+        check_top_down(table, loose)

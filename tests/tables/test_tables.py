@@ -217,3 +217,5 @@ def test_large_measurements_are_drawn_in_chunks_with_the_right_law(monkeypatch):
     assert abs(np.mean(centred**2) - DiscreteGaussian(rho=0.5).variance()) <= 4 * se
     one = measure(t, w, secure=False, rng=4)
     assert one.values[0].shape == (40, CAT.leaves.size)
+    grid = measure(t, w, secure=False, rng=4, size=(2, 3))  # a draws grid, chunked too
+    assert grid.values[0].shape == (2, 3, 40, CAT.leaves.size)

@@ -44,7 +44,7 @@ from postdp.postprocess._simplex import project_families
 
 BoolArray = npt.NDArray[np.bool_]
 
-__all__ = ["FamilyResult", "LevelQuadratic", "solve_family", "split_level"]
+__all__ = ["FamilyResult", "LevelQuadratic", "solve_family"]
 
 _STALL_ROUNDS = 3
 _MAX_ROUNDS = 200
@@ -105,9 +105,12 @@ class _Inner:
     cell) when few cells changed, else factored afresh (O(f^3)). Updated inverses can drift;
     the answer is certified from H itself, and if it is not, they are factored afresh."""
 
-    def __init__(self, H: FloatArray, b: FloatArray, p: FloatArray) -> None:
-        self.H, self.b, self.p = H, b, p
+    def __init__(
+        self, H: FloatArray, b: FloatArray, p: FloatArray, G: FloatArray, g: FloatArray
+    ) -> None:
+        self.H, self.b, self.p, self.G, self.g = H, b, p, G, g
         k, m = b.shape
+        self.G_ext = np.concatenate([G, np.zeros((G.shape[0], 1))], axis=1)
         self.free = np.zeros((k, m), dtype=bool)
         self.width = 0
         self.idx = np.zeros((k, 0), dtype=np.int64)
@@ -227,27 +230,62 @@ class _Inner:
         self.stale = self.updated.copy()
         return bool(self.stale.any())
 
-    def solve(self, free: BoolArray) -> tuple[FloatArray, FloatArray]:
-        """(x, mu): x held at 0 off ``free``; mu the held cells' multipliers."""
+    def solve(self, free: BoolArray) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
+        """(x, mu, lam, nu): x held at 0 off ``free``; mu the held cells' multipliers
+        (+inf for the cells of a child's public row with no free cell: that row's multiplier
+        is free); lam the cells' and nu the public rows' multipliers (k, R)."""
         k, m = free.shape
+        R = self.G.shape[0]
         self._refresh(free)
-        idx = self.idx
+        idx, Z = self.idx, self.Z
         flat = (idx[:, :, None] * (m + 1) + idx[:, None, :]).ravel()
-        M = np.bincount(flat, self.Z.ravel(), minlength=(m + 1) ** 2)
-        M = M.reshape(m + 1, m + 1)[:m, :m]
-        rhs = self.p - np.bincount(idx.ravel(), self.v.ravel(), minlength=m + 1)[:m]
+        M_cells = np.bincount(flat, Z.ravel(), minlength=(m + 1) ** 2)
+        M_cells = M_cells.reshape(m + 1, m + 1)[:m, :m]
+        rhs_cells = self.p - np.bincount(idx.ravel(), self.v.ravel(), minlength=m + 1)[:m]
+        if R:
+            A = np.where(self.valid[None], self.G_ext[:, idx], 0.0)  # (R, k, width)
+            ZA = np.einsum("kab,rkb->kar", Z, A)  # Z_j A_j' per child
+            M = np.zeros((m + k * R, m + k * R))
+            M[:m, :m] = M_cells
+            cross = np.zeros((m + 1, k, R))
+            np.add.at(cross, (idx, np.arange(k)[:, None]), ZA)  # E_j Z_j A_j'
+            M[:m, m:] = cross[:m].reshape(m, k * R)
+            M[m:, :m] = M[:m, m:].T
+            inner = np.einsum("rka,kas->krs", A, ZA)  # A_j Z_j A_j'
+            for j in range(k):
+                M[m + j * R : m + (j + 1) * R, m + j * R : m + (j + 1) * R] = inner[j]
+            rhs_rows = self.g - np.einsum("rka,ka->kr", A, self.v)
+            rhs = np.concatenate([rhs_cells, rhs_rows.ravel()])
+        else:
+            M, rhs = M_cells, rhs_cells
         try:
-            lam = linalg.cho_solve(linalg.cho_factor(M), rhs)
-        except linalg.LinAlgError:  # a cell with no free child: least squares
-            lam = linalg.lstsq(M, rhs)[0]
+            sol = linalg.cho_solve(linalg.cho_factor(M), rhs)
+        except linalg.LinAlgError:  # a cell with no free child, a row with no free cell
+            sol = linalg.lstsq(M, rhs)[0]
+        lam, nu = sol[:m], sol[m:].reshape(k, R)
         lam_ext = np.append(lam, 0.0)
-        values = self.v + np.einsum("kab,kb->ka", self.Z, lam_ext[idx])
+        values = self.v + np.einsum("kab,kb->ka", Z, lam_ext[idx])
+        if R:
+            values += np.einsum("kar,kr->ka", ZA, nu)
         x = np.zeros((k, m + 1))
         np.put_along_axis(x, idx, np.where(self.valid, values, 0.0), axis=1)
         x = x[:, :m]
-        mu = x @ self.H - self.b - lam  # H symmetric
+        mu = x @ self.H - self.b - lam - nu @ self.G  # H symmetric
+        if R:
+            member = self.G != 0
+            dead = ~(member[None] & free[:, None, :]).any(axis=2)  # (k, R)
+            exempt = (dead.astype(float) @ member.astype(float)) > 0
+            mu[exempt] = np.inf
         mu[free] = 0.0
-        return x, mu
+        return x, mu, lam, nu
+
+    def unmet(self, x: FloatArray, tol: float) -> BoolArray:
+        """Per child, the cells of its public rows that ``x`` misses by more than tol."""
+        if not self.G.shape[0]:
+            return np.zeros(x.shape, dtype=bool)
+        missed = np.abs(x @ self.G.T - self.g) > tol  # (k, R)
+        out: BoolArray = (missed.astype(float) @ (self.G != 0).astype(float)) > 0
+        return out
 
 
 def _cover(free: BoolArray, x: FloatArray) -> None:
@@ -258,7 +296,15 @@ def _cover(free: BoolArray, x: FloatArray) -> None:
         free[np.argmax(x[:, cols], axis=0), cols] = True
 
 
-def solve_family(H: FloatArray, b: FloatArray, p: FloatArray, *, tol: float) -> FamilyResult:
+def solve_family(
+    H: FloatArray,
+    b: FloatArray,
+    p: FloatArray,
+    *,
+    tol: float,
+    G: FloatArray | None = None,
+    g: FloatArray | None = None,
+) -> FamilyResult:
     """The family's exact nonnegative least-squares split (see the module docstring).
 
     Parameters
@@ -271,16 +317,23 @@ def solve_family(H: FloatArray, b: FloatArray, p: FloatArray, *, tol: float) -> 
         The parent's positive cells.
     tol : float
         Absolute tolerance of the KKT residuals.
+    G : ndarray, shape (R, m), optional
+        The level's public rows (invariants), the same for every child.
+    g : ndarray, shape (k, R), optional
+        Each child's public values.
 
     Returns
     -------
     FamilyResult
     """
     k, m = b.shape
+    G = np.zeros((0, m)) if G is None else G
+    g = np.zeros((k, 0)) if g is None else g
     if k == 1 or m == 0:
         x = np.broadcast_to(p, (k, m)).copy() if k == 1 else np.zeros((k, m))
-        return FamilyResult(x, 0.0, 0.0, 0.0, 0.0, 0)
-    inner = _Inner(H, b, p)
+        bad = float(np.abs(x @ G.T - g).max(initial=0.0))
+        return FamilyResult(x, 0.0, 0.0, 0.0, bad, 0)
+    inner = _Inner(H, b, p, G, g)
     u = linalg.cho_solve(linalg.cho_factor(H), b.T).T
     # start from the cell-by-cell split: each cell's own estimates projected onto the
     # children's simplex {>= 0, adding up to the parent's cell} (exact when H is diagonal)
@@ -300,11 +353,11 @@ def solve_family(H: FloatArray, b: FloatArray, p: FloatArray, *, tol: float) -> 
     _cover(free, start)
     best, stall = np.inf, 0
     for rounds in range(1, _MAX_ROUNDS + 1):
-        x, mu = inner.solve(free)
-        wrong = (free & (x < -tol)) | (~free & (mu < -tol))
+        x, mu, lam, nu = inner.solve(free)
+        wrong = (free & (x < -tol)) | (~free & ((mu < -tol) | inner.unmet(x, tol)))
         count = int(wrong.sum())
         if count == 0:
-            result = _finish(inner, x, free, rounds)
+            result = _finish(inner, x, free, lam, nu, rounds)
             if _certified(result, tol) or not inner.renew():
                 return result
             continue  # updated inverses drifted: factor them afresh and look again
@@ -319,24 +372,62 @@ def solve_family(H: FloatArray, b: FloatArray, p: FloatArray, *, tol: float) -> 
     return _primal(inner, x, free, _MAX_ROUNDS, tol)
 
 
-def _primal(inner: _Inner, x: FloatArray, free: BoolArray, rounds: int, tol: float) -> FamilyResult:
-    """Primal active-set method from the feasible point nearest in shape to ``x``."""
-    p = inner.p
+def _feasible(inner: _Inner, x: FloatArray, free: BoolArray) -> FloatArray:
+    """A point >= 0 with the parent's sums and the children's public rows, near ``x``:
+    without public rows, the free part of x rescaled per cell; with public rows that do not
+    overlap, each row's cells filled by the north-west corner rule (a transportation
+    problem with the cells' and the children's totals)."""
+    p, G, g = inner.p, inner.G, inner.g
     k = x.shape[0]
     xp = np.where(free, np.maximum(x, 0.0), 0.0)
     sums = xp.sum(axis=0)
     xp = np.where(sums > 0, xp * (p / np.where(sums > 0, sums, 1.0)), p / k)
+    if not G.shape[0]:
+        return xp
+    member = G != 0
+    if (member.sum(axis=0) > 1).any() or not np.isin(G, (0.0, 1.0)).all():
+        raise ConvergenceError(
+            "top-down's family split stalled with overlapping invariants; please report the input"
+        )
+    for r in range(G.shape[0]):
+        cells = np.flatnonzero(member[r])
+        xp[:, cells] = _north_west(p[cells], np.maximum(g[:, r], 0.0))
+    return xp
+
+
+def _north_west(supply: FloatArray, demand: FloatArray) -> FloatArray:
+    """A transportation plan (len(demand), len(supply)) with these margins (their totals
+    agree), filled corner first."""
+    out = np.zeros((demand.size, supply.size))
+    s, d = supply.astype(float).copy(), demand.astype(float).copy()
+    d *= s.sum() / d.sum() if d.sum() > 0 else 0.0  # exact up to rounding
+    i = j = 0
+    while i < s.size and j < d.size:
+        amount = min(s[i], d[j])
+        out[j, i] = amount
+        s[i] -= amount
+        d[j] -= amount
+        if s[i] <= d[j]:
+            i += 1
+        else:
+            j += 1
+    return out
+
+
+def _primal(inner: _Inner, x: FloatArray, free: BoolArray, rounds: int, tol: float) -> FamilyResult:
+    """Primal active-set method from a feasible point near ``x``."""
+    xp = _feasible(inner, x, free)
     held = xp <= 0
     limit = rounds + 50 * xp.size
     while rounds < limit:
         rounds += 1
-        target, mu = inner.solve(~held)
+        target, mu, lam, nu = inner.solve(~held)
         step = target - xp
         blocking = ~held & (target < 0) & (step < 0)
         if not blocking.any():
             xp = np.where(held, 0.0, target)
             if not (held & (mu < -tol)).any():
-                result = _finish(inner, xp, ~held, rounds)
+                result = _finish(inner, xp, ~held, lam, nu, rounds)
                 if _certified(result, tol) or not inner.renew():
                     return result
                 continue
@@ -359,75 +450,30 @@ def _certified(result: FamilyResult, tol: float) -> bool:
     return worst <= 100 * tol
 
 
-def _finish(inner: _Inner, x: FloatArray, free: BoolArray, rounds: int) -> FamilyResult:
-    """The solution with tiny negatives (within the tolerance) at 0, and its residuals."""
+def _finish(
+    inner: _Inner,
+    x: FloatArray,
+    free: BoolArray,
+    lam: FloatArray,
+    nu: FloatArray,
+    rounds: int,
+) -> FamilyResult:
+    """The solution with tiny negatives (within the tolerance) at 0, and its KKT
+    residuals, computed from H itself with the multipliers of the last solve (any
+    multipliers that meet the conditions prove optimality). Cells of a child's public row
+    with no free cell are exempt from the sign test (that row's multiplier is free)."""
     out = np.where(free, np.maximum(x, 0.0), 0.0)
-    grad = out @ inner.H - inner.b
-    # each cell's multiplier: the mean of its free children's gradients (they must agree)
-    counts = free.sum(axis=0)
-    lam_fit = np.where(counts > 0, (grad * free).sum(axis=0) / np.maximum(counts, 1), 0.0)
-    station = np.abs(np.where(free, grad - lam_fit, 0.0)).max(initial=0.0)
-    dual = np.maximum(-np.where(free, 0.0, grad - lam_fit), 0.0).max(initial=0.0)
+    reduced = out @ inner.H - inner.b - lam - nu @ inner.G
+    member = inner.G != 0
+    dead = ~(member[None] & free[:, None, :]).any(axis=2)
+    exempt = (dead.astype(float) @ member.astype(float)) > 0
+    sums = np.abs(out.sum(axis=0) - inner.p).max(initial=0.0)
+    rows = np.abs(out @ inner.G.T - inner.g).max(initial=0.0)
     return FamilyResult(
         x=out,
-        stationarity=float(station),
-        dual=float(dual),
+        stationarity=float(np.abs(np.where(free, reduced, 0.0)).max(initial=0.0)),
+        dual=float(np.maximum(-np.where(free | exempt, 0.0, reduced), 0.0).max(initial=0.0)),
         negative=float(np.maximum(-x[free], 0.0).max(initial=0.0)),
-        consistency=float(np.abs(out.sum(axis=0) - inner.p).max(initial=0.0)),
+        consistency=float(max(sums, rows)),
         rounds=rounds,
     )
-
-
-def split_level(
-    parents_out: FloatArray,
-    parent_of: IntArray,
-    answers: list[FloatArray],
-    quadratic: LevelQuadratic,
-) -> FloatArray:
-    """Every family of one level for one draw: the children's detailed histograms.
-
-    Parameters
-    ----------
-    parents_out : ndarray, shape (n_parents, c)
-        The parents' (nonnegative) histograms.
-    parent_of : ndarray of int, shape (n_children,)
-        Each child's row in ``parents_out``.
-    answers : list of ndarray, shape (n_children, size_q)
-        The children's answers to each noisy measurement of ``quadratic``.
-    quadratic : LevelQuadratic
-
-    Returns
-    -------
-    ndarray, shape (n_children, c)
-
-    Raises
-    ------
-    ConvergenceError
-        If a family's KKT residuals are not below 1e-9 of their scale (please report).
-    """
-    n_kids = parent_of.size
-    out = np.zeros((n_kids, parents_out.shape[1]))
-    order = np.argsort(parent_of, kind="stable")
-    bounds = np.searchsorted(parent_of[order], np.arange(parents_out.shape[0] + 1))
-    for g in range(parents_out.shape[0]):
-        kids = order[bounds[g] : bounds[g + 1]]
-        if not kids.size:
-            continue
-        p = parents_out[g]
-        cells = np.flatnonzero(p > 0)
-        H = quadratic.block(cells)
-        b = quadratic.linear([y[kids] for y in answers], cells)
-        scale = max(
-            1.0,
-            float(np.abs(b).max(initial=0.0)),
-            float(p.max(initial=0.0)) * float(H.diagonal().max(initial=0.0)),
-        )
-        result = solve_family(H, b, p[cells], tol=1e-11 * scale)
-        worst = max(result.stationarity, result.dual, result.negative, result.consistency)
-        if worst > 1e-9 * scale:
-            raise ConvergenceError(
-                f"a top-down family split is not certified (KKT residual {worst:.3g} of "
-                f"scale {scale:.3g}); please report the input"
-            )
-        out[np.ix_(kids, cells)] = result.x
-    return out

@@ -27,7 +27,8 @@ import numpy as np
 from postdp._typing import FloatArray, IntArray
 from postdp.errors import ConvergenceError, ValidationError
 from postdp.hierarchy import Hierarchy
-from postdp.postprocess._family_nnls import LevelQuadratic, split_level
+from postdp.postprocess._family_level import split_level
+from postdp.postprocess._family_nnls import LevelQuadratic
 from postdp.postprocess._marginal_basis import identifies_cells, marginal_workload
 from postdp.postprocess._root_nnls import solve_root
 from postdp.tables import Measurement, Query, Table, TableMeasurements, Workload
@@ -43,7 +44,10 @@ def top_down_table(measurements: TableMeasurements, *, client: Any = None) -> Fl
     measurements : TableMeasurements
         Every level's noisy queries must identify every detailed cell (e.g. the detailed
         cells themselves, several measurements combined by their weights, plus any grouped
-        queries); public queries only at the root.
+        queries); public queries only at the root, except for a schema table measured by
+        marginals: there an invariant may be kept at a level below the root where it is
+        also one of the level above (the state totals of the 2020 design, under a public
+        national total), and each family is then split with its children's invariants held.
     client : dask.distributed.Client, optional
         Run the subtrees below the first level (the states, for a national table) as Dask
         tasks. Below that level each subtree is split on its own, one partition per
@@ -55,13 +59,13 @@ def top_down_table(measurements: TableMeasurements, *, client: Any = None) -> Fl
     -------
     ndarray, shape (..., geography.n, n_detailed)
         Detailed histograms of every geounit, nonnegative; every parent equals the sum of
-        its children; the root's public queries hold exactly.
+        its children; every public query it keeps holds exactly.
 
     Raises
     ------
     ValidationError
-        For public queries below the root, or a level whose noisy queries do not identify
-        every detailed cell.
+        For public queries below the root (see above), or a level whose noisy queries do
+        not identify every detailed cell.
 
     Examples
     --------
@@ -204,10 +208,13 @@ def check_top_down(table: Table, workload: Workload) -> None:
     for d in range(table.geography.n_levels):
         if in_basis:  # marginals: the rank test in the marginal basis, no c x c matrix
             for m in workload.at(d):
-                if m.public and d != 0:
+                above = {q.query.name for q in workload.at(d - 1) if q.public} if d else set()
+                if m.public and d != 0 and m.query.name not in above:
                     raise ValidationError(
-                        f"top-down for tables keeps public queries at the root only; query "
-                        f"{m.query.name!r} is public at level {d} (use project_table)"
+                        f"top-down keeps an invariant below the root only where it is also "
+                        f"one of the level above (so the children's invariants add up to "
+                        f"their parent's); query {m.query.name!r} is public at level {d} but "
+                        f"not at level {d - 1} (use project_table)"
                     )
             used = [m.query.marginal_of for m in workload.at(d) if not m.public or d == 0]
             if not identifies_cells([q for q in used if q is not None]):
@@ -294,9 +301,12 @@ def _coupled_top_down(measurements: TableMeasurements) -> FloatArray:
             continue
         if d > 0 and quadratic is not None:  # each family in its free cells, no c x c matrix
             parents, up = np.unique(geo.parent[kids], return_inverse=True)
+            publics = [(i, m) for i, m in own if m.public]
+            groups = [m.query.marginal_of.cell_groups() for _, m in publics]  # type: ignore[union-attr]
             for b in range(B):
-                answers = [values[i][b] for i, _ in own]
-                out[b, kids] = split_level(out[b, parents], up, answers, quadratic)
+                answers = [values[i][b] for i, _ in noisy]
+                fixed = [(gr, values[i][b]) for gr, (i, _) in zip(groups, publics, strict=True)]
+                out[b, kids] = split_level(out[b, parents], up, answers, quadratic, fixed)
             continue
         if d == 0:
             forest = Hierarchy(["root"], [-1])

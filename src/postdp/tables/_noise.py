@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import warnings
 from dataclasses import dataclass
 from typing import Any
@@ -178,13 +179,13 @@ def measure(
     return TableMeasurements(table, workload, tuple(values), secure)
 
 
-def _sample(mechanism: Any, truth: IntArray, stream: Any, size: int | None) -> FloatArray:
+def _sample(mechanism: Any, truth: IntArray, stream: Any, size: Any) -> FloatArray:
     """Study-path noisy answers; a large measurement is drawn in row chunks (one stream, in
     order) so the sampler's temporaries stay near _CHUNK values, not the measurement's."""
-    draws = 1 if size is None else size
+    lead = () if size is None else tuple(np.atleast_1d(size).tolist())
+    draws = math.prod(lead)
     if truth.size * draws <= _CHUNK:
         return np.asarray(mechanism.sample(truth, rng=stream, size=size), dtype=float)
-    lead = () if size is None else (size,)
     out = np.empty((*lead, *truth.shape))
     step = max(1, _CHUNK // max(1, truth.shape[-1] * draws))
     for r0 in range(0, truth.shape[0], step):

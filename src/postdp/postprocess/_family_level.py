@@ -1,0 +1,99 @@
+"""Top-down below the root for schema tables: every family of a level, one draw
+(private; the solver is :mod:`postdp.postprocess._family_nnls`)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from postdp._typing import FloatArray, IntArray
+from postdp.errors import ConvergenceError, ValidationError
+from postdp.postprocess._family_nnls import LevelQuadratic, solve_family
+
+__all__ = ["split_level"]
+
+
+def split_level(
+    parents_out: FloatArray,
+    parent_of: IntArray,
+    answers: list[FloatArray],
+    quadratic: LevelQuadratic,
+    publics: list[tuple[IntArray, FloatArray]] = (),  # type: ignore[assignment]
+) -> FloatArray:
+    """Every family of one level for one draw: the children's detailed histograms.
+
+    Parameters
+    ----------
+    parents_out : ndarray, shape (n_parents, c)
+        The parents' (nonnegative) histograms.
+    parent_of : ndarray of int, shape (n_children,)
+        Each child's row in ``parents_out``.
+    answers : list of ndarray, shape (n_children, size_q)
+        The children's answers to each noisy measurement of ``quadratic``.
+    quadratic : LevelQuadratic
+    publics : list of (cell groups, values)
+        The level's invariants: each public marginal's count of every cell (-1: none) and
+        the children's exact counts (n_children, size).
+
+    Returns
+    -------
+    ndarray, shape (n_children, c)
+
+    Raises
+    ------
+    ValidationError
+        If a child's invariant cannot be met within its parent's histogram.
+    ConvergenceError
+        If a family's KKT residuals are not below 1e-9 of their scale (please report).
+    """
+    n_kids = parent_of.size
+    out = np.zeros((n_kids, parents_out.shape[1]))
+    order = np.argsort(parent_of, kind="stable")
+    bounds = np.searchsorted(parent_of[order], np.arange(parents_out.shape[0] + 1))
+    for f in range(parents_out.shape[0]):
+        kids = order[bounds[f] : bounds[f + 1]]
+        if not kids.size:
+            continue
+        p = parents_out[f]
+        cells = np.flatnonzero(p > 0)
+        H = quadratic.block(cells)
+        b = quadratic.linear([y[kids] for y in answers], cells)
+        G, g = _public_rows(publics, cells, kids)
+        scale = max(
+            1.0,
+            float(np.abs(b).max(initial=0.0)),
+            float(p.max(initial=0.0)) * float(H.diagonal().max(initial=0.0)),
+        )
+        result = solve_family(H, b, p[cells], tol=1e-11 * scale, G=G, g=g)
+        worst = max(result.stationarity, result.dual, result.negative, result.consistency)
+        if worst > 1e-9 * scale:
+            raise ConvergenceError(
+                f"a top-down family split is not certified (KKT residual {worst:.3g} of "
+                f"scale {scale:.3g}); please report the input"
+            )
+        out[np.ix_(kids, cells)] = result.x
+    return out
+
+
+def _public_rows(
+    publics: list[tuple[IntArray, FloatArray]], cells: IntArray, kids: IntArray
+) -> tuple[FloatArray, FloatArray]:
+    """The family's public rows on the parent's positive cells, and the children's values;
+    a count with none of those cells must be 0 in every child."""
+    rows, values = [], []
+    for groups, answers in publics:
+        inside = groups[cells]
+        for r in range(answers.shape[1]):
+            where = inside == r
+            if not where.any():
+                if np.any(answers[kids, r] != 0):
+                    raise ValidationError(
+                        "an invariant below the root cannot be met: a child's public count "
+                        "is positive where its parent's histogram is 0 (are the invariants "
+                        "consistent across levels?)"
+                    )
+                continue
+            rows.append(where.astype(float))
+            values.append(answers[kids, r])
+    if not rows:
+        return np.zeros((0, cells.size)), np.zeros((kids.size, 0))
+    return np.vstack(rows), np.stack(values, axis=1)
