@@ -6,7 +6,8 @@ Run by hand (never collected by pytest)::
     python benchmarks/bench_schema.py                        # nation > state > 60 > 3,000
     python benchmarks/bench_schema.py --tracts 600 --repeat 5
     python benchmarks/bench_schema.py --block-groups 3       # one more level, 3 per tract
-    python benchmarks/bench_schema.py --top-down             # also top-down and rounding
+    python benchmarks/bench_schema.py --top-down             # also top-down, rounding and
+                                                             # blue-restore (with MAEs)
     python benchmarks/bench_schema.py --tracts 600 --block-groups 3 --blocks 10 --people 40
     python benchmarks/bench_schema.py --strategy pl94-2020-persons --counties 14 \
         --tracts 193 --block-groups 3 --blocks 42 --people 26   # a Vermont-sized state
@@ -44,7 +45,7 @@ import numpy as np
 
 from postdp import Gaussian, Hierarchy
 from postdp.data import load_strategy, pl94_schema
-from postdp.postprocess import TableProjector, round_table, top_down_table
+from postdp.postprocess import TableProjector, blue_restore, round_table, top_down_table
 from postdp.tables import Measurement, Query, Table, Workload, measure
 
 MARGINALS = [
@@ -179,6 +180,27 @@ def main() -> None:
             f"{statistics.median(rounding):.2f} s, peak {round_peak / 2**20:.0f} MiB; "
             f"top-down + rounding {statistics.median(both):.2f}x the floor"
         )
+        restore, restore_peak = timed(lambda: blue_restore(draws), args.repeat)
+        ratios = [s / f for s, f in zip(restore, floor, strict=True)]
+        print(
+            f"blue-restore (BLUE, then each family restored): median "
+            f"{statistics.median(restore):.2f} s, {statistics.median(ratios):.2f}x the floor, "
+            f"peak {restore_peak / 2**20:.0f} MiB"
+        )
+        truth = table.counts()[:, 0].astype(float)
+        estimates = {
+            "blue": projector(draws).sum(axis=1),
+            "top-down": solved.sum(axis=1),
+            "blue-restore": blue_restore(draws).sum(axis=1),
+        }
+        print("MAE of total population by level (one draw):")
+        for d in range(2, geo.n_levels):
+            nodes = geo.levels[d]
+            row = ", ".join(
+                f"{name} {np.abs(e[nodes] - truth[nodes]).mean():.2f}"
+                for name, e in estimates.items()
+            )
+            print(f"  level {d} ({nodes.size:,} geounits): {row}")
     est = projector(draws)
     state = int(geo.index("ST")[0])
     gap = np.abs(est[state] - est[geo.parent == state].sum(axis=0)).max()

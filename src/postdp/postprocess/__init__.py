@@ -33,6 +33,7 @@ from postdp.postprocess.table_nonneg import (
     TableNonnegReport,
     table_nonneg_report,
 )
+from postdp.postprocess.table_restore import blue_restore
 from postdp.postprocess.table_rounding import round_table
 from postdp.postprocess.table_topdown import check_top_down, top_down_table
 from postdp.postprocess.tables import TableProjector, project_table
@@ -47,6 +48,7 @@ __all__ = [
     "TableNonnegProjector",
     "TableNonnegReport",
     "TableProjector",
+    "blue_restore",
     "check_top_down",
     "clamp",
     "clamp_bias",

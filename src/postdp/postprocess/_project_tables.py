@@ -34,11 +34,23 @@ def project_measurements(
                 f"`{name}` is for counts; table measurements carry their geography, public "
                 "queries and weights in their workload"
             )
-    if method not in ("exact", "topdown"):
-        raise ValidationError(f"`method` must be 'exact' or 'topdown'; got {method!r}")
-    if method == "exact" and not nonneg:
+    if method not in ("exact", "topdown", "blue", "blue-restore"):
+        raise ValidationError(
+            f"`method` must be 'exact', 'topdown', 'blue' or 'blue-restore'; got {method!r}"
+        )
+    if method == "blue" and nonneg:
+        raise ValidationError(
+            "'blue' is unbiased and can be negative; pass nonneg=False (or use 'blue-restore')"
+        )
+    if method == "blue-restore" and not nonneg:
+        raise ValidationError("'blue-restore' is nonnegative; pass nonneg=True (or use 'blue')")
+    if method in ("exact", "blue") and not nonneg:
         return project_table(measurements)
-    if method == "topdown":
+    if method == "blue-restore":
+        from postdp.postprocess.table_restore import blue_restore
+
+        cells = blue_restore(measurements)
+    elif method == "topdown":
         if not nonneg:
             raise ValidationError("table top-down is nonnegative; pass nonneg=True")
         cells = top_down_table(measurements)

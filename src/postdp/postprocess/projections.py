@@ -53,7 +53,7 @@ __all__ = [
     "top_down",
 ]
 
-Method = Literal["exact", "topdown"]
+Method = Literal["exact", "topdown", "blue", "blue-restore"]
 
 
 def _noisy(noisy: ArrayLike, n: int) -> tuple[FloatArray, tuple[int, ...]]:
@@ -132,10 +132,13 @@ def project(
         True: (P+), also v >= 0. False: (P).
     public : mapping, sequence of str, "root" or None
         Invariant nodes: ``{id: value}``, or ids (or ``"root"``) held at their true counts.
-    method : {"exact", "topdown"}, default "exact"
+    method : {"exact", "topdown", "blue", "blue-restore"}, default "exact"
         ``"exact"`` solves (P)/(P+) over the whole tree; ``"topdown"`` fixes the root, then
         projects each family onto its parent's value level by level (census TopDown; see
-        :func:`postdp.postprocess.top_down`).
+        :func:`postdp.postprocess.top_down`). For table measurements: ``"blue"`` is (P),
+        the best linear unbiased estimate (``nonneg=False``), and, for schema tables,
+        ``"blue-restore"`` the BLUE restored to nonnegative family by family
+        (``nonneg=True``; :func:`postdp.postprocess.blue_restore`).
     weights : array_like, shape (n,), optional
         Positive weights w of the objective Σ w_i (v_i - y_i)², e.g.
         :func:`inverse_variance_weights`; equal weights when omitted.
@@ -287,7 +290,10 @@ class Projector:
         if not isinstance(hierarchy, Hierarchy):
             raise TypeError(f"`hierarchy` must be a Hierarchy; got {type(hierarchy).__name__}")
         if method not in ("exact", "topdown"):
-            raise ValidationError(f"`method` must be 'exact' or 'topdown'; got {method!r}")
+            raise ValidationError(
+                f"`method` must be 'exact' or 'topdown' for counts ('blue' and 'blue-restore' "
+                f"are for schema table measurements); got {method!r}"
+            )
         self.hierarchy = hierarchy
         self.nonneg = bool(nonneg)
         self.method = method
