@@ -291,3 +291,26 @@ def test_the_2020_preset_runs_top_down_with_its_state_invariants():
     loose = Workload([m for m in work.measurements if not (m.public and m.level == 0)])
     with pytest.raises(ValidationError, match="not at level 0"):
         check_top_down(table, loose)
+
+
+def test_simulate_runs_top_down_and_rounding_on_a_schema_table():
+    """``simulate`` with a schema table and the steps topdown,round: the public root total
+    is released exactly in every draw (bias and variance 0), every count has draws."""
+    import postdp
+    from postdp.analysis.table_design import TableDesign
+
+    table, workload = _schema_case(3)
+    geo = table.geography
+    schema = workload.measurements[0].query.marginal_of.schema
+    items = [Measurement(0, Query.marginal(schema, "total"), None)]
+    items += [
+        Measurement(d, Query.marginal(schema, "detailed"), Gaussian(rho=0.5))
+        for d in range(geo.n_levels)
+    ]
+    result = postdp.simulate(
+        TableDesign(table, Workload(items), "topdown,round"), n_draws=40, rng=1
+    )
+    frame = result.to_frame().set_index("id")
+    root = f"{geo.ids[0]}:total"
+    assert frame.loc[root, "bias"] == 0 and frame.loc[root, "variance"] == 0
+    assert (frame["n_draws"] == 40).all() and (frame["variance"] >= 0).all()
