@@ -239,3 +239,24 @@ def random_terms(rng, schema):
         elif pick == 2 and a.recodes:
             terms.append(a.recodes[0].name)
     return terms
+
+
+def small_pl94_state(seed, people=30):
+    """A six-level persons table for the 2020 presets (US > 2 states > 3 counties > 3
+    tracts > 3 block groups > 4 blocks of ``people`` each, from one sparse race mix), and
+    the persons preset's workload on it."""
+    from postdp import Hierarchy
+    from postdp.data import load_strategy, pl94_schema
+    from postdp.tables import Table
+
+    s = pl94_schema()
+    rng = np.random.default_rng(seed)
+    ids = ["US", "S1", "S2", "C1", "C2", "C3", "T1", "T2", "T3", "G1", "G2", "G3"]
+    ids += ["K1", "K2", "K3", "K4"]
+    parents = [None, "US", "US", "S1", "S1", "S2", "C1", "C2", "C3", "T1", "T2", "T3"]
+    parents += ["G1", "G1", "G2", "G3"]
+    geo = Hierarchy.from_parents(ids, parents)
+    probs = rng.dirichlet(np.full(s.size, 0.03))
+    cells = np.array([rng.multinomial(people, probs) for _ in range(4)])
+    table = Table(geo, s.categories(), cells)
+    return table, load_strategy("pl94-2020-persons").workload(table)

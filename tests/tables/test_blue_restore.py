@@ -13,7 +13,13 @@ from postdp import Gaussian, Hierarchy
 from postdp.errors import ValidationError
 from postdp.postprocess import TableProjector, blue_restore, project_table
 from postdp.tables import Measurement, Query, Table, Workload, measure
-from tests.tables._reference import CLARABEL_TIGHT, random_schema, random_terms, random_tree
+from tests.tables._reference import (
+    CLARABEL_TIGHT,
+    random_schema,
+    random_terms,
+    random_tree,
+    small_pl94_state,
+)
 
 
 def _case(seed):
@@ -86,18 +92,8 @@ def test_project_names_blue_and_blue_restore():
 
 
 def test_the_2020_preset_restores_with_its_state_invariants():
-    from postdp.data import load_strategy, pl94_schema
-
-    s = pl94_schema()
-    rng = np.random.default_rng(8)
-    ids = ["US", "S1", "S2", "C1", "C2", "C3", "T1", "T2", "T3", "G1", "G2", "G3"]
-    ids += ["K1", "K2", "K3", "K4"]
-    parents = [None, "US", "US", "S1", "S1", "S2", "C1", "C2", "C3", "T1", "T2", "T3"]
-    parents += ["G1", "G1", "G2", "G3"]
-    geo = Hierarchy.from_parents(ids, parents)
-    probs = rng.dirichlet(np.full(s.size, 0.03))
-    table = Table(geo, s.categories(), np.array([rng.multinomial(30, probs) for _ in range(4)]))
-    work = load_strategy("pl94-2020-persons").workload(table)
+    table, work = small_pl94_state(8)
+    geo = table.geography
     out = blue_restore(measure(table, work, secure=False, rng=5))
     np.testing.assert_allclose(out[:3].sum(axis=1), table.counts()[:3, 0], rtol=0, atol=1e-8)
     assert out.min() >= 0

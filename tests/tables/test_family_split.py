@@ -17,7 +17,13 @@ from postdp.postprocess import _family_nnls, _root_nnls, top_down_table
 from postdp.postprocess import table_topdown as topdown_module
 from postdp.tables import Measurement, Query, Table, Workload, measure
 from postdp.tables.schema import Marginal
-from tests.tables._reference import CLARABEL_TIGHT, random_schema, random_terms, random_tree
+from tests.tables._reference import (
+    CLARABEL_TIGHT,
+    random_schema,
+    random_terms,
+    random_tree,
+    small_pl94_state,
+)
 
 
 def _random_family(seed):
@@ -265,18 +271,8 @@ def test_the_2020_preset_runs_top_down_with_its_state_invariants():
     """The persons preset (public US and state totals) on a small six-level table: top-down
     keeps both totals exactly, nonnegative and consistent; an invariant whose level above
     does not keep it is refused before any work."""
-    from postdp.data import load_strategy
-
-    s = pl94_schema()
-    rng = np.random.default_rng(4)
-    ids = ["US", "S1", "S2", "C1", "C2", "C3", "T1", "T2", "T3", "G1", "G2", "G3"]
-    ids += ["K1", "K2", "K3", "K4"]
-    parents = [None, "US", "US", "S1", "S1", "S2", "C1", "C2", "C3", "T1", "T2", "T3"]
-    parents += ["G1", "G1", "G2", "G3"]
-    geo = Hierarchy.from_parents(ids, parents)
-    probs = rng.dirichlet(np.full(s.size, 0.03))
-    table = Table(geo, s.categories(), np.array([rng.multinomial(30, probs) for _ in range(4)]))
-    work = load_strategy("pl94-2020-persons").workload(table)
+    table, work = small_pl94_state(4)
+    geo = table.geography
     out = top_down_table(measure(table, work, secure=False, rng=5))
     truth = table.counts()[:, 0]
     np.testing.assert_allclose(out[:3].sum(axis=1), truth[:3], rtol=0, atol=1e-8)

@@ -21,7 +21,7 @@ from postdp._typing import FloatArray
 from postdp.errors import ConvergenceError
 from postdp.postprocess._family_nnls import _MAX_ROUNDS, _STALL_ROUNDS, BoolArray, FamilyResult
 
-__all__ = ["solve_root"]
+__all__ = ["certified_root", "solve_root"]
 
 
 def solve_root(
@@ -122,3 +122,20 @@ def _public_rows(
     dead = ~(member & free).any(axis=1)
     unmet = np.abs(C @ x - g) > tol
     return member[dead].any(axis=0), member[unmet].any(axis=0)
+
+
+def certified_root(
+    H: FloatArray, b: FloatArray, C: FloatArray, g: FloatArray, *, who: str
+) -> FloatArray:
+    """:func:`solve_root` at a tolerance of 1e-11 of the problem's scale, its certificate
+    checked at 1e-9 (``ConvergenceError`` naming ``who`` otherwise); the root's cells."""
+    scale = max(1.0, float(np.abs(b).max()), float(np.abs(g).max(initial=0.0)) * H.max())
+    result = solve_root(H, b, C, g, tol=1e-11 * scale)
+    worst = max(result.stationarity, result.dual, result.negative, result.consistency)
+    if worst > 1e-9 * scale:
+        raise ConvergenceError(
+            f"{who}'s root is not certified (KKT residual {worst:.3g} of scale "
+            f"{scale:.3g}); please report the input"
+        )
+    out: FloatArray = result.x[0]
+    return out

@@ -26,11 +26,11 @@ from __future__ import annotations
 import numpy as np
 
 from postdp._typing import FloatArray
-from postdp.errors import ConvergenceError, ValidationError
+from postdp.errors import ValidationError
 from postdp.postprocess._family_level import split_level
 from postdp.postprocess._family_nnls import LevelQuadratic
 from postdp.postprocess._marginal_basis import identifies_cells, marginal_workload
-from postdp.postprocess._root_nnls import solve_root
+from postdp.postprocess._root_nnls import certified_root
 from postdp.tables import TableMeasurements
 
 __all__ = ["blue_restore"]
@@ -137,13 +137,4 @@ def _root(
     rows = [np.arange(v.shape[1])[:, None] == g[None, :] for g, v in fixed]
     C = np.vstack(rows).astype(float) if rows else np.zeros((0, c))
     g = np.concatenate([v[0] for _, v in fixed]) if fixed else np.zeros(0)
-    scale = max(1.0, float(np.abs(lin).max()), float(np.abs(g).max(initial=0.0)) * H.max())
-    result = solve_root(H, lin, C, g, tol=1e-11 * scale)
-    worst = max(result.stationarity, result.dual, result.negative, result.consistency)
-    if worst > 1e-9 * scale:
-        raise ConvergenceError(
-            f"blue-restore's root is not certified (KKT residual {worst:.3g} of scale "
-            f"{scale:.3g}); please report the input"
-        )
-    out: FloatArray = result.x[0]
-    return out
+    return certified_root(H, lin, C, g, who="blue-restore")

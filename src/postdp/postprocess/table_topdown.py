@@ -25,12 +25,12 @@ from typing import Any
 import numpy as np
 
 from postdp._typing import FloatArray, IntArray
-from postdp.errors import ConvergenceError, ValidationError
+from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
 from postdp.postprocess._family_level import split_level
 from postdp.postprocess._family_nnls import LevelQuadratic
 from postdp.postprocess._marginal_basis import identifies_cells, marginal_workload
-from postdp.postprocess._root_nnls import solve_root
+from postdp.postprocess._root_nnls import certified_root
 from postdp.tables import Measurement, Query, Table, TableMeasurements, Workload
 
 __all__ = ["check_top_down", "top_down_table"]
@@ -354,15 +354,7 @@ def _schema_root(
         g = np.concatenate([values[i][b, 0] for i in publics]) if publics else np.zeros(0)
         if (g < 0).any():
             raise ValidationError("a public query at the root has a negative total")
-        scale = max(1.0, float(np.abs(lin).max()), float(np.abs(g).max(initial=0.0)) * H.max())
-        result = solve_root(H, lin, C, g, tol=1e-11 * scale)
-        worst = max(result.stationarity, result.dual, result.negative, result.consistency)
-        if worst > 1e-9 * scale:
-            raise ConvergenceError(
-                f"top-down's root is not certified (KKT residual {worst:.3g} of scale "
-                f"{scale:.3g}); please report the input"
-            )
-        out[b] = result.x[0]
+        out[b] = certified_root(H, lin, C, g, who="top-down")
     return out
 
 
