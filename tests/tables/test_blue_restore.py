@@ -110,3 +110,9 @@ def test_a_table_without_a_schema_is_refused():
     draws = measure(Table(geo, cat, [[1, 2]]), w, secure=False, rng=0)
     with pytest.raises(ValidationError, match="schema table"):
         blue_restore(draws)
+
+
+def test_counts_refuse_the_table_methods():
+    h = Hierarchy.from_parents(["a", "b"], [None, "a"])
+    with pytest.raises(ValidationError, match="are for table measurements"):
+        postdp.project(np.array([1.0, 1.0]), h, method="blue")

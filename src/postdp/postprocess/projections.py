@@ -291,8 +291,8 @@ class Projector:
             raise TypeError(f"`hierarchy` must be a Hierarchy; got {type(hierarchy).__name__}")
         if method not in ("exact", "topdown"):
             raise ValidationError(
-                f"`method` must be 'exact' or 'topdown' for counts ('blue' and 'blue-restore' "
-                f"are for schema table measurements); got {method!r}"
+                f"`method` must be 'exact' or 'topdown'; got {method!r} ('blue' and "
+                "'blue-restore' are for table measurements)"
             )
         self.hierarchy = hierarchy
         self.nonneg = bool(nonneg)
