@@ -38,7 +38,7 @@ from postdp.postprocess._table_tree import TreeGLS
 from postdp.tables import Workload
 from postdp.tables.schema import Marginal, Schema
 
-__all__ = ["MarginalBasis", "identifies_cells", "marginal_workload"]
+__all__ = ["MarginalBasis", "identifies_cells", "marginal_workload", "table_schema"]
 
 
 def marginal_workload(workload: Workload) -> Schema | None:
@@ -52,6 +52,16 @@ def marginal_workload(workload: Workload) -> Schema | None:
     first = workload.measurements[0].query.marginal_of
     assert first is not None
     return first.schema
+
+
+def table_schema(categories: Hierarchy, workload: Workload) -> Schema | None:
+    """The schema when every query of ``workload`` is a marginal of one schema whose cells
+    are the detailed cells of ``categories`` (the marginal-basis solvers apply), else None."""
+    schema = marginal_workload(workload)
+    if schema is None:
+        return None
+    cells = tuple(str(categories.ids[j]) for j in categories.leaves)
+    return schema if cells == schema.cells else None
 
 
 class MarginalBasis:

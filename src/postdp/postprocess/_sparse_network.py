@@ -125,7 +125,7 @@ def sparse_network(geo: Hierarchy, cat: Hierarchy, q: IntArray) -> SparseNetwork
     assert pending[0][0].size == 0  # the root is never a leaf here (n > 1)
 
     # the root's category tree (family 1) and its total closing the circuit
-    root_counts = _up_categories(cat, root_cells)
+    root_counts = cat.aggregate(root_cells) % _Q  # every category node of the root
     nodes = np.flatnonzero((root_counts != 0) & (np.arange(m) != top))
     tails.append(v1cat(cat.parent[nodes].astype(np.int64)))
     heads.append(v1cat(nodes))
@@ -180,10 +180,3 @@ def sparse_network(geo: Hierarchy, cat: Hierarchy, q: IntArray) -> SparseNetwork
         leaf_cell=leaf_j,
         leaf_edge=leaf_edge,
     )
-
-
-def _up_categories(cat: Hierarchy, counts: IntArray) -> IntArray:
-    """Every category node's sum of ``counts`` (placed at the detailed cells' nodes)
-    modulo Q."""
-    out: IntArray = cat.aggregate(counts) % _Q
-    return out

@@ -29,7 +29,7 @@ from postdp._typing import FloatArray
 from postdp.errors import ValidationError
 from postdp.postprocess._family_level import split_level
 from postdp.postprocess._family_nnls import LevelQuadratic
-from postdp.postprocess._marginal_basis import identifies_cells, marginal_workload
+from postdp.postprocess._marginal_basis import identifies_cells, table_schema
 from postdp.postprocess._root_nnls import certified_root
 from postdp.tables import TableMeasurements
 
@@ -75,8 +75,8 @@ def blue_restore(measurements: TableMeasurements) -> FloatArray:
 
     table, workload = measurements.table, measurements.workload
     geo, cat = table.geography, table.categories
-    schema = marginal_workload(workload)
-    if schema is None or tuple(str(cat.ids[j]) for j in cat.leaves) != schema.cells:
+    schema = table_schema(cat, workload)
+    if schema is None:
         raise ValidationError(
             "blue-restore needs a schema table measured by marginals (Query.marginal)"
         )

@@ -29,7 +29,7 @@ from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
 from postdp.postprocess._family_level import split_level
 from postdp.postprocess._family_nnls import LevelQuadratic
-from postdp.postprocess._marginal_basis import identifies_cells, marginal_workload
+from postdp.postprocess._marginal_basis import identifies_cells, table_schema
 from postdp.postprocess._root_nnls import certified_root
 from postdp.tables import Measurement, Query, Table, TableMeasurements, Workload
 
@@ -203,8 +203,7 @@ def check_top_down(table: Table, workload: Workload) -> None:
     """
     cat = table.categories
     c = cat.leaves.size
-    schema = marginal_workload(workload)
-    in_basis = schema is not None and tuple(str(cat.ids[j]) for j in cat.leaves) == schema.cells
+    in_basis = table_schema(cat, workload) is not None
     for d in range(table.geography.n_levels):
         if in_basis:  # marginals: the rank test in the marginal basis, no c x c matrix
             for m in workload.at(d):
@@ -274,8 +273,7 @@ def _coupled_top_down(measurements: TableMeasurements) -> FloatArray:
     B = int(np.prod(lead)) if lead else 1
     values = [v.reshape(B, *v.shape[-2:]) for v in measurements.values]
     out = np.empty((B, geo.n, c))
-    schema = marginal_workload(workload)
-    in_basis = schema is not None and tuple(str(cat.ids[j]) for j in cat.leaves) == schema.cells
+    in_basis = table_schema(cat, workload) is not None
     for d in range(geo.n_levels):
         kids = geo.levels[d]
         own = [(i, m) for i, m in enumerate(workload.measurements) if m.level == d]

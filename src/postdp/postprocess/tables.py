@@ -27,7 +27,7 @@ import numpy as np
 
 from postdp._typing import FloatArray
 from postdp.errors import ValidationError
-from postdp.postprocess._marginal_basis import MarginalBasis, marginal_workload
+from postdp.postprocess._marginal_basis import MarginalBasis, table_schema
 from postdp.postprocess._table_tree import TreeGLS
 from postdp.tables import Query, Table, TableMeasurements, Workload, category_matrix
 
@@ -73,9 +73,7 @@ class TableProjector:
         geo, cat = self.table.geography, self.table.categories
         object.__setattr__(self, "_basis", None)
         object.__setattr__(self, "_tree", None)
-        schema = marginal_workload(self.workload)
-        cells = [str(cat.ids[j]) for j in cat.leaves]
-        if schema is not None and tuple(cells) == schema.cells:
+        if table_schema(cat, self.workload) is not None:
             # every query a marginal of the table's schema: the marginal basis, no c x c
             object.__setattr__(self, "_basis", MarginalBasis(geo, self.workload))
             return
