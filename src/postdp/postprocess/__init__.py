@@ -35,6 +35,7 @@ from postdp.postprocess.table_nonneg import (
 )
 from postdp.postprocess.table_restore import blue_restore
 from postdp.postprocess.table_rounding import round_table
+from postdp.postprocess.table_stream import project_by_subtree
 from postdp.postprocess.table_topdown import check_top_down, top_down_table
 from postdp.postprocess.tables import TableProjector, project_table
 
@@ -60,6 +61,7 @@ __all__ = [
     "optimal_ramp_shift",
     "parse_steps",
     "project",
+    "project_by_subtree",
     "project_sum",
     "project_table",
     "restriction_ramp_ratio",

@@ -83,7 +83,14 @@ class MarginalBasis:
         "variances",
     )
 
-    def __init__(self, geography: Hierarchy, workload: Workload) -> None:
+    def __init__(
+        self,
+        geography: Hierarchy,
+        workload: Workload,
+        *,
+        basis: tuple[list[FloatArray], list[int]] | None = None,
+        below: list[FloatArray] | None = None,
+    ) -> None:
         schema = marginal_workload(workload)
         if schema is None:
             raise ValueError("the workload is not made of marginals of one schema")
@@ -98,8 +105,17 @@ class MarginalBasis:
         self.bases: list[FloatArray] = []
         self.ranks: list[int] = []
         for k, n in enumerate(schema.shape):
-            basis, r = _attribute_basis([q.factors[k] for q in self.marginals], n)
-            self.bases.append(basis)
+            factors = [q.factors[k] for q in self.marginals]
+            if basis is None:
+                U, r = _attribute_basis(factors, n)
+            else:  # another tree's basis (a subtree solved apart): it must hold these factors
+                U, r = basis[0][k], basis[1][k]
+                if not _spans(U, r, factors):
+                    raise ValueError(
+                        f"a marginal summarises attribute {schema.attributes[k].name!r} in a "
+                        "way the other tree's workload does not"
+                    )
+            self.bases.append(U)
             self.ranks.append(r)
         levels = [m.level for m in workload.measurements]
         self.types: list[tuple[tuple[int, ...], TreeGLS, list[list[int]]]] = []
@@ -128,63 +144,119 @@ class MarginalBasis:
                     noise = np.concatenate(var) if var else np.zeros(0)
                     per_level.append((A, noise))
                     which.append(used)
-                self.types.append((tau, TreeGLS(geography, per_level, s), which))
+                cov = None if below is None else below[len(self.types)]
+                self.types.append((tau, TreeGLS(geography, per_level, s, cov), which))
 
-    def solve(self, values: list[FloatArray], B: int) -> FloatArray:
+    def solve(
+        self,
+        values: list[FloatArray],
+        B: int,
+        *,
+        below: list[FloatArray] | None = None,
+        root: FloatArray | None = None,
+    ) -> FloatArray:
         """Detailed histograms (B, geography.n, c), rows in the order of geography.ids, from
-        the answers ``values[j]`` of shape (B, geounits of its level, size_j)."""
+        the answers ``values[j]`` of shape (B, geounits of its level, size_j).
+
+        ``below``: per type, the leaves' subtree estimates in basis coordinates (B m_tau,
+        leaves in layout order, s), as :meth:`upward` gives them (with ``below`` covariances
+        given at construction). ``root`` (B, c): the root's histogram fixed from outside."""
         geo, schema = self.geography, self.schema
         lay = geo.layout
-        shape, ranks, K = schema.shape, self.ranks, len(schema.shape)
-        rotated = []
-        for q, y in zip(self.marginals, values, strict=True):
-            n_d = y.shape[1]
-            t = y.reshape(B, n_d, *q.shape)
-            for k in range(K):
-                if q.factors[k] is None:  # a kept attribute: rotate its answers
-                    t = np.moveaxis(np.tensordot(t, self.bases[k], axes=([2 + k], [0])), -1, 2 + k)
-            rotated.append(t)
+        shape, K = schema.shape, len(schema.shape)
+        rotated = self._rotate(values, B)
+        fixed = None if root is None else self._to_basis(root.reshape(B, 1, schema.size))
         z = np.zeros((B, geo.n, *shape))
-        for tau, tree, which in self.types:
-            others = [k for k in range(K) if k not in tau]
-            m_tau = math.prod(shape[k] - ranks[k] for k in others)
-            ys = []
-            for d in range(geo.n_levels):
-                nodes = geo.levels[d]
-                parts = []
-                for j in which[d]:
-                    q, t = self.marginals[j], rotated[j]
-                    index = [slice(None), slice(None)]
-                    for k in range(K):
-                        if k in tau:
-                            index.append(
-                                slice(0, ranks[k]) if q.factors[k] is None else slice(None)
-                            )
-                        else:
-                            index.append(slice(ranks[k], None))
-                    part = t[tuple(index)]
-                    # batch axes: draws, then the complement coordinates of the other attributes
-                    order = [0, *(2 + k for k in others), 1, *(2 + k for k in tau)]
-                    part = np.transpose(part, order).reshape(B * m_tau, nodes.size, -1)
-                    parts.append(part)
-                y = np.concatenate(parts, axis=2) if parts else np.zeros((B * m_tau, nodes.size, 0))
-                laid = np.empty_like(y)
-                laid[:, lay.position[nodes] - lay.bounds[d]] = y
-                ys.append(laid)
-            est = tree.solve(ys)[:, lay.position]  # (B m_tau, n, s) in id order
-            est = est.reshape(
-                B, *(shape[k] - ranks[k] for k in others), geo.n, *(ranks[k] for k in tau)
-            )
-            pos = {k: 1 + i for i, k in enumerate(others)}
-            pos.update({k: len(others) + 2 + i for i, k in enumerate(tau)})
-            est = np.transpose(est, [0, len(others) + 1, *(pos[k] for k in range(K))])
-            index = [slice(None), slice(None)]
-            for k in range(K):
-                index.append(slice(0, ranks[k]) if k in tau else slice(ranks[k], None))
-            z[tuple(index)] = est
+        for t, (tau, tree, _) in enumerate(self.types):
+            ys = self._type_answers(rotated, t, B)
+            top = None if fixed is None else self._block(fixed, tau)[:, 0]
+            est = tree.solve(ys, below=None if below is None else below[t], root=top)
+            self._unblock(est[:, lay.position], tau, z)
         for k in range(K):
             z = np.moveaxis(np.tensordot(z, self.bases[k], axes=([2 + k], [1])), -1, 2 + k)
         return z.reshape(B, geo.n, schema.size)
+
+    def upward(self, values: list[FloatArray], B: int) -> list[tuple[FloatArray, FloatArray]]:
+        """Per type, the root's estimate from this tree's answers alone in basis coordinates
+        (B m_tau, s) and its covariance (s, s): what a larger tree takes as ``below``."""
+        rotated = self._rotate(values, B)
+        return [
+            tree.upward(self._type_answers(rotated, t, B))
+            for t, (_, tree, _) in enumerate(self.types)
+        ]
+
+    def _rotate(self, values: list[FloatArray], B: int) -> list[FloatArray]:
+        """Each marginal's answers (B, geounits, *its shape), kept attributes rotated."""
+        rotated = []
+        for q, y in zip(self.marginals, values, strict=True):
+            t = y.reshape(B, y.shape[1], *q.shape)
+            for k in range(len(q.shape)):
+                if q.factors[k] is None:  # a kept attribute: rotate its answers
+                    t = np.moveaxis(np.tensordot(t, self.bases[k], axes=([2 + k], [0])), -1, 2 + k)
+            rotated.append(t)
+        return rotated
+
+    def _to_basis(self, cells: FloatArray) -> FloatArray:
+        """Histograms (B, n, c) as basis coordinates (B, n, *schema.shape)."""
+        z = cells.reshape(*cells.shape[:2], *self.schema.shape)
+        for k in range(len(self.schema.shape)):
+            z = np.moveaxis(np.tensordot(z, self.bases[k], axes=([2 + k], [0])), -1, 2 + k)
+        return z
+
+    def _type_answers(self, rotated: list[FloatArray], t: int, B: int) -> list[FloatArray]:
+        """Type t's answers per level (B m_tau, geounits of the level in layout order, k_d)."""
+        geo, shape, ranks = self.geography, self.schema.shape, self.ranks
+        lay, K = geo.layout, len(shape)
+        tau, _, which = self.types[t]
+        others = [k for k in range(K) if k not in tau]
+        m_tau = math.prod(shape[k] - ranks[k] for k in others)
+        ys = []
+        for d in range(geo.n_levels):
+            nodes = geo.levels[d]
+            parts = []
+            for j in which[d]:
+                q, a = self.marginals[j], rotated[j]
+                index = [slice(None), slice(None)]
+                for k in range(K):
+                    if k in tau:
+                        index.append(slice(0, ranks[k]) if q.factors[k] is None else slice(None))
+                    else:
+                        index.append(slice(ranks[k], None))
+                part = a[tuple(index)]
+                # batch axes: draws, then the complement coordinates of the other attributes
+                order = [0, *(2 + k for k in others), 1, *(2 + k for k in tau)]
+                parts.append(np.transpose(part, order).reshape(B * m_tau, nodes.size, -1))
+            y = np.concatenate(parts, axis=2) if parts else np.zeros((B * m_tau, nodes.size, 0))
+            laid = np.empty_like(y)
+            laid[:, lay.position[nodes] - lay.bounds[d]] = y
+            ys.append(laid)
+        return ys
+
+    def _block(self, z: FloatArray, tau: tuple[int, ...]) -> FloatArray:
+        """Coordinates (B, n, *schema.shape) of type tau as (B m_tau, n, s)."""
+        shape, ranks, K = self.schema.shape, self.ranks, len(self.schema.shape)
+        others = [k for k in range(K) if k not in tau]
+        index = [slice(None), slice(None)]
+        for k in range(K):
+            index.append(slice(0, ranks[k]) if k in tau else slice(ranks[k], None))
+        part = z[tuple(index)]
+        order = [0, *(2 + k for k in others), 1, *(2 + k for k in tau)]
+        m_tau = math.prod(shape[k] - ranks[k] for k in others)
+        return np.transpose(part, order).reshape(z.shape[0] * m_tau, z.shape[1], -1)
+
+    def _unblock(self, est: FloatArray, tau: tuple[int, ...], z: FloatArray) -> None:
+        """Write type tau's coordinates (B m_tau, n, s), rows in id order, into ``z``."""
+        shape, ranks, K = self.schema.shape, self.ranks, len(self.schema.shape)
+        others = [k for k in range(K) if k not in tau]
+        B, n = z.shape[0], z.shape[1]
+        est = est.reshape(B, *(shape[k] - ranks[k] for k in others), n, *(ranks[k] for k in tau))
+        pos = {k: 1 + i for i, k in enumerate(others)}
+        pos.update({k: len(others) + 2 + i for i, k in enumerate(tau)})
+        est = np.transpose(est, [0, len(others) + 1, *(pos[k] for k in range(K))])
+        index = [slice(None), slice(None)]
+        for k in range(K):
+            index.append(slice(0, ranks[k]) if k in tau else slice(ranks[k], None))
+        z[tuple(index)] = est
 
     def marginal_variances(self, marginal: Marginal) -> FloatArray:
         """Variance of every count of ``marginal`` at every geounit, shape (geography.n,
@@ -276,6 +348,16 @@ def _place(term: FloatArray, tau: tuple[int, ...], K: int) -> FloatArray:
     for k in range(K):
         shape.append(term.shape[1 + tau.index(k)] if k in tau else 1)
     return term.reshape(shape)
+
+
+def _spans(basis: FloatArray, r: int, factors: list[FloatArray | None]) -> bool:
+    """Whether the first ``r`` columns of ``basis`` span the rows of every non-identity
+    factor (an attribute basis built for another workload)."""
+    rows = [f for f in factors if f is not None]
+    if not rows:
+        return True
+    M = np.vstack(rows)
+    return bool(np.abs(M @ basis[:, r:]).max(initial=0.0) <= 1e-10 * max(1.0, np.abs(M).max()))
 
 
 def _attribute_basis(factors: list[FloatArray | None], n: int) -> tuple[FloatArray, int]:

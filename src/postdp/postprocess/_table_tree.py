@@ -38,14 +38,23 @@ class _Shape:
 
 class TreeGLS:
     """GLS of histograms of ``c`` cells on ``geography`` with measurements ``levels[d] =
-    (A, r)`` at level d (A: k x c, r: k variances, 0 for public rows)."""
+    (A, r)`` at level d (A: k x c, r: k variances, 0 for public rows).
 
-    __slots__ = ("c", "geography", "levels", "shapes", "sig")
+    ``below`` (optional, shape (leaves, c, c)): the leaf geounits stand for subtrees solved
+    elsewhere; leaf i's children are summarised by an estimate (given to :meth:`solve`)
+    with covariance ``below[i]`` (leaves in layout order), as :meth:`upward` returns them.
+    Such a leaf is then an inner geounit whose children's sum is that estimate."""
+
+    __slots__ = ("below", "c", "geography", "levels", "shapes", "sig")
 
     def __init__(
-        self, geography: Hierarchy, levels: list[tuple[FloatArray, FloatArray]], c: int
+        self,
+        geography: Hierarchy,
+        levels: list[tuple[FloatArray, FloatArray]],
+        c: int,
+        below: FloatArray | None = None,
     ) -> None:
-        self.geography, self.levels, self.c = geography, levels, c
+        self.geography, self.levels, self.c, self.below = geography, levels, c, below
         self.sig: IntArray
         self.shapes: list[_Shape]
         self._prepare()
@@ -56,6 +65,7 @@ class TreeGLS:
         sig = np.full(geo.n, -1, dtype=np.int64)  # per layout position
         shapes: list[_Shape] = []
         index: dict[tuple[object, ...], int] = {}
+        first_leaf = int(lay.bounds[-2]) if self.below is not None else geo.n
         for d in range(geo.n_levels - 1, -1, -1):
             A, r = self.levels[d]
             b0, b1 = lay.bounds[d], lay.bounds[d + 1]
@@ -67,6 +77,11 @@ class TreeGLS:
                     lo = lay.starts[d][f]
                     kids_of[int(p)] = tuple(sorted(kid_sig[lo : lo + lay.sizes[d][f]].tolist()))
             for p in range(b0, b1):
+                if p >= first_leaf:  # a leaf standing for a subtree: its own shape
+                    assert self.below is not None
+                    shapes.append(_shape(d, A, r, [self.below[p - first_leaf]], self.c))
+                    sig[p] = len(shapes) - 1
+                    continue
                 key: tuple[object, ...] = (d, kids_of.get(p, ()))
                 if key not in index:
                     index[key] = len(shapes)
@@ -75,15 +90,41 @@ class TreeGLS:
                 sig[p] = index[key]
         self.sig, self.shapes = sig, shapes
 
-    def solve(self, ys: list[FloatArray]) -> FloatArray:
+    def solve(
+        self,
+        ys: list[FloatArray],
+        *,
+        below: FloatArray | None = None,
+        root: FloatArray | None = None,
+    ) -> FloatArray:
         """The estimate from answers ``ys[d]`` of shape (B, geounits of level d in layout
-        order, k_d): shape (B, geography.n, c) in layout order."""
+        order, k_d): shape (B, geography.n, c) in layout order.
+
+        ``below`` (B, leaves, c): the subtree estimates of the leaves (with ``below`` given
+        at construction). ``root`` (B, c): the root's final histogram, fixed from outside
+        (the subtree's share of a larger tree's solution; the root's own answers unused)."""
+        post, summed = self._upward(ys, below)
+        return self._downward(post, summed, root)
+
+    def upward(self, ys: list[FloatArray]) -> tuple[FloatArray, FloatArray]:
+        """The root's estimate from this tree's answers alone (B, c) and its covariance
+        (c, c): the summary a larger tree takes as ``below`` for this subtree's root."""
+        post, _ = self._upward(ys, None)
+        return post[:, 0], self.shapes[self.sig[0]].cov
+
+    def _upward(
+        self, ys: list[FloatArray], below: FloatArray | None
+    ) -> tuple[FloatArray, FloatArray]:
         geo = self.geography
         lay = geo.layout
         c = self.c
         B = ys[0].shape[0]
         post = np.zeros((B, geo.n, c))
         summed = np.zeros((B, geo.n, c))
+        if (below is None) != (self.below is None):
+            raise ValueError("`below` must be given exactly when the tree was built with it")
+        if below is not None:
+            summed[:, int(lay.bounds[-2]) :] = below
         for d in range(geo.n_levels - 1, -1, -1):
             A = self.levels[d][0]
             b0, b1 = lay.bounds[d], lay.bounds[d + 1]
@@ -99,8 +140,15 @@ class TreeGLS:
                 if shape.gain is not None:
                     est = est + (y - est @ A.T) @ shape.gain.T
                 post[:, nodes] = est
+        return post, summed
+
+    def _downward(
+        self, post: FloatArray, summed: FloatArray, root: FloatArray | None
+    ) -> FloatArray:
+        lay = self.geography.layout
+        B, c = post.shape[0], self.c
         out = np.empty_like(post)
-        out[:, 0] = post[:, 0]
+        out[:, 0] = post[:, 0] if root is None else root
         for d in range(len(lay.parents)):
             parents = lay.parents[d]
             step = np.zeros((B, parents.size, c))

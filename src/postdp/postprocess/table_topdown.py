@@ -288,6 +288,10 @@ def _coupled_top_down(measurements: TableMeasurements) -> FloatArray:
             if in_basis
             else None
         )
+        whole = [i for i, m in own if m.public and _every_cell(m.query, cat)]
+        if d == 0 and whole:  # the root's histogram is public (fixed from above)
+            out[:, 0] = values[whole[0]][:, 0]
+            continue
         if (
             d == 0
             and quadratic is not None
@@ -325,6 +329,14 @@ def _coupled_top_down(measurements: TableMeasurements) -> FloatArray:
         out[:, kids] = solved[:, forest.levels[-1]]
     result: FloatArray = out.reshape(*lead, geo.n, c)
     return result
+
+
+def _every_cell(query: Query, categories: Hierarchy) -> bool:
+    """Whether ``query`` asks for every detailed cell on its own (in any order)."""
+    if query.size != categories.leaves.size:
+        return False
+    M = query.matrix(categories)
+    return bool((M.sum(axis=0) == 1).all() and (M.sum(axis=1) == 1).all())
 
 
 def _schema_root(

@@ -27,6 +27,7 @@ import numpy as np
 
 from postdp._typing import FloatArray
 from postdp.errors import ValidationError
+from postdp.hierarchy import Hierarchy
 from postdp.postprocess._marginal_basis import MarginalBasis, table_schema
 from postdp.postprocess._table_tree import TreeGLS
 from postdp.tables import Query, Table, TableMeasurements, Workload, category_matrix
@@ -83,19 +84,10 @@ class TableProjector:
         """The dense tree solver (c x c matrices), prepared on first use."""
         if self._tree is not None:
             return self._tree
-        geo, cat = self.table.geography, self.table.categories
-        levels = []
-        for d in range(geo.n_levels):
-            ms = self.workload.at(d)
-            if ms:
-                A = np.vstack([m.query.matrix(cat) for m in ms])
-                r = np.concatenate([np.full(m.query.size, m.variance) for m in ms])
-            else:
-                A, r = np.zeros((0, cat.leaves.size)), np.zeros(0)
-            levels.append((A, r, [self.workload.measurements.index(m) for m in ms]))
+        levels = level_matrices(self.table, self.workload)
         object.__setattr__(self, "_levels", levels)
-        c = cat.leaves.size
-        tree = TreeGLS(geo, [(A, r) for A, r, _ in levels], c)
+        c = self.table.categories.leaves.size
+        tree = TreeGLS(self.table.geography, [(A, r) for A, r, _ in levels], c)
         object.__setattr__(self, "_tree", tree)
         return tree
 
@@ -183,21 +175,50 @@ class TableProjector:
         return result
 
     def _answers(self, measurements: TableMeasurements, d: int, B: int) -> FloatArray:
-        geo = self.table.geography
-        lay = geo.layout
         self._dense()  # the stacked 0/1 matrices of each level
-        A, _, which = self._levels[d]
-        nodes = geo.levels[d]
-        y = np.zeros((B, nodes.size, A.shape[0]))
-        col = 0
-        for i in which:
-            values = measurements.values[i]
-            k = values.shape[-1]
-            y[:, :, col : col + k] = values.reshape(B, nodes.size, k)
-            col += k
-        laid = np.empty_like(y)
-        laid[:, lay.position[nodes] - lay.bounds[d]] = y
-        return laid
+        return level_answers(self.table.geography, self._levels[d], measurements, d, B)
+
+
+def level_matrices(
+    table: Table, workload: Workload
+) -> list[tuple[FloatArray, FloatArray, list[int]]]:
+    """Per geographic level: the stacked 0/1 matrices of its queries, their variances and
+    the measurements' positions in the workload (the dense solver's inputs)."""
+    geo, cat = table.geography, table.categories
+    levels = []
+    for d in range(geo.n_levels):
+        ms = workload.at(d)
+        if ms:
+            A = np.vstack([m.query.matrix(cat) for m in ms])
+            r = np.concatenate([np.full(m.query.size, m.variance) for m in ms])
+        else:
+            A, r = np.zeros((0, cat.leaves.size)), np.zeros(0)
+        levels.append((A, r, [workload.measurements.index(m) for m in ms]))
+    return levels
+
+
+def level_answers(
+    geo: Hierarchy,
+    level: tuple[FloatArray, FloatArray, list[int]],
+    measurements: TableMeasurements,
+    d: int,
+    B: int,
+) -> FloatArray:
+    """Level d's answers stacked as :func:`level_matrices` stacks its queries, (B,
+    geounits of the level in layout order, rows)."""
+    lay = geo.layout
+    A, _, which = level
+    nodes = geo.levels[d]
+    y = np.zeros((B, nodes.size, A.shape[0]))
+    col = 0
+    for i in which:
+        values = measurements.values[i]
+        k = values.shape[-1]
+        y[:, :, col : col + k] = values.reshape(B, nodes.size, k)
+        col += k
+    laid = np.empty_like(y)
+    laid[:, lay.position[nodes] - lay.bounds[d]] = y
+    return laid
 
 
 def project_table(measurements: TableMeasurements, *, cells: bool = False) -> FloatArray:

@@ -1,0 +1,259 @@
+"""(P) and top-down of a table too large to hold at once, one subtree at a time.
+
+A state's 2020 persons file at block level has 2,603 noisy answers per block (the 11
+marginals of the 2,016 cells): about 6 GB of answers and 5 GB per estimate for a state of
+300,000 blocks. Cut the geography at one level (the counties): the *top* (the root down to
+the cut level, with the cut geounits' own measurements) and one *subtree* per cut geounit
+(its descendants' measurements). Only the top and one subtree are then ever held.
+
+(P) is generalised least squares on a tree, a Gaussian smoother, and a subtree's cells are
+independent of every answer outside it given its root's histogram. So (P) runs in three
+steps that give the numbers of solving the whole table at once:
+
+1. upward, for each subtree: the estimate of its root's histogram from its own answers and
+   its covariance (the two-pass solver's upward pass; in the marginal basis for a schema
+   table, c values and one s x s matrix per type, otherwise c values and a c x c matrix);
+2. the top, solved with each cut geounit's summary standing for its children;
+3. downward, for each subtree: the smoother's downward pass below its root's final
+   histogram from step 2.
+
+Top-down needs one pass: the top is solved, then each subtree below its root's fixed
+histogram (a public detailed query at its root, as the Census Bureau's TopDown does state
+by state).
+
+Memory: the top's arrays, one subtree's answers and estimate, and the summaries (for the
+2020 persons schema about 4 x 2,016 floats per cut geounit).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+
+from postdp._typing import FloatArray
+from postdp.errors import ValidationError
+from postdp.postprocess._marginal_basis import MarginalBasis, table_schema
+from postdp.postprocess._table_tree import TreeGLS
+from postdp.postprocess.table_topdown import top_down_table
+from postdp.postprocess.tables import level_answers, level_matrices
+from postdp.tables import Measurement, Query, TableMeasurements, Workload
+
+__all__ = ["project_by_subtree"]
+
+_METHODS = ("blue", "top-down")
+
+
+def project_by_subtree(
+    top: TableMeasurements,
+    subtree: Callable[[int], TableMeasurements],
+    *,
+    method: str = "blue",
+) -> Iterator[FloatArray]:
+    """(P) or top-down of a large table, holding the top and one subtree at a time.
+
+    Parameters
+    ----------
+    top : TableMeasurements
+        The upper levels: a table whose leaf geounits, all at its deepest level (the cut
+        level, e.g. the counties of a state), are the roots of the subtrees, with every
+        measurement of these levels (the cut geounits' own included).
+    subtree : callable
+        ``subtree(k)`` returns the measurements of the k-th leaf of
+        ``top.table.geography`` (in the order of ``geography.leaves``) and its
+        descendants: a table rooted at that geounit (same id, same detailed cells), with
+        no measurement at its level 0 (the root's own are in ``top``), as many draws as
+        ``top``. Called twice per subtree with ``method="blue"`` (upward, then downward)
+        and once with ``"top-down"``; it must return the same answers each time (read
+        them from a file, or draw them from a fixed seed).
+    method : {"blue", "top-down"}
+        ``"blue"``: (P), generalised least squares, the same numbers as
+        :class:`~postdp.postprocess.TableProjector` on the whole table. ``"top-down"``:
+        the same numbers as :func:`~postdp.postprocess.top_down_table` on the whole table.
+
+    Yields
+    ------
+    ndarray, shape (..., top geounits, n_detailed), then (..., subtree geounits, n_detailed)
+        First the top's detailed histograms, then each subtree's (its root included, equal
+        to the top's row for it), k = 0, 1, ... Rows in each geography's id order.
+
+    Raises
+    ------
+    ValidationError
+        At the call for a bad ``method`` or ``top``; while iterating, for a subtree that
+        does not fit the top (its root, cells, draws, or a level-0 measurement).
+
+    Notes
+    -----
+    The top's solve stands each cut geounit's children by their subtree's summary: the
+    estimate of the cut geounit from its descendants' answers alone and its covariance,
+    from the upward pass of :class:`~postdp.postprocess.TableProjector`'s two-pass
+    solver. Given the cut geounit's histogram a subtree's cells do not depend on the
+    rest of the table (the estimate is a Gaussian smoother on the geography), so the
+    downward pass below the top's answer completes the whole table's solution exactly.
+    For a schema table every step runs in the marginal basis; the subtrees must measure
+    marginals the top measures too (e.g. the same marginals at every level).
+
+    Examples
+    --------
+    >>> from postdp import Gaussian, Hierarchy
+    >>> from postdp.tables import Measurement, Query, Table, Workload, measure
+    >>> cat = Hierarchy.from_parents(["T", "x", "y"], [None, "T", "T"])
+    >>> q = Query.detailed(cat)
+    >>> top = Table(Hierarchy.from_parents(["S", "a", "b"], [None, "S", "S"]), cat,
+    ...             [[3, 1], [2, 2]])
+    >>> subs = [Table(Hierarchy.from_parents([g, g + "1", g + "2"], [None, g, g]), cat,
+    ...               rows) for g, rows in [("a", [[1, 1], [2, 0]]), ("b", [[2, 2], [0, 0]])]]
+    >>> top_work = Workload([Measurement(d, q, Gaussian(rho=1.0)) for d in range(2)])
+    >>> sub_work = Workload([Measurement(1, q, Gaussian(rho=1.0))])
+    >>> top_m = measure(top, top_work, secure=False, rng=0)
+    >>> parts = list(project_by_subtree(
+    ...     top_m, lambda k: measure(subs[k], sub_work, secure=False, rng=k + 1)))
+    >>> [p.shape for p in parts]
+    [(3, 2), (3, 2), (3, 2)]
+    >>> bool(np.allclose(parts[1][0], parts[0][1]))  # subtree a's root is the top's row a
+    True
+    """
+    if method not in _METHODS:
+        raise ValidationError(f"`method` must be 'blue' or 'top-down'; got {method!r}")
+    if not isinstance(top, TableMeasurements):
+        raise TypeError(f"`top` must be TableMeasurements; got {type(top).__name__}")
+    geo = top.table.geography
+    if geo.n == 1 or not np.all(geo.depth[geo.leaves] == geo.n_levels - 1):
+        raise ValidationError(
+            "`top` must stop at the cut level: every leaf geounit of its geography at its "
+            "deepest level (the roots of the subtrees)"
+        )
+    if method == "top-down":
+        return _top_down(top, subtree)
+    return _blue(top, subtree)
+
+
+def _lead(measurements: TableMeasurements) -> tuple[int, ...]:
+    return tuple(measurements.values[0].shape[:-2])
+
+
+def _subtree(top: TableMeasurements, subtree: Callable[[int], TableMeasurements], k: int) -> Any:
+    """Subtree k's measurements, checked against the top."""
+    sub = subtree(k)
+    if not isinstance(sub, TableMeasurements):
+        raise TypeError(f"subtree({k}) must return TableMeasurements; got {type(sub).__name__}")
+    geo, cat = top.table.geography, top.table.categories
+    expected = str(geo.ids[geo.leaves[k]])
+    got = str(sub.table.geography.ids[sub.table.geography.root])
+    if got != expected:
+        raise ValidationError(f"subtree({k}) is rooted at {got!r}; expected {expected!r}")
+    cells = sub.table.categories
+    if not np.array_equal(cells.ids[cells.leaves], cat.ids[cat.leaves]):
+        raise ValidationError(f"subtree({k}) has other detailed cells than `top`")
+    if sub.workload.at(0):
+        raise ValidationError(
+            f"subtree({k}) measures its root; the root's measurements belong to `top`"
+        )
+    if _lead(sub) != _lead(top):
+        raise ValidationError(
+            f"subtree({k}) has draws of shape {_lead(sub)}; `top` has {_lead(top)}"
+        )
+    return sub
+
+
+def _top_down(
+    top: TableMeasurements, subtree: Callable[[int], TableMeasurements]
+) -> Iterator[FloatArray]:
+    geo, cat = top.table.geography, top.table.categories
+    schema = table_schema(cat, top.workload)
+    detailed = Query.detailed(cat) if schema is None else Query.marginal(schema, "detailed")
+    upper = top_down_table(top)
+    yield upper
+    for k, g in enumerate(geo.leaves):
+        sub = _subtree(top, subtree, k)
+        work = Workload(
+            [Measurement(0, detailed, None), *sub.workload.measurements],
+            neighbours=sub.workload.neighbours,
+        )
+        fixed = upper[..., g : g + 1, :]
+        yield top_down_table(TableMeasurements(sub.table, work, (fixed, *sub.values), sub.secure))
+
+
+class _Solver:
+    """One tree's (P) in the marginal basis (a schema table) or with c x c matrices."""
+
+    def __init__(self, m: TableMeasurements, basis: Any, below: list[FloatArray] | None) -> None:
+        self.geo = m.table.geography
+        if basis is not None:
+            self.marginal = MarginalBasis(self.geo, m.workload, basis=basis, below=below)
+            return
+        self.levels = level_matrices(m.table, m.workload)
+        c = m.table.categories.leaves.size
+        cov = None if below is None else below[0]
+        self.tree = TreeGLS(self.geo, [(A, r) for A, r, _ in self.levels], c, cov)
+
+    def _values(self, m: TableMeasurements, B: int) -> list[FloatArray]:
+        return [v.reshape(B, *v.shape[-2:]) for v in m.values]
+
+    def _ys(self, m: TableMeasurements, B: int) -> list[FloatArray]:
+        return [level_answers(self.geo, self.levels[d], m, d, B) for d in range(self.geo.n_levels)]
+
+    def upward(self, m: TableMeasurements, B: int) -> list[tuple[FloatArray, FloatArray]]:
+        if hasattr(self, "marginal"):
+            return self.marginal.upward(self._values(m, B), B)
+        return [self.tree.upward(self._ys(m, B))]
+
+    def solve(
+        self,
+        m: TableMeasurements,
+        B: int,
+        below: list[FloatArray] | None = None,
+        root: FloatArray | None = None,
+    ) -> FloatArray:
+        if hasattr(self, "marginal"):
+            return self.marginal.solve(self._values(m, B), B, below=below, root=root)
+        out = self.tree.solve(self._ys(m, B), below=None if below is None else below[0], root=root)
+        result: FloatArray = out[:, self.geo.layout.position]
+        return result
+
+
+def _blue(
+    top: TableMeasurements, subtree: Callable[[int], TableMeasurements]
+) -> Iterator[FloatArray]:
+    geo, cat = top.table.geography, top.table.categories
+    lead = _lead(top)
+    B = int(np.prod(lead)) if lead else 1
+    basis = None
+    if table_schema(cat, top.workload) is not None:
+        plain = MarginalBasis(geo, top.workload)
+        basis = (plain.bases, plain.ranks)
+    lay = geo.layout
+    slot = lay.position[geo.leaves] - int(lay.bounds[-2])  # each subtree's place in `below`
+    solvers: list[_Solver | None] = []
+    summaries = []
+    for k in range(geo.leaves.size):
+        sub = _subtree(top, subtree, k)
+        try:
+            solver = _Solver(sub, basis, None)
+        except ValueError as err:  # a marginal the top's basis does not hold
+            raise ValidationError(f"subtree({k}): {err}") from None
+        summaries.append(solver.upward(sub, B))
+        solvers.append(solver)
+        del sub
+    n_types = len(summaries[0])
+    below_cov, below_est = [], []
+    for t in range(n_types):
+        cov = np.empty((slot.size, *summaries[0][t][1].shape))
+        est = np.empty((summaries[0][t][0].shape[0], slot.size, summaries[0][t][0].shape[1]))
+        for k, parts in enumerate(summaries):
+            est[:, slot[k]], cov[slot[k]] = parts[t]
+        below_cov.append(cov)
+        below_est.append(est)
+    del summaries
+    upper = _Solver(top, basis, below_cov).solve(top, B, below=below_est)
+    c = cat.leaves.size
+    yield upper.reshape(*lead, geo.n, c)
+    for k, g in enumerate(geo.leaves):
+        sub = _subtree(top, subtree, k)
+        below_root = solvers[k]
+        assert below_root is not None
+        solvers[k] = None  # its tree arrays are not needed again
+        est = below_root.solve(sub, B, root=upper[:, g])
+        yield est.reshape(*lead, sub.table.geography.n, c)

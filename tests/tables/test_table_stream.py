@@ -1,0 +1,176 @@
+"""(P) and top-down one subtree at a time equal the whole table's (project_by_subtree)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from postdp import Gaussian, Hierarchy
+from postdp.errors import ValidationError
+from postdp.postprocess import TableProjector, project_by_subtree, top_down_table
+from postdp.tables import Measurement, Query, Table, TableMeasurements, Workload, measure
+
+from ._reference import random_schema, random_terms, random_tree, small_pl94_state
+
+
+def _geography(rng, ragged=True):
+    """root > 2-3 geounits > 1-3 children > 0-3 grandchildren each (1-3 unless
+    ``ragged``)."""
+    ids, parents = ["R"], [None]
+    for a in range(int(rng.integers(2, 4))):
+        ids.append(f"C{a}")
+        parents.append("R")
+        for b in range(int(rng.integers(1, 4))):
+            ids.append(f"T{a}{b}")
+            parents.append(f"C{a}")
+            for e in range(int(rng.integers(0 if ragged else 1, 4))):
+                ids.append(f"B{a}{b}{e}")
+                parents.append(f"T{a}{b}")
+    return Hierarchy.from_parents(ids, parents)
+
+
+def _schema_case(seed, ragged=True):
+    rng = np.random.default_rng(seed)
+    schema = random_schema(rng, max_size=48)
+    geo = _geography(rng, ragged)
+    table = Table(geo, schema.categories(), rng.integers(0, 6, (geo.leaves.size, schema.size)))
+    extra = [schema.marginal(random_terms(rng, schema)).name for _ in range(2)]
+    names = list(dict.fromkeys(["detailed", *extra]))
+    items = [
+        Measurement(d, Query.marginal(schema, n), Gaussian(rho=float(rng.uniform(0.2, 1))))
+        for d in range(geo.n_levels)
+        for n in names
+        if not (d == 0 and n == "total")
+    ]
+    if "total" in names or rng.random() < 0.5:
+        items.append(Measurement(0, Query.marginal(schema, "total"), None))
+    return table, Workload(items)
+
+
+def _tree_case(seed):
+    rng = np.random.default_rng(seed)
+    cat = random_tree(rng, int(rng.integers(3, 8)), "c")
+    geo = _geography(rng)
+    table = Table(geo, cat, rng.integers(0, 30, (geo.leaves.size, cat.leaves.size)))
+    items = [Measurement(d, Query.detailed(cat), Gaussian(rho=0.5)) for d in range(geo.n_levels)]
+    items.append(Measurement(0, Query("root", [[str(cat.ids[cat.root])]]), None))
+    return table, Workload(items)
+
+
+def split(measurements, cut):
+    """The top (levels <= cut) and each cut geounit's subtree, with their answers."""
+    table, work = measurements.table, measurements.workload
+    geo, cat = table.geography, table.categories
+    cells = np.zeros((geo.n, cat.leaves.size), dtype=np.int64)
+    cells[geo.leaves] = table.dense_cells()
+    cells = geo.aggregate(cells.T).T
+    rows = {d: {int(g): i for i, g in enumerate(geo.levels[d])} for d in range(geo.n_levels)}
+
+    def part(nodes, shift):
+        nodes = np.sort(nodes)
+        local = {int(g): i for i, g in enumerate(nodes)}
+        parents = [local.get(int(geo.parent[g]), -1) for g in nodes]
+        sub_geo = Hierarchy([str(geo.ids[g]) for g in nodes], parents)
+        sub = Table(sub_geo, cat, cells[nodes[sub_geo.leaves]])
+        items, values = [], []
+        for m, v in zip(work.measurements, measurements.values, strict=True):
+            d = m.level - shift
+            if 0 <= d < sub_geo.n_levels and not (shift and d == 0):
+                items.append(Measurement(d, m.query, m.mechanism, weight=m.weight))
+                pick = [rows[m.level][int(g)] for g in nodes[sub_geo.levels[d]]]
+                values.append(v[..., pick, :])
+        w = Workload(items, neighbours=work.neighbours)
+        return TableMeasurements(sub, w, tuple(values), measurements.secure)
+
+    top = part(np.flatnonzero(geo.depth <= cut), 0)
+    subs = []
+    for g in geo.levels[cut]:
+        inside = np.zeros(geo.n, dtype=bool)
+        inside[g] = True
+        for d in range(cut + 1, geo.n_levels):
+            nodes = geo.levels[d]
+            inside[nodes] = inside[geo.parent[nodes]]
+        subs.append(part(np.flatnonzero(inside), cut))
+    return top, subs
+
+
+def _check(draws, cut, method, reference):
+    top, subs = split(draws, cut)
+    calls = []
+
+    def subtree(k):
+        calls.append(k)
+        return subs[k]
+
+    parts = list(project_by_subtree(top, subtree, method=method))
+    geo = draws.table.geography
+    whole = reference(draws)
+    scale = max(1.0, float(np.abs(whole).max()))
+    index = {str(g): i for i, g in enumerate(geo.ids)}
+    top_rows = [index[str(g)] for g in top.table.geography.ids]
+    np.testing.assert_allclose(parts[0], whole[..., top_rows, :], rtol=0, atol=1e-9 * scale)
+    for sub, est in zip(subs, parts[1:], strict=True):
+        rows = [index[str(g)] for g in sub.table.geography.ids]
+        np.testing.assert_allclose(est, whole[..., rows, :], rtol=0, atol=1e-9 * scale)
+    return calls
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_blue_by_subtree_equals_the_whole_tables_in_the_marginal_basis(seed):
+    """Upward summaries, the top, then each subtree below its root: the BLUE of the whole
+    table to 1e-9, two draws at once, whether the cut is at level 1 or 2."""
+    cut = 1 + seed % 2
+    table, work = _schema_case(seed, ragged=cut == 1)
+    draws = measure(table, work, secure=False, rng=seed, size=2)
+    calls = _check(draws, cut, "blue", TableProjector(table, work))
+    n = table.geography.levels[cut].size
+    assert calls == [*range(n), *range(n)]  # upward, then downward
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_blue_by_subtree_equals_the_whole_tables_with_dense_matrices(seed):
+    """A category-tree table (the c x c solver): the same equality."""
+    table, work = _tree_case(seed)
+    draws = measure(table, work, secure=False, rng=seed)
+    _check(draws, 1, "blue", TableProjector(table, work))
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_top_down_by_subtree_equals_the_whole_tables(seed):
+    table, work = _schema_case(seed)
+    draws = measure(table, work, secure=False, rng=seed, size=2)
+    calls = _check(draws, 1, "top-down", top_down_table)
+    assert calls == list(range(table.geography.levels[1].size))  # one pass
+
+
+def test_the_2020_preset_by_county_equals_the_whole_state():
+    """The persons preset (state totals invariant) cut at the counties: both methods."""
+    table, work = small_pl94_state(3)
+    draws = measure(table, work, secure=False, rng=4)
+    _check(draws, 2, "blue", TableProjector(table, work))
+    _check(draws, 2, "top-down", top_down_table)
+
+
+def test_bad_calls_are_refused():
+    table, work = _schema_case(0)
+    draws = measure(table, work, secure=False, rng=0)
+    top, subs = split(draws, 1)
+    with pytest.raises(ValidationError, match="`method` must be 'blue' or 'top-down'; got 'x'"):
+        project_by_subtree(top, subs.__getitem__, method="x")
+    with pytest.raises(ValidationError, match="must stop at the cut level"):
+        project_by_subtree(draws, subs.__getitem__)
+    with pytest.raises(ValidationError, match=r"subtree\(0\) is rooted at 'C1'; expected 'C0'"):
+        list(project_by_subtree(top, lambda k: subs[1 - k]))
+    sub = subs[0]
+    first = sub.workload.measurements[0]
+    rooted = TableMeasurements(
+        sub.table,
+        Workload([Measurement(0, first.query, first.mechanism), *sub.workload.measurements]),
+        (sub.values[0][..., :1, :], *sub.values),
+        False,
+    )
+    with pytest.raises(ValidationError, match=r"subtree\(0\) measures its root"):
+        list(project_by_subtree(top, lambda k: rooted))
+    two = measure(table, work, secure=False, rng=0, size=2)
+    with pytest.raises(ValidationError, match=r"subtree\(0\) has draws of shape \(\); `top`"):
+        list(project_by_subtree(split(two, 1)[0], subs.__getitem__))
