@@ -270,3 +270,81 @@ def test_a_persons_schema_top_down_rounds_on_its_occupied_cells():
     out = round_table(v, table, rng=6)
     _check(out, v, table)
     assert (out[v == 0] == 0).all()
+
+
+def _leaf_sparse(v, geo):
+    from scipy import sparse
+
+    return sparse.csr_array(v[geo.leaves])
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_sparse_leaf_cells_round_as_the_dense_table_does(seed):
+    """A scipy.sparse matrix of the leaf cells: the same circulation as the dense input on
+    the fractional path (the same integers for the same seed), returned sparse."""
+    from scipy import sparse
+
+    from postdp.postprocess import table_rounding
+
+    rng = np.random.default_rng(200 + seed)
+    geo = random_tree(rng, int(rng.integers(3, 30)), "g")
+    cat = random_tree(rng, int(rng.integers(3, 12)), "c")
+    table = Table(geo, cat, np.zeros((geo.leaves.size, cat.leaves.size), dtype=int))
+    v = _consistent(rng, geo, cat.leaves.size, float(10.0 ** rng.integers(0, 6)))
+    out = round_table(_leaf_sparse(v, geo), table, rng=seed)
+    assert sparse.issparse(out) and out.dtype == np.int64
+    full = np.zeros((geo.n, cat.leaves.size), dtype=np.int64)
+    full[geo.leaves] = out.toarray()
+    full = geo.aggregate(full.T).T
+    _check(full, v, table)
+    with pytest.MonkeyPatch.context() as mp:  # the dense input on the fractional path
+        mp.setattr(table_rounding, "_SPARSE_CELLS", 1)
+        dense = round_table(v, table, rng=seed)
+    np.testing.assert_array_equal(full, dense)
+    Table(geo, cat, out)  # usable as a table's cells
+
+
+def test_sparse_leaf_cells_are_unbiased():
+    rng = np.random.default_rng(31)
+    geo = random_tree(rng, 10, "g")
+    cat = random_tree(rng, 6, "c")
+    table = Table(geo, cat, np.zeros((geo.leaves.size, cat.leaves.size), dtype=int))
+    v = _consistent(rng, geo, cat.leaves.size)
+    m = _leaf_sparse(v, geo)
+    gen = np.random.default_rng(8)
+    n = 3000
+    C = category_matrix(cat).astype(float)
+    total = np.zeros((geo.n, cat.n))
+    square = np.zeros((geo.n, cat.n))
+    for _ in range(n):
+        full = np.zeros((geo.n, cat.leaves.size))
+        full[geo.leaves] = round_table(m, table, rng=gen).toarray()
+        every = geo.aggregate(full.T).T @ C.T
+        total += every
+        square += every**2
+    mean = total / n
+    sd = np.sqrt(np.maximum(square / n - mean**2, 0.0) * n / (n - 1))
+    truth = v @ C.T
+    fractional = sd > 0
+    z = norm.ppf(1 - 0.001 / (2 * fractional.sum()))
+    assert (np.abs(mean - truth)[~fractional] < 1e-9).all()
+    assert (np.abs(mean - truth)[fractional] <= z * sd[fractional] / np.sqrt(n)).all()
+
+
+def test_sparse_leaf_cells_of_one_tree_and_bad_input():
+    from scipy import sparse
+
+    geo = Hierarchy.from_parents(["S", "a", "b"], [None, "S", "S"])
+    one = Hierarchy.from_parents(["T", "x"], [None, "T"])
+    table = Table(geo, one, [[0], [0]])
+    out = round_table(sparse.csr_array([[1.5], [2.25]]), table, rng=0).toarray()
+    assert out[0, 0] in (1, 2) and out[1, 0] in (2, 3)
+    assert out.sum() in (3, 4)
+    cat = Hierarchy.from_parents(["T", "x", "y"], [None, "T", "T"])
+    t2 = Table(geo, cat, [[0, 0], [0, 0]])
+    with pytest.raises(ValidationError, match=r"shape \(2, 2\); got shape \(3, 2\)"):
+        round_table(sparse.csr_array(np.ones((3, 2))), t2)
+    with pytest.raises(ValidationError, match="finite"):
+        round_table(sparse.csr_array([[np.nan, 1.0], [0, 0]]), t2)
+    with pytest.raises(ValidationError, match="2\\*\\*52"):
+        round_table(sparse.csr_array([[2.0**53, 1.0], [0, 0]]), t2)

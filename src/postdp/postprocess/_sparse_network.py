@@ -37,9 +37,7 @@ class SparseNetwork:
     adj_start: IntArray
     adj_edge: IntArray
     offset: IntArray  # each edge's fractional part in units of 1/Q, in (0, Q)
-    leaf_row: IntArray  # the (leaf geounit position, detailed cell) of each cell edge ...
-    leaf_cell: IntArray
-    leaf_edge: IntArray  # ... and its edge
+    leaf_edge: IntArray  # the edge of each fractional leaf cell, in the input's order
 
 
 def _combine(keys: IntArray, values: IntArray) -> tuple[IntArray, IntArray]:
@@ -52,15 +50,18 @@ def _combine(keys: IntArray, values: IntArray) -> tuple[IntArray, IntArray]:
     return unique[keep], sums[keep]
 
 
-def sparse_network(geo: Hierarchy, cat: Hierarchy, q: IntArray) -> SparseNetwork:
-    """The circulation of the fractional counts, from the leaf cells' parts ``q``.
+def sparse_network(
+    geo: Hierarchy, cat: Hierarchy, rows: IntArray, cols: IntArray, parts: IntArray
+) -> SparseNetwork:
+    """The circulation of the fractional counts, from the leaf cells' parts.
 
     Parameters
     ----------
     geo, cat : Hierarchy
         Geography and category tree of the table (each with more than one node).
-    q : ndarray of int64, shape (geo.leaves.size, c)
-        Each leaf cell's fractional part in units of 1/Q, in [0, Q).
+    rows, cols, parts : ndarray of int64
+        The leaf cells with a fractional part: position among ``geo.leaves``, detailed
+        cell, and the part in units of 1/Q, in (0, Q); ``leaf_edge`` follows this order.
     """
     c, m, n = cat.leaves.size, cat.n, geo.n
     root, top = int(geo.root), int(cat.root)
@@ -91,10 +92,9 @@ def sparse_network(geo: Hierarchy, cat: Hierarchy, q: IntArray) -> SparseNetwork
     tails: list[IntArray] = []
     heads: list[IntArray] = []
     offsets: list[IntArray] = []
-    rows, cols = np.nonzero(q)
     leaf_g = geo.leaves[rows].astype(np.int64)
     leaf_j = cols.astype(np.int64)
-    leaf_v = q[rows, cols].astype(np.int64)
+    leaf_v = parts.astype(np.int64)
 
     # family 1, down the geography: every (geounit, cell) with a fractional sum
     depth = geo.depth[leaf_g]
@@ -176,7 +176,5 @@ def sparse_network(geo: Hierarchy, cat: Hierarchy, q: IntArray) -> SparseNetwork
         adj_start=adj_start,
         adj_edge=(order % E).astype(np.int64),
         offset=offset,
-        leaf_row=rows.astype(np.int64),
-        leaf_cell=leaf_j,
         leaf_edge=leaf_edge,
     )

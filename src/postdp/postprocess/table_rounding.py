@@ -33,6 +33,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from scipy import sparse
 
 from postdp import _rng, _validation
 from postdp._table_kernels import cycle_round_rows
@@ -63,13 +64,18 @@ def round_table(
 
     Parameters
     ----------
-    values : array_like, shape (..., geography.n, n_detailed)
+    values : array_like, shape (..., geography.n, n_detailed), or sparse matrix
         Detailed histogram of every geounit, rows in the order of ``geography.ids``, every
         geographic parent equal to the sum of its children cell by cell (to ``atol``
         relative to the largest value): e.g. the output of
         :func:`~postdp.postprocess.top_down_table` or
         :func:`~postdp.postprocess.project_table` with ``cells=True``. Leading axes are
-        draws. Magnitudes below 2**52.
+        draws. Magnitudes below 2**52. Or a ``scipy.sparse`` matrix of the leaf geounits'
+        detailed cells only, shape (leaf geounits, n_detailed), rows in the order of
+        ``geography.leaves`` (as :attr:`Table.cells <postdp.tables.Table>` holds a sparse
+        table; the parents are their sums): one draw, with memory following the stored
+        cells, for tables too large to hold densely (e.g. the leaves of
+        :func:`~postdp.postprocess.project_by_subtree`'s subtrees).
     table : Table
         Supplies the geography and the category tree (its counts are not read).
     rng : int, numpy.random.Generator, SeedSequence or None
@@ -88,7 +94,8 @@ def round_table(
 
     Returns
     -------
-    ndarray of int64, same shape
+    ndarray of int64, same shape (a ``scipy.sparse`` csr_array of the leaf cells for a sparse
+    ``values``, usable as a :class:`~postdp.tables.Table`'s cells)
         Integers with every geographic parent exactly the sum of its children in every
         detailed cell (and so in every aggregate, aggregates being sums of detailed cells).
         Every detailed cell and every total of every geounit, and every category count of
@@ -129,6 +136,10 @@ def round_table(
     """
     if not isinstance(table, Table):
         raise TypeError(f"`table` must be a Table; got {type(table).__name__}")
+    given: Any = values
+    if sparse.issparse(given):  # the leaf cells only, one draw
+        result: IntArray = _round_leaf_cells(given, table, _rng.as_generator(rng))
+        return result
     geo, cat = table.geography, table.categories
     c = cat.leaves.size
     arr = _validation.real_array("values", values)
@@ -160,16 +171,16 @@ def round_table(
         rounded = round_consistent(flat, tree, rng=gen, atol=atol)
         one = rounded[:, cat.leaves][:, None, :] if geo.n == 1 else rounded[..., None]
         return one.reshape(shape)
-    sparse = c >= _SPARSE_CELLS
-    splitting = split and geo.n_levels > 2 and not sparse
-    net = None if splitting or sparse else _network(geo, cat)
+    few = c >= _SPARSE_CELLS  # walk the fractional edges only
+    splitting = split and geo.n_levels > 2 and not few
+    net = None if splitting or few else _network(geo, cat)
     low = np.floor(X[:, leaves])
     q = np.rint((X[:, leaves] - low) * _Q).astype(np.int64)
     low = low.astype(np.int64) + (q == _Q)
     q[q == _Q] = 0
     out = np.empty((B, geo.n, c), dtype=np.int64)
     for b in range(B):  # one draw at a time: memory of one network
-        if sparse:
+        if few:
             out[b] = _with_parents(low[b] + _round_sparse(q[b], geo, cat, gen), geo)
             continue
         if splitting:
@@ -194,14 +205,71 @@ def round_table(
 
 def _round_sparse(q: IntArray, geo: Hierarchy, cat: Hierarchy, gen: Any) -> IntArray:
     """0/1 per leaf cell: the dependent rounding walked on the fractional edges only."""
-    net = sparse_network(geo, cat, q)
+    rows, cols = np.nonzero(q)
+    up = np.zeros(q.shape, dtype=np.int64)
+    up[rows, cols] = _round_parts(rows, cols, q[rows, cols], geo, cat, gen)
+    return up
+
+
+def _round_parts(
+    rows: IntArray, cols: IntArray, parts: IntArray, geo: Hierarchy, cat: Hierarchy, gen: Any
+) -> IntArray:
+    """0/1 per fractional leaf cell (leaf position ``rows``, cell ``cols``, fractional part
+    ``parts`` in units of 1/Q): the walk on the circulation of the fractional counts."""
+    net = sparse_network(geo, cat, rows, cols, parts)
     offset = net.offset[None].copy()
     cycle_round_rows(
         net.tail, net.head, net.adj_start, net.adj_edge, offset, gen.random(offset.shape), _Q
     )
-    up = np.zeros(q.shape, dtype=np.int64)
-    up[net.leaf_row, net.leaf_cell] = offset[0, net.leaf_edge] == _Q
+    up: IntArray = (offset[0, net.leaf_edge] == _Q).astype(np.int64)
     return up
+
+
+def _round_leaf_cells(values: Any, table: Table, gen: Any) -> Any:
+    """:func:`round_table` of a sparse matrix of the leaf geounits' cells (one draw)."""
+    geo, cat = table.geography, table.categories
+    shape = (geo.leaves.size, cat.leaves.size)
+    m = sparse.csr_array(values, dtype=np.float64)
+    if m.shape != shape:
+        raise ValidationError(
+            f"a sparse `values` must hold the leaf geounits' detailed cells, shape {shape}; "
+            f"got shape {m.shape}"
+        )
+    m.sum_duplicates()
+    data = np.asarray(m.data)
+    if not np.isfinite(data).all():
+        raise ValidationError("`values` must be finite")
+    if float(np.abs(data).max(initial=0.0)) >= _MAX_ABS:
+        raise ValidationError(
+            "`values` must stay below 2**52 in magnitude to be rounded (float64 holds no "
+            "fractional part beyond that)"
+        )
+    coo = m.tocoo()
+    rows, cols = coo.row.astype(np.int64), coo.col.astype(np.int64)
+    low = np.floor(data)
+    q = np.rint((data - low) * _Q).astype(np.int64)
+    low = low.astype(np.int64) + (q == _Q)
+    q[q == _Q] = 0
+    frac = q != 0
+    if frac.any() and (geo.n == 1 or cat.leaves.size == 1):  # one tree: a dense row or column
+        full = np.zeros((geo.n, cat.leaves.size))
+        full[geo.leaves] = m.toarray()
+        full = _with_parents_float(full[geo.leaves], geo)
+        out = round_table(full, table, rng=gen)[geo.leaves]
+        return sparse.csr_array(out)
+    if frac.any():
+        low[frac] += _round_parts(rows[frac], cols[frac], q[frac], geo, cat, gen)
+    rounded = sparse.csr_array((low, (rows, cols)), shape=shape, dtype=np.int64)
+    rounded.eliminate_zeros()
+    return rounded
+
+
+def _with_parents_float(cells: FloatArray, geo: Hierarchy) -> FloatArray:
+    """Every geounit's cells (rows = geography.ids) from the leaf geounits' (real)."""
+    full = np.zeros((cells.shape[1], geo.n))
+    full[:, geo.leaves] = cells.T
+    out: FloatArray = geo.aggregate(full).T
+    return out
 
 
 def _with_parents(cells: IntArray, geo: Hierarchy) -> IntArray:
