@@ -174,3 +174,87 @@ def test_bad_calls_are_refused():
     two = measure(table, work, secure=False, rng=0, size=2)
     with pytest.raises(ValidationError, match=r"subtree\(0\) has draws of shape \(\); `top`"):
         list(project_by_subtree(split(two, 1)[0], subs.__getitem__))
+
+
+@pytest.mark.parametrize("as_sparse", [False, True])
+def test_a_table_cut_at_a_level_keeps_every_count(as_sparse):
+    from scipy import sparse
+
+    rng = np.random.default_rng(5)
+    geo = _geography(rng, ragged=False)
+    cat = random_tree(rng, 6, "c")
+    cells = rng.integers(0, 4, (geo.leaves.size, cat.leaves.size))
+    table = Table(geo, cat, sparse.csr_array(cells) if as_sparse else cells)
+    for level in (1, 2):
+        top, subs = table.split_at(level)
+        assert top.is_sparse == as_sparse and all(s.is_sparse == as_sparse for s in subs)
+        index = {str(g): i for i, g in enumerate(geo.ids)}
+        whole = table.detailed()
+        rows = [index[str(g)] for g in top.geography.ids]
+        np.testing.assert_array_equal(top.detailed(), whole[rows])
+        roots = [str(top.geography.ids[g]) for g in top.geography.leaves]
+        assert [str(s.geography.ids[s.geography.root]) for s in subs] == roots
+        assert sum(s.geography.n for s in subs) + top.geography.n - len(subs) == geo.n
+        for sub in subs:
+            rows = [index[str(g)] for g in sub.geography.ids]
+            np.testing.assert_array_equal(sub.detailed(), whole[rows])
+            np.testing.assert_array_equal(
+                geo.parent[rows[1:]], [rows[p] for p in sub.geography.parent[1:]]
+            )
+    with pytest.raises(ValidationError, match="`level` must be an integer from 1 to 2"):
+        table.split_at(3)
+    ragged = Table(
+        Hierarchy.from_parents(["R", "a", "b", "a1", "a11"], [None, "R", "R", "a", "a1"]),
+        cat,
+        np.zeros((2, cat.leaves.size), dtype=int),
+    )
+    with pytest.raises(ValidationError, match="geounit 'b' is a leaf above level 2"):
+        ragged.split_at(2)
+
+
+def test_a_workload_cut_at_a_level_keeps_its_budget():
+    from fractions import Fraction
+
+    from postdp.data import load_strategy
+
+    _, work = small_pl94_state(0)
+    top, below = work.split_at(2)
+    assert {m.level for m in top.measurements} == {0, 1, 2}
+    assert {m.level for m in below.measurements} == {1, 2, 3}
+    assert len(top.measurements) + len(below.measurements) == len(work.measurements)
+    rho = sum(Fraction(r) for r in top.exact_rho + below.exact_rho if r is not None)
+    assert rho == load_strategy("pl94-2020-persons").rho
+    assert top.budget().rho + below.budget().rho == pytest.approx(work.budget().rho, rel=1e-12)
+    assert below.neighbours == work.neighbours == "bounded"
+    with pytest.raises(ValidationError, match="`level` 5 leaves no measurement below the cut"):
+        work.split_at(5)
+
+
+def test_a_county_by_county_release_of_the_2020_preset():
+    """Table.split_at and Workload.split_at feed project_by_subtree: consistent output,
+    the state's invariant total kept, every county's subtree below its top-down row."""
+    table, work = small_pl94_state(1)
+    top, subs = table.split_at(2)
+    top_work, sub_work = work.split_at(2)
+    top_m = measure(top, top_work, secure=False, rng=0)
+    seeds = np.random.SeedSequence(1).spawn(len(subs))
+
+    def subtree(k):
+        return measure(subs[k], sub_work, secure=False, rng=np.random.default_rng(seeds[k]))
+
+    for method in ("blue", "top-down"):
+        parts = list(project_by_subtree(top_m, subtree, method=method))
+        upper = parts[0]
+        for k, (sub, est) in enumerate(zip(subs, parts[1:], strict=True)):
+            np.testing.assert_allclose(est[0], upper[top.geography.leaves[k]], atol=1e-9)
+            geo = sub.geography
+            kids = np.zeros_like(est)
+            np.add.at(kids, geo.parent[1:], est[1:])
+            inner = ~geo.is_leaf
+            np.testing.assert_allclose(est[inner], kids[inner], atol=1e-8 * max(1, est.max()))
+            if method == "top-down":
+                assert est.min() >= 0
+        states = top.geography.levels[1]
+        np.testing.assert_allclose(
+            upper[states].sum(axis=1), top.detailed()[states].sum(axis=1), atol=1e-8
+        )

@@ -155,6 +155,85 @@ class Table:
         )
         return sparse.csr_array(member @ self.cells)
 
+    def split_at(self, level: int) -> tuple[Table, list[Table]]:
+        """The table cut at a geographic level, to be released one subtree at a time
+        (:func:`~postdp.postprocess.project_by_subtree`).
+
+        Parameters
+        ----------
+        level : int
+            The cut, 1 to ``geography.n_levels - 2`` (e.g. 2, the counties of a
+            nation > state > county > ... geography). Every leaf geounit must lie at or
+            below it.
+
+        Returns
+        -------
+        top : Table
+            The geounits of levels 0 to ``level``; each geounit of ``level`` is a leaf
+            holding its histogram (the sum of its leaves').
+        subtrees : list of Table
+            One per geounit of ``level``, in the order of ``top.geography.leaves``: that
+            geounit (the root) and its descendants, with their leaves' cells (sparse
+            when this table is).
+
+        Examples
+        --------
+        >>> geo = Hierarchy.from_parents(["S", "a", "b", "a1", "a2", "b1"],
+        ...                              [None, "S", "S", "a", "a", "b"])
+        >>> cat = Hierarchy.from_parents(["T", "x", "y"], [None, "T", "T"])
+        >>> top, subs = Table(geo, cat, [[1, 2], [3, 4], [5, 6]]).split_at(1)
+        >>> top.cells.tolist(), [list(s.geography.ids) for s in subs]
+        ([[4, 6], [5, 6]], [['a', 'a1', 'a2'], ['b', 'b1']])
+        """
+        geo = self.geography
+        if (
+            isinstance(level, bool)
+            or not isinstance(level, (int, np.integer))
+            or not 1 <= level <= geo.n_levels - 2
+        ):
+            raise ValidationError(
+                f"`level` must be an integer from 1 to {geo.n_levels - 2} (the geography "
+                f"has {geo.n_levels} levels); got {level!r}"
+            )
+        shallow = geo.leaves[geo.depth[geo.leaves] < level]
+        if shallow.size:
+            raise ValidationError(
+                f"geounit {geo.ids[shallow[0]]!r} is a leaf above level {level}; every leaf "
+                "must lie at or below the cut"
+            )
+        owner = np.full(geo.n, -1, dtype=np.int64)  # each node's ancestor at the cut
+        owner[geo.levels[level]] = geo.levels[level]
+        for d in range(level + 1, geo.n_levels):
+            owner[geo.levels[d]] = owner[geo.parent[geo.levels[d]]]
+        leaf_pos = np.full(geo.n, -1, dtype=np.int64)
+        leaf_pos[geo.leaves] = np.arange(geo.leaves.size)
+        cells: Any = self.cells
+        upper = np.flatnonzero(geo.depth <= level)
+        top_geo = _induced(geo, upper)
+        cut = upper[top_geo.leaves]  # the cut geounits, in the top's leaf order
+        rank = np.full(geo.n, -1, dtype=np.int64)
+        rank[cut] = np.arange(cut.size)
+        member = sparse.csr_array(
+            (
+                np.ones(geo.leaves.size, dtype=np.int64),
+                (rank[owner[geo.leaves]], leaf_pos[geo.leaves]),
+            ),
+            shape=(cut.size, geo.leaves.size),
+        )
+        sums = member @ cells
+        top_cells = sparse.csr_array(sums) if self.is_sparse else np.asarray(sums)
+        top = Table(top_geo, self.categories, top_cells, self.labels)  # type: ignore[arg-type]
+        order = np.argsort(owner, kind="stable")  # nodes grouped by their cut geounit
+        grouped = owner[order]
+        subtrees = []
+        for g in cut:
+            lo, hi = np.searchsorted(grouped, [g, g + 1])
+            nodes = np.sort(order[lo:hi])
+            sub_geo = _induced(geo, nodes)
+            rows = leaf_pos[nodes[sub_geo.leaves]]
+            subtrees.append(Table(sub_geo, self.categories, cells[rows], self.labels))
+        return top, subtrees
+
     def to_frame(self, values: ArrayLike | None = None, *, name: str = "count") -> pd.DataFrame:
         """Long form: one row per (geounit, category node).
 
@@ -322,6 +401,14 @@ def _sparse_cells(cells: object, shape: tuple[int, int]) -> Any:
     out = sparse.csr_array(out, dtype=np.int64)
     out.eliminate_zeros()
     return out
+
+
+def _induced(geo: Hierarchy, nodes: IntArray) -> Hierarchy:
+    """The tree on ``nodes`` (sorted; closed under parents except for one root)."""
+    local = np.full(geo.n, -1, dtype=np.int64)
+    local[nodes] = np.arange(nodes.size)
+    parent = np.where(geo.parent[nodes] >= 0, local[np.maximum(geo.parent[nodes], 0)], -1)
+    return Hierarchy([str(i) for i in geo.ids[nodes]], parent)
 
 
 def expand(cells: NumArray, geography: Hierarchy, categories: Hierarchy) -> NumArray:

@@ -314,6 +314,43 @@ class Workload:
         object.__setattr__(work, "exact_rho", tuple(exact))
         return work
 
+    def split_at(self, level: int) -> tuple[Workload, Workload]:
+        """The workload of a table cut at a geographic level (:meth:`Table.split_at
+        <postdp.tables.Table.split_at>`): the measurements of levels 0 to ``level``, and
+        those below it with levels counted from the cut (each subtree's root is level 0
+        and holds no measurement). Mechanisms, weights and exact shares are kept.
+
+        Examples
+        --------
+        >>> from postdp import Gaussian, Hierarchy
+        >>> cat = Hierarchy.from_parents(["T", "x", "y"], [None, "T", "T"])
+        >>> w = Workload([Measurement(d, Query.detailed(cat), Gaussian(rho=0.5))
+        ...               for d in range(4)])
+        >>> top, below = w.split_at(1)
+        >>> [m.level for m in top.measurements], [m.level for m in below.measurements]
+        ([0, 1], [1, 2])
+        """
+        if isinstance(level, bool) or not isinstance(level, (int, np.integer)) or level < 0:
+            raise ValidationError(f"`level` must be a nonnegative integer; got {level!r}")
+        upper = [i for i, m in enumerate(self.measurements) if m.level <= level]
+        lower = [i for i, m in enumerate(self.measurements) if m.level > level]
+        if not upper or not lower:
+            raise ValidationError(
+                f"`level` {level} leaves no measurement {'at or above' if not upper else 'below'}"
+                " the cut"
+            )
+        parts = []
+        for picked, shift in ((upper, 0), (lower, int(level))):
+            items = [self.measurements[i] for i in picked]
+            moved = [
+                Measurement(m.level - shift, m.query, m.mechanism, weight=m.weight) for m in items
+            ]
+            work = Workload(moved, neighbours=self.neighbours)
+            if self.exact_rho is not None:
+                object.__setattr__(work, "exact_rho", tuple(self.exact_rho[i] for i in picked))
+            parts.append(work)
+        return parts[0], parts[1]
+
     def at(self, level: int) -> list[Measurement]:
         """The measurements of one geographic level."""
         return [m for m in self.measurements if m.level == level]
