@@ -11,6 +11,8 @@ Run by hand (never collected by pytest)::
     python benchmarks/bench_schema.py --tracts 600 --block-groups 3 --blocks 10 --people 40
     python benchmarks/bench_schema.py --strategy pl94-2020-persons --counties 14 \
         --tracts 193 --block-groups 3 --blocks 42 --people 26   # a Vermont-sized state
+    python benchmarks/bench_schema.py --stream 42           # a Pennsylvania-sized state,
+                                                            # county by county (~25 min)
 
 The geography is synthetic: nation > state > ``--counties`` counties > ``--tracts``
 tracts (spread evenly) [> ``--block-groups`` block groups per tract [> ``--blocks`` blocks
@@ -26,6 +28,16 @@ and state totals invariant; top-down keeps both).
 Also timed: the variance of every count of the 11 marginals at every geounit
 (``TableProjector.query_variances``, the margins of error of every published cell).
 
+With ``--stream FIPS``: the synthetic 2020 population of one state
+(``postdp.data.synthetic_population([FIPS])``; 42, Pennsylvania: 67 counties, ~3,300
+tracts, ~9,400 block groups, ~320,000 blocks) under the persons preset (or ``--strategy``),
+released county by county: the table and workload cut at the counties
+(``Table.split_at(2)``, ``Workload.split_at(2)``), each county's answers drawn from its own
+seed, then ``project_by_subtree`` (``"blue"``, which draws each county twice, and
+``"top-down"``) and ``round_table`` on the sparse block cells of the whole state. The noise
+floor is drawing every answer once. Peak memory is the process's resident peak
+(``ru_maxrss``), everything included.
+
 Printed per step: the median wall time of ``--repeat`` runs, its ratio to the noise floor
 (drawing the noise of the whole workload once, ``measure``) per run and the median of the
 ratios, and the peak memory of the step (tracemalloc). The (P) step includes its one-off
@@ -37,15 +49,23 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import time
 import tracemalloc
 
 import numpy as np
+from scipy import sparse
 
 from postdp import Gaussian, Hierarchy
-from postdp.data import load_strategy, pl94_schema
-from postdp.postprocess import TableProjector, blue_restore, round_table, top_down_table
+from postdp.data import load_strategy, pl94_schema, synthetic_population
+from postdp.postprocess import (
+    TableProjector,
+    blue_restore,
+    project_by_subtree,
+    round_table,
+    top_down_table,
+)
 from postdp.tables import Measurement, Query, Table, Workload, measure
 
 MARGINALS = [
@@ -102,6 +122,125 @@ def timed(step, repeat):
     return times, peak
 
 
+def _peak_gb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+
+
+def stream(args: argparse.Namespace) -> None:
+    """A state released county by county (see the module docstring)."""
+    start = time.perf_counter()
+    table = synthetic_population([args.stream], seed=0)
+    geo = table.geography
+    work = load_strategy(args.strategy or "pl94-2020-persons").workload(table)
+    top, subs = table.split_at(2)
+    top_work, sub_work = work.split_at(2)
+    leaf_total = np.asarray(table.cells.sum(axis=1)).astype(float)
+    full = np.zeros(geo.n)
+    full[geo.leaves] = leaf_total
+    truth = geo.aggregate(full)
+    rows = [geo.index([str(i) for i in s.geography.ids]) for s in subs]
+    leaf_rows = np.concatenate(
+        [
+            np.searchsorted(geo.leaves, r[s.geography.leaves])
+            for r, s in zip(rows, subs, strict=True)
+        ]
+    )
+    print(
+        f"state {args.stream}: {geo.n:,} geounits ({', '.join(f'{lv.size:,}' for lv in geo.levels)}"
+        f" by level), {int(truth[0]):,} people, {table.cells.nnz:,} nonzero block cells; "
+        f"built and cut in {time.perf_counter() - start:.0f} s; load {os.getloadavg()[0]:.2f}"
+    )
+    seeds = np.random.SeedSequence(1).spawn(len(subs) + 1)
+
+    def top_draws():
+        return measure(top, top_work, secure=False, rng=np.random.default_rng(seeds[-1]))
+
+    def subtree(k):
+        return measure(subs[k], sub_work, secure=False, rng=np.random.default_rng(seeds[k]))
+
+    def floor():
+        top_draws()
+        for k in range(len(subs)):
+            subtree(k)
+
+    def solve(method):
+        """Run one method; MAE of total population per level (2 and below) and the
+        block cells (sparse, for the rounding)."""
+        parts = project_by_subtree(top_draws(), subtree, method=method)
+        next(parts)  # the top; the counties come again as the subtrees' roots
+        errors = np.zeros(geo.n_levels)
+        blocks = []
+        for r, s, est in zip(rows, subs, parts, strict=True):
+            g = s.geography
+            np.add.at(errors, geo.depth[r], np.abs(est.sum(axis=1) - truth[r]))
+            blocks.append(sparse.csr_array(est[g.leaves]))
+        return errors, blocks
+
+    counts = np.array([lv.size for lv in geo.levels], dtype=float)
+    timings: dict[str, list[float]] = {"floor": [], "blue": [], "top-down": [], "rounding": []}
+    results = {}
+    for _ in range(args.repeat):
+        t0 = time.perf_counter()
+        floor()
+        timings["floor"].append(time.perf_counter() - t0)
+        print(
+            f"  noise floor {timings['floor'][-1]:.1f} s, peak RSS {_peak_gb():.2f} GB", flush=True
+        )
+        for method in ("blue", "top-down"):
+            t0 = time.perf_counter()
+            errors, blocks = solve(method)
+            timings[method].append(time.perf_counter() - t0)
+            print(
+                f"  {method}: {timings[method][-1]:.1f} s, peak RSS {_peak_gb():.2f} GB",
+                flush=True,
+            )
+            results[method] = errors
+        t0 = time.perf_counter()
+        cells = sparse.vstack(blocks).tocsr()[np.argsort(leaf_rows)]
+        rounded = round_table(cells, table, rng=2)
+        timings["rounding"].append(time.perf_counter() - t0)
+        print(
+            f"  rounding: {timings['rounding'][-1]:.1f} s, peak RSS {_peak_gb():.2f} GB", flush=True
+        )
+    f = timings["floor"]
+    for name in ("blue", "top-down"):
+        ratios = [t / x for t, x in zip(timings[name], f, strict=True)]
+        print(
+            f"{name}: median {statistics.median(timings[name]):.1f} s, "
+            f"{statistics.median(ratios):.2f}x the floor (per run: "
+            + ", ".join(f"{r:.2f}" for r in ratios)
+            + ")"
+        )
+    both = [
+        (t + r) / x for t, r, x in zip(timings["top-down"], timings["rounding"], f, strict=True)
+    ]
+    print(
+        f"noise floor: median {statistics.median(f):.1f} s; rounding median "
+        f"{statistics.median(timings['rounding']):.1f} s; top-down + rounding "
+        f"{statistics.median(both):.2f}x the floor (per run: "
+        + ", ".join(f"{r:.2f}" for r in both)
+        + f"); peak RSS {_peak_gb():.2f} GB"
+    )
+    block_totals = np.asarray(rounded.sum(axis=1)).astype(float)
+    rounded_full = np.zeros(geo.n)
+    rounded_full[geo.leaves] = block_totals
+    rounded_full = geo.aggregate(rounded_full)
+    print("MAE of total population by level (last run):")
+    for d in range(2, geo.n_levels):
+        nodes = geo.levels[d]
+        print(
+            f"  level {d} ({nodes.size:,}): blue {results['blue'][d] / counts[d]:.2f}, top-down "
+            f"{results['top-down'][d] / counts[d]:.2f}, rounded "
+            f"{np.abs(rounded_full[nodes] - truth[nodes]).mean():.2f}"
+        )
+    state = geo.levels[1][0]
+    print(
+        f"checks: the state's rounded total {int(rounded_full[state]):,} (invariant "
+        f"{int(truth[state]):,}); integers {rounded.dtype}; load after "
+        f"{os.getloadavg()[0]:.2f}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tracts", type=int, default=3000)
@@ -116,7 +255,15 @@ def main() -> None:
         help="a preset (postdp.data.load_strategy), e.g. pl94-2020-persons: its exact shares, "
         "discrete Gaussian noise and invariants (needs --block-groups and --blocks)",
     )
+    parser.add_argument(
+        "--stream",
+        metavar="FIPS",
+        help="a state's synthetic 2020 population released county by county (e.g. 42)",
+    )
     args = parser.parse_args()
+    if args.stream:
+        stream(args)
+        return
     rng = np.random.default_rng(0)
     schema = pl94_schema()
     geo = geography(args.tracts, args.block_groups, args.blocks, args.counties)

@@ -199,11 +199,25 @@ def _answer(query: Query, table: Table, detailed: Any) -> IntArray:
     by attribute (never its c-column matrix), any other query through its 0/1 matrix."""
     marginal = query.marginal_of
     cat = table.categories
+    of_schema = (
+        marginal is not None and tuple(str(cat.ids[j]) for j in cat.leaves) == marginal.schema.cells
+    )
     if sparse.issparse(detailed):  # nonzero cells only: a sparse 0/1 query matrix
-        S: Any = sparse.csr_array(query.matrix(cat).astype(np.int64))
+        S: Any
+        if of_schema:  # from the count each cell falls in, never a c x c matrix
+            assert marginal is not None
+            group = marginal.cell_groups()
+            kept = np.flatnonzero(group >= 0)
+            S = sparse.csr_array(
+                (np.ones(kept.size, dtype=np.int64), (group[kept], kept)),
+                shape=(query.size, cat.leaves.size),
+            )
+        else:
+            S = sparse.csr_array(query.matrix(cat).astype(np.int64))
         out: IntArray = np.asarray((detailed @ S.T).toarray(), dtype=np.int64)
         return out
-    if marginal is not None and tuple(str(cat.ids[j]) for j in cat.leaves) == marginal.schema.cells:
+    if of_schema:
+        assert marginal is not None
         return np.rint(marginal.apply(detailed.astype(np.float64))).astype(np.int64)
     A = query.matrix(cat).astype(np.int64)
     out = detailed @ A.T
