@@ -149,8 +149,11 @@ def measure(
         raise ValidationError(
             "`rng` and `size` are for the study path; pass secure=False for reproducible draws"
         )
-    geo = table.geography
+    geo, cat = table.geography, table.categories
     detailed = None if table.is_sparse else table.detailed()
+    codes = tuple(str(c) for c in cat.ids[cat.leaves])
+    of_schema: dict[int, bool] = {}  # per schema: are its cells the table's?
+    levels: dict[int, Any] = {}  # a sparse table's histograms per level, made once
     answers = []
     for m in workload.measurements:
         if not 0 <= m.level < geo.n_levels:
@@ -158,8 +161,17 @@ def measure(
                 f"query {m.query.name!r}: level {m.level} is not a level of the geography "
                 f"(0 to {geo.n_levels - 1})"
             )
-        rows = table.level_detailed(m.level) if detailed is None else detailed[geo.levels[m.level]]
-        truth = _answer(m.query, table, rows)
+        if detailed is not None:
+            rows = detailed[geo.levels[m.level]]
+        elif m.level in levels:
+            rows = levels[m.level]
+        else:
+            rows = levels[m.level] = table.level_detailed(m.level)
+        marginal = m.query.marginal_of
+        if marginal is not None and id(marginal.schema) not in of_schema:
+            of_schema[id(marginal.schema)] = marginal.schema.cells == codes
+        fits = marginal is not None and of_schema[id(marginal.schema)]
+        truth = _answer(m.query, table, rows, fits)
         if m.mechanism is not None:
             m.mechanism._values(truth.reshape(-1))  # checked before any draw
         answers.append(truth)
@@ -194,14 +206,12 @@ def _sample(mechanism: Any, truth: IntArray, stream: Any, size: Any) -> FloatArr
     return out
 
 
-def _answer(query: Query, table: Table, detailed: Any) -> IntArray:
-    """A query's exact answers for rows of detailed histograms: a schema marginal attribute
-    by attribute (never its c-column matrix), any other query through its 0/1 matrix."""
+def _answer(query: Query, table: Table, detailed: Any, of_schema: bool) -> IntArray:
+    """A query's exact answers for rows of detailed histograms: a marginal of the table's
+    schema (``of_schema``) attribute by attribute or from each cell's count index (never its
+    c-column matrix), any other query through its 0/1 matrix."""
     marginal = query.marginal_of
     cat = table.categories
-    of_schema = (
-        marginal is not None and tuple(str(cat.ids[j]) for j in cat.leaves) == marginal.schema.cells
-    )
     if sparse.issparse(detailed):  # nonzero cells only: a sparse 0/1 query matrix
         S: Any
         if of_schema:  # from the count each cell falls in, never a c x c matrix
