@@ -12,7 +12,7 @@ Run by hand (never collected by pytest)::
     python benchmarks/bench_schema.py --strategy pl94-2020-persons --counties 14 \
         --tracts 193 --block-groups 3 --blocks 42 --people 26   # a Vermont-sized state
     python benchmarks/bench_schema.py --stream 42           # a Pennsylvania-sized state,
-                                                            # county by county (~25 min)
+                                                            # tract by tract (~30 min)
 
 The geography is synthetic: nation > state > ``--counties`` counties > ``--tracts``
 tracts (spread evenly) [> ``--block-groups`` block groups per tract [> ``--blocks`` blocks
@@ -31,12 +31,12 @@ Also timed: the variance of every count of the 11 marginals at every geounit
 With ``--stream FIPS``: the synthetic 2020 population of one state
 (``postdp.data.synthetic_population([FIPS])``; 42, Pennsylvania: 67 counties, ~3,300
 tracts, ~9,400 block groups, ~320,000 blocks) under the persons preset (or ``--strategy``),
-released county by county: the table and workload cut at the counties
-(``Table.split_at(2)``, ``Workload.split_at(2)``), each county's answers drawn from its own
-seed, then ``project_by_subtree`` (``"blue"``, which draws each county twice, and
-``"top-down"``) and ``round_table`` on the sparse block cells of the whole state. The noise
-floor is drawing every answer once. Peak memory is the process's resident peak
-(``ru_maxrss``), everything included.
+released subtree by subtree: the table and workload cut at the tracts (``--cut 3``; 2 for
+the counties) with ``Table.split_at`` and ``Workload.split_at``, each subtree's answers
+drawn from its own seed, then ``project_by_subtree`` (``"blue"``, which draws each subtree
+twice, and ``"top-down"``) and ``round_table`` on the sparse block cells of the whole
+state. The noise floor is drawing every answer once. Peak memory is the process's resident
+peak (``ru_maxrss``), everything included.
 
 Printed per step: the median wall time of ``--repeat`` runs, its ratio to the noise floor
 (drawing the noise of the whole workload once, ``measure``) per run and the median of the
@@ -127,18 +127,19 @@ def _peak_gb() -> float:
 
 
 def stream(args: argparse.Namespace) -> None:
-    """A state released county by county (see the module docstring)."""
+    """A state released subtree by subtree (see the module docstring)."""
     start = time.perf_counter()
     table = synthetic_population([args.stream], seed=0)
     geo = table.geography
     work = load_strategy(args.strategy or "pl94-2020-persons").workload(table)
-    top, subs = table.split_at(2)
-    top_work, sub_work = work.split_at(2)
+    top, subs = table.split_at(args.cut)
+    top_work, sub_work = work.split_at(args.cut)
     leaf_total = np.asarray(table.cells.sum(axis=1)).astype(float)
     full = np.zeros(geo.n)
     full[geo.leaves] = leaf_total
     truth = geo.aggregate(full)
     rows = [geo.index([str(i) for i in s.geography.ids]) for s in subs]
+    t_rows = geo.index([str(i) for i in top.geography.ids])
     leaf_rows = np.concatenate(
         [
             np.searchsorted(geo.leaves, r[s.geography.leaves])
@@ -167,8 +168,10 @@ def stream(args: argparse.Namespace) -> None:
         """Run one method; MAE of total population per level (2 and below) and the
         block cells (sparse, for the rounding)."""
         parts = project_by_subtree(top_draws(), subtree, method=method)
-        next(parts)  # the top; the counties come again as the subtrees' roots
+        upper = next(parts)
         errors = np.zeros(geo.n_levels)
+        np.add.at(errors, geo.depth[t_rows], np.abs(upper.sum(axis=1) - truth[t_rows]))
+        errors[args.cut] = 0.0  # counted below, as the subtrees' roots
         blocks = []
         for r, s, est in zip(rows, subs, parts, strict=True):
             g = s.geography
@@ -256,9 +259,15 @@ def main() -> None:
         "discrete Gaussian noise and invariants (needs --block-groups and --blocks)",
     )
     parser.add_argument(
+        "--cut",
+        type=int,
+        default=3,
+        help="with --stream, the level the state is cut at (2: counties, 3: tracts)",
+    )
+    parser.add_argument(
         "--stream",
         metavar="FIPS",
-        help="a state's synthetic 2020 population released county by county (e.g. 42)",
+        help="a state's synthetic 2020 population released subtree by subtree (e.g. 42)",
     )
     args = parser.parse_args()
     if args.stream:

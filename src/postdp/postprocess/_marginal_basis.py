@@ -60,8 +60,16 @@ def table_schema(categories: Hierarchy, workload: Workload) -> Schema | None:
     schema = marginal_workload(workload)
     if schema is None:
         return None
-    cells = tuple(str(categories.ids[j]) for j in categories.leaves)
-    return schema if cells == schema.cells else None
+    key = (id(categories), id(schema))
+    if key not in _FITS:
+        if len(_FITS) > 256:
+            _FITS.clear()
+        cells = tuple(str(categories.ids[j]) for j in categories.leaves)
+        _FITS[key] = (categories, schema, cells == schema.cells)  # both kept: ids stay unique
+    return schema if _FITS[key][2] else None
+
+
+_FITS: dict[tuple[int, int], tuple[Hierarchy, Schema, bool]] = {}
 
 
 class MarginalBasis:
@@ -88,7 +96,7 @@ class MarginalBasis:
         geography: Hierarchy,
         workload: Workload,
         *,
-        basis: tuple[list[FloatArray], list[int]] | None = None,
+        basis: tuple[list[FloatArray], list[int], dict[object, FloatArray]] | None = None,
         below: list[FloatArray] | None = None,
     ) -> None:
         schema = marginal_workload(workload)
@@ -118,6 +126,8 @@ class MarginalBasis:
             self.bases.append(U)
             self.ranks.append(r)
         levels = [m.level for m in workload.measurements]
+        # each (marginal, type) block matrix, shared with the trees built on the same basis
+        matrices: dict[object, FloatArray] = {} if basis is None else basis[2]
         self.types: list[tuple[tuple[int, ...], TreeGLS, list[list[int]]]] = []
         K = len(schema.shape)
         for size in range(K + 1):
@@ -136,7 +146,10 @@ class MarginalBasis:
                             q.factors[k] is not None for k in range(K) if k not in tau
                         ):
                             continue
-                        M = _type_matrix(q, tau, self.bases, self.ranks)
+                        key = (q.name, tau)
+                        if key not in matrices:
+                            matrices[key] = _type_matrix(q, tau, self.bases, self.ranks)
+                        M = matrices[key]
                         mats.append(M)
                         var.append(np.full(M.shape[0], self.variances[j]))
                         used.append(j)
@@ -304,6 +317,19 @@ def identifies_cells(marginals: list[Marginal]) -> bool:
     information matrix is block diagonal over types), checked without any c x c matrix."""
     if not marginals:
         return False
+    schema = marginals[0].schema
+    key = (id(schema), tuple(q.name for q in marginals))
+    if key not in _IDENTIFIES:
+        if len(_IDENTIFIES) > 256:
+            _IDENTIFIES.clear()
+        _IDENTIFIES[key] = (schema, _identifies(marginals))  # the schema kept: ids stay unique
+    return _IDENTIFIES[key][1]
+
+
+_IDENTIFIES: dict[tuple[int, tuple[str, ...]], tuple[Schema, bool]] = {}
+
+
+def _identifies(marginals: list[Marginal]) -> bool:
     schema = marginals[0].schema
     K = len(schema.shape)
     bases, ranks = [], []

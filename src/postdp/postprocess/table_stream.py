@@ -220,10 +220,10 @@ def _blue(
     geo, cat = top.table.geography, top.table.categories
     lead = _lead(top)
     B = int(np.prod(lead)) if lead else 1
-    basis = None
+    basis: Any = None
     if table_schema(cat, top.workload) is not None:
         plain = MarginalBasis(geo, top.workload)
-        basis = (plain.bases, plain.ranks)
+        basis = (plain.bases, plain.ranks, {})  # with the block matrices, made once
     lay = geo.layout
     slot = lay.position[geo.leaves] - int(lay.bounds[-2])  # each subtree's place in `below`
     solvers: list[_Solver | None] = []

@@ -247,11 +247,16 @@ def check_top_down(table: Table, workload: Workload) -> None:
 def _separable(table: Table, workload: Workload) -> bool:
     """Every noisy query of single detailed cells and the root's public groups disjoint:
     the family problems split into one simplex projection per detailed cell."""
-    if any(
-        not m.public and (m.query.matrix(table.categories).sum(axis=1) != 1).any()
-        for m in workload.measurements
-    ):
-        return False
+    in_basis = table_schema(table.categories, workload) is not None
+    for m in workload.measurements:
+        if m.public:
+            continue
+        marginal = m.query.marginal_of
+        if in_basis and marginal is not None:  # single cells: every attribute kept
+            if any(f is not None for f in marginal.factors):
+                return False
+        elif (m.query.matrix(table.categories).sum(axis=1) != 1).any():
+            return False
     try:
         _root_groups(table, workload)
     except ValidationError:
@@ -333,10 +338,9 @@ def _coupled_top_down(measurements: TableMeasurements) -> FloatArray:
 
 def _every_cell(query: Query, categories: Hierarchy) -> bool:
     """Whether ``query`` asks for every detailed cell on its own (in any order)."""
-    if query.size != categories.leaves.size:
+    if query.size != categories.leaves.size or any(len(g) != 1 for g in query.groups):
         return False
-    M = query.matrix(categories)
-    return bool((M.sum(axis=0) == 1).all() and (M.sum(axis=1) == 1).all())
+    return {str(g[0]) for g in query.groups} == {str(c) for c in categories.ids[categories.leaves]}
 
 
 def _schema_root(

@@ -23,6 +23,7 @@ such as P1's is the one-attribute case.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections.abc import Mapping, Sequence
@@ -178,7 +179,7 @@ class Schema:
         """Number of detailed cells (the product of the attribute sizes)."""
         return math.prod(self.shape)
 
-    @property
+    @functools.cached_property
     def cells(self) -> tuple[str, ...]:
         """Code of every detailed cell: its level labels joined by ``|``, in cell order."""
         return tuple(
@@ -381,6 +382,10 @@ class Marginal:
         >>> Marginal(s, "b").cell_groups().tolist()
         [0, 1, 2, 0, 1, 2]
         """
+        return self._cell_groups
+
+    @functools.cached_property
+    def _cell_groups(self) -> IntArray:
         index = np.zeros(self.schema.shape, dtype=np.int64)
         missing = np.zeros(self.schema.shape, dtype=bool)
         K = len(self.schema.shape)
@@ -395,6 +400,7 @@ class Marginal:
             index = index * rows + np.maximum(which, 0).reshape(axis)
             missing = missing | (which < 0).reshape(axis)
         out: IntArray = np.where(missing, -1, index).ravel()
+        out.flags.writeable = False  # made once, shared by every caller
         return out
 
     def groups(self) -> list[list[str]]:
