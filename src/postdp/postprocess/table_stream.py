@@ -72,11 +72,13 @@ def project_by_subtree(
         :class:`~postdp.postprocess.TableProjector` on the whole table. ``"top-down"``:
         the same numbers as :func:`~postdp.postprocess.top_down_table` on the whole table.
 
-    Yields
-    ------
-    ndarray, shape (..., top geounits, n_detailed), then (..., subtree geounits, n_detailed)
-        First the top's detailed histograms, then each subtree's (its root included, equal
-        to the top's row for it), k = 0, 1, ... Rows in each geography's id order.
+    Returns
+    -------
+    iterator of ndarray
+        First the top's detailed histograms, shape (..., top geounits, n_detailed), then
+        each subtree's, (..., its geounits, n_detailed), its root included (equal to the
+        top's row for it), k = 0, 1, ... Rows in each geography's id order. The work is
+        done as the iterator is consumed.
 
     Raises
     ------
