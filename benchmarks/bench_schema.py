@@ -138,7 +138,8 @@ def stream(args: argparse.Namespace) -> None:
     full = np.zeros(geo.n)
     full[geo.leaves] = leaf_total
     truth = geo.aggregate(full)
-    rows = [geo.index([str(i) for i in s.geography.ids]) for s in subs]
+    every = geo.index([str(i) for s in subs for i in s.geography.ids])  # one lookup
+    rows = np.split(every, np.cumsum([s.geography.n for s in subs])[:-1])
     t_rows = geo.index([str(i) for i in top.geography.ids])
     leaf_rows = np.concatenate(
         [
@@ -149,7 +150,8 @@ def stream(args: argparse.Namespace) -> None:
     print(
         f"state {args.stream}: {geo.n:,} geounits ({', '.join(f'{lv.size:,}' for lv in geo.levels)}"
         f" by level), {int(truth[0]):,} people, {table.cells.nnz:,} nonzero block cells; "
-        f"built and cut in {time.perf_counter() - start:.0f} s; load {os.getloadavg()[0]:.2f}"
+        f"built and cut in {time.perf_counter() - start:.0f} s; load {os.getloadavg()[0]:.2f}",
+        flush=True,
     )
     seeds = np.random.SeedSequence(1).spawn(len(subs) + 1)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -17,6 +18,9 @@ from postdp.hierarchy._checks import _check_counts, _check_unique, _listing
 from postdp.hierarchy._layout import Layout, breadth_first_levels
 
 __all__ = ["Hierarchy"]
+
+
+_ID_INDEX: weakref.WeakKeyDictionary[Hierarchy, pd.Index] = weakref.WeakKeyDictionary()
 
 
 class Hierarchy:
@@ -395,7 +399,10 @@ class Hierarchy:
         [1]
         """
         wanted = [ids] if isinstance(ids, str) else list(ids)
-        found = pd.Index(self.ids).get_indexer(pd.Index(wanted, dtype=object))
+        lookup = _ID_INDEX.get(self)
+        if lookup is None:  # built once per hierarchy (its ids never change)
+            lookup = _ID_INDEX[self] = pd.Index(self.ids)
+        found = lookup.get_indexer(pd.Index(wanted, dtype=object))
         unknown = [w for w, f in zip(wanted, found, strict=True) if f < 0]
         if unknown:
             raise ValidationError(f"unknown node ids: {_listing(unknown)}")
