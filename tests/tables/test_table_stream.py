@@ -258,3 +258,29 @@ def test_a_county_by_county_release_of_the_2020_preset():
         np.testing.assert_allclose(
             upper[states].sum(axis=1), top.detailed()[states].sum(axis=1), atol=1e-8
         )
+
+
+def test_trees_sharing_a_shape_pool_solve_as_alone():
+    """Subtrees built on one basis share their shapes; trees whose matrices differ at a
+    level never mix them up (each equals its solve without the pool)."""
+    from postdp.postprocess._table_tree import TreeGLS
+
+    rng = np.random.default_rng(2)
+    pool = ({}, [])
+    for _ in range(6):
+        geo = _geography(rng)
+        c = 2
+        levels = []
+        for _d in range(geo.n_levels):
+            rows = int(rng.integers(2, 4))
+            A = rng.integers(0, 2, (rows, c)).astype(float)
+            A[0] = 1.0
+            A[1] = [1.0, 0.0]
+            levels.append((A, np.full(rows, float(rng.choice([1.0, 2.0])))))
+        ys = [
+            rng.normal(size=(1, lv.size, levels[d][0].shape[0])) for d, lv in enumerate(geo.levels)
+        ]
+        alone = TreeGLS(geo, levels, c).solve(ys)
+        shared = TreeGLS(geo, levels, c, pool=pool).solve(ys)
+        np.testing.assert_allclose(shared, alone, rtol=0, atol=1e-12)
+    assert len(pool[1]) > 0

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from typing import Any
 
 import numpy as np
 
@@ -157,8 +158,13 @@ class MarginalBasis:
                     noise = np.concatenate(var) if var else np.zeros(0)
                     per_level.append((A, noise))
                     which.append(used)
-                cov = None if below is None else below[len(self.types)]
-                self.types.append((tau, TreeGLS(geography, per_level, s, cov), which))
+                t = len(self.types)
+                cov = None if below is None else below[t]
+                # trees on a shared basis without `below` share their shapes (same matrices)
+                pool: Any = None
+                if basis is not None and below is None:
+                    pool = matrices.setdefault(("pool", t), ({}, []))  # type: ignore[arg-type]
+                self.types.append((tau, TreeGLS(geography, per_level, s, cov, pool), which))
 
     def solve(
         self,

@@ -53,21 +53,26 @@ class TreeGLS:
         levels: list[tuple[FloatArray, FloatArray]],
         c: int,
         below: FloatArray | None = None,
+        pool: tuple[dict[tuple[object, ...], int], list[_Shape]] | None = None,
     ) -> None:
         self.geography, self.levels, self.c, self.below = geography, levels, c, below
         self.sig: IntArray
         self.shapes: list[_Shape]
-        self._prepare()
+        self._prepare(pool)
 
-    def _prepare(self) -> None:
+    def _prepare(self, pool: tuple[dict[tuple[object, ...], int], list[_Shape]] | None) -> None:
+        """Each geounit's shape; with ``pool`` (trees of the same per-level matrices, e.g.
+        the subtrees of one table), shapes are found in and added to the shared pool."""
         geo = self.geography
         lay = geo.layout
         sig = np.full(geo.n, -1, dtype=np.int64)  # per layout position
-        shapes: list[_Shape] = []
-        index: dict[tuple[object, ...], int] = {}
+        index: dict[tuple[object, ...], int]
+        shapes: list[_Shape]
+        index, shapes = ({}, []) if pool is None else pool
         first_leaf = int(lay.bounds[-2]) if self.below is not None else geo.n
         for d in range(geo.n_levels - 1, -1, -1):
             A, r = self.levels[d]
+            own = (A.shape, A.tobytes(), r.tobytes())  # shapes are shared only for equal ones
             b0, b1 = lay.bounds[d], lay.bounds[d + 1]
             kids_of: dict[int, tuple[int, ...]] = {}
             if d < len(lay.parents):
@@ -82,7 +87,7 @@ class TreeGLS:
                     shapes.append(_shape(d, A, r, [self.below[p - first_leaf]], self.c))
                     sig[p] = len(shapes) - 1
                     continue
-                key: tuple[object, ...] = (d, kids_of.get(p, ()))
+                key: tuple[object, ...] = (d, own, kids_of.get(p, ()))
                 if key not in index:
                     index[key] = len(shapes)
                     kids = kids_of.get(p, ())
@@ -110,7 +115,7 @@ class TreeGLS:
         """The root's estimate from this tree's answers alone (B, c) and its covariance
         (c, c): the summary a larger tree takes as ``below`` for this subtree's root."""
         post, _ = self._upward(ys, None)
-        return post[:, 0], self.shapes[self.sig[0]].cov
+        return post[:, 0].copy(), self.shapes[self.sig[0]].cov  # a copy: post is not kept
 
     def _upward(
         self, ys: list[FloatArray], below: FloatArray | None

@@ -216,12 +216,7 @@ def _answer(query: Query, table: Table, detailed: Any, of_schema: bool) -> IntAr
         S: Any
         if of_schema:  # from the count each cell falls in, never a c x c matrix
             assert marginal is not None
-            group = marginal.cell_groups()
-            kept = np.flatnonzero(group >= 0)
-            S = sparse.csr_array(
-                (np.ones(kept.size, dtype=np.int64), (group[kept], kept)),
-                shape=(query.size, cat.leaves.size),
-            )
+            S = marginal.count_matrix()
         else:
             S = sparse.csr_array(query.matrix(cat).astype(np.int64))
         out: IntArray = np.asarray((detailed @ S.T).toarray(), dtype=np.int64)

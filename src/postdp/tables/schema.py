@@ -28,6 +28,7 @@ import itertools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -383,6 +384,29 @@ class Marginal:
         [0, 1, 2, 0, 1, 2]
         """
         return self._cell_groups
+
+    def count_matrix(self) -> Any:
+        """The 0/1 matrix (counts x detailed cells) as a ``scipy.sparse`` csr_array, made
+        from :meth:`cell_groups` once per marginal (one nonzero per counted cell).
+
+        Examples
+        --------
+        >>> s = Schema([Attribute("a", ["0", "1"]), Attribute("b", ["x", "y", "z"])])
+        >>> Marginal(s, "a").count_matrix().toarray().tolist()
+        [[1, 1, 1, 0, 0, 0], [0, 0, 0, 1, 1, 1]]
+        """
+        return self._count_matrix
+
+    @functools.cached_property
+    def _count_matrix(self) -> Any:
+        from scipy import sparse
+
+        group = self.cell_groups()
+        kept = np.flatnonzero(group >= 0)
+        return sparse.csr_array(
+            (np.ones(kept.size, dtype=np.int64), (group[kept], kept)),
+            shape=(self.size, self.schema.size),
+        )
 
     @functools.cached_property
     def _cell_groups(self) -> IntArray:
