@@ -25,8 +25,7 @@ import sys
 import time
 
 from postdp import Laplace
-from postdp.analysis import ReleaseDesign, simulate
-from postdp.analysis._engine import chunk_rows
+from postdp.analysis import ReleaseDesign, memory_plan, simulate
 from postdp.data import county_hierarchy, synthetic_hierarchy
 
 
@@ -140,15 +139,13 @@ def scaling(args: argparse.Namespace) -> None:
     print(f"county (P+), {n:,} draws, medians of {args.repeat}")
     for label, seconds in times.items():
         print(f"  {label:8s} {seconds:7.2f} s")
-    from postdp.analysis._engine import BLOCK_CHUNKS, _new_stats, memory_plan
-
-    bins, _, _ = memory_plan(h.n, n_draws=n, batch=1000, bins=400, max_memory=768 << 20)
-    shipped = sum(a.nbytes for a in _new_stats(h.n, bins, 0, 0).values())
-    rows = chunk_rows(h.n) * BLOCK_CHUNKS
+    plan = memory_plan(design, n_draws=n, batch=1000, bins=400)
+    shipped = plan.task_statistics_bytes
+    rows = plan.draws_per_task
     print(
         f"  each task: {rows:,} draws of {h.n:,} nodes reduced to {shipped / 2**20:.1f} MiB of "
         f"statistics ({shipped / (rows * h.n * 8):.2f}x the bytes of its errors), "
-        f"{-(-n // rows)} tasks"
+        f"{plan.tasks} tasks"
     )
     print(f"  workers=2 vs 1: {times['local 1'] / times['local 2']:.2f}x faster")
     print(f"  Dask 2 vs 1 workers: {times['dask 1'] / times['dask 2']:.2f}x faster")
@@ -172,7 +169,7 @@ def large_case(name: str, repeat: int) -> None:
     x = h.counts.astype(float)
     design = ReleaseDesign(h, m, "project-nonneg")
     simulate(design, n_draws=2, rng=0)  # compile the kernels, prepare the projector
-    rows = chunk_rows(h.n)
+    rows = memory_plan(design, n_draws=draws).draws_per_chunk
 
     def floor_run() -> None:
         for k, start in enumerate(range(0, draws, rows)):

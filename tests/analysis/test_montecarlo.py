@@ -204,7 +204,7 @@ def test_peak_memory_does_not_grow_with_draws_and_stays_within_the_budget():
     """Issue 12: the statistics are one accumulator per task (int32 histograms), combined in
     block order, so peak memory is flat in n_draws; the batch is the working set, cut to fit
     ``max_memory`` whatever batch is asked for, and the stated estimate bounds the peak."""
-    from postdp.analysis.montecarlo import memory_plan
+    from postdp.analysis import memory_plan
     from postdp.data import synthetic_hierarchy
 
     h = synthetic_hierarchy((8, 8, 8), leaf_mean=50.0, rng=0)
@@ -214,24 +214,56 @@ def test_peak_memory_does_not_grow_with_draws_and_stays_within_the_budget():
     assert many <= 1.25 * small, (small, many)
     budget = 64 << 20
     capped = _peak_bytes(design, n_draws=40_000, batch=40_000, max_memory=budget)
-    estimate = memory_plan(h.n, n_draws=40_000, batch=40_000, bins=400, max_memory=budget)[2]
-    assert capped <= estimate <= budget, (capped, estimate)
+    plan = memory_plan(design, n_draws=40_000, batch=40_000, max_memory=budget)
+    assert capped <= plan.peak_bytes <= budget, (capped, plan)
     big = _peak_bytes(design, n_draws=40_000, batch=40_000)
-    assert big <= memory_plan(h.n, n_draws=40_000, batch=40_000, bins=400, max_memory=1 << 30)[2]
+    assert big <= memory_plan(h.n, n_draws=40_000, batch=40_000, max_memory=1 << 30).peak_bytes
 
 
 def test_memory_budget_reduces_bins_and_batch_not_results():
-    from postdp.analysis._engine import MIN_BINS, memory_plan
+    from postdp.analysis import memory_plan
+    from postdp.analysis._engine import MIN_BINS
 
     h = unequal()
     design = ReleaseDesign(h, Laplace(0.5), "project")
     a = simulate(design, n_draws=3000, rng=2)
     b = simulate(design, n_draws=3000, rng=2, max_memory=1 << 20)
     np.testing.assert_array_equal(a.bias, b.bias)  # the batch does not change results
-    bins, per_batch, estimate = memory_plan(
-        2_000_000, n_draws=20, batch=1000, bins=400, max_memory=2 << 30
-    )
-    assert MIN_BINS <= bins < 400 and per_batch >= 1 and estimate <= 2 << 30
-    assert memory_plan(3195, n_draws=10_000, batch=1000, bins=400, max_memory=1 << 30)[0] == 400
+    plan = memory_plan(2_000_000, n_draws=20, batch=1000, bins=400, max_memory=2 << 30)
+    assert MIN_BINS <= plan.bins < 400 and plan.chunks_per_batch >= 1 and plan.fits
+    assert memory_plan(3195, n_draws=10_000, batch=1000, bins=400, max_memory=1 << 30).bins == 400
     with pytest.raises(ValidationError, match="max_memory"):
         simulate(design, n_draws=10, max_memory=10)
+
+
+def test_the_memory_plan_states_what_a_task_sends_and_refuses_bad_options():
+    """The plan's numbers are those of the run: one task's statistics are the arrays a
+    task returns (counted here from a real run's result), the tasks cover the draws, and a
+    table design adds its per-process solve."""
+    from postdp.analysis import TableDesign, memory_plan
+    from postdp.analysis._engine import _new_stats
+    from postdp.tables import Measurement, Query, Table, Workload
+
+    h = unequal()
+    design = ReleaseDesign(h, Laplace(0.5), "project")
+    plan = memory_plan(design, n_draws=50_000, batch=500, bins=64)
+    stats = _new_stats(h.n, plan.bins, 0, 0)
+    assert plan.task_statistics_bytes == sum(a.nbytes for a in stats.values())
+    assert plan.tasks * plan.draws_per_task >= 50_000 > (plan.tasks - 1) * plan.draws_per_task
+    assert plan.entities == h.n and plan.solve_bytes == 0 and plan.fits
+    assert str(plan).startswith("about ") and f"{h.n:,} entities" in str(plan)
+    geo = Hierarchy.from_parents(["S", "a", "b"], [None, "S", "S"])
+    cat = Hierarchy.from_parents(["T", "x", "y"], [None, "T", "T"])
+    table = Table(geo, cat, [[1, 2], [3, 4]])
+    work = Workload([Measurement(d, Query.detailed(cat), Laplace(1.0)) for d in range(2)])
+    tplan = memory_plan(TableDesign(table, work, "project"), n_draws=100, workers=2)
+    assert tplan.entities == 9 and tplan.solve_bytes == 3 * 3 * 8 * 12 * 2
+    assert tplan.peak_bytes > tplan.solve_bytes
+    tiny = memory_plan(10**7, n_draws=100, max_memory=1 << 20)
+    assert not tiny.fits and "over the budget" in str(tiny)
+    with pytest.raises(ValidationError, match="`n_draws` must be at least 2"):
+        memory_plan(design, n_draws=1)
+    with pytest.raises(ValidationError, match="`bins` must be at least 2"):
+        memory_plan(design, n_draws=10, bins=1)
+    with pytest.raises(TypeError, match="a positive number of nodes"):
+        memory_plan("x", n_draws=10)

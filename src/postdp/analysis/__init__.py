@@ -3,6 +3,7 @@ budget planning and an empirical privacy audit."""
 
 from postdp._intervals import ConfidenceInterval
 from postdp.analysis.design import ReleaseDesign
+from postdp.analysis.memory import MemoryPlan, memory_plan
 from postdp.analysis.montecarlo import MonteCarloResult, simulate
 from postdp.analysis.planner import BudgetPlan, budget_frontier, plan_budget, plan_table_budget
 from postdp.analysis.planner_mc import plan_mae_budget
@@ -39,6 +40,7 @@ __all__ = [
     "BiasBound",
     "BudgetPlan",
     "ConfidenceInterval",
+    "MemoryPlan",
     "MonteCarloResult",
     "PrivacyAudit",
     "ReleaseDesign",
@@ -50,6 +52,7 @@ __all__ = [
     "interval_coverage",
     "l1_ball_probability",
     "l1_ball_tail",
+    "memory_plan",
     "p_plus_bias_bound",
     "plan_budget",
     "plan_mae_budget",

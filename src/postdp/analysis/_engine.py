@@ -22,7 +22,7 @@ from postdp.analysis.design import ReleaseDesign
 from postdp.analysis.table_design import TableDesign
 from postdp.postprocess import PostProcessChain
 
-__all__ = ["DEFAULT_MAX_MEMORY", "chunk_rows", "memory_plan"]
+__all__ = ["DEFAULT_MAX_MEMORY", "chunk_rows", "fit_memory"]
 
 
 #: Each chunk holds at least this many values (rows x nodes).
@@ -182,10 +182,11 @@ def combine_stats(total: dict[str, NumArray], part: dict[str, NumArray]) -> None
             total[key] = total[key] + part[key] if key in total else part[key]
 
 
-def memory_plan(
+def fit_memory(
     n: int, *, n_draws: int, batch: int, bins: int, workers: int = 1, max_memory: int
 ) -> tuple[int, int, int]:
-    """Bins, chunks per batch and the estimated peak bytes of a run (see the module notes).
+    """Bins, chunks per batch and the estimated peak bytes of a run (see the module notes;
+    the public view is :func:`postdp.analysis.memory_plan`).
 
     Parameters
     ----------
@@ -208,7 +209,7 @@ def memory_plan(
 
     Examples
     --------
-    >>> b, per, est = memory_plan(2_000_000, n_draws=20, batch=1000, bins=400, max_memory=2**31)
+    >>> b, per, est = fit_memory(2_000_000, n_draws=20, batch=1000, bins=400, max_memory=2**31)
     >>> b < 400, per, est < 2**31
     (True, 3, True)
     """

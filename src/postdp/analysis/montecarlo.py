@@ -30,7 +30,6 @@ import numpy.typing as npt
 import pandas as pd
 from scipy import stats
 
-from postdp import _validation
 from postdp._intervals import ConfidenceInterval
 from postdp._typing import ArrayLike, FloatArray, IntArray, NumArray, RNGLike
 from postdp.analysis._engine import (
@@ -42,14 +41,15 @@ from postdp.analysis._engine import (
     _windowed,
     chunk_rows,
     combine_stats,
-    memory_plan,
+    fit_memory,
 )
 from postdp.analysis.design import ReleaseDesign
+from postdp.analysis.memory import MemoryPlan, check_run_options, memory_plan
 from postdp.analysis.table_design import TableDesign
 from postdp.errors import ValidationError
 from postdp.mechanisms import Budget
 
-__all__ = ["MonteCarloResult", "memory_plan", "simulate"]
+__all__ = ["MemoryPlan", "MonteCarloResult", "memory_plan", "simulate"]
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -369,22 +369,11 @@ def simulate(
             "a TableDesign is simulated with its post-processing and without `raw`"
         )
     counts = design._truth(truth)
-    (n_total,) = _validation.size_tuple(n_draws)
-    (batch_rows,) = _validation.size_tuple(batch)
-    (n_workers,) = _validation.size_tuple(workers)
-    if n_total < 2 or batch_rows < 1 or n_workers < 1:
-        raise ValidationError(
-            "`n_draws` must be at least 2 and `batch`, `workers` at least 1; got "
-            f"n_draws={n_draws}, batch={batch}, workers={workers}"
-        )
-    if bins < 2:
-        raise ValidationError(f"`bins` must be at least 2; got {bins}")
-    if isinstance(max_memory, bool) or not isinstance(max_memory, int | np.integer):
-        raise ValidationError(f"`max_memory` must be a whole number of bytes; got {max_memory!r}")
-    if max_memory < 1 << 20:
-        raise ValidationError(f"`max_memory` must be at least 1 MiB; got {max_memory}")
+    n_total, batch_rows, n_workers, bins, max_memory = check_run_options(
+        n_draws, batch, workers, bins, max_memory
+    )
     n = design.n_entities
-    bins_used, per_batch, _ = memory_plan(
+    bins_used, per_batch, _ = fit_memory(
         n,
         n_draws=n_total,
         batch=batch_rows,

@@ -21,8 +21,7 @@ from postdp.cli._tables import check_steps, load_table, workload
 
 def run_table_audit(args: argparse.Namespace, state: RunState) -> int:
     """Check, simulate ``--draws`` releases of the table design, write errors and metrics."""
-    from postdp.analysis import TableDesign, simulate
-    from postdp.analysis.montecarlo import memory_plan
+    from postdp.analysis import TableDesign, memory_plan, simulate
 
     state.phase = "reading the table"
     loaded = load_table(args)
@@ -39,15 +38,15 @@ def run_table_audit(args: argparse.Namespace, state: RunState) -> int:
     report_path = check_report(args, inputs=loaded.paths, folder=out_dir)
     figures = not args.no_figures
     geo, cat = table.geography, table.categories
-    bins, _, estimate = memory_plan(
-        design.n_entities,
+    plan = memory_plan(
+        design,
         n_draws=args.draws,
         batch=args.batch,
         bins=args.bins,
         workers=args.workers,
         max_memory=args.max_memory,
     )
-    solve_bytes = geo.n * cat.n * 8 * 12 * args.workers  # one draw being solved per process
+    bins, estimate, solve_bytes = plan.bins, plan.peak_bytes - plan.solve_bytes, plan.solve_bytes
     if estimate + solve_bytes > args.max_memory:
         raise CliError(
             f"--max-memory {args.max_memory}: a table audit of {geo.n:,} geounits x {cat.n} "

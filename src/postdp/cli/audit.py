@@ -177,7 +177,7 @@ def run(args: argparse.Namespace, state: RunState) -> int:
     inputs = [loaded.path] if loaded.path is not None else []
     report_path = check_report(args, inputs=inputs, folder=out_dir)
 
-    from postdp.analysis.montecarlo import memory_plan
+    from postdp.analysis import memory_plan
 
     options = {
         "n_draws": args.draws,
@@ -185,14 +185,8 @@ def run(args: argparse.Namespace, state: RunState) -> int:
         "workers": args.workers,
         "max_memory": args.max_memory,
     }
-    bins_used, _, estimate = memory_plan(
-        h.n,
-        n_draws=args.draws,
-        batch=args.batch,
-        bins=args.bins,
-        workers=args.workers,
-        max_memory=args.max_memory,
-    )
+    plan = memory_plan(h.n, bins=args.bins, **options)
+    bins_used, estimate = plan.bins, plan.peak_bytes
     note = "" if bins_used == args.bins else f" (histograms cut to {bins_used} bins to fit)"
     print(
         f"memory: about {estimate / 2**20:,.0f} MB for the statistics and batches of each of "
