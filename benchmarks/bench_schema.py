@@ -167,7 +167,7 @@ def stream(args: argparse.Namespace) -> None:
             subtree(k)
 
     def solve(method):
-        """Run one method; MAE of total population per level (2 and below) and the
+        """Run one method; MAE of total population per level and, for top-down, the
         block cells (sparse, for the rounding)."""
         parts = project_by_subtree(top_draws(), subtree, method=method)
         upper = next(parts)
@@ -178,7 +178,8 @@ def stream(args: argparse.Namespace) -> None:
         for r, s, est in zip(rows, subs, parts, strict=True):
             g = s.geography
             np.add.at(errors, geo.depth[r], np.abs(est.sum(axis=1) - truth[r]))
-            blocks.append(sparse.csr_array(est[g.leaves]))
+            if method == "top-down":  # nonnegative and sparse: the rounding's input
+                blocks.append(sparse.csr_array(est[g.leaves]))
         return errors, blocks
 
     counts = np.array([lv.size for lv in geo.levels], dtype=float)
