@@ -29,6 +29,15 @@ def _consistent(rng, geo, c, scale=3.0):
     return geo.aggregate(full.T).T
 
 
+def _assert_unbiased(mean, sd, truth, n):
+    """Every count's mean over n roundings within z SE of its input (Bonferroni over the
+    counts that move, family-wise level 0.001); counts that never move equal it."""
+    fractional = sd > 0
+    z = norm.ppf(1 - 0.001 / (2 * fractional.sum()))
+    assert (np.abs(mean - truth)[~fractional] < 1e-9).all()
+    assert (np.abs(mean - truth)[fractional] <= z * sd[fractional] / np.sqrt(n)).all()
+
+
 def _check(out, v, table):
     """Exact consistency; within 1 for every detailed cell and total of every geounit and
     for every count of the root and of the leaf geounits (round_table's promise)."""
@@ -90,10 +99,7 @@ def test_split_by_state_is_unbiased_and_the_same_on_dask():
     every = out.astype(float) @ C.T
     mean, sd = every.mean(axis=0), every.std(axis=0, ddof=1)
     truth = v @ C.T
-    moving = sd > 0
-    z = norm.ppf(1 - 0.001 / (2 * moving.sum()))
-    assert (np.abs(mean - truth)[~moving] < 1e-9).all()
-    assert (np.abs(mean - truth)[moving] <= z * sd[moving] / np.sqrt(n)).all()
+    _assert_unbiased(mean, sd, truth, n)
     with _dask_client() as client:
         few = np.broadcast_to(v, (3, *v.shape))
         local = round_table(few, table, rng=5, split=True)
@@ -124,10 +130,7 @@ def test_every_cell_is_unbiased():
     every = out @ C.T  # every (geounit, category node) count, detailed and aggregate
     mean, sd = every.mean(axis=0), every.std(axis=0, ddof=1)
     truth = v @ C.T
-    fractional = sd > 0
-    z = norm.ppf(1 - 0.001 / (2 * fractional.sum()))
-    assert (np.abs(mean - truth)[~fractional] < 1e-9).all()
-    assert (np.abs(mean - truth)[fractional] <= z * sd[fractional] / np.sqrt(n)).all()
+    _assert_unbiased(mean, sd, truth, n)
 
 
 def test_a_top_down_release_rounds_to_a_consistent_table():
@@ -246,10 +249,7 @@ def test_the_fractional_circulation_is_unbiased_and_keeps_integers(sparse_walk):
     C = category_matrix(cat).astype(float)
     every, truth = out @ C.T, v @ C.T
     mean, sd = every.mean(axis=0), every.std(axis=0, ddof=1)
-    fractional = sd > 0
-    z = norm.ppf(1 - 0.001 / (2 * fractional.sum()))
-    assert (np.abs(mean - truth)[~fractional] < 1e-9).all()
-    assert (np.abs(mean - truth)[fractional] <= z * sd[fractional] / np.sqrt(n)).all()
+    _assert_unbiased(mean, sd, truth, n)
 
 
 def test_a_persons_schema_top_down_rounds_on_its_occupied_cells():
@@ -325,10 +325,7 @@ def test_sparse_leaf_cells_are_unbiased():
     mean = total / n
     sd = np.sqrt(np.maximum(square / n - mean**2, 0.0) * n / (n - 1))
     truth = v @ C.T
-    fractional = sd > 0
-    z = norm.ppf(1 - 0.001 / (2 * fractional.sum()))
-    assert (np.abs(mean - truth)[~fractional] < 1e-9).all()
-    assert (np.abs(mean - truth)[fractional] <= z * sd[fractional] / np.sqrt(n)).all()
+    _assert_unbiased(mean, sd, truth, n)
 
 
 def test_sparse_leaf_cells_of_one_tree_and_bad_input():
