@@ -35,9 +35,9 @@ import time
 
 import numpy as np
 
+import postdp
 from postdp import Gaussian, Hierarchy
 from postdp.data import synthetic_table
-from postdp.postprocess import top_down_table
 from postdp.postprocess._table_network import _network
 from postdp.postprocess._table_rounding_split import (
     _Part,
@@ -85,7 +85,7 @@ def main():
         + [Measurement(d, Query.detailed(cat), Gaussian(rho=RHO)) for d in range(2)]
     )
     gen = np.random.default_rng(args.seed)
-    state_rows = top_down_table(measure(top, work, secure=False, rng=gen))  # (1 + S, c)
+    state_rows = postdp.top_down(measure(top, work, secure=False, rng=gen))  # (1 + S, c)
     national_total = int(np.array(rows).sum())
     t1 = time.perf_counter()
     print(
@@ -116,7 +116,7 @@ def main():
         values[0] = state_rows[1 + k][None, :]  # the state's histogram, fixed from above
         sub = TableMeasurements(t, sub_work, tuple(values), False)
         t_meas = time.perf_counter()
-        real = top_down_table(sub)
+        real = postdp.top_down(sub)
         t_td = time.perf_counter()
         leaves = geo.leaves
         low = np.floor(real[leaves])

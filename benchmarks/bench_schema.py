@@ -34,7 +34,7 @@ tracts, ~9,400 block groups, ~320,000 blocks) under the persons preset (or ``--s
 released subtree by subtree: the table and workload cut at the tracts (``--cut 3``; 2 for
 the counties) with ``Table.split_at`` and ``Workload.split_at``, each subtree's answers
 drawn from its own seed, then ``project_by_subtree`` (``"blue"``, which draws each subtree
-twice, and ``"top-down"``) and ``round_table`` on the sparse block cells of the whole
+twice, and ``"top-down"``) and ``postdp.round`` on the sparse block cells of the whole
 state. The noise floor is drawing every answer once. Peak memory is the process's resident
 peak (``ru_maxrss``), everything included.
 
@@ -57,15 +57,10 @@ import tracemalloc
 import numpy as np
 from scipy import sparse
 
+import postdp
 from postdp import Gaussian, Hierarchy
 from postdp.data import load_strategy, pl94_schema, synthetic_population
-from postdp.postprocess import (
-    TableProjector,
-    blue_restore,
-    project_by_subtree,
-    round_table,
-    top_down_table,
-)
+from postdp.postprocess import TableProjector, blue_restore, project_by_subtree
 from postdp.tables import Measurement, Query, Table, Workload, measure
 
 MARGINALS = [
@@ -203,7 +198,7 @@ def stream(args: argparse.Namespace) -> None:
             results[method] = errors
         t0 = time.perf_counter()
         cells = sparse.vstack(blocks).tocsr()[np.argsort(leaf_rows)]
-        rounded = round_table(cells, table, rng=2)
+        rounded = postdp.round(cells, table, rng=2)
         timings["rounding"].append(time.perf_counter() - t0)
         print(
             f"  rounding: {timings['rounding'][-1]:.1f} s, peak RSS {_peak_gb():.2f} GB", flush=True
@@ -322,7 +317,7 @@ def main() -> None:
         f"counts each): median {statistics.median(moe):.2f} s, peak {moe_peak / 2**20:.0f} MiB"
     )
     if args.top_down:
-        down, down_peak = timed(lambda: top_down_table(draws), args.repeat)
+        down, down_peak = timed(lambda: postdp.top_down(draws), args.repeat)
         ratios = [s / f for s, f in zip(down, floor, strict=True)]
         print(
             f"top-down (root, then each family in its parent's positive cells): median "
@@ -331,11 +326,11 @@ def main() -> None:
             + ", ".join(f"{r:.2f}" for r in ratios)
             + f"), peak {down_peak / 2**20:.0f} MiB"
         )
-        solved = top_down_table(draws)
-        rounding, round_peak = timed(lambda: round_table(solved, table, rng=2), args.repeat)
+        solved = postdp.top_down(draws)
+        rounding, round_peak = timed(lambda: postdp.round(solved, table, rng=2), args.repeat)
         both = [(d + r) / f for d, r, f in zip(down, rounding, floor, strict=True)]
         print(
-            f"rounding (round_table, the fractional circulation): median "
+            f"rounding (postdp.round, the fractional circulation): median "
             f"{statistics.median(rounding):.2f} s, peak {round_peak / 2**20:.0f} MiB; "
             f"top-down + rounding {statistics.median(both):.2f}x the floor"
         )

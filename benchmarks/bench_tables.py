@@ -11,7 +11,7 @@ groups; 63 detailed cells, 71 category nodes: 641k detailed cells of leaf geouni
 counts in all), one draw of the workload "detailed cells at every level, plus one race /
 state total public", timed against drawing its noise
 (the floor): (P) with its one-off preparation, (P+), top-down, top-down + unbiased rounding
-(``round_table``); (P) again with one more query (one
+(``postdp.round``); (P) again with one more query (one
 race / two or more races at the tract level), which top-down's exact case excludes; medians
 of ``--repeat`` runs, the ratio per run measured in this process, and the peak memory
 (tracemalloc) of each step.
@@ -41,17 +41,11 @@ from typing import Any
 
 import numpy as np
 
+import postdp
 from postdp import Gaussian
 from postdp.data import load_p1
 from postdp.hierarchy import Hierarchy
-from postdp.postprocess import (
-    TableNonnegProjector,
-    TableProjector,
-    round_table,
-    table_kkt_report,
-    table_nonneg_report,
-    top_down_table,
-)
+from postdp.postprocess import TableNonnegProjector, TableProjector
 from postdp.tables import Measurement, Query, Table, Workload, measure
 
 
@@ -91,8 +85,8 @@ def state_part(repeat):
     for run in range(repeat):
         floor, draws = timed(lambda r=run: measure(table, w, secure=False, rng=r))
         gls, _ = timed(lambda d=draws: projector(d))
-        topdown, real = timed(lambda d=draws: top_down_table(d))
-        rounding, _ = timed(lambda v=real, r=run: round_table(v, table, rng=r))
+        topdown, real = timed(lambda d=draws: postdp.top_down(d))
+        rounding, _ = timed(lambda v=real, r=run: postdp.round(v, table, rng=r))
         rows.append((floor, gls, topdown, rounding))
     floor, gls, topdown, rounding = (statistics.median(col) for col in zip(*rows, strict=True))
     ratios = np.array([(g / f, t / f, (t + r) / f) for f, g, t, r in rows])
@@ -107,7 +101,7 @@ def state_part(repeat):
     )
     print(
         f"  top-down  {topdown:.3f} s = {np.median(ratios[:, 1]):.1f}x floor, peak "
-        f"{peak_mb(lambda: top_down_table(draws)):.0f} MB"
+        f"{peak_mb(lambda: postdp.top_down(draws)):.0f} MB"
     )
     TableNonnegProjector(table, w)(draws)  # loads the compiled loops (once per process)
     nonneg_runs = [timed(lambda: TableNonnegProjector(table, w)(draws)) for _ in range(repeat)]
@@ -115,17 +109,17 @@ def state_part(repeat):
     print(
         f"  (P+)      {nonneg_time:.3f} s = {nonneg_time / floor:.1f}x floor (preparation "
         f"included, one draw, median of {repeat}), certificate "
-        f"{table_nonneg_report(nonneg, draws).worst_relative():.1e}, "
+        f"{postdp.kkt_report(nonneg, draws).worst_relative():.1e}, "
         f"{float((nonneg[table.geography.leaves] == 0).mean()):.0%} of leaf cells at 0, peak "
         f"{peak_mb(lambda: TableNonnegProjector(table, w)(draws)):.0f} MB"
     )
-    real = top_down_table(draws)
+    real = postdp.top_down(draws)
     print(
         f"  rounding  {rounding:.3f} s; top-down + rounding {topdown + rounding:.3f} s = "
         f"{np.median(ratios[:, 2]):.1f}x floor, peak "
-        f"{peak_mb(lambda: round_table(real, table, rng=0)):.0f} MB"
+        f"{peak_mb(lambda: postdp.round(real, table, rng=0)):.0f} MB"
     )
-    kkt_time, report = timed(lambda: table_kkt_report(projector(draws), draws))
+    kkt_time, report = timed(lambda: postdp.kkt_report(projector(draws), draws, nonneg=False))
     print(
         f"  (P) certificate: worst relative KKT residual {report.worst_relative():.1e} "
         f"(stationarity {report.stationarity / report.gradient_scale:.1e}, public "
@@ -170,8 +164,7 @@ def qp_part(n_tracts, nonneg, repeat):
     solver(table, w)(draws)  # loads the compiled loops (once per process)
     ours_runs = [timed(lambda: solver(table, w)(draws)) for _ in range(repeat)]
     ours_time, ours = statistics.median(r[0] for r in ours_runs), ours_runs[-1][1]
-    report = table_nonneg_report if nonneg else table_kkt_report
-    certificate = report(ours, draws).worst_relative()
+    certificate = postdp.kkt_report(ours, draws, nonneg=nonneg).worst_relative()
     entries = []
     for k, leaf in enumerate(sub_geo.leaves):
         node = int(leaf)
@@ -237,12 +230,12 @@ def national_part(repeat):
             (
                 floor,
                 timed(lambda d=draws: projector(d))[0],
-                *timed(lambda d=draws: top_down_table(d)),
+                *timed(lambda d=draws: postdp.top_down(d)),
             )
         )
         rows[-1] = (
             *rows[-1][:3],
-            timed(lambda v=rows[-1][3], r=run: round_table(v, table, rng=r))[0],
+            timed(lambda v=rows[-1][3], r=run: postdp.round(v, table, rng=r))[0],
         )
     floor, gls, topdown, rounding = (statistics.median(col) for col in zip(*rows, strict=True))
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
@@ -259,9 +252,9 @@ def national_part(repeat):
         Client(cluster) as client,
     ):
         draws = measure(table, w, secure=False, rng=0)
-        top_down_table(draws, client=client)  # warm the workers
-        times = [timed(lambda: top_down_table(draws, client=client))[0] for _ in range(repeat)]
-        same = np.array_equal(top_down_table(draws, client=client), top_down_table(draws))
+        postdp.top_down(draws, client=client)  # warm the workers
+        times = [timed(lambda: postdp.top_down(draws, client=client))[0] for _ in range(repeat)]
+        same = np.array_equal(postdp.top_down(draws, client=client), postdp.top_down(draws))
     print(
         "  top-down on a 2-worker Dask LocalCluster (one task per state): "
         f"{statistics.median(times):.2f} s; identical to the local run: {same}"

@@ -98,7 +98,7 @@ def test_frontier_follows_the_gaussian_scaling_law():
 def test_table_plan_beats_every_point_of_a_grid():
     """Three measured queries on a small P1-shaped table (Laplace, so variances scale as
     1/eps^2 per query): the plan is no worse than the best split of a 30 x 30 grid."""
-    from postdp.analysis import plan_table_budget
+    from postdp.analysis.planner import plan_table_budget
     from postdp.data import synthetic_table
     from postdp.tables import Query
 
@@ -115,9 +115,9 @@ def test_table_plan_beats_every_point_of_a_grid():
     assert plan.objective <= plan.equal_objective
 
     def value(split):
-        return postdp.analysis.plan_table_budget(
-            queries,
+        return postdp.plan_budget(
             t,
+            queries=queries,
             total=total,
             mechanism="laplace",
             weights=[0, 1, 1],

@@ -180,7 +180,8 @@ def dense_gls(measurements):
 def assert_equals_dense_gls(table, workload, seed):
     """(P) and its variances equal the dense null-space GLS reference at 1e-9; returns the
     projector."""
-    from postdp.postprocess import TableProjector, project_table
+    from postdp.postprocess import TableProjector
+    from postdp.postprocess.tables import project_table
     from postdp.tables import measure
 
     draws = measure(table, workload, secure=False, rng=seed)
@@ -196,7 +197,7 @@ def assert_equals_dense_gls(table, workload, seed):
 def assert_top_down_matches_reference(draws):
     """Top-down is nonnegative, consistent across geography and equal to the per-family
     Clarabel reference at 1e-6."""
-    from postdp.postprocess import top_down_table
+    from postdp.postprocess.table_topdown import top_down_table
 
     geo = draws.table.geography
     ours = top_down_table(draws)

@@ -13,8 +13,9 @@ from scipy import linalg
 from postdp import Gaussian
 from postdp.data import pl94_schema
 from postdp.hierarchy import Hierarchy
-from postdp.postprocess import _family_nnls, _root_nnls, top_down_table
+from postdp.postprocess import _family_nnls, _root_nnls
 from postdp.postprocess import table_topdown as topdown_module
+from postdp.postprocess.table_topdown import top_down_table
 from postdp.tables import Measurement, Query, Table, Workload, measure
 from postdp.tables.schema import Marginal
 from tests.tables._reference import (

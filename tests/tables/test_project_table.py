@@ -7,7 +7,8 @@ from scipy import stats
 from postdp import Gaussian
 from postdp.data import load_p1
 from postdp.errors import ValidationError
-from postdp.postprocess import TableProjector, project_table
+from postdp.postprocess import TableProjector
+from postdp.postprocess.tables import project_table
 from postdp.tables import Measurement, Query, Workload, measure
 from tests.tables._reference import qp_table, random_case
 
@@ -88,7 +89,7 @@ def test_projection_is_unbiased_on_pennsylvania():
 
 @pytest.mark.parametrize("seed", range(24))
 def test_kkt_report_certifies_the_estimate_and_catches_a_wrong_one(seed):
-    from postdp.postprocess import table_kkt_report
+    from postdp.postprocess.table_kkt import table_kkt_report
 
     table, workload = random_case(seed)
     draws = measure(table, workload, secure=False, rng=seed)

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from postdp import Gaussian, Hierarchy, Laplace
-from postdp.postprocess import TableProjector, project_table
+from postdp.postprocess import TableProjector
+from postdp.postprocess.tables import project_table
 from postdp.tables import (
     Measurement,
     Query,

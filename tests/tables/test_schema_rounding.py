@@ -12,8 +12,18 @@ import pytest
 import postdp
 from postdp import Gaussian, Hierarchy
 from postdp.errors import ValidationError
-from postdp.postprocess import round_table
-from postdp.tables import Attribute, Measurement, Query, Recode, Schema, Table, Workload, measure
+from postdp.postprocess.table_rounding import round_table
+from postdp.tables import (
+    Attribute,
+    Measurement,
+    Query,
+    Recode,
+    Schema,
+    Table,
+    Workload,
+    expand,
+    measure,
+)
 
 SCHEMA = Schema(
     [
@@ -42,8 +52,8 @@ def _released():
 
     assert TableProjector(table, Workload(items))._basis is not None  # rounders keep it
     draws = measure(table, Workload(items), secure=False, rng=5)
-    full = postdp.project(draws, nonneg=True)
-    return table, full[:, cat.leaves], full
+    cells = postdp.project(draws, nonneg=True)
+    return table, cells, expand(cells, geo, cat)
 
 
 def test_the_rounder_tree_holds_the_nested_marginals():

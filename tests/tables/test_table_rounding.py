@@ -14,7 +14,8 @@ from scipy.stats import norm
 
 from postdp import Hierarchy, Laplace
 from postdp.errors import ValidationError
-from postdp.postprocess import round_table, top_down_table
+from postdp.postprocess.table_rounding import round_table
+from postdp.postprocess.table_topdown import top_down_table
 from postdp.tables import Measurement, Query, Table, Workload, category_matrix, measure
 from tests.analysis.test_montecarlo import _dask_client
 from tests.tables._reference import random_tree

@@ -7,7 +7,8 @@ import pytest
 
 from postdp import Gaussian, Hierarchy
 from postdp.errors import ValidationError
-from postdp.postprocess import TableProjector, project_by_subtree, top_down_table
+from postdp.postprocess import TableProjector, project_by_subtree
+from postdp.postprocess.table_topdown import top_down_table
 from postdp.tables import Measurement, Query, Table, TableMeasurements, Workload, measure
 
 from ._reference import random_schema, random_terms, random_tree, small_pl94_state

@@ -5,7 +5,7 @@ import pytest
 
 from postdp import Gaussian, Laplace
 from postdp.errors import ValidationError
-from postdp.postprocess import top_down_table
+from postdp.postprocess.table_topdown import top_down_table
 from postdp.tables import Measurement, Query, Table, Workload, measure
 from tests.tables._reference import (
     assert_top_down_matches_reference,

@@ -1,11 +1,13 @@
 """Auditing release designs: Monte Carlo simulation, the closed-form theory of the seeds,
 budget planning and an empirical privacy audit."""
 
+from typing import Any
+
 from postdp._intervals import ConfidenceInterval
 from postdp.analysis.design import ReleaseDesign
 from postdp.analysis.memory import MemoryPlan, memory_plan
 from postdp.analysis.montecarlo import MonteCarloResult, simulate
-from postdp.analysis.planner import BudgetPlan, budget_frontier, plan_budget, plan_table_budget
+from postdp.analysis.planner import BudgetPlan, budget_frontier, plan_budget
 from postdp.analysis.planner_mc import plan_mae_budget
 from postdp.analysis.privacy_audit import PrivacyAudit, audit_privacy
 from postdp.analysis.table_design import TableDesign
@@ -15,7 +17,6 @@ from postdp.analysis.table_metrics import (
     table_metric_sums,
     table_metrics_from_sums,
 )
-from postdp.analysis.table_replicates import table_replicate_intervals
 from postdp.analysis.theory import (
     BiasBound,
     geometric_h,
@@ -56,7 +57,6 @@ __all__ = [
     "p_plus_bias_bound",
     "plan_budget",
     "plan_mae_budget",
-    "plan_table_budget",
     "ps_error_cdf",
     "ps_error_density",
     "ps_error_variance",
@@ -68,5 +68,32 @@ __all__ = [
     "table_interval_coverage",
     "table_metric_sums",
     "table_metrics_from_sums",
-    "table_replicate_intervals",
 ]
+
+# The table twins (0.2): one release with a DeprecationWarning naming the call to use.
+_RENAMED = {
+    "plan_table_budget": (
+        "postdp.analysis.planner",
+        "postdp.plan_budget(table, queries=..., total=...)",
+    ),
+    "table_replicate_intervals": (
+        "postdp.analysis.table_replicates",
+        "postdp.analysis.replicate_intervals(released, TableDesign(table, workload, ...))",
+    ),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _RENAMED:
+        import importlib
+        import warnings
+
+        module, call = _RENAMED[name]
+        warnings.warn(
+            f"postdp.analysis.{name} is deprecated; use {call}. The old name will be removed "
+            "in the next release",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(importlib.import_module(module), name)
+    raise AttributeError(f"module 'postdp.analysis' has no attribute {name!r}")

@@ -56,6 +56,12 @@ class MemoryPlan:
         Estimated peak of the statistics, the batches in flight and the solves.
     max_memory : int
         The budget planned for.
+
+    Examples
+    --------
+    >>> plan = memory_plan(3195, n_draws=10_000)
+    >>> plan.tasks, plan.draws_per_task, plan.fits
+    (8, 1328, True)
     """
 
     entities: int

@@ -23,7 +23,7 @@ from postdp._typing import FloatArray
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
 from postdp.mechanisms import DiscreteGaussian, Gaussian, Geometric, Laplace, Mechanism
-from postdp.tables import Query, Table
+from postdp.tables import Query, Table, Workload
 
 __all__ = ["BudgetPlan", "budget_frontier", "plan_budget", "plan_table_budget"]
 
@@ -75,6 +75,99 @@ class BudgetPlan:
 
 
 def plan_budget(
+    over: Hierarchy | Table,
+    *,
+    total: float,
+    mechanism: Family = "geometric",
+    weights: Sequence[float] | None = None,
+    public_root: bool = False,
+    queries: Sequence[tuple[int, Query]] | Workload | None = None,
+    categories: Sequence[str] | None = None,
+    compare: Sequence[float] | None = None,
+    starts: int | None = None,
+    rng: int = 0,
+) -> BudgetPlan:
+    """The split of ``total`` that minimises the weighted (P) variance: a hierarchy's
+    levels, or a table's measured (level, query) pairs.
+
+    Parameters
+    ----------
+    over : Hierarchy or Table
+        The geography (a hierarchy of counts), or a table (its geography and category
+        tree; its counts are not read).
+    total : float
+        Total epsilon (geometric, laplace) or rho (gaussian, discrete-gaussian).
+    mechanism : {"geometric", "laplace", "gaussian", "discrete-gaussian"}
+    weights : sequence of float, optional
+        Weight of each geographic level's mean (P) variance, root first (default: the
+        leaf level only).
+    public_root : bool, default False
+        Hierarchies: the root's count is published exactly (an invariant).
+    queries : sequence of (int, Query), or Workload
+        Tables (required): the measured (level, query) pairs, each to receive a share; or
+        a workload, whose noisy measurements are the pairs and whose public ones are
+        published exactly.
+    categories : sequence of str, optional
+        Tables: category node ids whose variances count (default: the detailed cells).
+    compare : sequence of float, optional
+        A split to evaluate too (e.g. the one in use); it must spend exactly ``total``.
+    starts : int, optional
+        Starting points of the optimiser (default 6 for hierarchies, 4 for tables).
+    rng : int, default 0
+        Seed of the random starts.
+
+    Returns
+    -------
+    BudgetPlan
+        ``shares`` per level (hierarchies) or in the order of ``queries`` (tables).
+
+    Examples
+    --------
+    >>> from postdp.data import synthetic_table
+    >>> from postdp.tables import Query
+    >>> t = synthetic_table((2, 3), leaf_mean=100, rng=0)
+    >>> qs = [(d, Query.detailed(t.categories)) for d in range(3)]
+    >>> plan_budget(t, queries=qs, total=3.0, mechanism="gaussian", starts=1).shares.size
+    3
+    """
+    if isinstance(over, Table):
+        if public_root:
+            raise ValidationError("`public_root` is for hierarchies; give a table's public queries")
+        if queries is None:
+            raise ValidationError("`queries` is required for a table: the (level, query) pairs")
+        public: list[tuple[int, Query]] = []
+        if isinstance(queries, Workload):
+            public = [(m.level, m.query) for m in queries.measurements if m.public]
+            queries = [(m.level, m.query) for m in queries.measurements if not m.public]
+        return plan_table_budget(
+            queries,
+            over,
+            total=total,
+            mechanism=mechanism,
+            weights=weights,
+            categories=categories,
+            public=public,
+            compare=compare,
+            starts=4 if starts is None else starts,
+            rng=rng,
+        )
+    if not isinstance(over, Hierarchy):
+        raise TypeError(f"`over` must be a Hierarchy or a Table; got {type(over).__name__}")
+    if queries is not None or categories is not None:
+        raise ValidationError("`queries` and `categories` are for tables")
+    return _plan_levels(
+        over,
+        total=total,
+        mechanism=mechanism,
+        weights=weights,
+        public_root=public_root,
+        compare=compare,
+        starts=6 if starts is None else starts,
+        rng=rng,
+    )
+
+
+def _plan_levels(
     hierarchy: Hierarchy,
     *,
     total: float,

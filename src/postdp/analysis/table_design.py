@@ -116,7 +116,7 @@ class TableDesign:
             TableNonnegProjector,
             TableProjector,
             check_top_down,
-            top_down_table,
+            top_down,
         )
 
         projector: Any = None
@@ -126,7 +126,7 @@ class TableDesign:
             projector = TableNonnegProjector(self.table, self.workload)
         elif step == "topdown":
             check_top_down(self.table, self.workload)
-            projector = top_down_table
+            projector = top_down
         object.__setattr__(self, "projector", projector)
 
     @property
@@ -174,9 +174,9 @@ class TableDesign:
         detailed: FloatArray = self.projector(measurements)
         if not self.rounded:
             return detailed
-        from postdp.postprocess import round_table
+        from postdp.postprocess import round as round_values
 
-        rounded: FloatArray = round_table(detailed, self.table, rng=rng).astype(np.float64)
+        rounded: FloatArray = round_values(detailed, self.table, rng=rng).astype(np.float64)
         return rounded
 
     def run(self, *, rng: RNGLike = None, size: int = 1) -> FloatArray:

@@ -60,8 +60,8 @@ def table_error_metrics(
     ----------
     released : array_like, shape (..., geography.n, n_detailed)
         Released detailed histograms of every geounit (e.g. from
-        :func:`postdp.postprocess.project_table` with ``cells=True`` or
-        :func:`postdp.postprocess.top_down_table`); leading axes are draws.
+        :func:`postdp.project` or :func:`postdp.top_down` of table
+        measurements); leading axes are draws.
     table : Table
         The truth.
     bins : sequence of int, default (0, 10, 100, 1000, 10000)

@@ -1,6 +1,7 @@
-"""Replicate intervals for a released table (any post-processing: (P) or top-down).
+"""Replicate intervals for a released table, for any table post-processing ((P), (P+),
+top-down, each optionally rounded).
 
-The table analogue of :func:`postdp.analysis.replicate_intervals`: the released detailed
+The table case of :func:`postdp.analysis.replicate_intervals`: the released detailed
 cells of the leaf geounits, rounded and clipped at 0, stand in for the truth (every other
 count is a sum of them, and a public query takes the stand-in's value); the workload is
 measured on the stand-in ``R`` times, post-processed as the release was, and each (geounit,
@@ -13,7 +14,8 @@ Memory: the replicate errors are kept as float32, R x geounits x category nodes 
 
 from __future__ import annotations
 
-from typing import Literal
+from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -21,9 +23,12 @@ from postdp import _rng, _validation
 from postdp._intervals import ConfidenceInterval
 from postdp._typing import ArrayLike, RNGLike
 from postdp.errors import ValidationError
-from postdp.tables import Table, Workload
+from postdp.tables import Table, Workload, category_matrix, measure
 
-__all__ = ["table_replicate_intervals"]
+if TYPE_CHECKING:
+    from postdp.analysis.table_design import TableDesign
+
+__all__ = ["design_replicate_intervals", "table_replicate_intervals"]
 
 
 def table_replicate_intervals(
@@ -31,78 +36,82 @@ def table_replicate_intervals(
     table: Table,
     workload: Workload,
     *,
-    postprocess: Literal["project", "topdown"] = "project",
+    postprocess: str = "project",
     replicates: int = 50,
     level: float = 0.9,
     secure: bool = False,
     rng: RNGLike = None,
 ) -> ConfidenceInterval:
-    """Replicate intervals for every count of a released table.
+    """Replicate intervals for every count of a released table (deprecated spelling).
+
+    Same as :func:`postdp.analysis.replicate_intervals` with
+    ``TableDesign(table, workload, postprocess)``.
 
     Parameters
     ----------
     released : array_like, shape (geography.n, categories.n)
-        The released table, every geounit and category node (rows in the order of
-        ``geography.ids``).
     table : Table
-        Supplies the geography and the category tree (its counts are not read).
     workload : Workload
-        The release's workload.
-    postprocess : {"project", "topdown"}
-        The release's post-processing (``project_table`` or ``top_down_table``).
-    replicates : int, default 50
-        R (memory: R x geounits x category nodes x 4 bytes).
-    level : float, default 0.9
-    secure : bool, default False
-        OpenDP noise for the replicates (``rng`` must then be None).
-    rng : int, numpy.random.Generator, SeedSequence or None
+    postprocess : str, default "project"
+        Any table post-processing (:data:`~postdp.analysis.table_design.TABLE_STEPS`,
+        optionally ``",round"``).
+    replicates, level, secure, rng
+        As in :func:`postdp.analysis.replicate_intervals`.
 
     Returns
     -------
     ConfidenceInterval
-        ``low`` and ``high`` of the shape of ``released``.
-
-    Examples
-    --------
-    >>> from postdp import Gaussian
-    >>> from postdp.data import synthetic_table
-    >>> from postdp.postprocess import project_table
-    >>> from postdp.tables import Measurement, Query, Workload, measure
-    >>> t = synthetic_table((2, 3), leaf_mean=200, rng=0)
-    >>> w = Workload([Measurement(d, Query.detailed(t.categories), Gaussian(rho=0.5))
-    ...               for d in range(3)])
-    >>> full = project_table(measure(t, w, secure=False, rng=1, size=1))[0]
-    >>> ci = table_replicate_intervals(full, t, w, replicates=20, rng=2)
-    >>> ci.low.shape == full.shape and bool((ci.low <= ci.high).all())
-    True
     """
-    from postdp.postprocess import TableProjector, top_down_table
-    from postdp.tables import category_matrix, measure
+    from postdp.analysis.table_design import TableDesign
 
+    design = TableDesign(table, workload, postprocess)
+    return design_replicate_intervals(
+        released, design, replicates=replicates, level=level, secure=secure, rng=rng
+    )
+
+
+def design_replicate_intervals(
+    released: ArrayLike,
+    design: TableDesign,
+    *,
+    replicates: int,
+    level: float,
+    secure: bool,
+    rng: RNGLike,
+) -> ConfidenceInterval:
+    """Replicate intervals for every count of a released table, shape (..., geography.n,
+    categories.n): the body of ``replicate_intervals`` for a :class:`TableDesign`."""
+    table = design.table
     geo, cat = table.geography, table.categories
     r = _validation.real_array("released", released).astype(np.float64)
-    if r.shape != (geo.n, cat.n):
+    if r.ndim < 2 or r.shape[-2:] != (geo.n, cat.n):
         raise ValidationError(
-            f"`released` must have shape ({geo.n}, {cat.n}) (geounits x category nodes); "
-            f"got {r.shape}"
+            f"`released` must have shape (..., {geo.n}, {cat.n}) (geounits x category "
+            f"nodes); got {r.shape}"
         )
     R = _replicate_options(replicates, level, secure, rng)
-    if postprocess not in ("project", "topdown"):
-        raise ValidationError(f"`postprocess` must be 'project' or 'topdown'; got {postprocess!r}")
-    C = category_matrix(cat)
-    detailed = r[geo.leaves][:, cat.leaves]
-    stand_in = Table(geo, cat, np.maximum(np.rint(detailed), 0).astype(np.int64))
-    truth = np.asarray(stand_in.counts(), dtype=np.float64)
-    projector = TableProjector(stand_in, workload) if postprocess == "project" else None
+    if design.projector is None:
+        raise ValidationError("a design without post-processing has no released table to rerun")
     gen = None if secure else _rng.as_generator(rng)
-    errors = np.empty((R, geo.n, cat.n), dtype=np.float32)
-    for k in range(R):
-        measured = measure(stand_in, workload, secure=secure, rng=gen, size=None if secure else 1)
-        est = projector(measured) if projector is not None else top_down_table(measured)
-        errors[k] = np.reshape(est, (-1, *est.shape[-2:]))[0] @ C.T - truth
+    C = category_matrix(cat).astype(np.float64)
     tail = (1.0 - level) / 2.0
-    q_low, q_high = np.quantile(errors, [tail, 1.0 - tail], axis=0)
-    return ConfidenceInterval(r - q_high, r - q_low, level)
+    rows = r.reshape(-1, geo.n, cat.n)
+    low, high = np.empty_like(rows), np.empty_like(rows)
+    for i, row in enumerate(rows):
+        detailed = row[geo.leaves][:, cat.leaves]
+        stand_in = Table(geo, cat, np.maximum(np.rint(detailed), 0).astype(np.int64))
+        again = replace(design, table=stand_in)
+        truth = np.asarray(stand_in.counts(), dtype=np.float64)
+        errors = np.empty((R, geo.n, cat.n), dtype=np.float32)
+        for k in range(R):
+            measured = measure(
+                stand_in, design.workload, secure=secure, rng=gen, size=None if secure else 1
+            )
+            est = again.solve(measured, rng=gen)
+            errors[k] = np.reshape(est, (-1, *est.shape[-2:]))[0] @ C.T - truth
+        q_low, q_high = np.quantile(errors, [tail, 1.0 - tail], axis=0)
+        low[i], high[i] = row - q_high, row - q_low
+    return ConfidenceInterval(low.reshape(r.shape), high.reshape(r.shape), level)
 
 
 def _replicate_options(replicates: int, level: float, secure: bool, rng: RNGLike) -> int:

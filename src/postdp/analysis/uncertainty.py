@@ -34,8 +34,9 @@ from postdp import _rng, _validation
 from postdp._intervals import ConfidenceInterval
 from postdp._typing import ArrayLike, FloatArray, IntArray, NumArray, RNGLike
 from postdp.analysis.design import ReleaseDesign
+from postdp.analysis.table_design import TableDesign
 from postdp.analysis.table_metrics import SIZE_BINS
-from postdp.analysis.table_replicates import _replicate_options, table_replicate_intervals
+from postdp.analysis.table_replicates import _replicate_options, design_replicate_intervals
 from postdp.errors import ValidationError
 from postdp.mechanisms import Geometric, Laplace
 from postdp.tables import Table, Workload
@@ -53,7 +54,7 @@ Method = Literal["gls", "replicates", "posterior"]
 
 def replicate_intervals(
     released: ArrayLike,
-    design: ReleaseDesign,
+    design: ReleaseDesign | TableDesign,
     *,
     replicates: int = 200,
     level: float = 0.9,
@@ -64,12 +65,17 @@ def replicate_intervals(
 
     Parameters
     ----------
-    released : array_like, shape (..., n)
-        Released counts of the design's hierarchy (draws on leading axes are allowed).
-    design : ReleaseDesign
-        The design that produced them (mechanisms, chain, public nodes).
+    released : array_like, shape (..., n) or (..., geography.n, categories.n)
+        Released counts of the design's hierarchy, or of every (geounit, category node) of
+        a table design (as :meth:`TableDesign.run` gives them); draws on leading axes are
+        allowed.
+    design : ReleaseDesign or TableDesign
+        The design that produced them (mechanisms or workload, post-processing, public
+        nodes or queries). A table's stand-in truth is its released leaf geounits'
+        detailed cells, rounded and clipped at 0.
     replicates : int, default 200
-        R, the number of re-runs. Memory: R x n x 8 bytes per released vector.
+        R, the number of re-runs. Memory: R x n x 8 bytes per released vector (tables: R x
+        geounits x category nodes x 4 bytes).
     level : float, default 0.9
     secure : bool, default False
         Draw the replicate noise with OpenDP's samplers (the release path's hygiene: no
@@ -91,6 +97,10 @@ def replicate_intervals(
     >>> bool((ci.low <= ci.high).all()), ci.level
     (True, 0.9)
     """
+    if isinstance(design, TableDesign):
+        return design_replicate_intervals(
+            released, design, replicates=replicates, level=level, secure=secure, rng=rng
+        )
     r = _validation.real_array("released", released).astype(np.float64)
     h = design.hierarchy
     if r.ndim == 0 or r.shape[-1] != h.n:
@@ -314,7 +324,7 @@ def table_interval_coverage(
     workload: Workload,
     *,
     method: Literal["gls", "replicates"] = "gls",
-    postprocess: Literal["project", "topdown"] = "project",
+    postprocess: str = "project",
     replicates: int = 30,
     n_draws: int = 16,
     level: float = 0.9,
@@ -325,7 +335,7 @@ def table_interval_coverage(
 
     Every count of every geounit and category node (those a public query fixes excepted)
     gets its interval — ``"gls"``: released ± z·sd of (P) (exact); ``"replicates"``:
-    :func:`postdp.analysis.table_replicate_intervals` around the ``postprocess`` release —
+    :func:`replicate_intervals` of a :class:`TableDesign` around the ``postprocess`` release —
     and the share covering the true count is reported by geographic level and true-count
     size bin.
 
@@ -335,8 +345,10 @@ def table_interval_coverage(
         Its cells are the truth.
     workload : Workload
     method : {"gls", "replicates"}
-    postprocess : {"project", "topdown"}
-        The release's post-processing (``"gls"`` needs ``"project"``).
+    postprocess : str, default "project"
+        The release's post-processing, any :class:`TableDesign` accepts (``"project"``,
+        ``"project-nonneg"``, ``"topdown"``, each optionally followed by ``",round"``);
+        ``"gls"`` needs ``"project"``.
     replicates : int, default 30
         R per release for ``"replicates"`` (the cost is n_draws x R releases).
     n_draws : int, default 16
@@ -364,7 +376,7 @@ def table_interval_coverage(
     """
     from scipy import stats
 
-    from postdp.postprocess import TableProjector, top_down_table
+    from postdp.postprocess import TableProjector
     from postdp.tables import expand, measure
 
     if method not in ("gls", "replicates"):
@@ -376,9 +388,11 @@ def table_interval_coverage(
         raise ValidationError(f"`n_draws` must be at least 2; got {n_draws}")
     if not 0.0 < level < 1.0:
         raise ValidationError(f"`level` must lie strictly between 0 and 1; got {level!r}")
+    design = TableDesign(table, workload, postprocess)
+    if design.projector is None:
+        raise ValidationError("`postprocess` must release a table (not 'none')")
     geo, cat = table.geography, table.categories
-    projector = TableProjector(table, workload)
-    sd = np.sqrt(projector.variances())
+    sd = np.sqrt(TableProjector(table, workload).variances())
     z = float(stats.norm.isf((1.0 - level) / 2.0))
     truth = np.asarray(table.counts(), dtype=np.float64)
     free = sd > 0
@@ -387,20 +401,13 @@ def table_interval_coverage(
     width = np.zeros(int(free.sum()))
     for k in range(N):
         measured = measure(table, workload, secure=False, rng=gen, size=1)
-        post = top_down_table if postprocess == "topdown" else projector
-        est = post(measured)[0]
-        full = expand(est[geo.leaves], geo, cat)
+        est = design.solve(measured, rng=gen)[0]
+        full = expand(est, geo, cat)
         if method == "gls":
             low, high = full - z * sd, full + z * sd
         else:
-            ci = table_replicate_intervals(
-                full,
-                table,
-                workload,
-                postprocess=postprocess,
-                replicates=replicates,
-                level=level,
-                rng=gen,
+            ci = design_replicate_intervals(
+                full, design, replicates=replicates, level=level, secure=False, rng=gen
             )
             low, high = ci.low, ci.high
         covered[k] = ((low <= truth) & (truth <= high))[free]

@@ -66,14 +66,12 @@ def run_table(args: argparse.Namespace, state: RunState, check_cap: Any) -> int:
     shaped = long_form if args.format == "long" else wide_form
     frame = shaped(table, measured, released, secure=secure)
     if args.uncertainty == "replicates" and released is not None:
-        from postdp.analysis import table_replicate_intervals
+        from postdp.analysis import replicate_intervals
 
         state.phase = "replicating the release"
-        ci = table_replicate_intervals(
+        ci = replicate_intervals(
             released,
-            table,
-            work,
-            postprocess="topdown" if step == "topdown" else "project",
+            design,
             replicates=args.replicates,
             level=args.ci_level,
             secure=secure,
@@ -118,10 +116,8 @@ def _margins(
     if args.format != "long":
         raise CliError(f"--uncertainty {args.uncertainty}: the intervals need --format long")
     if args.uncertainty == "replicates":
-        if step not in ("project", "topdown"):
-            raise CliError(
-                "--uncertainty replicates: needs --postprocess project or topdown for a table"
-            )
+        if step is None:
+            raise CliError("--uncertainty replicates: needs a --postprocess for a table")
         need = args.replicates * shape[0] * shape[1] * 4
         if need > 2 << 30:
             raise CliError(

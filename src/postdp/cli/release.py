@@ -113,9 +113,8 @@ def add_parser(commands: Any) -> None:
         help="add ci_low, ci_high and ci_level to every row: gls = exact margins of (P) from "
         "the design alone (--postprocess project; tables, or hierarchies with least-squares "
         "weights and at most --public root); replicates = the design re-run --replicates "
-        "times on the released counts, for any --postprocess chain of a hierarchy and for "
-        "tables released with project or topdown (noise from OpenDP, or numpy with "
-        "--study); posterior = seed 003's credible intervals, "
+        "times on the released counts, for any --postprocess of a hierarchy or a table "
+        "(noise from OpenDP, or numpy with --study); posterior = seed 003's credible intervals, "
         "family by family, for --postprocess bayes (MCMC on the published counts only). "
         "None costs privacy",
     )

@@ -1,4 +1,11 @@
-"""Post-processing of noisy counts: projections, nonnegativity, rounding, chains."""
+"""Post-processing of noisy counts and tables: projections, nonnegativity, rounding, chains.
+
+One vocabulary for both models (a hierarchy of counts is a table with one cell per
+geounit): :func:`project`, :func:`top_down`, :func:`round` and :func:`kkt_report` take a
+hierarchy's noisy counts or a table's :class:`~postdp.tables.TableMeasurements`; for tables
+they work on the detailed cells of every geounit, shape (..., geography.n, n_detailed), and
+:func:`postdp.tables.expand` gives every category node.
+"""
 
 from typing import Any
 
@@ -27,17 +34,13 @@ from postdp.postprocess.ramps import (
     translated_ramp_bias,
 )
 from postdp.postprocess.rounding import round_consistent, stochastic_round
-from postdp.postprocess.table_kkt import TableKKTReport, table_kkt_report
-from postdp.postprocess.table_nonneg import (
-    TableNonnegProjector,
-    TableNonnegReport,
-    table_nonneg_report,
-)
+from postdp.postprocess.table_kkt import TableKKTReport
+from postdp.postprocess.table_nonneg import TableNonnegProjector, TableNonnegReport
 from postdp.postprocess.table_restore import blue_restore
-from postdp.postprocess.table_rounding import round_table
+from postdp.postprocess.table_rounding import round
 from postdp.postprocess.table_stream import project_by_subtree
-from postdp.postprocess.table_topdown import check_top_down, top_down_table
-from postdp.postprocess.tables import TableProjector, project_table
+from postdp.postprocess.table_topdown import check_top_down
+from postdp.postprocess.tables import TableProjector
 
 __all__ = [
     "ElementwiseChain",
@@ -63,15 +66,11 @@ __all__ = [
     "project",
     "project_by_subtree",
     "project_sum",
-    "project_table",
     "restriction_ramp_ratio",
+    "round",
     "round_consistent",
-    "round_table",
     "stochastic_round",
-    "table_kkt_report",
-    "table_nonneg_report",
     "top_down",
-    "top_down_table",
     "translated_ramp",
     "translated_ramp_bias",
 ]
@@ -86,7 +85,40 @@ _MOVED = {
 }
 
 
+# The table twins of the vocabulary (0.2); they work for one release with a
+# DeprecationWarning naming the call that replaces them.
+_RENAMED = {
+    "project_table": (
+        "postdp.postprocess.tables",
+        "postdp.project(measurements, nonneg=False) (detailed cells; "
+        "postdp.tables.expand adds every category node)",
+    ),
+    "top_down_table": ("postdp.postprocess.table_topdown", "postdp.top_down(measurements)"),
+    "round_table": ("postdp.postprocess.table_rounding", "postdp.round(values, table)"),
+    "table_kkt_report": (
+        "postdp.postprocess.table_kkt",
+        "postdp.kkt_report(estimate, measurements, nonneg=False)",
+    ),
+    "table_nonneg_report": (
+        "postdp.postprocess.table_nonneg",
+        "postdp.kkt_report(estimate, measurements)",
+    ),
+}
+
+
 def __getattr__(name: str) -> Any:
+    if name in _RENAMED:
+        import importlib
+        import warnings
+
+        module, call = _RENAMED[name]
+        warnings.warn(
+            f"postdp.postprocess.{name} is deprecated; use {call}. The old name will be "
+            "removed in the next release",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return getattr(importlib.import_module(module), name)
     if name in _MOVED:
         import importlib
         import warnings

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -11,6 +12,7 @@ from postdp._typing import ArrayLike, FloatArray
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy, PublicSpec, resolve_public
 from postdp.postprocess._tree_solve import TreeProblem, leaf_multipliers
+from postdp.tables import TableMeasurements
 
 __all__ = ["ProjectionReport", "kkt_report"]
 
@@ -99,20 +101,25 @@ class ProjectionReport:
 
 def kkt_report(
     solution: ArrayLike,
-    noisy: ArrayLike,
-    hierarchy: Hierarchy,
+    noisy: ArrayLike | TableMeasurements,
+    hierarchy: Hierarchy | None = None,
     *,
     nonneg: bool = True,
     public: PublicSpec = None,
     weights: ArrayLike | None = None,
-) -> ProjectionReport:
+) -> Any:
     """Check a candidate solution of (P) / (P+) against its optimality conditions.
 
     Parameters
     ----------
     solution, noisy : array_like, shape (..., n)
-        Candidate projections and the noisy values they came from.
+        Candidate projections and the noisy values they came from. Or, for a table, one
+        draw's detailed cells of every geounit, shape (geography.n, n_detailed) (as
+        :func:`postdp.project` returns them), and the :class:`~postdp.tables.TableMeasurements`
+        of that draw: the report is then a :class:`TableNonnegReport` ((P+)) or a
+        :class:`TableKKTReport` ((P), ``nonneg=False``).
     hierarchy : Hierarchy
+        Required for counts; left out for table measurements.
     nonneg : bool, default True
         Check (P+) (True) or (P) (False).
     public : mapping, sequence of str, "root" or None
@@ -121,8 +128,8 @@ def kkt_report(
 
     Returns
     -------
-    ProjectionReport
-        One entry per draw.
+    ProjectionReport, TableNonnegReport or TableKKTReport
+        One entry per draw (counts); one draw's residuals (tables).
 
     Notes
     -----
@@ -144,6 +151,12 @@ def kkt_report(
     """
     from postdp.postprocess.projections import _noisy, _weights
 
+    if isinstance(noisy, TableMeasurements):
+        from postdp.postprocess._project_tables import kkt_measurements
+
+        return kkt_measurements(solution, noisy, hierarchy, nonneg, public, weights)
+    if hierarchy is None:
+        raise ValidationError("`hierarchy` is required to check counts")
     V, _ = _noisy(solution, hierarchy.n)
     Y, _ = _noisy(noisy, hierarchy.n)
     if V.shape != Y.shape:

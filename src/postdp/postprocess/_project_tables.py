@@ -1,5 +1,5 @@
-"""``postdp.project`` on a table's measurements (private): (P), (P+) or top-down, every
-(geounit, category node)."""
+"""``postdp.project`` on a table's measurements (private): (P), (P+), top-down or
+BLUE-then-restore, the detailed cells of every geounit."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
 from postdp.tables import TableMeasurements
 
-__all__ = ["project_measurements"]
+__all__ = ["kkt_measurements", "project_measurements"]
 
 
 def project_measurements(
@@ -23,17 +23,12 @@ def project_measurements(
     method: str,
     weights: ArrayLike | None,
 ) -> FloatArray:
-    """``project`` of a table's measurements: every (geounit, category node)."""
+    """``project`` of a table's measurements: the detailed cells of every geounit."""
     from postdp.postprocess.table_nonneg import TableNonnegProjector
     from postdp.postprocess.table_topdown import top_down_table
     from postdp.postprocess.tables import project_table
 
-    for name, value in (("hierarchy", hierarchy), ("public", public), ("weights", weights)):
-        if value is not None:
-            raise ValidationError(
-                f"`{name}` is for counts; table measurements carry their geography, public "
-                "queries and weights in their workload"
-            )
+    _counts_only(hierarchy, public, weights)
     if method not in ("exact", "topdown", "blue", "blue-restore"):
         raise ValidationError(
             f"`method` must be 'exact', 'topdown', 'blue' or 'blue-restore'; got {method!r}"
@@ -45,20 +40,42 @@ def project_measurements(
     if method == "blue-restore" and not nonneg:
         raise ValidationError("'blue-restore' is nonnegative; pass nonneg=True (or use 'blue')")
     if method in ("exact", "blue") and not nonneg:
-        return project_table(measurements)
+        return project_table(measurements, cells=True)
     if method == "blue-restore":
         from postdp.postprocess.table_restore import blue_restore
 
-        cells = blue_restore(measurements)
-    elif method == "topdown":
+        return blue_restore(measurements)
+    if method == "topdown":
         if not nonneg:
             raise ValidationError("table top-down is nonnegative; pass nonneg=True")
-        cells = top_down_table(measurements)
-    else:
-        table = measurements.table
-        cells = TableNonnegProjector(table, measurements.workload)(measurements)
-    cat = measurements.table.categories
-    full = np.zeros((*cells.shape[:-1], cat.n))
-    full[..., cat.leaves] = cells
-    out: FloatArray = cat.aggregate(full)
-    return out
+        return top_down_table(measurements)
+    table = measurements.table
+    cells: FloatArray = TableNonnegProjector(table, measurements.workload)(measurements)
+    return cells
+
+
+def kkt_measurements(
+    solution: ArrayLike,
+    measurements: TableMeasurements,
+    hierarchy: Hierarchy | None,
+    nonneg: bool,
+    public: Any,
+    weights: ArrayLike | None,
+) -> Any:
+    """``kkt_report`` of a table estimate: the (P+) report, or (P)'s with ``nonneg=False``."""
+    from postdp.postprocess.table_kkt import table_kkt_report
+    from postdp.postprocess.table_nonneg import table_nonneg_report
+
+    _counts_only(hierarchy, public, weights)
+    estimate = np.asarray(solution, dtype=np.float64)
+    report = table_nonneg_report if nonneg else table_kkt_report
+    return report(estimate, measurements)
+
+
+def _counts_only(hierarchy: Hierarchy | None, public: Any, weights: ArrayLike | None) -> None:
+    for name, value in (("hierarchy", hierarchy), ("public", public), ("weights", weights)):
+        if value is not None:
+            raise ValidationError(
+                f"`{name}` is for counts; table measurements carry their geography, public "
+                "queries and weights in their workload"
+            )

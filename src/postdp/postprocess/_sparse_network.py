@@ -1,4 +1,4 @@
-"""The rounding circulation of :func:`~postdp.postprocess.round_table` on its fractional
+"""The rounding circulation of :func:`~postdp.round` on its fractional
 counts only (private).
 
 The circulation of :mod:`postdp.postprocess._table_network` has an edge for every count

@@ -1,5 +1,5 @@
 """The rounding circulation of a table (private): vertices and edges of the two laminar
-families of counts that :func:`~postdp.postprocess.round_table` keeps within 1, and the
+families of counts that :func:`~postdp.round` keeps within 1, and the
 exact fractional parts of its edges."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The rounding of :func:`~postdp.postprocess.round_table` done state by state (private).
+"""The rounding of :func:`~postdp.round` done state by state (private).
 
 The dependent rounding moves flow along cycles of fractional edges of one circulation; any
 order of moves gives a rounding with the same guarantees. So it can be split exactly:

@@ -122,10 +122,10 @@ def project(
     noisy : array_like, shape (..., n), or TableMeasurements
         Noisy values of every node (in ``hierarchy.ids`` order); leading axes are draws.
         Or a table's measurements (:func:`postdp.tables.measure`, category trees and
-        schemas alike): then (P) is :func:`project_table`, (P+)
-        :class:`TableNonnegProjector` and ``"topdown"`` :func:`top_down_table`, and the
-        result holds every (geounit, category node), shape (..., geography.n,
-        categories.n); the measurements carry their geography, invariants and weights.
+        schemas alike; a hierarchy of counts is the one-cell case): the result is then the
+        detailed cells of every geounit, shape (..., geography.n, n_detailed), rows in the
+        order of ``geography.ids`` (:func:`postdp.tables.expand` adds every category node);
+        the measurements carry their geography, invariants and weights.
     hierarchy : Hierarchy
         Required for counts; left out for table measurements.
     nonneg : bool, default True
@@ -145,7 +145,8 @@ def project(
 
     Returns
     -------
-    ndarray of float, same shape as ``noisy``
+    ndarray of float
+        Of the shape of ``noisy`` (table measurements: (..., geography.n, n_detailed)).
         Consistent values (every parent equals the sum of its children, public nodes keep
         their values; nonnegative when ``nonneg``).
 
@@ -428,32 +429,41 @@ def project_sum(
 
 
 def top_down(
-    noisy: ArrayLike,
-    hierarchy: Hierarchy,
+    noisy: ArrayLike | TableMeasurements,
+    hierarchy: Hierarchy | None = None,
     *,
     nonneg: bool = True,
     public: PublicSpec = None,
     weights: ArrayLike | None = None,
+    client: Any = None,
 ) -> FloatArray:
     """Post-process level by level: each family is projected onto its parent's final value.
 
     Parameters
     ----------
-    noisy : array_like, shape (..., n)
-        Noisy values of every node; leading axes are draws.
+    noisy : array_like, shape (..., n), or TableMeasurements
+        Noisy values of every node; leading axes are draws. Or a table's measurements:
+        then each geographic family's detailed cells are solved jointly under their
+        parent's (nonnegative weighted least squares on every measured query), and the
+        result is the detailed cells of every geounit, shape (..., geography.n,
+        n_detailed).
     hierarchy : Hierarchy
+        Required for counts; left out for table measurements.
     nonneg : bool, default True
         Project each family onto {v >= 0, Σ v = parent} (TopDown); False drops v >= 0
-        (closed-form (P_S) per family).
+        (closed-form (P_S) per family; counts only).
     public : mapping, sequence of str, "root" or None
         Invariant nodes (see :func:`postdp.project`); a public node keeps its value and its
         siblings share the rest of the parent's value.
     weights : array_like, shape (n,), optional
         Positive weights of Σ w (v - y)² within each family.
+    client : dask.distributed.Client, optional
+        Tables only: solve the state subtrees as Dask tasks (the same numbers).
 
     Returns
     -------
-    ndarray of float, same shape as ``noisy``
+    ndarray of float
+        Of the shape of ``noisy`` (table measurements: (..., geography.n, n_detailed)).
 
     Notes
     -----
@@ -469,6 +479,16 @@ def top_down(
     >>> top_down(np.array([10.0, -3.0, 6.0, 8.0]), h).tolist()
     [10.0, 0.0, 4.0, 6.0]
     """
+    if client is not None:
+        if not isinstance(noisy, TableMeasurements):
+            raise ValidationError("`client` is for table measurements")
+        from postdp.postprocess._project_tables import _counts_only
+        from postdp.postprocess.table_topdown import top_down_table
+
+        _counts_only(hierarchy, public, weights)
+        if not nonneg:
+            raise ValidationError("table top-down is nonnegative; pass nonneg=True")
+        return top_down_table(noisy, client=client)
     return project(
         noisy, hierarchy, nonneg=nonneg, public=public, method="topdown", weights=weights
     )

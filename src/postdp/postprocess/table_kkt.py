@@ -78,7 +78,7 @@ def table_kkt_report(estimate: FloatArray, measurements: TableMeasurements) -> T
     Parameters
     ----------
     estimate : ndarray, shape (geography.n, n_detailed)
-        Detailed histograms of every geounit, e.g. ``project_table(m, cells=True)``.
+        Detailed histograms of every geounit, e.g. ``postdp.project(m, nonneg=False)``.
     measurements : TableMeasurements
         The draw it was computed from.
 
@@ -89,7 +89,7 @@ def table_kkt_report(estimate: FloatArray, measurements: TableMeasurements) -> T
     Examples
     --------
     >>> from postdp import Geometric, Hierarchy
-    >>> from postdp.postprocess import project_table
+    >>> from postdp.postprocess.tables import project_table
     >>> from postdp.tables import Measurement, Query, Table, Workload, measure
     >>> geo = Hierarchy.from_parents(["S", "a", "b"], [None, "S", "S"])
     >>> cat = Hierarchy.from_parents(["T", "x", "y"], [None, "T", "T"])
@@ -107,7 +107,7 @@ def table_kkt_report(estimate: FloatArray, measurements: TableMeasurements) -> T
     if t.shape != (geo.n, c):
         raise ValidationError(f"`estimate` must have shape {(geo.n, c)}; got {t.shape}")
     if measurements.values[0].ndim != 2:
-        raise ValidationError("table_kkt_report checks one draw; index the draws first")
+        raise ValidationError("kkt_report checks one draw of a table; index the draws first (m[0])")
     grad = np.zeros((geo.n, c))
     scale = np.zeros(geo.n)
     publics: list[list[FloatArray]] = [[] for _ in range(geo.n_levels)]

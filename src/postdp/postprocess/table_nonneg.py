@@ -215,7 +215,7 @@ def table_nonneg_report(estimate: FloatArray, measurements: TableMeasurements) -
     if t.shape != (geo.n, c):
         raise ValidationError(f"`estimate` must have shape {(geo.n, c)}; got {t.shape}")
     if measurements.values[0].ndim != 2:
-        raise ValidationError("table_nonneg_report checks one draw; index the draws first")
+        raise ValidationError("kkt_report checks one draw of a table; index the draws first (m[0])")
     projector = TableNonnegProjector(table, workload)
     ys = [projector._base._answers(measurements, d, 1)[0] for d in range(geo.n_levels)]
     draw = Draw(projector, ys)
@@ -232,7 +232,7 @@ def table_nonneg_report(estimate: FloatArray, measurements: TableMeasurements) -
     kids = np.zeros_like(t)
     np.add.at(kids, geo.parent[geo.parent >= 0], t[geo.parent >= 0])
     internal = ~geo.is_leaf
-    scale = 1.0  # size of the gradient's terms, as in table_kkt_report
+    scale = 1.0  # size of the gradient's terms, as in the (P) report
     for d in range(geo.n_levels):
         A, r, _ = draw.levels[d]
         noisy = r > 0

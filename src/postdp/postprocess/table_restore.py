@@ -14,7 +14,7 @@ identify every cell), so a cell the BLUE knows well moves little. Each problem i
 exactly, with its certificate, by the top-down family solver
 (:mod:`postdp.postprocess._family_nnls`), with b_j = H_d blue_j in place of the noisy
 answers' A' W y. The result is nonnegative, consistent both ways and meets every
-invariant; :func:`~postdp.postprocess.round_table` makes it integral.
+invariant; :func:`~postdp.round` makes it integral.
 
 This is the estimator the 2026 BlueDown paper (arXiv:2603.10099) describes in outline --
 BLUE over the hierarchy, then per-parent restoration -- solved here with postdp's exact

@@ -46,7 +46,7 @@ from postdp.postprocess._table_rounding_split import round_split
 from postdp.postprocess.rounding import _MAX_ABS, _Q, round_consistent
 from postdp.tables import Table
 
-__all__ = ["round_table"]
+__all__ = ["round", "round_table"]
 
 _SPARSE_CELLS = 256  # from this many detailed cells on, the walk uses the fractional edges only
 
@@ -60,67 +60,19 @@ def round_table(
     split: bool = False,
     client: Any = None,
 ) -> IntArray:
-    """Round a consistent real-valued table to a consistent integer table, unbiasedly.
+    """Round a consistent real-valued table to a consistent integer table, unbiasedly: the
+    table case of :func:`postdp.round`, whose documentation states the contract.
 
     Parameters
     ----------
     values : array_like, shape (..., geography.n, n_detailed), or sparse matrix
-        Detailed histogram of every geounit, rows in the order of ``geography.ids``, every
-        geographic parent equal to the sum of its children cell by cell (to ``atol``
-        relative to the largest value): e.g. the output of
-        :func:`~postdp.postprocess.top_down_table` or
-        :func:`~postdp.postprocess.project_table` with ``cells=True``. Leading axes are
-        draws. Magnitudes below 2**52. Or a ``scipy.sparse`` matrix of the leaf geounits'
-        detailed cells only, shape (leaf geounits, n_detailed), rows in the order of
-        ``geography.leaves`` (as :attr:`Table.cells <postdp.tables.Table>` holds a sparse
-        table; the parents are their sums): one draw, with memory following the stored
-        cells, for tables too large to hold densely (e.g. the leaves of
-        :func:`~postdp.postprocess.project_by_subtree`'s subtrees).
     table : Table
-        Supplies the geography and the category tree (its counts are not read).
-    rng : int, numpy.random.Generator, SeedSequence or None
-    atol : float, default 1e-6
-        Tolerance of the consistency check, relative to max(1, max |values|).
-    split : bool, default False
-        Round each first-level geounit's subtree (each state) on its own with its boundary
-        frozen, then the national part with what is left: the same guarantees, memory of
-        the largest state instead of the nation (a different random stream than without).
-        Not needed (and ignored) for tables of 256 or more detailed cells, such as the
-        2,016-cell persons schema: their rounding works on the fractional counts only
-        (:mod:`postdp.postprocess._sparse_network`), so its memory follows the cells that
-        are not integers (a few dozen per block after top-down), not geounits x cells.
-    client : dask.distributed.Client, optional
-        With ``split``, run the states as Dask tasks (the same result as locally).
+    rng, atol, split, client
+        As in :func:`postdp.round`.
 
     Returns
     -------
-    ndarray of int64, same shape (a ``scipy.sparse`` csr_array of the leaf cells for a sparse
-    ``values``, usable as a :class:`~postdp.tables.Table`'s cells)
-        Integers with every geographic parent exactly the sum of its children in every
-        detailed cell (and so in every aggregate, aggregates being sums of detailed cells).
-        Every detailed cell and every total of every geounit, and every category count of
-        the root and of each leaf geounit, is the floor or the ceiling of its input (so
-        within 1; integers are kept). Every count, detailed or aggregate, is unbiased
-        (E[result] = input, up to the quantisation of fractional parts to multiples of
-        2**-36). Internal geounits are taken as the sums of their leaf geounits.
-
-    Raises
-    ------
-    ValidationError
-        If the input is not consistent across geography, has the wrong shape, or holds
-        magnitudes of 2**52 or more.
-
-    Notes
-    -----
-    Aggregates strictly between a geounit's total and its detailed cells, at geounits
-    strictly between the root and the leaves, are unbiased but can move by more than 1.
-    No rounding can avoid that in general: take a geography root > {m1 > {g0, g1},
-    m2 > {g2, g3}} and categories Total > {A > {a0, a1}, B > {b0, b1}} with
-    g1 = (0, .5, 0, .5), g2 = (.5, 0, .5, 0), g3 = (0, 0, 0, .5) and g0 = 0 (cells a0, a1,
-    b0, b1). Counts that are integers must stay: g1's total (1) makes g1.a1 + g1.b1 = 1; the
-    root's b1 (1) makes g1.b1 + g3.b1 = 1; the root's A (1) makes g2.a0 + g1.a1 = 1; g2's
-    total makes g2.a0 + g2.b0 = 1; m2's B (1) makes g2.b0 + g3.b1 = 1. Together they give
-    2 g1.a1 = 1, which no integer meets.
+    ndarray of int64 (sparse csr_array for sparse input)
 
     Examples
     --------
@@ -201,6 +153,109 @@ def round_table(
         cells = low[b] + (offset[net.element_edges] == _Q).reshape(leaves.size, c)
         out[b] = _with_parents(cells, geo)
     return out.reshape(shape)
+
+
+def round(
+    values: Any,
+    over: Hierarchy | Table,
+    *,
+    rng: RNGLike = None,
+    atol: float = 1e-6,
+    split: bool = False,
+    client: Any = None,
+) -> Any:
+    """Round consistent real values to consistent integers, unbiasedly: counts or tables.
+
+    One verb for both models (a hierarchy of counts is the one-cell table): the top-down
+    rounding of :func:`round_consistent` for a :class:`~postdp.Hierarchy`, the dependent
+    rounding of a table's detailed cells along its geography for a
+    :class:`~postdp.tables.Table`.
+
+    Parameters
+    ----------
+    values : array_like, shape (..., n), or (..., geography.n, n_detailed), or sparse matrix
+        Counts: every node's, in ``hierarchy.ids`` order, every parent equal to the sum of
+        its children (to ``atol``). Tables: the detailed histogram of every geounit, rows
+        in the order of ``geography.ids``, every geographic parent equal to the sum of its
+        children cell by cell (to ``atol`` relative to the largest value): e.g. the output
+        of :func:`~postdp.project` or :func:`~postdp.top_down` on table measurements.
+        Leading axes are draws. Magnitudes below 2**52. Or a ``scipy.sparse`` matrix of
+        the leaf geounits' detailed cells only, shape (leaf geounits, n_detailed), rows in
+        the order of
+        ``geography.leaves`` (as :attr:`Table.cells <postdp.tables.Table>` holds a sparse
+        table; the parents are their sums): one draw, with memory following the stored
+        cells, for tables too large to hold densely (e.g. the leaves of
+        :func:`~postdp.postprocess.project_by_subtree`'s subtrees).
+    over : Hierarchy or Table
+        The structure the values are consistent over (a table's counts are not read).
+    rng : int, numpy.random.Generator, SeedSequence or None
+    atol : float, default 1e-6
+        Tolerance of the consistency check, relative to max(1, max |values|).
+    split : bool, default False
+        Round each first-level geounit's subtree (each state) on its own with its boundary
+        frozen, then the national part with what is left: the same guarantees, memory of
+        the largest state instead of the nation (a different random stream than without).
+        Not needed (and ignored) for tables of 256 or more detailed cells, such as the
+        2,016-cell persons schema: their rounding works on the fractional counts only
+        (:mod:`postdp.postprocess._sparse_network`), so its memory follows the cells that
+        are not integers (a few dozen per block after top-down), not geounits x cells.
+    client : dask.distributed.Client, optional
+        With ``split``, run the states as Dask tasks (the same result as locally).
+
+    Returns
+    -------
+    ndarray of int64, same shape (a ``scipy.sparse`` csr_array of the leaf cells for a sparse
+    ``values``, usable as a :class:`~postdp.tables.Table`'s cells)
+        Counts: as :func:`round_consistent` (every parent exactly the sum of its children,
+        every count the floor or the ceiling of its input, unbiased). Tables: integers
+        with every geographic parent exactly the sum of its children in every detailed
+        cell (and so in every aggregate, aggregates being sums of detailed cells).
+        Every detailed cell and every total of every geounit, and every category count of
+        the root and of each leaf geounit, is the floor or the ceiling of its input (so
+        within 1; integers are kept). Every count, detailed or aggregate, is unbiased
+        (E[result] = input, up to the quantisation of fractional parts to multiples of
+        2**-36). Internal geounits are taken as the sums of their leaf geounits.
+
+    Raises
+    ------
+    ValidationError
+        If the input is not consistent across geography, has the wrong shape, or holds
+        magnitudes of 2**52 or more.
+
+    Notes
+    -----
+    Aggregates strictly between a geounit's total and its detailed cells, at geounits
+    strictly between the root and the leaves, are unbiased but can move by more than 1.
+    No rounding can avoid that in general: take a geography root > {m1 > {g0, g1},
+    m2 > {g2, g3}} and categories Total > {A > {a0, a1}, B > {b0, b1}} with
+    g1 = (0, .5, 0, .5), g2 = (.5, 0, .5, 0), g3 = (0, 0, 0, .5) and g0 = 0 (cells a0, a1,
+    b0, b1). Counts that are integers must stay: g1's total (1) makes g1.a1 + g1.b1 = 1; the
+    root's b1 (1) makes g1.b1 + g3.b1 = 1; the root's A (1) makes g2.a0 + g1.a1 = 1; g2's
+    total makes g2.a0 + g2.b0 = 1; m2's B (1) makes g2.b0 + g3.b1 = 1. Together they give
+    2 g1.a1 = 1, which no integer meets.
+
+    Examples
+    --------
+    >>> from postdp import Hierarchy
+    >>> h = Hierarchy.from_parents(["T", "a", "b"], [None, "T", "T"])
+    >>> r = round(np.array([3.0, 1.5, 1.5]), h, rng=0)
+    >>> int(r[0]), int(r[1] + r[2])
+    (3, 3)
+    >>> from postdp.tables import Table
+    >>> cat = Hierarchy.from_parents(["T", "x", "y"], [None, "T", "T"])
+    >>> t = Table(h, cat, [[0, 0], [0, 0]])
+    >>> v = np.array([[3.0, 2.0], [1.5, 0.5], [1.5, 1.5]])  # detailed cells of T, a, b
+    >>> r = round(v, t, rng=0)
+    >>> bool((r[0] == r[1] + r[2]).all()), bool((np.abs(r - v) < 1).all())
+    (True, True)
+    """
+    if isinstance(over, Table):
+        return round_table(values, over, rng=rng, atol=atol, split=split, client=client)
+    if isinstance(over, Hierarchy):
+        if split or client is not None:
+            raise ValidationError("`split` and `client` are for tables")
+        return round_consistent(values, over, rng=rng, atol=atol)
+    raise TypeError(f"`over` must be a Hierarchy or a Table; got {type(over).__name__}")
 
 
 def _round_sparse(q: IntArray, geo: Hierarchy, cat: Hierarchy, gen: Any) -> IntArray:

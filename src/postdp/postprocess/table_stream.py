@@ -70,7 +70,7 @@ def project_by_subtree(
     method : {"blue", "top-down"}
         ``"blue"``: (P), generalised least squares, the same numbers as
         :class:`~postdp.postprocess.TableProjector` on the whole table. ``"top-down"``:
-        the same numbers as :func:`~postdp.postprocess.top_down_table` on the whole table.
+        the same numbers as :func:`~postdp.top_down` on the whole table.
 
     Returns
     -------

@@ -213,7 +213,7 @@ def check_top_down(table: Table, workload: Workload) -> None:
                         f"top-down keeps an invariant below the root only where it is also "
                         f"one of the level above (so the children's invariants add up to "
                         f"their parent's); query {m.query.name!r} is public at level {d} but "
-                        f"not at level {d - 1} (use project_table)"
+                        f"not at level {d - 1} (use postdp.project)"
                     )
             used = [m.query.marginal_of for m in workload.at(d) if not m.public or d == 0]
             if not identifies_cells([q for q in used if q is not None]):
@@ -229,7 +229,7 @@ def check_top_down(table: Table, workload: Workload) -> None:
             if m.public and d != 0:
                 raise ValidationError(
                     f"top-down for tables keeps public queries at the root only; query "
-                    f"{m.query.name!r} is public at level {d} (use project_table)"
+                    f"{m.query.name!r} is public at level {d} (use postdp.project)"
                 )
             if not m.public:
                 A = m.query.matrix(cat)

@@ -7,7 +7,7 @@ category tree (e.g. the 2020 redistricting table P1: Total > one race / two or m
 :meth:`Query.marginal` (:func:`rounding_plan` says what a rounding promises for each
 marginal, nested or crossing). A :class:`Workload` says which category queries are measured at which
 geographic level with which mechanism; :func:`measure` draws their noisy answers, and
-:func:`postdp.postprocess.project_table` makes them consistent both ways.
+:func:`postdp.project` makes them consistent both ways.
 """
 
 from postdp.tables._noise import TableMeasurements, measure

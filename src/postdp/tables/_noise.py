@@ -23,7 +23,7 @@ _CHUNK = 1 << 22  # study-path noise drawn in pieces of about this many values
 __all__ = ["TableMeasurements", "measure"]
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class TableMeasurements:
     """The noisy answers of a workload on a table.
 
@@ -61,6 +61,42 @@ class TableMeasurements:
         """Privacy cost of the measurements."""
         return self.workload.budget()
 
+    @property
+    def draws(self) -> tuple[int, ...]:
+        """The leading (draw) axes of every answer array: ``()`` for one draw."""
+        return tuple(self.values[0].shape[:-2])
+
+    def __getitem__(self, key: Any) -> TableMeasurements:
+        """The draws ``key`` selects, as numpy indexes the leading axes (``m[0]``: one draw).
+
+        Examples
+        --------
+        >>> from postdp import Geometric
+        >>> from postdp.data import synthetic_table
+        >>> from postdp.tables import Measurement, Query, Workload, measure
+        >>> t = synthetic_table((2,), leaf_mean=10, rng=0)
+        >>> w = Workload([Measurement(1, Query.detailed(t.categories), Geometric(epsilon=1))])
+        >>> m = measure(t, w, secure=False, rng=0, size=5)
+        >>> m.draws, m[0].draws, m[1:3].draws
+        ((5,), (), (2,))
+        """
+        if not self.draws:
+            raise ValidationError("these measurements hold one draw: there are no draws to index")
+        values = tuple(np.asarray(v[key]) for v in self.values)
+        pairs = zip(values, self.values, strict=True)
+        if any(v.ndim < 2 or v.shape[-2:] != w.shape[-2:] for v, w in pairs):
+            raise ValidationError(f"index the draw axes only; got {key!r}")
+        return TableMeasurements(self.table, self.workload, values, self.secure)
+
+    def __repr__(self) -> str:
+        geo = self.table.geography
+        draws = "one draw" if not self.draws else f"draws {self.draws}"
+        path = "secure" if self.secure else "study"
+        return (
+            f"<TableMeasurements: {len(self.values)} measurements on {geo.n:,} geounits, "
+            f"{draws}, {path} path, {self.budget}>"
+        )
+
     def to_frame(self, *, study: bool = False) -> pd.DataFrame:
         """Long form: geo_id, parent, level, query, group (its category codes), noisy_count.
 
@@ -77,7 +113,7 @@ class TableMeasurements:
         frames = []
         for m, values in zip(self.workload.measurements, self.values, strict=True):
             if values.ndim != 2:
-                raise ValidationError("to_frame tabulates one draw; index the draws first")
+                raise ValidationError("to_frame tabulates one draw; index the draws first (m[0])")
             nodes = geo.levels[m.level]
             parents = np.where(geo.parent[nodes] >= 0, geo.parent[nodes], 0)
             k = m.query.size

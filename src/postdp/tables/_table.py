@@ -412,11 +412,13 @@ def _induced(geo: Hierarchy, nodes: IntArray) -> Hierarchy:
 
 
 def expand(cells: NumArray, geography: Hierarchy, categories: Hierarchy) -> NumArray:
-    """Every (geounit, category node) value from the leaf geounits' detailed cells.
+    """Every (geounit, category node) value from detailed cells.
 
     Parameters
     ----------
-    cells : array_like, shape (..., n_geo_leaves, n_detailed)
+    cells : array_like, shape (..., n_geo_leaves, n_detailed) or (..., geography.n, n_detailed)
+        The leaf geounits' detailed cells (the parents are their sums), or every geounit's
+        (rows in the order of ``geography.ids``, as :func:`postdp.project` returns them).
     geography, categories : Hierarchy
 
     Returns
@@ -430,10 +432,24 @@ def expand(cells: NumArray, geography: Hierarchy, categories: Hierarchy) -> NumA
     >>> cat = Hierarchy.from_parents(["T", "x", "y"], [None, "T", "T"])
     >>> expand([[1, 2], [3, 4]], geo, cat).tolist()
     [[10, 4, 6], [3, 1, 2], [7, 3, 4]]
+    >>> expand([[4, 6], [1, 2], [3, 4]], geo, cat).tolist()  # every geounit given
+    [[10, 4, 6], [3, 1, 2], [7, 3, 4]]
     """
     arr = np.asarray(cells)
+    if arr.ndim < 2 or arr.shape[-1] != categories.leaves.size:
+        raise ValidationError(
+            f"`cells` must have shape (..., geounits, {categories.leaves.size}); got {arr.shape}"
+        )
     lead = arr.shape[:-2]
-    geo_full = geography_sums(arr, geography)
+    if arr.shape[-2] == geography.n:  # every geounit already
+        geo_full = arr
+    elif arr.shape[-2] == geography.leaves.size:
+        geo_full = geography_sums(arr, geography)
+    else:
+        raise ValidationError(
+            f"`cells` must have {geography.leaves.size} (leaf geounits) or {geography.n} "
+            f"(every geounit) rows; got {arr.shape[-2]}"
+        )
     out = np.zeros((*lead, geography.n, categories.n), dtype=arr.dtype)
     out[..., categories.leaves] = geo_full
     return categories.aggregate(out)

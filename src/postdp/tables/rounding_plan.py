@@ -1,13 +1,13 @@
 """What a rounding of a schema table promises for each marginal, nested or not.
 
-:func:`postdp.postprocess.round_table` rounds the detailed cells of a table so that, at the
+:func:`postdp.round` rounds the detailed cells of a table so that, at the
 root and at every leaf geounit, every node of the table's category tree (the detailed
 cells, the total and each rounder count, :meth:`Schema.categories`) moves by less than 1,
 and at the other geounits the cells and the total do. Rounder marginals that nest form such
 a tree; marginals that cross (``hhgq`` and ``votingage``) cannot share one, and no rounding
 can keep every count of crossing marginals within 1 together with the geography in general
-(see ``round_table``'s notes). :func:`rounding_plan` keeps, in the order given, each rounder
-that refines the last one kept (a nested chain, within 1) and states for every other
+(see the notes of :func:`postdp.round`). :func:`rounding_plan` keeps, in the order given,
+each rounder that refines the last one kept (a nested chain, within 1) and states for every other
 marginal the bound the tree does give.
 
 The bound. A count adds up a set S of detailed cells. Write d(T) for the change of the

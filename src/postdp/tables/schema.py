@@ -197,7 +197,7 @@ class Schema:
             Marginals (as for :meth:`marginal`) that each refine the next coarser one, e.g.
             ``["hhgq", "hhgq * hispanic", "hhgq * hispanic * cenrace"]``. Their counts
             become category nodes named ``"<marginal>=<label>"``, so a rounding of the
-            table (:func:`postdp.postprocess.round_table`) keeps each within 1 at the root
+            table (:func:`postdp.round`) keeps each within 1 at the root
             and at the leaf geounits, as it does every category node. Marginals that are
             not nested cannot be such a tree and are refused: :func:`rounding_plan` keeps
             the ones that nest and states the bound the rounding gives the others. The
