@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from postdp._typing import ArrayLike, FloatArray, IntArray, SizeLike
 from postdp.errors import ValidationError
@@ -137,3 +139,9 @@ def nonnegative_real(name: str, value: Any) -> float:
     if out < 0:
         raise ValidationError(f"`{name}` must be nonnegative; got {value!r}")
     return out
+
+
+def listing(ids: Sequence[Any] | npt.NDArray[Any], show: int = 5) -> str:
+    """The first ``show`` ids, quoted, for an error message ("and N more" after them)."""
+    shown = ", ".join(repr(str(i)) for i in ids[:show])
+    return shown + (f" (and {len(ids) - show} more)" if len(ids) > show else "")

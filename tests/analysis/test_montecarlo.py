@@ -265,5 +265,5 @@ def test_the_memory_plan_states_what_a_task_sends_and_refuses_bad_options():
         memory_plan(design, n_draws=1)
     with pytest.raises(ValidationError, match="`bins` must be at least 2"):
         memory_plan(design, n_draws=10, bins=1)
-    with pytest.raises(TypeError, match="a positive number of nodes"):
+    with pytest.raises(TypeError, match="a positive number of entities"):
         memory_plan("x", n_draws=10)

@@ -17,9 +17,9 @@ from postdp.report import (
     ReportTable,
     audit_report,
     budget_statement,
+    format_value,
     size_bins,
 )
-from postdp.report._model import format_value
 
 pytest.importorskip("jinja2")
 

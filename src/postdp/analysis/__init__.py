@@ -6,10 +6,12 @@ from typing import Any
 from postdp._intervals import ConfidenceInterval
 from postdp.analysis.design import ReleaseDesign
 from postdp.analysis.memory import MemoryPlan, memory_plan
-from postdp.analysis.montecarlo import MonteCarloResult, simulate
+from postdp.analysis.montecarlo import simulate
 from postdp.analysis.planner import BudgetPlan, budget_frontier, plan_budget
 from postdp.analysis.planner_mc import plan_mae_budget
 from postdp.analysis.privacy_audit import PrivacyAudit, audit_privacy
+from postdp.analysis.result import MonteCarloResult
+from postdp.analysis.simulation import ChunkRelease, Simulation, SimulationDesign
 from postdp.analysis.table_design import TableDesign
 from postdp.analysis.table_metrics import (
     SIZE_BINS,
@@ -40,11 +42,14 @@ __all__ = [
     "SIZE_BINS",
     "BiasBound",
     "BudgetPlan",
+    "ChunkRelease",
     "ConfidenceInterval",
     "MemoryPlan",
     "MonteCarloResult",
     "PrivacyAudit",
     "ReleaseDesign",
+    "Simulation",
+    "SimulationDesign",
     "TableDesign",
     "audit_privacy",
     "budget_frontier",

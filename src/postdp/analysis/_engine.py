@@ -1,7 +1,7 @@
 """The Monte Carlo engine's internals (private): chunks, blocks, the memory plan.
 
 See :mod:`postdp.analysis.montecarlo` for the design: chunks of a size fixed by the
-hierarchy, reduced in fixed blocks (moments in order, histograms as integer counts), blocks
+number of entities, reduced in fixed blocks (moments in order, histograms as integer counts), blocks
 combined in order, memory bounded by a budget.
 """
 
@@ -18,9 +18,7 @@ import numpy.typing as npt
 
 from postdp._kernels import N_SUMS, add_histogram, add_moments
 from postdp._typing import FloatArray, IntArray, NumArray
-from postdp.analysis.design import ReleaseDesign
-from postdp.analysis.table_design import TableDesign
-from postdp.postprocess import PostProcessChain
+from postdp.analysis.simulation import Simulation, SimulationDesign
 
 __all__ = ["DEFAULT_MAX_MEMORY", "chunk_rows", "fit_memory"]
 
@@ -47,13 +45,20 @@ def chunk_rows(n: int) -> int:
 
 @dataclass(frozen=True, slots=True)
 class _Plan:
-    design: ReleaseDesign | TableDesign
-    truth: NumArray
-    edges_scale: FloatArray  # half-width of each node's histogram range
+    design: SimulationDesign
+    sim: Simulation  # the design's prepared run (truth, histogram ranges, draws)
     bins: int
-    keep_raw: IntArray  # nodes whose pre-post-processing errors are histogrammed too
-    keep_exact: IntArray  # nodes whose every error is kept (exact quantiles)
-    chain: PostProcessChain | None  # prepared once per run (projectors included)
+    keep_raw: IntArray  # entities whose pre-post-processing errors are histogrammed too
+    keep_exact: IntArray  # entities whose every error is kept (exact quantiles)
+
+    @property
+    def truth(self) -> NumArray:
+        return self.sim.truth
+
+    @property
+    def edges_scale(self) -> FloatArray:
+        """Half-width of each entity's histogram range."""
+        return self.sim.error_scale
 
 
 def _new_stats(n: int, bins: int, n_raw: int, n_exact: int) -> dict[str, NumArray]:
@@ -98,74 +103,21 @@ def _simulate_chunks(
     stats: dict[str, NumArray],
 ) -> None:
     """Simulate a group of chunks together and add their errors to ``stats`` in place."""
-    if isinstance(plan.design, TableDesign):
-        released = _table_rows(plan.design, seeds, sizes, stats)
-    else:
-        released = _hierarchy_rows(plan, plan.design, seeds, sizes, stats)
+    out = plan.sim.release(seeds, sizes, plan.keep_raw)
+    for sums in out.extra:  # chunk by chunk, in order: the same totals for any grouping
+        for name, value in sums.items():
+            key = EXTRA + name
+            stats[key] = stats[key] + value if key in stats else value
+    if plan.keep_raw.size and out.raw is not None:
+        raw_err = np.asarray(out.raw, dtype=np.float64) - plan.truth[plan.keep_raw]
+        _count(plan, raw_err, stats["raw"], plan.keep_raw)
+    released = out.values
     released -= plan.truth  # the errors, in place
     _count(plan, released, stats["hist"], None)
     add_moments(released, stats["sums"], stats["lo"], stats["hi"])
     stats["n"] += released.shape[0]
-    if plan.keep_exact.size:  # the selected nodes' errors, in draw order
+    if plan.keep_exact.size:  # the selected entities' errors, in draw order
         stats["exact"] = np.concatenate([stats["exact"], released[:, plan.keep_exact]])
-
-
-def _table_rows(
-    design: TableDesign,
-    seeds: Sequence[np.random.SeedSequence],
-    sizes: Sequence[int],
-    stats: dict[str, NumArray],
-) -> FloatArray:
-    """Every count of each chunk's releases of a table design; each chunk's per-geounit
-    metric sums are added to ``stats`` in chunk order (so they do not depend on the batch)."""
-    parts = []
-    for seed, rows in zip(seeds, sizes, strict=True):
-        gens = [np.random.default_rng(s) for s in seed.spawn(2)]  # noise, rounding
-        full, sums = design._chunk(gens, rows)
-        parts.append(full)
-        for name, value in sums.items():
-            key = EXTRA + name
-            stats[key] = stats[key] + value if key in stats else value
-    return np.ascontiguousarray(np.concatenate(parts), dtype=np.float64)
-
-
-def _hierarchy_rows(
-    plan: _Plan,
-    design: ReleaseDesign,
-    seeds: Sequence[np.random.SeedSequence],
-    sizes: Sequence[int],
-    stats: dict[str, NumArray],
-) -> FloatArray:
-    """The released values of a hierarchy design's chunks (rows x nodes), drawn into one
-    batch; the errors before post-processing are histogrammed for ``plan.keep_raw``."""
-    levels = design.hierarchy.n_levels
-    streams = [[np.random.default_rng(s) for s in seed.spawn(levels + 1)] for seed in seeds]
-    bounds = np.cumsum([0, *sizes])
-    raw = np.empty((int(bounds[-1]), plan.truth.size), dtype=design.noise_dtype())
-    for i, gens in enumerate(streams):  # each chunk drawn into its rows of the batch
-        design.noise(plan.truth, gens[:levels], sizes[i], out=raw[bounds[i] : bounds[i + 1]])
-    if plan.keep_raw.size:  # before post-processing (which may reuse ``raw``'s memory)
-        raw_err = raw[:, plan.keep_raw] - plan.truth[plan.keep_raw]
-        _count(plan, raw_err.astype(np.float64), stats["raw"], plan.keep_raw)
-    chain = plan.chain
-    rounding = any(s.name == "round" for s in design.steps)
-    if chain is None:
-        released = raw.astype(np.float64, copy=False)
-    elif rounding:  # the rounding draws must come from each chunk's own stream
-        released = np.ascontiguousarray(  # rows in C order for the statistics kernels
-            np.concatenate(
-                [
-                    chain(raw[bounds[i] : bounds[i + 1]], rng=streams[i][levels])
-                    for i in range(len(sizes))
-                ]
-            ),
-            dtype=np.float64,
-        )
-    else:  # the batch is ours: the chain may overwrite it
-        values = raw.astype(np.float64, copy=False)
-        released = np.asarray(chain._apply(values, rng=None, owned=True), dtype=np.float64)
-    del raw
-    return released
 
 
 def combine_stats(total: dict[str, NumArray], part: dict[str, NumArray]) -> None:

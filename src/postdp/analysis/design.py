@@ -11,10 +11,10 @@ import numpy.typing as npt
 
 from postdp import _validation
 from postdp._typing import ArrayLike, FloatArray, IntArray, NumArray, RNGLike
+from postdp.analysis.simulation import ChunkRelease, Simulation
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy, PublicSpec, public_values
-from postdp.mechanisms import Budget, NoiseMechanism
-from postdp.mechanisms._base import expand
+from postdp.mechanisms import Budget, NoiseMechanism, expand_mechanisms
 from postdp.postprocess import PostProcessChain, Step, inverse_variance_weights, parse_steps
 
 __all__ = ["ReleaseDesign"]
@@ -62,7 +62,7 @@ class ReleaseDesign:
     def __post_init__(self) -> None:
         if not isinstance(self.hierarchy, Hierarchy):
             raise TypeError(f"`hierarchy` must be a Hierarchy; got {type(self.hierarchy).__name__}")
-        mechs = expand(self.mechanisms, self.hierarchy.n_levels)
+        mechs = expand_mechanisms(self.mechanisms, self.hierarchy.n_levels)
         if self.weights not in ("equal", "inverse-variance"):
             raise ValidationError(
                 f"`weights` must be 'equal' or 'inverse-variance'; got {self.weights!r}"
@@ -210,6 +210,25 @@ class ReleaseDesign:
         noisy = self.noise(counts, gens[:-1], size)
         return self.chain(counts)(noisy, rng=gens[-1]) if self.steps else noisy
 
+    def simulation(self, truth: ArrayLike | None = None, *, raw: bool = False) -> Simulation:
+        """The prepared Monte Carlo run of this design on ``truth`` (the engine's protocol,
+        :mod:`postdp.analysis.simulation`).
+
+        Parameters
+        ----------
+        truth : array_like, shape (n,), optional
+            True counts (default: the hierarchy's).
+        raw : bool, default False
+            Whether errors before post-processing will be asked for (always possible here).
+
+        Returns
+        -------
+        Simulation
+        """
+        counts = self._truth(truth)
+        chain = self.chain(counts) if self.steps else None
+        return _HierarchySimulation(self, counts, self.error_scale(), chain)
+
     def _truth(self, truth: ArrayLike | None) -> NumArray:
         if truth is None:
             if self.hierarchy.counts is None:
@@ -222,3 +241,40 @@ class ReleaseDesign:
             )
         _validation.nonnegative("truth", counts)
         return counts
+
+
+@dataclass(frozen=True, slots=True)
+class _HierarchySimulation:
+    """A hierarchy design's prepared run: noise level by level, then the chain."""
+
+    design: ReleaseDesign
+    truth: NumArray
+    error_scale: FloatArray
+    chain: PostProcessChain | None  # prepared once per run (projectors included)
+
+    def release(
+        self, seeds: Sequence[np.random.SeedSequence], sizes: Sequence[int], raw: IntArray
+    ) -> ChunkRelease:
+        """The released values of the chunks (rows x nodes), drawn into one batch; chunk k's
+        levels and rounding draw from children of ``seeds[k]``."""
+        design = self.design
+        levels = design.hierarchy.n_levels
+        streams = [[np.random.default_rng(s) for s in seed.spawn(levels + 1)] for seed in seeds]
+        bounds = np.cumsum([0, *sizes])
+        noisy = np.empty((int(bounds[-1]), self.truth.size), dtype=design.noise_dtype())
+        for i, gens in enumerate(streams):  # each chunk drawn into its rows of the batch
+            design.noise(self.truth, gens[:levels], sizes[i], out=noisy[bounds[i] : bounds[i + 1]])
+        before = noisy[:, raw].copy() if raw.size else None  # the chain may reuse ``noisy``
+        chain = self.chain
+        if chain is None:
+            released = noisy.astype(np.float64, copy=False)
+        elif any(s.name == "round" for s in design.steps):  # rounding: each chunk's stream
+            parts = [
+                chain(noisy[bounds[i] : bounds[i + 1]], rng=streams[i][levels])
+                for i in range(len(sizes))
+            ]
+            released = np.ascontiguousarray(np.concatenate(parts), dtype=np.float64)
+        else:  # the batch is ours: the chain may overwrite it
+            values = noisy.astype(np.float64, copy=False)
+            released = np.asarray(chain._apply(values, rng=None, owned=True), dtype=np.float64)
+        return ChunkRelease(released, before)

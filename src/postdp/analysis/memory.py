@@ -19,14 +19,10 @@ import numpy as np
 from postdp import _validation
 from postdp._kernels import N_SUMS
 from postdp.analysis._engine import BLOCK_CHUNKS, DEFAULT_MAX_MEMORY, chunk_rows, fit_memory
-from postdp.analysis.design import ReleaseDesign
-from postdp.analysis.table_design import TableDesign
+from postdp.analysis.simulation import SimulationDesign
 from postdp.errors import ValidationError
 
 __all__ = ["MemoryPlan", "memory_plan"]
-
-#: Arrays of a table's (geounits x category nodes) size alive while one draw is solved.
-TABLE_SOLVE_ARRAYS = 12
 
 
 @dataclass(frozen=True)
@@ -91,7 +87,7 @@ class MemoryPlan:
 
 
 def memory_plan(
-    design: ReleaseDesign | TableDesign | int,
+    design: SimulationDesign | int,
     *,
     n_draws: int,
     batch: int = 1000,
@@ -103,8 +99,8 @@ def memory_plan(
 
     Parameters
     ----------
-    design : ReleaseDesign, TableDesign or int
-        The design (or a hierarchy's number of nodes).
+    design : ReleaseDesign, TableDesign, any SimulationDesign, or int
+        The design (or its number of entities, e.g. a hierarchy's nodes).
     n_draws, batch, bins, workers, max_memory
         As for :func:`~postdp.analysis.simulate` (``workers=1`` for a run on Dask).
 
@@ -128,13 +124,14 @@ def memory_plan(
     n_total, batch_rows, n_workers, n_bins, budget = check_run_options(
         n_draws, batch, workers, bins, max_memory
     )
-    if isinstance(design, ReleaseDesign | TableDesign):
+    if isinstance(design, SimulationDesign):
         n = design.n_entities
     elif isinstance(design, int | np.integer) and not isinstance(design, bool) and design > 0:
         n = int(design)
     else:
         raise TypeError(
-            "`design` must be a ReleaseDesign, a TableDesign or a positive number of nodes; "
+            "`design` must be a design (ReleaseDesign, TableDesign) or a positive number of "
+            "entities; "
             f"got {design!r}"
         )
     bins_used, per_batch, estimate = fit_memory(
@@ -143,10 +140,7 @@ def memory_plan(
     rows = chunk_rows(n)
     per_task = rows * BLOCK_CHUNKS
     statistics = 8 + 8 * n * (N_SUMS + 2) + 4 * n * (bins_used + 2)  # as _new_stats makes
-    solve = 0
-    if isinstance(design, TableDesign):
-        geo, cat = design.table.geography, design.table.categories
-        solve = geo.n * cat.n * 8 * TABLE_SOLVE_ARRAYS * n_workers
+    solve = int(getattr(design, "solve_bytes", 0)) * n_workers  # a design's own solver
     return MemoryPlan(
         entities=n,
         n_draws=n_total,

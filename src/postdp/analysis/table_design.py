@@ -11,6 +11,7 @@ any number of draws with memory that does not grow with the draws.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -19,15 +20,19 @@ import numpy.typing as npt
 import pandas as pd
 
 from postdp._typing import ArrayLike, FloatArray, IntArray, NumArray, RNGLike
+from postdp.analysis.simulation import ChunkRelease, Simulation
 from postdp.analysis.table_metrics import SIZE_BINS, table_metric_sums, table_metrics_from_sums
 from postdp.errors import ValidationError
 from postdp.mechanisms import Budget
 from postdp.tables import Table, TableMeasurements, Workload, category_matrix, measure
 
 if TYPE_CHECKING:
-    from postdp.analysis.montecarlo import MonteCarloResult
+    from postdp.analysis.result import MonteCarloResult
 
 __all__ = ["TABLE_STEPS", "TableDesign", "parse_table_steps"]
+
+#: Arrays of a table's (geounits x category nodes) size alive while one draw is solved.
+_SOLVE_ARRAYS = 12
 
 #: The post-processing steps of a table design (each may be followed by ``,round``).
 TABLE_STEPS = ("project", "project-nonneg", "topdown")
@@ -135,6 +140,12 @@ class TableDesign:
         return self.workload.budget()
 
     @property
+    def solve_bytes(self) -> int:
+        """Bytes one draw's post-processing holds (about 12 arrays of geounits x category
+        nodes float64), counted once per worker by :func:`postdp.analysis.memory_plan`."""
+        return self.table.geography.n * self.table.categories.n * 8 * _SOLVE_ARRAYS
+
+    @property
     def n_entities(self) -> int:
         """Counts simulated: every (geounit, category node)."""
         return self.table.geography.n * self.table.categories.n
@@ -221,18 +232,32 @@ class TableDesign:
         per_node = self._category_matrix @ var * geo.n_levels  # category node x (levels of noise)
         return np.asarray(np.tile(8.0 * np.sqrt(np.maximum(per_node, 1e-12)), geo.n))
 
-    def _chunk(
-        self, gens: list[np.random.Generator], rows: int
-    ) -> tuple[FloatArray, dict[str, FloatArray]]:
-        """One chunk of the engine: every count of ``rows`` releases (rows x entities) and
-        the chunk's per-geounit metric sums."""
-        draws = measure(self.table, self.workload, secure=False, rng=gens[0], size=rows)
-        detailed = self.solve(draws, rng=gens[1])
-        sums = table_metric_sums(detailed, self.table)
-        full = np.ascontiguousarray(
-            (detailed @ self._category_matrix.T).reshape(rows, -1), dtype=np.float64
-        )
-        return full, sums
+    def simulation(self, truth: ArrayLike | None = None, *, raw: bool = False) -> Simulation:
+        """The prepared Monte Carlo run of this design (the engine's protocol,
+        :mod:`postdp.analysis.simulation`): on the table's own counts, with the design's
+        post-processing, adding the per-geounit sums behind the Census Bureau's metrics.
+
+        Parameters
+        ----------
+        truth : None
+            A table design is simulated on its table's counts.
+        raw : bool, default False
+            Errors before post-processing are not available for tables.
+
+        Returns
+        -------
+        Simulation
+
+        Raises
+        ------
+        ValidationError
+            For a ``truth``, ``raw``, or a design without post-processing.
+        """
+        if raw or self.step is None:
+            raise ValidationError(
+                "a TableDesign is simulated with its post-processing and without `raw`"
+            )
+        return _TableSimulation(self, self._truth(truth), self.error_scale())
 
     def frame(self, result: MonteCarloResult) -> pd.DataFrame:
         """The result's per-count frame with ``geo_id``, ``level`` and ``category`` columns
@@ -272,3 +297,27 @@ class TableDesign:
         if not result.extra:
             raise ValidationError("`result` holds no table metric sums (simulate a TableDesign)")
         return table_metrics_from_sums(result.extra, self.table, bins=bins)
+
+
+@dataclass(frozen=True)
+class _TableSimulation:
+    """A table design's prepared run: measure, post-process, expand every category node."""
+
+    design: TableDesign
+    truth: NumArray
+    error_scale: FloatArray
+
+    def release(
+        self, seeds: Sequence[np.random.SeedSequence], sizes: Sequence[int], raw: IntArray
+    ) -> ChunkRelease:
+        """Every count of each chunk's releases, and each chunk's per-geounit metric sums."""
+        design = self.design
+        parts, extra = [], []
+        for seed, rows in zip(seeds, sizes, strict=True):
+            noise, rounding = (np.random.default_rng(s) for s in seed.spawn(2))
+            draws = measure(design.table, design.workload, secure=False, rng=noise, size=rows)
+            detailed = design.solve(draws, rng=rounding)
+            extra.append(table_metric_sums(detailed, design.table))
+            parts.append((detailed @ design._category_matrix.T).reshape(rows, -1))
+        values = np.ascontiguousarray(np.concatenate(parts), dtype=np.float64)
+        return ChunkRelease(values, None, tuple(extra))

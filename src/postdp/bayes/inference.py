@@ -27,15 +27,14 @@ from postdp._intervals import ConfidenceInterval
 from postdp._typing import ArrayLike, FloatArray, IntArray
 from postdp.bayes._finucan import finucan_mode
 from postdp.errors import ValidationError
-from postdp.mechanisms import Geometric
-from postdp.mechanisms._base import expand
+from postdp.mechanisms import Geometric, expand_mechanisms
 
 __all__ = ["ExactPosterior", "exact_posterior"]
 
 
 def _mechs(component_mechanisms: Geometric | Sequence[Geometric], S: int) -> list[Geometric]:
     return list(
-        expand(
+        expand_mechanisms(
             component_mechanisms, S, kind=Geometric, name="component_mechanisms", per="component"
         )
     )

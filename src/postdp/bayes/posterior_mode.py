@@ -21,8 +21,7 @@ from postdp.bayes._convolution import SumLaw, sum_law
 from postdp.bayes._finucan import finucan_mode
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
-from postdp.mechanisms import Budget, Geometric
-from postdp.mechanisms._base import expand
+from postdp.mechanisms import Budget, Geometric, expand_mechanisms
 
 __all__ = [
     "BayesRelease",
@@ -148,7 +147,9 @@ class BayesRelease:
 def _component_mechanisms(
     mechanisms: Geometric | Sequence[Geometric], S: int
 ) -> tuple[Geometric, ...]:
-    return expand(mechanisms, S, kind=Geometric, name="component_mechanisms", per="component")
+    return expand_mechanisms(
+        mechanisms, S, kind=Geometric, name="component_mechanisms", per="component"
+    )
 
 
 def bayes_release(
@@ -262,7 +263,7 @@ def bayes_release_hierarchy(
         raise ValidationError(
             f"`noisy` must have shape (..., {hierarchy.n}); got shape {arr.shape}"
         )
-    mechs = expand(mechanisms, hierarchy.n_levels, kind=Geometric)
+    mechs = expand_mechanisms(mechanisms, hierarchy.n_levels, kind=Geometric)
     lay = hierarchy.layout
     X = arr.reshape(-1, hierarchy.n)[:, lay.order]
     B = X.shape[0]

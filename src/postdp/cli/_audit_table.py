@@ -194,8 +194,7 @@ def _report(
 ) -> Any:
     """The table audit's HTML report (built before the folder is moved into place)."""
     from postdp.cli._report import command_line
-    from postdp.report import Headline, Report, ReportTable, budget_statement
-    from postdp.report._model import format_value
+    from postdp.report import Headline, Report, ReportTable, budget_statement, format_value
 
     cells, summary, by_size, by_diversity = pieces
     geo, cat = design.table.geography, design.table.categories

@@ -37,8 +37,7 @@ def load_table(args: argparse.Namespace) -> LoadedTable:
     if args.table is not None:
         if args.input is not None or args.categories is not None:
             raise CliError(f"--table {args.table}: give either --table or --input/--categories")
-        from postdp.data import load_p1
-        from postdp.data._p1 import P1_TABLES
+        from postdp.data import P1_TABLES, load_p1
 
         name = BUNDLED_TABLES[args.table]
         source = resources.files("postdp.data") / "_files" / P1_TABLES[name]

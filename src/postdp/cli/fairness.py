@@ -300,7 +300,7 @@ def _title1_headlines(e: float, rep: Any, name: str, big: int) -> list[Any]:
 
 
 def _dollars(value: float) -> str:
-    from postdp.report._model import format_value
+    from postdp.report import format_value
 
     return ("−$" if value < 0 else "$") + format_value(abs(value))
 

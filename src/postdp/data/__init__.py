@@ -12,7 +12,7 @@ import pandas as pd
 
 from postdp import _rng
 from postdp._typing import RNGLike
-from postdp.data._p1 import load_p1, synthetic_table
+from postdp.data._p1 import P1_TABLES, load_p1, synthetic_table
 from postdp.data._pl94 import pl94_schema
 from postdp.data._strategies import Strategy, load_strategy, units_schema
 from postdp.data._synthetic_pl94 import synthetic_population
@@ -20,6 +20,7 @@ from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
 
 __all__ = [
+    "P1_TABLES",
     "Strategy",
     "county_hierarchy",
     "load_county_populations",

@@ -12,11 +12,13 @@ from postdp.hierarchy._constraints import (
     public_values,
     resolve_public,
 )
+from postdp.hierarchy._layout import Layout
 from postdp.hierarchy._noise import NoisyCounts, add_noise
 from postdp.hierarchy._tree import Hierarchy
 
 __all__ = [
     "Hierarchy",
+    "Layout",
     "NoisyCounts",
     "PublicNodes",
     "PublicSpec",

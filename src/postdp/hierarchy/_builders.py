@@ -14,8 +14,9 @@ import pandas as pd
 
 from postdp import _validation
 from postdp._typing import IntArray, NumArray
+from postdp._validation import listing
 from postdp.errors import AmbiguousIdWarning, HierarchyError, ValidationError
-from postdp.hierarchy._checks import _check_unique, _listing
+from postdp.hierarchy._checks import _check_unique
 
 _SHOW = 5  # how many offending rows an error message lists
 Tree = tuple[npt.NDArray[np.object_], IntArray, NumArray | None]
@@ -89,7 +90,7 @@ def tree_from_frame(df: pd.DataFrame, id: str, parent: str, count: str | None) -
     found = index.get_indexer(pd.Index(parents[has_parent]))  # hash lookups
     if (found < 0).any():
         orphans = list(parents[has_parent][found < 0])
-        raise HierarchyError(f"parent ids that are not nodes (orphans): {_listing(orphans)}")
+        raise HierarchyError(f"parent ids that are not nodes (orphans): {listing(orphans)}")
     parent_index = np.full(ids.size, -1, dtype=np.int64)
     parent_index[has_parent] = found
     return ids, parent_index, _numeric_counts(df, count, ids)
@@ -198,7 +199,7 @@ def tree_from_codes(
     if width < rows:
         counts_per_leaf = np.bincount(node, minlength=width)
         repeated = labels.select(len(columns), np.flatnonzero(counts_per_leaf > 1))
-        raise HierarchyError(f"duplicate leaf codes: {_listing(sorted(repeated))}")
+        raise HierarchyError(f"duplicate leaf codes: {listing(sorted(repeated))}")
     labels.check_apart()
     parent = np.concatenate(parents)
     if leaf_counts is None:

@@ -3,8 +3,7 @@ relative gaps, never a count."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
@@ -12,17 +11,11 @@ import pandas as pd
 
 from postdp import _validation
 from postdp._typing import ArrayLike, NumArray
+from postdp._validation import listing
 from postdp.errors import HierarchyError, ValidationError
 
 if TYPE_CHECKING:
     from postdp.hierarchy._tree import Hierarchy
-
-_SHOW = 5  # how many offending ids an error message lists
-
-
-def _listing(ids: Sequence[Any] | npt.NDArray[Any]) -> str:
-    shown = ", ".join(repr(str(i)) for i in ids[:_SHOW])
-    return shown + (f" (and {len(ids) - _SHOW} more)" if len(ids) > _SHOW else "")
 
 
 def _check_unique(ids: npt.NDArray[np.object_]) -> None:
@@ -32,7 +25,7 @@ def _check_unique(ids: npt.NDArray[np.object_]) -> None:
     index = pd.Index(ids)
     if index.has_duplicates:  # hashing, not sorting
         dup = sorted(set(index[index.duplicated()]))
-        raise HierarchyError(f"duplicate ids: {_listing(dup)}")
+        raise HierarchyError(f"duplicate ids: {listing(dup)}")
 
 
 def _check_counts(counts: ArrayLike, h: Hierarchy) -> NumArray:
@@ -47,7 +40,7 @@ def _check_counts(counts: ArrayLike, h: Hierarchy) -> NumArray:
         raise ValidationError(f"`counts` must have shape ({n},); got {values.shape}")
     if values.min() < 0:
         negative = np.flatnonzero(values < 0)
-        raise HierarchyError(f"counts must be nonnegative; negative at {_listing(h.ids[negative])}")
+        raise HierarchyError(f"counts must be nonnegative; negative at {listing(h.ids[negative])}")
     exact = values.dtype == np.int64
     if exact and values.max() > 2**62:
         raise HierarchyError("counts must be below 2**62 to be added up exactly in int64")
@@ -71,7 +64,7 @@ def _check_counts(counts: ArrayLike, h: Hierarchy) -> NumArray:
             gap = abs(float(sums[first]) - float(given[first])) / max(1.0, float(given[first]))
             raise HierarchyError(
                 "every parent must equal the sum of its children; they differ at "
-                f"{_listing(h.ids[nodes])} (at {h.ids[nodes[0]]!r} by {gap:.2g} of the "
+                f"{listing(h.ids[nodes])} (at {h.ids[nodes[0]]!r} by {gap:.2g} of the "
                 "parent's count)"
             )
     return values

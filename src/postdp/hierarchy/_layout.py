@@ -13,7 +13,7 @@ __all__ = ["Layout", "breadth_first_levels"]
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Layout:
-    """A breadth-first ordering of the nodes in which every family is contiguous (private).
+    """A breadth-first ordering of the nodes in which every family is contiguous.
 
     Position ``k`` of the layout holds node ``order[k]``; levels occupy the slices
     ``bounds[d]:bounds[d + 1]`` and, inside level ``d + 1``, the children of each parent of
@@ -40,6 +40,14 @@ class Layout:
 
     Memory: ``order`` and ``position`` (8 bytes per node each, one array when ``identity``)
     plus a few numbers per family.
+
+    Examples
+    --------
+    >>> from postdp import Hierarchy
+    >>> h = Hierarchy.from_parents(["T", "a", "b", "a1"], [None, "T", "T", "a"])
+    >>> lay = h.layout
+    >>> lay.bounds.tolist(), [s.tolist() for s in lay.sizes]
+    ([0, 1, 3, 4], [[2], [1]])
     """
 
     order: IntArray

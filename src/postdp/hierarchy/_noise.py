@@ -13,8 +13,7 @@ from postdp import _rng, _validation
 from postdp._typing import NumArray, RNGLike
 from postdp.errors import PrivacyLeakWarning, ValidationError
 from postdp.hierarchy._tree import Hierarchy
-from postdp.mechanisms import Budget, NoiseMechanism
-from postdp.mechanisms._base import expand
+from postdp.mechanisms import Budget, NoiseMechanism, expand_mechanisms
 
 __all__ = ["NoisyCounts", "add_noise"]
 
@@ -149,7 +148,7 @@ def add_noise(
         raise TypeError(f"`hierarchy` must be a Hierarchy; got {type(hierarchy).__name__}")
     if hierarchy.counts is None:
         raise ValidationError("`hierarchy` has no true counts to add noise to")
-    per_level = expand(mechanisms, hierarchy.n_levels)
+    per_level = expand_mechanisms(mechanisms, hierarchy.n_levels)
     if secure and rng is not None:
         raise ValidationError(
             f"`rng` must be None on the secure release path; got {rng!r} "

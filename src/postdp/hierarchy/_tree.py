@@ -12,9 +12,10 @@ import pandas as pd
 
 from postdp import _validation
 from postdp._typing import ArrayLike, IntArray, NumArray
+from postdp._validation import listing
 from postdp.errors import HierarchyError, ValidationError
 from postdp.hierarchy._builders import tree_from_codes, tree_from_frame
-from postdp.hierarchy._checks import _check_counts, _check_unique, _listing
+from postdp.hierarchy._checks import _check_counts, _check_unique
 from postdp.hierarchy._layout import Layout, breadth_first_levels
 
 __all__ = ["Hierarchy"]
@@ -127,7 +128,7 @@ class Hierarchy:
             if roots.size == 0:
                 raise HierarchyError("the hierarchy has no root (every node has a parent)")
             raise HierarchyError(
-                f"the hierarchy must have one root; got {roots.size}: {_listing(self.ids[roots])}"
+                f"the hierarchy must have one root; got {roots.size}: {listing(self.ids[roots])}"
             )
         frontiers = breadth_first_levels(parent, int(roots[0]))
         if sum(level.size for level in frontiers) < n:
@@ -136,7 +137,7 @@ class Hierarchy:
             unreached = np.flatnonzero(~reached)
             raise HierarchyError(
                 f"nodes in a cycle (not reachable from root {self.ids[roots[0]]!r}): "
-                f"{_listing(self.ids[unreached])}"
+                f"{listing(self.ids[unreached])}"
             )
         layout = Layout.build(parent, tuple(frontiers))
         if layout.identity:  # the levels are slices of one shared arange
@@ -405,7 +406,7 @@ class Hierarchy:
         found = lookup.get_indexer(pd.Index(wanted, dtype=object))
         unknown = [w for w, f in zip(wanted, found, strict=True) if f < 0]
         if unknown:
-            raise ValidationError(f"unknown node ids: {_listing(unknown)}")
+            raise ValidationError(f"unknown node ids: {listing(unknown)}")
         return found.astype(np.int64)
 
     def to_frame(self) -> pd.DataFrame:

@@ -4,7 +4,7 @@
 ``NoiseMechanism`` is its former name, kept as an alias.
 """
 
-from postdp.mechanisms._base import Mechanism
+from postdp.mechanisms._base import Mechanism, expand_mechanisms
 from postdp.mechanisms._base import NoiseMechanism as NoiseMechanism  # alias
 from postdp.mechanisms.budget import Budget
 from postdp.mechanisms.discrete_gaussian import DiscreteGaussian
@@ -24,4 +24,5 @@ __all__ = [
     "LogLaplace",
     "Mechanism",
     "Restriction",
+    "expand_mechanisms",
 ]

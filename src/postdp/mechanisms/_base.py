@@ -267,7 +267,7 @@ def as_float_array(values: ArrayLike) -> FloatArray:
 M = TypeVar("M", bound="Mechanism")
 
 
-def expand(
+def expand_mechanisms(
     mechanisms: M | Sequence[M],
     count: int,
     *,
@@ -278,6 +278,32 @@ def expand(
     """One mechanism for each of ``count`` places (levels, components), from one or ``count``.
 
     The single check behind every function that takes "one mechanism or one per level".
+
+    Parameters
+    ----------
+    mechanisms : Mechanism or sequence of Mechanism
+        One mechanism for every place, or exactly ``count`` of them.
+    count : int
+    kind : type, optional
+        The class every mechanism must be (default: any :class:`Mechanism`).
+    name, per : str
+        The argument's name and what a place is, for the error message.
+
+    Returns
+    -------
+    tuple of Mechanism
+        ``count`` mechanisms.
+
+    Raises
+    ------
+    ValidationError
+        For a wrong number or kind of mechanisms.
+
+    Examples
+    --------
+    >>> from postdp import Geometric
+    >>> [str(m.epsilon) for m in expand_mechanisms(Geometric(0.5), 3)]
+    ['0.5', '0.5', '0.5']
     """
     cls = Mechanism if kind is None else kind
     single = isinstance(mechanisms, cls)

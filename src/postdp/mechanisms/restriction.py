@@ -11,10 +11,10 @@ import numpy as np
 from postdp import _rng, _validation
 from postdp._typing import ArrayLike, FloatArray, NumArray, RNGLike, SizeLike
 from postdp.errors import ValidationError
-from postdp.mechanisms._partial_moments import _noise_law, _positive_part_mean, _tail_mean
 from postdp.mechanisms.budget import Budget
 from postdp.mechanisms.geometric import Geometric
 from postdp.mechanisms.laplace import Laplace
+from postdp.mechanisms.partial_moments import noise_law, positive_part_mean, tail_mean
 
 __all__ = ["Restriction"]
 
@@ -63,7 +63,7 @@ class Restriction:
     discrete: ClassVar[bool] = False
 
     def __post_init__(self) -> None:
-        _noise_law(self.mechanism)
+        noise_law(self.mechanism)
 
     def privacy_cost(self) -> Budget:
         """2ε: restriction doubles the cost of the underlying mechanism (Prop. 2).
@@ -107,8 +107,8 @@ class Restriction:
         keep = 1.0 - below
         excess = np.where(
             qs >= 0,
-            _tail_mean(-np.abs(qs), m) + qs * below,
-            _positive_part_mean(qs, m) - qs * keep,
+            tail_mean(-np.abs(qs), m) + qs * below,
+            positive_part_mean(qs, m) - qs * keep,
         )
         out: FloatArray = excess / keep
         return out

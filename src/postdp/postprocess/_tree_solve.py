@@ -23,8 +23,7 @@ import numpy.typing as npt
 
 from postdp._kernels import FlatTree, path_sums_rows, two_pass_masked_rows, two_pass_rows
 from postdp._typing import FloatArray, IntArray
-from postdp.hierarchy import Hierarchy, PublicNodes, components
-from postdp.hierarchy._layout import Layout
+from postdp.hierarchy import Hierarchy, Layout, PublicNodes, components
 
 BoolArray = npt.NDArray[np.bool_]
 

@@ -27,8 +27,7 @@ import numpy as np
 from postdp._typing import ArrayLike, NumArray, RNGLike
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy, PublicSpec
-from postdp.mechanisms import NoiseMechanism
-from postdp.mechanisms._base import expand
+from postdp.mechanisms import NoiseMechanism, expand_mechanisms
 from postdp.postprocess.modified import modified_postprocess
 from postdp.postprocess.projections import Projector
 from postdp.postprocess.ramps import clamp, optimal_ramp_shift
@@ -192,7 +191,7 @@ class PostProcessChain:
     ) -> None:
         self.steps = parse_steps(steps) if isinstance(steps, str) else tuple(steps)
         self.hierarchy = hierarchy
-        self.mechanisms = expand(mechanisms, hierarchy.n_levels)
+        self.mechanisms = expand_mechanisms(mechanisms, hierarchy.n_levels)
         self._projectors: dict[str, Projector] = {}
         for step in self.steps:
             if step.name in _PROJECTIONS and step.name not in self._projectors:

@@ -10,7 +10,7 @@ import numpy as np
 from postdp import _validation
 from postdp._typing import ArrayLike, FloatArray
 from postdp.mechanisms import Laplace, NoiseMechanism
-from postdp.mechanisms._partial_moments import _noise_law
+from postdp.mechanisms.partial_moments import noise_law
 
 __all__ = ["modified_bias", "modified_postprocess"]
 
@@ -73,7 +73,7 @@ def modified_bias(
     >>> bool(np.isclose(modified_bias(3.0, m, temperature=0.0), clamp_bias(3.0, m)))
     True
     """
-    law = _noise_law(mechanism)
+    law = noise_law(mechanism)
     t = _validation.nonnegative_real("temperature", temperature)
     lo = _validation.finite_real("lower", lower)
     qs = _validation.float_array("q", q)

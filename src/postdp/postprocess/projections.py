@@ -34,8 +34,7 @@ from postdp.hierarchy import (
     derived_public,
     resolve_public,
 )
-from postdp.mechanisms import NoiseMechanism
-from postdp.mechanisms._base import expand
+from postdp.mechanisms import NoiseMechanism, expand_mechanisms
 from postdp.postprocess._active_set import solve_nonneg
 from postdp.postprocess._simplex import project_families
 from postdp.postprocess._tree_solve import (
@@ -101,7 +100,7 @@ def inverse_variance_weights(
     >>> inverse_variance_weights(h, [Laplace(1.0), Laplace(0.5)]).tolist()
     [0.5, 0.125, 0.125]
     """
-    per_level = expand(mechanisms, hierarchy.n_levels)
+    per_level = expand_mechanisms(mechanisms, hierarchy.n_levels)
     variances = np.array([m.variance() for m in per_level])
     return 1.0 / variances[hierarchy.depth]
 

@@ -4,7 +4,7 @@ seed 002 §6.3 Thm 9); and how restriction compares with the ramp (seed 004 eq. 
 Every function acts on arrays of any shape (draws on leading axes). The bias functions take
 the noise mechanism (``Laplace`` or ``Geometric``) and the true value q, and return
 E[post-processed output] - q exactly, written through f(c) = E[(c + N)^+], c <= 0
-(:mod:`postdp.mechanisms._partial_moments`), which avoids cancellation.
+(:mod:`postdp.mechanisms.partial_moments`), which avoids cancellation.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from scipy import special
 from postdp import _validation
 from postdp._typing import ArrayLike, FloatArray, NumArray
 from postdp.mechanisms import Laplace, NoiseMechanism
-from postdp.mechanisms._partial_moments import _noise_law, _positive_part_excess, _tail_mean
+from postdp.mechanisms.partial_moments import noise_law, positive_part_excess, tail_mean
 
 __all__ = [
     "clamp",
@@ -83,10 +83,10 @@ def clamp_bias(q: ArrayLike, mechanism: NoiseMechanism, *, lower: float = 0.0) -
     >>> bool(np.isclose(clamp_bias(0, m), m.a / (1 - m.a**2)))
     True
     """
-    law = _noise_law(mechanism)
+    law = noise_law(mechanism)
     qs = _validation.float_array("q", q)
     lo = _validation.finite_real("lower", lower)
-    out: FloatArray = _positive_part_excess(qs - lo, law)
+    out: FloatArray = positive_part_excess(qs - lo, law)
     return out
 
 
@@ -142,10 +142,10 @@ def translated_ramp_bias(q: ArrayLike, mechanism: NoiseMechanism, *, alpha: floa
     >>> round(float(translated_ramp_bias(0.0, m, alpha=a)), 6), round(a, 6)
     (0.351734, 0.351734)
     """
-    law = _noise_law(mechanism)
+    law = noise_law(mechanism)
     shift = _validation.nonnegative_real("alpha", alpha)
     qs = _validation.float_array("q", q)
-    out: FloatArray = _positive_part_excess(qs - shift, law) - shift
+    out: FloatArray = positive_part_excess(qs - shift, law) - shift
     return out
 
 
@@ -179,15 +179,15 @@ def optimal_ramp_shift(mechanism: NoiseMechanism | float) -> float:
     if not isinstance(mechanism, NoiseMechanism):
         b = _validation.positive_real("mechanism", mechanism)
         return float(b * special.lambertw(0.5).real)
-    law = _noise_law(mechanism)
+    law = noise_law(mechanism)
     if isinstance(law, Laplace):
         return float(law.scale * special.lambertw(0.5).real)
     from scipy.optimize import brentq
 
     def gap(alpha: float) -> float:
-        return float(_tail_mean(np.array(-alpha), law)) - alpha
+        return float(tail_mean(np.array(-alpha), law)) - alpha
 
-    upper = float(_tail_mean(np.array(0.0), law))  # f(-alpha) <= f(0) = E[N^+]
+    upper = float(tail_mean(np.array(0.0), law))  # f(-alpha) <= f(0) = E[N^+]
     return float(brentq(gap, 0.0, upper, xtol=1e-14, rtol=4 * np.finfo(float).eps))
 
 

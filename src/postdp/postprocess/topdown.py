@@ -15,8 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from postdp._typing import FloatArray
-from postdp.hierarchy import Hierarchy, PublicNodes
-from postdp.hierarchy._layout import Layout
+from postdp.hierarchy import Hierarchy, Layout, PublicNodes
 from postdp.postprocess._simplex import project_families
 
 __all__ = ["TopDownPlan"]

@@ -9,7 +9,7 @@ and the style sheet and the script are inline. The ``postdp`` commands ``audit``
 one from a Monte Carlo result in Python.
 """
 
-from postdp.report._model import Headline, Report, ReportFigure, ReportTable
+from postdp.report._model import Headline, Report, ReportFigure, ReportTable, format_value
 from postdp.report.audit import audit_report, budget_statement, size_bins
 
 __all__ = [
@@ -19,5 +19,6 @@ __all__ = [
     "ReportTable",
     "audit_report",
     "budget_statement",
+    "format_value",
     "size_bins",
 ]

@@ -12,9 +12,9 @@ from scipy import sparse
 
 from postdp import _validation
 from postdp._typing import ArrayLike, IntArray, NumArray
+from postdp._validation import listing
 from postdp.errors import HierarchyError, ValidationError
 from postdp.hierarchy import Hierarchy
-from postdp.hierarchy._checks import _listing
 
 __all__ = ["Table", "category_matrix"]
 
@@ -326,26 +326,26 @@ class Table:
         if strange:
             raise ValidationError(
                 f"{len(strange)} column(s) neither the id nor a category code: "
-                f"{_listing(strange)} (pass columns without counts in `ignore`)"
+                f"{listing(strange)} (pass columns without counts in `ignore`)"
             )
         detailed = [codes[j] for j in categories.leaves]
         missing = [c for c in detailed if c not in df.columns]
         if missing:
-            raise ValidationError(f"detailed category columns missing: {_listing(missing)}")
+            raise ValidationError(f"detailed category columns missing: {listing(missing)}")
         keys = df[id].astype(str).str.strip().to_numpy(dtype=object)
         where = pd.Index(geography.ids).get_indexer(pd.Index(keys))
         if (where < 0).any():
             unknown = keys[where < 0]
-            raise HierarchyError(f"rows for geounits not in the geography: {_listing(unknown)}")
+            raise HierarchyError(f"rows for geounits not in the geography: {listing(unknown)}")
         if pd.Index(where).has_duplicates:
             dup = keys[pd.Index(where).duplicated()]
-            raise HierarchyError(f"geounits with more than one row: {_listing(dup)}")
+            raise HierarchyError(f"geounits with more than one row: {listing(dup)}")
         leaves = geography.leaves
         row_of = np.full(geography.n, -1, dtype=np.int64)
         row_of[where] = np.arange(where.size)
         absent = leaves[row_of[leaves] < 0]
         if absent.size:
-            raise HierarchyError(f"leaf geounits without a row: {_listing(geography.ids[absent])}")
+            raise HierarchyError(f"leaf geounits without a row: {listing(geography.ids[absent])}")
         present = [c for c in codes if c in df.columns]
         values = df[present].apply(pd.to_numeric, errors="coerce").to_numpy(dtype=float)
         if np.isnan(values).any():

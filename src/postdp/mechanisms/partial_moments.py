@@ -27,7 +27,7 @@ from postdp.mechanisms.geometric import Geometric
 from postdp.mechanisms.laplace import Laplace
 
 
-def _noise_law(mechanism: NoiseMechanism) -> Laplace | Geometric:
+def noise_law(mechanism: NoiseMechanism) -> Laplace | Geometric:
     if not isinstance(mechanism, Laplace | Geometric):
         raise TypeError(
             "closed-form biases are available for Laplace and Geometric noise; got "
@@ -36,7 +36,7 @@ def _noise_law(mechanism: NoiseMechanism) -> Laplace | Geometric:
     return mechanism
 
 
-def _tail_mean(c: FloatArray, mechanism: Laplace | Geometric) -> FloatArray:
+def tail_mean(c: FloatArray, mechanism: Laplace | Geometric) -> FloatArray:
     """f(c) = E[(c + N)^+] for c <= 0."""
     if isinstance(mechanism, Laplace):
         b = mechanism.scale
@@ -50,13 +50,13 @@ def _tail_mean(c: FloatArray, mechanism: Laplace | Geometric) -> FloatArray:
     return tail
 
 
-def _positive_part_mean(d: FloatArray, mechanism: Laplace | Geometric) -> FloatArray:
+def positive_part_mean(d: FloatArray, mechanism: Laplace | Geometric) -> FloatArray:
     """f(d) = E[(d + N)^+] for any real d."""
-    out: FloatArray = np.maximum(d, 0.0) + _tail_mean(-np.abs(d), mechanism)
+    out: FloatArray = np.maximum(d, 0.0) + tail_mean(-np.abs(d), mechanism)
     return out
 
 
-def _positive_part_excess(d: FloatArray, mechanism: Laplace | Geometric) -> FloatArray:
+def positive_part_excess(d: FloatArray, mechanism: Laplace | Geometric) -> FloatArray:
     """f(d) - d, computed without cancellation: f(-|d|) + max(-d, 0)."""
-    out: FloatArray = _tail_mean(-np.abs(d), mechanism) + np.maximum(-d, 0.0)
+    out: FloatArray = tail_mean(-np.abs(d), mechanism) + np.maximum(-d, 0.0)
     return out

@@ -1,0 +1,259 @@
+"""The result of a Monte Carlo run (:func:`postdp.simulate`): per-entity error moments with
+their standard errors, error histograms, exact errors of selected entities, and the sums a
+design adds (a table's metric sums)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+import pandas as pd
+from scipy import stats
+
+from postdp._intervals import ConfidenceInterval
+from postdp._typing import ArrayLike, FloatArray, IntArray, NumArray
+from postdp.errors import ValidationError
+from postdp.mechanisms import Budget
+
+__all__ = ["MonteCarloResult"]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class MonteCarloResult:
+    """Per-node error statistics of a release design over independent draws.
+
+    Errors are released value minus true value. Standard errors (``*_se``) come from the
+    sample itself; confidence intervals are estimate ± z·SE.
+
+    Attributes
+    ----------
+    ids : ndarray of str, shape (n,)
+    truth : ndarray, shape (n,)
+    n_draws : int
+    bias, bias_se : ndarray, shape (n,)
+        Mean error and its standard error.
+    variance, variance_se : ndarray, shape (n,)
+        Sample variance of the error and its standard error (from the fourth moment).
+    mse, mse_se, mae, mae_se : ndarray, shape (n,)
+        Mean squared and mean absolute error, with standard errors.
+    edges : ndarray, shape (n, bins + 1)
+        Histogram bin edges of each node's error.
+    counts : ndarray of int, shape (n, bins + 2)
+        Error histogram counts; the first and last columns count errors below and above
+        the edges.
+    raw_ids : ndarray of str
+        Nodes whose errors before post-processing were also histogrammed.
+    raw_counts : ndarray of int, shape (len(raw_ids), bins + 2)
+    budget : Budget
+        Of the design.
+    exact_ids : ndarray of str
+        Nodes whose every error was kept (``simulate(..., exact=...)``).
+    exact_errors : ndarray, shape (n_draws, len(exact_ids))
+        Their errors, in the order of the draws.
+    extra : dict of str to ndarray
+        Sums a design adds beside the per-entity statistics (a :class:`TableDesign`'s
+        per-geounit metric sums, see :meth:`TableDesign.metrics`); empty otherwise.
+
+    Examples
+    --------
+    >>> from postdp import Laplace, Hierarchy
+    >>> from postdp.analysis import ReleaseDesign, simulate
+    >>> h = Hierarchy.from_parents(["T", "a", "b"], [None, "T", "T"], [50, 20, 30])
+    >>> res = simulate(ReleaseDesign(h, Laplace(1.0), "project"), n_draws=2000, rng=0)
+    >>> res.to_frame().columns[:4].tolist()
+    ['id', 'truth', 'bias', 'bias_lo']
+    """
+
+    ids: npt.NDArray[np.object_]
+    truth: NumArray
+    n_draws: int
+    bias: FloatArray
+    bias_se: FloatArray
+    variance: FloatArray
+    variance_se: FloatArray
+    mse: FloatArray
+    mse_se: FloatArray
+    mae: FloatArray
+    mae_se: FloatArray
+    edges: FloatArray
+    counts: IntArray
+    raw_ids: npt.NDArray[np.object_]
+    raw_counts: IntArray
+    budget: Budget
+    error_min: FloatArray | None = None
+    error_max: FloatArray | None = None
+    exact_ids: npt.NDArray[np.object_] | None = None
+    exact_errors: FloatArray | None = None
+    extra: dict[str, FloatArray] = field(default_factory=dict)
+
+    def exact_quantiles(self, probs: ArrayLike = (0.05, 0.5, 0.95)) -> FloatArray:
+        """Error quantiles of the nodes in :attr:`exact_ids`, from every draw (no binning).
+
+        Parameters
+        ----------
+        probs : array_like of float in (0, 1)
+
+        Returns
+        -------
+        ndarray, shape (len(exact_ids), len(probs))
+            ``numpy.quantile`` (linear interpolation) of each node's errors.
+
+        Examples
+        --------
+        >>> from postdp import Laplace, Hierarchy
+        >>> from postdp.analysis import ReleaseDesign, simulate
+        >>> h = Hierarchy.from_parents(["T", "a"], [None, "T"], [10, 10])
+        >>> res = simulate(ReleaseDesign(h, Laplace(1.0)), n_draws=4000, rng=1, exact=["a"])
+        >>> res.exact_quantiles([0.5]).shape
+        (1, 1)
+        """
+        p = np.atleast_1d(np.asarray(probs, dtype=np.float64))
+        if ((p <= 0) | (p >= 1)).any():
+            raise ValidationError(f"`probs` must lie in (0, 1); got {p.tolist()}")
+        if self.exact_errors is None or self.exact_errors.shape[1] == 0:
+            raise ValidationError(
+                "no node's errors were kept: pass `exact=[ids]` to simulate for exact quantiles"
+            )
+        out: FloatArray = np.quantile(self.exact_errors, p, axis=0).T
+        return out
+
+    def quantiles(self, probs: ArrayLike = (0.05, 0.5, 0.95)) -> FloatArray:
+        """Error quantiles of every node, interpolated in the histogram.
+
+        Parameters
+        ----------
+        probs : array_like of float in (0, 1)
+
+        Returns
+        -------
+        ndarray, shape (n, len(probs))
+            Accurate to one bin width (the histogram's range / bins), and never outside the
+            smallest and largest error seen (so a node that is always exact, such as a
+            public one, has quantiles exactly 0); NaN where the quantile falls outside the
+            histogram's range.
+
+        Examples
+        --------
+        >>> from postdp import Laplace, Hierarchy
+        >>> from postdp.analysis import ReleaseDesign, simulate
+        >>> h = Hierarchy.from_parents(["T"], [None], [10])
+        >>> res = simulate(ReleaseDesign(h, Laplace(1.0)), n_draws=20000, rng=1)
+        >>> abs(float(res.quantiles([0.5])[0, 0])) < 0.05
+        True
+        """
+        p = np.atleast_1d(np.asarray(probs, dtype=np.float64))
+        if ((p <= 0) | (p >= 1)).any():
+            raise ValidationError(f"`probs` must lie in (0, 1); got {p.tolist()}")
+        cum = np.cumsum(self.counts, axis=1) / self.n_draws  # includes the under-flow bin
+        out = np.empty((self.counts.shape[0], p.size))
+        for j, pj in enumerate(p):
+            k = np.argmax(cum >= pj, axis=1)  # first bin reaching pj
+            inside = (k >= 1) & (k <= self.edges.shape[1] - 1)
+            kk = np.clip(k, 1, self.edges.shape[1] - 1)
+            rows = np.arange(cum.shape[0])
+            before = cum[rows, kk - 1]
+            width = np.maximum(cum[rows, kk] - before, 1e-300)
+            frac = (pj - before) / width
+            lo = self.edges[rows, kk - 1]
+            hi = self.edges[rows, kk]
+            out[:, j] = np.where(inside, lo + frac * (hi - lo), np.nan)
+        if self.error_min is not None and self.error_max is not None:
+            out = np.clip(out, self.error_min[:, None], self.error_max[:, None])
+        return out
+
+    def wasserstein_to_laplace(self, scale: float | ArrayLike, *, points: int = 2000) -> FloatArray:
+        """W1 distance between each node's error histogram and Laplace(scale).
+
+        Parameters
+        ----------
+        scale : float or array_like, shape (n,)
+            Laplace scale λ to compare with (seed 000 Fig. 5 compares the post-processed
+            error with the Laplace noise that was added).
+        points : int, default 2000
+            Quantiles of the Laplace law used to represent it.
+
+        Returns
+        -------
+        ndarray, shape (n,)
+            ``scipy.stats.wasserstein_distance`` between the binned errors (bin centres
+            weighted by counts) and Laplace quantiles; exact up to half a bin width.
+
+        Examples
+        --------
+        >>> from postdp import Laplace, Hierarchy
+        >>> from postdp.analysis import ReleaseDesign, simulate
+        >>> h = Hierarchy.from_parents(["T"], [None], [10])
+        >>> res = simulate(ReleaseDesign(h, Laplace(1.0)), n_draws=20000, rng=1)
+        >>> float(res.wasserstein_to_laplace(1.0)[0]) < 0.05
+        True
+        """
+        scales = np.broadcast_to(np.asarray(scale, dtype=np.float64), self.bias.shape)
+        u = (np.arange(points) + 0.5) / points
+        centres = 0.5 * (self.edges[:, 1:] + self.edges[:, :-1])
+        out = np.empty(self.bias.shape)
+        for i in range(out.size):
+            weights = self.counts[i, 1:-1].astype(np.float64)
+            if weights.sum() == 0:
+                out[i] = np.nan
+                continue
+            law = stats.laplace.ppf(u, scale=scales[i])
+            out[i] = stats.wasserstein_distance(centres[i], law, u_weights=weights)
+        return out
+
+    def confidence_interval(
+        self, statistic: str = "bias", *, z: float = 1.96
+    ) -> ConfidenceInterval:
+        """Estimate ± z·SE for ``bias``, ``variance``, ``mse`` or ``mae`` (level 2Φ(z) - 1).
+
+        Examples
+        --------
+        >>> from postdp import Laplace, Hierarchy
+        >>> from postdp.analysis import ReleaseDesign, simulate
+        >>> h = Hierarchy.from_parents(["T"], [None], [10])
+        >>> res = simulate(ReleaseDesign(h, Laplace(1.0)), n_draws=5000, rng=2)
+        >>> lo, hi = res.confidence_interval()
+        >>> bool(lo[0] < 0 < hi[0])
+        True
+        """
+        if statistic not in ("bias", "variance", "mse", "mae"):
+            raise ValidationError(
+                f"`statistic` must be bias, variance, mse or mae; got {statistic!r}"
+            )
+        est = getattr(self, statistic)
+        se = getattr(self, f"{statistic}_se")
+        return ConfidenceInterval(est - z * se, est + z * se, math.erf(z / math.sqrt(2.0)))
+
+    def to_frame(
+        self, *, z: float = 1.96, quantiles: ArrayLike = (0.05, 0.5, 0.95)
+    ) -> pd.DataFrame:
+        """One row per node: truth, bias, variance, MSE, MAE with intervals, and quantiles.
+
+        Parameters
+        ----------
+        z : float, default 1.96
+            Width of the intervals in standard errors (95% for a normal estimate).
+        quantiles : array_like
+            Error quantiles to add (columns ``q05``, ``q50``, ...).
+
+        Returns
+        -------
+        pandas.DataFrame
+        """
+        frame = pd.DataFrame({"id": list(self.ids), "truth": self.truth})
+        for name in ("bias", "variance", "mse", "mae"):
+            lo, hi = self.confidence_interval(name, z=z)
+            frame[name] = getattr(self, name)
+            frame[f"{name}_lo"] = lo
+            frame[f"{name}_hi"] = hi
+        probs = np.atleast_1d(np.asarray(quantiles, dtype=np.float64))
+        if probs.size:
+            q = self.quantiles(probs)
+            if self.exact_ids is not None and self.exact_ids.size:  # exact where kept
+                where = pd.Index(self.ids).get_indexer(pd.Index(self.exact_ids))
+                q[where] = self.exact_quantiles(probs)
+            for j, pj in enumerate(probs):
+                frame[f"q{round(100 * pj):02d}"] = q[:, j]
+        frame["n_draws"] = self.n_draws
+        return frame
