@@ -59,7 +59,9 @@ class _Run:
             before.append(noisy[:, raw])
             extra.append({"clamped": (noisy < 0).sum(axis=0).astype(np.float64)})
         values = np.ascontiguousarray(np.concatenate(parts))
-        return ChunkRelease(values, np.concatenate(before) if raw.size else None, tuple(extra))
+        return ChunkRelease(
+            values, raw=np.concatenate(before) if raw.size else None, extra=tuple(extra)
+        )
 
 
 def test_a_design_of_ones_own_follows_the_protocol_and_matches_theory():

@@ -12,9 +12,9 @@ from postdp import Hierarchy, Laplace
 from postdp.data import synthetic_hierarchy
 from postdp.errors import ValidationError
 from postdp.postprocess import TableKKTReport, TableNonnegReport
+from postdp.postprocess.table_projection import project_table
 from postdp.postprocess.table_rounding import round_table
 from postdp.postprocess.table_topdown import top_down_table
-from postdp.postprocess.tables import project_table
 from postdp.tables import Measurement, Query, Table, Workload, expand, measure
 from tests.tables._reference import random_case
 

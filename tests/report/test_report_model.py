@@ -104,7 +104,10 @@ def test_audit_report_puts_the_largest_bias_first():
     nodes = rep.tables[1].frame
     z = np.abs(res.bias) / res.bias_se
     assert nodes["id"].iloc[0] == h.ids[int(np.argmax(z))]
-    assert rep.headline[0].value.endswith(f"at {h.ids[int(np.argmax(z))]}")
+    assert rep.headline[1].value.endswith(f"at {h.ids[int(np.argmax(z))]}")
+    # (P+) with counts at 0 is biased upward: the verdict says so, naming the worst count
+    assert rep.headline[0].label == "verdict" and rep.headline[0].value == "systematic bias"
+    assert f"worst: {h.ids[int(np.argmax(z))]}" in rep.headline[0].detail
     assert "Study run" in rep.privacy and "epsilon = 2" in rep.privacy
 
 

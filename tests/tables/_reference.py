@@ -181,7 +181,7 @@ def assert_equals_dense_gls(table, workload, seed):
     """(P) and its variances equal the dense null-space GLS reference at 1e-9; returns the
     projector."""
     from postdp.postprocess import TableProjector
-    from postdp.postprocess.tables import project_table
+    from postdp.postprocess.table_projection import project_table
     from postdp.tables import measure
 
     draws = measure(table, workload, secure=False, rng=seed)

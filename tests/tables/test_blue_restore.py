@@ -12,7 +12,7 @@ import postdp
 from postdp import Gaussian, Hierarchy
 from postdp.errors import ValidationError
 from postdp.postprocess import TableProjector, blue_restore
-from postdp.postprocess.tables import project_table
+from postdp.postprocess.table_projection import project_table
 from postdp.tables import Measurement, Query, Table, Workload, measure
 from tests.tables._reference import (
     CLARABEL_TIGHT,

@@ -10,7 +10,7 @@ import pytest
 from postdp import Gaussian, Laplace
 from postdp.data import pl94_schema
 from postdp.postprocess import TableProjector
-from postdp.postprocess.tables import project_table
+from postdp.postprocess.table_projection import project_table
 from postdp.tables import Measurement, Query, Table, Workload, expand, measure
 from tests.tables._reference import (
     assert_equals_dense_gls,

@@ -8,7 +8,7 @@ from postdp import Gaussian
 from postdp.data import load_p1
 from postdp.errors import ValidationError
 from postdp.postprocess import TableProjector
-from postdp.postprocess.tables import project_table
+from postdp.postprocess.table_projection import project_table
 from postdp.tables import Measurement, Query, Workload, measure
 from tests.tables._reference import qp_table, random_case
 

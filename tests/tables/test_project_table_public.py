@@ -11,7 +11,7 @@ import pytest
 
 from postdp import Gaussian, Hierarchy, Laplace
 from postdp.postprocess import TableProjector
-from postdp.postprocess.tables import project_table
+from postdp.postprocess.table_projection import project_table
 from postdp.tables import (
     Measurement,
     Query,

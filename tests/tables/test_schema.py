@@ -10,7 +10,7 @@ import pytest
 from postdp import Gaussian, Hierarchy
 from postdp.data import pl94_schema
 from postdp.errors import ValidationError
-from postdp.postprocess.tables import project_table
+from postdp.postprocess.table_projection import project_table
 from postdp.tables import Attribute, Measurement, Query, Recode, Schema, Table, Workload, measure
 from tests.tables._reference import random_schema, random_terms
 

@@ -11,7 +11,7 @@ from scipy import sparse
 from postdp import Gaussian, Hierarchy
 from postdp.data import pl94_schema
 from postdp.errors import HierarchyError, ValidationError
-from postdp.postprocess.tables import project_table
+from postdp.postprocess.table_projection import project_table
 from postdp.tables import Measurement, Query, Table, Workload, measure
 
 GEO = Hierarchy.from_parents(

@@ -8,7 +8,7 @@ from postdp.data import load_p1
 from postdp.errors import ValidationError
 from postdp.postprocess import TableNonnegProjector
 from postdp.postprocess.table_nonneg import table_nonneg_report
-from postdp.postprocess.tables import project_table
+from postdp.postprocess.table_projection import project_table
 from postdp.tables import Measurement, Query, Table, Workload, measure
 from tests.tables._reference import qp_table, random_case, random_tree
 

@@ -62,7 +62,7 @@ class ReleaseDesign:
     def __post_init__(self) -> None:
         if not isinstance(self.hierarchy, Hierarchy):
             raise TypeError(f"`hierarchy` must be a Hierarchy; got {type(self.hierarchy).__name__}")
-        mechs = expand_mechanisms(self.mechanisms, self.hierarchy.n_levels)
+        mechs = expand_mechanisms(self.mechanisms, count=self.hierarchy.n_levels)
         if self.weights not in ("equal", "inverse-variance"):
             raise ValidationError(
                 f"`weights` must be 'equal' or 'inverse-variance'; got {self.weights!r}"
@@ -277,4 +277,4 @@ class _HierarchySimulation:
         else:  # the batch is ours: the chain may overwrite it
             values = noisy.astype(np.float64, copy=False)
             released = np.asarray(chain._apply(values, rng=None, owned=True), dtype=np.float64)
-        return ChunkRelease(released, before)
+        return ChunkRelease(released, raw=before)

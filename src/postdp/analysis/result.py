@@ -20,7 +20,7 @@ from postdp.mechanisms import Budget
 __all__ = ["MonteCarloResult"]
 
 
-@dataclass(frozen=True, slots=True, eq=False)
+@dataclass(frozen=True, slots=True, eq=False, repr=False)
 class MonteCarloResult:
     """Per-node error statistics of a release design over independent draws.
 
@@ -87,6 +87,13 @@ class MonteCarloResult:
     exact_ids: npt.NDArray[np.object_] | None = None
     exact_errors: FloatArray | None = None
     extra: dict[str, FloatArray] = field(default_factory=dict)
+
+    def __repr__(self) -> str:
+        extra = f", extra sums {sorted(self.extra)}" if self.extra else ""
+        return (
+            f"<MonteCarloResult: {self.ids.size:,} entities x {self.n_draws:,} draws, "
+            f"{self.budget}{extra}; .to_frame() for the statistics>"
+        )
 
     def exact_quantiles(self, probs: ArrayLike = (0.05, 0.5, 0.95)) -> FloatArray:
         """Error quantiles of the nodes in :attr:`exact_ids`, from every draw (no binning).
@@ -202,6 +209,64 @@ class MonteCarloResult:
             out[i] = stats.wasserstein_distance(centres[i], law, u_weights=weights)
         return out
 
+    def bias_verdict(self, *, level: float = 0.05, names: ArrayLike | None = None) -> BiasVerdict:
+        """Whether the run shows a bias, judged against what chance alone gives.
+
+        With ``m`` entities tested and no bias anywhere, about ``level x m`` of them have
+        |bias| / SE above the two-sided ``level`` critical value, and the largest |z| is
+        near the median of the largest of ``m`` absolute standard normals. The verdict is
+        "systematic bias" when the flagged count passes its chance expectation by more than
+        3 binomial standard deviations, or the largest |z| passes the 99% point of that
+        maximum; otherwise "no bias detected".
+
+        Parameters
+        ----------
+        level : float, default 0.05
+            Two-sided level of each entity's test.
+        names : array_like of str, optional
+            A display name per entity (default: the ids).
+
+        Returns
+        -------
+        BiasVerdict
+            ``str()`` of it is the sentence a report's headline shows.
+
+        Examples
+        --------
+        >>> from postdp import Hierarchy, Laplace
+        >>> from postdp.analysis import ReleaseDesign, simulate
+        >>> h = Hierarchy.from_parents(["T", "a", "b"], [None, "T", "T"], [3, 1, 2])
+        >>> res = simulate(ReleaseDesign(h, Laplace(1.0), "project-nonneg"), n_draws=4000, rng=0)
+        >>> res.bias_verdict().detected  # (P+) near 0 is biased upward
+        True
+        """
+        if not 0.0 < level < 1.0:
+            raise ValidationError(f"`level` must lie strictly between 0 and 1; got {level!r}")
+        labels = self.ids if names is None else np.asarray(names, dtype=object)
+        if labels.shape != self.ids.shape:
+            raise ValidationError(f"`names` needs one name per entity ({self.ids.size})")
+        tested = self.bias_se > 0
+        z = np.where(tested, np.abs(self.bias) / np.where(tested, self.bias_se, 1.0), 0.0)
+        m = int(tested.sum())
+        worst = int(np.argmax(z))
+        flagged = int((z > stats.norm.isf(level / 2.0)).sum())
+        expected = level * m
+        spread = math.sqrt(m * level * (1.0 - level))
+        limit = _max_abs_normal_quantile(0.99, m)
+        return BiasVerdict(
+            tested=m,
+            flagged=flagged,
+            expected_flagged=expected,
+            largest_z=float(z[worst]),
+            expected_largest_z=_max_abs_normal_quantile(0.5, m),
+            largest_z_limit=limit,
+            detected=bool(m and (flagged > expected + 3.0 * spread or z[worst] > limit)),
+            worst=str(labels[worst]),
+            worst_bias=float(self.bias[worst]),
+            worst_half_width=float(1.96 * self.bias_se[worst]),
+            level=level,
+        )
+
     def confidence_interval(
         self, statistic: str = "bias", *, z: float = 1.96
     ) -> ConfidenceInterval:
@@ -257,3 +322,71 @@ class MonteCarloResult:
                 frame[f"q{round(100 * pj):02d}"] = q[:, j]
         frame["n_draws"] = self.n_draws
         return frame
+
+
+def _max_abs_normal_quantile(q: float, m: int) -> float:
+    """The q-quantile of the largest of m independent |N(0, 1)|: P(max <= x) = (2 Phi(x) -
+    1)^m, so x = Phi^-1(1 - (1 - q^(1/m)) / 2)."""
+    if m <= 0:
+        return 0.0
+    tail = -math.expm1(math.log(q) / m)  # 1 - q^(1/m), accurate for large m
+    return float(stats.norm.isf(tail / 2.0))
+
+
+@dataclass(frozen=True)
+class BiasVerdict:
+    """A run's verdict on bias against the multiple-testing expectation (see
+    :meth:`MonteCarloResult.bias_verdict`).
+
+    Attributes
+    ----------
+    tested : int
+        Entities with a positive standard error (those a public value fixes are not tested).
+    flagged : int
+        Tested entities whose |bias| / SE passes the two-sided ``level`` critical value.
+    expected_flagged : float
+        ``level x tested``: the flagged count chance alone gives.
+    largest_z, expected_largest_z, largest_z_limit : float
+        The largest |bias| / SE, and the median and 99% point of the largest of ``tested``
+        absolute standard normals.
+    detected : bool
+        Whether the run shows a bias (see the method).
+    worst : str
+        The entity with the largest |bias| / SE, its ``worst_bias`` and the half-width
+        ``worst_half_width`` of its 95% interval.
+    level : float
+
+    Examples
+    --------
+    >>> v = BiasVerdict(3195, 154, 159.75, 3.54, 3.70, 4.6, False, "US", 1.0, 2.0, 0.05)
+    >>> str(v).split(";")[0]
+    'no bias detected: 154 flagged vs ~160 expected by chance'
+    """
+
+    tested: int
+    flagged: int
+    expected_flagged: float
+    largest_z: float
+    expected_largest_z: float
+    largest_z_limit: float
+    detected: bool
+    worst: str
+    worst_bias: float
+    worst_half_width: float
+    level: float
+
+    def __str__(self) -> str:
+        if not self.tested:
+            return "nothing to test: every count is fixed"
+        if not self.detected:
+            return (
+                f"no bias detected: {self.flagged:,} flagged vs ~{self.expected_flagged:,.0f} "
+                f"expected by chance; largest |z| {self.largest_z:.3g} vs "
+                f"~{self.expected_largest_z:.2g} expected for {self.tested:,} counts"
+            )
+        share = self.flagged / self.tested
+        return (
+            f"systematic bias: {share:.1%} of {self.tested:,} counts flagged vs "
+            f"{self.level:.0%} by chance; worst: {self.worst}, {self.worst_bias:+,.4g} "
+            f"(±{self.worst_half_width:,.2g})"
+        )

@@ -29,7 +29,7 @@ batch-invariant, local processes or Dask).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -66,8 +66,8 @@ class ChunkRelease:
     """
 
     values: FloatArray
-    raw: NumArray | None = None
-    extra: tuple[dict[str, NumArray], ...] = ()
+    raw: NumArray | None = field(default=None, kw_only=True)
+    extra: tuple[dict[str, NumArray], ...] = field(default=(), kw_only=True)
 
 
 @runtime_checkable

@@ -320,4 +320,4 @@ class _TableSimulation:
             extra.append(table_metric_sums(detailed, design.table))
             parts.append((detailed @ design._category_matrix.T).reshape(rows, -1))
         values = np.ascontiguousarray(np.concatenate(parts), dtype=np.float64)
-        return ChunkRelease(values, None, tuple(extra))
+        return ChunkRelease(values, extra=tuple(extra))

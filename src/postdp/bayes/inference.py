@@ -35,7 +35,11 @@ __all__ = ["ExactPosterior", "exact_posterior"]
 def _mechs(component_mechanisms: Geometric | Sequence[Geometric], S: int) -> list[Geometric]:
     return list(
         expand_mechanisms(
-            component_mechanisms, S, kind=Geometric, name="component_mechanisms", per="component"
+            component_mechanisms,
+            count=S,
+            kind=Geometric,
+            name="component_mechanisms",
+            per="component",
         )
     )
 

@@ -148,7 +148,7 @@ def _component_mechanisms(
     mechanisms: Geometric | Sequence[Geometric], S: int
 ) -> tuple[Geometric, ...]:
     return expand_mechanisms(
-        mechanisms, S, kind=Geometric, name="component_mechanisms", per="component"
+        mechanisms, count=S, kind=Geometric, name="component_mechanisms", per="component"
     )
 
 
@@ -263,7 +263,7 @@ def bayes_release_hierarchy(
         raise ValidationError(
             f"`noisy` must have shape (..., {hierarchy.n}); got shape {arr.shape}"
         )
-    mechs = expand_mechanisms(mechanisms, hierarchy.n_levels, kind=Geometric)
+    mechs = expand_mechanisms(mechanisms, count=hierarchy.n_levels, kind=Geometric)
     lay = hierarchy.layout
     X = arr.reshape(-1, hierarchy.n)[:, lay.order]
     B = X.shape[0]

@@ -205,7 +205,10 @@ def _report(
     floor = 1.96 * float(np.median(result.bias_se))
     deepest = by_size[by_size["level"] == by_size["level"].max()].iloc[0]
     public = [f"{m.query.name} at level {m.level}" for m in work.measurements if m.public]
+    names = (cells["geo_id"].astype(str) + ", " + cells["label"].astype(str)).to_numpy()
+    verdict = str(result.bias_verdict(names=names)).split(": ", 1)
     headline = [
+        Headline("verdict", verdict[0], verdict[-1]),
         Headline(
             "largest |bias| / SE",
             f"{format_value(float(worst['bias']))} at {worst['geo_id']} {worst['category']}",

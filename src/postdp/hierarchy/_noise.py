@@ -148,7 +148,7 @@ def add_noise(
         raise TypeError(f"`hierarchy` must be a Hierarchy; got {type(hierarchy).__name__}")
     if hierarchy.counts is None:
         raise ValidationError("`hierarchy` has no true counts to add noise to")
-    per_level = expand_mechanisms(mechanisms, hierarchy.n_levels)
+    per_level = expand_mechanisms(mechanisms, count=hierarchy.n_levels)
     if secure and rng is not None:
         raise ValidationError(
             f"`rng` must be None on the secure release path; got {rng!r} "

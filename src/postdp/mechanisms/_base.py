@@ -269,8 +269,8 @@ M = TypeVar("M", bound="Mechanism")
 
 def expand_mechanisms(
     mechanisms: M | Sequence[M],
-    count: int,
     *,
+    count: int,
     kind: type[object] | None = None,
     name: str = "mechanisms",
     per: str = "level",
@@ -302,7 +302,7 @@ def expand_mechanisms(
     Examples
     --------
     >>> from postdp import Geometric
-    >>> [str(m.epsilon) for m in expand_mechanisms(Geometric(0.5), 3)]
+    >>> [str(m.epsilon) for m in expand_mechanisms(Geometric(0.5), count=3)]
     ['0.5', '0.5', '0.5']
     """
     cls = Mechanism if kind is None else kind

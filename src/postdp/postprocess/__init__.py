@@ -36,11 +36,11 @@ from postdp.postprocess.ramps import (
 from postdp.postprocess.rounding import round_consistent, stochastic_round
 from postdp.postprocess.table_kkt import TableKKTReport
 from postdp.postprocess.table_nonneg import TableNonnegProjector, TableNonnegReport
+from postdp.postprocess.table_projection import TableProjector
 from postdp.postprocess.table_restore import blue_restore
 from postdp.postprocess.table_rounding import round
 from postdp.postprocess.table_stream import project_by_subtree
 from postdp.postprocess.table_topdown import check_top_down
-from postdp.postprocess.tables import TableProjector
 
 __all__ = [
     "ElementwiseChain",
@@ -89,7 +89,7 @@ _MOVED = {
 # DeprecationWarning naming the call that replaces them.
 _RENAMED = {
     "project_table": (
-        "postdp.postprocess.tables",
+        "postdp.postprocess.table_projection",
         "postdp.project(measurements, nonneg=False) (detailed cells; "
         "postdp.tables.expand adds every category node)",
     ),

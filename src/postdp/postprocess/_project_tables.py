@@ -25,8 +25,8 @@ def project_measurements(
 ) -> FloatArray:
     """``project`` of a table's measurements: the detailed cells of every geounit."""
     from postdp.postprocess.table_nonneg import TableNonnegProjector
+    from postdp.postprocess.table_projection import project_table
     from postdp.postprocess.table_topdown import top_down_table
-    from postdp.postprocess.tables import project_table
 
     _counts_only(hierarchy, public, weights)
     if method not in ("exact", "topdown", "blue", "blue-restore"):

@@ -191,7 +191,7 @@ class PostProcessChain:
     ) -> None:
         self.steps = parse_steps(steps) if isinstance(steps, str) else tuple(steps)
         self.hierarchy = hierarchy
-        self.mechanisms = expand_mechanisms(mechanisms, hierarchy.n_levels)
+        self.mechanisms = expand_mechanisms(mechanisms, count=hierarchy.n_levels)
         self._projectors: dict[str, Projector] = {}
         for step in self.steps:
             if step.name in _PROJECTIONS and step.name not in self._projectors:

@@ -100,7 +100,7 @@ def inverse_variance_weights(
     >>> inverse_variance_weights(h, [Laplace(1.0), Laplace(0.5)]).tolist()
     [0.5, 0.125, 0.125]
     """
-    per_level = expand_mechanisms(mechanisms, hierarchy.n_levels)
+    per_level = expand_mechanisms(mechanisms, count=hierarchy.n_levels)
     variances = np.array([m.variance() for m in per_level])
     return 1.0 / variances[hierarchy.depth]
 

@@ -89,7 +89,7 @@ def table_kkt_report(estimate: FloatArray, measurements: TableMeasurements) -> T
     Examples
     --------
     >>> from postdp import Geometric, Hierarchy
-    >>> from postdp.postprocess.tables import project_table
+    >>> from postdp.postprocess.table_projection import project_table
     >>> from postdp.tables import Measurement, Query, Table, Workload, measure
     >>> geo = Hierarchy.from_parents(["S", "a", "b"], [None, "S", "S"])
     >>> cat = Hierarchy.from_parents(["T", "x", "y"], [None, "T", "T"])

@@ -1,6 +1,6 @@
 """(P+) for tables: the nonnegative least-squares table, exactly, without a QP solver.
 
-The problem is (P) of :mod:`postdp.postprocess.tables` with every detailed cell of every
+The problem is (P) of :mod:`postdp.postprocess.table_projection` with every detailed cell of every
 leaf geounit >= 0. Its solution is (P) with the right set of leaf cells held at 0 (the
 active set), found by block principal pivoting (Judice and Pires, as for hierarchies in
 :mod:`postdp.postprocess._active_set`): solve (P) with the current set held at 0; a free
@@ -32,7 +32,7 @@ from postdp._kernels import FlatTree
 from postdp._typing import FloatArray
 from postdp.errors import ValidationError
 from postdp.postprocess._table_active import BoolArray, Draw
-from postdp.postprocess.tables import TableProjector
+from postdp.postprocess.table_projection import TableProjector
 from postdp.tables import Table, TableMeasurements, Workload
 
 __all__ = ["TableNonnegProjector", "TableNonnegReport", "table_nonneg_report"]

@@ -71,7 +71,7 @@ def blue_restore(measurements: TableMeasurements) -> FloatArray:
     >>> bool(out.min() >= 0), float(out[0].sum()), bool(np.allclose(out[0], out[1] + out[2]))
     (True, 7.0, True)
     """
-    from postdp.postprocess.tables import TableProjector
+    from postdp.postprocess.table_projection import TableProjector
 
     table, workload = measurements.table, measurements.workload
     geo, cat = table.geography, table.categories

@@ -24,7 +24,7 @@ from postdp._typing import FloatArray
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
 from postdp.mechanisms import Mechanism
-from postdp.postprocess.tables import TableProjector
+from postdp.postprocess.table_projection import TableProjector
 
 
 def hierarchy_variances(

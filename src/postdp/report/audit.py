@@ -192,7 +192,7 @@ def audit_report(
     >>> d = ReleaseDesign(h, Laplace(1.0), "project-nonneg")
     >>> rep = audit_report(simulate(d, n_draws=500, rng=0), d, figures=[])
     >>> [h.label for h in rep.headline][:2]
-    ['largest |bias| / SE', 'Monte Carlo floor of a bias']
+    ['verdict', 'largest |bias| / SE']
     """
     h = design.hierarchy
     frame = result.to_frame()
@@ -205,7 +205,9 @@ def audit_report(
     lo, hi = result.confidence_interval()
     steps = ",".join(map(str, design.steps)) or "none"
     public = _public_ids(design)
+    verdict = str(result.bias_verdict()).split(": ", 1)
     headline = [
+        Headline("verdict", verdict[0], verdict[-1]),
         Headline(
             "largest |bias| / SE",
             f"{format_value(float(result.bias[worst]))} at {h.ids[worst]}",

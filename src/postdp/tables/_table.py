@@ -19,7 +19,7 @@ from postdp.hierarchy import Hierarchy
 __all__ = ["Table", "category_matrix"]
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(frozen=True, eq=False, repr=False)
 class Table:
     """Counts of a geography x category table: one histogram per geounit.
 
@@ -89,6 +89,15 @@ class Table:
             )
         object.__setattr__(self, "cells", cells)
         object.__setattr__(self, "labels", dict(self.labels))
+
+    def __repr__(self) -> str:
+        geo, cat = self.geography, self.categories
+        levels = ", ".join(f"{level.size:,}" for level in geo.levels)
+        storage = "sparse" if self.is_sparse else "dense"
+        return (
+            f"<Table: {geo.n:,} geounits (levels {levels}) x {cat.leaves.size:,} detailed "
+            f"cells ({cat.n:,} category nodes), {storage}>"
+        )
 
     @property
     def shape(self) -> tuple[int, int]:
