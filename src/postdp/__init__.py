@@ -47,6 +47,7 @@ _LAZY = {
     "ReleaseDesign": "postdp.analysis",
     "simulate": "postdp.analysis",
     "plan_budget": "postdp.analysis",
+    "audit": "postdp.report",
 }
 _SUBPACKAGES = (
     "analysis",
@@ -73,6 +74,7 @@ __all__ = [
     "__version__",
     "add_noise",
     "analysis",
+    "audit",
     "bayes",
     "clamp",
     "data",
@@ -151,3 +153,4 @@ if TYPE_CHECKING:  # what static checkers and IDEs see
         top_down,
         translated_ramp,
     )
+    from postdp.report import audit

@@ -353,6 +353,22 @@ def test_audit_writes_tables_and_figures(table, tmp_path, capsys):
     assert main([*argv, "--no-figures", "--workers", "2"]) == 0
     pd.testing.assert_frame_equal(pd.read_csv(again / "audit.csv"), audit)
     assert not (again / "residuals.png").exists()
+    # the library does what the command does: postdp.audit gives the same tables and page
+    import postdp
+    from postdp import Hierarchy, Laplace
+    from postdp.analysis import ReleaseDesign
+
+    frame = pd.read_csv(table, dtype={"up": str}, keep_default_na=False)
+    h = Hierarchy.from_parents(frame["geo"], [u or None for u in frame["up"]], frame["pop"])
+    design = ReleaseDesign(h, Laplace(epsilon=0.5), "project-nonneg", public="root")
+    ours = postdp.audit(design, n_draws=400, batch=64, rng=3, entities=["a1", "a2"], shifts=[0, 5])
+    tables = ours.tables()
+    pd.testing.assert_frame_equal(tables["audit"], audit, check_dtype=False, rtol=1e-12)
+    pd.testing.assert_frame_equal(tables["shifted"], shifted, check_dtype=False, rtol=1e-12)
+    pd.testing.assert_frame_equal(tables["wasserstein"], w, check_dtype=False, rtol=1e-12)
+    page = ours.report(figures=[])
+    assert page.headline[0].label == "verdict"
+    assert [t.title for t in page.tables][-1] == "Wasserstein distance by family"
 
 
 def test_audit_parquet_and_gaussian(table, tmp_path, capsys):

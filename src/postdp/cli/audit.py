@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import sys
-from pathlib import Path
 from typing import Any
 
 from postdp.cli._common import check_values, prepare, public_ids
@@ -141,9 +140,8 @@ def _check_extras(args: argparse.Namespace) -> None:
 def run(args: argparse.Namespace, state: RunState) -> int:
     """Validate everything, check the folder, simulate, then write the folder at once."""
     import numpy as np
-    import pandas as pd
 
-    from postdp.analysis import ReleaseDesign, simulate
+    from postdp.analysis import ReleaseDesign
 
     _check_extras(args)
     check_weights(args)
@@ -155,11 +153,9 @@ def run(args: argparse.Namespace, state: RunState) -> int:
     loaded, mechanisms = prepare(args, state)
     h = loaded.hierarchy
     counts = h.counts
-    shifted_truths = []
-    for shift in args.shifts:
+    for shift in args.shifts:  # checked here, before anything is drawn
         truth = h.aggregate(np.where(h.is_leaf, counts + shift, 0))
         check_values(h, mechanisms, truth, "--shifts")
-        shifted_truths.append(truth)
     with flag("--postprocess", args.postprocess):
         design = ReleaseDesign(
             h, mechanisms, args.postprocess, public=public_ids(args, h), weights=args.weights
@@ -193,64 +189,43 @@ def run(args: argparse.Namespace, state: RunState) -> int:
         f"{1 + len([s for s in args.shifts if s])} simulations{note}",
         flush=True,
     )
-    runs: list[Any] = []
-    labels: list[str] = []
-    for k, shift in enumerate([None, *args.shifts]):
-        if shift == 0:
-            runs.append(runs[0])
-            labels.append("leaves + 0")
-            continue
-        label = "audit" if shift is None else f"audit, leaves + {shift}"
-        state.phase = f"simulating ({label})"
-        with progress(label, 1, quiet=args.quiet) as bar:
+    from postdp.cli._report import command_line
+    from postdp.report import audit
+    from postdp.report.audit_pages import CAPTIONS
 
-            def tick(done: int, total: int, bar: Any = bar) -> None:
-                bar.total = total
-                bar.n = done
-                bar.refresh()
+    bars: dict[str, Any] = {}
 
-            truth = None if shift is None else shifted_truths[k - 1]
-            runs.append(
-                simulate(
-                    design,
-                    truth,
-                    rng=args.seed,
-                    raw=entities if shift is None else (),
-                    bins=args.bins,
-                    progress=tick,
-                    **options,
-                )
-            )
-        if shift is not None:
-            labels.append(f"leaves + {shift}")
-    base, shifted = runs[0], runs[1:]
+    def tick(label: str, done: int, total: int) -> None:
+        if label not in bars:
+            for bar in bars.values():
+                bar.close()
+            state.phase = f"simulating ({label})"
+            bars[label] = progress(label, total, quiet=args.quiet)
+        bars[label].total = total
+        bars[label].n = done
+        bars[label].refresh()
+
+    try:
+        result = audit(
+            design,
+            n_draws=args.draws,
+            shifts=args.shifts,
+            entities=entities,
+            rng=args.seed,
+            bins=args.bins,
+            batch=args.batch,
+            workers=args.workers,
+            max_memory=args.max_memory,
+            progress=tick,
+        )
+    finally:
+        for bar in bars.values():
+            bar.close()
+    base = result.result
 
     state.phase = "summarising"
     suffix = ".parquet" if args.format == "parquet" else ".csv"
-    tables: dict[str, Any] = {}
-    frame = base.to_frame()
-    frame.insert(1, "depth", h.depth)
-    tables[f"audit{suffix}"] = frame
-    if shifted:
-        tables[f"shifted{suffix}"] = pd.concat(
-            [
-                pd.DataFrame(
-                    {
-                        "id": list(r.ids),
-                        "leaf_shift": sh,
-                        "truth": r.truth,
-                        "bias": r.bias,
-                        "bias_lo": r.confidence_interval().low,
-                        "bias_hi": r.confidence_interval().high,
-                    }
-                )
-                for r, sh in zip(shifted, args.shifts, strict=True)
-            ],
-            ignore_index=True,
-        )
-    family = _wasserstein_by_family(base, h, mechanisms)
-    if family is not None:
-        tables[f"wasserstein{suffix}"] = family
+    tables = {name + suffix: table for name, table in result.tables().items()}
 
     state.phase = f"writing {out_dir}"
     folder = OutputDir(out_dir, state, overwrite=args.overwrite)
@@ -261,10 +236,14 @@ def run(args: argparse.Namespace, state: RunState) -> int:
                 table.to_parquet(path, index=False)
             else:
                 table.to_csv(path, index=False)
-        drawn = [] if args.no_figures else _figures(folder, base, shifted, labels, family)
+        drawn = [] if args.no_figures else _figures(folder, result)
         report = None
         if report_path is not None:
-            report = _report(args, base, design, folder, drawn, family, out_dir / f"audit{suffix}")
+            report = result.report(
+                figures=figures_from(folder.tmp, drawn, CAPTIONS),
+                command=command_line(args),
+                source=str(out_dir / f"audit{suffix}"),
+            )
         written = folder.commit(
             {
                 "command": "postdp audit",
@@ -297,81 +276,12 @@ def run(args: argparse.Namespace, state: RunState) -> int:
     return 0
 
 
-def _wasserstein_by_family(base: Any, h: Any, mechanisms: list[Any]) -> Any:
-    import numpy as np
-    import pandas as pd
-
-    if not (all(m.family == "laplace" for m in mechanisms) and h.n_levels > 1):
-        return None
-    scales = np.array([m.noise_scale for m in mechanisms])[h.depth]
-    w1 = base.wasserstein_to_laplace(scales)
-    parents = h.parent[h.parent >= 0]
-    kids = np.flatnonzero(h.parent >= 0)
-    per_child = pd.DataFrame({"parent": parents, "w1": w1[kids], "scale": scales[kids]})
-    fam = per_child.groupby("parent")
-    return pd.DataFrame(
-        {
-            "parent": [str(h.ids[p]) for p in fam.size().index],
-            "n": fam.size().to_numpy(),
-            "mean_w1": fam["w1"].mean().to_numpy(),
-            "scale": fam["scale"].first().to_numpy(),
-        }
-    )
-
-
-def _figures(
-    folder: OutputDir, base: Any, shifted: list[Any], labels: list[str], family: Any
-) -> list[str]:
+def _figures(folder: OutputDir, result: Any) -> list[str]:
     """Draw the audit's figures into the folder; return their file names."""
     from postdp import plots
 
-    names = ["residuals.png"]
-    plots.save_figure(plots.plot_residuals(base), folder.file(names[-1]))
-    if shifted:
-        names.append("bias_by_count.png")
-        ax = plots.plot_bias_by_count(shifted, labels)
-        plots.save_figure(ax, folder.file(names[-1]))
-    if family is not None:
-        from postdp.mechanisms import Laplace
-
-        names.append("wasserstein.png")
-        leaf = Laplace.from_scale(float(family["scale"].iloc[-1]))
-        ax = plots.plot_wasserstein(family["n"], family["mean_w1"], mechanism=leaf)
+    names = []
+    for name, ax in result.figures().items():
+        names.append(f"{name}.png")
         plots.save_figure(ax, folder.file(names[-1]))
     return names
-
-
-def _report(
-    args: argparse.Namespace,
-    base: Any,
-    design: Any,
-    folder: OutputDir,
-    drawn: list[str],
-    family: Any,
-    source: Path,
-) -> Any:
-    """The audit's HTML report (built before the folder is moved into place)."""
-    import dataclasses
-
-    from postdp.cli._report import command_line
-    from postdp.report import ReportTable, audit_report
-    from postdp.report.audit import CAPTIONS
-
-    report = audit_report(
-        base,
-        design,
-        figures=figures_from(folder.tmp, drawn, CAPTIONS),
-        command=command_line(args),
-        source=str(source),
-    )
-    extra = []
-    if family is not None:
-        extra.append(
-            ReportTable(
-                "Wasserstein distance by family",
-                family,
-                "Mean W1 distance of each family's child errors to the Laplace noise, with the "
-                "family size n (seed 000, Fig. 5).",
-            )
-        )
-    return dataclasses.replace(report, tables=[*report.tables, *extra])

@@ -5,18 +5,24 @@ headline numbers with their uncertainty, tables (sortable and filterable in the 
 figures with captions that say how to read them. :meth:`Report.to_html` renders it with
 Jinja2 into one file that needs no network to view: the figures are embedded as PNG data,
 and the style sheet and the script are inline. The ``postdp`` commands ``audit``,
-``fairness`` and ``plan`` write one with ``--report FILE.html``; :func:`audit_report` builds
-one from a Monte Carlo result in Python.
+``fairness`` and ``plan`` write one with ``--report FILE.html``; :func:`audit` runs the
+whole audit of the command (main, shifted and family runs) and its :meth:`Audit.report`
+is the same page; :func:`audit_report` builds one from a Monte Carlo result in Python.
 """
 
 from postdp.report._model import Headline, Report, ReportFigure, ReportTable, format_value
-from postdp.report.audit import audit_report, budget_statement, size_bins
+from postdp.report.audit_pages import audit_report, budget_statement, size_bins
+from postdp.report.auditing import Audit, audit
+from postdp.report.table_auditing import TableAudit
 
 __all__ = [
+    "Audit",
     "Headline",
     "Report",
     "ReportFigure",
     "ReportTable",
+    "TableAudit",
+    "audit",
     "audit_report",
     "budget_statement",
     "format_value",

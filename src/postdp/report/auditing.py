@@ -1,0 +1,277 @@
+"""The whole audit of a hierarchy design, as ``postdp audit`` runs it, from Python.
+
+:func:`audit` runs the main simulation (with the errors before post-processing of a few
+nodes kept), one simulation per shift of the leaf counts (seed 000, Fig. 4) and, for Laplace
+noise, the Wasserstein distance of each family's errors to the noise law (Fig. 5). The
+:class:`Audit` it returns gives the tables the command writes (:meth:`Audit.tables`), its
+figures (:meth:`Audit.figures`) and its HTML page (:meth:`Audit.report`): the command line
+only parses, checks and writes them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from postdp._typing import RNGLike
+from postdp.analysis import MonteCarloResult, ReleaseDesign, TableDesign, simulate
+from postdp.errors import ValidationError
+from postdp.report._model import Report, ReportFigure, ReportTable
+from postdp.report.audit_pages import CAPTIONS, audit_report
+from postdp.report.table_auditing import TableAudit, table_audit
+
+__all__ = ["Audit", "audit"]
+
+
+@dataclass(frozen=True)
+class Audit:
+    """The results of :func:`audit`.
+
+    Attributes
+    ----------
+    design : ReleaseDesign
+    result : MonteCarloResult
+        The main run (on the design's counts).
+    shifted : tuple of (int, MonteCarloResult)
+        One run per shift of the leaf counts, with its shift.
+    family : pandas.DataFrame or None
+        Mean Wasserstein distance of each family's child errors to the Laplace noise
+        (columns ``parent``, ``n``, ``mean_w1``, ``scale``); None unless every level's noise
+        is Laplace and the hierarchy has families.
+
+    Examples
+    --------
+    >>> from postdp import Hierarchy, Laplace
+    >>> from postdp.analysis import ReleaseDesign
+    >>> h = Hierarchy.from_parents(["T", "a", "b"], [None, "T", "T"], [30, 10, 20])
+    >>> a = audit(ReleaseDesign(h, Laplace(1.0), "project-nonneg"), n_draws=500, rng=0)
+    >>> sorted(a.tables())
+    ['audit', 'wasserstein']
+    """
+
+    design: ReleaseDesign
+    result: MonteCarloResult
+    shifted: tuple[tuple[int, MonteCarloResult], ...]
+    family: pd.DataFrame | None
+
+    def tables(self) -> dict[str, pd.DataFrame]:
+        """The audit's tables by name: ``audit`` (one row per node, with its depth),
+        ``shifted`` (bias per node and shift) and ``wasserstein`` (by family), the last two
+        where the audit has them.
+
+        Returns
+        -------
+        dict of str to pandas.DataFrame
+        """
+        h = self.design.hierarchy
+        frame = self.result.to_frame()
+        frame.insert(1, "depth", h.depth)
+        out = {"audit": frame}
+        if self.shifted:
+            rows = []
+            for shift, run in self.shifted:
+                ci = run.confidence_interval()
+                rows.append(
+                    pd.DataFrame(
+                        {
+                            "id": list(run.ids),
+                            "leaf_shift": shift,
+                            "truth": run.truth,
+                            "bias": run.bias,
+                            "bias_lo": ci.low,
+                            "bias_hi": ci.high,
+                        }
+                    )
+                )
+            out["shifted"] = pd.concat(rows, ignore_index=True)
+        if self.family is not None:
+            out["wasserstein"] = self.family
+        return out
+
+    def figures(self) -> dict[str, Any]:
+        """The audit's figures by name (matplotlib Axes): ``residuals``, ``bias_by_count``
+        (with shifts) and ``wasserstein`` (with Laplace noise).
+
+        Returns
+        -------
+        dict of str to matplotlib.axes.Axes
+        """
+        from postdp import plots
+
+        out = {"residuals": plots.plot_residuals(self.result)}
+        if self.shifted:
+            runs = [run for _, run in self.shifted]
+            labels = [f"leaves + {shift}" for shift, _ in self.shifted]
+            out["bias_by_count"] = plots.plot_bias_by_count(runs, labels)
+        if self.family is not None:
+            from postdp.mechanisms import Laplace
+
+            leaf = Laplace.from_scale(float(self.family["scale"].iloc[-1]))
+            out["wasserstein"] = plots.plot_wasserstein(
+                self.family["n"], self.family["mean_w1"], mechanism=leaf
+            )
+        return out
+
+    def report(
+        self,
+        *,
+        figures: Sequence[ReportFigure] | None = None,
+        command: str = "",
+        source: str = "",
+    ) -> Report:
+        """The audit's HTML page (the same as ``postdp audit --report``).
+
+        Parameters
+        ----------
+        figures : sequence of ReportFigure, optional
+            Default: :meth:`figures`, drawn now.
+        command, source : str
+            The command line shown on the page, and where the full node table is.
+
+        Returns
+        -------
+        Report
+        """
+        if figures is None:
+            figures = [
+                ReportFigure.from_axes(ax, title=t, alt=a, caption=c)
+                for name, ax in self.figures().items()
+                for t, a, c in [CAPTIONS[name]]
+            ]
+        report = audit_report(
+            self.result, self.design, figures=list(figures), command=command, source=source
+        )
+        if self.family is None:
+            return report
+        family = ReportTable(
+            "Wasserstein distance by family",
+            self.family,
+            "Mean W1 distance of each family's child errors to the Laplace noise, with the "
+            "family size n (seed 000, Fig. 5).",
+        )
+        return dataclasses.replace(report, tables=[*report.tables, family])
+
+
+def audit(
+    design: ReleaseDesign | TableDesign,
+    *,
+    n_draws: int,
+    shifts: Sequence[int] = (),
+    entities: Sequence[str] | None = None,
+    rng: RNGLike = None,
+    bins: int = 400,
+    batch: int = 1000,
+    workers: int = 1,
+    client: Any = None,
+    max_memory: int | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> Audit | TableAudit:
+    """Audit a design as ``postdp audit`` does: for a hierarchy, the main run, shifted runs
+    and the error law by family; for a table, the errors of every count and the Census
+    Bureau's metrics.
+
+    Parameters
+    ----------
+    design : ReleaseDesign or TableDesign
+        Simulated on its hierarchy's (or table's) counts.
+    n_draws : int
+        Releases per run.
+    shifts : sequence of int
+        Hierarchies: each adds this to every leaf count (parents are their sums) and runs
+        again (seed 000, Fig. 4); 0 reuses the main run.
+    entities : sequence of str, optional
+        Hierarchies: nodes whose errors before post-processing are kept (default: the three smallest
+        leaves).
+    rng : int or SeedSequence, optional
+        The seed of every run (each run uses it whole, as the command does).
+    bins, batch, workers, client, max_memory
+        As for :func:`postdp.simulate` (its default memory budget when ``max_memory`` is
+        None).
+    progress : callable(label, done, total), optional
+        Called after each block of each run, with the run's label.
+
+    Returns
+    -------
+    Audit or TableAudit
+
+    Examples
+    --------
+    >>> from postdp import Hierarchy, Laplace
+    >>> from postdp.analysis import ReleaseDesign
+    >>> h = Hierarchy.from_parents(["T", "a", "b"], [None, "T", "T"], [3, 1, 2])
+    >>> a = audit(ReleaseDesign(h, Laplace(1.0), "project-nonneg"), n_draws=400,
+    ...           shifts=[0, 5], rng=0)
+    >>> [shift for shift, _ in a.shifted], a.report(figures=[]).headline[0].label
+    ([0, 5], 'verdict')
+    """
+    options: dict[str, Any] = {
+        "n_draws": n_draws,
+        "batch": batch,
+        "workers": workers,
+        "client": client,
+        "bins": bins,
+        "rng": rng,
+    }
+    if max_memory is not None:
+        options["max_memory"] = max_memory
+
+    def ticker(label: str) -> Callable[[int, int], None] | None:
+        if progress is None:
+            return None
+        return lambda done, total: progress(label, done, total)
+
+    if isinstance(design, TableDesign):
+        if len(shifts) or entities is not None:
+            raise ValidationError("`shifts` and `entities` are for hierarchy designs")
+        return table_audit(design, progress=ticker("audit"), **options)
+    if not isinstance(design, ReleaseDesign):
+        raise TypeError(
+            f"`design` must be a ReleaseDesign or a TableDesign; got {type(design).__name__}"
+        )
+    h = design.hierarchy
+    if h.counts is None:
+        raise ValidationError("the design's hierarchy holds no true counts to audit")
+    counts = h.counts
+    truths = []
+    for shift in shifts:
+        if int(shift) != shift:
+            raise ValidationError(f"`shifts` must be whole numbers; got {shift!r}")
+        truths.append(h.aggregate(np.where(h.is_leaf, counts + int(shift), 0)))
+    if entities is None:
+        smallest = h.leaves[np.argsort(counts[h.leaves], kind="stable")[:3]]
+        entities = [str(h.ids[i]) for i in smallest]
+    base = simulate(design, raw=list(entities), progress=ticker("audit"), **options)
+    shifted = []
+    for shift, truth in zip(shifts, truths, strict=True):
+        if shift == 0:
+            shifted.append((0, base))
+            continue
+        label = f"audit, leaves + {int(shift)}"
+        shifted.append((int(shift), simulate(design, truth, progress=ticker(label), **options)))
+    return Audit(design, base, tuple(shifted), _wasserstein_by_family(base, design))
+
+
+def _wasserstein_by_family(base: MonteCarloResult, design: ReleaseDesign) -> pd.DataFrame | None:
+    """Mean W1 of each family's children to their level's Laplace noise, or None."""
+    h, mechanisms = design.hierarchy, design.per_level
+    if not (all(m.family == "laplace" for m in mechanisms) and h.n_levels > 1):
+        return None
+    scales = np.array([m.noise_scale for m in mechanisms])[h.depth]
+    w1 = base.wasserstein_to_laplace(scales)
+    parents = h.parent[h.parent >= 0]
+    kids = np.flatnonzero(h.parent >= 0)
+    per_child = pd.DataFrame({"parent": parents, "w1": w1[kids], "scale": scales[kids]})
+    fam = per_child.groupby("parent")
+    return pd.DataFrame(
+        {
+            "parent": [str(h.ids[p]) for p in fam.size().index],
+            "n": fam.size().to_numpy(),
+            "mean_w1": fam["w1"].mean().to_numpy(),
+            "scale": fam["scale"].first().to_numpy(),
+        }
+    )

@@ -1,0 +1,246 @@
+"""The whole audit of a table design, as ``postdp audit --table`` runs it, from Python.
+
+:func:`postdp.report.audit` of a :class:`~postdp.analysis.TableDesign` simulates it and
+returns a :class:`TableAudit`: the per-(geounit, category) errors, their summary per level
+and category, the Census Bureau's metrics by level and size and by diversity
+(:meth:`TableAudit.tables`), the figures (:meth:`TableAudit.figures`) and the HTML page
+(:meth:`TableAudit.report`): the command line only parses, checks and writes them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from postdp.analysis import MonteCarloResult, TableDesign
+from postdp.report._model import Headline, Report, ReportFigure, ReportTable, format_value
+from postdp.report.audit_pages import budget_statement
+
+__all__ = ["TableAudit", "table_audit"]
+
+CAPTIONS = {
+    "errors": (
+        "Error of each geounit's total against its size, by level",
+        "Absolute error of the released total population of every geounit against its true "
+        "size, one panel per geographic level, with the size-bin means.",
+        "Each point is a geounit's mean absolute error over the simulated releases; the line "
+        "is the mean per size bin (table_metrics). Post-processing errors are relatively "
+        "largest in small geounits. With n draws each point is itself known to about "
+        "1.96·sd/√n.",
+    ),
+    "diversity": (
+        "Signed error by diversity quintile",
+        "Mean signed error of the released counts by quintile of the geounits' diversity.",
+        "Nonnegativity moves counts from common categories to rare ones, so diverse and "
+        "homogeneous geounits are biased in opposite directions. The bars are means of "
+        "Monte Carlo estimates; their error bars are ±1.96 SE where drawn.",
+    ),
+}
+
+
+@dataclass(frozen=True)
+class TableAudit:
+    """The results of :func:`postdp.report.audit` on a table design.
+
+    Attributes
+    ----------
+    design : TableDesign
+    result : MonteCarloResult
+    cells : pandas.DataFrame
+        One row per (geounit, category node): ``geo_id``, ``level``, ``category``,
+        ``label``, the error statistics, ``bias_se`` and ``rmse``.
+    summary : pandas.DataFrame
+        Per level and category: geounits, mean |bias|, RMSE, MAE.
+    by_size, by_diversity : pandas.DataFrame
+        The Census Bureau's metrics (:meth:`TableDesign.metrics`).
+
+    Examples
+    --------
+    >>> from postdp import Gaussian
+    >>> from postdp.analysis import TableDesign
+    >>> from postdp.data import synthetic_table
+    >>> from postdp.report import audit
+    >>> from postdp.tables import Measurement, Query, Workload
+    >>> t = synthetic_table((2, 2), leaf_mean=30, rng=0)
+    >>> w = Workload([Measurement(d, Query.detailed(t.categories), Gaussian(rho=1))
+    ...               for d in range(3)])
+    >>> a = audit(TableDesign(t, w, "project-nonneg"), n_draws=20, rng=0)
+    >>> sorted(a.tables())
+    ['table_audit', 'table_diversity', 'table_metrics', 'table_summary']
+    """
+
+    design: TableDesign
+    result: MonteCarloResult
+    cells: pd.DataFrame
+    summary: pd.DataFrame
+    by_size: pd.DataFrame
+    by_diversity: pd.DataFrame
+
+    def tables(self) -> dict[str, pd.DataFrame]:
+        """The audit's tables by name, as ``postdp audit --table`` writes them.
+
+        Returns
+        -------
+        dict of str to pandas.DataFrame
+        """
+        return {
+            "table_audit": self.cells,
+            "table_summary": self.summary,
+            "table_metrics": self.by_size,
+            "table_diversity": self.by_diversity,
+        }
+
+    def figures(self) -> dict[str, Any]:
+        """The audit's figures by name (matplotlib Axes): ``errors_by_size`` and, where the
+        geounits have diversity quintiles, ``diversity_errors``.
+
+        Returns
+        -------
+        dict of str to matplotlib.axes.Axes
+        """
+        from postdp.plots import plot_diversity_errors, plot_errors_by_size
+
+        out = {"errors_by_size": plot_errors_by_size(self.result, self.by_size, self.design.table)}
+        if len(self.by_diversity):
+            out["diversity_errors"] = plot_diversity_errors(self.by_diversity)
+        return out
+
+    def report(
+        self,
+        *,
+        figures: Sequence[ReportFigure] | None = None,
+        source: str = "table",
+        command: str = "",
+        cells_source: str = "",
+    ) -> Report:
+        """The audit's HTML page (the same as ``postdp audit --table ... --report``).
+
+        Parameters
+        ----------
+        figures : sequence of ReportFigure, optional
+            Default: :meth:`figures`, drawn now.
+        source : str
+            The table's name as shown on the page.
+        command, cells_source : str
+            The command line shown, and where the full cell table is.
+
+        Returns
+        -------
+        Report
+        """
+        if figures is None:
+            figures = [
+                ReportFigure.from_axes(ax, title=t, alt=a, caption=c)
+                for name, ax in self.figures().items()
+                for t, a, c in [CAPTIONS[name.split("_")[0]]]
+            ]
+        cells, summary, by_size = self.cells, self.summary, self.by_size
+        by_diversity = self.by_diversity
+        design, result, work = self.design, self.result, self.design.workload
+        geo, cat = design.table.geography, design.table.categories
+        z = np.abs(result.bias) / np.maximum(result.bias_se, 1e-300)
+        z = np.where(result.bias_se > 0, z, 0.0)
+        order = np.argsort(-z, kind="stable")
+        worst = cells.iloc[int(order[0])]
+        floor = 1.96 * float(np.median(result.bias_se))
+        deepest = by_size[by_size["level"] == by_size["level"].max()].iloc[0]
+        public = [f"{m.query.name} at level {m.level}" for m in work.measurements if m.public]
+        names = (cells["geo_id"].astype(str) + ", " + cells["label"].astype(str)).to_numpy()
+        verdict = str(result.bias_verdict(names=names)).split(": ", 1)
+        headline = [
+            Headline("verdict", verdict[0], verdict[-1]),
+            Headline(
+                "largest |bias| / SE",
+                f"{format_value(float(worst['bias']))} at {worst['geo_id']} {worst['category']}",
+                f"95% interval ± {1.96 * float(worst['bias_se']):.3g}; "
+                f"|bias|/SE = {z[order[0]]:.3g}",
+            ),
+            Headline(
+                "Monte Carlo floor of a bias",
+                f"± {format_value(floor)}",
+                f"1.96 × the median SE over {result.n_draws:,} draws",
+            ),
+            Headline(
+                "cells with a significant bias",
+                f"{int((z > 1.96).sum()):,} of {z.size:,}",
+                "|bias| > 1.96 SE; about 5% are expected by chance when there is no bias",
+            ),
+            Headline(
+                f"smallest geounits at level {deepest['level']} ({deepest['size']} people)",
+                f"MAE {deepest['mae']:.3g}",
+                f"MAPE {deepest['mape']:.3g}%, mean TVD {deepest['tvd']:.3g}",
+            ),
+        ]
+        tables = [
+            ReportTable(
+                "Errors by level and size (Census Bureau metrics)",
+                by_size,
+                "Per geographic level and population-size bin: MAE, RMSE, MAPE, signed percent "
+                "error, share over 10%, TVD and agreement of the largest group.",
+            ),
+            ReportTable(
+                "Budget by level and query", work.cost_frame(), "Each measurement and its cost."
+            ),
+            ReportTable("Errors by level and category", summary, "Mean |bias|, RMSE and MAE."),
+            ReportTable(
+                "Cells",
+                cells.iloc[order].reset_index(drop=True),
+                "One row per (geounit, category), the largest |bias|/SE first.",
+                source=cells_source,
+            ),
+        ]
+        if len(by_diversity):
+            tables.insert(2, ReportTable("Errors by diversity", by_diversity, ""))
+        return Report(
+            title="Audit of a table release design",
+            summary=(
+                f"{result.n_draws:,} simulated releases of table {source}: {geo.n:,} geounits x "
+                f"{cat.n} categories, post-processing {design.postprocess}."
+            ),
+            design={
+                "table": (
+                    f"{source}: {geo.n:,} geounits in {geo.n_levels} levels, {cat.n} categories"
+                ),
+                "measurements": f"{len(work.measurements)} (see the budget table)",
+                "budget": str(work.budget()),
+                "post-processing": design.postprocess,
+                "draws": f"{result.n_draws:,}",
+            },
+            privacy=budget_statement(work.budget(), published=False, public=public),
+            headline=headline,
+            tables=tables,
+            figures=list(figures),
+            notes=(
+                "Biases and errors are Monte Carlo estimates with standard errors; a bias within "
+                "the floor above is not distinguishable from zero at this number of draws.",
+                "The size bins and metrics follow the Census Bureau's published error metrics "
+                "for the 2020 redistricting data.",
+            ),
+            command=command,
+        )
+
+
+def table_audit(design: TableDesign, **options: Any) -> TableAudit:
+    """Simulate ``design`` (``options`` as for :func:`postdp.simulate`) and summarise it
+    (the body of :func:`postdp.report.audit` for a table design)."""
+    from postdp.analysis import simulate
+
+    table = design.table
+    geo, cat = table.geography, table.categories
+    result = simulate(design, **options)
+    cells = design.frame(result)
+    cells.insert(3, "label", np.tile([table.labels.get(str(c), "") for c in cat.ids], geo.n))
+    cells["bias_se"] = result.bias_se
+    cells["rmse"] = np.sqrt(result.mse)
+    summary = cells.groupby(["level", "category", "label"], as_index=False, sort=False).agg(
+        geounits=("geo_id", "size"),
+        mean_abs_bias=("bias", lambda b: b.abs().mean()),
+        rmse=("rmse", lambda r: float(np.sqrt((r**2).mean()))),
+        mae=("mae", "mean"),
+    )
+    by_size, by_diversity = design.metrics(result)
+    return TableAudit(design, result, cells, summary, by_size, by_diversity)
