@@ -32,6 +32,9 @@ def test_audit_report_holds_design_numbers_table_and_figures(tmp_path, monkeypat
     assert html.count('<img src="data:image/png;base64,') == 3  # residuals, shifts, W1
     assert html.count("<figcaption>") == 3 and 'alt=""' not in html
     assert not list(tmp_path.glob(".*tmp*"))
+    # the verdict comes first, and the page names no path of this machine
+    assert "verdict" in html and ("systematic bias" in html or "no bias detected" in html)
+    assert str(tmp_path) not in html
 
 
 def test_table_audit_report(tmp_path, monkeypatch, capsys):
@@ -48,6 +51,8 @@ def test_table_audit_report(tmp_path, monkeypatch, capsys):
         assert text in html
     pngs = sorted((tmp_path / "aud").glob("*.png"))
     assert pngs and html.count("data:image/png;base64,") == len(pngs)
+    assert ("systematic bias" in html or "no bias detected" in html) and "verdict" in html
+    assert str(tmp_path) not in html
 
 
 def test_fairness_and_plan_reports(tmp_path, monkeypatch, capsys):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 import numpy as np
 
@@ -101,9 +102,9 @@ def run_table_audit(args: argparse.Namespace, state: RunState) -> int:
         if report_path is not None:
             report = audited.report(
                 figures=figures_from(folder.tmp, drawn, CAPTIONS),
-                source=loaded.source,
+                source=Path(loaded.source).name,  # no machine path on a shared page
                 command=command_line(args),
-                cells_source=str(folder.path / "table_audit.csv"),
+                cells_source=f"{folder.path.name}/table_audit.csv",
             )
         written = folder.commit(
             {

@@ -242,7 +242,7 @@ def run(args: argparse.Namespace, state: RunState) -> int:
             report = result.report(
                 figures=figures_from(folder.tmp, drawn, CAPTIONS),
                 command=command_line(args),
-                source=str(out_dir / f"audit{suffix}"),
+                source=f"{out_dir.name}/audit{suffix}",  # no machine path on a shared page
             )
         written = folder.commit(
             {
