@@ -507,8 +507,18 @@ def test_fairness_title1_and_section203(tmp_path, capsys):
         str(tmp_path / "s203"),
     ]
     assert main(argv) == 0
-    frame = pd.read_csv(tmp_path / "s203" / "section203_eps0.01.csv")
+    frame = pd.read_csv(tmp_path / "s203" / "section203_eps0.01.csv", dtype={"geoid": str})
     assert len(frame) == 314 and not frame.isna().any().any()
+    # the library does what the command does: the same tables from postdp.report
+    from postdp.report import fairness_study
+
+    study = fairness_study(
+        "section203", epsilon=[0.01], n_draws=200, postprocess="modified:T=2", rng=0
+    )
+    (ours,) = study.tables().values()
+    pd.testing.assert_frame_equal(ours.reset_index(drop=True), frame, check_dtype=False, rtol=1e-12)
+    page = study.report(figures=[])
+    assert page.headline[0].label == "mean decision error (ε = 0.01)"
     bad = [
         "fairness",
         "title1",

@@ -7,16 +7,19 @@ Jinja2 into one file that needs no network to view: the figures are embedded as 
 and the style sheet and the script are inline. The ``postdp`` commands ``audit``,
 ``fairness`` and ``plan`` write one with ``--report FILE.html``; :func:`audit` runs the
 whole audit of the command (main, shifted and family runs) and its :meth:`Audit.report`
-is the same page; :func:`audit_report` builds one from a Monte Carlo result in Python.
+is the same page (and :func:`fairness_study` is ``postdp fairness``'s study);
+:func:`audit_report` builds one from a Monte Carlo result in Python.
 """
 
 from postdp.report._model import Headline, Report, ReportFigure, ReportTable, format_value
 from postdp.report.audit_pages import audit_report, budget_statement, size_bins
 from postdp.report.auditing import Audit, audit
+from postdp.report.fairness_study import FairnessStudy, fairness_study
 from postdp.report.table_auditing import TableAudit
 
 __all__ = [
     "Audit",
+    "FairnessStudy",
     "Headline",
     "Report",
     "ReportFigure",
@@ -25,6 +28,7 @@ __all__ = [
     "audit",
     "audit_report",
     "budget_statement",
+    "fairness_study",
     "format_value",
     "size_bins",
 ]
