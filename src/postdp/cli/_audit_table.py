@@ -12,18 +12,16 @@ from pathlib import Path
 
 import numpy as np
 
-from postdp.cli._io import OutputDir, RunState, check_output_dir
+from postdp.cli._io import RunState, check_output_dir
 from postdp.cli._options import CliError, progress
 from postdp.cli._release_table import flag_design
-from postdp.cli._report import check_report, figures_from, write_report
+from postdp.cli._report import check_report, print_written, write_study
 from postdp.cli._tables import check_steps, load_table, workload
 
 
 def run_table_audit(args: argparse.Namespace, state: RunState) -> int:
     """Check, simulate ``--draws`` releases of the table design, write errors and metrics."""
     from postdp.analysis import TableDesign, memory_plan
-    from postdp.cli._report import command_line
-    from postdp.plots import save_figure
     from postdp.report.table_auditing import CAPTIONS
 
     state.phase = "reading the table"
@@ -39,7 +37,6 @@ def run_table_audit(args: argparse.Namespace, state: RunState) -> int:
         args.output_dir, "--output-dir", inputs=loaded.paths, overwrite=args.overwrite
     )
     report_path = check_report(args, inputs=loaded.paths, folder=out_dir)
-    figures = not args.no_figures
     geo, cat = table.geography, table.categories
     plan = memory_plan(
         design,
@@ -83,44 +80,26 @@ def run_table_audit(args: argparse.Namespace, state: RunState) -> int:
     assert isinstance(audited, TableAudit)
     result, cells, summary = audited.result, audited.cells, audited.summary
     by_size = audited.by_size
-    state.phase = f"writing {out_dir}"
-    folder = OutputDir(out_dir, state, overwrite=args.overwrite)
-    try:
-        suffix = ".parquet" if args.format == "parquet" else ".csv"
-        for name, frame in audited.tables().items():
-            path = folder.file(name + suffix)
-            if suffix == ".parquet":
-                frame.to_parquet(path, index=False)
-            else:
-                frame.to_csv(path, index=False)
-        drawn = []
-        if figures:
-            for name, ax in audited.figures().items():
-                drawn.append(f"{name}.png")
-                save_figure(ax, folder.file(drawn[-1]))
-        report = None
-        if report_path is not None:
-            report = audited.report(
-                figures=figures_from(folder.tmp, drawn, CAPTIONS),
-                source=Path(loaded.source).name,  # no machine path on a shared page
-                command=command_line(args),
-                cells_source=f"{folder.path.name}/table_audit.csv",
-            )
-        written = folder.commit(
-            {
-                "command": "postdp audit --table",
-                "input": loaded.source,
-                "budget": str(work.budget()),
-                "postprocess": design.postprocess,
-                "draws": args.draws,
-                "seed": args.seed,
-            }
-        )
-    except BaseException:
-        folder.discard()
-        raise
-    state.written = [str(out_dir)]
-    write_report(report_path, report, state, overwrite=args.overwrite)
+    shown = write_study(
+        args,
+        state,
+        out_dir,
+        report_path,
+        audited,
+        captions=CAPTIONS,
+        manifest={
+            "command": "postdp audit --table",
+            "input": loaded.source,
+            "budget": str(work.budget()),
+            "postprocess": design.postprocess,
+            "draws": args.draws,
+            "seed": args.seed,
+        },
+        report_options={  # no machine path on a shared page
+            "source": Path(loaded.source).name,
+            "cells_source": f"{out_dir.name}/table_audit.csv",
+        },
+    )
     mean, se = result.bias, result.bias_se
     z = np.abs(mean) / np.maximum(se, 1e-300)
     worst = int(np.argmax(np.where(se > 0, z, 0.0)))
@@ -142,6 +121,5 @@ def run_table_audit(args: argparse.Namespace, state: RunState) -> int:
         f"smallest geounits at the deepest level ({small['size']} people): MAE "
         f"{small['mae']:.3g}, MAPE {small['mape']:.3g}%, mean TVD {small['tvd']:.3g}"
     )
-    shown = [*written, *([report_path] if report_path is not None else [])]
-    print("wrote: " + ", ".join(str(p) for p in shown))
+    print_written(shown)
     return 0

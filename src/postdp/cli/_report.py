@@ -1,5 +1,5 @@
-"""``--report FILE.html``: the option, its checks, and the reports of fairness, plan and
-table audits (private; the audit of a hierarchy uses :func:`postdp.report.audit_report`)."""
+"""``--report FILE.html``: the option and its checks, and the one epilogue of the commands
+that write a study's folder and page (private)."""
 
 from __future__ import annotations
 
@@ -79,3 +79,61 @@ def figures_from(folder: Path, names: Sequence[str], captions: dict[str, Any]) -
             )
         )
     return out
+
+
+def write_study(
+    args: argparse.Namespace,
+    state: RunState,
+    out_dir: Path,
+    report_path: Path | None,
+    study: Any,
+    *,
+    captions: dict[str, Any],
+    manifest: dict[str, Any],
+    report_options: dict[str, Any] | None = None,
+    tables: dict[str, Any] | None = None,
+) -> list[Path]:
+    """The one epilogue of the commands that write a study's folder (audit, table audit,
+    fairness): its tables (``--format``), its figures (unless ``--no-figures``), the manifest
+    and, with ``--report``, the page, every file moved into place at once. ``study`` has
+    ``tables()``, ``figures()`` and ``report(figures=..., command=..., **report_options)``.
+    Returns the paths written (the report last)."""
+    from postdp.cli._io import OutputDir
+
+    suffix = ".parquet" if getattr(args, "format", "csv") == "parquet" else ".csv"
+    named = tables if tables is not None else {n + suffix: t for n, t in study.tables().items()}
+    state.phase = f"writing {out_dir}"
+    folder = OutputDir(out_dir, state, overwrite=args.overwrite)
+    try:
+        for name, table in named.items():
+            path = folder.file(name)
+            if name.endswith(".parquet"):
+                table.to_parquet(path, index=False)
+            else:
+                table.to_csv(path, index=False)
+        drawn = []
+        if not args.no_figures:
+            from postdp.plots import save_figure
+
+            for name, ax in study.figures().items():
+                drawn.append(f"{name}.png")
+                save_figure(ax, folder.file(drawn[-1]))
+        report = None
+        if report_path is not None:
+            report = study.report(
+                figures=figures_from(folder.tmp, drawn, captions),
+                command=command_line(args),
+                **(report_options or {}),
+            )
+        written = folder.commit(manifest)
+    except BaseException:
+        folder.discard()
+        raise
+    state.written = [str(out_dir)]
+    write_report(report_path, report, state, overwrite=args.overwrite)
+    return [*written, *([report_path] if report_path is not None else [])]
+
+
+def print_written(paths: Sequence[Path]) -> None:
+    """The last line of every command that writes: what it wrote."""
+    print("wrote: " + ", ".join(str(p) for p in paths))

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import sys
 from typing import Any
 
 from postdp.cli._common import check_values, prepare, public_ids
-from postdp.cli._io import OutputDir, RunState, check_output_dir
+from postdp.cli._io import RunState, check_output_dir
 from postdp.cli._options import (
     CliError,
     add_mechanism_options,
@@ -26,7 +25,7 @@ from postdp.cli._options import (
     wants_table,
     whole,
 )
-from postdp.cli._report import add_report_option, check_report, figures_from, write_report
+from postdp.cli._report import add_report_option, check_report, print_written, write_study
 
 __all__ = ["add_parser", "run"]
 
@@ -189,7 +188,6 @@ def run(args: argparse.Namespace, state: RunState) -> int:
         f"{1 + len([s for s in args.shifts if s])} simulations{note}",
         flush=True,
     )
-    from postdp.cli._report import command_line
     from postdp.report import audit
     from postdp.report.audit_pages import CAPTIONS
 
@@ -223,43 +221,25 @@ def run(args: argparse.Namespace, state: RunState) -> int:
             bar.close()
     base = result.result
 
-    state.phase = "summarising"
     suffix = ".parquet" if args.format == "parquet" else ".csv"
-    tables = {name + suffix: table for name, table in result.tables().items()}
-
-    state.phase = f"writing {out_dir}"
-    folder = OutputDir(out_dir, state, overwrite=args.overwrite)
-    try:
-        for name, table in tables.items():
-            path = folder.file(name)
-            if suffix == ".parquet":
-                table.to_parquet(path, index=False)
-            else:
-                table.to_csv(path, index=False)
-        drawn = [] if args.no_figures else _figures(folder, result)
-        report = None
-        if report_path is not None:
-            report = result.report(
-                figures=figures_from(folder.tmp, drawn, CAPTIONS),
-                command=command_line(args),
-                source=f"{out_dir.name}/audit{suffix}",  # no machine path on a shared page
-            )
-        written = folder.commit(
-            {
-                "command": "postdp audit",
-                "mechanism": args.mechanism,
-                "budget": str(design.budget),
-                "postprocess": args.postprocess,
-                "draws": args.draws,
-                "seed": args.seed,
-                "input": "bundled" if loaded.bundled else str(loaded.path),
-            }
-        )
-    except BaseException:
-        folder.discard()
-        raise
-    state.written = [str(out_dir)]
-    write_report(report_path, report, state, overwrite=args.overwrite)
+    shown = write_study(
+        args,
+        state,
+        out_dir,
+        report_path,
+        result,
+        captions=CAPTIONS,
+        manifest={
+            "command": "postdp audit",
+            "mechanism": args.mechanism,
+            "budget": str(design.budget),
+            "postprocess": args.postprocess,
+            "draws": args.draws,
+            "seed": args.seed,
+            "input": "bundled" if loaded.bundled else str(loaded.path),
+        },
+        report_options={"source": f"{out_dir.name}/audit{suffix}"},  # no machine path
+    )
 
     worst = int(np.argmax(np.abs(base.bias) / np.maximum(base.bias_se, 1e-300)))
     print(
@@ -271,17 +251,5 @@ def run(args: argparse.Namespace, state: RunState) -> int:
         f"largest |bias|/SE: node {h.ids[worst]!r}, bias {base.bias[worst]:.4g} "
         f"(SE {base.bias_se[worst]:.2g}); mean MSE {base.mse.mean():.4g}"
     )
-    shown = [*written, *([report_path] if report_path is not None else [])]
-    print("wrote: " + ", ".join(str(p) for p in shown), file=sys.stdout)
+    print_written(shown)
     return 0
-
-
-def _figures(folder: OutputDir, result: Any) -> list[str]:
-    """Draw the audit's figures into the folder; return their file names."""
-    from postdp import plots
-
-    names = []
-    for name, ax in result.figures().items():
-        names.append(f"{name}.png")
-        plots.save_figure(ax, folder.file(names[-1]))
-    return names

@@ -6,7 +6,7 @@ import argparse
 import importlib.util
 from typing import Any
 
-from postdp.cli._io import OutputDir, RunState, check_output_dir
+from postdp.cli._io import RunState, check_output_dir
 from postdp.cli._options import (
     CliError,
     add_output_options,
@@ -16,7 +16,7 @@ from postdp.cli._options import (
     progress,
     whole,
 )
-from postdp.cli._report import add_report_option, check_report, figures_from, write_report
+from postdp.cli._report import add_report_option, check_report, print_written, write_study
 
 __all__ = ["add_parser", "run"]
 
@@ -82,10 +82,8 @@ def add_parser(commands: Any) -> None:
 def run(args: argparse.Namespace, state: RunState) -> int:
     """Validate every option and epsilon, check the folder, simulate all, then write."""
 
-    from postdp.cli._report import command_line
     from postdp.data import load_title1
     from postdp.mechanisms import Geometric, Laplace
-    from postdp.plots import save_figure
     from postdp.postprocess import ElementwiseChain
     from postdp.report.fairness_study import CAPTIONS
 
@@ -142,43 +140,27 @@ def run(args: argparse.Namespace, state: RunState) -> int:
     finally:
         for bar in bars.values():
             bar.close()
-    tables = study.tables()
-
-    state.phase = f"writing {out_dir}"
-    folder = OutputDir(out_dir, state, overwrite=args.overwrite)
-    try:
-        for name, frame in tables.items():
-            frame.to_csv(folder.file(name), index=False)
-        drawn = []
-        if not args.no_figures:
-            for name, ax in study.figures().items():
-                drawn.append(f"{name}.png")
-                save_figure(ax, folder.file(drawn[-1]))
-        report = None
-        if report_path is not None:
-            report = study.report(
-                figures=figures_from(folder.tmp, drawn, CAPTIONS), command=command_line(args)
-            )
-        written = folder.commit(
-            {
-                "command": f"postdp fairness {args.problem}",
-                "state": args.state,
-                "mechanism": args.mechanism,
-                "epsilon": args.epsilon,
-                "postprocess": args.postprocess,
-                "draws": args.draws,
-                "seed": args.seed,
-            }
-        )
-    except BaseException:
-        folder.discard()
-        raise
-    state.written = [str(out_dir)]
-    write_report(report_path, report, state, overwrite=args.overwrite)
+    shown = write_study(
+        args,
+        state,
+        out_dir,
+        report_path,
+        study,
+        captions=CAPTIONS,
+        manifest={
+            "command": f"postdp fairness {args.problem}",
+            "state": args.state,
+            "mechanism": args.mechanism,
+            "epsilon": args.epsilon,
+            "postprocess": args.postprocess,
+            "draws": args.draws,
+            "seed": args.seed,
+        },
+        tables=study.tables(),  # file names with their suffix, CSV always
+    )
     for line in study.summary_lines():
         print(line)
-    shown = [*written, *([report_path] if report_path is not None else [])]
-    print("wrote: " + ", ".join(str(p) for p in shown))
+    print_written(shown)
     return 0
 
 
