@@ -106,6 +106,7 @@ def test_import_postdp_is_light():
 # (STYLE.md). Checked statically, on the import statements of every source file.
 LAYERS = [
     [
+        "postdp._deprecation",
         "postdp._rng",
         "postdp._validation",
         "postdp.errors",

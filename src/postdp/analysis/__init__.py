@@ -3,6 +3,7 @@ budget planning and an empirical privacy audit."""
 
 from typing import Any
 
+from postdp._deprecation import renamed
 from postdp._intervals import ConfidenceInterval
 from postdp.analysis.design import ReleaseDesign
 from postdp.analysis.memory import MemoryPlan, memory_plan
@@ -90,15 +91,5 @@ _RENAMED = {
 
 def __getattr__(name: str) -> Any:
     if name in _RENAMED:
-        import importlib
-        import warnings
-
-        module, call = _RENAMED[name]
-        warnings.warn(
-            f"postdp.analysis.{name} is deprecated; use {call}. The old name will be removed "
-            "in the next release",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return getattr(importlib.import_module(module), name)
+        return renamed("postdp.analysis", name, _RENAMED)
     raise AttributeError(f"module 'postdp.analysis' has no attribute {name!r}")

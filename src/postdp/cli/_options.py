@@ -301,6 +301,30 @@ def progress(label: str, total: int, *, quiet: bool, unit: str = "step") -> Any:
     )
 
 
+@contextmanager
+def run_bars(state: Any, *, quiet: bool) -> Iterator[Callable[[str, int, int], None]]:
+    """A ``progress(label, done, total)`` callback for a library call that runs several
+    labelled simulations: one bar per label (the previous one closed when the next starts),
+    and ``state.phase`` naming the run; every bar closed on exit."""
+    bars: dict[str, Any] = {}
+
+    def tick(label: str, done: int, total: int) -> None:
+        if label not in bars:
+            for bar in bars.values():
+                bar.close()
+            state.phase = f"simulating ({label})"
+            bars[label] = progress(label, total, quiet=quiet)
+        bars[label].total = total
+        bars[label].n = done
+        bars[label].refresh()
+
+    try:
+        yield tick
+    finally:
+        for bar in bars.values():
+            bar.close()
+
+
 def split_levels(
     values: Sequence[float], n_levels: int, option: str, text: Sequence[float]
 ) -> list[float]:

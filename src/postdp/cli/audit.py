@@ -20,8 +20,8 @@ from postdp.cli._options import (
     flag,
     ids,
     int_list,
-    progress,
     refuse_hierarchy_options,
+    run_bars,
     wants_table,
     whole,
 )
@@ -191,19 +191,7 @@ def run(args: argparse.Namespace, state: RunState) -> int:
     from postdp.report import audit
     from postdp.report.audit_pages import CAPTIONS
 
-    bars: dict[str, Any] = {}
-
-    def tick(label: str, done: int, total: int) -> None:
-        if label not in bars:
-            for bar in bars.values():
-                bar.close()
-            state.phase = f"simulating ({label})"
-            bars[label] = progress(label, total, quiet=args.quiet)
-        bars[label].total = total
-        bars[label].n = done
-        bars[label].refresh()
-
-    try:
+    with run_bars(state, quiet=args.quiet) as tick:
         result = audit(
             design,
             n_draws=args.draws,
@@ -216,9 +204,6 @@ def run(args: argparse.Namespace, state: RunState) -> int:
             max_memory=args.max_memory,
             progress=tick,
         )
-    finally:
-        for bar in bars.values():
-            bar.close()
     base = result.result
 
     suffix = ".parquet" if args.format == "parquet" else ".csv"

@@ -13,7 +13,7 @@ from postdp.cli._options import (
     flag,
     float_list,
     positive_float,
-    progress,
+    run_bars,
     whole,
 )
 from postdp.cli._report import add_report_option, check_report, print_written, write_study
@@ -115,17 +115,7 @@ def run(args: argparse.Namespace, state: RunState) -> int:
             raise CliError(f"--state {args.state!r}: no Section 203 records in that state")
     from postdp.report import fairness_study
 
-    bars: dict[str, Any] = {}
-
-    def tick(label: str, done: int, total: int) -> None:
-        if label not in bars:
-            for bar in bars.values():
-                bar.close()
-            state.phase = f"simulating {label}"
-            bars[label] = progress(label, total, quiet=args.quiet)
-        _ticker(bars[label])(done, total)
-
-    try:
+    with run_bars(state, quiet=args.quiet) as tick:
         study = fairness_study(
             args.problem,
             epsilon=args.epsilon,
@@ -137,9 +127,6 @@ def run(args: argparse.Namespace, state: RunState) -> int:
             rng=args.seed,
             progress=tick,
         )
-    finally:
-        for bar in bars.values():
-            bar.close()
     shown = write_study(
         args,
         state,
@@ -166,12 +153,3 @@ def run(args: argparse.Namespace, state: RunState) -> int:
 
 def _typed_flags(args: argparse.Namespace) -> set[str]:
     return set(getattr(args, "_typed", ()))
-
-
-def _ticker(bar: Any) -> Any:
-    def tick(done: int, total: int) -> None:
-        bar.total = total
-        bar.n = done
-        bar.refresh()
-
-    return tick

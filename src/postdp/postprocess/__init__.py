@@ -9,6 +9,7 @@ they work on the detailed cells of every geounit, shape (..., geography.n, n_det
 
 from typing import Any
 
+from postdp._deprecation import renamed
 from postdp.postprocess._kkt import ProjectionReport, kkt_report
 from postdp.postprocess.chain import (
     ElementwiseChain,
@@ -108,17 +109,7 @@ _RENAMED = {
 
 def __getattr__(name: str) -> Any:
     if name in _RENAMED:
-        import importlib
-        import warnings
-
-        module, call = _RENAMED[name]
-        warnings.warn(
-            f"postdp.postprocess.{name} is deprecated; use {call}. The old name will be "
-            "removed in the next release",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return getattr(importlib.import_module(module), name)
+        return renamed("postdp.postprocess", name, _RENAMED)
     if name in _MOVED:
         import importlib
         import warnings

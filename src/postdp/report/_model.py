@@ -78,6 +78,19 @@ class ReportFigure:
         return cls(title, buffer.getvalue(), alt, caption)
 
     @classmethod
+    def drawn(
+        cls, axes: dict[str, Any], captions: dict[str, tuple[str, str, str]]
+    ) -> list[ReportFigure]:
+        """Figures from named Axes (e.g. a study's ``figures()``), each with the (title, alt,
+        caption) of its name in ``captions``, or of its name's first word (``errors`` for
+        ``errors_by_size``)."""
+        return [
+            cls.from_axes(ax, title=t, alt=a, caption=c)
+            for name, ax in axes.items()
+            for t, a, c in [captions.get(name, captions.get(name.split("_")[0], ("", "", "")))]
+        ]
+
+    @classmethod
     def from_file(
         cls, path: str | os.PathLike[str], *, title: str, alt: str, caption: str
     ) -> ReportFigure:

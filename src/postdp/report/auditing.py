@@ -138,11 +138,7 @@ class Audit:
         Report
         """
         if figures is None:
-            figures = [
-                ReportFigure.from_axes(ax, title=t, alt=a, caption=c)
-                for name, ax in self.figures().items()
-                for t, a, c in [CAPTIONS[name]]
-            ]
+            figures = ReportFigure.drawn(self.figures(), CAPTIONS)
         report = audit_report(
             self.result, self.design, figures=list(figures), command=command, source=source
         )

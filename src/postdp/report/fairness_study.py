@@ -198,11 +198,7 @@ class FairnessStudy:
         Report
         """
         if figures is None:
-            figures = [
-                ReportFigure.from_axes(ax, title=t, alt=a, caption=c)
-                for name, ax in self.figures().items()
-                for t, a, c in [CAPTIONS[name.split("_")[0]]]
-            ]
+            figures = ReportFigure.drawn(self.figures(), CAPTIONS)
         tables = self.tables()
         frames = [
             frame.assign(epsilon=e) for e, frame in zip(self.epsilons, tables.values(), strict=True)

@@ -133,11 +133,7 @@ class TableAudit:
         Report
         """
         if figures is None:
-            figures = [
-                ReportFigure.from_axes(ax, title=t, alt=a, caption=c)
-                for name, ax in self.figures().items()
-                for t, a, c in [CAPTIONS[name.split("_")[0]]]
-            ]
+            figures = ReportFigure.drawn(self.figures(), CAPTIONS)
         cells, summary, by_size = self.cells, self.summary, self.by_size
         by_diversity = self.by_diversity
         design, result, work = self.design, self.result, self.design.workload
