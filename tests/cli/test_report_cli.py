@@ -102,3 +102,17 @@ def test_report_is_replaced_only_with_overwrite(tmp_path, monkeypatch, capsys):
     assert not (tmp_path / "plan.csv").exists()
     status, out = _run(["plan", "--total", "1", "--report", "p.html", "--overwrite"], capsys)
     assert status == 0 and "planned split" in (tmp_path / "p.html").read_text()
+
+
+def test_audit_of_the_bundled_counties_names_them(tmp_path, monkeypatch, capsys):
+    import pandas as pd
+
+    monkeypatch.chdir(tmp_path)
+    args = ["audit", "--epsilon", "1", "--draws", "20", "--quiet", "--no-figures"]
+    status, out = _run([*args, "--output-dir", "aud", "--report", "r.html"], capsys)
+    assert status == 0, out.err
+    frame = pd.read_csv(tmp_path / "aud" / "audit.csv", dtype={"id": str})
+    assert frame.columns[:3].tolist() == ["id", "name", "depth"]
+    assert frame.set_index("id").loc["01", "name"] == "Alabama"
+    html = (tmp_path / "r.html").read_text(encoding="utf-8")
+    assert "Alabama" in html  # names in the node table of the page too

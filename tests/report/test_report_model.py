@@ -10,6 +10,7 @@ import pytest
 
 from postdp import Hierarchy, Laplace
 from postdp.analysis import ReleaseDesign, simulate
+from postdp.errors import ValidationError
 from postdp.report import (
     Headline,
     Report,
@@ -116,3 +117,18 @@ def test_budget_statement_converts_zcdp_and_names_invariants():
 
     text = budget_statement(Budget.zcdp(0.5), published=True, public=["US"])
     assert "δ = 1e-10" in text and "US" in text and text.startswith("Released")
+
+
+def test_audit_report_shows_names_beside_ids():
+    h = Hierarchy.from_parents(["T", "a", "b"], [None, "T", "T"], [2, 0, 2])
+    design = ReleaseDesign(h, Laplace(1.0), "project-nonneg")
+    res = simulate(design, n_draws=2000, rng=0)
+    names = ["Total", "Alpha County", "Beta County"]
+    rep = audit_report(res, design, figures=[], names=names)
+    nodes = rep.tables[1].frame
+    assert nodes.columns[:3].tolist() == ["id", "name", "level"]
+    assert dict(zip(nodes["id"], nodes["name"], strict=True))["a"] == "Alpha County"
+    z = np.abs(res.bias) / res.bias_se
+    assert rep.headline[1].value.endswith(f"at {names[int(np.argmax(z))]}")
+    with pytest.raises(ValidationError, match="one name per node"):
+        audit_report(res, design, figures=[], names=names[:2])

@@ -203,6 +203,7 @@ def run(args: argparse.Namespace, state: RunState) -> int:
             workers=args.workers,
             max_memory=args.max_memory,
             progress=tick,
+            names=_names(loaded, args.id),
         )
     base = result.result
 
@@ -238,3 +239,14 @@ def run(args: argparse.Namespace, state: RunState) -> int:
     )
     print_written(shown)
     return 0
+
+
+def _names(loaded: Any, id_column: str) -> Any:
+    """The nodes' display names when the input has a ``name`` column (the bundled counties
+    do), in the hierarchy's node order; else None."""
+    frame = loaded.frame
+    if "name" not in frame.columns or id_column not in frame.columns:
+        return None
+    ids = frame[id_column].astype(str).str.strip()
+    by_id = dict(zip(ids, frame["name"].astype(str), strict=True))
+    return [by_id.get(str(i), str(i)) for i in loaded.hierarchy.ids]

@@ -7,7 +7,9 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from postdp._typing import ArrayLike
 from postdp.analysis import MonteCarloResult, ReleaseDesign
+from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
 from postdp.mechanisms import Budget
 from postdp.report._model import Headline, Report, ReportFigure, ReportTable, format_value
@@ -164,6 +166,7 @@ def audit_report(
     figures: Sequence[ReportFigure] | None = None,
     command: str = "",
     source: str = "",
+    names: ArrayLike | None = None,
 ) -> Report:
     """The report of an audit: design, largest bias, size-binned errors, node table, figures.
 
@@ -179,6 +182,9 @@ def audit_report(
         The command line, shown in the report.
     source : str, default ""
         Where the whole node table is (shown when the report keeps only part of it).
+    names : array_like of str, optional
+        A display name per node (e.g. "Loving County, Texas"): shown beside the ids in the
+        node table and in the headlines.
 
     Returns
     -------
@@ -195,8 +201,13 @@ def audit_report(
     ['verdict', 'largest |bias| / SE']
     """
     h = design.hierarchy
+    shown = h.ids if names is None else np.asarray(names, dtype=object)
+    if shown.shape != (h.n,):
+        raise ValidationError(f"`names` needs one name per node ({h.n})")
     frame = result.to_frame()
-    frame.insert(1, "level", h.depth)
+    if names is not None:
+        frame.insert(1, "name", shown)
+    frame.insert(1 + (names is not None), "level", h.depth)
     z = np.abs(result.bias) / np.maximum(result.bias_se, 1e-300)
     order = np.argsort(-np.where(result.bias_se > 0, z, 0.0), kind="stable")
     worst = int(order[0])
@@ -205,12 +216,12 @@ def audit_report(
     lo, hi = result.confidence_interval()
     steps = ",".join(map(str, design.steps)) or "none"
     public = _public_ids(design)
-    verdict = str(result.bias_verdict()).split(": ", 1)
+    verdict = str(result.bias_verdict(names=shown)).split(": ", 1)
     headline = [
         Headline("verdict", verdict[0], verdict[-1]),
         Headline(
             "largest |bias| / SE",
-            f"{format_value(float(result.bias[worst]))} at {h.ids[worst]}",
+            f"{format_value(float(result.bias[worst]))} at {shown[worst]}",
             f"95% interval [{format_value(float(lo[worst]))}, {format_value(float(hi[worst]))}]; "
             f"|bias|/SE = {z[worst]:.3g}",
         ),

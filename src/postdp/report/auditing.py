@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from postdp._typing import RNGLike
@@ -43,6 +44,9 @@ class Audit:
         Mean Wasserstein distance of each family's child errors to the Laplace noise
         (columns ``parent``, ``n``, ``mean_w1``, ``scale``); None unless every level's noise
         is Laplace and the hierarchy has families.
+    names : ndarray of str or None
+        Display names of the nodes (a ``name`` column beside ``id``, and the report's
+        headlines), when given to :func:`audit`.
 
     Examples
     --------
@@ -58,6 +62,7 @@ class Audit:
     result: MonteCarloResult
     shifted: tuple[tuple[int, MonteCarloResult], ...]
     family: pd.DataFrame | None
+    names: npt.NDArray[np.object_] | None = None
 
     def tables(self) -> dict[str, pd.DataFrame]:
         """The audit's tables by name: ``audit`` (one row per node, with its depth),
@@ -70,7 +75,9 @@ class Audit:
         """
         h = self.design.hierarchy
         frame = self.result.to_frame()
-        frame.insert(1, "depth", h.depth)
+        if self.names is not None:
+            frame.insert(1, "name", self.names)
+        frame.insert(1 + (self.names is not None), "depth", h.depth)
         out = {"audit": frame}
         if self.shifted:
             rows = []
@@ -140,7 +147,12 @@ class Audit:
         if figures is None:
             figures = ReportFigure.drawn(self.figures(), CAPTIONS)
         report = audit_report(
-            self.result, self.design, figures=list(figures), command=command, source=source
+            self.result,
+            self.design,
+            figures=list(figures),
+            command=command,
+            source=source,
+            names=self.names,
         )
         if self.family is None:
             return report
@@ -166,6 +178,7 @@ def audit(
     client: Any = None,
     max_memory: int | None = None,
     progress: Callable[[str, int, int], None] | None = None,
+    names: Sequence[str] | None = None,
 ) -> Audit | TableAudit:
     """Audit a design as ``postdp audit`` does: for a hierarchy, the main run, shifted runs
     and the error law by family; for a table, the errors of every count and the Census
@@ -190,6 +203,8 @@ def audit(
         None).
     progress : callable(label, done, total), optional
         Called after each block of each run, with the run's label.
+    names : sequence of str, optional
+        Hierarchies: a display name per node (e.g. the county names of the bundled data).
 
     Returns
     -------
@@ -222,14 +237,16 @@ def audit(
         return lambda done, total: progress(label, done, total)
 
     if isinstance(design, TableDesign):
-        if len(shifts) or entities is not None:
-            raise ValidationError("`shifts` and `entities` are for hierarchy designs")
+        if len(shifts) or entities is not None or names is not None:
+            raise ValidationError("`shifts`, `entities` and `names` are for hierarchy designs")
         return table_audit(design, progress=ticker("audit"), **options)
     if not isinstance(design, ReleaseDesign):
         raise TypeError(
             f"`design` must be a ReleaseDesign or a TableDesign; got {type(design).__name__}"
         )
     h = design.hierarchy
+    if names is not None and len(names) != h.n:
+        raise ValidationError(f"`names` needs one name per node ({h.n}); got {len(names)}")
     if h.counts is None:
         raise ValidationError("the design's hierarchy holds no true counts to audit")
     counts = h.counts
@@ -249,7 +266,8 @@ def audit(
             continue
         label = f"audit, leaves + {int(shift)}"
         shifted.append((int(shift), simulate(design, truth, progress=ticker(label), **options)))
-    return Audit(design, base, tuple(shifted), _wasserstein_by_family(base, design))
+    shown = None if names is None else np.asarray(names, dtype=object)
+    return Audit(design, base, tuple(shifted), _wasserstein_by_family(base, design), shown)
 
 
 def _wasserstein_by_family(base: MonteCarloResult, design: ReleaseDesign) -> pd.DataFrame | None:
