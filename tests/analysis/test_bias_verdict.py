@@ -6,7 +6,7 @@ import pytest
 
 from postdp import Laplace
 from postdp.analysis import ReleaseDesign, simulate
-from postdp.analysis.result import _max_abs_normal_quantile
+from postdp.analysis.result import _max_abs_t_quantile
 from postdp.data import synthetic_hierarchy
 from postdp.errors import ValidationError
 
@@ -23,8 +23,28 @@ def test_the_largest_of_m_normals_has_the_stated_quantile(m, q):
     maxima = np.empty(n)
     for start in range(0, n, 500):  # memory of 500 x m at a time
         maxima[start : start + 500] = np.abs(rng.standard_normal((500, m))).max(axis=1)
-    share = (maxima <= _max_abs_normal_quantile(q, m)).mean()
+    share = (maxima <= _max_abs_t_quantile(q, m)).mean()
     assert abs(share - q) <= Z * np.sqrt(q * (1 - q) / n)
+
+
+@pytest.mark.statistical
+def test_the_largest_of_m_t_values_has_the_stated_quantile():
+    """The same for |bias| / SE of a mean of 5 draws (Student t, 4 degrees of freedom),
+    the law the verdict uses for short runs."""
+    rng = np.random.default_rng(9)
+    n, m, draws = 20_000, 50, 5
+    x = rng.standard_normal((n, m, draws))
+    t = np.abs(x.mean(axis=2) / (x.std(axis=2, ddof=1) / np.sqrt(draws))).max(axis=1)
+    share = (t <= _max_abs_t_quantile(0.5, m, draws - 1)).mean()
+    assert abs(share - 0.5) <= Z * np.sqrt(0.25 / n)
+
+
+def test_a_short_unbiased_run_is_judged_with_the_t_law():
+    """(P) over 3 draws: normal critical values would flag far more than 5%; the t law
+    with 2 degrees of freedom does not."""
+    h = synthetic_hierarchy((4, 6), rng=1)
+    res = simulate(ReleaseDesign(h, Laplace(1.0), "project"), n_draws=3, rng=5)
+    assert not res.bias_verdict().detected, res.bias_verdict()
 
 
 def test_an_unbiased_design_gets_no_bias_detected():

@@ -150,3 +150,83 @@ def test_the_page_prints_without_its_controls(browser):
         assert base64.b64decode(pdf["data"])[:5] == b"%PDF-"
     finally:
         browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {"media": ""})
+
+
+@pytest.fixture(scope="module")
+def every_kind(tmp_path_factory):
+    """One report of each kind: audit, table audit, fairness and plan."""
+    from tests.cli.test_tables_cli import _inputs
+
+    folder = tmp_path_factory.mktemp("kinds")
+    (folder / "t.csv").write_text(TABLE)
+    _inputs(folder)
+    cwd = os.getcwd()
+    os.chdir(folder)
+    runs = {
+        "audit": ["audit", "--input", "t.csv", "--draws", "100", "--output-dir", "a"],
+        "table": [
+            "audit",
+            "--input",
+            "wide.csv",
+            "--categories",
+            "tree.csv",
+            "--epsilon",
+            "1",
+            "--draws",
+            "20",
+            "--postprocess",
+            "project-nonneg",
+            "--output-dir",
+            "ta",
+        ],
+        "fairness": ["fairness", "title1", "--state", "DE", "--draws", "50", "--output-dir", "f"],
+        "plan": ["plan", "--total", "1", "-o", "plan.csv"],
+    }
+    try:
+        for kind, args in runs.items():
+            quiet = [] if kind == "plan" else ["--quiet"]
+            assert main([*args, *quiet, "--report", f"{kind}.html"]) == 0, kind
+    finally:
+        os.chdir(cwd)
+    return {kind: folder / f"{kind}.html" for kind in runs}
+
+
+#: Columns that hold codes, not measures (numeric ids do not count as the first number).
+_CODES = ["id", "level", "depth", "leaid", "geoid", "geo_id", "parent", "category", "state"]
+
+_FIRST_NUMBER = """
+    const numeric = t => /^[−+-]?[$]?[0-9][0-9,.]*(e[+-]?[0-9]+)?%?$/.test(t.trim());
+    const codes = new Set(arguments[0]);
+    const out = [];
+    for (const table of document.querySelectorAll('table')) {
+        const row = table.tBodies[0] && table.tBodies[0].rows[0];
+        if (!row) continue;
+        const cells = Array.from(row.cells);
+        const heads = Array.from(table.tHead.rows[0].cells).map(c => c.textContent.trim());
+        const k = cells.findIndex((c, i) => numeric(c.textContent) && !codes.has(heads[i]));
+        if (k < 0) continue;
+        const head = table.tHead.rows[0].cells[k];
+        out.push([table.id || table.caption?.textContent || '?', head.textContent.trim(),
+                  cells[k].getBoundingClientRect().left]);
+    }
+    return out;
+"""
+
+
+def test_every_report_kind_shows_a_number_within_1400_px(every_kind):
+    """Wide tables put numbers before long labels: in each table of each report kind, the
+    first numeric column starts within the first 1,400 px of the page; no page names a
+    path of the machine it was made on."""
+    driver = _driver()
+    try:
+        driver.set_window_size(1400, 900)
+        for kind, path in every_kind.items():
+            html = path.read_text(encoding="utf-8")
+            assert str(path.parent) not in html, kind
+            driver.get(path.as_uri())
+            found = driver.execute_script(_FIRST_NUMBER, _CODES)
+            assert found, kind
+            for table, column, left in found:
+                assert left < 1400, (kind, table, column, left)
+    finally:
+        driver.quit()

@@ -214,7 +214,9 @@ class MonteCarloResult:
 
         With ``m`` entities tested and no bias anywhere, about ``level x m`` of them have
         |bias| / SE above the two-sided ``level`` critical value, and the largest |z| is
-        near the median of the largest of ``m`` absolute standard normals. The verdict is
+        near the median of the largest of ``m`` absolute Student t values with n - 1
+        degrees of freedom (the law of a mean over its estimated standard error; normal for
+        many draws). The verdict is
         "systematic bias" when the flagged count passes its chance expectation by more than
         3 binomial standard deviations, or the largest |z| passes the 99% point of that
         maximum; otherwise "no bias detected".
@@ -249,16 +251,17 @@ class MonteCarloResult:
         z = np.where(tested, np.abs(self.bias) / np.where(tested, self.bias_se, 1.0), 0.0)
         m = int(tested.sum())
         worst = int(np.argmax(z))
-        flagged = int((z > stats.norm.isf(level / 2.0)).sum())
+        df = self.n_draws - 1  # bias / SE of a mean of n draws: Student t, n - 1 dof
+        flagged = int((z > stats.t.isf(level / 2.0, df)).sum())
         expected = level * m
         spread = math.sqrt(m * level * (1.0 - level))
-        limit = _max_abs_normal_quantile(0.99, m)
+        limit = _max_abs_t_quantile(0.99, m, df)
         return BiasVerdict(
             tested=m,
             flagged=flagged,
             expected_flagged=expected,
             largest_z=float(z[worst]),
-            expected_largest_z=_max_abs_normal_quantile(0.5, m),
+            expected_largest_z=_max_abs_t_quantile(0.5, m, df),
             largest_z_limit=limit,
             detected=bool(m and (flagged > expected + 3.0 * spread or z[worst] > limit)),
             worst=str(labels[worst]),
@@ -324,13 +327,15 @@ class MonteCarloResult:
         return frame
 
 
-def _max_abs_normal_quantile(q: float, m: int) -> float:
-    """The q-quantile of the largest of m independent |N(0, 1)|: P(max <= x) = (2 Phi(x) -
-    1)^m, so x = Phi^-1(1 - (1 - q^(1/m)) / 2)."""
+def _max_abs_t_quantile(q: float, m: int, df: float = math.inf) -> float:
+    """The q-quantile of the largest of m independent |T| (Student t with ``df`` degrees of
+    freedom; a standard normal for ``df = inf``): P(max <= x) = (2 F(x) - 1)^m, so
+    x = F^-1(1 - (1 - q^(1/m)) / 2)."""
     if m <= 0:
         return 0.0
     tail = -math.expm1(math.log(q) / m)  # 1 - q^(1/m), accurate for large m
-    return float(stats.norm.isf(tail / 2.0))
+    law = stats.norm if math.isinf(df) else stats.t(df)
+    return float(law.isf(tail / 2.0))
 
 
 @dataclass(frozen=True)
