@@ -518,7 +518,8 @@ def test_fairness_title1_and_section203(tmp_path, capsys):
     (ours,) = study.tables().values()
     pd.testing.assert_frame_equal(ours.reset_index(drop=True), frame, check_dtype=False, rtol=1e-12)
     page = study.report(figures=[])
-    assert page.headline[0].label == "mean decision error (ε = 0.01)"
+    assert page.headline[0].label == "verdict (ε = 0.01)"
+    assert page.headline[1].label == "mean decision error (ε = 0.01)"
     bad = [
         "fairness",
         "title1",

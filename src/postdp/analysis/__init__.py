@@ -11,7 +11,7 @@ from postdp.analysis.montecarlo import simulate
 from postdp.analysis.planner import BudgetPlan, budget_frontier, plan_budget
 from postdp.analysis.planner_mc import plan_mae_budget
 from postdp.analysis.privacy_audit import PrivacyAudit, audit_privacy
-from postdp.analysis.result import MonteCarloResult
+from postdp.analysis.result import BiasVerdict, MonteCarloResult, largest_abs_quantile
 from postdp.analysis.simulation import ChunkRelease, Simulation, SimulationDesign
 from postdp.analysis.table_design import TableDesign
 from postdp.analysis.table_metrics import (
@@ -42,6 +42,7 @@ from postdp.analysis.uncertainty import (
 __all__ = [
     "SIZE_BINS",
     "BiasBound",
+    "BiasVerdict",
     "BudgetPlan",
     "ChunkRelease",
     "ConfidenceInterval",
@@ -59,6 +60,7 @@ __all__ = [
     "interval_coverage",
     "l1_ball_probability",
     "l1_ball_tail",
+    "largest_abs_quantile",
     "memory_plan",
     "p_plus_bias_bound",
     "plan_budget",

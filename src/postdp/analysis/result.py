@@ -17,7 +17,7 @@ from postdp._typing import ArrayLike, FloatArray, IntArray, NumArray
 from postdp.errors import ValidationError
 from postdp.mechanisms import Budget
 
-__all__ = ["MonteCarloResult"]
+__all__ = ["BiasVerdict", "MonteCarloResult", "largest_abs_quantile"]
 
 
 @dataclass(frozen=True, slots=True, eq=False, repr=False)
@@ -255,13 +255,13 @@ class MonteCarloResult:
         flagged = int((z > stats.t.isf(level / 2.0, df)).sum())
         expected = level * m
         spread = math.sqrt(m * level * (1.0 - level))
-        limit = _max_abs_t_quantile(0.99, m, df)
+        limit = largest_abs_quantile(0.99, m, df)
         return BiasVerdict(
             tested=m,
             flagged=flagged,
             expected_flagged=expected,
             largest_z=float(z[worst]),
-            expected_largest_z=_max_abs_t_quantile(0.5, m, df),
+            expected_largest_z=largest_abs_quantile(0.5, m, df),
             largest_z_limit=limit,
             detected=bool(m and (flagged > expected + 3.0 * spread or z[worst] > limit)),
             worst=str(labels[worst]),
@@ -327,10 +327,34 @@ class MonteCarloResult:
         return frame
 
 
-def _max_abs_t_quantile(q: float, m: int, df: float = math.inf) -> float:
-    """The q-quantile of the largest of m independent |T| (Student t with ``df`` degrees of
-    freedom; a standard normal for ``df = inf``): P(max <= x) = (2 F(x) - 1)^m, so
-    x = F^-1(1 - (1 - q^(1/m)) / 2)."""
+def largest_abs_quantile(q: float, m: int, df: float = math.inf) -> float:
+    """The q-quantile of the largest of ``m`` independent absolute Student t values with
+    ``df`` degrees of freedom (absolute standard normals for ``df = inf``): what chance alone
+    gives as the largest |estimate| / SE among ``m`` unbiased estimates.
+
+    Parameters
+    ----------
+    q : float
+        In (0, 1).
+    m : int
+        Number of estimates (0 gives 0).
+    df : float, default inf
+        Degrees of freedom: n - 1 for a mean of n draws over its estimated SE.
+
+    Returns
+    -------
+    float
+        x with P(max <= x) = q, i.e. (2 F(x) - 1)^m = q.
+
+    Examples
+    --------
+    >>> round(largest_abs_quantile(0.5, 1), 4)  # the median of one |N(0, 1)|
+    0.6745
+    >>> round(largest_abs_quantile(0.5, 3195), 2)
+    3.7
+    """
+    if not 0.0 < q < 1.0:
+        raise ValidationError(f"`q` must lie strictly between 0 and 1; got {q!r}")
     if m <= 0:
         return 0.0
     tail = -math.expm1(math.log(q) / m)  # 1 - q^(1/m), accurate for large m

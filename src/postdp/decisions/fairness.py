@@ -91,6 +91,50 @@ class FairnessReport:
         a = np.abs(self.bias)
         return float(a.max() - a.min())
 
+    def alpha_verdict(self, *, absolute: bool = False, unit: str = "") -> str:
+        """Whether α shows unfairness or could be simulation noise alone, in words.
+
+        If every entity had the same bias, each estimate would be that bias plus a Monte
+        Carlo error e_i, and with probability 0.99 every |e_i| / SE_i stays below q, the
+        99% point of the largest of n absolute Student t values (n - 1 degrees of freedom,
+        :func:`postdp.analysis.largest_abs_quantile`); then α <= q x (the two largest SEs).
+        An α above that bound is unfairness the simulation has detected.
+
+        Parameters
+        ----------
+        absolute : bool, default False
+            Judge :attr:`absolute_alpha` (decision rules) instead of :attr:`alpha`.
+        unit : str, default ""
+            Put before the numbers (e.g. "$").
+
+        Returns
+        -------
+        str
+            ``"unfair: ..."`` or ``"no unfairness detected: ..."``.
+
+        Examples
+        --------
+        >>> rep = FairnessReport(np.zeros(3), np.array([0.5, 0.0, -0.4]), np.full(3, 0.01),
+        ...                      np.zeros(3), 1000)
+        >>> rep.alpha_verdict().split(":")[0]
+        'unfair'
+        """
+        from postdp.analysis import largest_abs_quantile
+
+        value = self.absolute_alpha if absolute else self.alpha
+        q = largest_abs_quantile(0.99, int(self.bias.size), self.n_draws - 1)
+        top = np.sort(self.bias_se)[-2:]
+        bound = q * float(top.sum() if top.size == 2 else 2 * top.sum())
+        if value > bound:
+            return (
+                f"unfair: α {unit}{value:,.4g} is above {unit}{bound:,.4g}, the most that "
+                "simulation noise alone gives (99%)"
+            )
+        return (
+            f"no unfairness detected: α {unit}{value:,.4g} is within {unit}{bound:,.4g}, "
+            "what simulation noise alone can give (99%)"
+        )
+
     def cost_of_privacy(self, amount: float = 1.0) -> float:
         """B+ = Σ_{i: B^i < 0} |B^i| × amount (Definition 4), for shares.
 

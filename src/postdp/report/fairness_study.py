@@ -74,7 +74,7 @@ class FairnessStudy:
     --------
     >>> s = fairness_study("title1", state="DE", epsilon=[0.1, 1], n_draws=50, rng=0)
     >>> sorted(s.tables()), len(s.headlines())
-    (['title1_DE_eps0.1.csv', 'title1_DE_eps1.csv'], 6)
+    (['title1_DE_eps0.1.csv', 'title1_DE_eps1.csv'], 8)
     """
 
     problem: Literal["title1", "section203"]
@@ -137,7 +137,8 @@ class FairnessStudy:
         }
 
     def headlines(self) -> list[Headline]:
-        """The report's headline numbers, three per epsilon.
+        """The report's headline numbers per epsilon: the verdict on unfairness, then three
+        numbers.
 
         Returns
         -------
@@ -145,7 +146,11 @@ class FairnessStudy:
         """
         out: list[Headline] = []
         for e, run in zip(self.epsilons, self.runs, strict=True):
-            if self.problem == "title1":
+            title1 = self.problem == "title1"
+            verdict = run.alpha_verdict(absolute=not title1, unit="$" if title1 else "")
+            word, detail = verdict.split(": ", 1)
+            out.append(Headline(f"verdict (ε = {e:g})", word, detail))
+            if title1:
                 big = int(np.argmax(self.truth))
                 out += _title1_headlines(e, run, str(self.entities["name"].iloc[big]), big)
             else:
