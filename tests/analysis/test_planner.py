@@ -159,3 +159,18 @@ def test_mae_plan_beats_a_grid_on_the_same_common_random_numbers(steps):
     )
     assert plan.objective <= plan.equal_objective
     assert plan.objective <= best * 1.01, (plan.objective, best)
+
+
+def test_the_plan_says_when_it_is_at_a_corner():
+    """The exact-variance planner on the county hierarchy puts almost everything on the
+    counties (a corner); the verdict says so and what it implies. An equal split is not."""
+    from postdp.analysis import BudgetPlan
+    from postdp.data import county_hierarchy
+
+    plan = postdp.plan_budget(county_hierarchy(), total=1.0, starts=2)
+    assert (plan.shares[:2] / plan.shares.sum() < 0.01).all()  # 0.0001, 0.0001, 0.9998
+    assert plan.verdict().startswith("at a corner: part(s) 0, 1 get less than 1%")
+    even = BudgetPlan(np.full(3, 1 / 3), 1.0, 1.0, None, np.ones(3))
+    assert even.verdict().startswith("interior split: every part gets at least 1%")
+    corner = BudgetPlan(np.array([1e-4, 0.2, 0.7999]), 1.0, 1.0, None, np.ones(3))
+    assert corner.verdict().startswith("at a corner: part(s) 0 get less than 1%")

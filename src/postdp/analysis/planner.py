@@ -63,6 +63,37 @@ class BudgetPlan:
     given_objective: float | None
     level_variances: FloatArray
 
+    def verdict(self, *, corner: float = 0.01) -> str:
+        """Whether the split is at a corner of the simplex, in words, and what that implies.
+
+        Parameters
+        ----------
+        corner : float, default 0.01
+            A part that gets less than this fraction of the total is at a corner.
+
+        Returns
+        -------
+        str
+            ``"at a corner: ..."`` or ``"interior split: ..."``.
+
+        Examples
+        --------
+        >>> BudgetPlan(np.array([1e-4, 1e-4, 0.9998]), 1.0, 2.0, None, np.ones(3)).verdict()[:12]
+        'at a corner:'
+        """
+        fractions = self.shares / self.shares.sum()
+        starved = np.flatnonzero(fractions < corner)
+        if not starved.size:
+            return f"interior split: every part gets at least {corner:.0%} of the budget"
+        parts = ", ".join(str(int(k)) for k in starved)
+        return (
+            f"at a corner: part(s) {parts} get less than {corner:.0%} of the budget, so their "
+            "counts come almost only from the others' noisy answers. The variance objective "
+            "alone favours such splits; post-processing (nonnegativity, rounding) biases "
+            "small counts most where a level is barely measured, so weigh a mean absolute "
+            "error objective before using it."
+        )
+
     def to_frame(self) -> pd.DataFrame:
         """One row per level: its share and its mean (P) variance."""
         return pd.DataFrame(

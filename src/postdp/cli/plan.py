@@ -260,6 +260,7 @@ def run(args: argparse.Namespace, state: RunState) -> int:
     )
     if plan.given_objective is not None:
         print(f"--compare split: {plan.given_objective:.4g}", file=out)
+    print(plan.verdict(), file=out)
     if frontier is not None:
         for row in frontier.itertuples():
             print(
@@ -309,7 +310,9 @@ def _report(args: argparse.Namespace, h: Any, plan: Any, table: Any, frontier: A
 
     unit = _unit(args)
     ratio = plan.equal_objective / plan.objective if plan.objective > 0 else float("inf")
+    word, detail = plan.verdict().split(": ", 1)
     headline = [
+        Headline("verdict", word, detail),
         Headline(
             "planned split",
             ", ".join(f"{s:.3g}" for s in plan.shares),
