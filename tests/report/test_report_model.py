@@ -132,3 +132,18 @@ def test_audit_report_shows_names_beside_ids():
     assert rep.headline[1].value.endswith(f"at {names[int(np.argmax(z))]}")
     with pytest.raises(ValidationError, match="one name per node"):
         audit_report(res, design, figures=[], names=names[:2])
+
+
+def test_the_theorem_12_curve_is_a_reference_unless_the_design_meets_it():
+    """Seed 000 Thm 12 is (P_S): each family projected on its public parent total. An audit
+    of (P+) draws it dashed as a reference; (P) with every parent public draws it as theory."""
+    import postdp
+
+    h = Hierarchy.from_parents(["T", "a", "b"], [None, "T", "T"], [30, 10, 20])
+    labels = {}
+    for steps, public in (("project-nonneg", None), ("project", "root")):
+        audited = postdp.audit(ReleaseDesign(h, Laplace(1.0), steps, public=public), n_draws=200)
+        ax = audited.figures()["wasserstein"]
+        labels[steps] = [line.get_label() for line in ax.get_lines()]
+    assert labels["project-nonneg"][0].startswith("reference: (P_S) with the parent public")
+    assert labels["project"] == ["(P_S) theory, Thm 12"]

@@ -198,7 +198,12 @@ def plot_bias_by_count(
 
 
 def plot_wasserstein(
-    sizes: ArrayLike, distances: ArrayLike, *, mechanism: Laplace | None = None, ax: Any = None
+    sizes: ArrayLike,
+    distances: ArrayLike,
+    *,
+    mechanism: Laplace | None = None,
+    reference: bool = False,
+    ax: Any = None,
 ) -> Any:
     """Wasserstein distance between errors and the Laplace noise against family size n
     (seed 000 Fig. 5 type), with the (P_S) theory curve when ``mechanism`` is given.
@@ -212,6 +217,10 @@ def plot_wasserstein(
         ``MonteCarloResult.wasserstein_to_laplace``).
     mechanism : Laplace, optional
         The noise of the theory curve (Thm 12-14, :func:`ps_wasserstein_to_laplace`).
+    reference : bool, default False
+        The design does not meet the theorem's hypotheses ((P_S): each family projected on
+        its parent's public total): draw the curve dashed and label it a reference for that
+        other design, not a prediction for this one.
     ax : matplotlib Axes, optional
 
     Returns
@@ -230,7 +239,11 @@ def plot_wasserstein(
     if mechanism is not None:
         grid = np.unique(np.geomspace(2, max(3.0, float(n.max())), 40).round()).astype(int)
         theory = [ps_wasserstein_to_laplace(int(k), mechanism, points=1 << 13) for k in grid]
-        ax.plot(grid, theory, color="k", label="(P_S) theory, Thm 12")
+        if reference:
+            label = "reference: (P_S) with the parent public, Thm 12 (not this design)"
+            ax.plot(grid, theory, color="0.45", linestyle="--", label=label)
+        else:
+            ax.plot(grid, theory, color="k", label="(P_S) theory, Thm 12")
     ax.set_xscale("log")
     _label(
         ax,

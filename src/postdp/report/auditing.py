@@ -120,7 +120,10 @@ class Audit:
 
             leaf = Laplace.from_scale(float(self.family["scale"].iloc[-1]))
             out["wasserstein"] = plots.plot_wasserstein(
-                self.family["n"], self.family["mean_w1"], mechanism=leaf
+                self.family["n"],
+                self.family["mean_w1"],
+                mechanism=leaf,
+                reference=not _meets_theorem_12(self.design),
             )
         return out
 
@@ -289,3 +292,15 @@ def _wasserstein_by_family(base: MonteCarloResult, design: ReleaseDesign) -> pd.
             "scale": fam["scale"].first().to_numpy(),
         }
     )
+
+
+def _meets_theorem_12(design: ReleaseDesign) -> bool:
+    """Seed 000 Thm 12's law holds for (P) with every family's parent total public (then
+    (P) is (P_S) family by family)."""
+    from postdp.hierarchy import resolve_public
+
+    if [str(step) for step in design.steps] != ["project"]:
+        return False
+    h = design.hierarchy
+    public = resolve_public(h, public=design.public)
+    return bool(public.mask[~h.is_leaf].all())
