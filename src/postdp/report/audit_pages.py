@@ -31,11 +31,12 @@ CAPTIONS: dict[str, tuple[str, str, str]] = {
     ),
     "bias_by_count": (
         "Bias against the true count (seed 000, Fig. 4)",
-        "The bias of every leaf against its true count, once per shift of the leaf counts.",
+        "The mean bias of the nodes in each bin of true count, once per shift of the leaf "
+        "counts, with 95% intervals.",
         "Each series adds the stated number to every leaf's count and re-runs the audit. "
-        "Nonnegativity and rounding push small counts up; the bias fades as counts grow. Each "
-        "point's bias has a 95% interval of ±1.96 SE (see the node table), which is the floor "
-        "below which a bias cannot be told from zero.",
+        "Where a design clamps or rounds, small counts are pushed up and the bias fades as "
+        "counts grow; a bin whose interval covers zero shows no detectable bias. Each point "
+        "is the mean over its bin's nodes, with ±1.96 times the standard error of that mean.",
     ),
     "wasserstein": (
         "Distance of the errors to the noise law, by family size (seed 000, Fig. 5)",
