@@ -153,6 +153,36 @@ def test_table_replicate_intervals_cover_near_their_level(postprocess, floor):
         replicate_intervals(released[:2], design)
 
 
+@pytest.mark.statistical
+def test_adjusted_replicate_intervals_cover_at_their_level():
+    """``adjust=True`` widens the quantile levels by (R + 1) / (R - 1): (P) is linear, so
+    the coverage is then the nominal level itself (table design and hierarchy design)."""
+    from postdp import Gaussian
+    from postdp.analysis import TableDesign, replicate_intervals
+    from postdp.data import synthetic_hierarchy, synthetic_table
+    from postdp.tables import Measurement, Query, Workload
+
+    t = synthetic_table((3, 4), leaf_mean=400, rng=7)
+    w = Workload(
+        [Measurement(d, Query.detailed(t.categories), Gaussian(rho=0.4)) for d in range(3)]
+    )
+    h = synthetic_hierarchy((6, 8), rng=3)
+    designs = [
+        (TableDesign(t, w, "project"), t.counts()),
+        (ReleaseDesign(h, Gaussian(rho=0.5), "project"), h.counts),
+    ]
+    R = 20
+    for design, truth in designs:
+        per_draw = []
+        for k in range(30):
+            released = design.run(rng=200 + k)[0]
+            ci = replicate_intervals(released, design, replicates=R, level=0.8, rng=k, adjust=True)
+            per_draw.append(((ci.low <= truth) & (truth <= ci.high)).mean())
+        p = np.array(per_draw)
+        se = p.std(ddof=1) / np.sqrt(p.size)
+        assert abs(p.mean() - 0.8) <= Z * se, (type(design).__name__, p.mean(), se)
+
+
 def test_table_replicate_intervals_old_spelling_warns_and_agrees():
     from postdp import Gaussian
     from postdp.analysis import TableDesign, replicate_intervals

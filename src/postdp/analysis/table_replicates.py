@@ -28,7 +28,7 @@ from postdp.tables import Table, Workload, category_matrix, measure
 if TYPE_CHECKING:
     from postdp.analysis.table_design import TableDesign
 
-__all__ = ["design_replicate_intervals", "table_replicate_intervals"]
+__all__ = ["design_replicate_intervals", "replicate_tail", "table_replicate_intervals"]
 
 
 def table_replicate_intervals(
@@ -78,6 +78,7 @@ def design_replicate_intervals(
     level: float,
     secure: bool,
     rng: RNGLike,
+    adjust: bool = False,
 ) -> ConfidenceInterval:
     """Replicate intervals for every count of a released table, shape (..., geography.n,
     categories.n): the body of ``replicate_intervals`` for a :class:`TableDesign`."""
@@ -94,7 +95,7 @@ def design_replicate_intervals(
         raise ValidationError("a design without post-processing has no released table to rerun")
     gen = None if secure else _rng.as_generator(rng)
     C = category_matrix(cat).astype(np.float64)
-    tail = (1.0 - level) / 2.0
+    tail = replicate_tail(level, R, adjust=adjust)
     rows = r.reshape(-1, geo.n, cat.n)
     low, high = np.empty_like(rows), np.empty_like(rows)
     for i, row in enumerate(rows):
@@ -112,6 +113,20 @@ def design_replicate_intervals(
         q_low, q_high = np.quantile(errors, [tail, 1.0 - tail], axis=0)
         low[i], high[i] = row - q_high, row - q_low
     return ConfidenceInterval(low.reshape(r.shape), high.reshape(r.shape), level)
+
+
+def replicate_tail(level: float, replicates: int, *, adjust: bool) -> float:
+    """The lower quantile level of the replicate errors for a two-sided ``level`` interval.
+
+    Without ``adjust``: (1 - level) / 2. An interval between numpy's (linearly interpolated)
+    quantiles of R replicate errors covers about (R - 1) / (R + 1) x (1 - 2 tail) for a
+    linear estimator (the k-th of R order statistics sits at the k / (R + 1) quantile on
+    average); ``adjust`` widens the tails' gap so that this equals ``level`` (capped at
+    the extreme replicates when R is too small for ``level``)."""
+    if not adjust:
+        return (1.0 - level) / 2.0
+    R = replicates
+    return max(0.0, (1.0 - level * (R + 1) / (R - 1)) / 2.0)
 
 
 def _replicate_options(replicates: int, level: float, secure: bool, rng: RNGLike) -> int:
