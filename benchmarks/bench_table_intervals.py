@@ -14,8 +14,8 @@ releases are drawn, each gets replicate intervals (``replicate_intervals`` of it
 their mean width, by geographic level and true-count size bin. Each row's ``coverage_se``
 is the binomial standard error over its counts (cells within a draw are dependent, so it
 is optimistic). The linear-estimator expectation with R replicates, (R - 1) / (R + 1) x
-level, is printed beside it. Prints seconds per post-processing and the peak resident
-memory.
+level, is printed beside it (the level itself with ``--adjust``, the finite-replicate correction).
+Prints seconds per post-processing and the peak resident memory.
 """
 
 from __future__ import annotations
@@ -41,6 +41,9 @@ def main() -> None:
     parser.add_argument(
         "--postprocess", nargs="+", default=["project-nonneg", "project-nonneg,round"]
     )
+    parser.add_argument(
+        "--adjust", action="store_true", help="the finite-replicate correction (adjust=True)"
+    )
     args = parser.parse_args()
     table = load_p1("pa-blockgroup")
     work = workload(table.categories, table.geography.n_levels)
@@ -48,7 +51,8 @@ def main() -> None:
     print(
         f"Pennsylvania P1: {table.geography.n:,} geounits x {table.categories.n} category "
         f"nodes; {args.draws} releases x {R} replicates; nominal {args.level}, linear-"
-        f"estimator expectation {(R - 1) / (R + 1) * args.level:.3f}"
+        f"estimator expectation {args.level if args.adjust else (R - 1) / (R + 1) * args.level:.3f}"
+        f"{' (adjusted)' if args.adjust else ''}"
     )
     for steps in args.postprocess:
         start = time.perf_counter()
@@ -61,6 +65,7 @@ def main() -> None:
             n_draws=args.draws,
             level=args.level,
             rng=0,
+            adjust=args.adjust,
         )
         seconds = time.perf_counter() - start
         print(f"\n{steps}: {seconds:.0f} s")
