@@ -22,7 +22,6 @@ from postdp.cli._tables import check_steps, load_table, workload
 def run_table_audit(args: argparse.Namespace, state: RunState) -> int:
     """Check, simulate ``--draws`` releases of the table design, write errors and metrics."""
     from postdp.analysis import TableDesign, memory_plan
-    from postdp.report.table_auditing import CAPTIONS
 
     state.phase = "reading the table"
     loaded = load_table(args)
@@ -86,7 +85,6 @@ def run_table_audit(args: argparse.Namespace, state: RunState) -> int:
         out_dir,
         report_path,
         audited,
-        captions=CAPTIONS,
         manifest={
             "command": "postdp audit --table",
             "input": loaded.source,

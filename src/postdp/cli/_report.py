@@ -88,7 +88,6 @@ def write_study(
     report_path: Path | None,
     study: Any,
     *,
-    captions: dict[str, Any],
     manifest: dict[str, Any],
     report_options: dict[str, Any] | None = None,
     tables: dict[str, Any] | None = None,
@@ -121,7 +120,7 @@ def write_study(
         report = None
         if report_path is not None:
             report = study.report(
-                figures=figures_from(folder.tmp, drawn, captions),
+                figures=figures_from(folder.tmp, drawn, study.captions),
                 command=command_line(args),
                 **(report_options or {}),
             )

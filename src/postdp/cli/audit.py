@@ -189,7 +189,6 @@ def run(args: argparse.Namespace, state: RunState) -> int:
         flush=True,
     )
     from postdp.report import audit
-    from postdp.report.audit_pages import CAPTIONS
 
     with run_bars(state, quiet=args.quiet) as tick:
         result = audit(
@@ -214,7 +213,6 @@ def run(args: argparse.Namespace, state: RunState) -> int:
         out_dir,
         report_path,
         result,
-        captions=CAPTIONS,
         manifest={
             "command": "postdp audit",
             "mechanism": args.mechanism,

@@ -85,7 +85,6 @@ def run(args: argparse.Namespace, state: RunState) -> int:
     from postdp.data import load_title1
     from postdp.mechanisms import Geometric, Laplace
     from postdp.postprocess import ElementwiseChain
-    from postdp.report.fairness_study import CAPTIONS
 
     cls = Laplace if args.mechanism == "laplace" else Geometric
     mechanisms = []
@@ -133,7 +132,6 @@ def run(args: argparse.Namespace, state: RunState) -> int:
         out_dir,
         report_path,
         study,
-        captions=CAPTIONS,
         manifest={
             "command": f"postdp fairness {args.problem}",
             "state": args.state,

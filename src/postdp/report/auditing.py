@@ -100,6 +100,11 @@ class Audit:
             out["wasserstein"] = self.family
         return out
 
+    @property
+    def captions(self) -> dict[str, tuple[str, str, str]]:
+        """(title, alt text, caption) of each figure, by name (or its first word)."""
+        return CAPTIONS
+
     def figures(self) -> dict[str, Any]:
         """The audit's figures by name (matplotlib Axes): ``residuals``, ``bias_by_count``
         (with shifts) and ``wasserstein`` (with Laplace noise).

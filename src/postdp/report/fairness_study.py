@@ -115,6 +115,11 @@ class FairnessStudy:
             else f"section203_{self.scope}_eps{e:g}"
         )
 
+    @property
+    def captions(self) -> dict[str, tuple[str, str, str]]:
+        """(title, alt text, caption) of each figure, by name (or its first word)."""
+        return CAPTIONS
+
     def figures(self) -> dict[str, Any]:
         """The figures by file stem (matplotlib Axes): Title I, the bias of every district's
         allotment against its size, one series per epsilon; Section 203, the decision errors

@@ -94,6 +94,11 @@ class TableAudit:
             "table_diversity": self.by_diversity,
         }
 
+    @property
+    def captions(self) -> dict[str, tuple[str, str, str]]:
+        """(title, alt text, caption) of each figure, by name (or its first word)."""
+        return CAPTIONS
+
     def figures(self) -> dict[str, Any]:
         """The audit's figures by name (matplotlib Axes): ``errors_by_size`` and, where the
         geounits have diversity quintiles, ``diversity_errors``.
