@@ -34,7 +34,7 @@ def test_the_largest_of_m_t_values_has_the_stated_quantile():
     n, m, draws = 20_000, 50, 5
     x = rng.standard_normal((n, m, draws))
     t = np.abs(x.mean(axis=2) / (x.std(axis=2, ddof=1) / np.sqrt(draws))).max(axis=1)
-    share = (t <= largest_abs_quantile(0.5, m, draws - 1)).mean()
+    share = (t <= largest_abs_quantile(0.5, m, df=draws - 1)).mean()
     assert abs(share - 0.5) <= Z * np.sqrt(0.25 / n)
 
 

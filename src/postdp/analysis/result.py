@@ -255,13 +255,13 @@ class MonteCarloResult:
         flagged = int((z > stats.t.isf(level / 2.0, df)).sum())
         expected = level * m
         spread = math.sqrt(m * level * (1.0 - level))
-        limit = largest_abs_quantile(0.99, m, df)
+        limit = largest_abs_quantile(0.99, m, df=df)
         return BiasVerdict(
             tested=m,
             flagged=flagged,
             expected_flagged=expected,
             largest_z=float(z[worst]),
-            expected_largest_z=largest_abs_quantile(0.5, m, df),
+            expected_largest_z=largest_abs_quantile(0.5, m, df=df),
             largest_z_limit=limit,
             detected=bool(m and (flagged > expected + 3.0 * spread or z[worst] > limit)),
             worst=str(labels[worst]),
@@ -327,7 +327,7 @@ class MonteCarloResult:
         return frame
 
 
-def largest_abs_quantile(q: float, m: int, df: float = math.inf) -> float:
+def largest_abs_quantile(q: float, m: int, *, df: float = math.inf) -> float:
     """The q-quantile of the largest of ``m`` independent absolute Student t values with
     ``df`` degrees of freedom (absolute standard normals for ``df = inf``): what chance alone
     gives as the largest |estimate| / SE among ``m`` unbiased estimates.

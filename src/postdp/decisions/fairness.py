@@ -122,7 +122,7 @@ class FairnessReport:
         from postdp.analysis import largest_abs_quantile
 
         value = self.absolute_alpha if absolute else self.alpha
-        q = largest_abs_quantile(0.99, int(self.bias.size), self.n_draws - 1)
+        q = largest_abs_quantile(0.99, int(self.bias.size), df=self.n_draws - 1)
         top = np.sort(self.bias_se)[-2:]
         bound = q * float(top.sum() if top.size == 2 else 2 * top.sum())
         if value > bound:
