@@ -94,3 +94,22 @@ def test_simulate_refuses_what_is_not_a_design():
         simulate(object(), n_draws=10)
     with pytest.raises(ValidationError, match="its own counts"):
         simulate(ClampedGaussian((1.0,), 1.0), [2.0], n_draws=10)
+
+
+def test_one_design_class_builds_a_table_design():
+    """SPEC section 12: one design class for simulate. ReleaseDesign(table, workload, ...)
+    is the table's design, simulated like a hierarchy's."""
+    from postdp import Gaussian
+    from postdp.analysis import ReleaseDesign, TableDesign
+    from postdp.data import synthetic_table
+    from postdp.tables import Measurement, Query, Workload
+
+    t = synthetic_table((2, 2), leaf_mean=30, rng=0)
+    w = Workload([Measurement(d, Query.detailed(t.categories), Gaussian(rho=1)) for d in range(3)])
+    design = ReleaseDesign(t, w, "topdown,round")
+    assert type(design) is TableDesign and isinstance(design, ReleaseDesign)
+    same = simulate(TableDesign(t, w, "topdown,round"), n_draws=20, rng=4)
+    ours = simulate(design, n_draws=20, rng=4)
+    np.testing.assert_array_equal(ours.bias, same.bias)
+    with pytest.raises(TypeError):
+        ReleaseDesign(t, w, "project", public="root")  # hierarchy options do not apply

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from abc import ABCMeta
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -16,20 +17,31 @@ from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy, PublicSpec, public_values
 from postdp.mechanisms import Budget, NoiseMechanism, expand_mechanisms
 from postdp.postprocess import PostProcessChain, Step, inverse_variance_weights, parse_steps
+from postdp.tables import Table
 
-__all__ = ["ReleaseDesign"]
+__all__ = ["ReleaseDesign", "register_table_design"]
+
+#: The class that builds a table's design (``postdp.analysis.table_design`` registers it).
+_TABLE_DESIGN: list[type] = []
 
 
 @dataclass(frozen=True, slots=True, eq=False)
-class ReleaseDesign:
+class ReleaseDesign(metaclass=ABCMeta):
     """What a release does: one noise mechanism per level, then a chain of post-processing.
+
+    One design class for hierarchies and tables: given a :class:`~postdp.tables.Table` and
+    its :class:`~postdp.tables.Workload` (``ReleaseDesign(table, workload,
+    "project-nonneg,round")``) it builds the table's design, a
+    :class:`~postdp.analysis.TableDesign` (which ``isinstance(..., ReleaseDesign)`` accepts),
+    and :func:`postdp.simulate`, :func:`postdp.audit`, :func:`~postdp.analysis.memory_plan`
+    and :func:`~postdp.analysis.replicate_intervals` take either.
 
     Parameters
     ----------
-    hierarchy : Hierarchy
-        The geography (its true counts are the default truth of a simulation).
-    mechanisms : NoiseMechanism or sequence of NoiseMechanism
-        One for every level, or one per level, root first.
+    hierarchy : Hierarchy, or Table
+        The geography (its true counts are the default truth of a simulation); or a table.
+    mechanisms : NoiseMechanism or sequence of NoiseMechanism, or Workload
+        One for every level, or one per level, root first; a table's workload.
     postprocess : str or sequence of Step, default "none"
         E.g. ``"project-nonneg,round"`` (see :mod:`postdp.postprocess.chain`).
     public : mapping, sequence of str, "root" or None
@@ -50,7 +62,20 @@ class ReleaseDesign:
     >>> d = ReleaseDesign(county_hierarchy(), Geometric(0.5), "project-nonneg,round")
     >>> d.budget, [str(s) for s in d.steps]
     (Budget(epsilon=1.5, rho=0.0), ['project-nonneg', 'round'])
+    >>> from postdp.data import synthetic_table
+    >>> from postdp.tables import Measurement, Query, Workload
+    >>> t = synthetic_table((2,), leaf_mean=20, rng=0)
+    >>> w = Workload([Measurement(d, Query.detailed(t.categories), Geometric(1.0))
+    ...               for d in range(2)])
+    >>> td = ReleaseDesign(t, w, "project-nonneg,round")
+    >>> type(td).__name__, isinstance(td, ReleaseDesign)
+    ('TableDesign', True)
     """
+
+    def __new__(cls, hierarchy: Any = None, *args: Any, **kwargs: Any) -> Any:
+        if _TABLE_DESIGN and isinstance(hierarchy, Table):  # one class to call
+            return _TABLE_DESIGN[0](hierarchy, *args, **kwargs)
+        return object.__new__(cls)
 
     hierarchy: Hierarchy
     mechanisms: NoiseMechanism | Sequence[NoiseMechanism]
@@ -278,3 +303,11 @@ class _HierarchySimulation:
             values = noisy.astype(np.float64, copy=False)
             released = np.asarray(chain._apply(values, rng=None, owned=True), dtype=np.float64)
         return ChunkRelease(released, raw=before)
+
+
+def register_table_design(table_design: type) -> None:
+    """Make ``ReleaseDesign(table, workload, ...)`` build a ``table_design`` (and
+    ``isinstance(it, ReleaseDesign)`` true); called once by
+    :mod:`postdp.analysis.table_design`."""
+    ReleaseDesign.register(table_design)
+    _TABLE_DESIGN[:] = [table_design]

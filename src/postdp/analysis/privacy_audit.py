@@ -185,8 +185,10 @@ def audit_privacy(
     >>> res.claimed_epsilon, bool(res.epsilon_lower <= res.claimed_epsilon)
     (1.0, True)
     """
-    if not isinstance(design, ReleaseDesign):
-        raise TypeError(f"`design` must be a ReleaseDesign; got {type(design).__name__}")
+    if not isinstance(design, ReleaseDesign) or not hasattr(design, "hierarchy"):
+        raise TypeError(
+            f"`design` must be a hierarchy's ReleaseDesign; got {type(design).__name__}"
+        )
     h = design.hierarchy
     truth = design._truth(None)
     (n_trials,) = _validation.size_tuple(trials)

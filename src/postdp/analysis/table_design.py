@@ -20,6 +20,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from postdp._typing import ArrayLike, FloatArray, IntArray, NumArray, RNGLike
+from postdp.analysis.design import register_table_design
 from postdp.analysis.simulation import ChunkRelease, Simulation
 from postdp.analysis.table_metrics import SIZE_BINS, table_metric_sums, table_metrics_from_sums
 from postdp.errors import ValidationError
@@ -321,3 +322,6 @@ class _TableSimulation:
             parts.append((detailed @ design._category_matrix.T).reshape(rows, -1))
         values = np.ascontiguousarray(np.concatenate(parts), dtype=np.float64)
         return ChunkRelease(values, extra=tuple(extra))
+
+
+register_table_design(TableDesign)  # one design class: ReleaseDesign(table, workload, ...)
