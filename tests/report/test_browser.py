@@ -214,15 +214,18 @@ _FIRST_NUMBER = """
 
 
 def test_every_report_kind_shows_a_number_within_1400_px(every_kind):
-    """Wide tables put numbers before long labels: in each table of each report kind, the
-    first numeric column starts within the first 1,400 px of the page; no page names a
-    path of the machine it was made on."""
+    """Every report kind states its verdict in words; wide tables put numbers before long
+    labels (in each table the first measure column starts within the first 1,400 px of
+    the page); no page names a path of the machine it was made on."""
     driver = _driver()
     try:
         driver.set_window_size(1400, 900)
         for kind, path in every_kind.items():
             html = path.read_text(encoding="utf-8")
             assert str(path.parent) not in html, kind
+            verdicts = ("no bias detected", "systematic bias", "unfair", "no unfairness")
+            verdicts += ("at a corner", "interior split")
+            assert "verdict" in html and any(v in html for v in verdicts), kind
             driver.get(path.as_uri())
             found = driver.execute_script(_FIRST_NUMBER, _CODES)
             assert found, kind
