@@ -125,14 +125,15 @@ class FairnessReport:
         q = largest_abs_quantile(0.99, int(self.bias.size), df=self.n_draws - 1)
         top = np.sort(self.bias_se)[-2:]
         bound = q * float(top.sum() if top.size == 2 else 2 * top.sum())
+        shown, limit = _number(value, unit), _number(bound, unit)
         if value > bound:
             return (
-                f"unfair: α {unit}{value:,.4g} is above {unit}{bound:,.4g}, the most that "
-                "simulation noise alone gives (99%)"
+                f"unfair: α {shown} is above {limit}, the most that simulation noise alone "
+                "gives (99%)"
             )
         return (
-            f"no unfairness detected: α {unit}{value:,.4g} is within {unit}{bound:,.4g}, "
-            "what simulation noise alone can give (99%)"
+            f"no unfairness detected: α {shown} is within {limit}, what simulation noise "
+            "alone can give (99%)"
         )
 
     def cost_of_privacy(self, amount: float = 1.0) -> float:
@@ -329,3 +330,10 @@ def decision_fairness(
         if progress is not None:
             progress(done, steps)
     return _report(moments, truth)
+
+
+def _number(value: float, unit: str) -> str:
+    """A number for a sentence: whole with thousands separators from 1,000 on, else 4
+    significant digits."""
+    text = f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
+    return unit + text
