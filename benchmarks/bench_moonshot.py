@@ -38,13 +38,13 @@ import numpy as np
 import postdp
 from postdp import Gaussian, Hierarchy
 from postdp.data import synthetic_table
-from postdp.postprocess._table_network import _network
-from postdp.postprocess._table_rounding_split import (
+from postdp.postprocess._solvers.rounding_split import (
     _Part,
     _state_step,
     nation_offsets,
     national_step,
 )
+from postdp.postprocess._solvers.table_network import _network
 from postdp.postprocess.rounding import _Q
 from postdp.tables import Measurement, Query, Table, TableMeasurements, Workload, measure
 

@@ -5,7 +5,7 @@ power sums, absolute sums, extremes and an integer histogram per entity. In nump
 about ten passes over the batch, as long as drawing the noise itself; the two loops below
 take one pass each (Numba, compiled on first use and cached on disk), so the statistics cost
 a fraction of the noise floor. The two passes of the least-squares projection on a tree
-(:mod:`postdp.postprocess._tree_solve`) run row by row over a flat list of families, each
+(:mod:`postdp.postprocess._solvers.tree_solve`) run row by row over a flat list of families, each
 draw's row staying in cache, instead of one numpy call per level and coefficient.
 
 Summation order is fixed: entity ``j`` adds its errors row by row, in the order of the

@@ -16,7 +16,6 @@ from postdp.errors import (
     InfeasibleConstraintsError,
     ValidationError,
 )
-from postdp.postprocess import _active_set as active_set_module
 from postdp.postprocess import (
     inverse_variance_weights,
     kkt_report,
@@ -24,6 +23,7 @@ from postdp.postprocess import (
     project_sum,
     top_down,
 )
+from postdp.postprocess._solvers import active_set as active_set_module
 from tests.postprocess._reference import close, qp_project, qp_simplex
 from tests.postprocess.catalogue import CATALOGUE, random_tree
 

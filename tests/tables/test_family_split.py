@@ -1,5 +1,5 @@
 """Top-down's family split for schema tables (issue 23): each parent's children solved
-jointly in the parent's positive cells (``postdp.postprocess._family_nnls``), equal to
+jointly in the parent's positive cells (``postdp.postprocess._solvers.family_nnls``), equal to
 Clarabel on random families, to the dense (c x c) coupled path on random schema tables,
 with its KKT certificate, by pivoting and by the primal active-set fallback alike."""
 
@@ -13,8 +13,9 @@ from scipy import linalg
 from postdp import Gaussian
 from postdp.data import pl94_schema
 from postdp.hierarchy import Hierarchy
-from postdp.postprocess import _family_nnls, _root_nnls
 from postdp.postprocess import table_topdown as topdown_module
+from postdp.postprocess._solvers import family_nnls as _family_nnls
+from postdp.postprocess._solvers import root_nnls as _root_nnls
 from postdp.postprocess.table_topdown import top_down_table
 from postdp.tables import Measurement, Query, Table, Workload, measure
 from postdp.tables.schema import Marginal
@@ -170,7 +171,7 @@ def test_pl94_family_split_on_sparse_children():
 def test_identification_in_the_basis_equals_the_dense_rank(seed):
     """``identifies_cells`` (the rank test type by type) agrees with the rank of the dense
     information matrix, on random schemas (recodes that leave levels out included)."""
-    from postdp.postprocess._marginal_basis import identifies_cells
+    from postdp.postprocess._solvers.marginal_basis import identifies_cells
 
     rng = np.random.default_rng(seed)
     schema = random_schema(rng, max_size=40)

@@ -18,21 +18,21 @@ from postdp.postprocess.chain import (
     is_consistent,
     parse_steps,
 )
-from postdp.postprocess.modified import modified_bias, modified_postprocess
-from postdp.postprocess.projections import (
-    Projector,
-    inverse_variance_weights,
-    project,
-    project_sum,
-    top_down,
-)
-from postdp.postprocess.ramps import (
+from postdp.postprocess.elementwise.modified import modified_bias, modified_postprocess
+from postdp.postprocess.elementwise.ramps import (
     clamp,
     clamp_bias,
     optimal_ramp_shift,
     restriction_ramp_ratio,
     translated_ramp,
     translated_ramp_bias,
+)
+from postdp.postprocess.projections import (
+    Projector,
+    inverse_variance_weights,
+    project,
+    project_sum,
+    top_down,
 )
 from postdp.postprocess.rounding import round_consistent, stochastic_round
 from postdp.postprocess.table_kkt import TableKKTReport

@@ -11,7 +11,7 @@ import pandas as pd
 from postdp._typing import ArrayLike, FloatArray
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy, PublicSpec, resolve_public
-from postdp.postprocess._tree_solve import TreeProblem, leaf_multipliers
+from postdp.postprocess._solvers.tree_solve import TreeProblem, leaf_multipliers
 from postdp.tables import TableMeasurements
 
 __all__ = ["ProjectionReport", "kkt_report"]

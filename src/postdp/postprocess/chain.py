@@ -28,9 +28,9 @@ from postdp._typing import ArrayLike, NumArray, RNGLike
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy, PublicSpec
 from postdp.mechanisms import NoiseMechanism, expand_mechanisms
-from postdp.postprocess.modified import modified_postprocess
+from postdp.postprocess.elementwise.modified import modified_postprocess
+from postdp.postprocess.elementwise.ramps import clamp, optimal_ramp_shift
 from postdp.postprocess.projections import Projector
-from postdp.postprocess.ramps import clamp, optimal_ramp_shift
 from postdp.postprocess.rounding import round_consistent, stochastic_round
 
 __all__ = ["STEP_NAMES", "PostProcessChain", "Step", "is_consistent", "parse_steps"]

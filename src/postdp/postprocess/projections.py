@@ -35,9 +35,9 @@ from postdp.hierarchy import (
     resolve_public,
 )
 from postdp.mechanisms import NoiseMechanism, expand_mechanisms
-from postdp.postprocess._active_set import solve_nonneg
-from postdp.postprocess._simplex import project_families
-from postdp.postprocess._tree_solve import (
+from postdp.postprocess._solvers.active_set import solve_nonneg
+from postdp.postprocess._solvers.simplex import project_families
+from postdp.postprocess._solvers.tree_solve import (
     TreeProblem,
     two_pass,
 )

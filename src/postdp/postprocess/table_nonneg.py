@@ -3,7 +3,7 @@
 The problem is (P) of :mod:`postdp.postprocess.table_projection` with every detailed cell of every
 leaf geounit >= 0. Its solution is (P) with the right set of leaf cells held at 0 (the
 active set), found by block principal pivoting (Judice and Pires, as for hierarchies in
-:mod:`postdp.postprocess._active_set`): solve (P) with the current set held at 0; a free
+:mod:`postdp.postprocess._solvers.active_set`): solve (P) with the current set held at 0; a free
 cell below 0 joins the set, a held cell whose multiplier is below 0 leaves it; all at once
 while the number of wrong cells falls, then one at a time (Murty's least-index rule,
 finite for this strictly convex problem).
@@ -31,7 +31,7 @@ import numpy.typing as npt
 from postdp._kernels import FlatTree
 from postdp._typing import FloatArray
 from postdp.errors import ValidationError
-from postdp.postprocess._table_active import BoolArray, Draw
+from postdp.postprocess._solvers.table_active import BoolArray, Draw
 from postdp.postprocess.table_projection import TableProjector
 from postdp.tables import Table, TableMeasurements, Workload
 

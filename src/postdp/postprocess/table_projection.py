@@ -28,8 +28,8 @@ import numpy as np
 from postdp._typing import FloatArray
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
-from postdp.postprocess._marginal_basis import MarginalBasis, table_schema
-from postdp.postprocess._table_tree import TreeGLS
+from postdp.postprocess._solvers.marginal_basis import MarginalBasis, table_schema
+from postdp.postprocess._solvers.table_tree import TreeGLS
 from postdp.tables import Query, Table, TableMeasurements, Workload, category_matrix
 
 __all__ = ["TableProjector", "project_table"]

@@ -12,7 +12,7 @@ x_j adding up to the parent's restored histogram and meeting their own invariant
 the information matrix of level d's noisy marginals (the identity where they do not
 identify every cell), so a cell the BLUE knows well moves little. Each problem is solved
 exactly, with its certificate, by the top-down family solver
-(:mod:`postdp.postprocess._family_nnls`), with b_j = H_d blue_j in place of the noisy
+(:mod:`postdp.postprocess._solvers.family_nnls`), with b_j = H_d blue_j in place of the noisy
 answers' A' W y. The result is nonnegative, consistent both ways and meets every
 invariant; :func:`~postdp.round` makes it integral.
 
@@ -27,10 +27,10 @@ import numpy as np
 
 from postdp._typing import FloatArray
 from postdp.errors import ValidationError
-from postdp.postprocess._family_level import split_level
-from postdp.postprocess._family_nnls import LevelQuadratic
-from postdp.postprocess._marginal_basis import identifies_cells, table_schema
-from postdp.postprocess._root_nnls import certified_root
+from postdp.postprocess._solvers.family_level import split_level
+from postdp.postprocess._solvers.family_nnls import LevelQuadratic
+from postdp.postprocess._solvers.marginal_basis import identifies_cells, table_schema
+from postdp.postprocess._solvers.root_nnls import certified_root
 from postdp.tables import TableMeasurements
 
 __all__ = ["blue_restore"]

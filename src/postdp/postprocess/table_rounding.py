@@ -40,9 +40,9 @@ from postdp._table_kernels import cycle_round_rows
 from postdp._typing import ArrayLike, FloatArray, IntArray, RNGLike
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
-from postdp.postprocess._sparse_network import sparse_network
-from postdp.postprocess._table_network import _network, _offsets
-from postdp.postprocess._table_rounding_split import round_split
+from postdp.postprocess._solvers.rounding_split import round_split
+from postdp.postprocess._solvers.sparse_network import sparse_network
+from postdp.postprocess._solvers.table_network import _network, _offsets
 from postdp.postprocess.rounding import _MAX_ABS, _Q, round_consistent
 from postdp.tables import Table
 
@@ -197,7 +197,7 @@ def round(
         the largest state instead of the nation (a different random stream than without).
         Not needed (and ignored) for tables of 256 or more detailed cells, such as the
         2,016-cell persons schema: their rounding works on the fractional counts only
-        (:mod:`postdp.postprocess._sparse_network`), so its memory follows the cells that
+        (:mod:`postdp.postprocess._solvers.sparse_network`), so its memory follows the cells that
         are not integers (a few dozen per block after top-down), not geounits x cells.
     client : dask.distributed.Client, optional
         With ``split``, run the states as Dask tasks (the same result as locally).

@@ -34,8 +34,8 @@ import numpy as np
 
 from postdp._typing import FloatArray
 from postdp.errors import ValidationError
-from postdp.postprocess._marginal_basis import MarginalBasis, table_schema
-from postdp.postprocess._table_tree import TreeGLS
+from postdp.postprocess._solvers.marginal_basis import MarginalBasis, table_schema
+from postdp.postprocess._solvers.table_tree import TreeGLS
 from postdp.postprocess.table_projection import level_answers, level_matrices
 from postdp.postprocess.table_topdown import top_down_table
 from postdp.tables import Measurement, Query, TableMeasurements, Workload

@@ -27,10 +27,10 @@ import numpy as np
 from postdp._typing import FloatArray, IntArray
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
-from postdp.postprocess._family_level import split_level
-from postdp.postprocess._family_nnls import LevelQuadratic
-from postdp.postprocess._marginal_basis import identifies_cells, table_schema
-from postdp.postprocess._root_nnls import certified_root
+from postdp.postprocess._solvers.family_level import split_level
+from postdp.postprocess._solvers.family_nnls import LevelQuadratic
+from postdp.postprocess._solvers.marginal_basis import identifies_cells, table_schema
+from postdp.postprocess._solvers.root_nnls import certified_root
 from postdp.tables import Measurement, Query, Table, TableMeasurements, Workload
 
 __all__ = ["check_top_down", "top_down_table"]
@@ -268,7 +268,7 @@ def _coupled_top_down(measurements: TableMeasurements) -> FloatArray:
     """Top-down when cells are coupled: the root, then each level's families all at once,
     each an exact (P+) problem (parents' histograms public, the level's own queries).
     For a schema table measured by marginals, the families below the root are solved one
-    by one in their parent's positive cells (:mod:`postdp.postprocess._family_nnls`)."""
+    by one in their parent's positive cells (:mod:`postdp.postprocess._solvers.family_nnls`)."""
     from postdp.postprocess.table_nonneg import TableNonnegProjector
 
     table, workload = measurements.table, measurements.workload

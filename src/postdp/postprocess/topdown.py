@@ -16,7 +16,7 @@ import numpy.typing as npt
 
 from postdp._typing import FloatArray
 from postdp.hierarchy import Hierarchy, Layout, PublicNodes
-from postdp.postprocess._simplex import project_families
+from postdp.postprocess._solvers.simplex import project_families
 
 __all__ = ["TopDownPlan"]
 

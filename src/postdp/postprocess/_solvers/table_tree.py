@@ -6,7 +6,7 @@ row held exactly) at every geounit g of level d. The Gaussian (Kalman) filter an
 on the geography (seed ``000_52243d433e48a03d.txt`` Thm 7, computed as in Hay et al.'s two
 passes), with c x c matrices computed once per distinct subtree shape. Used by
 :class:`~postdp.postprocess.TableProjector` with the 0/1 query matrices of a category tree,
-and by the marginal basis (:mod:`postdp.postprocess._marginal_basis`) with the small
+and by the marginal basis (:mod:`postdp.postprocess._solvers.marginal_basis`) with the small
 per-block matrices of a schema's marginals.
 """
 
@@ -20,7 +20,7 @@ import numpy as np
 from postdp._typing import FloatArray, IntArray
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
-from postdp.postprocess._table_active import psd_pinv
+from postdp.postprocess._solvers.table_active import psd_pinv
 
 __all__ = ["TreeGLS"]
 

@@ -15,7 +15,7 @@ while every positive parent cell has a free child). A held cell's multiplier is
 mu_ji = (H x_j - b_j - lam)_i, which must be >= 0.
 
 The held sets are found by block principal pivoting from the equality-only solution's
-negative cells (as :mod:`postdp.postprocess._active_set`: all wrong cells at once while
+negative cells (as :mod:`postdp.postprocess._solvers.active_set`: all wrong cells at once while
 their number falls, then one at a time), and, should that stall, by the primal active-set
 method from a feasible point (Nocedal and Wright, Numerical Optimization, 2nd ed.,
 algorithm 16.3), which cannot cycle back to a worse objective. The answer is returned only
@@ -40,7 +40,7 @@ from scipy.linalg import lapack
 
 from postdp._typing import FloatArray, IntArray
 from postdp.errors import ConvergenceError
-from postdp.postprocess._simplex import project_families
+from postdp.postprocess._solvers.simplex import project_families
 
 BoolArray = npt.NDArray[np.bool_]
 

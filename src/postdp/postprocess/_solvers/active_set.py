@@ -15,7 +15,7 @@ import numpy as np
 
 from postdp._typing import FloatArray
 from postdp.errors import ConvergenceError, ConvergenceWarning
-from postdp.postprocess._tree_solve import (
+from postdp.postprocess._solvers.tree_solve import (
     BoolArray,
     TreeProblem,
     family_sums,

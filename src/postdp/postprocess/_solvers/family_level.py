@@ -1,5 +1,5 @@
 """Top-down below the root for schema tables: every family of a level, one draw
-(private; the solver is :mod:`postdp.postprocess._family_nnls`)."""
+(private; the solver is :mod:`postdp.postprocess._solvers.family_nnls`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import numpy as np
 
 from postdp._typing import FloatArray, IntArray
 from postdp.errors import ConvergenceError, ValidationError
-from postdp.postprocess._family_nnls import LevelQuadratic, solve_family
+from postdp.postprocess._solvers.family_nnls import LevelQuadratic, solve_family
 
 __all__ = ["split_level"]
 
