@@ -4,10 +4,10 @@ What can and cannot be promised. For a table (geography x categories) four wishe
 integers that are (1) consistent across geography, (2) consistent across categories,
 (3) each within 1 of its real-valued input, for every count, detailed or aggregate, at every
 geounit, and (4) unbiased. With both trees three levels deep, (1)-(3) alone can be
-impossible (the 4 x 4 example in :func:`round_table`'s Notes), and on other inputs a
+impossible (the 4 x 4 example in :func:`round`'s Notes), and on other inputs a
 rounding within 1 exists but no distribution over such roundings has the input as its mean
 (a linear program in ``tests/tables/test_table_rounding.py`` finds one). So no method can
-promise all four. :func:`round_table` promises (1), (2) and (4) exactly, and (3) for the
+promise all four. :func:`round` of a table promises (1), (2) and (4) exactly, and (3) for the
 counts that matter most and that can be kept together: every detailed cell and every total
 of every geounit, and every count of the root and of the leaf geounits. Only aggregates
 strictly between the total and the detailed cells, at geounits strictly between the root
