@@ -1,5 +1,6 @@
 """``postdp release --uncertainty replicates``: intervals for any post-processing chain."""
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -20,6 +21,15 @@ def test_replicate_intervals_on_every_row(secure, tmp_path, monkeypatch, capsys)
     out = pd.read_csv(tmp_path / "r.csv")
     assert {"ci_low", "ci_high", "ci_level"} <= set(out.columns)
     assert (out["ci_low"] <= out["ci_high"]).all() and (out["ci_level"] == 0.8).all()
+    # moe: half the interval's width, beside ci_low and ci_high (as ACS tables give it)
+    cols = list(out.columns)
+    assert cols[cols.index("ci_low") : cols.index("ci_low") + 4] == [
+        "ci_low",
+        "ci_high",
+        "moe",
+        "ci_level",
+    ]
+    np.testing.assert_allclose(out["moe"], (out["ci_high"] - out["ci_low"]) / 2, atol=1e-6)
     inside = (out["ci_low"] <= out["released_count"]) & (out["released_count"] <= out["ci_high"])
     assert inside.mean() > 0.5
     assert not any(c in capsys.readouterr().out for c in TRUE_COUNTS)

@@ -165,11 +165,17 @@ def level_labels(frame: Any, h: Any) -> list[str]:
 
 
 def add_interval(frame: Any, after: str, low: Any, high: Any, level: float) -> None:
-    """Insert ``ci_low``, ``ci_high`` and ``ci_level`` after column ``after``, in place."""
+    """Insert ``ci_low``, ``ci_high``, ``moe`` (half the interval's width, the margin of
+    error ACS users read; exact for symmetric intervals, a summary of the others) and
+    ``ci_level`` after column ``after``, in place."""
+    import numpy as np
+
     at = list(frame.columns).index(after) + 1
     frame.insert(at, "ci_low", low)
     frame.insert(at + 1, "ci_high", high)
-    frame.insert(at + 2, "ci_level", level)
+    half = (np.asarray(high, dtype=np.float64) - np.asarray(low, dtype=np.float64)) / 2.0
+    frame.insert(at + 2, "moe", np.round(half, 6))
+    frame.insert(at + 3, "ci_level", level)
 
 
 def interval_seed(args: argparse.Namespace, secure: bool) -> int | None:

@@ -110,7 +110,8 @@ def add_parser(commands: Any) -> None:
     parser.add_argument(
         "--uncertainty",
         choices=["gls", "replicates", "posterior"],
-        help="add ci_low, ci_high and ci_level to every row: gls = exact margins of (P) from "
+        help="add ci_low, ci_high, moe (half the interval's width) and ci_level to every row: "
+        "gls = exact margins of (P) from "
         "the design alone (--postprocess project; tables, or hierarchies with least-squares "
         "weights and at most --public root); replicates = the design re-run --replicates "
         "times on the released counts, for any --postprocess of a hierarchy or a table "
