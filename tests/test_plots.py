@@ -55,3 +55,24 @@ def test_posterior_plot_exact_and_mcmc():
     axes = plot_posterior(res)
     assert len(axes) == 3
     plt.close(axes[0].figure)
+
+
+def test_errors_by_size_draws_one_measure():
+    """Issue 27: the table audit's figure plots MAE points against MAE lines (it plotted
+    RMSE points under an MAE caption)."""
+    from postdp import Geometric, Hierarchy, simulate
+    from postdp.analysis import TableDesign
+    from postdp.plots import plot_errors_by_size
+    from postdp.tables import Measurement, Query, Table, Workload
+
+    geo = Hierarchy.from_parents(["S", "a", "b"], [None, "S", "S"])
+    cat = Hierarchy.from_parents(["T", "x", "y"], [None, "T", "T"])
+    t = Table(geo, cat, [[30, 40], [5, 6]])
+    work = Workload([Measurement(k, Query.detailed(cat), Geometric(epsilon=1.0)) for k in (0, 1)])
+    d = TableDesign(t, work)
+    res = simulate(d, n_draws=200, rng=0)
+    ax = plot_errors_by_size(res, d.metrics(res)[0], t)
+    drawn = np.concatenate([c.get_offsets()[:, 1] for c in ax.collections])
+    mae_totals = res.mae.reshape(geo.n, cat.n)[:, 0]
+    np.testing.assert_allclose(np.sort(drawn), np.sort(mae_totals[mae_totals > 0]))
+    assert "MAE" in ax.get_ylabel() and "RMSE" not in ax.get_ylabel()

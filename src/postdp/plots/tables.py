@@ -16,11 +16,12 @@ __all__ = ["plot_diversity_errors", "plot_errors_by_size"]
 def plot_errors_by_size(result: Any, by_size: pd.DataFrame, table: Any, *, ax: Any = None) -> Any:
     """Each geounit's error of its total population against its true total, per level.
 
-    Points are the root-mean-square error of every geounit's released total over the
-    draws (a table design's :func:`postdp.simulate` result); lines join each level's mean
-    absolute error per size bin (from :meth:`postdp.analysis.TableDesign.metrics`), drawn
-    at the bin's median size. Both axes are logarithmic: a flat cloud means errors that do
-    not grow with size, so relative errors fall as places grow.
+    One measure throughout, the mean absolute error: points are every geounit's MAE of
+    its released total over the draws (a table design's :func:`postdp.simulate` result);
+    lines join each level's MAE per size bin (from
+    :meth:`postdp.analysis.TableDesign.metrics`), drawn at the bin's median size. Both
+    axes are logarithmic: a flat cloud means errors that do not grow with size, so relative
+    errors fall as places grow.
 
     Parameters
     ----------
@@ -53,20 +54,20 @@ def plot_errors_by_size(result: Any, by_size: pd.DataFrame, table: Any, *, ax: A
     geo, cat = table.geography, table.categories
     root = int(np.flatnonzero(cat.parent < 0)[0])
     total = table.counts()[:, root].astype(float)
-    rmse = np.sqrt(np.asarray(result.mse, dtype=float).reshape(geo.n, cat.n)[:, root])
+    mae = np.asarray(result.mae, dtype=float).reshape(geo.n, cat.n)[:, root]
     if {"level", "size", "mae"} - set(by_size.columns):
         raise ValidationError("`by_size` lacks the columns level, size and mae")
     ax = _axes(ax)
     depth = geo.depth
     for d in range(geo.n_levels):
         level = (depth == d) & (total > 0)
-        pick = level & (rmse > 0)  # totals held exactly (public) have no error to draw
-        exact = int((level & (rmse == 0)).sum())
+        pick = level & (mae > 0)  # totals held exactly (public) have no error to draw
+        exact = int((level & (mae == 0)).sum())
         if not pick.any():
             if exact:
                 ax.plot([], [], " ", label=f"level {d}: {exact} total(s) exact (public)")
             continue
-        points = ax.scatter(total[pick], rmse[pick], s=6, alpha=0.4)
+        points = ax.scatter(total[pick], mae[pick], s=6, alpha=0.4)
         note = f", {exact} exact (public)" if exact else ""
         points.set_label(f"level {d} geounits{note}")
         rows = by_size[by_size["level"] == d]
@@ -83,8 +84,8 @@ def plot_errors_by_size(result: Any, by_size: pd.DataFrame, table: Any, *, ax: A
     _label(
         ax,
         "true total population of the geounit",
-        "error of the released total (RMSE over draws)",
-        "Errors against population size (lines: MAE per size bin)",
+        "MAE of the released total over draws",
+        "Mean absolute error against population size (lines: per size bin)",
         legend=True,
     )
     return ax

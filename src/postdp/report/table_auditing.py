@@ -25,12 +25,12 @@ __all__ = ["TableAudit", "table_audit"]
 CAPTIONS = {
     "errors": (
         "Error of each geounit's total against its size, by level",
-        "Absolute error of the released total population of every geounit against its true "
-        "size, one panel per geographic level, with the size-bin means.",
+        "Mean absolute error of the released total population of every geounit against its "
+        "true size, one colour per geographic level, with the size-bin means.",
         "Each point is a geounit's mean absolute error over the simulated releases; the line "
-        "is the mean per size bin (table_metrics). Post-processing errors are relatively "
-        "largest in small geounits. With n draws each point is itself known to about "
-        "1.96·sd/√n.",
+        "is that level's MAE per size bin (table_metrics). Both axes are logarithmic: a flat "
+        "cloud means errors that do not grow with size, so relative errors fall as places "
+        "grow. With n draws each point is itself known to about 1.96·sd/√n.",
     ),
     "diversity": (
         "Signed error by diversity quintile",
