@@ -116,3 +116,23 @@ def test_audit_of_the_bundled_counties_names_them(tmp_path, monkeypatch, capsys)
     assert frame.set_index("id").loc["01", "name"] == "Alabama"
     html = (tmp_path / "r.html").read_text(encoding="utf-8")
     assert "Alabama" in html  # names in the node table of the page too
+
+
+def test_the_title1_caption_follows_each_run(tmp_path):
+    """Issue 27: the caption's direction comes from the run it describes. Clamping takes
+    money from New York City; the optimal ramp gives it money (seed 004): each caption
+    says what its own run shows."""
+    from postdp.report import fairness_study
+
+    said = {}
+    for post in ("clamp", "ramp-optimal"):
+        study = fairness_study(
+            "title1", state="NY", epsilon=0.1, postprocess=post, n_draws=300, rng=0
+        )
+        caption = study.captions["title1"][2]
+        big = int(study.truth.argmax())
+        bias = float(study.runs[0].bias[big])
+        said[post] = bias
+        assert "{direction}" not in caption
+        assert f"largest district {'gains' if bias > 0 else 'loses'} ${abs(bias):,.0f}" in caption
+    assert said["clamp"] < 0 < said["ramp-optimal"]  # the two runs disagree in direction

@@ -153,7 +153,7 @@ class Audit:
         Report
         """
         if figures is None:
-            figures = ReportFigure.drawn(self.figures(), CAPTIONS)
+            figures = ReportFigure.drawn(self.figures(), self.captions)
         report = audit_report(
             self.result,
             self.design,

@@ -29,7 +29,7 @@ CAPTIONS = {
         "Bias in dollars of every school district's Title I allotment against its true "
         "count of poor children, one series per epsilon.",
         "A point above zero is a district that receives more on average than without noise. "
-        "Nonnegativity post-processing moves money from large districts to small ones. "
+        "{direction}"
         "Each bias is a Monte Carlo mean: its 95% interval is bias ± 1.96 SE (bias_lo, "
         "bias_hi in the table), so points within that band of zero show no detectable bias.",
     ),
@@ -117,8 +117,34 @@ class FairnessStudy:
 
     @property
     def captions(self) -> dict[str, tuple[str, str, str]]:
-        """(title, alt text, caption) of each figure, by name (or its first word)."""
-        return CAPTIONS
+        """(title, alt text, caption) of each figure, by name (or its first word); a
+        caption that states a direction computes it from this study's runs."""
+        out = dict(CAPTIONS)
+        title, alt, caption = out["title1"]
+        out["title1"] = (title, alt, caption.replace("{direction}", self._direction()))
+        return out
+
+    def _direction(self) -> str:
+        """Who gains and who loses in each run, from its own biases (Title I)."""
+        if self.problem != "title1":
+            return ""
+        big = int(np.argmax(self.truth))
+        small = self.truth < np.median(self.truth)
+        parts = []
+        for e, run in zip(self.epsilons, self.runs, strict=True):
+            b, half = float(run.bias[big]), 1.96 * float(run.bias_se[big])
+            if abs(b) <= half:
+                largest = f"the largest district shows no detectable bias (±${half:,.0f})"
+            else:
+                way = "gains" if b > 0 else "loses"
+                largest = f"the largest district {way} ${abs(b):,.0f} (±${half:,.0f})"
+            moved = float(run.bias[small].sum())
+            way = "gain" if moved > 0 else "lose"
+            parts.append(
+                f"At ε = {e:g}, {largest} and the districts below the median count {way} "
+                f"${abs(moved):,.0f} together. "
+            )
+        return "".join(parts)
 
     def figures(self) -> dict[str, Any]:
         """The figures by file stem (matplotlib Axes): Title I, the bias of every district's
@@ -208,7 +234,7 @@ class FairnessStudy:
         Report
         """
         if figures is None:
-            figures = ReportFigure.drawn(self.figures(), CAPTIONS)
+            figures = ReportFigure.drawn(self.figures(), self.captions)
         tables = self.tables()
         frames = [
             frame.assign(epsilon=e) for e, frame in zip(self.epsilons, tables.values(), strict=True)

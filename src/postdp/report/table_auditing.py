@@ -138,7 +138,7 @@ class TableAudit:
         Report
         """
         if figures is None:
-            figures = ReportFigure.drawn(self.figures(), CAPTIONS)
+            figures = ReportFigure.drawn(self.figures(), self.captions)
         cells, summary, by_size = self.cells, self.summary, self.by_size
         by_diversity = self.by_diversity
         design, result, work = self.design, self.result, self.design.workload
