@@ -250,6 +250,18 @@ def test_rounded_table_release_is_integral_and_consistent(tmp_path, monkeypatch,
         (["--postprocess", "round"], "optionally followed by round"),
         (["--postprocess", "round,topdown"], "optionally followed by round"),
         (["--postprocess", "project,round", "--uncertainty", "gls"], "drop ',round'"),
+        (["--uncertainty", "replicates"], "needs a --postprocess for a table"),
+        (
+            [
+                "--postprocess",
+                "project-nonneg",
+                "--uncertainty",
+                "replicates",
+                "--replicates",
+                "100000",
+            ],
+            "would hold",
+        ),
     ],
 )
 def test_bad_rounding_options_fail_before_any_draw(

@@ -358,72 +358,63 @@ def fairness_study(
     def ticker(label: str) -> Callable[[int, int], None] | None:
         return None if progress is None else (lambda done, total: progress(label, done, total))
 
-    runs = []
+    run: Callable[[Any, str], Any]
+    allotted: float | None = None
     if problem == "title1":
         table = us if state is None else load_title1(state)
         share = float((table.poor_5_17 * table.weight).sum() / (us.poor_5_17 * us.weight).sum())
         x = table.poor_5_17.to_numpy(dtype=float)
         w = table.weight.to_numpy()
-        for e, m in zip(epsilons, mechanisms, strict=True):
-            runs.append(
-                decisions.allotment_fairness(
-                    x,
-                    w,
-                    m,
-                    amount=amount * share,
-                    postprocess=postprocess,
-                    n_draws=n_draws,
-                    rng=rng,
-                    progress=ticker(f"title1 eps={e:g}"),
-                )
-            )
+        allotted = amount * share
         entities = pd.DataFrame(
             {"leaid": table.leaid.to_numpy(), "name": table.name.to_numpy(), "poor_5_17": x}
         )
-        return FairnessStudy(
-            problem,
-            scope,
-            mechanism,
-            epsilons,
-            postprocess,
-            n_draws,
-            amount * share,
-            amount,
-            tuple(runs),
-            entities,
-            x,
-            x,
+        sizes, truth = x, x
+
+        def run(m: Any, label: str) -> Any:
+            return decisions.allotment_fairness(
+                x,
+                w,
+                m,
+                amount=allotted,
+                postprocess=postprocess,
+                n_draws=n_draws,
+                rng=rng,
+                progress=ticker(label),
+            )
+
+    else:
+        s203 = load_section203()
+        if state is not None:
+            fips = us.loc[us["state"] == state, "state_fips"].iloc[0]
+            s203 = s203[s203["state_fips"] == fips].reset_index(drop=True)
+            if s203.empty:
+                raise ValidationError(f"`state` {state!r}: no Section 203 records in that state")
+        data = {k: s203[k].to_numpy(dtype=float) for k in ("vacit_total", "vaclep", "illit")}
+        rule = decisions.section203_rule()
+        margin = np.asarray(decisions.section203_margin(data), dtype=float)
+        entities = pd.DataFrame(
+            {
+                "geoid": s203.geoid.to_numpy(),
+                "name": s203.name.to_numpy(),
+                "language": s203.language.to_numpy(),
+                "margin": margin,
+            }
         )
-    s203 = load_section203()
-    if state is not None:
-        fips = us.loc[us["state"] == state, "state_fips"].iloc[0]
-        s203 = s203[s203["state_fips"] == fips].reset_index(drop=True)
-        if s203.empty:
-            raise ValidationError(f"`state` {state!r}: no Section 203 records in that state")
-    data = {k: s203[k].to_numpy(dtype=float) for k in ("vacit_total", "vaclep", "illit")}
-    rule = decisions.section203_rule()
-    margin = decisions.section203_margin(data)
-    truth = rule(data)
-    for e, m in zip(epsilons, mechanisms, strict=True):
-        runs.append(
-            decisions.decision_fairness(
+        sizes, truth = margin, np.asarray(rule(data), dtype=float)
+
+        def run(m: Any, label: str) -> Any:
+            return decisions.decision_fairness(
                 data,
                 rule,
                 m,
                 postprocess=postprocess,
                 n_draws=n_draws,
                 rng=rng,
-                progress=ticker(f"section203 eps={e:g}"),
+                progress=ticker(label),
             )
-        )
-    entities = pd.DataFrame(
-        {
-            "geoid": s203.geoid.to_numpy(),
-            "name": s203.name.to_numpy(),
-            "language": s203.language.to_numpy(),
-            "margin": margin,
-        }
-    )
+
+    runs = tuple(run(m, f"{problem} eps={e:g}") for e, m in zip(epsilons, mechanisms, strict=True))
     return FairnessStudy(
         problem,
         scope,
@@ -431,12 +422,12 @@ def fairness_study(
         epsilons,
         postprocess,
         n_draws,
-        None,
-        None,
-        tuple(runs),
+        allotted,
+        amount if problem == "title1" else None,
+        runs,
         entities,
-        np.asarray(margin, dtype=float),
-        np.asarray(truth, dtype=float),
+        sizes,
+        truth,
     )
 
 
