@@ -137,3 +137,26 @@ def test_table_designs_are_checked_before_drawing():
     out = frame.frame(result)
     assert {"geo_id", "level", "category", "bias"} <= set(out.columns)
     assert len(out) == table.geography.n * table.categories.n
+
+
+def test_a_table_design_runs_on_other_cells_as_a_hierarchy_design_does():
+    """``truth=`` (as for a hierarchy design): the same draws as a design built on a table
+    holding those cells, for ``run``, ``simulate`` and ``metrics``; ``steps`` names the
+    chain; cells of the wrong shape are refused before anything is drawn."""
+    table = _table(5)
+    work = _workload(table, Geometric(epsilon=0.5))
+    design = TableDesign(table, work, "project-nonneg,round")
+    assert design.steps == ("project-nonneg", "round")
+    assert TableDesign(table, work, "none").steps == ()
+    other = np.random.default_rng(9).integers(0, 30, table.cells.shape)
+    twin = TableDesign(Table(table.geography, table.categories, other), work, "topdown,round")
+    mine = TableDesign(table, work, "topdown,round")
+    np.testing.assert_array_equal(mine.run(other, rng=3, size=2), twin.run(rng=3, size=2))
+    assert not np.array_equal(mine.run(rng=3, size=2), twin.run(rng=3, size=2))
+    a = simulate(mine, truth=other, n_draws=30, rng=1)
+    b = simulate(twin, n_draws=30, rng=1)
+    _same(a, b)
+    for x, y in zip(mine.metrics(a, truth=other), twin.metrics(b), strict=True):
+        np.testing.assert_allclose(x.select_dtypes("number"), y.select_dtypes("number"))
+    with pytest.raises(ValidationError, match="cells"):
+        mine.run(other[:-1], rng=0)

@@ -35,8 +35,8 @@ def test_exact_shares_compose_to_the_exact_total():
     levels = {**LEVELS, 2: (str(rest), {"detailed": 1})}
     w = Workload.from_shares(levels, total=str(rho), schema=s)
     assert sum(r for r in w.exact_rho if r is not None) == rho  # exactly
-    assert w.budget().rho == float(rho)
-    assert w.budget().to_approx_dp(1e-10) == pytest.approx(17849145 / 1041158, abs=1e-6)
+    assert w.budget.rho == float(rho)
+    assert w.budget.to_approx_dp(1e-10) == pytest.approx(17849145 / 1041158, abs=1e-6)
     us_detailed = rho * Fraction(104, 4099) * Fraction(189, 241)
     assert w.exact_rho[9] == us_detailed and w.measurements[9].query.name == "detailed"
     # the US level's rho as the notes compute it (0.0649)

@@ -225,7 +225,7 @@ def test_a_workload_cut_at_a_level_keeps_its_budget():
     assert len(top.measurements) + len(below.measurements) == len(work.measurements)
     rho = sum(Fraction(r) for r in top.exact_rho + below.exact_rho if r is not None)
     assert rho == load_strategy("pl94-2020-persons").rho
-    assert top.budget().rho + below.budget().rho == pytest.approx(work.budget().rho, rel=1e-12)
+    assert top.budget.rho + below.budget.rho == pytest.approx(work.budget.rho, rel=1e-12)
     assert below.neighbours == work.neighbours == "bounded"
     with pytest.raises(ValidationError, match="`level` 5 leaves no measurement below the cut"):
         work.split_at(5)

@@ -137,7 +137,7 @@ def test_workload_cost_composes_over_queries_and_levels():
             Measurement(2, Query.detailed(CAT), Gaussian(rho=0.25)),
         ]
     )
-    assert w.budget() == Budget(epsilon=0.75, rho=0.375)
+    assert w.budget == Budget(epsilon=0.75, rho=0.375)
     frame = w.cost_frame()
     per_level = frame[frame["query"] == "*"].set_index("level")
     assert per_level.loc[1, "epsilon"] == 0.5 and per_level.loc[1, "rho"] == 0.125

@@ -67,12 +67,12 @@ def simulate(
     design : ReleaseDesign, TableDesign or any SimulationDesign
         What is released (:mod:`postdp.analysis.simulation` states what a design gives the
         engine). A table design's entities are its (geounit, category node) counts; it is
-        simulated on its table's counts (no ``truth``, no ``raw``), and the result's
-        ``extra`` holds the sums behind the Census Bureau's metrics
-        (:meth:`TableDesign.metrics`).
-    truth : array_like, shape (n,), optional
-        True counts (default: the design's hierarchy's), e.g. shifted counts (seed 000
-        Fig. 4).
+        simulated with its post-processing (no ``raw``), and the result's ``extra``
+        holds the sums behind the Census Bureau's metrics (:meth:`TableDesign.metrics`).
+    truth : array_like, optional
+        True counts (default: the design's own), e.g. shifted counts (seed 000 Fig. 4):
+        shape (n,) for a hierarchy design, (leaf geounits, detailed cells) for a table
+        design.
     n_draws : int
         Number of independent releases.
     batch : int, default 1000

@@ -12,12 +12,13 @@ any number of draws with memory that does not grow with the draws.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
+from scipy import sparse
 
 from postdp._typing import ArrayLike, FloatArray, IntArray, NumArray, RNGLike
 from postdp.analysis.design import register_table_design
@@ -138,7 +139,7 @@ class TableDesign:
     @property
     def budget(self) -> Budget:
         """Privacy cost of the workload."""
-        return self.workload.budget()
+        return self.workload.budget
 
     @property
     def solve_bytes(self) -> int:
@@ -191,11 +192,15 @@ class TableDesign:
         rounded: FloatArray = round_values(detailed, self.table, rng=rng).astype(np.float64)
         return rounded
 
-    def run(self, *, rng: RNGLike = None, size: int = 1) -> FloatArray:
+    def run(
+        self, truth: ArrayLike | None = None, *, rng: RNGLike = None, size: int = 1
+    ) -> FloatArray:
         """``size`` independent releases (study path): every (geounit, category node).
 
         Parameters
         ----------
+        truth : array_like, shape (leaf geounits, detailed cells), optional
+            The detailed cells to release (default: the table's), as ``Table(cells=...)``.
         rng : int, numpy.random.Generator, SeedSequence or None
         size : int, default 1
 
@@ -206,7 +211,8 @@ class TableDesign:
         from postdp import _rng
 
         noise, rounding = _rng.spawn(rng, 2)
-        draws = measure(self.table, self.workload, secure=False, rng=noise, size=size)
+        table = self._table_for(truth)
+        draws = measure(table, self.workload, secure=False, rng=noise, size=size)
         full: FloatArray = self.solve(draws, rng=rounding) @ self._category_matrix.T
         return full
 
@@ -215,10 +221,22 @@ class TableDesign:
         C: FloatArray = category_matrix(self.table.categories).astype(np.float64)
         return C
 
+    @property
+    def steps(self) -> tuple[str, ...]:
+        """The post-processing steps in order, e.g. ``("project-nonneg", "round")`` (a
+        hierarchy design's :attr:`ReleaseDesign.steps` hold parsed steps)."""
+        return tuple(s for s in (self.step, "round" if self.rounded else None) if s)
+
+    def _table_for(self, truth: ArrayLike | None) -> Table:
+        """The design's table, or the same geography and categories holding ``truth``."""
+        if truth is None:
+            return self.table
+        if sparse.issparse(truth):
+            return replace(self.table, cells=truth)  # type: ignore[arg-type]
+        return replace(self.table, cells=np.asarray(truth))
+
     def _truth(self, truth: ArrayLike | None) -> NumArray:
-        if truth is not None:
-            raise ValidationError("a table design is simulated on its table's own counts")
-        out: NumArray = self.table.counts().reshape(-1)
+        out: NumArray = self._table_for(truth).counts().reshape(-1)
         return out
 
     def error_scale(self) -> FloatArray:
@@ -235,13 +253,13 @@ class TableDesign:
 
     def simulation(self, truth: ArrayLike | None = None, *, raw: bool = False) -> Simulation:
         """The prepared Monte Carlo run of this design (the engine's protocol,
-        :mod:`postdp.analysis.simulation`): on the table's own counts, with the design's
+        :mod:`postdp.analysis.simulation`): on the table's counts or ``truth``, with the design's
         post-processing, adding the per-geounit sums behind the Census Bureau's metrics.
 
         Parameters
         ----------
-        truth : None
-            A table design is simulated on its table's counts.
+        truth : array_like, shape (leaf geounits, detailed cells), optional
+            The detailed cells simulated (default: the table's).
         raw : bool, default False
             Errors before post-processing are not available for tables.
 
@@ -252,13 +270,15 @@ class TableDesign:
         Raises
         ------
         ValidationError
-            For a ``truth``, ``raw``, or a design without post-processing.
+            For a ``truth`` of the wrong shape, ``raw``, or a design without
+            post-processing.
         """
         if raw or self.step is None:
             raise ValidationError(
                 "a TableDesign is simulated with its post-processing and without `raw`"
             )
-        return _TableSimulation(self, self._truth(truth), self.error_scale())
+        table = self._table_for(truth)
+        return _TableSimulation(self, table, self._truth(truth), self.error_scale())
 
     def frame(self, result: MonteCarloResult) -> pd.DataFrame:
         """The result's per-count frame with ``geo_id``, ``level`` and ``category`` columns
@@ -281,7 +301,11 @@ class TableDesign:
         return frame.drop(columns="id")
 
     def metrics(
-        self, result: MonteCarloResult, *, bins: tuple[int, ...] = SIZE_BINS
+        self,
+        result: MonteCarloResult,
+        *,
+        truth: ArrayLike | None = None,
+        bins: tuple[int, ...] = SIZE_BINS,
     ) -> tuple[pd.DataFrame, pd.DataFrame]:
         """The Census Bureau's metrics by level and size bin, and by diversity quintile,
         over every draw of ``result`` (see :func:`postdp.analysis.table_error_metrics`).
@@ -289,6 +313,8 @@ class TableDesign:
         Parameters
         ----------
         result : MonteCarloResult
+        truth : array_like, optional
+            The detailed cells the result was simulated on, when not the table's.
         bins : tuple of int, default (0, 10, 100, 1000, 10000)
 
         Returns
@@ -297,7 +323,7 @@ class TableDesign:
         """
         if not result.extra:
             raise ValidationError("`result` holds no table metric sums (simulate a TableDesign)")
-        return table_metrics_from_sums(result.extra, self.table, bins=bins)
+        return table_metrics_from_sums(result.extra, self._table_for(truth), bins=bins)
 
 
 @dataclass(frozen=True)
@@ -305,6 +331,7 @@ class _TableSimulation:
     """A table design's prepared run: measure, post-process, expand every category node."""
 
     design: TableDesign
+    table: Table
     truth: NumArray
     error_scale: FloatArray
 
@@ -316,9 +343,9 @@ class _TableSimulation:
         parts, extra = [], []
         for seed, rows in zip(seeds, sizes, strict=True):
             noise, rounding = (np.random.default_rng(s) for s in seed.spawn(2))
-            draws = measure(design.table, design.workload, secure=False, rng=noise, size=rows)
+            draws = measure(self.table, design.workload, secure=False, rng=noise, size=rows)
             detailed = design.solve(draws, rng=rounding)
-            extra.append(table_metric_sums(detailed, design.table))
+            extra.append(table_metric_sums(detailed, self.table))
             parts.append((detailed @ design._category_matrix.T).reshape(rows, -1))
         values = np.ascontiguousarray(np.concatenate(parts), dtype=np.float64)
         return ChunkRelease(values, extra=tuple(extra))

@@ -88,7 +88,7 @@ def run_table_audit(args: argparse.Namespace, state: RunState) -> int:
         manifest={
             "command": "postdp audit --table",
             "input": loaded.source,
-            "budget": str(work.budget()),
+            "budget": str(work.budget),
             "postprocess": design.postprocess,
             "draws": args.draws,
             "seed": args.seed,
@@ -106,7 +106,7 @@ def run_table_audit(args: argparse.Namespace, state: RunState) -> int:
         f"audited table {loaded.source}: {geo.n:,} geounits x {cat.n} categories over "
         f"{args.draws} draws (study path, seed {args.seed}); post-processing "
         f"{design.postprocess}; "
-        f"budget {work.budget()}"
+        f"budget {work.budget}"
     )
     print(
         f"largest |bias|/SE: {row['geo_id']} {row['category']}, bias {row['bias']:.4g} "

@@ -152,7 +152,7 @@ def _record(
 ) -> dict[str, Any]:
     from postdp import __version__
 
-    budget = work.budget()
+    budget = work.budget
     return {
         "time": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "input": loaded.source,
@@ -207,14 +207,14 @@ def _report(
             "geography and categories"
         )
     heading = "privacy budget spent" if secure else "budget this design would spend"
-    print(f"{heading}: {work.budget()}")
+    print(f"{heading}: {work.budget}")
     costs = work.cost_frame()
     for _, row in costs[costs["query"] == "*"].iterrows():
         print(f"  level {row['level']}: epsilon {row['epsilon']:g}, rho {row['rho']:g}")
     if ledger is not None:
         from postdp.mechanisms import Budget
 
-        spent, this = ledger.spent, work.budget()
+        spent, this = ledger.spent, work.budget
         total = Budget(epsilon=spent.epsilon + this.epsilon, rho=spent.rho + this.rho)
         at = "" if total.rho == 0 else f" at delta = {args.delta:g}"
         print(

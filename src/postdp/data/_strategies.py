@@ -110,12 +110,13 @@ class Strategy:
     query_shares: tuple[Mapping[str, Fraction], ...]
     invariants: tuple[tuple[int, str], ...]
 
+    @property
     def budget(self) -> Budget:
         """The run's privacy cost: rho-zCDP (bounded neighbours), rho exact to the float.
 
         Examples
         --------
-        >>> round(load_strategy("pl94-2020-persons").budget().to_approx_dp(1e-10), 2)
+        >>> round(load_strategy("pl94-2020-persons").budget.to_approx_dp(1e-10), 2)
         17.14
         """
         return Budget.zcdp(float(self.rho))
@@ -231,7 +232,7 @@ def load_strategy(name: str) -> Strategy:
     Examples
     --------
     >>> s = load_strategy("pl94-2020-units")
-    >>> s.rho, round(s.budget().to_approx_dp(1e-10), 2)
+    >>> s.rho, round(s.budget.to_approx_dp(1e-10), 2)
     (Fraction(11417641, 152349649), 2.47)
     """
     if name not in _STRATEGIES:

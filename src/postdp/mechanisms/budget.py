@@ -69,6 +69,18 @@ class Budget:
         elif not (0 <= float(self.pure_rho) <= most * (1 + 1e-12)):
             raise BudgetError(f"`pure_rho` must lie in [0, epsilon**2/2]; got {self.pure_rho!r}")
 
+    def __call__(self) -> Budget:
+        """This budget: ``x.budget`` is a property everywhere in postdp (designs, workloads,
+        strategies, measurements); ``x.budget`` reads the same value.
+
+        Examples
+        --------
+        >>> b = Budget.pure(1.0)
+        >>> b() is b
+        True
+        """
+        return self
+
     @classmethod
     def pure(cls, epsilon: float) -> Budget:
         """Budget of a pure ε-DP mechanism.

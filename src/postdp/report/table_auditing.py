@@ -207,11 +207,11 @@ class TableAudit:
                     f"{source}: {geo.n:,} geounits in {geo.n_levels} levels, {cat.n} categories"
                 ),
                 "measurements": f"{len(work.measurements)} (see the budget table)",
-                "budget": str(work.budget()),
+                "budget": str(work.budget),
                 "post-processing": design.postprocess,
                 "draws": f"{result.n_draws:,}",
             },
-            privacy=budget_statement(work.budget(), published=False, public=public),
+            privacy=budget_statement(work.budget, published=False, public=public),
             headline=headline,
             tables=tables,
             figures=list(figures),

@@ -59,7 +59,7 @@ class TableMeasurements:
     @property
     def budget(self) -> Budget:
         """Privacy cost of the measurements."""
-        return self.workload.budget()
+        return self.workload.budget
 
     @property
     def draws(self) -> tuple[int, ...]:

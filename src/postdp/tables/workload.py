@@ -193,7 +193,7 @@ class Workload:
     >>> cat = Hierarchy.from_parents(["T", "x", "y"], [None, "T", "T"])
     >>> w = Workload([Measurement(0, Query("total", [["T"]]), Geometric(epsilon=0.5)),
     ...               Measurement(1, Query.detailed(cat), Geometric(epsilon=1.0))])
-    >>> str(w.budget())
+    >>> str(w.budget)
     'epsilon = 1.5 (pure DP)'
     """
 
@@ -269,7 +269,7 @@ class Workload:
         >>> s = Schema([Attribute("a", ["0", "1"]), Attribute("b", ["x", "y", "z"])])
         >>> w = Workload.from_shares({0: ("1/3", {"total": "1/2", "detailed": "1/2"}),
         ...                           1: ("2/3", {"detailed": 1})}, total="1/2", schema=s)
-        >>> [str(r) for r in w.exact_rho], w.budget().rho
+        >>> [str(r) for r in w.exact_rho], w.budget.rho
         (['1/12', '1/12', '1/3'], 0.5)
         """
         from postdp.mechanisms import DiscreteGaussian, Gaussian
@@ -355,6 +355,7 @@ class Workload:
         """The measurements of one geographic level."""
         return [m for m in self.measurements if m.level == level]
 
+    @property
     def budget(self) -> Budget:
         """Total privacy cost: the sum of every noisy measurement's cost (exact for a
         workload :meth:`from_shares`: the sum of the fractions, rounded once)."""
