@@ -154,7 +154,7 @@ def test_the_page_prints_without_its_controls(browser):
 
 @pytest.fixture(scope="module")
 def every_kind(tmp_path_factory):
-    """One report of each kind: audit, table audit, fairness and plan."""
+    """One report of each kind: audit, table audit, fairness, plan and reproduce."""
     from tests.cli.test_tables_cli import _inputs
 
     folder = tmp_path_factory.mktemp("kinds")
@@ -186,9 +186,11 @@ def every_kind(tmp_path_factory):
         for kind, args in runs.items():
             quiet = [] if kind == "plan" else ["--quiet"]
             assert main([*args, *quiet, "--report", f"{kind}.html"]) == 0, kind
+        assert main(["reproduce", "seed003-table3", "--quiet", "--output-dir", "r"]) == 0
     finally:
         os.chdir(cwd)
-    return {kind: folder / f"{kind}.html" for kind in runs}
+    pages = {kind: folder / f"{kind}.html" for kind in runs}
+    return pages | {"reproduce": folder / "r" / "reproduce.html"}
 
 
 #: Columns that hold codes, not measures (numeric ids do not count as the first number).
@@ -224,7 +226,7 @@ def test_every_report_kind_shows_a_number_within_1400_px(every_kind):
             html = path.read_text(encoding="utf-8")
             assert str(path.parent) not in html, kind
             verdicts = ("no bias detected", "systematic bias", "unfair", "no unfairness")
-            verdicts += ("at a corner", "interior split")
+            verdicts += ("at a corner", "interior split", "reproduced")
             assert "verdict" in html and any(v in html for v in verdicts), kind
             driver.get(path.as_uri())
             found = driver.execute_script(_FIRST_NUMBER, _CODES)

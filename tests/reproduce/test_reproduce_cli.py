@@ -55,6 +55,34 @@ def test_all_fast_agrees_with_the_seeds(tmp_path, capsys):
     assert len(pngs) == 15 and (out / "reproduce.html").stat().st_size > 100_000
     html = (out / "reproduce.html").read_text(encoding="utf-8")
     assert html.count("data:image/png;base64,") == 15 and "Harding" in html
+    # the verdict in words: two reproductions differ for reasons the notes give
+    assert "reproduced, with explained differences" in html
+
+
+def test_the_verdict_names_what_is_not_reproduced():
+    from postdp.reproduce import Comparison, Reproduction, reproduction_report
+
+    made = {  # one Comparison of each status, built as the reproductions build them
+        "agrees": lambda q: Comparison(q, 1.0, 1.0, tolerance=0.1),
+        "differs": lambda q: Comparison(q, 2.0, 1.0, tolerance=0.1),
+        "explained": lambda q: Comparison(q, 2.0, 1.0, tolerance=0.1, explained=True),
+        "holds": lambda q: Comparison(q, 1.0, "a claim", holds=True),
+        "fails": lambda q: Comparison(q, 1.0, "a claim", holds=False),
+    }
+
+    def page(*statuses):
+        rows = [made[status](f"quantity {k}") for k, status in enumerate(statuses)]
+        return reproduction_report([Reproduction("seed-x", rows=rows)]).headline[0]
+
+    first = page("agrees", "holds")
+    assert (first.label, first.value) == ("verdict", "reproduced")
+    assert "all 2 checked rows" in first.detail
+    bad = page("agrees", "differs", "fails")
+    assert bad.value == "not reproduced" and "2 of 3 rows" in bad.detail
+    assert "seed-x: quantity 1" in bad.detail and "seed-x: quantity 2" in bad.detail
+    mixed = page("agrees", "explained", "holds")
+    assert mixed.value == "reproduced, with explained differences"
+    assert "2 rows agree or hold; 1 differ" in mixed.detail
 
 
 def test_one_name_and_bad_names(tmp_path, capsys):

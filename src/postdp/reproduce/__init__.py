@@ -9,6 +9,7 @@ draws from fixed seeds; nothing here publishes counts.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from postdp.report import Headline, Report, ReportTable
 from postdp.reproduce._core import (
@@ -18,6 +19,9 @@ from postdp.reproduce._core import (
     Settings,
     comparison_frame,
 )
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "Comparison",
@@ -109,6 +113,31 @@ def reproduce(name: str, *, fast: bool = False) -> Reproduction:
     return REGISTRY[name].run(Settings(fast=fast))
 
 
+def _verdict(frame: pd.DataFrame) -> Headline:
+    """The page's verdict in words: reproduced, reproduced with explained differences, or
+    not reproduced (naming the first rows that differ or fail without an explanation)."""
+    bad = frame[frame["status"].isin(["differs", "fails"])]
+    explained = int((frame["status"] == "differs (explained)").sum())
+    checked = int(frame["status"].isin(["agrees", "holds", "differs (explained)"]).sum())
+    if len(bad):
+        named = "; ".join(f"{r.item}: {r.quantity}" for r in bad.head(3).itertuples())
+        more = f" and {len(bad) - 3} more" if len(bad) > 3 else ""
+        return Headline(
+            "verdict",
+            "not reproduced",
+            f"{len(bad)} of {len(bad) + checked} rows differ or fail with no explanation "
+            f"({named}{more})",
+        )
+    if explained:
+        return Headline(
+            "verdict",
+            "reproduced, with explained differences",
+            f"{checked - explained} rows agree or hold; {explained} differ for the reasons "
+            "given in the notes",
+        )
+    return Headline("verdict", "reproduced", f"all {checked} checked rows agree or hold")
+
+
 def reproduction_report(results: Sequence[Reproduction], *, command: str = "") -> Report:
     """The HTML page comparing every reproduced number with the seeds (a :class:`Report`).
 
@@ -124,8 +153,8 @@ def reproduction_report(results: Sequence[Reproduction], *, command: str = "") -
     Examples
     --------
     >>> rep = reproduction_report([reproduce("seed003-table3")])
-    >>> rep.headline[0].value
-    '10 of 10'
+    >>> rep.headline[0].value, rep.headline[1].value
+    ('reproduced', '10 of 10')
     """
     frame = comparison_frame(results)
     numeric = frame[frame["status"].isin(["agrees", "differs", "differs (explained)"])]
@@ -148,11 +177,7 @@ def reproduction_report(results: Sequence[Reproduction], *, command: str = "") -
             "each checked on our numbers with Monte Carlo intervals",
         ),
     ]
-    unexplained = int((numeric["status"] == "differs").sum()) + int(
-        (claims["status"] == "fails").sum()
-    )
-    if unexplained:
-        headline.append(Headline("unexplained", str(unexplained), "rows marked differs/fails"))
+    headline.insert(0, _verdict(frame))
     names = reproductions()
     notes = [f"{r.name}: {n}" for r in results for n in r.notes]
     return Report(
