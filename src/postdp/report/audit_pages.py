@@ -14,7 +14,7 @@ from postdp.hierarchy import Hierarchy
 from postdp.mechanisms import Budget
 from postdp.report._model import Headline, Report, ReportFigure, ReportTable, format_value
 
-__all__ = ["audit_report", "budget_statement", "size_bins"]
+__all__ = ["audit_report", "budget_statement", "size_bins", "verdict_headline"]
 
 #: Size bins of the true counts (people), as the Census Bureau bins its error metrics.
 SIZE_EDGES = (0, 1_000, 10_000, 100_000, 1_000_000, np.inf)
@@ -89,6 +89,24 @@ def budget_statement(budget: Budget, *, published: bool, public: Sequence[str] =
             "determine."
         )
     return text
+
+
+def verdict_headline(result: MonteCarloResult, names: ArrayLike) -> Headline:
+    """The first headline of an audit page: :meth:`MonteCarloResult.bias_verdict` in words
+    ("no bias detected" / "systematic bias"), its evidence as the detail.
+
+    Parameters
+    ----------
+    result : MonteCarloResult
+    names : array_like of str
+        What each entity is called on the page (names, not codes).
+
+    Returns
+    -------
+    Headline
+    """
+    word, _, detail = str(result.bias_verdict(names=names)).partition(": ")
+    return Headline("verdict", word, detail or word)
 
 
 def size_bins(
@@ -217,9 +235,8 @@ def audit_report(
     lo, hi = result.confidence_interval()
     steps = ",".join(map(str, design.steps)) or "none"
     public = _public_ids(design)
-    verdict = str(result.bias_verdict(names=shown)).split(": ", 1)
     headline = [
-        Headline("verdict", verdict[0], verdict[-1]),
+        verdict_headline(result, shown),
         Headline(
             "largest |bias| / SE",
             f"{format_value(float(result.bias[worst]))} at {shown[worst]}",

@@ -18,7 +18,7 @@ import pandas as pd
 
 from postdp.analysis import MonteCarloResult, TableDesign
 from postdp.report._model import Headline, Report, ReportFigure, ReportTable, format_value
-from postdp.report.audit_pages import budget_statement
+from postdp.report.audit_pages import budget_statement, verdict_headline
 
 __all__ = ["TableAudit", "table_audit"]
 
@@ -151,9 +151,8 @@ class TableAudit:
         deepest = by_size[by_size["level"] == by_size["level"].max()].iloc[0]
         public = [f"{m.query.name} at level {m.level}" for m in work.measurements if m.public]
         names = (cells["geo_id"].astype(str) + ", " + cells["label"].astype(str)).to_numpy()
-        verdict = str(result.bias_verdict(names=names)).split(": ", 1)
         headline = [
-            Headline("verdict", verdict[0], verdict[-1]),
+            verdict_headline(result, names),
             Headline(
                 "largest |bias| / SE",
                 f"{format_value(float(worst['bias']))} at {worst['geo_id']} {worst['category']}",
