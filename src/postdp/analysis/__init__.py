@@ -5,6 +5,13 @@ from typing import Any
 
 from postdp._deprecation import renamed
 from postdp._intervals import ConfidenceInterval
+from postdp.analysis.census_metrics import (
+    ReliabilityThreshold,
+    census_metrics,
+    p2_groups,
+    reliability_threshold,
+    summary_queries,
+)
 from postdp.analysis.design import ReleaseDesign
 from postdp.analysis.memory import MemoryPlan, memory_plan
 from postdp.analysis.montecarlo import simulate
@@ -50,11 +57,13 @@ __all__ = [
     "MonteCarloResult",
     "PrivacyAudit",
     "ReleaseDesign",
+    "ReliabilityThreshold",
     "Simulation",
     "SimulationDesign",
     "TableDesign",
     "audit_privacy",
     "budget_frontier",
+    "census_metrics",
     "geometric_h",
     "gls_intervals",
     "interval_coverage",
@@ -62,6 +71,7 @@ __all__ = [
     "l1_ball_tail",
     "largest_abs_quantile",
     "memory_plan",
+    "p2_groups",
     "p_plus_bias_bound",
     "plan_budget",
     "plan_mae_budget",
@@ -70,8 +80,10 @@ __all__ = [
     "ps_error_variance",
     "ps_intervals",
     "ps_wasserstein_to_laplace",
+    "reliability_threshold",
     "replicate_intervals",
     "simulate",
+    "summary_queries",
     "table_error_metrics",
     "table_interval_coverage",
     "table_metric_sums",
