@@ -19,7 +19,11 @@ from postdp.plots.decisions import (
 )
 from postdp.plots.planning import plot_budget_frontier
 from postdp.plots.posterior import plot_posterior
-from postdp.plots.tables import plot_diversity_errors, plot_errors_by_size
+from postdp.plots.tables import (
+    plot_diversity_errors,
+    plot_errors_by_size,
+    plot_estimator_comparison,
+)
 
 __all__ = [
     "plot_allotment_bias",
@@ -29,6 +33,7 @@ __all__ = [
     "plot_diversity_errors",
     "plot_errors_by_group",
     "plot_errors_by_size",
+    "plot_estimator_comparison",
     "plot_fairness_comparison",
     "plot_nonneg_bias",
     "plot_posterior",

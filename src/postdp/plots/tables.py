@@ -10,7 +10,7 @@ import pandas as pd
 from postdp.errors import ValidationError
 from postdp.plots._common import _axes, _label
 
-__all__ = ["plot_diversity_errors", "plot_errors_by_size"]
+__all__ = ["plot_diversity_errors", "plot_errors_by_size", "plot_estimator_comparison"]
 
 
 def plot_errors_by_size(result: Any, by_size: pd.DataFrame, table: Any, *, ax: Any = None) -> Any:
@@ -147,4 +147,54 @@ def plot_diversity_errors(by_diversity: pd.DataFrame, *, ax: Any = None) -> Any:
         "Signed errors by diversity",
         legend=True,
     )
+    return ax
+
+
+def plot_estimator_comparison(
+    metrics: pd.DataFrame, *, query: str = "total", measure: str = "mae", ax: Any = None
+) -> Any:
+    """One measure of one query by geographic level, a line per estimator (all sizes).
+
+    Parameters
+    ----------
+    metrics : pandas.DataFrame
+        :attr:`postdp.report.EstimatorComparison.metrics`: ``estimator``, ``query``,
+        ``level``, ``size``, ``counts`` and the measure.
+    query : str, default "total"
+    measure : str, default "mae"
+    ax : matplotlib Axes, optional
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+
+    Examples
+    --------
+    >>> frame = pd.DataFrame({"estimator": ["a", "a", "b", "b"], "query": ["total"] * 4,
+    ...                       "level": ["US", "State"] * 2, "size": ["0+"] * 4,
+    ...                       "counts": [1, 2, 1, 2], "mae": [0.0, 1.5, 0.0, 2.0]})
+    >>> len(plot_estimator_comparison(frame).lines)
+    2
+    """
+    need = {"estimator", "query", "level", "counts", measure}
+    if need - set(metrics.columns):
+        raise ValidationError(f"`metrics` lacks the columns {sorted(need - set(metrics.columns))}")
+    rows = metrics[metrics["query"] == query]
+    if rows.empty:
+        raise ValidationError(f"`metrics` holds no rows of query {query!r}")
+    ax = _axes(ax)
+    order = list(dict.fromkeys(rows["level"]))
+    for name, part in rows.groupby("estimator", sort=False):
+        square = measure == "rmse"  # pool the bins' mean squares, not their roots
+        values = part[measure].to_numpy(dtype=float) ** (2 if square else 1)
+        w = part["counts"].to_numpy(dtype=float)
+        sums = pd.DataFrame({"level": part["level"], "wv": w * values, "w": w})
+        pooled = sums.groupby("level", sort=False).sum()
+        y = pooled["wv"] / pooled["w"]
+        y = y.pow(0.5) if square else y
+        y = y.reindex(order)
+        ax.plot(range(len(order)), y.to_numpy(), marker="o", label=str(name))
+    ax.set_xticks(range(len(order)), order)
+    title = f"{measure.upper()} of {query} by level, every size (same draws for each estimator)"
+    _label(ax, "geographic level", f"{measure.upper()} of {query}", title, legend=True)
     return ax
