@@ -1,0 +1,135 @@
+"""The 2020 persons design end to end on a synthetic state: every estimator on the same
+noisy measurements, timed, and measured with the Census Bureau's yardsticks.
+
+Run by hand (never collected by pytest)::
+
+    python benchmarks/bench_pl94.py                          # DC (~17,000 blocks), 3 runs
+    python benchmarks/bench_pl94.py --states 50 --repeat 3   # Vermont
+    python benchmarks/bench_pl94.py --draws 3 --report pl94.html
+
+Study path (numpy draws from fixed seeds). For each state: the synthetic 2020 population
+(``postdp.data.synthetic_population``), the persons preset's workload
+(``load_strategy("pl94-2020-persons").workload``: exact shares, discrete Gaussian noise, US
+and state totals invariant), the noisy measurements drawn once per run (``measure``: the
+noise floor), then on those same measurements:
+
+- ``topdown``: ``postdp.top_down`` then ``postdp.round`` (consistent integers);
+- ``blue``: ``postdp.project(..., nonneg=False, method="blue")`` (unbiased, real-valued);
+- ``blue-restore``: ``postdp.project(..., nonneg=True, method="blue-restore")`` then
+  ``postdp.round``.
+
+Printed: per estimator the median wall time of ``--repeat`` runs with its ratio to the
+noise floor (median of the per-run ratios) and the peak of numpy's traced allocations
+(tracemalloc) during the step; then, over ``--draws`` independent measurements, the MAE of
+the total population by level per estimator (same draws for each), the reliability
+threshold of the block groups, and with ``--report`` the side-by-side page
+(``postdp.report.compare_estimators``). The whole state is held at once (every estimate is
+geounits x 2,016 float64), so states up to about 100,000 blocks fit in 24 GB; larger ones
+run subtree by subtree (``benchmarks/bench_schema.py --stream``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import resource
+import statistics
+import time
+import tracemalloc
+
+import numpy as np
+
+import postdp
+from postdp.data import load_strategy, pl94_schema, synthetic_population
+from postdp.report import compare_estimators
+from postdp.tables import measure
+
+LEVELS = ["US", "State", "County", "Tract", "Block group", "Block"]
+
+
+def _estimators(m, table, rng):
+    return {
+        "topdown": lambda: postdp.round(postdp.top_down(m), table, rng=rng),
+        "blue": lambda: postdp.project(m, nonneg=False, method="blue"),
+        "blue-restore": lambda: postdp.round(
+            postdp.project(m, nonneg=True, method="blue-restore"), table, rng=rng
+        ),
+    }
+
+
+def _timed(step):
+    tracemalloc.start()
+    start = time.perf_counter()
+    out = step()
+    seconds = time.perf_counter() - start
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return out, seconds, peak
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--states", default="11", help="comma-separated state FIPS (11: DC)")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--draws", type=int, default=1, help="measurements for the metrics")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--report", default=None, help="write the side-by-side page here")
+    args = parser.parse_args()
+    print(f"load average {os.getloadavg()[0]:.2f}, {os.cpu_count()} cores")
+    strategy = load_strategy("pl94-2020-persons")
+    for state in args.states.split(","):
+        table = synthetic_population([state], seed=args.seed)
+        geo = table.geography
+        work = strategy.workload(table)
+        sizes = [len(geo.levels[d]) for d in range(geo.n_levels)]
+        print(
+            f"\n== state {state}: {int(table.counts()[0, 0]):,} people; geounits by level "
+            + " > ".join(f"{n:,}" for n in sizes)
+        )
+        times: dict[str, list[float]] = {}
+        ratios: dict[str, list[float]] = {}
+        peaks: dict[str, int] = {}
+        for run in range(args.repeat):
+            m, floor, peak = _timed(functools.partial(measure, table, work, secure=False, rng=run))
+            times.setdefault("noise floor", []).append(floor)
+            peaks["noise floor"] = max(peaks.get("noise floor", 0), peak)
+            for name, step in _estimators(m, table, run).items():
+                _, seconds, peak = _timed(step)
+                times.setdefault(name, []).append(seconds)
+                ratios.setdefault(name, []).append(seconds / floor)
+                peaks[name] = max(peaks.get(name, 0), peak)
+            del m
+        for name, values in times.items():
+            ratio = f"{statistics.median(ratios[name]):5.2f}x floor" if name in ratios else ""
+            print(
+                f"  {name:<13} median {statistics.median(values):7.2f} s "
+                f"({', '.join(f'{v:.1f}' for v in values)}) {ratio:>13}  "
+                f"peak {peaks[name] / 2**30:.2f} GB"
+            )
+        released: dict[str, list[np.ndarray]] = {}
+        for k in range(args.draws):
+            m = measure(table, work, secure=False, rng=1000 + k)
+            for name, step in _estimators(m, table, 2000 + k).items():
+                released.setdefault(name, []).append(np.asarray(step(), dtype=np.float64))
+            del m
+        comparison = compare_estimators(
+            {name: np.stack(v) for name, v in released.items()},
+            table,
+            pl94_schema(),
+            levels=LEVELS,
+            reliability_level=4,
+        )
+        print(f"  MAE of total population by level ({args.draws} draw(s), same for each):")
+        print(comparison.total_mae().to_string(float_format=lambda v: f"{v:9.3f}"))
+        print(f"  verdict: {comparison.verdict().value}: {comparison.verdict().detail}")
+        for name, threshold in comparison.reliability.items():
+            print(f"  block-group reliability threshold, {name}: {threshold}")
+        if args.report:
+            page = comparison.report(command="python benchmarks/bench_pl94.py")
+            print(f"  wrote {page.write(args.report)}")
+    print(f"\nprocess peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} GB")
+
+
+if __name__ == "__main__":
+    main()
