@@ -87,7 +87,8 @@ class LevelQuadratic:
 
 @dataclass(frozen=True)
 class FamilyResult:
-    """A family's solution (k, m) with its KKT residuals (absolute) and rounds used."""
+    """A family's solution (k, m) with its KKT residuals (absolute), rounds used and the
+    public rows' multipliers ``nu`` (k, R; 0 for a row not active for a child)."""
 
     x: FloatArray
     stationarity: float
@@ -95,6 +96,7 @@ class FamilyResult:
     negative: float
     consistency: float
     rounds: int
+    nu: FloatArray | None = None
 
 
 class _Inner:
@@ -106,10 +108,18 @@ class _Inner:
     the answer is certified from H itself, and if it is not, they are factored afresh."""
 
     def __init__(
-        self, H: FloatArray, b: FloatArray, p: FloatArray, G: FloatArray, g: FloatArray
+        self,
+        H: FloatArray,
+        b: FloatArray,
+        p: FloatArray,
+        G: FloatArray,
+        g: FloatArray,
+        active: BoolArray | None = None,
     ) -> None:
         self.H, self.b, self.p, self.G, self.g = H, b, p, G, g
         k, m = b.shape
+        # which public rows hold for which child (every row for every child by default)
+        self.active = np.ones((k, G.shape[0]), dtype=bool) if active is None else active
         self.G_ext = np.concatenate([G, np.zeros((G.shape[0], 1))], axis=1)
         self.free = np.zeros((k, m), dtype=bool)
         self.width = 0
@@ -256,13 +266,17 @@ class _Inner:
                 M[m + j * R : m + (j + 1) * R, m + j * R : m + (j + 1) * R] = inner[j]
             rhs_rows = self.g - np.einsum("rka,ka->kr", A, self.v)
             rhs = np.concatenate([rhs_cells, rhs_rows.ravel()])
+            if not self.active.all():  # a row a child need not meet has no multiplier
+                keep = np.concatenate([np.ones(m, dtype=bool), self.active.ravel()])
+                M, rhs = M[np.ix_(keep, keep)], rhs[keep]
         else:
             M, rhs = M_cells, rhs_cells
         try:
             sol = linalg.cho_solve(linalg.cho_factor(M), rhs)
         except linalg.LinAlgError:  # a cell with no free child, a row with no free cell
             sol = linalg.lstsq(M, rhs)[0]
-        lam, nu = sol[:m], sol[m:].reshape(k, R)
+        lam, nu = sol[:m], np.zeros((k, R))
+        nu[self.active] = sol[m:]
         lam_ext = np.append(lam, 0.0)
         values = self.v + np.einsum("kab,kb->ka", Z, lam_ext[idx])
         if R:
@@ -273,7 +287,7 @@ class _Inner:
         mu = x @ self.H - self.b - lam - nu @ self.G  # H symmetric
         if R:
             member = self.G != 0
-            dead = ~(member[None] & free[:, None, :]).any(axis=2)  # (k, R)
+            dead = ~(member[None] & free[:, None, :]).any(axis=2) & self.active  # (k, R)
             exempt = (dead.astype(float) @ member.astype(float)) > 0
             mu[exempt] = np.inf
         mu[free] = 0.0
@@ -283,7 +297,7 @@ class _Inner:
         """Per child, the cells of its public rows that ``x`` misses by more than tol."""
         if not self.G.shape[0]:
             return np.zeros(x.shape, dtype=bool)
-        missed = np.abs(x @ self.G.T - self.g) > tol  # (k, R)
+        missed = (np.abs(x @ self.G.T - self.g) > tol) & self.active  # (k, R)
         out: BoolArray = (missed.astype(float) @ (self.G != 0).astype(float)) > 0
         return out
 
@@ -304,6 +318,7 @@ def solve_family(
     tol: float,
     G: FloatArray | None = None,
     g: FloatArray | None = None,
+    active: BoolArray | None = None,
 ) -> FamilyResult:
     """The family's exact nonnegative least-squares split (see the module docstring).
 
@@ -321,6 +336,9 @@ def solve_family(
         The level's public rows (invariants), the same for every child.
     g : ndarray, shape (k, R), optional
         Each child's public values.
+    active : ndarray of bool, shape (k, R), optional
+        Which rows each child must meet (default all): the equality rows of an active
+        set of inequalities (:mod:`postdp.postprocess._solvers.family_box`).
 
     Returns
     -------
@@ -329,11 +347,12 @@ def solve_family(
     k, m = b.shape
     G = np.zeros((0, m)) if G is None else G
     g = np.zeros((k, 0)) if g is None else g
+    active = np.ones((k, G.shape[0]), dtype=bool) if active is None else active
     if k == 1 or m == 0:
         x = np.broadcast_to(p, (k, m)).copy() if k == 1 else np.zeros((k, m))
-        bad = float(np.abs(x @ G.T - g).max(initial=0.0))
-        return FamilyResult(x, 0.0, 0.0, 0.0, bad, 0)
-    inner = _Inner(H, b, p, G, g)
+        bad = float(np.abs(np.where(active, x @ G.T - g, 0.0)).max(initial=0.0))
+        return FamilyResult(x, 0.0, 0.0, 0.0, bad, 0, np.zeros((k, G.shape[0])))
+    inner = _Inner(H, b, p, G, g, active)
     u = linalg.cho_solve(linalg.cho_factor(H), b.T).T
     # start from the cell-by-cell split: each cell's own estimates projected onto the
     # children's simplex {>= 0, adding up to the parent's cell} (exact when H is diagonal)
@@ -391,7 +410,17 @@ def _feasible(inner: _Inner, x: FloatArray, free: BoolArray) -> FloatArray:
         )
     for r in range(G.shape[0]):
         cells = np.flatnonzero(member[r])
-        xp[:, cells] = _north_west(p[cells], np.maximum(g[:, r], 0.0))
+        on = inner.active[:, r]
+        demand = np.where(on, np.maximum(g[:, r], 0.0), 0.0)
+        if not on.all():  # children free of this row share what the others leave
+            left = float(p[cells].sum() - demand.sum())
+            if left < 0:
+                raise ConvergenceError(
+                    "top-down's family split stalled with infeasible row bounds; please "
+                    "report the input"
+                )
+            demand[~on] = left / int((~on).sum())
+        xp[:, cells] = _north_west(p[cells], demand)
     return xp
 
 
@@ -465,10 +494,10 @@ def _finish(
     out = np.where(free, np.maximum(x, 0.0), 0.0)
     reduced = out @ inner.H - inner.b - lam - nu @ inner.G
     member = inner.G != 0
-    dead = ~(member[None] & free[:, None, :]).any(axis=2)
+    dead = ~(member[None] & free[:, None, :]).any(axis=2) & inner.active
     exempt = (dead.astype(float) @ member.astype(float)) > 0
     sums = np.abs(out.sum(axis=0) - inner.p).max(initial=0.0)
-    rows = np.abs(out @ inner.G.T - inner.g).max(initial=0.0)
+    rows = np.abs(np.where(inner.active, out @ inner.G.T - inner.g, 0.0)).max(initial=0.0)
     return FamilyResult(
         x=out,
         stationarity=float(np.abs(np.where(free, reduced, 0.0)).max(initial=0.0)),
@@ -476,4 +505,5 @@ def _finish(
         negative=float(np.maximum(-x[free], 0.0).max(initial=0.0)),
         consistency=float(max(sums, rows)),
         rounds=rounds,
+        nu=nu,
     )

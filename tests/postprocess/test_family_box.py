@@ -1,0 +1,85 @@
+"""The bounded family split (the second least-squares pass of the Census Bureau's TopDown:
+each child's total held within a tolerance of the first pass's): equal to cvxpy + Clarabel on
+random families, its KKT certificate small, and a bound that is not needed stays loose."""
+
+from __future__ import annotations
+
+import cvxpy as cp
+import numpy as np
+import pytest
+
+from postdp.postprocess._solvers.family_box import solve_family_box
+from postdp.postprocess._solvers.family_nnls import LevelQuadratic, solve_family
+
+
+def _family(seed, k=5, m=12):
+    rng = np.random.default_rng(seed)
+    groups = [np.arange(m), rng.integers(0, 3, m), rng.integers(0, 4, m)]  # detailed + 2
+    quad = LevelQuadratic(groups, [1.0, 0.5, 2.0])
+    H = quad.block(np.arange(m))
+    truth = rng.poisson(4.0, (k, m)).astype(float)
+    answers = [np.stack([np.bincount(g, t, minlength=g.max() + 1) for t in truth]) for g in groups]
+    answers = [a + rng.normal(0, 2.0, a.shape) for a in answers]
+    b = quad.linear(answers, np.arange(m))
+    p = truth.sum(axis=0) + 1.0
+    return H, b, p, truth
+
+
+def _reference(H, b, p, C, lo, hi):
+    k, m = b.shape
+    x = cp.Variable((k, m))
+    objective = sum(0.5 * cp.quad_form(x[j], cp.psd_wrap(H)) - b[j] @ x[j] for j in range(k))
+    rows = x @ C.T
+    cons = [x >= 0, cp.sum(x, axis=0) == p, rows >= lo, rows <= hi]
+    cp.Problem(cp.Minimize(objective), cons).solve(
+        solver=cp.CLARABEL, tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10
+    )
+    return x.value
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_bounded_split_equals_a_convex_solver(seed):
+    H, b, p, truth = _family(seed)
+    k, m = b.shape
+    free = solve_family(H, b, p, tol=1e-11 * 100)
+    totals = free.x.sum(axis=1)
+    rng = np.random.default_rng(100 + seed)
+    # totals pulled towards other values by up to 5, held within 0.1: most bounds bind
+    target = totals + rng.uniform(-5, 5, k)
+    target += (p.sum() - target.sum()) / k  # they still add up to the parent's
+    C = np.ones((1, m))
+    lo, hi = (target - 0.1)[:, None], (target + 0.1)[:, None]
+    got = solve_family_box(H, b, p, tol=1e-9, lo=lo[:, 0], hi=hi[:, 0])
+    want = _reference(H, b, p, C, lo, hi)
+    np.testing.assert_allclose(got.x, want, atol=2e-5)
+    assert got.worst < 1e-7
+    assert got.upper.any() or got.lower.any()
+    assert (got.x.sum(axis=1) >= lo[:, 0] - 1e-9).all() and (
+        got.x.sum(axis=1) <= hi[:, 0] + 1e-9
+    ).all()
+
+
+def test_bounds_that_are_not_needed_stay_loose_and_change_nothing():
+    H, b, p, _ = _family(7)
+    free = solve_family(H, b, p, tol=1e-9)
+    totals = free.x.sum(axis=1)
+    C = np.ones((1, b.shape[1]))
+    got = solve_family_box(H, b, p, tol=1e-9, lo=totals - 1, hi=totals + 1)
+    assert not (got.upper.any() or got.lower.any())
+    np.testing.assert_allclose(got.x, free.x, atol=1e-10)
+
+
+def test_a_bounded_row_other_than_the_total():
+    H, b, p, _ = _family(8, k=4, m=10)
+    rng = np.random.default_rng(3)
+    c = (rng.random(10) < 0.5).astype(float)
+    free = solve_family(H, b, p, tol=1e-9)
+    rows = free.x @ c
+    lo, hi = rows + 0.7, rows + 1.7  # every child's row pushed up by at least 0.7
+    lo[-1], hi[-1] = -np.inf, np.inf
+    got = solve_family_box(H, b, p, tol=1e-9, lo=lo, hi=hi, c=c)
+    want = _reference(
+        H, b, p, c[None, :], np.maximum(lo, -1e6)[:, None], np.minimum(hi, 1e6)[:, None]
+    )
+    np.testing.assert_allclose(got.x, want, atol=2e-5)
+    assert got.lower[:-1].all() and got.worst < 1e-7
