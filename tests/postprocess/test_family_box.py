@@ -39,7 +39,7 @@ def _reference(H, b, p, C, lo, hi):
 
 @pytest.mark.parametrize("seed", range(6))
 def test_the_bounded_split_equals_a_convex_solver(seed):
-    H, b, p, truth = _family(seed)
+    H, b, p, _ = _family(seed)
     k, m = b.shape
     free = solve_family(H, b, p, tol=1e-11 * 100)
     totals = free.x.sum(axis=1)
@@ -63,7 +63,6 @@ def test_bounds_that_are_not_needed_stay_loose_and_change_nothing():
     H, b, p, _ = _family(7)
     free = solve_family(H, b, p, tol=1e-9)
     totals = free.x.sum(axis=1)
-    C = np.ones((1, b.shape[1]))
     got = solve_family_box(H, b, p, tol=1e-9, lo=totals - 1, hi=totals + 1)
     assert not (got.upper.any() or got.lower.any())
     np.testing.assert_allclose(got.x, free.x, atol=1e-10)

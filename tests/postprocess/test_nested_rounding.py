@@ -1,0 +1,84 @@
+"""The 2020 TopDown's rounder for one family as a minimum-cost flow: the integral answer is
+the L1-closest over nested queries (checked against every 0/1 completion of tiny families),
+keeps the parent's cells and the fixed totals exactly, and refuses queries that do not nest."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from postdp.errors import ValidationError
+from postdp.postprocess._solvers.nested_rounding import round_nested
+
+
+def _cost(out, x, chain, cell_w, total_w):
+    err = out - x
+    cost = cell_w * np.abs(err).sum() + total_w * np.abs(err.sum(axis=1)).sum()
+    for groups, w in chain:
+        for g in np.unique(groups):
+            cost += w * np.abs(err[:, groups == g].sum(axis=1)).sum()
+    return cost
+
+
+def _brute(x, chain, cell_w, total_w, parent=None, totals=None):
+    base = np.floor(x).astype(int)
+    k, m = x.shape
+    best = np.inf
+    for bits in itertools.product([0, 1], repeat=k * m):
+        out = base + np.array(bits).reshape(k, m)
+        if parent is not None and (out.sum(axis=0) != parent).any():
+            continue
+        if totals is not None and (out.sum(axis=1) != totals).any():
+            continue
+        best = min(best, _cost(out, x, chain, cell_w, total_w))
+    return best
+
+
+def _family(seed, k=3, m=4):
+    rng = np.random.default_rng(seed)
+    parent = rng.integers(0, 6, m)
+    share = rng.dirichlet(np.ones(k), size=m).T  # (k, m) columns add up to 1
+    return parent * share, parent
+
+
+CHAIN = [(np.array([0, 0, 1, 1]), 1.0), (np.array([0, 1, 2, 2]), 1.0)]
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_the_flow_is_the_l1_closest_integer_family(seed):
+    x, parent = _family(seed)
+    got = round_nested(x, CHAIN, cell_weight=2.0, parent=parent, total_weight=1.0)
+    assert (got.x.sum(axis=0) == parent).all() and (got.x >= np.floor(x)).all()
+    assert (got.x <= np.floor(x) + 1).all()
+    want = _brute(x, CHAIN, 2.0, 1.0, parent=parent)
+    assert got.cost == pytest.approx(want, abs=1e-9)
+    assert got.cost == pytest.approx(_cost(got.x, x, CHAIN, 2.0, 1.0), abs=1e-9)
+    assert got.bound <= got.cost + 1e-9
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_fixed_totals_are_kept(seed):
+    x, parent = _family(10 + seed)
+    totals = np.floor(x.sum(axis=1)).astype(int)
+    totals[: parent.sum() - totals.sum()] += 1  # add up to the parent's total
+    got = round_nested(x, CHAIN, cell_weight=1.0, parent=parent, totals=totals)
+    assert (got.x.sum(axis=1) == totals).all() and (got.x.sum(axis=0) == parent).all()
+    assert got.cost == pytest.approx(_brute(x, CHAIN, 1.0, 0.0, parent, totals), abs=1e-9)
+
+
+def test_the_root_rounds_its_total_freely_or_to_a_fixed_value():
+    x = np.array([[0.4, 0.4, 0.4, 2.6]])
+    free = round_nested(x, CHAIN, cell_weight=1.0, total_weight=1.0)
+    assert free.cost == pytest.approx(_brute(x, CHAIN, 1.0, 1.0), abs=1e-9)
+    fixed = round_nested(x, CHAIN, cell_weight=1.0, totals=np.array([5]))
+    assert fixed.x.sum() == 5
+    assert fixed.cost == pytest.approx(_brute(x, CHAIN, 1.0, 0.0, totals=[5]), abs=1e-9)
+
+
+def test_queries_that_do_not_nest_are_refused():
+    x, parent = _family(0)
+    crossing = [(np.array([0, 0, 1, 1]), 1.0), (np.array([0, 1, 1, 2]), 1.0)]
+    with pytest.raises(ValidationError, match="nest"):
+        round_nested(x, crossing, cell_weight=1.0, parent=parent)
