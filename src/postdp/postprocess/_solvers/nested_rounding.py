@@ -201,12 +201,12 @@ def _solve(
         b[source] = -need.sum()
     else:  # the root: the sink takes whatever the source sends
         keep[[source, int(ends[0])]] = False
-    res = optimize.linprog(
+    res = optimize.linprog(  # type: ignore[call-overload]  # sparse A_eq is supported
         np.asarray(net.cost),
         A_eq=A[keep],
         b_eq=b[keep],
         bounds=np.column_stack([net.low, net.high]),
-        method="highs-ds",
+        method="highs",
     )
     if res.status != 0:
         raise ConvergenceError(f"the rounder's flow problem failed: {res.message}")
