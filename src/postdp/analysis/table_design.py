@@ -37,7 +37,8 @@ __all__ = ["TABLE_STEPS", "TableDesign", "parse_table_steps"]
 _SOLVE_ARRAYS = 12
 
 #: The post-processing steps of a table design (each may be followed by ``,round``).
-TABLE_STEPS = ("project", "project-nonneg", "topdown")
+TABLE_STEPS = ("project", "project-nonneg", "topdown", "blue", "blue-restore", "topdown-2020")
+_INTEGRAL = ("topdown-2020",)  # steps whose output is already integral
 
 
 def parse_table_steps(text: str) -> tuple[str | None, bool]:
@@ -67,14 +68,25 @@ def parse_table_steps(text: str) -> tuple[str | None, bool]:
     rounded = bool(steps) and steps[-1] == "round"
     if rounded:
         steps = steps[:-1]
-    if len(steps) > 1 or any(s not in TABLE_STEPS for s in steps) or (rounded and not steps):
+    integral = bool(steps) and steps[0] in _INTEGRAL
+    bad = len(steps) > 1 or any(s not in TABLE_STEPS for s in steps) or (rounded and not steps)
+    if bad or (rounded and integral):
         raise ValidationError(
             f"a table post-processing is one of {', '.join(TABLE_STEPS)}, optionally followed "
-            "by round (project: least squares over every measured count; project-nonneg: the "
-            "same with every cell >= 0; topdown: level by level, nonnegative; round: "
-            f"consistent integers, unbiased); got {text!r}"
+            "by round (project or blue: least squares over every measured count, the best "
+            "linear unbiased estimate; project-nonneg: the same with every cell >= 0; "
+            "topdown: level by level, nonnegative; blue-restore: the BLUE made nonnegative "
+            "family by family; topdown-2020: the Census Bureau's production TopDown, already "
+            f"integral; round: consistent integers, unbiased); got {text!r}"
         )
     return (steps[0] if steps else None), rounded
+
+
+def _top_down_2020(measurements: TableMeasurements) -> FloatArray:
+    from postdp.postprocess import top_down_2020
+
+    out: FloatArray = top_down_2020(measurements).astype(np.float64)
+    return out
 
 
 @dataclass(frozen=True, eq=False)
@@ -122,18 +134,27 @@ class TableDesign:
         from postdp.postprocess import (
             TableNonnegProjector,
             TableProjector,
+            blue_restore,
+            check_blue_restore,
             check_top_down,
+            check_top_down_2020,
             top_down,
         )
 
         projector: Any = None
-        if step == "project":
+        if step in ("project", "blue"):
             projector = TableProjector(self.table, self.workload)
         elif step == "project-nonneg":
             projector = TableNonnegProjector(self.table, self.workload)
         elif step == "topdown":
             check_top_down(self.table, self.workload)
             projector = top_down
+        elif step == "blue-restore":
+            check_blue_restore(self.table, self.workload)
+            projector = blue_restore
+        elif step == "topdown-2020":
+            check_top_down_2020(self.table, self.workload)
+            projector = _top_down_2020
         object.__setattr__(self, "projector", projector)
 
     @property

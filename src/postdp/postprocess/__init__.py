@@ -38,12 +38,18 @@ from postdp.postprocess.rounding import round_consistent, stochastic_round
 from postdp.postprocess.table_kkt import TableKKTReport
 from postdp.postprocess.table_nonneg import TableNonnegProjector, TableNonnegReport
 from postdp.postprocess.table_projection import TableProjector
-from postdp.postprocess.table_restore import blue_restore
+from postdp.postprocess.table_restore import blue_restore, check_blue_restore
 from postdp.postprocess.table_rounding import round
 from postdp.postprocess.table_stream import project_by_subtree
 from postdp.postprocess.table_topdown import check_top_down
+from postdp.postprocess.topdown_2020 import (
+    ROUNDER_QUERIES,
+    check_top_down_2020,
+    top_down_2020,
+)
 
 __all__ = [
+    "ROUNDER_QUERIES",
     "ElementwiseChain",
     "PostProcessChain",
     "ProjectionReport",
@@ -54,7 +60,9 @@ __all__ = [
     "TableNonnegReport",
     "TableProjector",
     "blue_restore",
+    "check_blue_restore",
     "check_top_down",
+    "check_top_down_2020",
     "clamp",
     "clamp_bias",
     "inverse_variance_weights",
@@ -72,6 +80,7 @@ __all__ = [
     "round_consistent",
     "stochastic_round",
     "top_down",
+    "top_down_2020",
     "translated_ramp",
     "translated_ramp_bias",
 ]

@@ -1,5 +1,5 @@
-"""``postdp.project`` on a table's measurements (private): (P), (P+), top-down or
-BLUE-then-restore, the detailed cells of every geounit."""
+"""``postdp.project`` on a table's measurements (private): (P), (P+), top-down,
+BLUE-then-restore or the 2020 production TopDown, the detailed cells of every geounit."""
 
 from __future__ import annotations
 
@@ -29,16 +29,22 @@ def project_measurements(
     from postdp.postprocess.table_topdown import top_down_table
 
     _counts_only(hierarchy, public, weights)
-    if method not in ("exact", "topdown", "blue", "blue-restore"):
+    if method not in ("exact", "topdown", "blue", "blue-restore", "topdown-2020"):
         raise ValidationError(
-            f"`method` must be 'exact', 'topdown', 'blue' or 'blue-restore'; got {method!r}"
+            "`method` must be 'exact', 'topdown', 'blue', 'blue-restore' or 'topdown-2020'; "
+            f"got {method!r}"
         )
     if method == "blue" and nonneg:
         raise ValidationError(
             "'blue' is unbiased and can be negative; pass nonneg=False (or use 'blue-restore')"
         )
-    if method == "blue-restore" and not nonneg:
-        raise ValidationError("'blue-restore' is nonnegative; pass nonneg=True (or use 'blue')")
+    if method in ("blue-restore", "topdown-2020") and not nonneg:
+        raise ValidationError(f"{method!r} is nonnegative; pass nonneg=True (or use 'blue')")
+    if method == "topdown-2020":
+        from postdp.postprocess.topdown_2020 import top_down_2020
+
+        integral: FloatArray = top_down_2020(measurements).astype(np.float64)
+        return integral
     if method in ("exact", "blue") and not nonneg:
         return project_table(measurements, cells=True)
     if method == "blue-restore":

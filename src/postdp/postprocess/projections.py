@@ -52,7 +52,7 @@ __all__ = [
     "top_down",
 ]
 
-Method = Literal["exact", "topdown", "blue", "blue-restore"]
+Method = Literal["exact", "topdown", "blue", "blue-restore", "topdown-2020"]
 
 
 def _noisy(noisy: ArrayLike, n: int) -> tuple[FloatArray, tuple[int, ...]]:
@@ -131,13 +131,15 @@ def project(
         True: (P+), also v >= 0. False: (P).
     public : mapping, sequence of str, "root" or None
         Invariant nodes: ``{id: value}``, or ids (or ``"root"``) held at their true counts.
-    method : {"exact", "topdown", "blue", "blue-restore"}, default "exact"
+    method : {"exact", "topdown", "blue", "blue-restore", "topdown-2020"}, default "exact"
         ``"exact"`` solves (P)/(P+) over the whole tree; ``"topdown"`` fixes the root, then
         projects each family onto its parent's value level by level (census TopDown; see
         :func:`postdp.postprocess.top_down`). For table measurements: ``"blue"`` is (P),
         the best linear unbiased estimate (``nonneg=False``), and, for schema tables,
         ``"blue-restore"`` the BLUE restored to nonnegative family by family
-        (``nonneg=True``; :func:`postdp.postprocess.blue_restore`).
+        (``nonneg=True``; :func:`postdp.postprocess.blue_restore`), and
+        ``"topdown-2020"`` the Census Bureau's 2020 production TopDown, integral
+        (``nonneg=True``; :func:`postdp.postprocess.top_down_2020`).
     weights : array_like, shape (n,), optional
         Positive weights w of the objective Σ w_i (v_i - y_i)², e.g.
         :func:`inverse_variance_weights`; equal weights when omitted.
@@ -291,8 +293,8 @@ class Projector:
             raise TypeError(f"`hierarchy` must be a Hierarchy; got {type(hierarchy).__name__}")
         if method not in ("exact", "topdown"):
             raise ValidationError(
-                f"`method` must be 'exact' or 'topdown'; got {method!r} ('blue' and "
-                "'blue-restore' are for table measurements)"
+                f"`method` must be 'exact' or 'topdown'; got {method!r} ('blue', "
+                "'blue-restore' and 'topdown-2020' are for table measurements)"
             )
         self.hierarchy = hierarchy
         self.nonneg = bool(nonneg)

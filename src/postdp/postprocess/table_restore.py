@@ -31,9 +31,10 @@ from postdp.postprocess._solvers.family_level import split_level
 from postdp.postprocess._solvers.family_nnls import LevelQuadratic
 from postdp.postprocess._solvers.marginal_basis import identifies_cells, table_schema
 from postdp.postprocess._solvers.root_nnls import certified_root
-from postdp.tables import TableMeasurements
+from postdp.tables import Table, TableMeasurements, Workload
+from postdp.tables.schema import Schema
 
-__all__ = ["blue_restore"]
+__all__ = ["blue_restore", "check_blue_restore"]
 
 
 def blue_restore(measurements: TableMeasurements) -> FloatArray:
@@ -74,21 +75,8 @@ def blue_restore(measurements: TableMeasurements) -> FloatArray:
     from postdp.postprocess.table_projection import TableProjector
 
     table, workload = measurements.table, measurements.workload
-    geo, cat = table.geography, table.categories
-    schema = table_schema(cat, workload)
-    if schema is None:
-        raise ValidationError(
-            "blue-restore needs a schema table measured by marginals (Query.marginal)"
-        )
-    for d in range(1, geo.n_levels):
-        above = {m.query.name for m in workload.at(d - 1) if m.public}
-        for m in workload.at(d):
-            if m.public and m.query.name not in above:
-                raise ValidationError(
-                    f"blue-restore keeps an invariant below the root only where the level "
-                    f"above keeps it too; {m.query.name!r} is public at level {d} but not "
-                    f"at level {d - 1}"
-                )
+    geo = table.geography
+    schema = check_blue_restore(table, workload)
     c = schema.size
     lead = measurements.values[0].shape[:-2]
     B = int(np.prod(lead)) if lead else 1
@@ -138,3 +126,31 @@ def _root(
     C = np.vstack(rows).astype(float) if rows else np.zeros((0, c))
     g = np.concatenate([v[0] for _, v in fixed]) if fixed else np.zeros(0)
     return certified_root(H, lin, C, g, who="blue-restore")
+
+
+def check_blue_restore(table: Table, workload: Workload) -> Schema:
+    """Refuse, before anything is drawn, a design :func:`blue_restore` cannot run; the
+    schema otherwise.
+
+    Raises
+    ------
+    ValidationError
+        For a table that is not a schema table measured by marginals, or an invariant not
+        kept at the level above.
+    """
+    geo, cat = table.geography, table.categories
+    schema = table_schema(cat, workload)
+    if schema is None:
+        raise ValidationError(
+            "blue-restore needs a schema table measured by marginals (Query.marginal)"
+        )
+    for d in range(1, geo.n_levels):
+        above = {m.query.name for m in workload.at(d - 1) if m.public}
+        for m in workload.at(d):
+            if m.public and m.query.name not in above:
+                raise ValidationError(
+                    f"blue-restore keeps an invariant below the root only where the level "
+                    f"above keeps it too; {m.query.name!r} is public at level {d} but not "
+                    f"at level {d - 1}"
+                )
+    return schema

@@ -24,7 +24,7 @@ import numpy as np
 
 from postdp._typing import FloatArray
 from postdp.errors import ConvergenceError
-from postdp.postprocess._solvers.family_nnls import FamilyResult, solve_family
+from postdp.postprocess._solvers.family_nnls import Family, FamilyResult, solve_family
 
 __all__ = ["BoxResult", "solve_family_box"]
 
@@ -87,41 +87,68 @@ def solve_family_box(
     G = np.zeros((0, m)) if G is None else G
     g = np.zeros((k, 0)) if g is None else g
     R = G.shape[0]
-    G_all = np.concatenate([G, c[None, :]])
+    if k == 1 or m == 0:
+        res = solve_family(H, b, p, tol=tol, G=G, g=g)
+        rows = res.x @ c
+        bounds = np.maximum(np.maximum(rows - hi, lo - rows), 0.0).max(initial=0.0)
+        none = np.zeros(k, dtype=bool)
+        return BoxResult(res, float(bounds), 0.0, none, none.copy())
+    family = Family(H, b, p, np.concatenate([G, c[None, :]]))
     upper = np.zeros(k, dtype=bool)
     lower = np.zeros(k, dtype=bool)
     every = np.ones((k, R), dtype=bool)
-    for _ in range(20 * k + 20):
+    free = None
+    best, stall = np.inf, 0
+    for _ in range(20 * k + 40):
         g_all = np.concatenate([g, np.where(upper, hi, lo)[:, None]], axis=1)
         active = np.concatenate([every, (upper | lower)[:, None]], axis=1)
-        res = solve_family(H, b, p, tol=tol, G=G_all, g=g_all, active=active)
+        res = family.solve(g_all, active, tol=tol, free=free)
+        free = res.x > 0
         rows = res.x @ c
         nu = res.nu[:, R] if res.nu is not None else np.zeros(k)
         wrong = np.where(upper, nu, 0.0) + np.where(lower, -nu, 0.0)  # > 0: wrong sign
-        if k > 1 and wrong.max(initial=0.0) > tol:
-            j = int(np.argmax(wrong))
-            upper[j] = lower[j] = False
-            continue
         loose = ~(upper | lower)
         over = np.where(loose, rows - hi, 0.0)
         under = np.where(loose, lo - rows, 0.0)
-        if k == 1 or max(over.max(initial=0.0), under.max(initial=0.0)) <= tol:
+        broken = (wrong > tol) | (over > tol) | (under > tol)
+        if not broken.any():
             bounds = np.maximum(np.maximum(rows - hi, lo - rows), 0.0).max(initial=0.0)
             return BoxResult(res, float(bounds), float(wrong.max(initial=0.0)), upper, lower)
-        high = over.max() >= under.max()
-        j = int(np.argmax(over if high else under))
-        if loose.sum() == 1:  # the last loose row: free one on the other side instead
-            side = lower if high else upper
-            if not side.any():
-                raise ConvergenceError(
-                    "the children's total bounds cannot add up to the parent's total"
-                )
-            i = int(np.argmin(np.where(side, np.abs(nu), np.inf)))
-            upper[i] = lower[i] = False
-        if high:
-            upper[j] = True
+        count = int(broken.sum())
+        if count < best:
+            best, stall = count, 0
         else:
-            lower[j] = True
+            stall += 1
+        one = stall >= 3  # block moves stalled: one move at a time from here on
+        if (wrong > tol).any():  # free active rows whose multipliers have the wrong sign
+            out = wrong > tol
+            if one:
+                out = np.arange(k) == int(np.argmax(wrong))
+            upper &= ~out
+            lower &= ~out
+            continue
+        if one:
+            high = over.max() >= under.max()
+            take = np.arange(k) == int(np.argmax(over if high else under))
+            ups, downs = take & high, take & ~high
+        else:
+            ups, downs = over > tol, under > tol
+        if (ups | downs).sum() >= loose.sum():  # keep a loose row: it pins the multipliers
+            if loose.sum() > 1:
+                worst = np.where(ups, over, 0.0) + np.where(downs, under, 0.0)
+                least = int(np.argmin(np.where(ups | downs, worst, np.inf)))
+                ups[least] = downs[least] = False
+            else:  # the last loose row breaks: free one active row on the other side
+                j = int(np.flatnonzero(loose)[0])
+                side = lower if ups[j] else upper
+                if not side.any():
+                    raise ConvergenceError(
+                        "the children's total bounds cannot add up to the parent's total"
+                    )
+                i = int(np.argmin(np.where(side, np.abs(nu), np.inf)))
+                upper[i] = lower[i] = False
+        upper |= ups
+        lower |= downs
     raise ConvergenceError(
         "a bounded top-down family did not settle its active bounds; please report the input"
     )

@@ -319,6 +319,7 @@ def solve_family(
     G: FloatArray | None = None,
     g: FloatArray | None = None,
     active: BoolArray | None = None,
+    free: BoolArray | None = None,
 ) -> FamilyResult:
     """The family's exact nonnegative least-squares split (see the module docstring).
 
@@ -339,6 +340,9 @@ def solve_family(
     active : ndarray of bool, shape (k, R), optional
         Which rows each child must meet (default all): the equality rows of an active
         set of inequalities (:mod:`postdp.postprocess._solvers.family_box`).
+    free : ndarray of bool, shape (k, m), optional
+        A first guess of the cells that are positive (e.g. a nearby problem's answer);
+        default the cell-by-cell split of the children's own estimates.
 
     Returns
     -------
@@ -352,7 +356,42 @@ def solve_family(
         x = np.broadcast_to(p, (k, m)).copy() if k == 1 else np.zeros((k, m))
         bad = float(np.abs(np.where(active, x @ G.T - g, 0.0)).max(initial=0.0))
         return FamilyResult(x, 0.0, 0.0, 0.0, bad, 0, np.zeros((k, G.shape[0])))
-    inner = _Inner(H, b, p, G, g, active)
+    return Family(H, b, p, G).solve(g, active, tol=tol, free=free)
+
+
+class Family:
+    """One family prepared once and solved for several sets of public rows (their values
+    and which children meet them): the children's inverses are kept between solves.
+
+    Parameters
+    ----------
+    H, b, p, G
+        As :func:`solve_family` (``k >= 2`` children and ``m >= 1`` cells).
+    """
+
+    def __init__(self, H: FloatArray, b: FloatArray, p: FloatArray, G: FloatArray) -> None:
+        k = b.shape[0]
+        self.inner = _Inner(H, b, p, G, np.zeros((k, G.shape[0])))
+
+    def solve(
+        self, g: FloatArray, active: BoolArray, *, tol: float, free: BoolArray | None = None
+    ) -> FamilyResult:
+        """The exact split with rows ``G x_j = g_j`` where ``active`` (see
+        :func:`solve_family`)."""
+        inner = self.inner
+        inner.g, inner.active = g, active
+        if free is None:
+            free = _start(inner)
+        else:
+            free = free.copy()
+            _cover(free, free.astype(float))
+        return _rounds(inner, free, tol)
+
+
+def _start(inner: _Inner) -> BoolArray:
+    """The cell-by-cell split's positive cells (exact when H is diagonal)."""
+    H, b, p = inner.H, inner.b, inner.p
+    k, m = b.shape
     u = linalg.cho_solve(linalg.cho_factor(H), b.T).T
     # start from the cell-by-cell split: each cell's own estimates projected onto the
     # children's simplex {>= 0, adding up to the parent's cell} (exact when H is diagonal)
@@ -368,8 +407,13 @@ def solve_family(
         .reshape(m, k)
         .T
     )
-    free = start > 0
+    free: BoolArray = start > 0
     _cover(free, start)
+    return free
+
+
+def _rounds(inner: _Inner, free: BoolArray, tol: float) -> FamilyResult:
+    """Block principal pivoting from ``free``, the primal method should it stall."""
     best, stall = np.inf, 0
     for rounds in range(1, _MAX_ROUNDS + 1):
         x, mu, lam, nu = inner.solve(free)

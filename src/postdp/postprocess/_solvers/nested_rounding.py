@@ -29,7 +29,7 @@ from scipy import optimize, sparse
 from postdp._typing import FloatArray, IntArray
 from postdp.errors import ConvergenceError, ValidationError
 
-__all__ = ["RoundedFamily", "round_nested"]
+__all__ = ["RoundedFamily", "check_nesting", "round_nested"]
 
 
 @dataclass(frozen=True)
@@ -136,7 +136,7 @@ def round_nested(
         ends = np.full(m, net.nodes(1)[0])
         need = None
     levels = [np.asarray(g, dtype=np.int64) for g, _ in chain]
-    _check_nesting(levels)
+    check_nesting(levels)
     cell_arcs = np.zeros((k, m), dtype=np.int64)
     for j in range(k):
         child = int(net.nodes(1)[0])
@@ -177,7 +177,8 @@ def round_nested(
     return RoundedFamily(out, cost, bound)
 
 
-def _check_nesting(levels: list[IntArray]) -> None:
+def check_nesting(levels: list[IntArray]) -> None:
+    """Refuse groupings (coarse to fine) where a group is not inside one group above."""
     for coarse, fine in itertools.pairwise(levels):
         pairs = np.unique(np.stack([fine, coarse]), axis=1)
         if np.unique(pairs[0]).size != pairs.shape[1]:

@@ -1,0 +1,356 @@
+"""The Census Bureau's 2020 TopDown as it ran, with open solvers: per parent, two
+least-squares passes and two rounder passes (``shared/research/pl94-2020-design.md``
+section 1.6; the production ``L2PlusRounderWithBackup_interleaved`` optimiser).
+
+For a schema table measured by marginals with a noisy ``total`` at every level below the
+root (the 2020 persons design, ``load_strategy("pl94-2020-persons")``):
+
+- The root (the nation): nonnegative least squares of every noisy query, its public totals
+  held; then one rounder pass over ``total`` and the rounder queries.
+- Each parent's children, at the levels above the leaves (states, counties, tracts, block
+  groups):
+
+  1. least-squares pass 0, ``total`` only: the children's totals closest to their noisy
+     totals (weighted), nonnegative, adding up to the parent's rounded total (a simplex
+     projection; a public total is its value);
+  2. least-squares pass 1, every other noisy query: nonnegative cells adding up to the
+     parent's rounded histogram, with each child's total within tau + 0.1 of pass 0's, tau
+     the smallest tolerance at which pass 0's totals can be held (0 here: without
+     structural constraints they always can; the production ``opt_tol_slack`` is the 0.1);
+  3. rounder pass 0, ``total``: integer totals, each the floor or the ceiling of pass 1's,
+     adding up to the parent's, L1-closest (largest remainders);
+  4. rounder pass 1: integer cells (each pass 1's floor plus 0 or 1) with those totals and
+     the parent's cells, L1-closest over ``hhgq``, ``hhgq * hispanic``,
+     ``hhgq * hispanic * cenrace``, ``hhgq * votingage * hispanic * cenrace`` and
+     ``detailed``.
+
+- The leaves' families (the blocks): one least-squares pass over every noisy query and one
+  rounder pass over ``total`` and the rounder queries, as in production.
+
+A cell the parent holds at 0 is 0 in every child. Every least-squares family is solved
+exactly with its KKT certificate (:mod:`postdp.postprocess._solvers.family_nnls`,
+:mod:`~postdp.postprocess._solvers.family_box`, :mod:`~postdp.postprocess._solvers.root_nnls`)
+and every rounder pass is a minimum-cost flow certified optimal by its linear program's bound
+(:mod:`~postdp.postprocess._solvers.nested_rounding`), where production used Gurobi. Not
+modelled: the group-quarters bounds and the no-minors-in-nursing zero, which need the
+block facility counts the presets do not hold, and the spine optimiser.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from postdp._typing import FloatArray, IntArray
+from postdp.errors import ConvergenceError, ValidationError
+from postdp.postprocess._solvers.family_box import solve_family_box
+from postdp.postprocess._solvers.family_nnls import LevelQuadratic, solve_family
+from postdp.postprocess._solvers.marginal_basis import table_schema
+from postdp.postprocess._solvers.nested_rounding import check_nesting, round_nested
+from postdp.postprocess._solvers.root_nnls import certified_root
+from postdp.tables import Measurement, Table, TableMeasurements, Workload
+from postdp.tables.schema import Marginal, Schema
+
+__all__ = ["ROUNDER_QUERIES", "check_top_down_2020", "top_down_2020"]
+
+#: The production rounder's second pass (``total`` is its first).
+ROUNDER_QUERIES = (
+    "hhgq",
+    "hhgq * hispanic",
+    "hhgq * hispanic * cenrace",
+    "hhgq * votingage * hispanic * cenrace",
+    "detailed",
+)
+_SLACK = 0.1  # the production opt_tol_slack
+
+
+def top_down_2020(
+    measurements: TableMeasurements,
+    *,
+    rounders: Sequence[str] = ROUNDER_QUERIES,
+    slack: float = _SLACK,
+) -> IntArray:
+    """The 2020 production TopDown on a schema table's measurements (see the module notes).
+
+    Parameters
+    ----------
+    measurements : TableMeasurements
+        Of a schema table measured by marginals with a noisy ``total`` at every level below
+        the root (e.g. ``load_strategy("pl94-2020-persons").workload(table)``); public
+        queries only ``total`` (the 2020 invariants: the nation's and the states' totals).
+    rounders : sequence of str
+        The second rounder pass's queries, coarse to fine, each nested in the one before
+        (marginal names or ``"detailed"``).
+    slack : float, default 0.1
+        How far a child's total may move from least-squares pass 0's.
+
+    Returns
+    -------
+    ndarray of int64, shape (..., geography.n, n_detailed)
+        Detailed histograms of every geounit: nonnegative integers, every parent the sum of
+        its children, every public total exact.
+
+    Raises
+    ------
+    ValidationError
+        For a table that is not a schema table measured by marginals, a level below the root
+        without a noisy ``total``, public queries other than ``total``, or rounder queries
+        that do not nest.
+
+    Examples
+    --------
+    >>> from postdp import Hierarchy
+    >>> from postdp.data import load_strategy, pl94_schema
+    >>> from postdp.tables import Table, measure
+    >>> s = pl94_schema()
+    >>> ids = ["US", "S", "C", "T", "G", "B1", "B2"]
+    >>> geo = Hierarchy.from_parents(ids, [None, "US", "S", "C", "T", "G", "G"])
+    >>> cells = np.zeros((2, s.size), dtype=int); cells[:, [0, 63, 1000]] = [[9, 3, 1], [4, 0, 2]]
+    >>> t = Table(geo, s.categories(), cells)
+    >>> m = measure(t, load_strategy("pl94-2020-persons").workload(t), secure=False, rng=0)
+    >>> out = top_down_2020(m)
+    >>> int(out[0].sum()), bool((out[4] == out[5] + out[6]).all()), out.dtype.name
+    (19, True, 'int64')
+    """
+    plan = _Plan(measurements.table, measurements.workload, rounders)
+    lead = measurements.values[0].shape[:-2]
+    B = int(np.prod(lead)) if lead else 1
+    geo = measurements.table.geography
+    values = [v.reshape(B, *v.shape[-2:]) for v in measurements.values]
+    out = np.zeros((B, geo.n, plan.c), dtype=np.int64)
+    for b in range(B):
+        out[b, 0] = plan.root([v[b] for v in values])
+        for d in range(1, geo.n_levels):
+            kids = geo.levels[d]
+            parents, up = np.unique(geo.parent[kids], return_inverse=True)
+            order = np.argsort(up, kind="stable")
+            bounds = np.searchsorted(up[order], np.arange(parents.size + 1))
+            leaves = d == geo.n_levels - 1
+            for f, parent in enumerate(parents):
+                rows = kids[order[bounds[f] : bounds[f + 1]]]
+                out[b, rows] = plan.family(
+                    d, out[b, parent], _rows(geo, d, rows), [v[b] for v in values], slack, leaves
+                )
+    return out.reshape(*lead, geo.n, plan.c)
+
+
+def check_top_down_2020(
+    table: Table, workload: Workload, *, rounders: Sequence[str] = ROUNDER_QUERIES
+) -> None:
+    """Refuse, before anything is drawn, a design :func:`top_down_2020` cannot run.
+
+    Raises
+    ------
+    ValidationError
+        As :func:`top_down_2020`.
+    """
+    _Plan(table, workload, rounders)
+
+
+def _rows(geo: object, d: int, rows: IntArray) -> IntArray:
+    """Positions of geounits ``rows`` among their level's (the measurements' row order)."""
+    level = geo.levels[d]  # type: ignore[attr-defined]
+    where = np.empty(int(level.max()) + 1, dtype=np.int64)
+    where[level] = np.arange(level.size)
+    return where[rows]
+
+
+class _Plan:
+    """What every solve needs: per level the noisy queries (total apart), their quadratic
+    forms, the public totals; the rounder's nested groups."""
+
+    def __init__(self, table: Table, work: Workload, rounders: Sequence[str]) -> None:
+        schema = table_schema(table.categories, work)
+        if schema is None:
+            raise ValidationError(
+                "topdown-2020 needs a schema table measured by marginals (e.g. the 2020 "
+                "persons preset's workload)"
+            )
+        self.c = schema.size
+        self.levels: list[dict[str, Any]] = []
+        for d in range(table.geography.n_levels):
+            mine = [(i, m) for i, m in enumerate(work.measurements) if m.level == d]
+            public = [(i, m) for i, m in mine if m.public]
+            if any(m.query.size != 1 for _, m in public):
+                raise ValidationError(
+                    "topdown-2020 keeps public totals only (the 2020 invariants); level "
+                    f"{d} has public {[m.query.name for _, m in public if m.query.size != 1]}"
+                )
+            noisy = [(i, m) for i, m in mine if not m.public]
+            totals = [(i, m) for i, m in noisy if m.query.size == 1]
+            others = [(i, m) for i, m in noisy if m.query.size != 1]
+            if d > 0 and not totals and not public:
+                raise ValidationError(
+                    f"topdown-2020 needs a noisy or public total at every level below the "
+                    f"root; level {d} has none"
+                )
+            self.levels.append(
+                {
+                    "public": public[0][0] if public else None,
+                    "totals": totals,
+                    "all": _quadratic(noisy),
+                    "others": _quadratic(others),
+                    "noisy": [i for i, _ in noisy],
+                    "other_ids": [i for i, _ in others],
+                }
+            )
+        self.chain, self.cell_weight = _rounder_chain(schema, rounders)
+
+    def root(self, values: list[FloatArray]) -> IntArray:
+        """The root's integer histogram: least squares, then one rounder pass."""
+        level = self.levels[0]
+        quad: LevelQuadratic = level["all"]
+        every = np.arange(self.c)
+        H = quad.block(every)
+        lin = quad.linear([values[i][:1] for i in level["noisy"]], every)[0]
+        if level["public"] is not None:
+            total = float(values[level["public"]][0, 0])
+            C, g = np.ones((1, self.c)), np.array([total])
+        else:
+            total, C, g = None, np.zeros((0, self.c)), np.zeros(0)
+        x = certified_root(H, lin, C, g, who="topdown-2020")
+        totals = None if total is None else np.array([round(total)])
+        rounded = round_nested(
+            x[None], self.chain, cell_weight=self.cell_weight, totals=totals, total_weight=1.0
+        )
+        out: IntArray = rounded.x[0]
+        return out
+
+    def family(
+        self,
+        d: int,
+        parent: IntArray,
+        rows: IntArray,
+        values: list[FloatArray],
+        slack: float,
+        leaves: bool,
+    ) -> IntArray:
+        """One parent's children at level ``d``: integer histograms (k, c)."""
+        k = rows.size
+        out = np.zeros((k, self.c), dtype=np.int64)
+        cells = np.flatnonzero(parent > 0)
+        if k == 1 or not cells.size:
+            out[:, cells] = parent[cells] if k == 1 else 0
+            return out
+        level = self.levels[d]
+        p = parent[cells].astype(np.float64)
+        public = None if level["public"] is None else values[level["public"]][rows, 0]
+        chain = [(g[cells], w) for g, w in self.chain]
+        if leaves:  # one pass of each, as production does for the blocks
+            quad: LevelQuadratic = level["all"]
+            b = quad.linear([values[i][rows] for i in level["noisy"]], cells)
+            G, g = _total_rows(public, cells.size)
+            x = _certified(solve_family, quad.block(cells), b, p, G=G, g=g)
+            totals = None if public is None else np.rint(public).astype(np.int64)
+            rounded = round_nested(
+                x,
+                chain,
+                cell_weight=self.cell_weight,
+                parent=parent[cells],
+                totals=totals,
+                total_weight=1.0,
+            )
+            out[:, cells] = rounded.x
+            return out
+        quad = level["others"]
+        b = quad.linear([values[i][rows] for i in level["other_ids"]], cells)
+        H = quad.block(cells)
+        if public is not None:  # a public total is pass 0's answer and holds exactly
+            G, g = _total_rows(public, cells.size)
+            x = _certified(solve_family, H, b, p, G=G, g=g)
+            totals = np.rint(public).astype(np.int64)
+        else:
+            first = _pass_zero(level["totals"], values, rows, float(p.sum()))
+            x = _certified(solve_family_box, H, b, p, lo=first - slack, hi=first + slack)
+            totals = _largest_remainders(x.sum(axis=1), int(parent.sum()))
+        rounded = round_nested(
+            x, chain, cell_weight=self.cell_weight, parent=parent[cells], totals=totals
+        )
+        out[:, cells] = rounded.x
+        return out
+
+
+def _quadratic(items: list[tuple[int, Measurement]]) -> LevelQuadratic:
+    return LevelQuadratic(
+        [m.query.marginal_of.cell_groups() for _, m in items],  # type: ignore[union-attr]
+        [1.0 / m.variance for _, m in items],
+    )
+
+
+def _total_rows(public: FloatArray | None, m: int) -> tuple[FloatArray | None, FloatArray | None]:
+    if public is None:
+        return None, None
+    return np.ones((1, m)), np.asarray(public, dtype=np.float64)[:, None]
+
+
+def _certified(
+    solver: object, H: FloatArray, b: FloatArray, p: FloatArray, **rows: object
+) -> FloatArray:
+    """A family's least-squares split, its KKT certificate checked at 1e-9 of the scale."""
+    scale = max(1.0, float(np.abs(b).max(initial=0.0)), float(p.max()) * float(H.diagonal().max()))
+    result = solver(H, b, p, tol=1e-11 * scale, **rows)  # type: ignore[operator]
+    worst = (
+        result.worst
+        if hasattr(result, "worst")
+        else max(result.stationarity, result.dual, result.negative, result.consistency)
+    )
+    if worst > 1e-9 * scale:
+        raise ConvergenceError(
+            f"a topdown-2020 family is not certified (KKT residual {worst:.3g} of scale "
+            f"{scale:.3g}); please report the input"
+        )
+    x: FloatArray = np.maximum(result.x, 0.0)
+    return x
+
+
+def _pass_zero(
+    totals: list[tuple[int, Measurement]], values: list[FloatArray], rows: IntArray, total: float
+) -> FloatArray:
+    """Least-squares pass 0: children's totals >= 0 adding up to ``total``, closest to their
+    noisy totals (several measurements of the total combined by their weights)."""
+    weight = sum(1.0 / m.variance for _, m in totals)
+    y = sum(values[i][rows, 0] / m.variance for i, m in totals) / weight
+    return _simplex(np.asarray(y, dtype=np.float64), total)
+
+
+def _simplex(v: FloatArray, total: float) -> FloatArray:
+    """argmin ||t - v|| over t >= 0 with sum t = total (exact, by sorting)."""
+    u = np.sort(v)[::-1]
+    tau = (np.cumsum(u) - total) / np.arange(1, v.size + 1)
+    k = int(np.flatnonzero(u - tau > 0)[-1])
+    out: FloatArray = np.maximum(v - tau[k], 0.0)
+    return out
+
+
+def _largest_remainders(t: FloatArray, total: int) -> IntArray:
+    """Integers, each the floor or ceiling of t, adding up to ``total``, L1-closest to t."""
+    base = np.floor(t).astype(np.int64)
+    extra = total - int(base.sum())
+    if not 0 <= extra <= t.size:
+        raise ConvergenceError("the children's totals do not add up to the parent's")
+    order = np.argsort(-(t - base), kind="stable")
+    base[order[:extra]] += 1
+    return base
+
+
+def _rounder_chain(
+    schema: Schema, rounders: Sequence[str]
+) -> tuple[list[tuple[IntArray, float]], float]:
+    """The rounder's nested groups coarse to fine, and the weight of the cells themselves
+    (every query that is one count per cell)."""
+    chain: list[tuple[IntArray, float]] = []
+    cell_weight = 0.0
+    for name in rounders:
+        if name == "detailed":
+            cell_weight += 1.0
+            continue
+        groups = Marginal(schema, name).cell_groups()
+        if np.unique(groups).size == schema.size:
+            cell_weight += 1.0
+            continue
+        chain.append((groups, 1.0))
+    chain.sort(key=lambda item: np.unique(item[0]).size)
+    check_nesting([groups for groups, _ in chain])
+    return chain, cell_weight
