@@ -92,7 +92,7 @@ BAD = [
     (["--categories", "tree.csv"], "needs the wide table as --input"),
     (
         ["--table", "p1-us-county", "--postprocess", "clamp"],
-        "a table post-processing is one of project, project-nonneg, topdown",
+        "a table post-processing is one of project, project-nonneg, topdown, blue",
     ),
     (["--table", "p1-us-county", "--public", "42"], "--public '42': for a table"),
     (["--table", "p1-us-county", "--epsilon", "1,2"], "--epsilon '1,2': needs one value"),

@@ -125,10 +125,10 @@ def _margins(
                 "errors (replicates x geounits x categories x 4 bytes); use fewer"
             )
         return None
-    if step != "project":
+    if step not in ("project", "blue"):
         raise CliError(
             f"--uncertainty {args.uncertainty}: exact GLS margins are for --postprocess "
-            "project (the least-squares estimate)"
+            "project or blue (the least-squares estimate)"
         )
     if any(m.weight is not None for m in work.measurements):
         raise CliError(
@@ -199,6 +199,9 @@ def _report(
             "project": "least squares over every measured count",
             "project-nonneg": "least squares over every measured count, every cell >= 0",
             "topdown": "top-down, level by level, nonnegative",
+            "blue": "the best linear unbiased estimate (least squares)",
+            "blue-restore": "the best linear unbiased estimate made nonnegative per family",
+            "topdown-2020": "the Census Bureau's 2020 production TopDown, integral",
         }[step]
         if rounded:
             what += ", then rounded to integers (unbiased)"
