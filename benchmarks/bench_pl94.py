@@ -13,6 +13,9 @@ Study path (numpy draws from fixed seeds). For each state: the synthetic 2020 po
 and state totals invariant), the noisy measurements drawn once per run (``measure``: the
 noise floor), then on those same measurements:
 
+- ``topdown-2020``: the Census Bureau's production TopDown
+  (``postdp.project(..., method="topdown-2020")``: two least-squares and two L1 rounder
+  passes per parent, integral);
 - ``topdown``: ``postdp.top_down`` then ``postdp.round`` (consistent integers);
 - ``blue``: ``postdp.project(..., nonneg=False, method="blue")`` (unbiased, real-valued);
 - ``blue-restore``: ``postdp.project(..., nonneg=True, method="blue-restore")`` then
@@ -50,6 +53,7 @@ LEVELS = ["US", "State", "County", "Tract", "Block group", "Block"]
 
 def _estimators(m, table, rng):
     return {
+        "topdown-2020": lambda: postdp.project(m, method="topdown-2020"),
         "topdown": lambda: postdp.round(postdp.top_down(m), table, rng=rng),
         "blue": lambda: postdp.project(m, nonneg=False, method="blue"),
         "blue-restore": lambda: postdp.round(
