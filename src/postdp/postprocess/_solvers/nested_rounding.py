@@ -22,6 +22,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy import optimize, sparse
@@ -42,15 +43,12 @@ class RoundedFamily:
 
 
 class _Network:
-    """Arcs (tail, head, low, high, cost) of a flow network, collected as lists."""
+    """Arcs (tail, head, low, high, cost) of a flow network, collected in blocks."""
 
     def __init__(self) -> None:
         self.n = 0
-        self.tail: list[int] = []
-        self.head: list[int] = []
-        self.low: list[float] = []
-        self.high: list[float] = []
-        self.cost: list[float] = []
+        self.blocks: list[tuple[IntArray, IntArray, FloatArray, FloatArray, FloatArray]] = []
+        self.count = 0
         self.offset = 0.0
 
     def nodes(self, count: int) -> IntArray:
@@ -58,28 +56,34 @@ class _Network:
         self.n += count
         return out
 
-    def arc(self, tail: int, head: int, low: float, high: float, cost: float) -> int:
-        self.tail.append(tail)
-        self.head.append(head)
-        self.low.append(low)
-        self.high.append(high)
-        self.cost.append(cost)
-        return len(self.tail) - 1
+    def arcs(self, tail: Any, head: Any, low: Any, high: Any, cost: Any) -> IntArray:
+        """Add arcs (arrays of one length, or scalars broadcast); their indices."""
+        tail, head, low, high, cost = np.broadcast_arrays(tail, head, low, high, cost)
+        self.blocks.append((tail, head, low, high, cost))
+        out = np.arange(self.count, self.count + tail.size)
+        self.count += tail.size
+        return out
 
-    def l1(self, tail: int, head: int, gap: float, size: int, weight: float) -> None:
-        """Arcs carrying w |flow - gap| for integer flow in [0, size]."""
-        self.offset += weight * gap
+    def l1(self, tail: Any, head: Any, gap: Any, size: Any, weight: float) -> None:
+        """Arcs carrying w |flow - gap| for integer flow in [0, size], for each entry: cost -w
+        up to the floor of the gap, the step across its fraction, then +w."""
+        self.offset += weight * float(np.sum(gap))
         if weight == 0:
-            self.arc(tail, head, 0, size, 0.0)
+            self.arcs(tail, head, 0.0, size.astype(float), 0.0)
             return
-        below = min(int(np.floor(gap)), size)
-        if below > 0:
-            self.arc(tail, head, 0, below, -weight)
-        if below < size:
-            step = weight * (abs(below + 1 - gap) - abs(below - gap))
-            self.arc(tail, head, 0, 1, step)
-            if below + 1 < size:
-                self.arc(tail, head, 0, size - below - 1, weight)
+        below = np.minimum(np.floor(gap), size)
+        down = below > 0
+        self.arcs(tail[down], head[down], 0.0, below[down], -weight)
+        cross = below < size
+        step = weight * (np.abs(below + 1 - gap) - np.abs(below - gap))
+        self.arcs(tail[cross], head[cross], 0.0, 1.0, step[cross])
+        up = below + 1 < size
+        self.arcs(tail[up], head[up], 0.0, (size - below - 1)[up], weight)
+
+    def arrays(self) -> tuple[IntArray, IntArray, FloatArray, FloatArray, FloatArray]:
+        parts = list(zip(*self.blocks, strict=True))
+        t, h, lo, hi, c = (np.concatenate(p) for p in parts)
+        return t.astype(np.int64), h.astype(np.int64), lo, hi, c
 
 
 def round_nested(
@@ -137,34 +141,32 @@ def round_nested(
         need = None
     levels = [np.asarray(g, dtype=np.int64) for g, _ in chain]
     check_nesting(levels)
-    cell_arcs = np.zeros((k, m), dtype=np.int64)
-    for j in range(k):
-        child = int(net.nodes(1)[0])
-        gap_total = float(x[j].sum() - base[j].sum())
-        if totals is not None:
-            fixed = int(totals[j]) - int(base[j].sum())
-            if not 0 <= fixed <= m:
-                raise ConvergenceError("a child's fixed total is out of reach of its cells")
-            net.arc(source, child, fixed, fixed, 0.0)
-        else:
-            net.l1(source, child, gap_total, m, total_weight)
-        above = np.full(m, child)
-        for groups, (_, weight) in zip(levels, chain, strict=True):
-            ids, inverse = np.unique(groups, return_inverse=True)
-            here = net.nodes(ids.size)
-            gaps = np.bincount(inverse, x[j] - base[j], minlength=ids.size)
-            sizes = np.bincount(inverse, minlength=ids.size)
-            first = np.zeros(ids.size, dtype=np.int64)
-            first[inverse[::-1]] = np.arange(m)[::-1]
-            for g in range(ids.size):
-                net.l1(int(above[first[g]]), int(here[g]), float(gaps[g]), int(sizes[g]), weight)
-            above = here[inverse]
-        for c in range(m):
-            gap = float(x[j, c] - base[j, c])
-            net.offset += cell_weight * gap
-            cell_arcs[j, c] = net.arc(
-                int(above[c]), int(ends[c]), 0, 1, cell_weight * (abs(1 - gap) - gap)
-            )
+    children = net.nodes(k)
+    gaps = x - base
+    if totals is not None:
+        fixed = np.asarray(totals, dtype=np.int64) - base.sum(axis=1)
+        if (fixed < 0).any() or (fixed > m).any():
+            raise ConvergenceError("a child's fixed total is out of reach of its cells")
+        net.arcs(np.full(k, source), children, fixed.astype(float), fixed.astype(float), 0.0)
+    else:
+        net.l1(np.full(k, source), children, gaps.sum(axis=1), np.full(k, m), total_weight)
+    above = np.repeat(children[:, None], m, axis=1)  # (k, m): each cell's node one level up
+    for groups, (_, weight) in zip(levels, chain, strict=True):
+        ids, inverse = np.unique(groups, return_inverse=True)
+        n_g = ids.size
+        here = net.nodes(k * n_g).reshape(k, n_g)
+        sums = np.zeros((n_g, k))
+        np.add.at(sums, inverse, gaps.T)
+        sums = sums.T
+        sizes = np.bincount(inverse, minlength=n_g)
+        first = np.zeros(n_g, dtype=np.int64)
+        first[inverse[::-1]] = np.arange(m)[::-1]
+        net.l1(above[:, first].ravel(), here.ravel(), sums.ravel(), np.tile(sizes, k), weight)
+        above = here[:, inverse]
+    net.offset += cell_weight * float(gaps.sum())
+    cell_arcs = net.arcs(
+        above.ravel(), np.tile(ends, k), 0.0, 1.0, (cell_weight * (1 - 2 * gaps)).ravel()
+    ).reshape(k, m)
     flow, bound = _solve(net, source, ends, need)
     z = np.rint(flow[cell_arcs]).astype(np.int64)
     out = base + z
@@ -189,8 +191,9 @@ def _solve(
     net: _Network, source: int, ends: IntArray, need: IntArray | None
 ) -> tuple[FloatArray, float]:
     """The flow's integral optimal vertex and the linear program's optimum (+ offset)."""
-    n_arcs = len(net.tail)
-    rows = np.concatenate([net.tail, net.head])
+    tail, head, low, high, cost = net.arrays()
+    n_arcs = tail.size
+    rows = np.concatenate([tail, head])
     signs = np.concatenate([-np.ones(n_arcs), np.ones(n_arcs)])
     A = sparse.csr_array(
         (signs, (rows, np.concatenate([np.arange(n_arcs)] * 2))), shape=(net.n, n_arcs)
@@ -203,11 +206,12 @@ def _solve(
     else:  # the root: the sink takes whatever the source sends
         keep[[source, int(ends[0])]] = False
     res = optimize.linprog(  # type: ignore[call-overload]  # sparse A_eq is supported
-        np.asarray(net.cost),
+        cost,
         A_eq=A[keep],
         b_eq=b[keep],
-        bounds=np.column_stack([net.low, net.high]),
+        bounds=np.column_stack([low, high]),
         method="highs",
+        options={"presolve": False},  # a network: presolve costs more than it saves
     )
     if res.status != 0:
         raise ConvergenceError(f"the rounder's flow problem failed: {res.message}")
