@@ -120,7 +120,7 @@ def main() -> None:
         comparison = compare_estimators(
             {name: np.stack(v) for name, v in released.items()},
             table,
-            pl94_schema(),
+            schema=pl94_schema(),
             levels=LEVELS,
             reliability_level=4,
         )

@@ -103,7 +103,9 @@ def test_every_metric_equals_a_direct_computation_from_the_labels():
         for r in alone.unique()
         for h in labels["hispanic"].unique()
     }
-    frame = census_metrics(released, table, SCHEMA, queries=["race alone * hispanic"], bins=[0])
+    frame = census_metrics(
+        released, table, schema=SCHEMA, queries=["race alone * hispanic"], bins=[0]
+    )
     for level in range(3):
         got = frame[frame["level"] == str(level)].iloc[0]
         want = _reference(released, table, level, groups)
@@ -113,7 +115,7 @@ def test_every_metric_equals_a_direct_computation_from_the_labels():
     combo = census_metrics(
         released,
         table,
-        SCHEMA,
+        schema=SCHEMA,
         queries=["race alone or in combination"],
         bins=[0],
         levels=["US", "State", "Block"],
@@ -132,19 +134,19 @@ def test_size_bins_split_geounits_by_true_total_and_draws_pool_as_means():
     rng = np.random.default_rng(4)
     draws = table.detailed() + rng.integers(-3, 4, (3, table.geography.n, SCHEMA.size))
     totals = table.detailed()[table.geography.levels[2]].sum(axis=1)
-    frame = census_metrics(draws, table, SCHEMA, queries=["total"], bins=[0, 10, 1000])
+    frame = census_metrics(draws, table, schema=SCHEMA, queries=["total"], bins=[0, 10, 1000])
     blocks = frame[frame["level"] == "2"]
     expected = np.histogram(totals, [0, 10, 1000, np.inf])[0]
     assert blocks["geounits"].tolist() == [int(n) for n in expected if n]
-    pooled = census_metrics(draws, table, SCHEMA, queries=["hhgq"], bins=[0])
-    each = [census_metrics(d, table, SCHEMA, queries=["hhgq"], bins=[0]) for d in draws]
+    pooled = census_metrics(draws, table, schema=SCHEMA, queries=["hhgq"], bins=[0])
+    each = [census_metrics(d, table, schema=SCHEMA, queries=["hhgq"], bins=[0]) for d in draws]
     for key in ("mae", "malpe", "share_ape_over_10", "tvd"):
         mean = np.mean([e[key].to_numpy() for e in each], axis=0)
         np.testing.assert_allclose(pooled[key].to_numpy(), mean, rtol=1e-12)
     with pytest.raises(ValidationError, match="shape"):
-        census_metrics(draws[..., :-1], table, SCHEMA)
+        census_metrics(draws[..., :-1], table, schema=SCHEMA)
     with pytest.raises(ValidationError, match="unknown queries"):
-        census_metrics(draws, table, SCHEMA, queries=["race"])
+        census_metrics(draws, table, schema=SCHEMA, queries=["race"])
 
 
 def _units_table(totals, white_share):
@@ -169,23 +171,23 @@ def test_the_reliability_threshold_is_the_bin_from_which_every_bin_holds_95_perc
     moved = blocks[[0, 1, 2, 20, 21, 40, 41]]  # 3 of 20 small, 2 of 20 mid, 2 of 20 large
     est[moved, 0] -= 4
     est[moved, 1] += 4
-    res = reliability_threshold(est, table, SCHEMA, level=1)
+    res = reliability_threshold(est, table, schema=SCHEMA, level=1)
     assert res.by_bin["low"].tolist() == [0, 50, 100]
     np.testing.assert_allclose(res.by_bin["share_within"], [17 / 20, 1, 1])
     assert res.threshold == 50 and str(res).startswith("50-99 people")
     est[blocks[60 - 1], 0] -= 20  # one large block off by 15 points: 95% still holds
-    assert reliability_threshold(est, table, SCHEMA, level=1).threshold == 50
+    assert reliability_threshold(est, table, schema=SCHEMA, level=1).threshold == 50
     est[blocks[60 - 2], 0] -= 20  # two: 90% in the top bin -> nothing qualifies
-    none = reliability_threshold(est, table, SCHEMA, level=1)
+    none = reliability_threshold(est, table, schema=SCHEMA, level=1)
     assert none.threshold is None and str(none).startswith("no population size")
     # units as groupings of the leaves (off-spine, e.g. places): pairs of blocks
     pairs = np.repeat([f"p{k}" for k in range(30)], 2).astype(object)
     pairs[-2:] = None  # two blocks in no place
     est2 = table.detailed().astype(float)
-    via_groups = reliability_threshold(est2, table, SCHEMA, groups=pairs)
+    via_groups = reliability_threshold(est2, table, schema=SCHEMA, groups=pairs)
     assert via_groups.by_bin["units"].sum() == 29 and via_groups.threshold == 50  # first bin
     assert via_groups.by_bin["low"].tolist() == [50, 150, 250]
     with pytest.raises(ValidationError, match="one of"):
-        reliability_threshold(est2, table, SCHEMA)
+        reliability_threshold(est2, table, schema=SCHEMA)
     with pytest.raises(ValidationError, match="groups"):
-        reliability_threshold(est2, table, SCHEMA, groups=pairs[:-1])
+        reliability_threshold(est2, table, schema=SCHEMA, groups=pairs[:-1])

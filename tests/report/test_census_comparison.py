@@ -34,7 +34,7 @@ def test_three_estimators_of_one_release_side_by_side():
     c = compare_estimators(
         released,
         table,
-        pl94_schema(),
+        schema=pl94_schema(),
         levels=LEVELS,
         reliability_level=4,
         queries=["total", "race alone", "hhgq"],
@@ -68,10 +68,12 @@ def test_the_verdict_says_mixed_when_no_estimator_wins_every_level():
     a, b = truth.copy(), truth.copy()
     a[geo.levels[2], 0] += 2  # a worse at counties
     b[geo.levels[5], 0] += 2  # b worse at blocks
-    c = compare_estimators({"a": a, "b": b}, table, pl94_schema(), queries=["total"])
+    c = compare_estimators({"a": a, "b": b}, table, schema=pl94_schema(), queries=["total"])
     assert c.verdict().value == "mixed: no estimator best at every level"
     assert "2: a 2, b 0" in c.verdict().detail
-    same = compare_estimators({"a": truth, "b": truth}, table, pl94_schema(), queries=["total"])
+    same = compare_estimators(
+        {"a": truth, "b": truth}, table, schema=pl94_schema(), queries=["total"]
+    )
     assert same.verdict().value == "no difference" and not same.reliability
     with pytest.raises(ValidationError, match="at least one"):
-        compare_estimators({}, table, pl94_schema())
+        compare_estimators({}, table, schema=pl94_schema())

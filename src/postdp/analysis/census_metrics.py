@@ -169,6 +169,15 @@ def p2_groups(schema: Schema) -> SummaryQuery:
     """The 8 groups of the P2 table: Hispanic, and (not Hispanic) each race alone and two
     or more races -- the groups whose largest defines the reliability threshold.
 
+    Parameters
+    ----------
+    schema : Schema
+        See :func:`summary_queries`.
+
+    Returns
+    -------
+    SummaryQuery
+
     Examples
     --------
     >>> from postdp.data import pl94_schema
@@ -213,8 +222,8 @@ def _bin_of(totals: FloatArray, bins: Sequence[int]) -> tuple[IntArray, list[str
 def census_metrics(
     released: ArrayLike,
     table: Table,
-    schema: Schema,
     *,
+    schema: Schema,
     queries: Sequence[str] | None = None,
     levels: Sequence[str] | None = None,
     bins: Sequence[int] = SIZE_BINS,
@@ -251,7 +260,7 @@ def census_metrics(
     >>> cells = np.zeros((2, s.size), dtype=int); cells[:, 0] = [20, 5]
     >>> t = Table(geo, s.categories(), cells)
     >>> est = t.detailed() + 0.0; est[1, 0] += 2  # block a: 22 people for 20
-    >>> m = census_metrics(est, t, s, queries=["total"], bins=[0, 10])
+    >>> m = census_metrics(est, t, schema=s, queries=["total"], bins=[0, 10])
     >>> m[["level", "size", "geounits", "mae", "malpe"]].to_numpy().tolist()
     [['0', '10+', 1, 0.0, 0.0], ['1', '0-9', 1, 0.0, 0.0], ['1', '10+', 1, 2.0, 10.0]]
     """
@@ -327,6 +336,12 @@ class ReliabilityThreshold:
     by_bin : pandas.DataFrame
         ``low``, ``high``, ``units`` (units x draws) and ``share_within`` per bin.
     within, coverage : float
+    Examples
+    --------
+    >>> bins = pd.DataFrame({"low": [0, 50], "high": [49, 99], "units": [10, 10],
+    ...                      "share_within": [0.8, 1.0]})
+    >>> str(ReliabilityThreshold(50, bins, 0.05, 0.95))
+    '50-99 people (95% within 5 points)'
     """
 
     threshold: int | None
@@ -345,8 +360,8 @@ class ReliabilityThreshold:
 def reliability_threshold(
     released: ArrayLike,
     table: Table,
-    schema: Schema,
     *,
+    schema: Schema,
     level: int | None = None,
     groups: ArrayLike | None = None,
     width: int = 50,
@@ -389,7 +404,7 @@ def reliability_threshold(
     >>> cells = np.zeros((2, s.size), dtype=int); cells[0, 0] = 30; cells[1, 0] = 300
     >>> t = Table(geo, s.categories(), cells)
     >>> est = t.detailed() + 0.0; est[1, 1] += 10  # a: white 30 -> share 0.75
-    >>> str(reliability_threshold(est, t, s, level=1))
+    >>> str(reliability_threshold(est, t, schema=s, level=1))
     '300-349 people (95% within 5 points)'
     """
     if not (0 < within < 1 and 0 < coverage <= 1) or int(width) != width or width < 1:

@@ -129,14 +129,34 @@ def _root(
 
 
 def check_blue_restore(table: Table, workload: Workload) -> Schema:
-    """Refuse, before anything is drawn, a design :func:`blue_restore` cannot run; the
-    schema otherwise.
+    """Refuse, before anything is drawn, a design :func:`blue_restore` cannot run.
+
+    Parameters
+    ----------
+    table : Table
+    workload : Workload
+
+    Returns
+    -------
+    Schema
+        The schema the workload's marginals are of.
 
     Raises
     ------
     ValidationError
         For a table that is not a schema table measured by marginals, or an invariant not
         kept at the level above.
+
+    Examples
+    --------
+    >>> from postdp import Gaussian, Hierarchy
+    >>> from postdp.tables import Attribute, Measurement, Query, Schema, Table, Workload
+    >>> s = Schema([Attribute("a", ["0", "1"])])
+    >>> t = Table(Hierarchy.from_parents(["S", "p"], [None, "S"]), s.categories(), [[1, 2]])
+    >>> w = Workload([Measurement(d, Query.marginal(s, "detailed"), Gaussian(rho=1.0))
+    ...               for d in range(2)])
+    >>> check_blue_restore(t, w) is not None
+    True
     """
     geo, cat = table.geography, table.categories
     schema = table_schema(cat, workload)

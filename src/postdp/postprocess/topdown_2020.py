@@ -141,10 +141,35 @@ def check_top_down_2020(
 ) -> None:
     """Refuse, before anything is drawn, a design :func:`top_down_2020` cannot run.
 
+    Parameters
+    ----------
+    table : Table
+    workload : Workload
+    rounders : sequence of str, optional
+        As :func:`top_down_2020`.
+
+    Returns
+    -------
+    None
+
     Raises
     ------
     ValidationError
         As :func:`top_down_2020`.
+
+    Examples
+    --------
+    >>> from postdp import Gaussian, Hierarchy
+    >>> from postdp.tables import Attribute, Measurement, Query, Schema, Table, Workload
+    >>> s = Schema([Attribute("a", ["0", "1"])])
+    >>> t = Table(Hierarchy.from_parents(["S", "p"], [None, "S"]), s.categories(), [[1, 2]])
+    >>> w = Workload([Measurement(d, Query.marginal(s, "detailed"), Gaussian(rho=1.0))
+    ...               for d in range(2)])
+    >>> try:
+    ...     check_top_down_2020(t, w, rounders=["detailed"])
+    ... except ValueError as err:
+    ...     print(str(err)[:40])
+    topdown-2020 needs a noisy or public tot
     """
     _Plan(table, workload, rounders)
 

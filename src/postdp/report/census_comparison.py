@@ -150,8 +150,8 @@ class EstimatorComparison:
 def compare_estimators(
     released: Mapping[str, ArrayLike],
     table: Table,
-    schema: Schema,
     *,
+    schema: Schema,
     levels: Sequence[str] | None = None,
     queries: Sequence[str] | None = None,
     bins: Sequence[int] = SIZE_BINS,
@@ -193,7 +193,7 @@ def compare_estimators(
     >>> cells = np.zeros((2, s.size), dtype=int); cells[:, 0] = [20, 5]
     >>> t = Table(geo, s.categories(), cells)
     >>> good = t.detailed() + 0.0; bad = good.copy(); bad[1:, 0] += 3
-    >>> c = compare_estimators({"good": good, "bad": bad}, t, s, queries=["total"])
+    >>> c = compare_estimators({"good": good, "bad": bad}, t, schema=s, queries=["total"])
     >>> c.verdict().value
     'good most accurate'
     """
@@ -203,11 +203,13 @@ def compare_estimators(
     names = list(levels) if levels is not None else [str(d) for d in range(geo.n_levels)]
     frames, reliability = [], {}
     for name, values in released.items():
-        frame = census_metrics(values, table, schema, queries=queries, levels=names, bins=bins)
+        frame = census_metrics(
+            values, table, schema=schema, queries=queries, levels=names, bins=bins
+        )
         frames.append(frame.assign(estimator=name))
         if reliability_level is not None or groups is not None:
             reliability[name] = reliability_threshold(
-                values, table, schema, level=reliability_level, groups=groups
+                values, table, schema=schema, level=reliability_level, groups=groups
             )
     metrics = pd.concat(frames, ignore_index=True)
     metrics = metrics[["estimator", *[c for c in metrics.columns if c != "estimator"]]]

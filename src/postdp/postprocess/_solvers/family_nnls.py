@@ -21,12 +21,10 @@ method from a feasible point (Nocedal and Wright, Numerical Optimization, 2nd ed
 algorithm 16.3), which cannot cycle back to a worse objective. The answer is returned only
 when its KKT residuals are below the tolerance, so it is exact and certified.
 
-Cost per round: f^3 / 3 for the Cholesky inverse of each child whose free set changed (f
-its free cells, about its positive cells) plus m^3 / 3 for M and k m^2 for the
-multipliers; a child whose free set did not change keeps its inverse. So a family costs
-about rounds x (k f^3 + m^3 + 3 k m^2) / 3 flops and k (f^2 + m) + m^2 floats, growing with
-the cells the parent and its children hold, not with the schema's size (c never appears:
-a cell the parent holds at 0 costs nothing).
+Cost per round: f^3 / 3 per child whose free set changed (f its free cells; the others keep
+their inverses), m^3 / 3 for M and k m^2 for the multipliers: about rounds x (k f^3 + m^3 +
+3 k m^2) / 3 flops and k (f^2 + m) + m^2 floats, growing with the cells the parent and its
+children hold, never with the schema's size (a cell the parent holds at 0 costs nothing).
 """
 
 from __future__ import annotations
@@ -41,6 +39,7 @@ from scipy.linalg import lapack
 from postdp._typing import FloatArray, IntArray
 from postdp.errors import ConvergenceError
 from postdp.postprocess._solvers.simplex import project_families
+from postdp.postprocess._solvers.transport import feasible_split
 
 BoolArray = npt.NDArray[np.bool_]
 
@@ -435,61 +434,9 @@ def _rounds(inner: _Inner, free: BoolArray, tol: float) -> FamilyResult:
     return _primal(inner, x, free, _MAX_ROUNDS, tol)
 
 
-def _feasible(inner: _Inner, x: FloatArray, free: BoolArray) -> FloatArray:
-    """A point >= 0 with the parent's sums and the children's public rows, near ``x``:
-    without public rows, the free part of x rescaled per cell; with public rows that do not
-    overlap, each row's cells filled by the north-west corner rule (a transportation
-    problem with the cells' and the children's totals)."""
-    p, G, g = inner.p, inner.G, inner.g
-    k = x.shape[0]
-    xp = np.where(free, np.maximum(x, 0.0), 0.0)
-    sums = xp.sum(axis=0)
-    xp = np.where(sums > 0, xp * (p / np.where(sums > 0, sums, 1.0)), p / k)
-    if not G.shape[0]:
-        return xp
-    member = G != 0
-    if (member.sum(axis=0) > 1).any() or not np.isin(G, (0.0, 1.0)).all():
-        raise ConvergenceError(
-            "top-down's family split stalled with overlapping invariants; please report the input"
-        )
-    for r in range(G.shape[0]):
-        cells = np.flatnonzero(member[r])
-        on = inner.active[:, r]
-        demand = np.where(on, np.maximum(g[:, r], 0.0), 0.0)
-        if not on.all():  # children free of this row share what the others leave
-            left = float(p[cells].sum() - demand.sum())
-            if left < 0:
-                raise ConvergenceError(
-                    "top-down's family split stalled with infeasible row bounds; please "
-                    "report the input"
-                )
-            demand[~on] = left / int((~on).sum())
-        xp[:, cells] = _north_west(p[cells], demand)
-    return xp
-
-
-def _north_west(supply: FloatArray, demand: FloatArray) -> FloatArray:
-    """A transportation plan (len(demand), len(supply)) with these margins (their totals
-    agree), filled corner first."""
-    out = np.zeros((demand.size, supply.size))
-    s, d = supply.astype(float).copy(), demand.astype(float).copy()
-    d *= s.sum() / d.sum() if d.sum() > 0 else 0.0  # exact up to rounding
-    i = j = 0
-    while i < s.size and j < d.size:
-        amount = min(s[i], d[j])
-        out[j, i] = amount
-        s[i] -= amount
-        d[j] -= amount
-        if s[i] <= d[j]:
-            i += 1
-        else:
-            j += 1
-    return out
-
-
 def _primal(inner: _Inner, x: FloatArray, free: BoolArray, rounds: int, tol: float) -> FamilyResult:
     """Primal active-set method from a feasible point near ``x``."""
-    xp = _feasible(inner, x, free)
+    xp = feasible_split(inner.p, inner.G, inner.g, inner.active, x, free)
     held = xp <= 0
     limit = rounds + 50 * xp.size
     while rounds < limit:
