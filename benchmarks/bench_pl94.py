@@ -6,6 +6,7 @@ Run by hand (never collected by pytest)::
     python benchmarks/bench_pl94.py                          # DC (~17,000 blocks), 3 runs
     python benchmarks/bench_pl94.py --states 50 --repeat 3   # Vermont
     python benchmarks/bench_pl94.py --draws 3 --report pl94.html
+    python benchmarks/bench_pl94.py --spine optimised         # the production block groups
 
 Study path (numpy draws from fixed seeds). For each state: the synthetic 2020 population
 (``postdp.data.synthetic_population``), the persons preset's workload
@@ -46,7 +47,7 @@ import numpy as np
 import postdp
 from postdp.data import load_strategy, pl94_schema, synthetic_population
 from postdp.report import compare_estimators
-from postdp.tables import measure
+from postdp.tables import measure, optimised_block_groups
 
 LEVELS = ["US", "State", "County", "Tract", "Block group", "Block"]
 
@@ -79,11 +80,19 @@ def main() -> None:
     parser.add_argument("--draws", type=int, default=1, help="measurements for the metrics")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--report", default=None, help="write the side-by-side page here")
+    parser.add_argument(
+        "--spine",
+        choices=["tabulation", "optimised"],
+        default="tabulation",
+        help="optimised: block groups regrouped in their tracts (optimised_block_groups)",
+    )
     args = parser.parse_args()
     print(f"load average {os.getloadavg()[0]:.2f}, {os.cpu_count()} cores")
     strategy = load_strategy("pl94-2020-persons")
     for state in args.states.split(","):
         table = synthetic_population([state], seed=args.seed)
+        if args.spine == "optimised":
+            table = optimised_block_groups(table)
         geo = table.geography
         work = strategy.workload(table)
         sizes = [len(geo.levels[d]) for d in range(geo.n_levels)]

@@ -14,9 +14,11 @@ from postdp.tables._noise import TableMeasurements, measure
 from postdp.tables._table import Table, category_matrix, expand
 from postdp.tables.rounding_plan import RoundingPlan, rounding_plan
 from postdp.tables.schema import Attribute, Marginal, Recode, Schema
+from postdp.tables.spine import FANOUT_CUTOFF, optimised_block_groups
 from postdp.tables.workload import Measurement, Query, Workload
 
 __all__ = [
+    "FANOUT_CUTOFF",
     "Attribute",
     "Marginal",
     "Measurement",
@@ -30,5 +32,6 @@ __all__ = [
     "category_matrix",
     "expand",
     "measure",
+    "optimised_block_groups",
     "rounding_plan",
 ]
