@@ -24,8 +24,9 @@ noise floor), then on those same measurements:
 
 Printed: per estimator the median wall time of ``--repeat`` runs with its ratio to the
 noise floor (median of the per-run ratios) and the peak of numpy's traced allocations
-(tracemalloc) during the step; then, over ``--draws`` independent measurements, the MAE of
-the total population by level per estimator (same draws for each), the reliability
+(tracemalloc) during the step, from one more, untimed run (tracing slows Python-heavy
+steps); then, over ``--draws`` independent measurements, the MAE of the total
+population by level per estimator (same draws for each), the reliability
 threshold of the block groups, and with ``--report`` the side-by-side page
 (``postdp.report.compare_estimators``). The whole state is held at once (every estimate is
 geounits x 2,016 float64), so states up to about 100,000 blocks fit in 24 GB; larger ones
@@ -64,13 +65,19 @@ def _estimators(m, table, rng):
 
 
 def _timed(step):
-    tracemalloc.start()
     start = time.perf_counter()
     out = step()
-    seconds = time.perf_counter() - start
+    return out, time.perf_counter() - start
+
+
+def _peak(step):
+    """Peak of numpy's traced allocations during ``step`` (a separate, untimed run:
+    tracing slows Python-heavy steps)."""
+    tracemalloc.start()
+    step()
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
-    return out, seconds, peak
+    return peak
 
 
 def main() -> None:
@@ -104,14 +111,18 @@ def main() -> None:
         ratios: dict[str, list[float]] = {}
         peaks: dict[str, int] = {}
         for run in range(args.repeat):
-            m, floor, peak = _timed(functools.partial(measure, table, work, secure=False, rng=run))
+            m, floor = _timed(functools.partial(measure, table, work, secure=False, rng=run))
             times.setdefault("noise floor", []).append(floor)
-            peaks["noise floor"] = max(peaks.get("noise floor", 0), peak)
             for name, step in _estimators(m, table, run).items():
-                _, seconds, peak = _timed(step)
+                _, seconds = _timed(step)
                 times.setdefault(name, []).append(seconds)
                 ratios.setdefault(name, []).append(seconds / floor)
-                peaks[name] = max(peaks.get(name, 0), peak)
+            if run == 0:
+                peaks["noise floor"] = _peak(
+                    functools.partial(measure, table, work, secure=False, rng=run)
+                )
+                for name, step in _estimators(m, table, run).items():
+                    peaks[name] = _peak(step)
             del m
         for name, values in times.items():
             ratio = f"{statistics.median(ratios[name]):5.2f}x floor" if name in ratios else ""
