@@ -56,7 +56,12 @@ def test_three_estimators_of_one_release_side_by_side():
     assert (
         verdict.value.startswith(winners.pop()) if len(winners) == 1 else "mixed" in verdict.value
     )
-    html = c.report(command="python bench").to_html()
+    page = c.report(command="python bench")
+    shown = {str(r).split(" (")[0] for r in c.reliability.values()}
+    reliability = page.headline[1]
+    assert reliability.value == (shown.pop() if len(shown) == 1 else reliability.value)
+    assert "people" in reliability.value or "no population" in reliability.value
+    html = page.to_html()
     assert "verdict" in html and "Reliability by 50-person bin (Block group)" in html
     assert "Metrics by query, level and size" in html and html.count("data:image/png") == 1
 

@@ -102,12 +102,18 @@ class EstimatorComparison:
         """
         headline = [self.verdict()]
         if self.reliability:
+            shown = {e: str(r).split(" (")[0] for e, r in self.reliability.items()}
+            same = len(set(shown.values())) == 1
             headline.append(
                 Headline(
                     f"reliability threshold ({self.units})",
-                    "; ".join(f"{e}: {r}" for e, r in self.reliability.items()),
-                    "smallest 50-person bin from which 95% of units have their largest group's "
-                    "share within 5 points (Census Bureau, 2021: 450-499 for block groups)",
+                    next(iter(shown.values()))
+                    if same
+                    else "; ".join(f"{e}: {v}" for e, v in shown.items()),
+                    ("every estimator: " if same else "")
+                    + "the smallest 50-person bin from which 95% of units have their largest "
+                    "group's share within 5 points (Census Bureau, 2021: 450-499 people for "
+                    "block groups)",
                 )
             )
         tables = [
