@@ -267,3 +267,21 @@ def test_the_memory_plan_states_what_a_task_sends_and_refuses_bad_options():
         memory_plan(design, n_draws=10, bins=1)
     with pytest.raises(TypeError, match="a positive number of entities"):
         memory_plan("x", n_draws=10)
+
+
+def test_to_frame_carries_standard_errors_levels_parents_and_names():
+    """What a user reads off a result (issue 27): each statistic with its Monte Carlo
+    standard error (the half-width of its interval / z), each node's level and parent from
+    the hierarchy, and readable names; a hierarchy lacking a simulated id is refused."""
+    h = Hierarchy.from_parents(["T", "a", "b", "c"], [None, "T", "T", "a"], [9, 5, 4, 5])
+    result = simulate(ReleaseDesign(h, Geometric(0.5), "project-nonneg"), n_draws=400, rng=1)
+    frame = result.to_frame(z=2.0, hierarchy=h, names={"T": "Total", "a": "Alpha"})
+    assert frame["name"].tolist() == ["Total", "Alpha", "", ""]
+    assert frame["level"].tolist() == [0, 1, 1, 2]
+    assert frame["parent"].tolist() == ["", "T", "T", "a"]
+    for stat in ("bias", "variance", "mse", "mae"):
+        np.testing.assert_allclose(frame[f"{stat}_se"], getattr(result, f"{stat}_se"))
+        np.testing.assert_allclose(frame[f"{stat}_hi"] - frame[stat], 2.0 * frame[f"{stat}_se"])
+    other = Hierarchy.from_parents(["T", "a"], [None, "T"])
+    with pytest.raises(ValidationError, match="every simulated id"):
+        result.to_frame(hierarchy=other)

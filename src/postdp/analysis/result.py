@@ -5,7 +5,9 @@ design adds (a table's metric sums)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -63,7 +65,7 @@ class MonteCarloResult:
     >>> h = Hierarchy.from_parents(["T", "a", "b"], [None, "T", "T"], [50, 20, 30])
     >>> res = simulate(ReleaseDesign(h, Laplace(1.0), "project"), n_draws=2000, rng=0)
     >>> res.to_frame().columns[:4].tolist()
-    ['id', 'truth', 'bias', 'bias_lo']
+    ['id', 'truth', 'bias', 'bias_se']
     """
 
     ids: npt.NDArray[np.object_]
@@ -294,9 +296,15 @@ class MonteCarloResult:
         return ConfidenceInterval(est - z * se, est + z * se, math.erf(z / math.sqrt(2.0)))
 
     def to_frame(
-        self, *, z: float = 1.96, quantiles: ArrayLike = (0.05, 0.5, 0.95)
+        self,
+        *,
+        z: float = 1.96,
+        quantiles: ArrayLike = (0.05, 0.5, 0.95),
+        hierarchy: Any = None,
+        names: Mapping[str, str] | None = None,
     ) -> pd.DataFrame:
-        """One row per node: truth, bias, variance, MSE, MAE with intervals, and quantiles.
+        """One row per node: truth, bias, variance, MSE, MAE with their Monte Carlo standard
+        errors and intervals, and error quantiles.
 
         Parameters
         ----------
@@ -304,15 +312,45 @@ class MonteCarloResult:
             Width of the intervals in standard errors (95% for a normal estimate).
         quantiles : array_like
             Error quantiles to add (columns ``q05``, ``q50``, ...).
+        hierarchy : Hierarchy, optional
+            The hierarchy simulated: adds each node's ``level`` (depth) and ``parent``.
+        names : mapping of str to str, optional
+            Readable names by id (e.g. the bundled files' ``name`` column): adds ``name``.
 
         Returns
         -------
         pandas.DataFrame
+            ``id`` (then ``name``, ``level``, ``parent`` when asked), ``truth``, and for each
+            of bias, variance, mse, mae the estimate, ``<stat>_se``, ``<stat>_lo`` and
+            ``<stat>_hi``; the quantiles; ``n_draws``.
+
+        Examples
+        --------
+        >>> from postdp import Geometric, Hierarchy, simulate
+        >>> from postdp.analysis import ReleaseDesign
+        >>> h = Hierarchy.from_parents(["T", "a", "b"], [None, "T", "T"], [5, 2, 3])
+        >>> r = simulate(ReleaseDesign(h, Geometric(1.0), "project"), n_draws=50, rng=0)
+        >>> f = r.to_frame(hierarchy=h, names={"T": "total"})
+        >>> list(f.columns[:6]), f["level"].tolist()
+        (['id', 'name', 'level', 'parent', 'truth', 'bias'], [0, 1, 1])
         """
-        frame = pd.DataFrame({"id": list(self.ids), "truth": self.truth})
+        frame = pd.DataFrame({"id": list(self.ids)})
+        if names is not None:
+            frame["name"] = [names.get(str(i), "") for i in self.ids]
+        if hierarchy is not None:
+            where = pd.Index(hierarchy.ids.astype(str)).get_indexer(
+                pd.Index([str(i) for i in self.ids])
+            )
+            if (where < 0).any():
+                raise ValidationError("`hierarchy` does not hold every simulated id")
+            parents = hierarchy.parent[where]
+            frame["level"] = hierarchy.depth[where]
+            frame["parent"] = np.where(parents >= 0, hierarchy.ids[np.maximum(parents, 0)], "")
+        frame["truth"] = self.truth
         for name in ("bias", "variance", "mse", "mae"):
             lo, hi = self.confidence_interval(name, z=z)
             frame[name] = getattr(self, name)
+            frame[f"{name}_se"] = getattr(self, f"{name}_se")
             frame[f"{name}_lo"] = lo
             frame[f"{name}_hi"] = hi
         probs = np.atleast_1d(np.asarray(quantiles, dtype=np.float64))
