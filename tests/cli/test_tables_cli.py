@@ -430,3 +430,26 @@ def test_from_wide_refuses_a_column_it_does_not_know():
         Table.from_wide(leaves, geo, cat, id="id")
     table = Table.from_wide(leaves, geo, cat, id="id", ignore=["parent"])
     assert int(table.counts()[0, 0]) == 31 + 29 + 43
+
+
+def test_from_wide_reads_the_wide_csv_the_command_line_reads():
+    """One loader (issue 27): ``Table.from_wide`` accepts the CLI's input as written, blank
+    aggregate rows included, and gives the table the CLI releases."""
+    from postdp import Hierarchy
+    from postdp.tables import Table
+
+    frame = pd.read_csv(io.StringIO(WIDE), dtype=str, keep_default_na=False)
+    tree = pd.read_csv(io.StringIO(TREE), dtype=str, keep_default_na=False)
+    geo = Hierarchy.from_frame(frame, id="id", parent="parent", count=None)
+    cat = Hierarchy.from_frame(tree, id="code", parent="parent", count=None)
+    table = Table.from_wide(frame, geo, cat, id="id", ignore=["parent"])
+    assert table.counts()[0].tolist() == [103, 51, 52, 28, 24]  # S: the sum of its blocks
+    # the same rows read the pandas way (blanks as NaN) are accepted too
+    numeric = pd.read_csv(io.StringIO(WIDE), dtype={"id": str, "parent": str})
+    again = Table.from_wide(numeric, geo, cat, id="id", ignore=["parent"])
+    np.testing.assert_array_equal(again.cells, table.cells)
+    # a leaf with blank counts is still refused
+    broken = frame.copy()
+    broken.loc[broken["id"] == "b", ["T", "x", "y", "y1", "y2"]] = ""
+    with pytest.raises(Exception, match="leaf geounits without a row"):
+        Table.from_wide(broken, geo, cat, id="id", ignore=["parent"])

@@ -71,12 +71,9 @@ def load_table(args: argparse.Namespace) -> LoadedTable:
             "(a mistyped code would drop its people from every total); name columns without "
             "counts in --ignore-columns"
         )
-    codes = [str(c) for c in categories.ids if str(c) in frame.columns]
-    filled = (frame[codes].apply(lambda col: col.str.strip()) != "").any(axis=1)
-    rows = frame[filled.to_numpy()]
     with flag("--input", args.input):
         table = Table.from_wide(
-            rows, geography, categories, id=args.id, labels=labels, ignore=[args.parent, *ignored]
+            frame, geography, categories, id=args.id, labels=labels, ignore=[args.parent, *ignored]
         )
     combined = hashlib.sha256((digest + tree_sha).encode()).hexdigest()
     return LoadedTable(table, [path, tree_path], combined, str(path))

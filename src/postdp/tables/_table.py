@@ -304,7 +304,8 @@ class Table:
         Every leaf geounit needs a row with every detailed category column. Rows of other
         geounits and columns of aggregate categories are optional; where present they are
         checked against the sums of the detailed cells (an error names the geounit and the
-        category, never a count).
+        category, never a count). Rows with every category blank (a geounit listed only for
+        the geography, as ``postdp release --input`` accepts) are skipped.
 
         Parameters
         ----------
@@ -341,6 +342,9 @@ class Table:
         missing = [c for c in detailed if c not in df.columns]
         if missing:
             raise ValidationError(f"detailed category columns missing: {listing(missing)}")
+        present = [c for c in codes if c in df.columns]
+        blank = df[present].apply(lambda col: col.isna() | (col.astype(str).str.strip() == ""))
+        df = df[~blank.all(axis=1).to_numpy()]  # geography-only rows: no counts to check
         keys = df[id].astype(str).str.strip().to_numpy(dtype=object)
         where = pd.Index(geography.ids).get_indexer(pd.Index(keys))
         if (where < 0).any():
@@ -355,13 +359,11 @@ class Table:
         absent = leaves[row_of[leaves] < 0]
         if absent.size:
             raise HierarchyError(f"leaf geounits without a row: {listing(geography.ids[absent])}")
-        present = [c for c in codes if c in df.columns]
         values = df[present].apply(pd.to_numeric, errors="coerce").to_numpy(dtype=float)
         if np.isnan(values).any():
             r, c = (int(i[0]) for i in np.nonzero(np.isnan(values)))
-            raise ValidationError(
-                f"a missing or non-numeric count at geounit {keys[r]!r}, category {present[c]!r}"
-            )
+            where_ = f"geounit {keys[r]!r}, category {present[c]!r}"
+            raise ValidationError(f"a missing or non-numeric count at {where_}")
         if (values != np.round(values)).any():
             raise ValidationError("counts must be whole numbers")
         if (values >= _validation.MAX_COUNT).any():
@@ -370,8 +372,7 @@ class Table:
                 f"the count at geounit {keys[r]!r}, category {present[c]!r} is 2**52 (about "
                 "4.5e15) or more, more than postdp releases exactly"
             )
-        column = {c: k for k, c in enumerate(present)}
-        detailed_cols = np.array([column[c] for c in detailed], dtype=np.int64)
+        detailed_cols = pd.Index(present).get_indexer(pd.Index(detailed))
         cells = values[np.ix_(row_of[leaves], detailed_cols)].astype(np.int64)
         table = cls(geography, categories, cells, labels or {})
         full = table.counts()
