@@ -139,6 +139,34 @@ def test_the_filter_box_filters(browser):
     assert len(_column(browser, table, "id")) == total
 
 
+def test_the_filter_box_matches_one_column_when_named(browser):
+    """``column=text`` matches that column only (issue 27): ``level=1`` keeps the rows of
+    level 1, and a node's id asked of the level column matches nothing."""
+    from selenium.webdriver.common.by import By
+
+    table = _nodes_table(browser)
+    box = browser.find_element(By.ID, table.replace("-data", "-filter"))
+    box.clear()
+    box.send_keys(" ")
+    levels = _column(browser, table, "level")
+    ids = _column(browser, table, "id")
+    box.clear()
+    box.send_keys("level=1")
+    shown = _column(browser, table, "level")
+    ones = [v for v in levels if float(v) == 1]
+    assert shown and {float(v) for v in shown} == {1.0} and len(shown) == len(ones)
+    status = browser.find_element(By.ID, table.replace("-data", "-status")).text
+    assert status == f"{len(shown)} of {len(ids)} rows"
+    box.clear()
+    box.send_keys(f"level={ids[-1]}")  # an id, but not a level
+    assert _column(browser, table, "id") == []
+    box.clear()
+    box.send_keys(f"id={ids[-1]}")
+    assert _column(browser, table, "id") == [ids[-1]]
+    box.clear()
+    box.send_keys(" ")
+
+
 def test_the_page_prints_without_its_controls(browser):
     browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {"media": "print"})
     try:
