@@ -21,6 +21,7 @@ PUBLIC_MODULES = [
     "postdp.data",
     "postdp.errors",
     "postdp.plots",
+    "postdp.references",
 ]
 
 
@@ -110,6 +111,7 @@ LAYERS = [
         "postdp._rng",
         "postdp._validation",
         "postdp.errors",
+        "postdp.references",
         "postdp._typing",
         "postdp._intervals",
         "postdp._moments",

@@ -43,7 +43,8 @@ class BudgetError(PostdpError, ValueError):
 
 
 class UnboundedMomentError(PostdpError, ValueError):
-    """A mechanism setting whose mean or variance is infinite (log-Laplace, seed 004 Prop. 3)."""
+    """A mechanism setting whose mean or variance is infinite (log-Laplace,
+    [mcglinchey2020] Prop. 3)."""
 
 
 class ConvergenceError(PostdpError, RuntimeError):

@@ -70,7 +70,7 @@ def simulate(
         simulated with its post-processing (no ``raw``), and the result's ``extra``
         holds the sums behind the Census Bureau's metrics (:meth:`TableDesign.metrics`).
     truth : array_like, optional
-        True counts (default: the design's own), e.g. shifted counts (seed 000 Fig. 4):
+        True counts (default: the design's own), e.g. shifted counts ([zhu2021] Fig. 4):
         shape (n,) for a hierarchy design, (leaf geounits, detailed cells) for a table
         design.
     n_draws : int
@@ -88,7 +88,7 @@ def simulate(
         that node's level (errors beyond fall in two overflow bins); quantiles and
         Wasserstein distances come from these histograms.
     raw : sequence of str
-        Node ids whose errors *before* post-processing are histogrammed too (seed 000
+        Node ids whose errors *before* post-processing are histogrammed too ([zhu2021]
         Fig. 1).
     exact : sequence of str
         Node ids whose every error is kept, for exact quantiles

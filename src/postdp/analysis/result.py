@@ -178,7 +178,7 @@ class MonteCarloResult:
         Parameters
         ----------
         scale : float or array_like, shape (n,)
-            Laplace scale λ to compare with (seed 000 Fig. 5 compares the post-processed
+            Laplace scale λ to compare with ([zhu2021] Fig. 5 compares the post-processed
             error with the Laplace noise that was added).
         points : int, default 2000
             Quantiles of the Laplace law used to represent it.

@@ -1,4 +1,4 @@
-"""Closed forms of seed 000_52243d433e48a03d.txt for the errors of projections.
+"""Closed forms of [zhu2021] for the errors of projections.
 
 Each function cites its lemma or theorem; ``tests/statistical`` checks every one of them
 against Monte Carlo through confidence intervals.
@@ -33,7 +33,7 @@ __all__ = [
 
 
 def geometric_h(n: int, r: int) -> list[list[int]]:
-    """The polynomials h_i of Lemma 8 (seed 000) evaluated exactly at 0..r, for i < n.
+    """The polynomials h_i of Lemma 8 ([zhu2021]) evaluated exactly at 0..r, for i < n.
 
     h_0 = 1 and h_{i+1}(s) = Σ_{v=-s}^{s} h_i(s - |v|) = h_i(s) + 2 Σ_{u<s} h_i(u); h_i(r) counts
     the points of Z^i weighted as in the lemma. Python integers, so no precision is lost.
@@ -114,7 +114,7 @@ def l1_ball_tail(r: float, n: int, mechanism: NoiseMechanism) -> float:
 
 
 def l1_ball_probability(r: float, n: int, mechanism: NoiseMechanism) -> float:
-    """P(||η||_1 <= r) for n i.i.d. noise values (seed 000 Lemma 8; Cor. 9 for x̃ around x).
+    """P(||η||_1 <= r) for n i.i.d. noise values ([zhu2021] Lemma 8; Cor. 9 for x̃ around x).
 
     Parameters
     ----------
@@ -143,7 +143,7 @@ def l1_ball_probability(r: float, n: int, mechanism: NoiseMechanism) -> float:
 
 @dataclass(frozen=True, slots=True)
 class BiasBound:
-    """The bias bound of seed 000 Thm 11 and its ingredients.
+    """The bias bound of [zhu2021] Thm 11 and its ingredients.
 
     Attributes
     ----------
@@ -200,7 +200,7 @@ def p_plus_bias_bound(
     public: PublicSpec = None,
     truth: ArrayLike | None = None,
 ) -> BiasBound:
-    """Thm 11 of seed 000: ||Bias(P+)||_∞ <= C' · Pr(||η||_1 > r_m).
+    """Thm 11 of [zhu2021]: ||Bias(P+)||_∞ <= C' · Pr(||η||_1 > r_m).
 
     Parameters
     ----------
@@ -325,7 +325,7 @@ def _ps_cdf_grid(n: int, scale: float, points: int) -> tuple[FloatArray, FloatAr
 def ps_error_density(
     x: ArrayLike, n: int, mechanism: Laplace, *, points: int = 1 << 15
 ) -> FloatArray:
-    """Density of a (P_S) marginal error, Thm 12 of seed 000, by numerical convolution.
+    """Density of a (P_S) marginal error, Thm 12 of [zhu2021], by numerical convolution.
 
     The error of entity i is (1 - 1/n)η_i - (1/n)Σ_{j≠i} η_j with η i.i.d. Laplace(λ); its
     density is the convolution of Laplace(λ(1 - 1/n)) with n - 1 copies of Laplace(λ/n),
@@ -390,7 +390,7 @@ def ps_error_cdf(x: ArrayLike, n: int, mechanism: Laplace, *, points: int = 1 <<
 def ps_wasserstein_to_laplace(n: int, mechanism: Laplace, *, points: int = 1 << 15) -> float:
     """W1 distance between the (P_S) marginal error law and the Laplace(λ) noise (Fig. 5).
 
-    Thm 13-14 of seed 000: the law converges to Laplace(λ) as n grows, so this distance
+    Thm 13-14 of [zhu2021]: the law converges to Laplace(λ) as n grows, so this distance
     decreases to 0.
 
     Parameters

@@ -11,7 +11,7 @@ Two interval methods for hierarchies:
   stand-in give the basic bootstrap interval [r - q(1 - a/2), r - q(a/2)] around each
   released count r. This is the approach of the Census Bureau's 2020 uncertainty
   replicates. Centring on the replicate errors subtracts the chain's bias at the stand-in,
-  which corrects the bias of (P+) and clamping (seed 000 Thm 9, seed 004 §3) as far as the
+  which corrects the bias of (P+) and clamping ([zhu2021] Thm 9, [mcglinchey2020] §3) as far as the
   bias at the released value equals the bias at the truth; where the bias changes fast with
   the count (counts within a few noise scales of 0) the intervals under- or over-cover, and
   :func:`interval_coverage` measures by how much.
@@ -209,7 +209,7 @@ def ps_intervals(
 ) -> ConfidenceInterval:
     """Exact intervals for (P_S) estimates: n components projected onto a public total.
 
-    Each released component's error has the law of seed 000 Thm 12 (a Laplace noise minus
+    Each released component's error has the law of [zhu2021] Thm 12 (a Laplace noise minus
     the mean of n of them; :func:`postdp.analysis.ps_error_cdf`), symmetric about 0, so the
     interval is released ± its (1 + level)/2 quantile: exact, not a normal approximation
     (the law has Laplace-like tails for small n).
@@ -271,7 +271,7 @@ def interval_coverage(
     design : ReleaseDesign
         Its hierarchy's counts are the truth.
     method : {"replicates", "gls", "posterior"}
-        ``"posterior"``: the design's noise (geometric, no steps) released with seed 003's
+        ``"posterior"``: the design's noise (geometric, no steps) released with [wang2021]'s
         rule (``bayes_release_hierarchy``) and its family-by-family credible intervals.
     n_draws : int, default 200
     replicates : int, default 200
@@ -304,7 +304,7 @@ def interval_coverage(
         )
     if method == "posterior" and design.steps:
         raise ValidationError(
-            "`method='posterior'` releases with seed 003's rule: give a design without "
+            "`method='posterior'` releases with [wang2021]'s rule: give a design without "
             "post-processing steps (geometric noise)"
         )
     (N,) = _validation.size_tuple(n_draws)

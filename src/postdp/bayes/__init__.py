@@ -1,4 +1,4 @@
-"""Bayesian post-processing and posterior inference for noisy counts (seed 003)."""
+"""Bayesian post-processing and posterior inference for noisy counts ([wang2021])."""
 
 from postdp.bayes._convolution import SumLaw, sum_law, sum_law_monte_carlo
 from postdp.bayes._finucan import finucan_mode

@@ -1,6 +1,6 @@
 """The law of a sum of independent double geometric noises (private).
 
-Used by the summed-noisy-total approximation of seed 003 §3.1.2: η = Σ_s δ_s with
+Used by the summed-noisy-total approximation of [wang2021] §3.1.2: η = Σ_s δ_s with
 δ_s ~ DG(a_s). The pmf is computed exactly by convolving the pmfs, each truncated where its
 remaining mass is below 1e-30 (far below double precision of the result); the seed's own
 Monte Carlo estimate (frequencies of 10,000 simulated sums) is available for comparison.
@@ -80,7 +80,7 @@ def sum_law(mechanisms: Sequence[Geometric]) -> SumLaw:
     --------
     >>> from postdp import Geometric
     >>> law = sum_law([Geometric(1.0)] * 50)
-    >>> round(law.variance, 1)  # 50 x 2a/(1-a)^2 with a = e^-1: Var(n*) of seed 003 Scenario 1
+    >>> round(law.variance, 1)  # 50 x 2a/(1-a)^2 with a = e^-1: Var(n*) of [wang2021] Scenario 1
     92.1
     """
     total = np.array([1.0])
@@ -99,7 +99,7 @@ def sum_law(mechanisms: Sequence[Geometric]) -> SumLaw:
 def sum_law_monte_carlo(
     mechanisms: Sequence[Geometric], *, n_draws: int = 10_000, rng: RNGLike = None
 ) -> SumLaw:
-    """The seed's estimate: frequencies of ``n_draws`` simulated sums (seed 003 §3.1.2).
+    """The seed's estimate: frequencies of ``n_draws`` simulated sums ([wang2021] §3.1.2).
 
     Parameters
     ----------

@@ -29,7 +29,7 @@ def finucan_mode(m: ArrayLike, p: ArrayLike) -> IntArray:
 
     Notes
     -----
-    Seed ``003_a85a08a84805b29c.txt`` §2.2 (Finucan 1964): start from
+    Seed [wang2021] §2.2 (Finucan 1964): start from
     k_i = ⌊(m + S/2) p_i⌋, then, while Σ k < m, add one to the category with the smallest
     (1 - f_i)/(k_i + 1), and while Σ k > m remove one from the category with the smallest
     f_i / k_i, where f_i = (m + S/2) p_i - k_i is kept up to date. At most S/2 steps are

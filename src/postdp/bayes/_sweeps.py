@@ -3,7 +3,7 @@
 One sweep visits every component s of every chain: an exact Gibbs draw of N_s on a window
 around the latent noisy n_s, then an independence proposal n_s' = N_s + DG noise, kept iff
 the release is still Finucan's mode of MD(Ñ, max(n', 0)). The same algorithm as the seed's
-(seed ``003_a85a08a84805b29c.txt`` §4), written as loops so that one component step costs a
+([wang2021] §4), written as loops so that one component step costs a
 few microseconds instead of a round of numpy calls; the randomness comes from the caller's
 numpy ``Generator`` (its bit generator advances as numpy's would).
 

@@ -2,7 +2,7 @@
 
 ``bayes_release_hierarchy`` releases the root as the posterior mode of its noisy count and
 then, parent by parent, the children as Finucan's mode given the parent's released value.
-Each family is treated here as seed 003's problem (§4): the children's released counts
+Each family is treated here as [wang2021]'s problem (§4): the children's released counts
 are the components, the parent's released count the total, observed through the parent
 level's double geometric noise; :func:`postdp.bayes.sample_posterior` draws the children's
 true counts given the release, and equal-tailed credible intervals are read off. The

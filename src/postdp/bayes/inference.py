@@ -1,4 +1,4 @@
-"""Posterior inference for true counts from Bayesian-post-processed releases (seed 003 §4).
+"""Posterior inference for true counts from Bayesian-post-processed releases ([wang2021] §4).
 
 Given released components Ñ_1..Ñ_S and total Ñ (independence flavor of the release), with
 uniform priors on N_s >= 0,
@@ -165,7 +165,7 @@ class ExactPosterior:
         return frame
 
     def top(self, k: int = 10) -> pd.DataFrame:
-        """The ``k`` most probable configurations (seed 003 Table 3).
+        """The ``k`` most probable configurations ([wang2021] Table 3).
 
         Examples
         --------
@@ -192,7 +192,7 @@ def exact_posterior(
     component_mechanisms: Geometric | Sequence[Geometric],
     window: int | None = None,
 ) -> ExactPosterior:
-    """Exact posterior of the true counts on a grid (seed 003 §4, "brute force").
+    """Exact posterior of the true counts on a grid ([wang2021] §4, "brute force").
 
     Parameters
     ----------

@@ -1,5 +1,5 @@
 """A Metropolis-within-Gibbs sampler of the true counts behind a Bayesian-post-processed
-release (seed 003 §4), for many components (S = 50 and beyond).
+release ([wang2021] §4), for many components (S = 50 and beyond).
 
 It explores the true counts N and the noisy components n together; a proposal for n is
 accepted only if Finucan's mode of MD(Ñ, max(n, 0)) still equals the released components.

@@ -1,4 +1,4 @@
-"""Bayesian post-processing of a total and its components (seed 003 §3).
+"""Bayesian post-processing of a total and its components ([wang2021] §3).
 
 Noise is added to a total N and to its components N_1..N_S. The released total is a
 posterior mode of N; the released components are a mode of the multinomial distribution
@@ -58,7 +58,7 @@ def posterior_mode_summed(
 ) -> IntArray:
     """Posterior mode of the total from its noisy value and the summed noisy components.
 
-    p(N | n, n*) ∝ p(n | N) p(n* | N) on N >= 0 (seed 003 eq. (10)), with n = N + δ,
+    p(N | n, n*) ∝ p(n | N) p(n* | N) on N >= 0 ([wang2021] eq. (10)), with n = N + δ,
     δ ~ DG(a), and n* = Σ n_s = N + η, η distributed as ``law``.
 
     Parameters
@@ -110,7 +110,7 @@ class BayesRelease:
     components : ndarray of int64, shape (B, S)
         Nonnegative, each row adding up to ``total``.
     budget : Budget
-        Noise on the total and on the components both spend (seed 003 §5): ε of the total
+        Noise on the total and on the components both spend ([wang2021] §5): ε of the total
         plus the largest ε of the (disjoint) components.
 
     Examples
@@ -161,7 +161,7 @@ def bayes_release(
     flavor: Flavor = "independent",
     law: SumLaw | None = None,
 ) -> BayesRelease:
-    """The post-processing algorithm of seed 003 §3.2, on a batch of noisy draws.
+    """The post-processing algorithm of [wang2021] §3.2, on a batch of noisy draws.
 
     Parameters
     ----------
@@ -217,7 +217,7 @@ def bayes_release(
     modes = posterior_mode_independent(ns)
     components = finucan_mode(total, modes)
     # the components are disjoint groups (parallel composition: the largest of their costs),
-    # the total is a second query on the same people (sequential composition), seed 003 §5
+    # the total is a second query on the same people (sequential composition), [wang2021] §5
     budget = Budget.compose(
         [total_mechanism.privacy_cost(), Budget.pure(max(m.epsilon for m in mechs))]
     )

@@ -250,9 +250,9 @@ def add_postprocess_options(parser: argparse.ArgumentParser) -> None:
         "also v >= 0), 'topdown' (census TopDown: fix the root, project each family onto its "
         "parent level by level), 'clamp' (max(0, x)), 'ramp-optimal' (max(x - a*, 0) with "
         "the exact optimal shift a* of each level's noise: b W(1/2) for Laplace), "
-        "'modified:T=<t>' (seed 002 modified post-processing), 'round' "
+        "'modified:T=<t>' ([fioretto2021] modified post-processing), 'round' "
         "(unbiased integers; consistent if the input is). Example: project-nonneg,round. "
-        "postdp release also takes 'bayes' alone (seed 003's release rule, geometric noise)",
+        "postdp release also takes 'bayes' alone ([wang2021]'s release rule, geometric noise)",
     )
     parser.add_argument(
         "--public",

@@ -33,7 +33,7 @@ DESCRIPTION = """\
 Run a release design (noise per level + post-processing chain) many times on the true
 counts (the bundled 2010 counties by default, or a CSV) on the reproducible study path, and
 write per-node error statistics (bias, variance, MSE, MAE with confidence intervals,
-quantiles), the bias on shifted counts (seed 000 Fig. 4), the Wasserstein distance of the
+quantiles), the bias on shifted counts ([zhu2021] Fig. 4), the Wasserstein distance of the
 errors to the Laplace noise by family size (Fig. 5), and figures, including error
 histograms before and after post-processing for chosen nodes (Fig. 1).
 

@@ -1,4 +1,4 @@
-"""``postdp fairness``: Title I dollars and Section 203 decisions on noisy data (seed 002)."""
+"""``postdp fairness``: Title I dollars and Section 203 decisions on noisy data ([fioretto2021])."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ DESCRIPTION = """\
 Measure, by Monte Carlo on the bundled real data, how noise (and a nonnegativity
 post-processing) shifts Title I basic-grant allotments between school districts (SAIPE
 2019, USD) or flips Voting Rights Act Section 203 decisions (2016 determinations), per
-entity, with the fairness bound alpha (seed 002). Every epsilon is checked before the
+entity, with the fairness bound alpha ([fioretto2021]). Every epsilon is checked before the
 first simulation; the folder is written only when every run has finished. --report
 FILE.html adds a self-contained HTML page of the results.
 """

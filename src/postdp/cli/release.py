@@ -115,7 +115,7 @@ def add_parser(commands: Any) -> None:
         "the design alone (--postprocess project; tables, or hierarchies with least-squares "
         "weights and at most --public root); replicates = the design re-run --replicates "
         "times on the released counts, for any --postprocess of a hierarchy or a table "
-        "(noise from OpenDP, or numpy with --study); posterior = seed 003's credible intervals, "
+        "(noise from OpenDP, or numpy with --study); posterior = [wang2021]'s credible intervals, "
         "family by family, for --postprocess bayes (MCMC on the published counts only). "
         "None costs privacy",
     )
@@ -320,7 +320,7 @@ def _bayes_chain(args: argparse.Namespace, h: Any, mechanisms: list[Any], public
 
     if not all(isinstance(m, Geometric) for m in mechanisms):
         raise CliError(
-            f"--postprocess bayes: seed 003's release needs --mechanism geometric; got "
+            f"--postprocess bayes: [wang2021]'s release needs --mechanism geometric; got "
             f"{args.mechanism}"
         )
     if public is not None:

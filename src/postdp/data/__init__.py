@@ -190,7 +190,7 @@ def _read(name: str, dtypes: dict[str, str]) -> pd.DataFrame:
 
 
 def load_title1(state: str | None = None) -> pd.DataFrame:
-    """SAIPE 2019 school districts with their Title I weights (the inputs of seed 002's P^F).
+    """SAIPE 2019 school districts with their Title I weights (the inputs of [fioretto2021]'s P^F).
 
     Parameters
     ----------
@@ -252,7 +252,7 @@ def load_section203() -> pd.DataFrame:
     Notes
     -----
     Section 203 covers a group when (x^sp / x^s > 5% or x^sp > 10,000) and
-    x^spe / x^sp > 1.31% (seed 002's P^M). The file lists only covered jurisdictions (the
+    x^spe / x^sp > 1.31% ([fioretto2021]'s P^M). The file lists only covered jurisdictions (the
     complete file could not be found), so most true decisions are positive; AIAN/ANRC areas
     (no jurisdiction total) and 5 records with suppressed counts are left out. Public domain
     (US Census Bureau); cleaned by ``scripts/clean_decision_data.py``.

@@ -1,4 +1,4 @@
-"""Proportional allotments (Title I basic grants, seed 002 §4) and their curvature."""
+"""Proportional allotments (Title I basic grants, [fioretto2021] §4) and their curvature."""
 
 from __future__ import annotations
 
@@ -78,7 +78,7 @@ def allot(x: ArrayLike, multipliers: ArrayLike, *, amount: float = 1.0) -> Float
 
 
 def allotment_hessian_trace(x: ArrayLike, multipliers: ArrayLike) -> FloatArray:
-    """Tr(H P^F_i) in closed form (seed 002, Example 1).
+    """Tr(H P^F_i) in closed form ([fioretto2021], Example 1).
 
     Tr(H P^F_i) = 2 a_i (x_i Σ_j a_j² - a_i Z) / Z³ with Z = Σ_j a_j x_j.
 

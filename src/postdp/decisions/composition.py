@@ -1,4 +1,4 @@
-"""How decision errors and fairness bounds compose across predicates (seed 002 §5.3:
+"""How decision errors and fairness bounds compose across predicates ([fioretto2021] §5.3:
 Lemmas 1-3 for the error probabilities of and/or/xor, Thms 5-6 for the bound α)."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ def _probs(*values: ArrayLike) -> list[FloatArray]:
 
 
 def and_error(b1: ArrayLike, b2: ArrayLike, p1: ArrayLike, p2: ArrayLike) -> FloatArray:
-    """Error probability of P1 ∧ P2 from those of P1 and P2 (seed 002 Lemma 1).
+    """Error probability of P1 ∧ P2 from those of P1 and P2 ([fioretto2021] Lemma 1).
 
     Parameters
     ----------
@@ -52,7 +52,7 @@ def and_error(b1: ArrayLike, b2: ArrayLike, p1: ArrayLike, p2: ArrayLike) -> Flo
 
 
 def or_error(b1: ArrayLike, b2: ArrayLike, p1: ArrayLike, p2: ArrayLike) -> FloatArray:
-    """Error probability of P1 ∨ P2 (seed 002 Lemma 2).
+    """Error probability of P1 ∨ P2 ([fioretto2021] Lemma 2).
 
     Parameters
     ----------
@@ -79,7 +79,7 @@ def or_error(b1: ArrayLike, b2: ArrayLike, p1: ArrayLike, p2: ArrayLike) -> Floa
 
 
 def xor_error(b1: ArrayLike, b2: ArrayLike) -> FloatArray:
-    """Error probability of P1 ⊕ P2, whatever the truth values (seed 002 Lemma 3).
+    """Error probability of P1 ⊕ P2, whatever the truth values ([fioretto2021] Lemma 3).
 
     Parameters
     ----------
@@ -106,7 +106,7 @@ def composition_bound(
     *,
     op: str = "and",
 ) -> float:
-    """Fairness bound of a composed predicate (seed 002 Thm 5 for and/or, Thm 6 for xor).
+    """Fairness bound of a composed predicate ([fioretto2021] Thm 5 for and/or, Thm 6 for xor).
 
     Parameters
     ----------

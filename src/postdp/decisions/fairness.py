@@ -288,7 +288,7 @@ def decision_fairness(
     -------
     FairnessReport
         ``bias`` is E[P_i(x̃)] - P_i(x); its absolute value is the decision-error probability
-        Pr[P_i(x̃) != P_i(x)] (seed 002 §5.2), with a binomial standard error.
+        Pr[P_i(x̃) != P_i(x)] ([fioretto2021] §5.2), with a binomial standard error.
 
     Examples
     --------

@@ -1,4 +1,4 @@
-"""Mitigations of the unfairness of decisions on noisy data (seed 002 §7)."""
+"""Mitigations of the unfairness of decisions on noisy data ([fioretto2021] §7)."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ __all__ = [
 def output_perturbation(
     allotment: ArrayLike, mechanism: NoiseMechanism, *, rng: RNGLike = None, size: int | None = None
 ) -> FloatArray:
-    """Noise added to the outputs P_i(x) instead of the inputs (seed 002 §7.1): unbiased.
+    """Noise added to the outputs P_i(x) instead of the inputs ([fioretto2021] §7.1): unbiased.
 
     Parameters
     ----------
@@ -60,7 +60,7 @@ def output_perturbation(
 def linear_proxy_allotment(
     x: ArrayLike, multipliers: ArrayLike, total: float, *, amount: float = 1.0
 ) -> FloatArray:
-    """The linear proxy P̄^F_i = a_i x_i / Z with Z released separately (seed 002 §7.2).
+    """The linear proxy P̄^F_i = a_i x_i / Z with Z released separately ([fioretto2021] §7.2).
 
     Releasing Z = Σ a_j x_j (publicly, or with its own noise) makes the allotment linear in
     the noisy counts, hence unbiased and fair (Corollary 1); shares need not sum to 1.
@@ -90,7 +90,7 @@ def linear_proxy_allotment(
 
 
 def sum_constrained(allotment: ArrayLike, *, total: float = 1.0) -> FloatArray:
-    """Project allotments onto Σ_i P_i = total (seed 002 eq. (29)); α is unchanged (Thm 10).
+    """Project allotments onto Σ_i P_i = total ([fioretto2021] eq. (29)); α is unchanged (Thm 10).
 
     Parameters
     ----------
@@ -216,7 +216,7 @@ class TemperatureSearch:
     temperatures : ndarray, shape (k,)
         The grid searched.
     objective : ndarray, shape (k,)
-        max_q |bias| - min_q |bias| at each temperature (seed 002 eq. (32)).
+        max_q |bias| - min_q |bias| at each temperature ([fioretto2021] eq. (32)).
     bias : ndarray, shape (k, m)
         Monte Carlo bias of the modified post-processing at each temperature and true value.
     q : ndarray, shape (m,)
@@ -272,7 +272,7 @@ def optimal_temperature(
     lower: float = 0.0,
     rng: RNGLike = None,
 ) -> TemperatureSearch:
-    """Search the temperature T* of seed 002 eq. (32) by Monte Carlo over true values.
+    """Search the temperature T* of [fioretto2021] eq. (32) by Monte Carlo over true values.
 
     T* = argmin_T ( max_q |E[x̂_T] - q| - min_q |E[x̂_T] - q| ), the expectation estimated
     from ``n_draws`` noisy draws of every q. The same draws serve every T (common random

@@ -3,11 +3,11 @@ flips the fewest determinations.
 
 Where counts feed a formula, the loss that matters is the money that goes to the wrong
 place, not the counts' error. For a proportional allotment (Title I style,
-``allot(x, a) = amount * a_i x_i / sum_j a_j x_j``, seed 002) over the leaves of a
+``allot(x, a) = amount * a_i x_i / sum_j a_j x_j``, [fioretto2021]) over the leaves of a
 hierarchy, the dollars misallocated by one release are half the L1 distance between the
 allotment of the released leaves and that of the true leaves (every misplaced dollar is
 missing somewhere and extra elsewhere); its expectation combines the post-processing's bias
-(seed 002's Hessian-trace term) and the noise's variance. It is estimated on common random
+([fioretto2021]'s Hessian-trace term) and the noise's variance. It is estimated on common random
 numbers and minimised over the per-level splits by the Monte Carlo planner of
 :mod:`postdp.analysis.planner_mc` (continuous noise; a study on the true counts).
 """
@@ -120,7 +120,7 @@ def plan_decision_budget(
 ) -> BudgetPlan:
     """The split of ``total`` across a rule's features minimising expected flipped decisions.
 
-    Each feature (a count per record, e.g. seed 002's Section 203 x^s, x^sp, x^spe per
+    Each feature (a count per record, e.g. [fioretto2021]'s Section 203 x^s, x^sp, x^spe per
     jurisdiction) is measured once with its share of the budget (the features are queries on
     the same people: sequential composition, the shares add up to the total); the rule is
     evaluated on the noisy, optionally post-processed features, and the objective is the

@@ -1,4 +1,4 @@
-"""Decision rules as composable predicates: thresholds, ratios, and/or/xor (seed 002 §4-5)."""
+"""Decision rules as composable predicates: thresholds, ratios, and/or/xor ([fioretto2021] §4-5)."""
 
 from __future__ import annotations
 
@@ -156,7 +156,7 @@ class Composite(Rule):
 
 
 def section203_rule() -> Rule:
-    """The Section 203 rule P^M of seed 002 §4 on x^s, x^sp, x^spe.
+    """The Section 203 rule P^M of [fioretto2021] §4 on x^s, x^sp, x^spe.
 
     (x^sp/x^s > 0.05 or x^sp > 10^4) and x^spe/x^sp > 0.0131, with the bundled data's
     columns: x^s = ``vacit_total``, x^sp = ``vaclep``, x^spe = ``illit``.
@@ -189,7 +189,7 @@ def section203_margin(data: Data) -> npt.NDArray[np.float64]:
     min(max(margins of the true parts of A, B), margin of C). A negative decision flips
     only when every failing part of the rule comes true: C if it fails, and the nearer of
     A and B if both fail, so its margin is the max of those. Used to order decision errors
-    by distance to the thresholds (seed 002 Fig. 3).
+    by distance to the thresholds ([fioretto2021] Fig. 3).
 
     Parameters
     ----------

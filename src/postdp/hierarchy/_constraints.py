@@ -313,7 +313,7 @@ def constraint_matrix(hierarchy: Hierarchy) -> sp.csr_array:
     -------
     scipy.sparse.csr_array, shape (n_internal, n)
         One row per node with children: +1 at the node, -1 at each child
-        (v_parent - Σ v_children = 0, seed ``000_52243d433e48a03d.txt`` Fig. 2).
+        (v_parent - Σ v_children = 0, [zhu2021] Fig. 2).
 
     Examples
     --------

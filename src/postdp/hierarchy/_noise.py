@@ -133,8 +133,8 @@ def add_noise(
     -----
     The nodes of one level are disjoint groups of people, so one level costs one
     application of its mechanism (parallel composition); the levels compose sequentially,
-    so the budget is the sum of the levels' costs (seed ``000_52243d433e48a03d.txt``,
-    census experiments; seed ``003_a85a08a84805b29c.txt`` §5).
+    so the budget is the sum of the levels' costs ([zhu2021],
+    census experiments; [wang2021] §5).
 
     Examples
     --------

@@ -37,7 +37,7 @@ class Geometric(NoiseMechanism):
     Notes
     -----
     P[noise = k] = (1 - a)/(1 + a) · a^|k| for integer k, with a = exp(-ε/Δ); the variance
-    is 2a/(1 - a)² (seed ``003_a85a08a84805b29c.txt`` §2.1; ``002_7dd7808a6059349a.txt`` §2).
+    is 2a/(1 - a)² ([wang2021] §2.1; [fioretto2021] §2).
     The study path draws the noise as the difference of two geometric variables
     ⌊E₁/λ⌋ - ⌊E₂/λ⌋ with E exponential and λ = ε/Δ.
 
@@ -141,6 +141,6 @@ class Geometric(NoiseMechanism):
         return (first - second).astype(np.int64)
 
 
-#: An alias of :class:`Geometric` (the name used in seed 003 and much of the literature);
+#: An alias of :class:`Geometric` (the name used in [wang2021] and much of the literature);
 #: ``postdp.DoubleGeometric`` still works but is not part of the listed API.
 DoubleGeometric = Geometric

@@ -36,7 +36,7 @@ class Laplace(NoiseMechanism):
     Notes
     -----
     The noise density is exp(-|z|/b) / (2b) with b = Δ/ε, its variance 2b²
-    (seed ``000_52243d433e48a03d.txt``, Preliminaries; ``004_8a4094d85034e014.txt`` §2).
+    ([zhu2021], Preliminaries; [mcglinchey2020] §2).
 
     Examples
     --------
@@ -70,7 +70,7 @@ class Laplace(NoiseMechanism):
         Parameters
         ----------
         scale : float
-            Noise scale b > 0 (λ in seed 000).
+            Noise scale b > 0 (λ in [zhu2021]).
         sensitivity : float, default 1
 
         Returns

@@ -1,4 +1,4 @@
-"""The multiplicative log-Laplace mechanism for nonnegative counts (seed 004 §5)."""
+"""The multiplicative log-Laplace mechanism for nonnegative counts ([mcglinchey2020] §5)."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ class LogLaplace:
         ε > 0.
     ratio_bound : float
         K > 0, the bound |Q(d) - Q(d')| / min(Q(d), Q(d')) <= K of seed
-        ``004_8a4094d85034e014.txt`` eq. (10), which makes the mechanism ε-DP.
+        [mcglinchey2020] eq. (10), which makes the mechanism ε-DP.
 
     Raises
     ------
@@ -58,7 +58,7 @@ class LogLaplace:
         if k >= eps:
             raise UnboundedMomentError(
                 "the log-Laplace mechanism has infinite mean when `ratio_bound` >= `epsilon` "
-                f"(seed 004 Prop. 3); got ratio_bound={k!r}, epsilon={eps!r}"
+                f"([mcglinchey2020] Prop. 3); got ratio_bound={k!r}, epsilon={eps!r}"
             )
 
     @property
@@ -149,7 +149,7 @@ class LogLaplace:
         if 2.0 * b >= 1.0:
             raise UnboundedMomentError(
                 "the log-Laplace mechanism has infinite variance when `ratio_bound` >= "
-                f"`epsilon`/2 (seed 004 Prop. 3); got ratio_bound={self.ratio_bound!r}, "
+                f"`epsilon`/2 ([mcglinchey2020] Prop. 3); got ratio_bound={self.ratio_bound!r}, "
                 f"epsilon={self.epsilon!r}"
             )
         values = self._positive(x)

@@ -1,4 +1,5 @@
-"""Restriction (truncation by conditioning) of a Laplace or geometric mechanism (seed 004 §4)."""
+"""Restriction (truncation by conditioning) of a Laplace or geometric mechanism
+([mcglinchey2020] §4)."""
 
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ class Restriction:
     Notes
     -----
     Restriction doubles the privacy cost: the result is 2ε-DP (seed
-    ``004_8a4094d85034e014.txt`` Prop. 2). Its bias for Laplace(b) is
+    [mcglinchey2020] Prop. 2). Its bias for Laplace(b) is
     (q + b)/(2 e^{q/b} - 1) (Cor. 1), more than twice the ramp's at equal privacy (eq. (9)).
     The release path (:meth:`release`) is exact rejection sampling over OpenDP's secure
     draws: every value is redrawn until it is nonnegative. For true counts (q >= 0) at

@@ -1,5 +1,5 @@
-"""Figures of release audits: nonnegativity biases (seed 004), errors before and after
-post-processing (seed 000 Fig. 1), bias against count (Fig. 4), Wasserstein distance by
+"""Figures of release audits: nonnegativity biases ([mcglinchey2020]), errors before and after
+post-processing ([zhu2021] Fig. 1), bias against count (Fig. 4), Wasserstein distance by
 family size (Fig. 5)."""
 
 from __future__ import annotations
@@ -31,10 +31,11 @@ def plot_nonneg_bias(
     temperatures: Sequence[float] = (0.5, 2.0),
     ax: Any = None,
 ) -> Any:
-    """Bias against the true value for the nonnegativity steps (seed 004 §4, seed 002 Fig. 8).
+    """Bias against the true value for the nonnegativity steps ([mcglinchey2020] §4,
+    [fioretto2021] Fig. 8).
 
     Draws the exact bias of the ramp max(0, x), the translated ramp at the optimal shift
-    α* = b W(1/2), restriction (which costs 2ε, seed 004 Prop. 2) and the modified
+    α* = b W(1/2), restriction (which costs 2ε, [mcglinchey2020] Prop. 2) and the modified
     post-processing at each temperature T.
 
     Parameters
@@ -98,7 +99,7 @@ def plot_nonneg_bias(
 
 
 def plot_residuals(result: MonteCarloResult, *, ax: Any = None) -> Any:
-    """Error distributions before and after post-processing (seed 000 Fig. 1 type).
+    """Error distributions before and after post-processing ([zhu2021] Fig. 1 type).
 
     One pair of step histograms per node in ``result.raw_ids`` (simulate with ``raw=``):
     the noise alone (dashed) and the released error (solid), as densities.
@@ -163,7 +164,7 @@ def plot_residuals(result: MonteCarloResult, *, ax: Any = None) -> Any:
 def plot_bias_by_count(
     results: Sequence[MonteCarloResult], labels: Sequence[str], *, ax: Any = None
 ) -> Any:
-    """Bias against the true count, one series per run (seed 000 Fig. 4 type), as binned
+    """Bias against the true count, one series per run ([zhu2021] Fig. 4 type), as binned
     means with 95% intervals so that runs on shifted counts do not hide one another.
 
     The nodes of each run are grouped into bins of the true count (powers of 10^(1/3), with
@@ -225,7 +226,7 @@ def plot_wasserstein(
     ax: Any = None,
 ) -> Any:
     """Wasserstein distance between errors and the Laplace noise against family size n
-    (seed 000 Fig. 5 type), with the (P_S) theory curve when ``mechanism`` is given.
+    ([zhu2021] Fig. 5 type), with the (P_S) theory curve when ``mechanism`` is given.
 
     Parameters
     ----------

@@ -1,4 +1,4 @@
-"""Figures of decisions on noisy data (seed 002 Figs. 2-10 types)."""
+"""Figures of decisions on noisy data ([fioretto2021] Figs. 2-10 types)."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def plot_allotment_bias(
     *,
     ax: Any = None,
 ) -> Any:
-    """Bias of each entity's allotment against its size, one series per setting (seed 002
+    """Bias of each entity's allotment against its size, one series per setting ([fioretto2021]
     Fig. 2 type: small districts over-allotted, large ones under-allotted).
 
     Parameters
@@ -67,7 +67,7 @@ def plot_allotment_bias(
 
 
 def plot_decision_errors(margin: ArrayLike, report: FairnessReport, *, ax: Any = None) -> Any:
-    """Decision-error probability against the distance to the rule's thresholds (seed 002
+    """Decision-error probability against the distance to the rule's thresholds ([fioretto2021]
     Fig. 3 type: errors peak near the thresholds).
 
     Parameters
@@ -104,7 +104,7 @@ def plot_decision_errors(margin: ArrayLike, report: FairnessReport, *, ax: Any =
 def plot_fairness_comparison(
     reports: Sequence[FairnessReport], labels: Sequence[str], *, axes: Any = None
 ) -> Any:
-    """Fairness bound α and mean absolute error of several mitigations side by side (seed 002
+    """Fairness bound α and mean absolute error of several mitigations side by side ([fioretto2021]
     Figs. 6 and 9 type).
 
     Parameters
@@ -143,7 +143,7 @@ def plot_fairness_comparison(
 
 def plot_errors_by_group(report: FairnessReport, groups: Sequence[str], *, ax: Any = None) -> Any:
     """Decision errors of entities grouped by the truth values of the composed predicates
-    (seed 002 Figs. 4-5 type: for P1 ∧ P2 the (True, True) group pays most, Thm 7).
+    ([fioretto2021] Figs. 4-5 type: for P1 ∧ P2 the (True, True) group pays most, Thm 7).
 
     Parameters
     ----------

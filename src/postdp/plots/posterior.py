@@ -1,4 +1,4 @@
-"""Marginal posteriors of the true counts (seed 003 Fig. 2 type)."""
+"""Marginal posteriors of the true counts ([wang2021] Fig. 2 type)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ def plot_posterior(
     released: Sequence[int] | None = None,
     axes: Any = None,
 ) -> Any:
-    """Marginal posteriors of each true count and of the total (seed 003 Fig. 2 type).
+    """Marginal posteriors of each true count and of the total ([wang2021] Fig. 2 type).
 
     Parameters
     ----------

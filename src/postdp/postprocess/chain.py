@@ -10,7 +10,7 @@ Steps are written ``name`` or ``name:key=value`` and joined by commas, e.g.
 ``clamp``          max(0, x) element-wise (``clamp:lower=L`` for another bound)
 ``ramp-optimal``   translated ramp max(x - α*, 0) with the exact optimal shift α* per level
                   (b W(1/2) for Laplace(b); the geometric root for double geometric noise)
-``modified:T=t``   the modified post-processing of seed 002 §7.3 with temperature t
+``modified:T=t``   the modified post-processing of [fioretto2021] §7.3 with temperature t
 ``round``          integers: consistent unbiased rounding if the values are consistent,
                    element-wise stochastic rounding otherwise
 =================  ===================================================================

@@ -1,6 +1,6 @@
 """Exact projections of noisy counts onto a hierarchy's constraints: (P), (P+) and (P_S).
 
-Seed ``000_52243d433e48a03d.txt`` ("Projection Operators") defines
+Seed [zhu2021] ("Projection Operators") defines
 
 - (P):   argmin ||v - x̃||₂ subject to A v = b,
 - (P+):  the same with v >= 0,
@@ -170,7 +170,7 @@ def project(
     (P) is solved by a two-pass tree algorithm in O(n) per draw: bottom-up inverse-variance
     combination of each node with its children, then top-down redistribution (exact GLS; for
     equal weights Hay et al. 2010). It is unbiased for symmetric noise (seed
-    ``000_52243d433e48a03d.txt``, Thm 7).
+    [zhu2021], Thm 7).
 
     (P+) is solved over the leaf values z (internal nodes are sums of leaves, so z >= 0 is
     v >= 0) by block principal pivoting, a primal-dual active-set method: hold the active
@@ -387,7 +387,7 @@ def project_sum(
     -----
     Without the bound the solution is closed form, v = y - (Σ y - b)·(1/w)/Σ(1/w); for equal
     weights v_i = y_i - (Σ y - b)/n, whose error for i.i.d. Laplace(λ) noise has variance
-    2λ²(1 - 1/n) (seed ``000_52243d433e48a03d.txt``, Thm 12). With the bound it is
+    2λ²(1 - 1/n) ([zhu2021], Thm 12). With the bound it is
     v = max(y - τ/w, 0) with τ found by Michelot's algorithm.
 
     Examples

@@ -29,7 +29,7 @@ def stochastic_round(x: ArrayLike, *, rng: RNGLike = None) -> IntArray:
 
     Notes
     -----
-    Seed ``002_7dd7808a6059349a.txt`` eq. (28): rounding after post-processing keeps the
+    Seed [fioretto2021] eq. (28): rounding after post-processing keeps the
     allotments unbiased only if the rounding itself is unbiased.
 
     Examples
@@ -96,7 +96,7 @@ def round_consistent(
     and every child goes up with probability q_j/Q (unbiased). A family whose fractional
     parts cannot add up to the parent (input consistent only to ``atol``) has its q_j
     rescaled to sum to the needed number of round-ups, which keeps every child at ⌊x⌋ or
-    ⌈x⌉ and the family exact. (Systematic rounding; seed ``002_7dd7808a6059349a.txt`` §6.3
+    ⌈x⌉ and the family exact. (Systematic rounding; [fioretto2021] §6.3
     on integral releases.)
 
     Examples

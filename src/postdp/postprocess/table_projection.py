@@ -6,7 +6,7 @@ estimate is consistent both ways by construction. The objective is
 sum over measurements m and geounits g of its level of w_m |A_m t_g - y_{m,g}|^2, with
 public (invariant) queries held exactly.
 
-Algorithm: the two-pass tree solver of seed ``000_52243d433e48a03d.txt`` (its Thm 7 GLS,
+Algorithm: the two-pass tree solver of [zhu2021] (its Thm 7 GLS,
 computed as in Hay et al.'s two passes) with c x c matrices in place of scalar variances --
 the Gaussian (Kalman) filter and smoother on the geography. Upward, each subtree gives an
 estimate mu_g of t_g with covariance S_g: leaves from their own measurements
@@ -236,7 +236,7 @@ def project_table(measurements: TableMeasurements, *, cells: bool = False) -> Fl
     ndarray
         Consistent both ways: every geographic parent equals the sum of its children and
         every aggregate category the sum of its detailed cells (up to rounding error);
-        public queries hold exactly. Unbiased (seed ``000_52243d433e48a03d.txt``, Thm 7).
+        public queries hold exactly. Unbiased ([zhu2021], Thm 7).
 
     Examples
     --------

@@ -3,7 +3,7 @@
 Fix the root (its noisy value, made nonnegative, or its public value), then, level by level,
 project the noisy children of every parent onto {v >= 0, Σ v = the parent's post-processed
 value} — every family of a level and every draw in one vectorised pass (seed
-``002_7dd7808a6059349a.txt`` §6.3; seed ``000_52243d433e48a03d.txt`` census experiments).
+[fioretto2021] §6.3; [zhu2021] census experiments).
 Unlike the exact (P+), a level never revises the levels above it.
 """
 

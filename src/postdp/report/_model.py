@@ -7,6 +7,7 @@ import datetime as _dt
 import io
 import math
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -230,7 +231,19 @@ class Report:
             lstrip_blocks=True,
         )
         template = env.get_template("report.html.j2")
-        return template.render(report=self, version=version("postdp"))
+        return template.render(report=self, version=version("postdp"), references=self.cited())
+
+    def cited(self) -> list[Any]:
+        """The papers the page cites as ``[key]`` (:data:`postdp.references.REFERENCES`), in
+        the order first cited: the page lists them under References."""
+        from postdp.references import REFERENCES
+
+        parts = [self.title, self.summary, self.privacy, *self.design.values(), *self.notes]
+        parts += [f"{h.label} {h.value} {h.detail}" for h in self.headline]
+        parts += [f"{t.title} {t.caption}" for t in self.tables]
+        parts += [f"{f.title} {f.caption}" for f in self.figures]
+        keys = re.findall(r"\[([a-z]+[0-9]{4})\]", " ".join(parts))
+        return [REFERENCES[k] for k in dict.fromkeys(keys) if k in REFERENCES]
 
     def write(self, path: str | os.PathLike[str]) -> Path:
         """Write the HTML to ``path`` atomically (a temporary file, then a rename).

@@ -30,7 +30,7 @@ CAPTIONS: dict[str, tuple[str, str, str]] = {
         "simulation, not a bias.",
     ),
     "bias_by_count": (
-        "Bias against the true count (seed 000, Fig. 4)",
+        "Bias against the true count ([zhu2021], Fig. 4)",
         "The mean bias of the nodes in each bin of true count, once per shift of the leaf "
         "counts, with 95% intervals.",
         "Each series adds the stated number to every leaf's count and re-runs the audit. "
@@ -39,7 +39,7 @@ CAPTIONS: dict[str, tuple[str, str, str]] = {
         "is the mean over its bin's nodes, with ±1.96 times the standard error of that mean.",
     ),
     "wasserstein": (
-        "Distance of the errors to the noise law, by family size (seed 000, Fig. 5)",
+        "Distance of the errors to the noise law, by family size ([zhu2021], Fig. 5)",
         "Mean Wasserstein distance of the children's error law to the Laplace noise against "
         "the number of children.",
         "The (P) projection mixes a node's noise with its siblings'; with more siblings the "

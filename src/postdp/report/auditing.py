@@ -1,7 +1,7 @@
 """The whole audit of a hierarchy design, as ``postdp audit`` runs it, from Python.
 
 :func:`audit` runs the main simulation (with the errors before post-processing of a few
-nodes kept), one simulation per shift of the leaf counts (seed 000, Fig. 4) and, for Laplace
+nodes kept), one simulation per shift of the leaf counts ([zhu2021], Fig. 4) and, for Laplace
 noise, the Wasserstein distance of each family's errors to the noise law (Fig. 5). The
 :class:`Audit` it returns gives the tables the command writes (:meth:`Audit.tables`), its
 figures (:meth:`Audit.figures`) and its HTML page (:meth:`Audit.report`): the command line
@@ -168,7 +168,7 @@ class Audit:
             "Wasserstein distance by family",
             self.family,
             "Mean W1 distance of each family's child errors to the Laplace noise, with the "
-            "family size n (seed 000, Fig. 5).",
+            "family size n ([zhu2021], Fig. 5).",
         )
         return dataclasses.replace(report, tables=[*report.tables, family])
 
@@ -200,7 +200,7 @@ def audit(
         Releases per run.
     shifts : sequence of int
         Hierarchies: each adds this to every leaf count (parents are their sums) and runs
-        again (seed 000, Fig. 4); 0 reuses the main run.
+        again ([zhu2021], Fig. 4); 0 reuses the main run.
     entities : sequence of str, optional
         Hierarchies: nodes whose errors before post-processing are kept (default: the three smallest
         leaves).

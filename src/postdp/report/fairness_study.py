@@ -4,7 +4,7 @@
 :func:`fairness_study` simulates the bundled data (2019 SAIPE school districts for Title I,
 2016 Section 203 records) once per epsilon with :func:`postdp.decisions.allotment_fairness`
 or :func:`postdp.decisions.decision_fairness`, and returns a :class:`FairnessStudy` whose
-tables, figures, headline numbers and HTML page are those of the command (seed 002): the
+tables, figures, headline numbers and HTML page are those of the command ([fioretto2021]): the
 command line only parses, checks and writes them.
 """
 
@@ -25,7 +25,8 @@ __all__ = ["FairnessStudy", "fairness_study"]
 
 CAPTIONS = {
     "title1": (
-        "Bias of each district's allotment against its count of poor children (seed 002, Fig. 2)",
+        "Bias of each district's allotment against its count of poor children "
+        "([fioretto2021], Fig. 2)",
         "Bias in dollars of every school district's Title I allotment against its true "
         "count of poor children, one series per epsilon.",
         "A point above zero is a district that receives more on average than without noise. "
@@ -34,7 +35,7 @@ CAPTIONS = {
         "bias_hi in the table), so points within that band of zero show no detectable bias.",
     ),
     "section203": (
-        "Decision error against the distance to the thresholds (seed 002, Fig. 3)",
+        "Decision error against the distance to the thresholds ([fioretto2021], Fig. 3)",
         "Probability that the noisy Section 203 decision differs from the true one, against "
         "each record's margin to the nearest threshold.",
         "Errors concentrate near a margin of zero: records close to a threshold flip often, "
@@ -280,8 +281,8 @@ class FairnessStudy:
             figures=list(figures),
             notes=(
                 "An entity's bias is the mean of its noisy outcome minus its true outcome over "
-                "the simulated releases (seed 002, Def. 2); α is the largest minus the smallest "
-                "bias (Def. 3).",
+                "the simulated releases ([fioretto2021], Def. 2); α is the largest minus the "
+                "smallest bias (Def. 3).",
                 "α is a maximum over many Monte Carlo estimates, so simulation noise alone "
                 "makes it positive: compare it with the floor in its card.",
             ),
@@ -302,7 +303,7 @@ def fairness_study(
     progress: Callable[[str, int, int], None] | None = None,
 ) -> FairnessStudy:
     """Simulate Title I allotments or Section 203 decisions on DP data, once per epsilon,
-    as ``postdp fairness`` does (seed 002).
+    as ``postdp fairness`` does ([fioretto2021]).
 
     Parameters
     ----------
@@ -443,8 +444,8 @@ def _title1_headlines(e: float, rep: Any, name: str, big: int) -> list[Headline]
         Headline(
             f"dollars misallocated (ε = {e:g})",
             _dollars(rep.cost_of_privacy()),
-            "sum of the expected losses of the districts that lose (cost of privacy, seed 002 "
-            "Def. 4)",
+            "sum of the expected losses of the districts that lose (cost of privacy, "
+            "[fioretto2021] Def. 4)",
         ),
         Headline(
             f"largest district (ε = {e:g})",

@@ -63,7 +63,7 @@ def reproductions() -> dict[str, str]:
 
 def requirements(name: str) -> tuple[str, ...]:
     """The optional modules one reproduction needs beyond matplotlib and Jinja2 (e.g.
-    ``("sklearn",)`` for the learned proxies of seed 002 Fig. 7).
+    ``("sklearn",)`` for the learned proxies of [fioretto2021] Fig. 7).
 
     Examples
     --------

@@ -1,4 +1,4 @@
-"""Seed 000 (``000_52243d433e48a03d.txt``, projections of hierarchical counts): Figs. 1, 4,
+"""Seed 000 ([zhu2021], projections of hierarchical counts): Figs. 1, 4,
 5 and 6 and the Arizona / Texas / New Mexico numbers, on the bundled 2010 county counts.
 
 Study path: numpy draws from fixed seeds.
@@ -24,7 +24,7 @@ from postdp.mechanisms import Laplace
 from postdp.reproduce._core import Comparison, Reproduction, Settings, register
 
 Z = 4.5  # standard errors allowed to a Monte Carlo value (Bonferroni over every check)
-SEED = "000_52243d433e48a03d.txt"
+SEED = "[zhu2021]"
 TEXAS, SMALL = "48", ("48301", "48269")  # Loving (82 people) and King (286), 2010
 
 

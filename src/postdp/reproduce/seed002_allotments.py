@@ -1,4 +1,4 @@
-"""Seed 002 (``002_7dd7808a6059349a.txt``, fairness of decisions on DP data): the Title I
+"""Seed 002 ([fioretto2021], fairness of decisions on DP data): the Title I
 allotment figures 2, 6, 8, 9 and 10 on the bundled SAIPE 2019 New York school districts.
 
 The seed gives the setting (Title I basic grants, $6.5B nationally, New York's districts,
@@ -23,7 +23,7 @@ from postdp.mechanisms import Laplace
 from postdp.postprocess import clamp, modified_postprocess
 from postdp.reproduce._core import Comparison, Reproduction, Settings, register
 
-SEED = "002_7dd7808a6059349a.txt"
+SEED = "[fioretto2021]"
 Z = 4.5
 EPS = 0.1
 

@@ -1,4 +1,4 @@
-"""Seed 002 (``002_7dd7808a6059349a.txt``): the decision-rule figures 3, 4, 5 and 7 on the
+"""Seed 002 ([fioretto2021]): the decision-rule figures 3, 4, 5 and 7 on the
 bundled 2016 Section 203 determinations (x^s = ``vacit_total``, x^sp = ``vaclep``,
 x^spe = ``illit``), Laplace noise on each count.
 
@@ -26,7 +26,7 @@ from postdp.mechanisms import Laplace
 from postdp.postprocess import clamp
 from postdp.reproduce._core import Comparison, Reproduction, Settings, register
 
-SEED = "002_7dd7808a6059349a.txt"
+SEED = "[fioretto2021]"
 Z = 4.5
 FEATURES = ("vacit_total", "vaclep", "illit")
 

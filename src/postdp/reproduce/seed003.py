@@ -1,4 +1,4 @@
-"""Seed 003 (``003_a85a08a84805b29c.txt``, Bayesian post-processing of a total and its
+"""Seed 003 ([wang2021], Bayesian post-processing of a total and its
 components): Tables 2 and 3 and Fig. 2.
 
 Scenario 4's 50 counts are the seed's Table 1. Scenarios 1-3 are described, not listed: 50
@@ -20,7 +20,7 @@ from postdp.bayes import bayes_release, exact_posterior
 from postdp.mechanisms import Geometric
 from postdp.reproduce._core import Comparison, Reproduction, Settings, register
 
-SEED = "003_a85a08a84805b29c.txt"
+SEED = "[wang2021]"
 Z = 4.5
 
 #: Table 1 of the seed: (count, how many components have it), Scenario 4.

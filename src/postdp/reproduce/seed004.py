@@ -1,4 +1,4 @@
-"""Seed 004 (``004_8a4094d85034e014.txt``, nonnegative Laplace mechanisms): the bias curves
+"""Seed 004 ([mcglinchey2020], nonnegative Laplace mechanisms): the bias curves
 of the ramp and of restriction, their ratio (9), and the optimal shift α* = b·W(1/2).
 
 Study path: numpy draws from fixed seeds.
@@ -13,7 +13,7 @@ from postdp.mechanisms import Laplace, Restriction
 from postdp.postprocess import clamp, restriction_ramp_ratio, translated_ramp, translated_ramp_bias
 from postdp.reproduce._core import Comparison, Reproduction, Settings, register
 
-SEED = "004_8a4094d85034e014.txt"
+SEED = "[mcglinchey2020]"
 Z = 4.5
 B = 1.0  # Laplace scale b (every result scales with b)
 

@@ -1,7 +1,7 @@
 """Workloads: which category queries are measured at which geographic level, with what noise.
 
-Privacy accounting (seed ``003_a85a08a84805b29c.txt`` §5 for the additive structure, seed
-``000_52243d433e48a03d.txt`` for the levels): one person is in exactly one detailed cell of
+Privacy accounting ([wang2021] §5 for the additive structure, seed
+[zhu2021] for the levels): one person is in exactly one detailed cell of
 one leaf geounit. A query is a set of disjoint groups of detailed cells, one count per group,
 so adding or removing a person changes exactly one of its counts by one: sensitivity 1 in
 both the L1 and the L2 sense. The geounits of a level are disjoint (parallel composition),
@@ -127,7 +127,7 @@ class Measurement:
     query : Query
     mechanism : Mechanism or None
         The noise; None for a public (invariant) query, released exactly and at no
-        privacy cost in this accounting (invariants are a policy decision, seed 000 §2).
+        privacy cost in this accounting (invariants are a policy decision, [zhu2021] §2).
     weight : float, optional
         Weight of these counts in least squares; default 1 / the noise variance.
 

@@ -3,7 +3,7 @@
 Generalised least squares for histograms x_g of c cells on a geography, a parent's the sum of
 its children's, with measurements y = A_d x_g + noise (variance r per row, 0 for a public
 row held exactly) at every geounit g of level d. The Gaussian (Kalman) filter and smoother
-on the geography (seed ``000_52243d433e48a03d.txt`` Thm 7, computed as in Hay et al.'s two
+on the geography ([zhu2021] Thm 7, computed as in Hay et al.'s two
 passes), with c x c matrices computed once per distinct subtree shape. Used by
 :class:`~postdp.postprocess.TableProjector` with the 0/1 query matrices of a category tree,
 and by the marginal basis (:mod:`postdp.postprocess._solvers.marginal_basis`) with the small

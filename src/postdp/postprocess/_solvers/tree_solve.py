@@ -11,7 +11,7 @@ hands each parent's final value minus its children's sum back to the children in
 to their estimates' variances. Fixed nodes (public values, or leaves held at 0 by an active
 set) enter with variance 0. For equal weights this is the consistency step of Hay et al.
 (2010); with general weights it is the exact weighted projection
-argmin Σ w_i (v_i - y_i)² subject to A v = b (seed ``000_52243d433e48a03d.txt`` (P)).
+argmin Σ w_i (v_i - y_i)² subject to A v = b ([zhu2021] (P)).
 """
 
 from __future__ import annotations

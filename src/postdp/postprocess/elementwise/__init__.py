@@ -1,3 +1,3 @@
 """Element-wise post-processing steps and their closed-form biases: clamping, the
-translated ramp and its optimal shift (seed 004), and the modified post-processing of seed
+translated ramp and its optimal shift ([mcglinchey2020]), and the modified post-processing of seed
 002 (a mitigation). Their names are re-exported by :mod:`postdp.postprocess`."""

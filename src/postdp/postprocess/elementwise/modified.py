@@ -1,4 +1,4 @@
-"""The modified post-processing with temperature T and its exact bias (seed 002 §7.3)."""
+"""The modified post-processing with temperature T and its exact bias ([fioretto2021] §7.3)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ __all__ = ["modified_bias", "modified_postprocess"]
 
 
 def modified_postprocess(x: ArrayLike, *, temperature: float, lower: float = 0.0) -> FloatArray:
-    """The modified post-processing of seed ``002_7dd7808a6059349a.txt`` §7.3.
+    """The modified post-processing of [fioretto2021] §7.3.
 
     x̄ = max(ℓ, x), x̄_T = x̄ - T/(x̄ + 1 - ℓ), x̂ = max(x̄_T, ℓ): a correction that pulls
     values near the boundary down more than values far from it.

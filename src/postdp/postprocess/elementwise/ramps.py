@@ -1,5 +1,5 @@
-"""Ramps: clamping, translated ramps and the optimal shift, with exact biases (seed 004 §3,
-seed 002 §6.3 Thm 9); and how restriction compares with the ramp (seed 004 eq. (9)).
+"""Ramps: clamping, translated ramps and the optimal shift, with exact biases ([mcglinchey2020] §3,
+[fioretto2021] §6.3 Thm 9); and how restriction compares with the ramp ([mcglinchey2020] eq. (9)).
 
 Every function acts on arrays of any shape (draws on leading axes). The bias functions take
 the noise mechanism (``Laplace`` or ``Geometric``) and the true value q, and return
@@ -69,8 +69,8 @@ def clamp_bias(q: ArrayLike, mechanism: NoiseMechanism, *, lower: float = 0.0) -
 
     Notes
     -----
-    For Laplace(b) and q >= lower: (b/2) exp((lower - q)/b) (seed ``002_7dd7808a6059349a.txt``
-    Thm 9; with lower = 0 seed ``004_8a4094d85034e014.txt`` eq. (5)); its maximum over
+    For Laplace(b) and q >= lower: (b/2) exp((lower - q)/b) ([fioretto2021]
+    Thm 9; with lower = 0 [mcglinchey2020] eq. (5)); its maximum over
     q >= lower is b/2, at q = lower. For the double geometric and integer q >= lower:
     a^(q - lower + 1)/(1 - a^2).
 
@@ -92,7 +92,7 @@ def clamp_bias(q: ArrayLike, mechanism: NoiseMechanism, *, lower: float = 0.0) -
 
 # ---------------------------------------------------------------------------- translated ramp
 def translated_ramp(x: ArrayLike, alpha: float) -> FloatArray:
-    """The translated ramp τ_α(x) = max(x - α, 0) (seed ``004_8a4094d85034e014.txt`` §4).
+    """The translated ramp τ_α(x) = max(x - α, 0) ([mcglinchey2020] §4).
 
     Parameters
     ----------
@@ -130,7 +130,7 @@ def translated_ramp_bias(q: ArrayLike, mechanism: NoiseMechanism, *, alpha: floa
 
     Notes
     -----
-    For Laplace(b) (seed ``004_8a4094d85034e014.txt``, proof of Thm 4.1):
+    For Laplace(b) ([mcglinchey2020], proof of Thm 4.1):
     β_α(q) = -α + (b/2) e^{(α - q)/b} for q >= α and (b/2) e^{(q - α)/b} - q for
     0 <= q <= α. It decreases in q from (b/2) e^{-α/b} at q = 0 to -α as q grows.
 
@@ -163,7 +163,7 @@ def optimal_ramp_shift(mechanism: NoiseMechanism | float) -> float:
         α*, the root of f(-α) = α with f(c) = E[(c + N)^+]: the bias of τ_α falls from
         f(-α) at q = 0 to -α as q grows, so the worst-case absolute bias is smallest where
         the two meet, and equals α*. For Laplace(b), f(-α) = (b/2) e^{-α/b} and
-        α* = b·W(1/2) ≈ 0.3517 b (seed ``004_8a4094d85034e014.txt`` Thm 4.1), against b/2
+        α* = b·W(1/2) ≈ 0.3517 b ([mcglinchey2020] Thm 4.1), against b/2
         for the plain ramp. For double geometric noise f is the exact geometric tail mean
         (piecewise in α), and the root is found by bracketing to machine precision; it is
         not the Laplace value at the same ε.
