@@ -3,6 +3,8 @@ checked before any draw, never holding a true count of a hierarchy that is not p
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from postdp.cli import main
@@ -55,9 +57,31 @@ def test_table_audit_report(tmp_path, monkeypatch, capsys):
     assert str(tmp_path) not in html
 
 
+def test_fairness_epsilon_is_one_run_and_a_sweep_is_named(tmp_path, monkeypatch, capsys):
+    """One meaning per flag (issue 27): --epsilon is the noise's epsilon, one value, as in
+    every command; --sweep-epsilon runs one study per value; geometric noise by default,
+    as everywhere."""
+    monkeypatch.chdir(tmp_path)
+    base = ["fairness", "title1", "--state", "DE", "--draws", "20", "--quiet"]
+    status, out = _run([*base, "--epsilon", "0.1,1", "--output-dir", "a"], capsys)
+    assert status == 2 and out.err.count("\n") == 1
+    assert "--epsilon '0.1,1': one value (one run); --sweep-epsilon 0.1,1" in out.err
+    assert not (tmp_path / "a").exists()
+    status, out = _run([*base, "--epsilon", "0.5", "--sweep-epsilon", "1", "-o", "b"], capsys)
+    assert status == 2 and "not allowed with argument" in out.err
+    status, out = _run([*base, "--sweep-epsilon", "0.5,2", "--output-dir", "c"], capsys)
+    assert status == 0, out.err
+    assert {p.name for p in (tmp_path / "c").glob("*.csv")} >= {
+        "title1_DE_eps0.5.csv",
+        "title1_DE_eps2.csv",
+    }
+    manifest = json.loads((tmp_path / "c" / "postdp-manifest.json").read_text())
+    assert "geometric" in json.dumps(manifest)
+
+
 def test_fairness_and_plan_reports(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(tmp_path)
-    args = ["fairness", "title1", "--state", "DE", "--epsilon", "0.1,1", "--draws", "50"]
+    args = ["fairness", "title1", "--state", "DE", "--sweep-epsilon", "0.1,1", "--draws", "50"]
     status, out = _run([*args, "--output-dir", "f", "--report", "f.html", "--quiet"], capsys)
     assert status == 0, out.err
     html = (tmp_path / "f.html").read_text(encoding="utf-8")
@@ -127,7 +151,13 @@ def test_the_title1_caption_follows_each_run(tmp_path):
     said = {}
     for post in ("clamp", "ramp-optimal"):
         study = fairness_study(
-            "title1", state="NY", epsilon=0.1, postprocess=post, n_draws=300, rng=0
+            "title1",
+            state="NY",
+            epsilon=0.1,
+            mechanism="laplace",  # the papers' noise, whose ramp is optimal
+            postprocess=post,
+            n_draws=300,
+            rng=0,
         )
         caption = study.captions["title1"][2]
         big = int(study.truth.argmax())

@@ -50,14 +50,23 @@ def add_parser(commands: Any) -> None:
         help="Title I basic grants nationally, USD (a state gets its share)",
     )
     parser.add_argument(
-        "--mechanism", default="laplace", choices=["laplace", "geometric"], help="noise"
+        "--mechanism",
+        default="geometric",
+        choices=["geometric", "laplace"],
+        help="noise (geometric, as every command; laplace as in [fioretto2021])",
     )
-    parser.add_argument(
+    epsilon = parser.add_mutually_exclusive_group()
+    epsilon.add_argument(
         "--epsilon",
         type=float_list(),
-        default=[0.1],
+        metavar="E",
+        help="the noise's epsilon for one run (default 0.1)",
+    )
+    epsilon.add_argument(
+        "--sweep-epsilon",
+        type=float_list(),
         metavar="E[,E...]",
-        help="one run per epsilon",
+        help="one run per epsilon, side by side in the tables and the report",
     )
     parser.add_argument(
         "--postprocess",
@@ -86,10 +95,18 @@ def run(args: argparse.Namespace, state: RunState) -> int:
     from postdp.mechanisms import Geometric, Laplace
     from postdp.postprocess import ElementwiseChain
 
+    if args.epsilon is not None and len(args.epsilon) > 1:
+        listed = ",".join(f"{e:g}" for e in args.epsilon)
+        raise CliError(
+            f"--epsilon '{listed}': one value (one run); --sweep-epsilon {listed} runs one "
+            "per epsilon"
+        )
+    args.epsilon = args.sweep_epsilon or args.epsilon or [0.1]
+    option = "--sweep-epsilon" if args.sweep_epsilon else "--epsilon"
     cls = Laplace if args.mechanism == "laplace" else Geometric
     mechanisms = []
     for e in args.epsilon:
-        with flag("--epsilon", f"{e:g}"):
+        with flag(option, f"{e:g}"):
             mechanisms.append(cls(epsilon=e))
     with flag("--postprocess", args.postprocess):
         ElementwiseChain(mechanisms[0], args.postprocess)  # checked before any simulation

@@ -295,7 +295,7 @@ def fairness_study(
     *,
     epsilon: float | Sequence[float],
     state: str | None = None,
-    mechanism: Literal["laplace", "geometric"] = "laplace",
+    mechanism: Literal["laplace", "geometric"] = "geometric",
     postprocess: str = "clamp",
     amount: float = 6.5e9,
     n_draws: int = 2000,
@@ -312,7 +312,7 @@ def fairness_study(
         One run per value.
     state : str, optional
         One state's entities, by postal code (the nation when not given).
-    mechanism : {"laplace", "geometric"}, default "laplace"
+    mechanism : {"laplace", "geometric"}, default "geometric"
     postprocess : str, default "clamp"
         Element-wise post-processing of the noisy counts before the decision
         (:class:`postdp.postprocess.ElementwiseChain`).
