@@ -453,3 +453,51 @@ def test_from_wide_reads_the_wide_csv_the_command_line_reads():
     broken.loc[broken["id"] == "b", ["T", "x", "y", "y1", "y2"]] = ""
     with pytest.raises(Exception, match="leaf geounits without a row"):
         Table.from_wide(broken, geo, cat, id="id", ignore=["parent"])
+
+
+def test_plan_takes_a_table(tmp_path, monkeypatch, capsys):
+    """``postdp plan`` plans a table (issue 27): the bundled P1 table or a wide --input with
+    --categories (and --design), the split over its measured queries equal to the library's
+    plan, a corner flagged in words; options for hierarchies only are refused up front."""
+    from postdp import Hierarchy
+    from postdp.analysis import plan_budget
+    from postdp.tables import Query, Table
+
+    monkeypatch.chdir(tmp_path)
+    _inputs(tmp_path)
+    args = ["plan", "--input", "wide.csv", "--categories", "tree.csv", "--total", "2"]
+    assert main([*args, "-o", "p.csv", "--mechanism", "gaussian"]) == 0
+    out = capsys.readouterr().out
+    assert "over 3 measured queries" in out and ("at a corner" in out or "interior" in out)
+    plan = pd.read_csv(tmp_path / "p.csv")
+    assert plan["level"].tolist() == [0, 1, 2] and set(plan["query"]) == {"detailed"}
+    assert plan["share"].sum() == pytest.approx(2.0, rel=1e-9)
+    frame = pd.read_csv(io.StringIO(WIDE), dtype=str, keep_default_na=False)
+    tree = pd.read_csv(io.StringIO(TREE), dtype=str, keep_default_na=False)
+    geo = Hierarchy.from_frame(frame, id="id", parent="parent", count=None)
+    cat = Hierarchy.from_frame(tree, id="code", parent="parent", count=None)
+    table = Table.from_wide(frame, geo, cat, id="id", ignore=["parent"])
+    pairs = [(d, Query.detailed(cat)) for d in range(3)]
+    ours = plan_budget(table, queries=pairs, total=2.0, mechanism="gaussian")
+    np.testing.assert_allclose(plan["share"], ours.shares, rtol=1e-9)
+    design = {
+        "measurements": [
+            {"level": 0, "query": "total", "public": True},
+            {"level": 1, "query": "detailed", "mechanism": "gaussian", "rho": 0.1},
+            {"level": 2, "query": ["x", "y"], "mechanism": "gaussian", "rho": 0.1},
+            {"level": 2, "query": "detailed", "mechanism": "gaussian", "rho": 0.1},
+        ]
+    }
+    (tmp_path / "d.json").write_text(json.dumps(design))
+    assert main([*args, "--design", "d.json", "-o", "d.csv", "--mechanism", "gaussian"]) == 0
+    assert len(pd.read_csv(tmp_path / "d.csv")) == 3  # the noisy queries of the design
+    capsys.readouterr()
+    for extra, message in (
+        (["--objective", "mae"], "--objective: plans a hierarchy"),
+        (["--frontier", "1,2"], "--frontier: plans a hierarchy"),
+        (["--weights", "1,2"], "--weights '1,2': needs one value per measured query (3)"),
+    ):
+        assert main([*args, *extra, "-o", "bad.csv"]) == 2
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1, err
+        assert not (tmp_path / "bad.csv").exists()

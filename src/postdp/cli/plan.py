@@ -12,6 +12,7 @@ from postdp.cli._options import (
     MECHANISMS,
     CliError,
     add_output_options,
+    add_table_flags,
     encoding,
     flag,
     float_list,
@@ -82,7 +83,7 @@ def add_parser(commands: Any) -> None:
         "--frontier-output",
         default="frontier.csv",
         metavar="CSV",
-        help="where --frontier writes its table (default frontier.csv)",
+        help="where --frontier writes its table",
     )
     parser.add_argument(
         "--figure", metavar="PNG", help="with --frontier: draw it (png, svg or pdf; plots extra)"
@@ -105,6 +106,7 @@ def add_parser(commands: Any) -> None:
         type=whole(10, 100_000),
         help="with --objective mae: common random draws (default 200)",
     )
+    add_table_flags(parser, formats=False)
     add_report_option(parser)
     add_output_options(parser, quiet=False)
     parser.set_defaults(func=run)
@@ -115,6 +117,10 @@ def run(args: argparse.Namespace, state: RunState) -> int:
     from postdp.hierarchy import Hierarchy
 
     _check_objective_options(args)
+    if args.table is not None or args.categories is not None or args.design is not None:
+        return _run_table(args, state)
+    if args.ignore_columns is not None:
+        raise CliError("--ignore-columns: applies to a table given as --input with --categories")
     state.phase = "reading the hierarchy"
     if args.input is None:
         from postdp.data import county_hierarchy
@@ -267,6 +273,89 @@ def run(args: argparse.Namespace, state: RunState) -> int:
                 f"  total {row.total:g}: planned {row.optimal:.4g}, equal split {row.equal:.4g}",
                 file=out,
             )
+    print(f"wrote {', '.join(state.written)}", file=out)
+    return 0
+
+
+def _run_table(args: argparse.Namespace, state: RunState) -> int:
+    """Plan a table: the split over its measured (level, query) pairs that minimises the
+    weighted mean exact (P) variance (the detailed cells at every level, or --design)."""
+    from postdp.analysis import plan_budget
+    from postdp.cli._tables import load_table, workload
+    from postdp.mechanisms import Geometric
+    from postdp.tables import Measurement, Query, Workload
+
+    for option, value in (
+        ("--objective", "mae" if args.objective == "mae" else None),
+        ("--frontier", args.frontier),
+        ("--figure", args.figure),
+    ):
+        if value is not None:
+            raise CliError(
+                f"{option}: plans a hierarchy; a table's plan is of the exact (P) variance"
+            )
+    state.phase = "reading the table"
+    loaded = load_table(args)
+    table = loaded.table
+    if args.design is not None:
+        queries: Any = workload(args, table)
+        noisy = [(m.level, m.query) for m in queries.measurements if not m.public]
+    else:
+        detailed = Query.detailed(table.categories)
+        noisy = [(d, detailed) for d in range(table.geography.n_levels)]
+        queries = noisy
+        if args.public == "root":
+            root = str(table.categories.ids[table.categories.root])
+            items = [Measurement(d, q, Geometric(1.0)) for d, q in noisy]
+            queries = Workload([*items, Measurement(0, Query("total", [[root]]), None)])
+    for option, values in (("--weights", args.weights), ("--compare", args.compare)):
+        if values is not None and len(values) != len(noisy):
+            shown = ",".join(f"{v:g}" for v in values)
+            raise CliError(
+                f"{option} {shown!r}: needs one value per measured query ({len(noisy)}), in "
+                "the order of the levels (root first) and of --design"
+            )
+    if args.compare is not None and abs(sum(args.compare) - args.total) > 1e-9 * args.total:
+        raise CliError(f"--compare: spends {sum(args.compare):.6g}, not --total {args.total:g}")
+    output = check_output_file(
+        args.output, typed(args, "--output", "-o"), inputs=loaded.paths, overwrite=args.overwrite
+    )
+    report_path = check_report(args, inputs=loaded.paths, others=[output])
+    state.phase = "planning"
+    with flag("--total", f"{args.total:g}"):
+        plan = plan_budget(
+            table,
+            total=args.total,
+            mechanism=args.mechanism,
+            weights=args.weights,
+            queries=queries,
+            compare=args.compare,
+        )
+    frame = plan.to_frame()
+    frame["level"] = [d for d, _ in noisy]
+    frame.insert(1, "query", [q.name for _, q in noisy])
+    frame.insert(2, "geounits", [table.geography.levels[d].size for d, _ in noisy])
+    geo = table.geography
+    report = None if report_path is None else _report(args, geo, plan, frame, None)
+    state.phase = f"writing {output}"
+    write_atomic(output, lambda tmp: frame.to_csv(tmp, index=False), overwrite=args.overwrite)
+    state.written.append(str(output))
+    write_report(report_path, report, state, overwrite=args.overwrite)
+    out = sys.stdout
+    print(
+        f"split of {_unit(args)} = {args.total:g} over {len(noisy)} measured queries "
+        f"of {loaded.source} ({args.mechanism}):",
+        file=out,
+    )
+    for row in frame.itertuples():
+        print(f"  level {row.level} {row.query}: {row.share:.4g}", file=out)
+    ratio = plan.equal_objective / plan.objective if plan.objective > 0 else float("inf")
+    print(
+        f"weighted mean (P) variance {plan.objective:.4g}; equal split "
+        f"{plan.equal_objective:.4g} ({ratio:.2f}x the plan)",
+        file=out,
+    )
+    print(plan.verdict(), file=out)
     print(f"wrote {', '.join(state.written)}", file=out)
     return 0
 
