@@ -52,7 +52,9 @@ def test_county_split_beats_the_equal_split():
     assert plan.given_objective is not None
     assert plan.given_objective == pytest.approx(plan.equal_objective)
     assert plan.objective < 0.5 * plan.equal_objective
-    assert list(plan.to_frame().columns) == ["level", "share", "mean_variance"]
+    frame = plan.to_frame()
+    assert list(frame.columns) == ["level", "budget", "share", "mean_variance"]
+    assert frame["share"].sum() == pytest.approx(1.0)  # a fraction of the total
 
 
 def test_bad_plans():

@@ -15,8 +15,8 @@ def test_plan_of_a_users_hierarchy(tmp_path, monkeypatch, capsys):
     out = capsys.readouterr().out
     assert "split of rho = 2 over 3 levels" in out and "--compare split" in out
     plan = pd.read_csv(tmp_path / "p.csv")
-    assert list(plan.columns) == ["level", "nodes", "share", "mean_variance"]
-    assert plan["share"].sum() == pytest.approx(2.0)
+    assert list(plan.columns) == ["level", "nodes", "budget", "share", "mean_variance"]
+    assert plan["budget"].sum() == pytest.approx(2.0) and plan["share"].sum() == pytest.approx(1)
     assert plan["nodes"].tolist() == [1, 2, 2]
     assert not any(count in out for count in TRUE_COUNTS)
 

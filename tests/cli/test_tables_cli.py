@@ -471,7 +471,8 @@ def test_plan_takes_a_table(tmp_path, monkeypatch, capsys):
     assert "over 3 measured queries" in out and ("at a corner" in out or "interior" in out)
     plan = pd.read_csv(tmp_path / "p.csv")
     assert plan["level"].tolist() == [0, 1, 2] and set(plan["query"]) == {"detailed"}
-    assert plan["share"].sum() == pytest.approx(2.0, rel=1e-9)
+    assert plan["budget"].sum() == pytest.approx(2.0, rel=1e-9)
+    assert plan["share"].sum() == pytest.approx(1.0, rel=1e-9)  # a fraction of the total
     frame = pd.read_csv(io.StringIO(WIDE), dtype=str, keep_default_na=False)
     tree = pd.read_csv(io.StringIO(TREE), dtype=str, keep_default_na=False)
     geo = Hierarchy.from_frame(frame, id="id", parent="parent", count=None)
@@ -479,7 +480,7 @@ def test_plan_takes_a_table(tmp_path, monkeypatch, capsys):
     table = Table.from_wide(frame, geo, cat, id="id", ignore=["parent"])
     pairs = [(d, Query.detailed(cat)) for d in range(3)]
     ours = plan_budget(table, queries=pairs, total=2.0, mechanism="gaussian")
-    np.testing.assert_allclose(plan["share"], ours.shares, rtol=1e-9)
+    np.testing.assert_allclose(plan["budget"], ours.shares, rtol=1e-9)
     design = {
         "measurements": [
             {"level": 0, "query": "total", "public": True},

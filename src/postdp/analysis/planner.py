@@ -53,8 +53,8 @@ class BudgetPlan:
     Examples
     --------
     >>> plan = BudgetPlan(np.array([1.0, 2.0]), 3.0, 4.0, None, np.array([1.5, 1.5]))
-    >>> plan.to_frame()["share"].tolist()
-    [1.0, 2.0]
+    >>> plan.to_frame()[["budget", "share"]].round(3).to_numpy().tolist()
+    [[1.0, 0.333], [2.0, 0.667]]
     """
 
     shares: FloatArray
@@ -95,11 +95,15 @@ class BudgetPlan:
         )
 
     def to_frame(self) -> pd.DataFrame:
-        """One row per level: its share and its mean (P) variance."""
+        """One row per level (or measured query): its ``budget`` (epsilon or rho), its
+        ``share`` of the total (a fraction; the shares add up to 1) and its term of the
+        objective (``mean_variance``)."""
+        total = float(self.shares.sum())
         return pd.DataFrame(
             {
                 "level": np.arange(self.shares.size),
-                "share": self.shares,
+                "budget": self.shares,
+                "share": self.shares / total if total > 0 else self.shares,
                 "mean_variance": self.level_variances,
             }
         )

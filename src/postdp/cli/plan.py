@@ -348,7 +348,7 @@ def _run_table(args: argparse.Namespace, state: RunState) -> int:
         file=out,
     )
     for row in frame.itertuples():
-        print(f"  level {row.level} {row.query}: {row.share:.4g}", file=out)
+        print(f"  level {row.level} {row.query}: {row.budget:.4g} ({row.share:.1%})", file=out)
     ratio = plan.equal_objective / plan.objective if plan.objective > 0 else float("inf")
     print(
         f"weighted mean (P) variance {plan.objective:.4g}; equal split "
