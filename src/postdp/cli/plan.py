@@ -285,15 +285,9 @@ def _run_table(args: argparse.Namespace, state: RunState) -> int:
     from postdp.mechanisms import Geometric
     from postdp.tables import Measurement, Query, Workload
 
-    for option, value in (
-        ("--objective", "mae" if args.objective == "mae" else None),
-        ("--frontier", args.frontier),
-        ("--figure", args.figure),
-    ):
-        if value is not None:
-            raise CliError(
-                f"{option}: plans a hierarchy; a table's plan is of the exact (P) variance"
-            )
+    hierarchy_only = {"--objective": args.objective == "mae", "--frontier": args.frontier}
+    for option in [o for o, v in {**hierarchy_only, "--figure": args.figure}.items() if v]:
+        raise CliError(f"{option}: plans a hierarchy; a table's plan is of the exact (P) variance")
     state.phase = "reading the table"
     loaded = load_table(args)
     table = loaded.table
@@ -336,7 +330,12 @@ def _run_table(args: argparse.Namespace, state: RunState) -> int:
     frame.insert(1, "query", [q.name for _, q in noisy])
     frame.insert(2, "geounits", [table.geography.levels[d].size for d, _ in noisy])
     geo = table.geography
-    report = None if report_path is None else _report(args, geo, plan, frame, None)
+    about = (
+        f"{loaded.source}: {geo.n:,} geounits in {geo.n_levels} levels x "
+        f"{table.categories.n} categories",
+        f"the {len(noisy)} measured queries of table {loaded.source}",
+    )
+    report = None if report_path is None else _report(args, geo, plan, frame, None, about)
     state.phase = f"writing {output}"
     write_atomic(output, lambda tmp: frame.to_csv(tmp, index=False), overwrite=args.overwrite)
     state.written.append(str(output))
@@ -391,7 +390,14 @@ def _objective(args: argparse.Namespace) -> str:
     return "weighted mean (P) variance"
 
 
-def _report(args: argparse.Namespace, h: Any, plan: Any, table: Any, frontier: Any) -> Any:
+def _report(
+    args: argparse.Namespace,
+    h: Any,
+    plan: Any,
+    table: Any,
+    frontier: Any,
+    subject: tuple[str, str] | None = None,
+) -> Any:
     """The plan's HTML report (built before anything is written)."""
     from postdp.cli._report import command_line
     from postdp.mechanisms import Budget
@@ -454,12 +460,16 @@ def _report(args: argparse.Namespace, h: Any, plan: Any, table: Any, frontier: A
     return Report(
         title="Privacy budget plan",
         summary=(
-            f"The split of {unit} = {args.total:g} over the {h.n_levels} levels of a "
-            f"{h.n:,}-node hierarchy ({args.mechanism} noise) that minimises the "
-            f"{_objective(args)}."
+            f"The split of {unit} = {args.total:g} over "
+            + (subject[1] if subject else f"the {h.n_levels} levels of a {h.n:,}-node hierarchy")
+            + f" ({args.mechanism} noise) that minimises the {_objective(args)}."
         ),
         design={
-            "hierarchy": f"{h.n:,} nodes, {h.n_levels} levels",
+            **(
+                {"table": subject[0]}
+                if subject
+                else {"hierarchy": f"{h.n:,} nodes, {h.n_levels} levels"}
+            ),
             "mechanism": args.mechanism,
             "total": f"{unit} = {args.total:g}",
             "objective": _objective(args),
