@@ -176,3 +176,16 @@ def test_the_plan_says_when_it_is_at_a_corner():
     assert even.verdict().startswith("interior split: every part gets at least 1%")
     corner = BudgetPlan(np.array([1e-4, 0.2, 0.7999]), 1.0, 1.0, None, np.ones(3))
     assert corner.verdict().startswith("at a corner: part(s) 0 get less than 1%")
+
+
+def test_a_long_plan_reports_its_progress_and_the_plan_is_unchanged():
+    """Issue 27: ``progress`` is called once per split evaluated; the plan is the same."""
+    from postdp.analysis import plan_mae_budget
+
+    h = postdp.Hierarchy.from_parents(["T", "a", "b"], [None, "T", "T"], [12, 2, 10])
+    calls = []
+    kwargs = {"total": 1.0, "weights": [0, 1], "draws": 60}
+    quiet = plan_mae_budget(h, "project-nonneg", **kwargs)
+    loud = plan_mae_budget(h, "project-nonneg", **kwargs, progress=lambda: calls.append(1))
+    assert len(calls) > 3
+    np.testing.assert_array_equal(loud.shares, quiet.shares)

@@ -38,6 +38,7 @@ def plan_mae_budget(
     draws: int = 200,
     compare: Sequence[float] | None = None,
     rng: int = 0,
+    progress: Callable[[], object] | None = None,
 ) -> BudgetPlan:
     """The per-level split of ``total`` minimising the size-binned MAE of a release chain.
 
@@ -71,6 +72,9 @@ def plan_mae_budget(
     compare : sequence of float, optional
         A split to evaluate on the same draws; it must spend exactly ``total``.
     rng : int, default 0
+    progress : callable, optional
+        Called with no argument once per split evaluated (each a Monte Carlo run on the
+        common draws), e.g. a progress bar's ``update``.
 
     Returns
     -------
@@ -90,7 +94,7 @@ def plan_mae_budget(
     if w.shape != (L,) or (w < 0).any() or w.sum() <= 0:
         raise ValidationError(f"`weights` needs {L} nonnegative values, not all 0; got {weights}")
     level_means = mae_levels(hierarchy, postprocess, mechanism, public, bins, draws, rng)
-    return plan_on_simplex(level_means, w, total=total, compare=compare, rng=rng)
+    return plan_on_simplex(level_means, w, total=total, compare=compare, rng=rng, progress=progress)
 
 
 def mae_levels(
@@ -160,9 +164,11 @@ def plan_on_simplex(
     total: float,
     compare: Sequence[float] | None,
     rng: int,
+    progress: Callable[[], object] | None = None,
 ) -> BudgetPlan:
     """Minimise ``w @ level_terms(shares)`` over splits of ``total`` (Nelder-Mead on a
-    softmax parametrisation; every share kept at >= 1e-4 of the total)."""
+    softmax parametrisation; every share kept at >= 1e-4 of the total); ``progress`` is
+    called once per split evaluated."""
     from scipy import optimize
 
     if not np.isfinite(total) or total <= 0:
@@ -177,6 +183,8 @@ def plan_on_simplex(
         return out
 
     def objective(z: FloatArray) -> float:
+        if progress is not None:
+            progress()
         return float(w @ level_terms(shares_of(z)))
 
     start = np.zeros(L - 1)

@@ -285,7 +285,7 @@ def add_output_options(parser: argparse.ArgumentParser, *, quiet: bool = True) -
         parser.add_argument("--quiet", action="store_true", help="no progress bars")
 
 
-def progress(label: str, total: int, *, quiet: bool, unit: str = "step") -> Any:
+def progress(label: str, total: int | None, *, quiet: bool, unit: str = "step") -> Any:
     """A tqdm progress bar on stderr (rates and ETA; plain lines when not a terminal)."""
     from tqdm import tqdm
 
