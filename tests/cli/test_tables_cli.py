@@ -95,6 +95,18 @@ BAD = [
         "a table post-processing is one of project, project-nonneg, topdown, blue",
     ),
     (["--table", "p1-us-county", "--public", "42"], "--public '42': for a table"),
+    (
+        ["--table", "p1-us-county", "--postprocess", "topdown-2020"],
+        "--postprocess 'topdown-2020': topdown-2020 needs a schema table measured by marginals",
+    ),
+    (
+        ["--table", "p1-us-county", "--postprocess", "blue-restore,round"],
+        "--postprocess 'blue-restore,round': blue-restore needs a schema table",
+    ),
+    (
+        ["--table", "p1-us-county", "--postprocess", "topdown-2020,round"],
+        "--postprocess 'topdown-2020,round': a table post-processing is one of",
+    ),
     (["--table", "p1-us-county", "--epsilon", "1,2"], "--epsilon '1,2': needs one value"),
     (["--table", "p1-us-county", "--keep", "name"], "--keep: applies to hierarchy releases"),
     (["--table", "p1-us-county", "-o", "existing.csv"], "-o 'existing.csv': already exists"),

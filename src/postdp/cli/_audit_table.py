@@ -16,7 +16,7 @@ from postdp.cli._io import RunState, check_output_dir
 from postdp.cli._options import CliError, progress
 from postdp.cli._release_table import flag_design
 from postdp.cli._report import check_report, print_written, write_study
-from postdp.cli._tables import check_steps, load_table, workload
+from postdp.cli._tables import check_step_fits, check_steps, load_table, workload
 
 
 def run_table_audit(args: argparse.Namespace, state: RunState) -> int:
@@ -30,6 +30,7 @@ def run_table_audit(args: argparse.Namespace, state: RunState) -> int:
     work = workload(args, table)
     step, rounded = check_steps(args.postprocess)
     step = step or "project"
+    check_step_fits(args, table, work, step)
     with flag_design(args):
         design = TableDesign(table, work, step + (",round" if rounded else ""))
     out_dir = check_output_dir(

@@ -15,6 +15,7 @@ from postdp.cli._common import add_interval, interval_seed
 from postdp.cli._io import RunState
 from postdp.cli._options import CliError
 from postdp.cli._tables import (
+    check_step_fits,
     check_steps,
     load_table,
     long_form,
@@ -33,6 +34,7 @@ def run_table(args: argparse.Namespace, state: RunState, check_cap: Any) -> int:
     step, rounded = check_steps(args.postprocess)
     from postdp.analysis import TableDesign
 
+    check_step_fits(args, table, work, step)
     with flag_design(args):
         design = TableDesign(table, work, args.postprocess)
     if rounded and args.uncertainty is not None:

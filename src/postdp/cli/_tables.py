@@ -177,6 +177,21 @@ def check_steps(text: str) -> tuple[str | None, bool]:
         raise CliError(f"--postprocess {text!r}: {exc}") from None
 
 
+def check_step_fits(args: argparse.Namespace, table: Any, work: Any, step: str | None) -> None:
+    """The post-processing's own checks of the workload, before anything is drawn: an error
+    names --postprocess (the workload itself was checked with its own flags)."""
+    from postdp.postprocess import check_blue_restore, check_top_down, check_top_down_2020
+
+    checks = {
+        "topdown": check_top_down,
+        "blue-restore": check_blue_restore,
+        "topdown-2020": check_top_down_2020,
+    }
+    if step in checks:
+        with flag("--postprocess", args.postprocess):
+            checks[step](table, work)
+
+
 def long_form(table: Any, measurements: Any, released: Any, *, secure: bool) -> Any:
     """One row per (geounit, category node): measured and released counts."""
     import pandas as pd
