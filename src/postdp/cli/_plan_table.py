@@ -8,6 +8,7 @@ from typing import Any
 
 from postdp.cli._io import RunState, check_output_file, write_atomic
 from postdp.cli._options import CliError, flag, typed
+from postdp.cli._plan_report import plan_report, unit_name
 from postdp.cli._report import check_report, write_report
 
 __all__ = ["run_table"]
@@ -18,7 +19,6 @@ def run_table(args: argparse.Namespace, state: RunState) -> int:
     weighted mean exact (P) variance (the detailed cells at every level, or --design)."""
     from postdp.analysis import plan_budget
     from postdp.cli._tables import load_table, workload
-    from postdp.cli.plan import _report, _unit
     from postdp.mechanisms import Geometric
     from postdp.tables import Measurement, Query, Workload
 
@@ -72,14 +72,14 @@ def run_table(args: argparse.Namespace, state: RunState) -> int:
         f"{table.categories.n} categories",
         f"the {len(noisy)} measured queries of table {loaded.source}",
     )
-    report = None if report_path is None else _report(args, geo, plan, frame, None, about)
+    report = None if report_path is None else plan_report(args, geo, plan, frame, None, about)
     state.phase = f"writing {output}"
     write_atomic(output, lambda tmp: frame.to_csv(tmp, index=False), overwrite=args.overwrite)
     state.written.append(str(output))
     write_report(report_path, report, state, overwrite=args.overwrite)
     out = sys.stdout
     print(
-        f"split of {_unit(args)} = {args.total:g} over {len(noisy)} measured queries "
+        f"split of {unit_name(args)} = {args.total:g} over {len(noisy)} measured queries "
         f"of {loaded.source} ({args.mechanism}):",
         file=out,
     )

@@ -21,6 +21,9 @@ from postdp.cli._options import (
     typed,
     whole,
 )
+from postdp.cli._plan_report import objective_name as _objective
+from postdp.cli._plan_report import plan_report as _report
+from postdp.cli._plan_report import unit_name as _unit
 from postdp.cli._report import add_report_option, check_report, write_report
 
 __all__ = ["add_parser", "run"]
@@ -284,10 +287,6 @@ def run(args: argparse.Namespace, state: RunState) -> int:
     return 0
 
 
-def _unit(args: argparse.Namespace) -> str:
-    return "rho" if args.mechanism in ("gaussian", "discrete-gaussian") else "epsilon"
-
-
 def _check_objective_options(args: argparse.Namespace) -> None:
     """Options of the Monte Carlo objective are refused with the exact one (not ignored);
     the defaults of the Monte Carlo objective are filled in."""
@@ -307,117 +306,3 @@ def _check_objective_options(args: argparse.Namespace) -> None:
     args.postprocess = "project-nonneg" if args.postprocess is None else args.postprocess
     args.draws = 200 if args.draws is None else args.draws
     args.count = "count" if args.count is None else args.count
-
-
-def _objective(args: argparse.Namespace) -> str:
-    if args.objective == "mae":
-        return f"size-binned MAE of {args.postprocess} ({args.draws} common random draws)"
-    return "weighted mean (P) variance"
-
-
-def _report(
-    args: argparse.Namespace,
-    h: Any,
-    plan: Any,
-    table: Any,
-    frontier: Any,
-    subject: tuple[str, str] | None = None,
-) -> Any:
-    """The plan's HTML report (built before anything is written)."""
-    from postdp.cli._report import command_line
-    from postdp.mechanisms import Budget
-    from postdp.report import Headline, Report, ReportFigure, ReportTable, budget_statement
-
-    unit = _unit(args)
-    ratio = plan.equal_objective / plan.objective if plan.objective > 0 else float("inf")
-    word, detail = plan.verdict().split(": ", 1)
-    headline = [
-        Headline("verdict", word, detail),
-        Headline(
-            "planned split",
-            ", ".join(f"{s:.3g}" for s in plan.shares),
-            f"{unit} per level, root first; they add up to {args.total:g}",
-        ),
-        Headline(
-            _objective(args),
-            f"{plan.objective:.4g}",
-            f"the equal split gives {plan.equal_objective:.4g} ({ratio:.2f}x the plan)",
-        ),
-    ]
-    if plan.given_objective is not None:
-        headline.append(Headline("--compare split", f"{plan.given_objective:.4g}", ""))
-    if args.objective == "mae":
-        headline.append(
-            Headline(
-                "Monte Carlo objective",
-                f"{args.draws} draws",
-                "the MAE is estimated with common random draws for every split; splits whose "
-                "objectives differ by less than its Monte Carlo error are equally good",
-            )
-        )
-    tables = [
-        ReportTable(
-            "Plan by level",
-            table,
-            "Each level's share of the budget and its term of the objective at the plan.",
-        )
-    ]
-    figures = []
-    if frontier is not None:
-        from postdp.plots import plot_budget_frontier
-
-        tables.append(
-            ReportTable(
-                "Frontier", frontier, "The objective at the plan and at the equal split, by total."
-            )
-        )
-        figures.append(
-            ReportFigure.from_axes(
-                plot_budget_frontier(frontier),
-                title="Objective against the total budget",
-                alt="The planned and the equal split's objective against the total budget.",
-                caption="Exact (P) variances, no simulation: the gap between the curves is "
-                "what planning buys at each total.",
-            )
-        )
-    budget = Budget.zcdp(args.total) if unit == "rho" else Budget.pure(args.total)
-    root = [str(h.ids[h.root])] if args.public == "root" else []
-    return Report(
-        title="Privacy budget plan",
-        summary=(
-            f"The split of {unit} = {args.total:g} over "
-            + (subject[1] if subject else f"the {h.n_levels} levels of a {h.n:,}-node hierarchy")
-            + f" ({args.mechanism} noise) that minimises the {_objective(args)}."
-        ),
-        design={
-            **(
-                {"table": subject[0]}
-                if subject
-                else {"hierarchy": f"{h.n:,} nodes, {h.n_levels} levels"}
-            ),
-            "mechanism": args.mechanism,
-            "total": f"{unit} = {args.total:g}",
-            "objective": _objective(args),
-            "level weights": ", ".join(f"{w:g}" for w in args.weights)
-            if args.weights
-            else "the deepest level only",
-            "public invariants": ", ".join(root) or "none",
-        },
-        privacy="Planning reads no counts"
-        + (
-            " (except --objective mae, a study on the true counts)"
-            if args.objective == "mae"
-            else ""
-        )
-        + " and spends nothing. "
-        + budget_statement(budget, published=False, public=root).split(". ", 1)[1],
-        headline=headline,
-        tables=tables,
-        figures=figures,
-        notes=(
-            "The (P) variances are exact: generalised least squares on the design, no simulation."
-            if args.objective == "variance"
-            else "The objective is a Monte Carlo estimate; see its card.",
-        ),
-        command=command_line(args),
-    )
