@@ -361,7 +361,9 @@ def test_sigint_during_audit_keeps_the_old_folder_or_writes_a_complete_one(tmp_p
         now = snapshot(tmp_path / "aud")
         if status == 130:
             assert err.count("\n") == 1 and err.startswith("postdp: interrupted while"), err
-            assert now == old
+            # a Ctrl-C before the folder's swap keeps the old one; one that lands after the
+            # swap (while the summary prints) says so, and the new folder is complete
+            assert now == old if "written: nothing" in err else "aud" in err.split("written:")[1]
         manifest = json.loads((tmp_path / "aud" / "postdp-manifest.json").read_text())
         assert all((tmp_path / "aud" / name).exists() for name in manifest["files"])
         assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".aud")] == []
