@@ -412,13 +412,14 @@ def reliability_threshold(
     est = _released(released, table)
     geo = table.geography
     P = p2_groups(schema).matrix
+    P_dense = P.toarray()
     if (level is None) == (groups is None):
         raise ValidationError("give one of `level` (geounits of a level) or `groups`")
     if level is not None:
         if not 0 <= level < geo.n_levels:
             raise ValidationError(f"`level` must be in 0..{geo.n_levels - 1}; got {level}")
         truth = np.asarray(P @ _dense(table.level_detailed(level)).T).T
-        rel = est[:, geo.levels[level], :] @ P.T.toarray()
+        rel = est[:, geo.levels[level], :] @ P_dense.T
     else:
         labels = np.asarray(groups, dtype=object)
         if labels.shape != (geo.leaves.size,):
@@ -431,7 +432,7 @@ def reliability_threshold(
         )
         cells = table.cells if sparse.issparse(table.cells) else sparse.csr_array(table.cells)
         truth = np.asarray(P @ _dense(member @ cells).T).T
-        rel = np.stack([member @ (e[geo.leaves] @ P.T.toarray()) for e in est])
+        rel = np.stack([member @ (e[geo.leaves] @ P_dense.T) for e in est])
     return _threshold(rel, truth, int(width), within, coverage)
 
 

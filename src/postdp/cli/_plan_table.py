@@ -22,8 +22,10 @@ def run_table(args: argparse.Namespace, state: RunState) -> int:
     from postdp.mechanisms import Geometric
     from postdp.tables import Measurement, Query, Workload
 
-    hierarchy_only = {"--objective": args.objective == "mae", "--frontier": args.frontier}
-    for option in [o for o, v in {**hierarchy_only, "--figure": args.figure}.items() if v]:
+    given = {"--objective": args.objective == "mae", "--frontier": args.frontier}
+    given["--figure"] = args.figure
+    option = next((o for o, value in given.items() if value), None)
+    if option is not None:
         raise CliError(f"{option}: plans a hierarchy; a table's plan is of the exact (P) variance")
     state.phase = "reading the table"
     loaded = load_table(args)

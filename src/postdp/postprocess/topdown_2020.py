@@ -316,11 +316,7 @@ def _certified(
     """A family's least-squares split, its KKT certificate checked at 1e-9 of the scale."""
     scale = max(1.0, float(np.abs(b).max(initial=0.0)), float(p.max()) * float(H.diagonal().max()))
     result = solver(H, b, p, tol=1e-11 * scale, **rows)  # type: ignore[operator]
-    worst = (
-        result.worst
-        if hasattr(result, "worst")
-        else max(result.stationarity, result.dual, result.negative, result.consistency)
-    )
+    worst = result.worst
     if worst > 1e-9 * scale:
         raise ConvergenceError(
             f"a topdown-2020 family is not certified (KKT residual {worst:.3g} of scale "

@@ -45,8 +45,7 @@ class BoxResult:
 
     @property
     def worst(self) -> float:
-        f = self.family
-        return max(f.stationarity, f.dual, f.negative, f.consistency, self.bounds, self.sign)
+        return max(self.family.worst, self.bounds, self.sign)
 
 
 def solve_family_box(

@@ -97,6 +97,11 @@ class FamilyResult:
     rounds: int
     nu: FloatArray | None = None
 
+    @property
+    def worst(self) -> float:
+        """The largest KKT residual."""
+        return max(self.stationarity, self.dual, self.negative, self.consistency)
+
 
 class _Inner:
     """The equality-constrained solve for given free sets (see the module docstring).
