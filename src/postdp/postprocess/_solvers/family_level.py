@@ -64,7 +64,7 @@ def split_level(
             float(p.max(initial=0.0)) * float(H.diagonal().max(initial=0.0)),
         )
         result = solve_family(H, b, p[cells], tol=1e-11 * scale, G=G, g=g)
-        worst = max(result.stationarity, result.dual, result.negative, result.consistency)
+        worst = result.worst
         if worst > 1e-9 * scale:
             raise ConvergenceError(
                 f"a top-down family split is not certified (KKT residual {worst:.3g} of "

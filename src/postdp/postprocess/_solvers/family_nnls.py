@@ -425,7 +425,7 @@ def _rounds(inner: _Inner, free: BoolArray, tol: float) -> FamilyResult:
         count = int(wrong.sum())
         if count == 0:
             result = _finish(inner, x, free, lam, nu, rounds)
-            if _certified(result, tol) or not inner.renew():
+            if result.worst <= 100 * tol or not inner.renew():
                 return result
             continue  # updated inverses drifted: factor them afresh and look again
         if count < best:
@@ -453,7 +453,7 @@ def _primal(inner: _Inner, x: FloatArray, free: BoolArray, rounds: int, tol: flo
             xp = np.where(held, 0.0, target)
             if not (held & (mu < -tol)).any():
                 result = _finish(inner, xp, ~held, lam, nu, rounds)
-                if _certified(result, tol) or not inner.renew():
+                if result.worst <= 100 * tol or not inner.renew():
                     return result
                 continue
             worst = np.unravel_index(np.argmin(np.where(held, mu, np.inf)), mu.shape)
@@ -467,12 +467,6 @@ def _primal(inner: _Inner, x: FloatArray, free: BoolArray, rounds: int, tol: flo
     raise ConvergenceError(
         "top-down's family split did not finish within its round limit; please report the input"
     )
-
-
-def _certified(result: FamilyResult, tol: float) -> bool:
-    """KKT residuals within 100 tolerances (1e-9 of the scale, as the callers check)."""
-    worst = max(result.stationarity, result.dual, result.negative, result.consistency)
-    return worst <= 100 * tol
 
 
 def _finish(
