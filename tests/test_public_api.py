@@ -126,6 +126,7 @@ LAYERS = [
     ["postdp.analysis"],
     ["postdp.decisions"],
     ["postdp.data"],
+    ["postdp.nmf"],
     ["postdp.plots"],
     ["postdp.report"],
     ["postdp.reproduce"],

@@ -57,6 +57,7 @@ _SUBPACKAGES = (
     "errors",
     "hierarchy",
     "mechanisms",
+    "nmf",
     "plots",
     "postprocess",
 )
@@ -84,6 +85,7 @@ __all__ = [
     "hierarchy",
     "kkt_report",
     "mechanisms",
+    "nmf",
     "optimal_ramp_shift",
     "plan_budget",
     "plots",
@@ -124,6 +126,7 @@ if TYPE_CHECKING:  # what static checkers and IDEs see
         errors,
         hierarchy,
         mechanisms,
+        nmf,
         plots,
         postprocess,
     )

@@ -17,7 +17,19 @@ from typing import Any
 
 __all__ = ["build_parser", "main"]
 
-_COMMANDS = ("release", "audit", "posterior", "fairness", "plan", "verify", "reproduce")
+_COMMANDS = (
+    "release",
+    "measure",
+    "postprocess",
+    "audit",
+    "posterior",
+    "fairness",
+    "plan",
+    "verify",
+    "reproduce",
+)
+#: The module of a command whose name is not its module's.
+_MODULES = {"measure": "nmf_measure", "postprocess": "nmf_postprocess"}
 
 
 def build_parser() -> Any:
@@ -46,7 +58,7 @@ def build_parser() -> Any:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     commands._parser_class = Parser
     for name in _COMMANDS:
-        importlib.import_module(f"postdp.cli.{name}").add_parser(commands)
+        importlib.import_module(f"postdp.cli.{_MODULES.get(name, name)}").add_parser(commands)
     return parser
 
 

@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from postdp._typing import FloatArray, IntArray
+from postdp._typing import ArrayLike, FloatArray, IntArray
 from postdp.errors import ConvergenceError, ValidationError
 from postdp.postprocess._solvers.family_box import solve_family_box
 from postdp.postprocess._solvers.family_nnls import LevelQuadratic, solve_family
@@ -71,6 +71,7 @@ def top_down_2020(
     *,
     rounders: Sequence[str] = ROUNDER_QUERIES,
     slack: float = _SLACK,
+    root: ArrayLike | None = None,
 ) -> IntArray:
     """The 2020 production TopDown on a schema table's measurements (see the module notes).
 
@@ -85,6 +86,11 @@ def top_down_2020(
         (marginal names or ``"detailed"``).
     slack : float, default 0.1
         How far a child's total may move from least-squares pass 0's.
+    root : array_like of int, shape (..., n_detailed), optional
+        The root's histogram, fixed: the measurements are of a subtree whose root was
+        solved above it (e.g. a state, from a run of the nation and the states), and
+        every family below is solved exactly as in the whole tree's run. The root's own
+        measurements, if any, are then not used.
 
     Returns
     -------
@@ -120,8 +126,9 @@ def top_down_2020(
     geo = measurements.table.geography
     values = [v.reshape(B, *v.shape[-2:]) for v in measurements.values]
     out = np.zeros((B, geo.n, plan.c), dtype=np.int64)
+    fixed = None if root is None else _fixed_root(root, lead, plan.c)
     for b in range(B):
-        out[b, 0] = plan.root([v[b] for v in values])
+        out[b, 0] = plan.root([v[b] for v in values]) if fixed is None else fixed[b]
         for d in range(1, geo.n_levels):
             kids = geo.levels[d]
             parents, up = np.unique(geo.parent[kids], return_inverse=True)
@@ -172,6 +179,16 @@ def check_top_down_2020(
     topdown-2020 needs a noisy or public tot
     """
     _Plan(table, workload, rounders)
+
+
+def _fixed_root(root: ArrayLike, lead: tuple[int, ...], c: int) -> IntArray:
+    """The fixed root histograms, one per draw: nonnegative whole numbers."""
+    values = np.asarray(root, dtype=np.float64)
+    if values.shape != (*lead, c):
+        raise ValidationError(f"`root` must have shape {(*lead, c)}; got {values.shape}")
+    if not np.isfinite(values).all() or (values < 0).any() or (values != np.rint(values)).any():
+        raise ValidationError("`root` must hold nonnegative whole numbers")
+    return values.astype(np.int64).reshape(-1, c)
 
 
 def _rows(geo: object, d: int, rows: IntArray) -> IntArray:

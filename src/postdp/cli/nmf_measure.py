@@ -1,0 +1,203 @@
+"""``postdp measure``: draw a table's noisy measurements once and write them as a run of
+noisy measurement files (the Census NMF layout)."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import hashlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from postdp.cli import _ledger
+from postdp.cli._io import RunState, current_umask, sigint_held
+from postdp.cli._options import CliError, flag, ids, probability, whole
+
+__all__ = ["add_parser", "run"]
+
+DESCRIPTION = """\
+Draw the noisy measurements of a release design once -- the only step of a release that
+costs privacy -- and write them in the Census Bureau's noisy measurement file layout:
+RUN/<Geolevel>.parquet/{DPQuery,Constraint}/State=NNN/part-0.parquet, with
+RUN/postdp-nmf.json (the manifest) and RUN/privacy.json (the privacy statement). Post-process
+them as often as needed with `postdp postprocess RUN` (no privacy cost).
+
+The input is a synthetic persons population (--synthetic 11,10: state FIPS codes; no
+confidential data exists here) measured with a 2020 preset (--strategy). Every option is
+checked, and the output folder, before anything is drawn. The run is written under a
+temporary name and renamed into place when complete: a run killed part-way leaves no RUN,
+and an existing RUN is never drawn into again. Without --study the noise comes from
+OpenDP's exact samplers and the draw is recorded in the ledger (one JSON line); with
+--study --seed N it is reproducible on numpy's generator: for studies only.
+"""
+
+
+def add_parser(commands: Any) -> None:
+    """Register the ``measure`` subcommand."""
+    parser = commands.add_parser(
+        "measure",
+        help="draw noisy measurements once and write them as noisy measurement files",
+        description=DESCRIPTION,
+    )
+    parser.add_argument(
+        "--synthetic",
+        type=ids,
+        metavar="STATES",
+        required=True,
+        help="comma-separated state FIPS codes of the synthetic persons population",
+    )
+    parser.add_argument(
+        "--population-seed",
+        type=whole(0, 2**32 - 1),
+        default=0,
+        help="seed of the synthetic population (not of the noise; default 0)",
+    )
+    parser.add_argument(
+        "--strategy",
+        default="pl94-2020-persons",
+        help="the measurement preset (default pl94-2020-persons)",
+    )
+    parser.add_argument("--output-dir", required=True, metavar="RUN", help="a new folder")
+    parser.add_argument("--study", action="store_true", help="numpy draws: NOT a private release")
+    parser.add_argument("--seed", type=whole(0, 2**63 - 1), help="study-path seed (needs --study)")
+    parser.add_argument("--ledger", metavar="JSONL", help="release ledger (see postdp release)")
+    parser.add_argument(
+        "--delta",
+        type=probability,
+        default=1e-10,
+        help="delta at which the zCDP budget is also printed as (epsilon, delta)",
+    )
+    parser.add_argument("--quiet", action="store_true", help="print nothing on success")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace, state: RunState) -> int:
+    """Validate, check the folder, draw, write the run, record it."""
+    if args.seed is not None and not args.study:
+        raise CliError("--seed: only with --study (the release path cannot be seeded)")
+    if args.study and args.seed is None:
+        raise CliError("--study: give --seed N so the study draw can be reproduced")
+    if args.study and args.ledger:
+        raise CliError("--ledger: records secure draws; --study draws are not recorded")
+    state.phase = "checking the options"
+    from postdp.data import load_strategy, synthetic_population
+    from postdp.errors import ValidationError
+
+    with flag("--strategy", args.strategy):
+        strategy = load_strategy(args.strategy)
+    with flag("--synthetic", ",".join(args.synthetic)):
+        if not args.synthetic:
+            raise ValidationError("name at least one state")
+        table = synthetic_population(states=args.synthetic, seed=args.population_seed)
+    with flag("--strategy", args.strategy):
+        work = strategy.workload(table)
+    run_dir = _check_run(args.output_dir)
+    secure = not args.study
+    source = f"synthetic population states={','.join(args.synthetic)} seed={args.population_seed}"
+    digest = hashlib.sha256(source.encode()).hexdigest()
+    ledger = None
+    if secure:
+        from postdp.mechanisms.release import opendp_version
+
+        opendp_version()  # the 'release' extra, checked before the draw
+        path = Path(args.ledger).expanduser().resolve() if args.ledger else _ledger.default_path()
+        _ledger.check_writable(path, "--ledger")
+        _ledger.lock(path, "--ledger", state.cleanup)
+        records = _ledger.read(path, "--ledger")
+        ledger = _ledger.LedgerUse(path, _ledger.spent_on(records, digest), [])
+
+    from postdp.nmf import write
+    from postdp.tables import measure
+
+    state.phase = "drawing the noise"
+    measured = measure(table, work, secure=secure, rng=None if secure else args.seed)
+    del table  # the truth is not needed again
+    state.phase = f"writing {run_dir}"
+    state.pending = [str(run_dir)]
+    tmp = Path(tempfile.mkdtemp(dir=run_dir.parent, prefix=f".{run_dir.name}.", suffix=".tmp"))
+    os.chmod(tmp, 0o777 & ~current_umask())
+    try:
+        write(measured, tmp, strategy=strategy.name, overwrite=True)
+        record = _record(args, source, digest, work, run_dir)
+        statement = _ledger.statement(record, secure=secure, derived=[], ledger=ledger)
+        statement["strategy"] = strategy.name
+        if work.neighbours == "bounded":
+            statement["neighbouring_relation"] = (
+                "change one person's record (bounded DP, as the 2020 Census): two counts of a "
+                "query move by one, so each query costs twice its mechanism's rho"
+            )
+        statement["epsilon_at_delta"] = {
+            "delta": args.delta,
+            "epsilon": work.budget.to_approx_dp(args.delta),
+        }
+        statement["sigma_per_query"] = strategy.sigma_table().to_dict(orient="records")
+        (tmp / "privacy.json").write_text(json.dumps(statement, indent=2) + "\n", encoding="utf-8")
+        with sigint_held():  # recorded and placed together
+            if ledger is not None:
+                _ledger.append(ledger.path, record)
+            try:
+                os.rename(tmp, run_dir)
+            except OSError as exc:
+                raise CliError(
+                    f"--output-dir {args.output_dir!r}: appeared meanwhile ({exc.strerror}); "
+                    "nothing was written there"
+                ) from None
+            state.pending = []
+            state.written.append(str(run_dir))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    if not args.quiet:
+        drawn = "secure (OpenDP)" if secure else "STUDY (numpy, not a private release)"
+        print(
+            f"wrote {run_dir}: {len(work.measurements)} measurements, {work.budget}, "
+            f"epsilon {work.budget.to_approx_dp(args.delta):.2f} at delta {args.delta:g}; "
+            f"{drawn}",
+            file=sys.stderr,
+        )
+    return 0
+
+
+def _check_run(text: str) -> Path:
+    """The run's folder: new (an existing one, even empty, is refused: no second draw)."""
+    path = Path(text).expanduser().resolve()
+    if path.exists():
+        raise CliError(
+            f"--output-dir {text!r}: exists; a run is drawn once (post-process it with "
+            "`postdp postprocess`, or name a new folder)"
+        )
+    parent = path.parent
+    if not parent.is_dir():
+        raise CliError(f"--output-dir {text!r}: its folder {str(parent)!r} does not exist")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise CliError(f"--output-dir {text!r}: its folder {str(parent)!r} cannot be written")
+    return path
+
+
+def _record(
+    args: argparse.Namespace, source: str, digest: str, work: Any, run_dir: Path
+) -> dict[str, Any]:
+    from postdp import __version__
+
+    budget = work.budget
+    return {
+        "time": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "input": source,
+        "input_sha256": digest,
+        "measurements": [
+            {
+                "level": m.level,
+                "query": m.query.name,
+                "mechanism": "public" if m.mechanism is None else m.mechanism.name,
+                "rho": 0.0 if m.mechanism is None else work.cost(m).rho,
+            }
+            for m in work.measurements
+        ],
+        "budget": {"epsilon": budget.epsilon, "rho": budget.rho},
+        "output": str(run_dir),
+        "postdp_version": __version__,
+    }

@@ -1,0 +1,145 @@
+"""``postdp postprocess``: estimate every geounit's histogram from a run of noisy
+measurement files (no privacy cost), partition by partition, resumable."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from postdp.cli._io import RunState
+from postdp.cli._options import CliError, flag, progress, whole
+
+__all__ = ["add_parser", "run"]
+
+DESCRIPTION = """\
+Post-process a run of noisy measurement files (written by `postdp measure`, by
+postdp.nmf.write, or published by the Census Bureau) into every geounit's detailed
+histogram. Costs no privacy: it reads only the noisy measurements.
+
+--method: topdown-2020 (the 2020 production TopDown: integral, nonnegative, consistent),
+blue (the best linear unbiased estimate: unbiased, real-valued, may be negative),
+blue-restore (the BLUE restored to nonnegative family by family), or another table
+post-processing (project, project-nonneg, topdown), each optionally followed by ",round"
+(seeded by --seed).
+
+Writes OUT/long/<Geolevel>.parquet/State=NNN/part-0.parquet (geocode, category, estimate;
+a cell left out is 0) and OUT/wide/... (geocode, one column per cell), one partition for the
+nation and the states and one per state subtree, each written under a temporary name and
+renamed into place; OUT/postdp-manifest.json (every file's SHA-256) is written last. A run
+killed at any moment is resumed by the same command: finished partitions are kept and the
+result is the same, byte for byte. topdown-2020 solves the subtrees one at a time (one
+state's measurements in memory), or as Dask tasks with --scheduler (local: a LocalCluster
+of --workers processes; or a scheduler's address), with the same result.
+"""
+
+
+def add_parser(commands: Any) -> None:
+    """Register the ``postprocess`` subcommand."""
+    parser = commands.add_parser(
+        "postprocess",
+        help="estimate histograms from noisy measurement files (no privacy cost)",
+        description=DESCRIPTION,
+    )
+    parser.add_argument("run_dir", metavar="RUN", help="the run's folder")
+    parser.add_argument("--method", required=True, help="topdown-2020, blue, blue-restore, ...")
+    parser.add_argument("--output-dir", required=True, metavar="OUT", help="the estimates' folder")
+    parser.add_argument("--seed", type=whole(0, 2**63 - 1), help="seed of a ',round' step")
+    parser.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="run topdown-2020's subtrees on Dask: 'local' (a LocalCluster) or a scheduler "
+        "address such as tcp://host:8786",
+    )
+    parser.add_argument(
+        "--workers", type=whole(1, 1024), default=2, help="LocalCluster processes (default 2)"
+    )
+    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace, state: RunState) -> int:
+    """Check the run, the method and the folder; then post-process, partition by partition."""
+    from postdp.analysis.table_design import parse_table_steps
+    from postdp.nmf import read, subtrees
+
+    state.phase = "checking the options"
+    with flag("--method", args.method):
+        step, rounded = parse_table_steps(args.method)
+        if step is None:
+            raise ValueError("name a post-processing step")
+    if args.seed is not None and not rounded:
+        raise CliError(f"--seed: only a ',round' step is random; --method {args.method!r} is not")
+    if args.scheduler is not None and step != "topdown-2020":
+        raise CliError(f"--scheduler: runs topdown-2020's subtrees; not --method {args.method!r}")
+    run_dir = Path(args.run_dir).expanduser()
+    with flag("RUN", args.run_dir):
+        codes = subtrees(run_dir)
+        top = read(run_dir, levels=2)
+    out = Path(args.output_dir).expanduser()
+    if out.resolve() == run_dir.resolve() or run_dir.resolve() in out.resolve().parents:
+        raise CliError(f"--output-dir {args.output_dir!r}: inside the run; name another folder")
+    _check_fits(args, step, top)
+    client, cluster = _scheduler(args)
+    from postdp.nmf import postprocess
+
+    state.phase = "post-processing"
+    state.pending = [str(out)]
+    bars: dict[str, Any] = {}
+
+    def tick(stage: str, done: int, total: int) -> None:
+        if stage not in bars:
+            bars[stage] = progress(stage, total, quiet=args.quiet, unit="partition")
+        bars[stage].n = done
+        bars[stage].refresh()
+
+    try:
+        with flag("--output-dir", args.output_dir):
+            postprocess(
+                run_dir, out, method=args.method, seed=args.seed, scheduler=client, progress=tick
+            )
+    finally:
+        for bar in bars.values():
+            bar.close()
+        if client is not None:
+            client.close()
+        if cluster is not None:
+            cluster.close()
+    state.pending = []
+    state.written.append(str(out))
+    if not args.quiet:
+        print(f"wrote {out}: {len(codes) + 1} partitions, --method {args.method}", file=sys.stderr)
+    return 0
+
+
+def _check_fits(args: argparse.Namespace, step: str, top: Any) -> None:
+    """The method's own checks of the run's workload, before any solve."""
+    from postdp.postprocess import check_blue_restore, check_top_down, check_top_down_2020
+
+    checks = {
+        "topdown": check_top_down,
+        "blue-restore": check_blue_restore,
+        "topdown-2020": check_top_down_2020,
+    }
+    if step in checks:
+        with flag("--method", args.method):
+            checks[step](top.table, top.workload)
+
+
+def _scheduler(args: argparse.Namespace) -> tuple[Any, Any]:
+    if args.scheduler is None:
+        return None, None
+    try:
+        from dask.distributed import Client, LocalCluster
+    except ImportError:
+        raise CliError("--scheduler: needs Dask (pip install 'postdp[dask]')") from None
+    if args.scheduler == "local":
+        cluster = LocalCluster(  # type: ignore[no-untyped-call]
+            n_workers=args.workers, threads_per_worker=1, processes=True, dashboard_address=None
+        )
+        return Client(cluster), cluster  # type: ignore[no-untyped-call]
+    try:
+        return Client(args.scheduler, timeout="10s"), None  # type: ignore[no-untyped-call]
+    except OSError as exc:
+        raise CliError(f"--scheduler {args.scheduler!r}: cannot connect ({exc})") from None

@@ -1,0 +1,20 @@
+"""Noisy measurement files: postdp's measurements in the Census Bureau's NMF layout.
+
+The one step of a release that costs privacy is drawing the noisy measurements; every
+post-processing after it may be redone by anyone. :func:`write` stores one draw of a schema
+table's measurements as the Census published its 2020 ones
+(``<run>/<Geolevel>.parquet/{DPQuery,Constraint}/State=NNN/``), :func:`read` streams one or
+more spine subtrees of such a run (postdp's or the Census's) back into
+:class:`~postdp.tables.TableMeasurements`, and :func:`synthetic_run` makes a small run for
+tests and documentation; :func:`postprocess` turns a run into estimates, partition by
+partition and resumably (:mod:`postdp.nmf.runs`). See :mod:`postdp.nmf._layout` for the
+layout's facts and sources.
+"""
+
+from postdp.nmf._io import write
+from postdp.nmf._layout import LEVELS_2020
+from postdp.nmf._read import read, subtrees
+from postdp.nmf.runs import below, postprocess
+from postdp.nmf.synthetic import synthetic_run
+
+__all__ = ["LEVELS_2020", "below", "postprocess", "read", "subtrees", "synthetic_run", "write"]

@@ -1,0 +1,302 @@
+"""Writing and reading noisy measurements in the Census NMF layout (see :mod:`._layout`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Sequence
+from fractions import Fraction
+from pathlib import Path
+from typing import Any, cast
+
+import numpy as np
+
+from postdp._typing import FloatArray, IntArray
+from postdp.errors import ValidationError
+from postdp.hierarchy import Hierarchy
+from postdp.nmf import _layout as layout
+from postdp.tables import Marginal, Measurement, Schema, TableMeasurements, Workload
+
+__all__ = ["write"]
+
+
+def _pyarrow() -> Any:
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError as err:  # pragma: no cover - the 'parquet' extra
+        raise ImportError(
+            "noisy measurement files need pyarrow: pip install 'postdp[parquet]'"
+        ) from err
+    return pa, pq
+
+
+# -- write ---------------------------------------------------------------------------------
+def write(
+    measurements: TableMeasurements,
+    run_dir: str | os.PathLike[str],
+    *,
+    levels: Sequence[str] | None = None,
+    strategy: str | None = None,
+    overwrite: bool = False,
+) -> Path:
+    """Write one draw of a schema table's noisy measurements in the Census NMF layout.
+
+    Parameters
+    ----------
+    measurements : TableMeasurements
+        One draw (no draw axes) of a table whose detailed cells are a :class:`Schema`'s,
+        every query a marginal of it (e.g. ``load_strategy("pl94-2020-persons")``'s
+        workload); noisy answers must be whole numbers (discrete noise).
+    run_dir : path
+        The run's folder: ``<Geolevel>.parquet/{DPQuery,Constraint}/[State=NNN/]part-0.parquet``
+        and ``postdp-nmf.json``, the manifest, written last.
+    levels : sequence of str, optional
+        Geolevel names, root first (default: the 2020 names for 6 levels, else ``Level<d>``).
+    strategy : str, optional
+        A preset's name, recorded in the manifest.
+    overwrite : bool, default False
+        Replace the files of an existing run (otherwise a folder holding files is refused).
+
+    Returns
+    -------
+    pathlib.Path
+        The run's folder.
+
+    Notes
+    -----
+    Geocodes are the AIAN flag ``0`` and the geounit's id (the root's is empty), so every
+    id below the second level must start with its parent's (tabulation GEOIDs do). Every
+    file is written under a temporary name and renamed into place; the manifest comes last,
+    so a folder without it is not a complete postdp run. Public (invariant) queries are
+    written as ``=`` constraints (``total_con``), noisy ones as ``DPQuery`` rows with their
+    variance and exact budget share ``plb``.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from postdp.data import load_strategy, synthetic_population
+    >>> from postdp.tables import measure
+    >>> t = synthetic_population(states=["11"], seed=0)
+    >>> m = measure(t, load_strategy("pl94-2020-persons").workload(t), secure=False, rng=0)
+    >>> run = write(m, tempfile.mkdtemp() + "/run", strategy="pl94-2020-persons")
+    >>> sorted(p.name for p in run.iterdir())[:3]
+    ['Block.parquet', 'Block_Group.parquet', 'County.parquet']
+    """
+    pa, pq = _pyarrow()
+    if not isinstance(measurements, TableMeasurements):
+        raise TypeError(
+            f"`measurements` must be TableMeasurements; got {type(measurements).__name__}"
+        )
+    if measurements.draws:
+        raise ValidationError(
+            f"write one draw at a time (index it: m[0]); got draws {measurements.draws}"
+        )
+    schema = _schema_of(measurements)
+    geo = measurements.table.geography
+    names = layout.level_names(geo.n_levels, levels)
+    codes, subtree = _geocodes(geo)
+    run = Path(run_dir)
+    if run.exists() and (not run.is_dir() or (any(run.iterdir()) and not overwrite)):
+        raise ValidationError(
+            f"{str(run)!r} exists and is not an empty folder (overwrite=True replaces its files)"
+        )
+    work = measurements.workload
+    total = _total(work)
+    plb = _shares(work, total)
+    for m, values in zip(work.measurements, measurements.values, strict=True):
+        if not m.public and not np.array_equal(values, np.round(values)):
+            raise ValidationError(
+                f"query {m.query.name!r} at level {m.level}: the NMF holds whole-number answers "
+                "(discrete noise); these are not"
+            )
+    run.mkdir(parents=True, exist_ok=True)
+    for d in range(geo.n_levels):
+        nodes = geo.levels[d]
+        parts = [None] if d == 0 else sorted(set(subtree[nodes]))
+        for part in parts:
+            rows = np.arange(nodes.size) if part is None else np.flatnonzero(subtree[nodes] == part)
+            for kind in (layout.DPQUERY, layout.CONSTRAINT):
+                items = [
+                    (i, m)
+                    for i, m in enumerate(work.measurements)
+                    if m.level == d and m.public == (kind == layout.CONSTRAINT)
+                ]
+                frame = _frame(
+                    pa, schema, kind, items, measurements.values, codes[nodes[rows]], rows, plb
+                )
+                where = run / f"{names[d]}.parquet" / kind
+                if part is not None:
+                    where = where / layout.folder(part)
+                _atomic_parquet(pq, frame, where / layout.PART)
+    manifest = {
+        "format": "postdp noisy measurements",
+        "version": 1,
+        "levels": list(names),
+        "root": str(geo.ids[geo.root]),
+        "schema": layout.schema_to_json(schema),
+        "rho": None if total is None else str(total),
+        "neighbours": work.neighbours,
+        "mechanism": _mechanism_name(work),
+        "path": "secure" if measurements.secure else "study",
+        "strategy": strategy,
+        "subtrees": sorted(set(subtree[geo.levels[1]])) if geo.n_levels > 1 else [],
+    }
+    _atomic_text(run / layout.MANIFEST, json.dumps(manifest, indent=2) + "\n")
+    return run
+
+
+def _schema_of(measurements: TableMeasurements) -> Schema:
+    marginals = [m.query.marginal_of for m in measurements.workload.measurements]
+    schemas = {(q.schema.names, q.schema.cells): q.schema for q in marginals if q is not None}
+    cat = measurements.table.categories
+    cells = tuple(str(cat.ids[j]) for j in cat.leaves)
+    if len(schemas) != 1 or any(q is None for q in marginals):
+        raise ValidationError("the NMF layout holds marginals of one schema; these queries are not")
+    schema = next(iter(schemas.values()))
+    if schema.cells != cells:
+        raise ValidationError("the table's detailed cells are not the schema's")
+    return schema
+
+
+def _geocodes(geo: Hierarchy) -> tuple[Any, Any]:
+    """Every geounit's geocode (flag 0 + id; root '') and its subtree code (flag + the
+    level-1 ancestor's id)."""
+    ids = np.asarray([str(i) for i in geo.ids], dtype=object)
+    codes = np.asarray(["0" + i for i in ids], dtype=object)
+    codes[geo.root] = ""
+    top = np.arange(geo.n)
+    for _ in range(max(geo.n_levels - 2, 0)):
+        top = np.where(geo.depth[top] > 1, geo.parent[top], top)
+    subtree = codes[top]
+    for node in range(geo.n):
+        p = geo.parent[node]
+        if geo.depth[node] >= 2 and not codes[node].startswith(codes[p]):
+            raise ValidationError(
+                f"geounit {ids[node]!r} does not start with its parent's id {ids[p]!r}: NMF "
+                "geocodes nest by prefix (use tabulation GEOIDs)"
+            )
+    for code in set(subtree[geo.levels[1]]) if geo.n_levels > 1 else ():
+        if not code.isalnum():
+            raise ValidationError(
+                f"subtree id {code[1:]!r} must be letters and digits (a partition folder)"
+            )
+    return codes, subtree
+
+
+def _total(work: Workload) -> Fraction | None:
+    if work.exact_rho is None:
+        return None
+    return sum((r for r in work.exact_rho if r is not None), Fraction(0))
+
+
+def _mechanism_name(work: Workload) -> str:
+    kinds = {m.mechanism.name for m in work.measurements if m.mechanism is not None}
+    return kinds.pop() if len(kinds) == 1 else "mixed"
+
+
+def _frame(
+    pa: Any,
+    schema: Schema,
+    kind: str,
+    items: list[tuple[int, Measurement]],
+    values: tuple[FloatArray, ...],
+    geocodes: Any,
+    rows: IntArray,
+    plb: list[str],
+) -> Any:
+    """The Arrow table of one partition: a row per geounit and query (geounit-major)."""
+    n = rows.size
+    cols: dict[str, list[Any]] = {c: [] for c in layout.columns(schema, kind)}
+    if not items:
+        return pa.table({c: pa.array([], type=_arrow_types(pa)[_kind_of(c, schema)]) for c in cols})
+    k = len(items)
+    cols["geocode"] = np.repeat(geocodes, k).tolist()
+    blocks, shapes = [], []
+    for i, m in items:
+        marginal = cast(Marginal, m.query.marginal_of)  # checked by _schema_of
+        attrs = layout.attribute_columns(marginal)
+        for a in schema.names:
+            cols[a].append(attrs[a])
+        shapes.append(list(marginal.shape))
+        blocks.append(np.asarray(values[i])[rows].astype(np.int64))
+    name_suffix = "_dpq" if kind == layout.DPQUERY else "_con"
+    cols["query_name"] = [m.query.name + name_suffix for _, m in items] * n
+    for a in schema.names:
+        cols[a] = cols[a] * n
+    cols["query_shape"] = shapes * n
+    sizes = np.array([b.shape[1] for b in blocks])
+    flat = np.concatenate(blocks, axis=1).reshape(-1)  # geounit-major, queries in order
+    offsets = np.concatenate([[0], np.cumsum(np.tile(sizes, n))]).astype(
+        np.int32 if flat.size < 2**31 else np.int64
+    )
+    list_type = pa.list_ if offsets.dtype == np.int32 else pa.large_list
+    value = (pa.ListArray if list_type is pa.list_ else pa.LargeListArray).from_arrays(
+        offsets, flat
+    )
+    arrays = {
+        "geocode": pa.array(cols["geocode"], pa.string()),
+        "query_name": pa.array(cols["query_name"], pa.string()),
+        **{a: pa.array(cols[a], pa.string()) for a in schema.names},
+        "query_shape": pa.array(cols["query_shape"], pa.list_(pa.int64())),
+        "value": value,
+    }
+    if kind == layout.DPQUERY:
+        variances = np.array([_sigma_squared(m) for _, m in items])
+        arrays["variance"] = pa.array(np.tile(variances, n), pa.float64())
+        arrays["plb"] = pa.array([plb[i] for i, _ in items] * n, pa.string())
+    else:
+        arrays["sign"] = pa.array(["="] * (n * k), pa.string())
+    return pa.table(arrays)
+
+
+def _arrow_types(pa: Any) -> dict[str, Any]:
+    return {"text": pa.string(), "ints": pa.list_(pa.int64()), "float": pa.float64()}
+
+
+def _kind_of(column: str, schema: Schema) -> str:
+    if column in ("query_shape", "value"):
+        return "ints"
+    return "float" if column == "variance" else "text"
+
+
+def _sigma_squared(m: Measurement) -> float:
+    """The ``variance`` column: the noise's scale squared, as the Census writes it (for a
+    discrete Gaussian its sigma^2 = 1 / (rho x shares), a hair above the exact variance
+    when sigma is small); the reader rebuilds the same mechanism from it."""
+    sigma = getattr(m.mechanism, "sigma", None)
+    return float(sigma) ** 2 if sigma is not None and m.weight is None else m.variance
+
+
+def _shares(work: Workload, total: Fraction | None) -> list[str]:
+    """Each measurement's share of the run's budget: exact for a workload made from
+    shares, else the ratio of its rho to the total (as a float's text)."""
+    if total is not None and work.exact_rho is not None:
+        return ["" if r is None else str(r / total) for r in work.exact_rho]
+    costs = [work.cost(m).rho for m in work.measurements]
+    whole = sum(costs) or 1.0
+    return [repr(c / whole) for c in costs]
+
+
+def _atomic_parquet(pq: Any, table: Any, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".", suffix=".tmp")
+    os.close(fd)
+    try:
+        pq.write_table(table, tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _atomic_text(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

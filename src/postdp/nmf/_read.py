@@ -1,0 +1,333 @@
+"""Reading noisy measurement files (the Census NMF layout) into postdp's measurements."""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Sequence
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import sparse
+
+from postdp._typing import FloatArray
+from postdp.errors import ValidationError
+from postdp.hierarchy import Hierarchy
+from postdp.mechanisms import DiscreteGaussian, Gaussian
+from postdp.nmf import _layout as layout
+from postdp.nmf._io import _pyarrow
+from postdp.tables import Measurement, Query, Schema, Table, TableMeasurements, Workload
+
+#: The marker file of a run drawn on the study path (see postdp.nmf.synthetic).
+STUDY_MARKER = "STUDY-PATH.txt"
+
+__all__ = ["read", "subtrees"]
+
+
+def subtrees(run_dir: str | os.PathLike[str]) -> list[str]:
+    """The spine subtrees of a run: the 3-character codes of its ``State=NNN`` folders.
+
+    Parameters
+    ----------
+    run_dir : path
+
+    Returns
+    -------
+    list of str
+        Sorted (``["011", "042"]``: flag 0, then the state's FIPS).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from postdp.nmf import synthetic_run
+    >>> run = synthetic_run(tempfile.mkdtemp() + "/run", states=["11"], seed=0)
+    >>> subtrees(run)
+    ['011']
+    """
+    run = _run(run_dir)
+    names = _levels(run, layout.read_manifest(run))
+    if len(names) < 2:
+        return []
+    found = set()
+    for kind in (layout.DPQUERY, layout.CONSTRAINT):
+        where = run / f"{names[1]}.parquet" / kind
+        if where.is_dir():
+            found |= {c for p in where.iterdir() if (c := layout.subtree_of(p.name)) and p.is_dir()}
+    return sorted(found)
+
+
+def read(
+    run_dir: str | os.PathLike[str],
+    *,
+    states: Sequence[str] | None = None,
+    levels: int | None = None,
+    schema: Schema | None = None,
+) -> TableMeasurements:
+    """The noisy measurements of a run in the Census NMF layout, one or more subtrees.
+
+    Parameters
+    ----------
+    run_dir : path
+        A run folder written by :func:`write` or published by the Census Bureau
+        (``<Geolevel>.parquet/{DPQuery,Constraint}/State=NNN/``).
+    states : sequence of str, optional
+        Subtree codes to read (``"042"``; a 2-digit FIPS such as ``"42"`` means ``"042"``);
+        default every subtree. Only their files are opened.
+    levels : int, optional
+        Read the first ``levels`` geolevels only (``2``: the nation and the states).
+    schema : Schema, optional
+        The histogram's schema; default the run's manifest's, else the 2020 persons schema.
+
+    Returns
+    -------
+    TableMeasurements
+        One draw. Its table has the run's geography (ids: the geocodes without the AIAN
+        flag ``0``; an AIAN branch keeps its ``1``; the root the manifest's id or ``US``)
+        and the schema's cells, with **unknown counts** (zero: an NMF holds no true
+        counts). Queries are the marginals named (suffixes such as ``_dpq`` dropped);
+        ``=`` constraints on marginals are public measurements; a geounit found only in
+        ``Constraint`` (one the spine bypassed) has NaN answers.
+
+    Raises
+    ------
+    ValidationError
+        For a folder that is not a run, a subtree it lacks, a query that is not a marginal
+        of the schema, answers of the wrong length, or a query whose variance differs
+        between geounits of one level.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from postdp.nmf import synthetic_run
+    >>> run = synthetic_run(tempfile.mkdtemp() + "/run", states=["11"], seed=0)
+    >>> m = read(run, levels=2)
+    >>> m.table.geography.ids.tolist(), len(m.workload.measurements)
+    (['US', '11'], 23)
+    """
+    _, pq = _pyarrow()
+    run = _run(run_dir)
+    manifest = layout.read_manifest(run)
+    names = _levels(run, manifest)
+    if levels is not None:
+        if isinstance(levels, bool) or not isinstance(levels, int) or not 1 <= levels <= len(names):
+            raise ValidationError(f"`levels` must be 1 to {len(names)}; got {levels!r}")
+        names = names[:levels]
+    if schema is None:
+        schema = layout.schema_from_json(manifest["schema"]) if manifest else _persons()
+    known = subtrees(run)
+    chosen = known if states is None else [_code(s) for s in states]
+    missing = [c for c in chosen if c not in known]
+    if missing:
+        raise ValidationError(f"`states`: the run has no subtree {missing} (it has {known})")
+    frames = []
+    for d, name in enumerate(names):
+        parts = [None] if d == 0 else chosen
+        dp = [
+            _part(pq, run / f"{name}.parquet" / layout.DPQUERY, p, schema, layout.DPQUERY)
+            for p in parts
+        ]
+        con = [
+            _part(pq, run / f"{name}.parquet" / layout.CONSTRAINT, p, schema, layout.CONSTRAINT)
+            for p in parts
+        ]
+        frames.append((pd.concat(dp, ignore_index=True), pd.concat(con, ignore_index=True)))
+    geo, position = _geography(frames, manifest)
+    study = (run / STUDY_MARKER).is_file()
+    return _measurements(geo, position, frames, schema, manifest, study)
+
+
+def _run(run_dir: str | os.PathLike[str]) -> Path:
+    run = Path(run_dir)
+    if not run.is_dir():
+        raise ValidationError(f"{str(run)!r} is not a folder (a run of noisy measurement files)")
+    return run
+
+
+def _levels(run: Path, manifest: dict[str, Any] | None) -> tuple[str, ...]:
+    if manifest is not None:
+        return tuple(manifest["levels"])
+    present = tuple(n for n in layout.LEVELS_2020 if (run / f"{n}.parquet").is_dir())
+    if not present or present != layout.LEVELS_2020[: len(present)]:
+        raise ValidationError(
+            f"{str(run)!r} is not a run in the NMF layout: no manifest and geolevel folders "
+            f"{[n + '.parquet' for n in present]} (expected US.parquet, State.parquet, ...)"
+        )
+    return present
+
+
+def _persons() -> Schema:
+    from postdp.data import pl94_schema
+
+    return pl94_schema()
+
+
+def _code(state: str) -> str:
+    text = str(state).strip()
+    return "0" + text if len(text) == 2 and text.isdigit() else text
+
+
+def _part(pq: Any, where: Path, part: str | None, schema: Schema, kind: str) -> pd.DataFrame:
+    """One folder's rows (every Parquet file in it; none: an empty frame)."""
+    if part is not None:
+        where = where / layout.folder(part)
+    files = sorted(p for p in where.glob("*.parquet") if p.is_file()) if where.is_dir() else []
+    if not files:
+        return pd.DataFrame({c: pd.Series(dtype=object) for c in layout.columns(schema, kind)})
+    frame: pd.DataFrame = pd.concat(
+        [pq.read_table(f).to_pandas() for f in files], ignore_index=True
+    )
+    layout.check_columns(list(frame.columns), schema, kind, str(where))
+    frame["geocode"] = frame["geocode"].astype(str)
+    frame["query_name"] = frame["query_name"].astype(str).map(layout.strip_suffix)
+    return frame
+
+
+def _geography(
+    frames: list[tuple[pd.DataFrame, pd.DataFrame]], manifest: Any
+) -> tuple[Hierarchy, list[dict[str, int]]]:
+    """The geounits level by level (in the order they first appear) and their parents by
+    geocode prefix."""
+    root = str(manifest["root"]) if manifest else "US"
+    ids: list[str] = [root]
+    parents: list[str | None] = [None]
+    position: list[dict[str, int]] = [{"": 0}]
+    previous: dict[str, str] = {"": root}
+    for d, (dp, con) in enumerate(frames[1:], start=1):
+        codes = pd.unique(pd.concat([dp["geocode"], con["geocode"]], ignore_index=True))
+        lengths = sorted({len(c) for c in previous}, reverse=True)
+        here: dict[str, str] = {}
+        for code in codes:
+            parent = next((code[:n] for n in lengths if code[:n] in previous), None)
+            if parent is None or (d > 1 and parent == code):
+                raise ValidationError(
+                    f"geocode {code!r} has no parent among the level above's geocodes"
+                )
+            here[code] = code[1:] if code.startswith("0") else code
+            ids.append(here[code])
+            parents.append(previous[parent])
+        position.append({c: i for i, c in enumerate(codes)})
+        previous = here
+    if len(set(ids)) != len(ids):
+        raise ValidationError(
+            "two geounits of the run share an id (geocodes differ only in their AIAN flag?)"
+        )
+    return Hierarchy.from_parents(ids, np.asarray(parents, dtype=object)), position
+
+
+def _measurements(
+    geo: Hierarchy,
+    position: list[dict[str, int]],
+    frames: list[tuple[pd.DataFrame, pd.DataFrame]],
+    schema: Schema,
+    manifest: Any,
+    study: bool,
+) -> TableMeasurements:
+    order: list[tuple[int, str, bool]] = []
+    found: dict[tuple[int, str, bool], tuple[FloatArray, float, str]] = {}
+    skipped: set[str] = set()
+    for d, (dp, con) in enumerate(frames):
+        for public, frame in ((False, dp), (True, con)):
+            if public:
+                equal = (frame["sign"].astype(str) == "=").to_numpy(dtype=bool)
+                names = pd.unique(frame["query_name"])
+                marginals = {q for q in names if _is_marginal(schema, str(q))}
+                named = frame["query_name"].isin(marginals).to_numpy(dtype=bool)
+                skipped |= set(frame.loc[~(equal & named), "query_name"])
+                frame = frame[equal & named]
+            for name, rows in frame.groupby("query_name", sort=False):
+                key = (d, str(name), public)
+                order.append(key)
+                found[key] = _answers(rows, d, str(name), schema, position[d], public)
+    if skipped:
+        warnings.warn(
+            "constraints postdp's estimators do not use yet were read and left out: "
+            + ", ".join(sorted(skipped)),
+            stacklevel=3,
+        )
+    work = _workload(order, found, schema, manifest)
+    index = {(m.level, m.query.name, m.public): i for i, m in enumerate(work.measurements)}
+    values: list[Any] = [None] * len(order)
+    for key in order:
+        values[index[key]] = found[key][0]
+    cat = schema.categories()
+    cells: Any = sparse.csr_array((geo.leaves.size, cat.leaves.size), dtype=np.int64)
+    secure = manifest.get("path", "secure") == "secure" if manifest else not study
+    return TableMeasurements(Table(geo, cat, cells), work, tuple(values), secure)
+
+
+def _is_marginal(schema: Schema, name: str) -> bool:
+    try:
+        schema.marginal(name)
+    except ValidationError:
+        return False
+    return True
+
+
+def _answers(
+    rows: pd.DataFrame, d: int, name: str, schema: Schema, where: dict[str, int], public: bool
+) -> tuple[FloatArray, float, str]:
+    """(answers of every geounit of the level, NaN where absent; variance; plb)."""
+    label = f"level {d}, query {name!r}"
+    attrs = {a: str(rows[a].iloc[0]) for a in schema.names}
+    marginal = layout.marginal_of(schema, name, attrs, label)
+    shapes = {tuple(int(v) for v in s) for s in rows["query_shape"]}
+    if shapes != {marginal.shape}:
+        raise ValidationError(
+            f"{label}: query_shape {sorted(shapes)}; the schema's is {marginal.shape}"
+        )
+    values = np.stack([np.asarray(v, dtype=np.float64) for v in rows["value"]])
+    if values.shape[1] != marginal.size:
+        raise ValidationError(
+            f"{label}: {values.shape[1]} answers per geounit; expected {marginal.size}"
+        )
+    out = np.full((len(where), marginal.size), np.nan)
+    out[[where[g] for g in rows["geocode"]]] = values
+    if public:
+        return out, 0.0, ""
+    variances = np.unique(rows["variance"].to_numpy(dtype=np.float64))
+    if variances.size != 1 or not (np.isfinite(variances[0]) and variances[0] > 0):
+        raise ValidationError(
+            f"{label}: the variance differs between geounits or is not positive; postdp keeps "
+            "one variance per query and level"
+        )
+    plb = str(rows["plb"].iloc[0]) if "plb" in rows else ""
+    return out, float(variances[0]), plb
+
+
+def _workload(
+    order: list[tuple[int, str, bool]], found: dict[Any, Any], schema: Schema, manifest: Any
+) -> Workload:
+    """The workload: each noisy query's exact rho (the run's rho x its ``plb``) for a run
+    postdp wrote, else its rho from the variance (discrete Gaussian, bounded neighbours,
+    as the 2020 runs: variance 1 / rho)."""
+    neighbours = manifest.get("neighbours", "bounded") if manifest else "bounded"
+    kind = Gaussian if manifest and manifest.get("mechanism") == "gaussian" else DiscreteGaussian
+    noisy = [k for k in order if not k[2]]
+    total = Fraction(manifest["rho"]) if manifest and manifest.get("rho") else None
+    exact = [_fraction(found[k][2]) for k in noisy]
+    items: list[Measurement] = []
+    rhos: list[Fraction | None] = []
+    for (d, name, _), share in zip(noisy, exact, strict=True):
+        if total is not None and share is not None:
+            r: Fraction | float = total * share
+        else:
+            r = 1.0 / found[(d, name, False)][1]
+        calibrated = r / 2 if neighbours == "bounded" else r  # same noise, twice the cost
+        items.append(Measurement(d, Query.marginal(schema, name), kind(rho=float(calibrated))))
+        rhos.append(r if isinstance(r, Fraction) else None)
+    items += [Measurement(d, Query.marginal(schema, name), None) for d, name, p in order if p]
+    work = Workload(items, neighbours=neighbours)
+    if noisy and all(r is not None for r in rhos):
+        object.__setattr__(work, "exact_rho", (*rhos, *([None] * (len(items) - len(rhos)))))
+    return work
+
+
+def _fraction(text: str) -> Fraction | None:
+    try:
+        out = Fraction(text)
+    except (ValueError, ZeroDivisionError):
+        return None
+    return out if out > 0 and "." not in text and "e" not in text.lower() else None

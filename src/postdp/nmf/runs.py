@@ -1,0 +1,420 @@
+"""Post-processing a run of noisy measurement files, partition by partition, resumably.
+
+Post-processing costs no privacy and may be redone by anyone from the noisy measurement
+files. :func:`postprocess` reads a run (:func:`postdp.nmf.read`), estimates every geounit's
+detailed histogram and writes it as partitioned Parquet in the run's own layout:
+
+    OUT/long/<Geolevel>.parquet/[State=NNN/]part-0.parquet   geocode, category, estimate
+    OUT/wide/<Geolevel>.parquet/[State=NNN/]part-0.parquet   geocode, one column per cell
+    OUT/postdp-postprocess.json    what is being computed (written first)
+    OUT/postdp-manifest.json       every file and its SHA-256 (written last: complete)
+
+The *top* (the root and the states) is one partition; each spine subtree below a state is
+another. Every partition's files are written under temporary names and renamed into place,
+so a run killed at any moment leaves only complete partitions; running the same command
+again skips them and gives the same bytes (every method is deterministic, a rounding step
+given ``seed``).
+
+How each method is partitioned:
+
+- ``topdown-2020``: the top is solved from the nation's and the states' measurements, then
+  every subtree below its state's fixed histogram (:func:`postdp.postprocess.top_down_2020`
+  with ``root=``): one state's measurements in memory at a time, and the subtrees are
+  independent tasks (a Dask scheduler runs them in parallel, the same bits as in-process).
+- ``blue``: the BLUE of the whole run, streamed state by state
+  (:func:`postdp.postprocess.project_by_subtree`: each subtree read twice, once for its
+  summary and once below the top's answer).
+- any other table post-processing (``blue-restore``, ``project``, ``project-nonneg``,
+  ``topdown``, with ``,round``): solved on the whole run at once (memory grows with it),
+  written partition by partition.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from postdp._typing import NumArray
+from postdp.errors import ValidationError
+from postdp.hierarchy import Hierarchy
+from postdp.nmf import _layout as layout
+from postdp.nmf._io import _atomic_parquet, _atomic_text, _pyarrow
+from postdp.nmf._read import read, subtrees
+from postdp.tables import Schema, Table, TableMeasurements
+
+__all__ = ["METHODS", "postprocess"]
+
+#: What :func:`postprocess` does partition by partition (every other table step: whole run).
+METHODS = ("topdown-2020", "blue")
+SPEC = "postdp-postprocess.json"
+DONE = "postdp-manifest.json"
+FORMS = ("long", "wide")
+
+
+def postprocess(
+    run_dir: str | os.PathLike[str],
+    output_dir: str | os.PathLike[str],
+    *,
+    method: str,
+    seed: int | None = None,
+    scheduler: Any = None,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> Path:
+    """Estimate every geounit's detailed histogram from a run's noisy measurements.
+
+    Parameters
+    ----------
+    run_dir : path
+        A run in the NMF layout (:func:`postdp.nmf.write`, ``postdp measure`` or the
+        Census's files).
+    output_dir : path
+        Where the estimates go (see the module notes). A folder holding an unfinished
+        post-processing of the same run, method and seed is resumed; any other folder
+        with files is refused.
+    method : str
+        ``"topdown-2020"``, ``"blue"``, ``"blue-restore"`` or another table
+        post-processing of :data:`postdp.analysis.TABLE_STEPS`, optionally followed by
+        ``",round"``.
+    seed : int, optional
+        Seeds the rounding of ``",round"`` (the other steps are deterministic).
+    scheduler : dask.distributed.Client, optional
+        Runs ``topdown-2020``'s subtrees as Dask tasks (each ships the run's path, its
+        subtree code and its state's histogram, and writes its own files).
+    progress : callable, optional
+        ``progress(stage, done, total)`` after each partition.
+
+    Returns
+    -------
+    pathlib.Path
+        The output folder.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from postdp.nmf import synthetic_run
+    >>> tmp = tempfile.mkdtemp()
+    >>> run = synthetic_run(tmp + "/run", states=["11"], seed=0)
+    >>> out = postprocess(run, tmp + "/out", method="topdown-2020")
+    >>> sorted(p.name for p in (out / "long").iterdir())[:2]
+    ['Block.parquet', 'Block_Group.parquet']
+    """
+    from postdp.analysis.table_design import parse_table_steps
+
+    step, _ = parse_table_steps(method)
+    if step is None:
+        raise ValidationError(f"`method` {method!r}: post-processing needs a step")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+        raise ValidationError(f"`seed` must be a nonnegative integer; got {seed!r}")
+    run = Path(run_dir)
+    out = Path(output_dir)
+    codes = subtrees(run)
+    top = read(run, levels=2)
+    plan = {
+        "run": str(run.resolve()),
+        "run_fingerprint": _fingerprint(run),
+        "method": method,
+        "seed": seed,
+        "forms": list(FORMS),
+    }
+    _start(out, plan)
+    manifest = layout.read_manifest(run)
+    names = tuple(manifest["levels"]) if manifest else layout.LEVELS_2020[: _depth(run)]
+    schema = _schema(top)
+    writer = _Writer(out, names, schema)
+    report = progress or (lambda stage, done, total: None)
+    total = len(codes) + 1
+    if method == "topdown-2020":
+        _topdown(run, top, codes, writer, scheduler, report)
+    elif method == "blue":
+        _blue(run, top, codes, writer, report)
+    else:
+        _whole(run, top, codes, writer, method, seed, report)
+    files = sorted(p.relative_to(out).as_posix() for p in out.rglob(layout.PART) if p.is_file())
+    manifest = {
+        **plan,
+        "partitions": total,
+        "files": {f: _sha256(out / f) for f in files},
+    }
+    _atomic_text(out / DONE, json.dumps(manifest, indent=2) + "\n")
+    return out
+
+
+# -- methods -------------------------------------------------------------------------------
+def _topdown(
+    run: Path,
+    top: TableMeasurements,
+    codes: list[str],
+    writer: _Writer,
+    scheduler: Any,
+    report: Any,
+) -> None:
+    from postdp.postprocess import top_down_2020
+
+    upper = top_down_2020(top)
+    writer.top(top.table.geography, upper, _state_order(top, codes))
+    report("top", 1, len(codes) + 1)
+    roots = {c: upper[1 + k] for k, c in enumerate(_state_order(top, codes))}
+    todo = [c for c in codes if not writer.done(c)]
+    if scheduler is None:
+        for n, code in enumerate(todo, start=1):
+            _topdown_task(str(run), code, roots[code], str(writer.out), writer.names)
+            report("subtrees", n + len(codes) - len(todo), len(codes))
+        return
+    futures = scheduler.map(
+        _topdown_task,
+        [str(run)] * len(todo),
+        todo,
+        [roots[c] for c in todo],
+        [str(writer.out)] * len(todo),
+        [writer.names] * len(todo),
+        pure=False,
+    )
+    for n, future in enumerate(futures, start=1):
+        future.result()
+        report("subtrees", n + len(codes) - len(todo), len(codes))
+
+
+def _topdown_task(run: str, code: str, root: Any, out: str, names: tuple[str, ...]) -> str:
+    """One subtree below its state's fixed histogram (a Dask task: paths and one row)."""
+    from postdp.postprocess import top_down_2020
+
+    sub = below(read(run, states=[code]))
+    estimate = top_down_2020(sub, root=root)
+    _Writer(Path(out), names, _schema(sub)).subtree(code, sub.table.geography, estimate)
+    return code
+
+
+def _blue(
+    run: Path, top: TableMeasurements, codes: list[str], writer: _Writer, report: Any
+) -> None:
+    from postdp.postprocess import project_by_subtree
+
+    order = _state_order(top, codes)
+    parts = project_by_subtree(top, lambda k: below(read(run, states=[order[k]])), method="blue")
+    upper = next(parts)
+    writer.top(top.table.geography, upper, order)
+    report("top", 1, len(codes) + 1)
+    for k, estimate in enumerate(parts):
+        code = order[k]
+        if not writer.done(code):
+            geo = below(read(run, states=[code]), values=False).table.geography
+            writer.subtree(code, geo, estimate)
+        report("subtrees", k + 1, len(codes))
+
+
+def _whole(
+    run: Path,
+    top: TableMeasurements,
+    codes: list[str],
+    writer: _Writer,
+    method: str,
+    seed: int | None,
+    report: Any,
+) -> None:
+    from postdp.analysis import TableDesign
+
+    m = read(run)
+    _refuse_missing(m)
+    design = TableDesign(m.table, m.workload, method)
+    estimate = design.solve(m, rng=seed)
+    geo = m.table.geography
+    upper = estimate[_rows_of(geo, top.table.geography)]
+    writer.top(top.table.geography, upper, _state_order(top, codes))
+    report("top", 1, len(codes) + 1)
+    for k, code in enumerate(codes, start=1):
+        sub = below(read(run, states=[code]), values=False)
+        writer.subtree(code, sub.table.geography, estimate[_rows_of(geo, sub.table.geography)])
+        report("subtrees", k, len(codes))
+
+
+# -- subtrees ------------------------------------------------------------------------------
+def below(m: TableMeasurements, *, values: bool = True) -> TableMeasurements:
+    """The measurements of one state's subtree, re-rooted at the state (its own level's
+    measurements left to the top), as :func:`postdp.postprocess.project_by_subtree` takes.
+
+    Parameters
+    ----------
+    m : TableMeasurements
+        A run's measurements read with one subtree (``read(run, states=[code])``).
+    values : bool, default True
+        False: the geography only (the answers replaced by empty arrays).
+
+    Returns
+    -------
+    TableMeasurements
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from postdp.nmf import read, synthetic_run
+    >>> run = synthetic_run(tempfile.mkdtemp() + "/run", states=["11"], seed=0)
+    >>> sub = below(read(run, states=["011"]))
+    >>> str(sub.table.geography.ids[sub.table.geography.root]), sub.workload.at(0)
+    ('11', [])
+    """
+    geo = m.table.geography
+    if geo.levels[1].size != 1:
+        raise ValidationError(f"`m` must hold one subtree; it has {geo.levels[1].size} states")
+    _refuse_missing(m)
+    nodes = np.flatnonzero(geo.depth >= 1)
+    local = np.full(geo.n, -1)
+    local[nodes] = np.arange(nodes.size)
+    ids = geo.ids[nodes]
+    parents = [None if geo.depth[n] == 1 else str(geo.ids[geo.parent[n]]) for n in nodes]
+    sub_geo = Hierarchy.from_parents(ids, np.asarray(parents, dtype=object))
+    _, lower = m.workload.split_at(1)
+    kept = [v for x, v in zip(m.workload.measurements, m.values, strict=True) if x.level > 1]
+    if not values:
+        kept = [np.zeros((0, x.query.size)) for x in lower.measurements]
+    cat = m.table.categories
+    from scipy import sparse
+
+    cells: Any = sparse.csr_array((sub_geo.leaves.size, cat.leaves.size), dtype=np.int64)
+    return TableMeasurements(Table(sub_geo, cat, cells), lower, tuple(kept), m.secure)
+
+
+def _refuse_missing(m: TableMeasurements) -> None:
+    for x, v in zip(m.workload.measurements, m.values, strict=True):
+        if v.size and np.isnan(v).any():
+            raise ValidationError(
+                f"query {x.query.name!r} at level {x.level} has no answers for some geounits "
+                "(geounits the spine bypassed, in Constraint only); postdp's estimators need "
+                "an answer for every geounit of a measured level"
+            )
+
+
+def _state_order(top: TableMeasurements, codes: list[str]) -> list[str]:
+    """Subtree codes in the order of the top's leaves (the states)."""
+    geo = top.table.geography
+    ids = [str(geo.ids[g]) for g in geo.leaves]
+    by_id = {(c[1:] if c.startswith("0") else c): c for c in codes}
+    return [by_id[i] for i in ids]
+
+
+def _rows_of(whole: Hierarchy, part: Hierarchy) -> Any:
+    """Rows of ``whole`` holding ``part``'s geounits, in ``part``'s order."""
+    import pandas as pd
+
+    return pd.Index(whole.ids.astype(str)).get_indexer(part.ids.astype(str))
+
+
+def _schema(m: TableMeasurements) -> Schema:
+    schema = next(
+        x.query.marginal_of.schema for x in m.workload.measurements if x.query.marginal_of
+    )
+    return schema
+
+
+def _depth(run: Path) -> int:
+    return sum((run / f"{n}.parquet").is_dir() for n in layout.LEVELS_2020)
+
+
+# -- output ----------------------------------------------------------------------------------
+class _Writer:
+    """The output folder's partitions: each level's long and wide files, written atomically."""
+
+    def __init__(self, out: Path, names: tuple[str, ...], schema: Schema) -> None:
+        self.out, self.names, self.schema = out, tuple(names), schema
+
+    def _path(self, form: str, level: int, code: str | None) -> Path:
+        where = self.out / form / f"{self.names[level]}.parquet"
+        return (where if code is None else where / layout.folder(code)) / layout.PART
+
+    def done(self, code: str) -> bool:
+        """Whether a subtree's partition is complete (its deepest level's files exist)."""
+        last = len(self.names) - 1
+        return all(self._path(f, last, code).is_file() for f in FORMS)
+
+    def top(self, geo: Hierarchy, estimate: NumArray, codes: list[str]) -> None:
+        """The root and the states (``codes``: their subtree codes, in level order)."""
+        self._level(0, None, [""], estimate[[geo.root]])
+        for g, code in zip(geo.levels[1], codes, strict=True):
+            self._level(1, code, [_geocode(str(geo.ids[g]), code)], estimate[[g]])
+
+    def subtree(self, code: str, geo: Hierarchy, estimate: NumArray) -> None:
+        for d in range(1, geo.n_levels):  # the state itself is the top's
+            nodes = geo.levels[d]
+            geocodes = [_geocode(str(i), code) for i in geo.ids[nodes]]
+            self._level(d + 1, code, geocodes, estimate[nodes])
+
+    def _level(self, level: int, code: str | None, geocodes: list[str], estimate: NumArray) -> None:
+        pa, pq = _pyarrow()
+        if all(self._path(f, level, code).is_file() for f in FORMS):
+            return
+        values = np.asarray(estimate)
+        integral = bool(np.array_equal(values, np.rint(values)))
+        values = values.astype(np.int64) if integral else values
+        cells = self.schema.cells
+        rows, cols = np.nonzero(values)
+        long = pa.table(
+            {
+                "geocode": pa.array(np.asarray(geocodes, dtype=object)[rows], pa.string()),
+                "category": pa.DictionaryArray.from_arrays(
+                    pa.array(cols.astype(np.int32)), pa.array(cells)
+                ),
+                "estimate": pa.array(values[rows, cols]),
+            }
+        )
+        wide = pa.table(
+            {
+                "geocode": pa.array(geocodes, pa.string()),
+                **{c: pa.array(values[:, j]) for j, c in enumerate(cells)},
+            }
+        )
+        _atomic_parquet(pq, wide, self._path("wide", level, code))
+        _atomic_parquet(pq, long, self._path("long", level, code))
+
+
+def _geocode(geo_id: str, code: str) -> str:
+    """A geounit's geocode from its id (see :func:`postdp.nmf.read`: an AIAN branch's ids
+    keep their flag ``1``, the others lost their ``0``)."""
+    return geo_id if code.startswith("1") else "0" + geo_id
+
+
+def _start(out: Path, plan: dict[str, Any]) -> None:
+    """Begin or resume: a new folder gets the plan; one with the same plan is resumed."""
+    spec = out / SPEC
+    if out.exists() and not out.is_dir():
+        raise ValidationError(f"{str(out)!r} exists and is not a folder")
+    if out.is_dir() and any(out.iterdir()):
+        try:
+            old = json.loads(spec.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            raise ValidationError(
+                f"{str(out)!r} holds files that are not a postdp post-processing"
+            ) from None
+        if old != plan:
+            raise ValidationError(
+                f"{str(out)!r} holds a post-processing of another run, method or seed; "
+                "choose another folder"
+            )
+        if (out / DONE).is_file():
+            (out / DONE).unlink()  # re-checked below: every file is written again or kept
+        for stale in out.rglob(".*.tmp"):  # a killed run's unfinished file
+            stale.unlink(missing_ok=True)
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    _atomic_text(spec, json.dumps(plan, indent=2) + "\n")
+
+
+def _fingerprint(run: Path) -> str:
+    """SHA-256 over the run's files: their paths and sizes (a changed run is not resumed)."""
+    digest = hashlib.sha256()
+    for p in sorted(run.rglob("*")):
+        if p.is_file() and not p.name.startswith("."):
+            digest.update(f"{p.relative_to(run).as_posix()}:{p.stat().st_size}\n".encode())
+    return digest.hexdigest()
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while block := handle.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()

@@ -1,0 +1,112 @@
+"""A small synthetic run of noisy measurement files (STUDY PATH: numpy's generator).
+
+For tests and documentation only: the measurements are drawn with numpy's generator from a
+synthetic population, never on the release path, and every run made here carries the marker
+file ``STUDY-PATH.txt`` (which :func:`postdp.nmf.read` reports as ``secure=False``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from postdp.nmf import _layout as layout
+from postdp.nmf._io import _pyarrow, write
+from postdp.nmf._read import STUDY_MARKER
+
+__all__ = ["synthetic_run"]
+
+
+def synthetic_run(
+    run_dir: str | os.PathLike[str],
+    *,
+    states: Sequence[str] = ("11",),
+    seed: int = 0,
+    quirks: bool = False,
+) -> Path:
+    """Measure a synthetic population with the 2020 persons preset and write the run
+    (study path).
+
+    Parameters
+    ----------
+    run_dir : path
+        A new folder (or an empty one).
+    states : sequence of str, default ("11",)
+        State FIPS codes of :func:`postdp.data.synthetic_population`.
+    seed : int, default 0
+        Seeds the population and the noise (numpy's generator: not a private release).
+    quirks : bool, default False
+        Make the run look like a published Census run: no postdp manifest (so the reader
+        rebuilds the workload from the variances), Census-only constraints on every block
+        (``hhgq_total_lb_con`` with sign ``>=``, ``hhgq_total_ub_con`` with ``<=``), and
+        the first subtree's first block present only in ``Constraint`` (as a geounit the
+        spine bypassed).
+
+    Returns
+    -------
+    pathlib.Path
+        The run's folder.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from postdp.nmf import read
+    >>> run = synthetic_run(tempfile.mkdtemp() + "/run", states=["11"], seed=0)
+    >>> m = read(run)
+    >>> m.secure, m.table.geography.n_levels
+    (False, 6)
+    """
+    from postdp.data import load_strategy, synthetic_population
+    from postdp.tables import measure
+
+    s = load_strategy("pl94-2020-persons")
+    table = synthetic_population(states=list(states), seed=seed)
+    m = measure(table, s.workload(table), secure=False, rng=seed)
+    run = write(m, run_dir, strategy=s.name)
+    (run / STUDY_MARKER).write_text(
+        "Drawn on postdp's study path (numpy's generator) from a synthetic population: "
+        "not a private release.\n",
+        encoding="utf-8",
+    )
+    if quirks:
+        _add_quirks(run)
+    return run
+
+
+def _add_quirks(run: Path) -> None:
+    import pandas as pd
+
+    pa, pq = _pyarrow()
+    (run / layout.MANIFEST).unlink()
+    leaf = run / f"{layout.LEVELS_2020[-1]}.parquet"
+    for n, where in enumerate(sorted((leaf / layout.DPQUERY).iterdir())):
+        dp = pq.read_table(where / layout.PART).to_pandas()
+        con_path = leaf / layout.CONSTRAINT / where.name / layout.PART
+        con = pq.read_table(con_path).to_pandas()
+        blocks = pd.unique(dp["geocode"])
+        extra = []
+        for name, sign, bound in (
+            ("hhgq_total_lb_con", ">=", 0),
+            ("hhgq_total_ub_con", "<=", 99999),
+        ):
+            extra.append(
+                pd.DataFrame(
+                    {
+                        "geocode": blocks,
+                        "query_name": name,
+                        "hhgq": "hhgq",
+                        "votingage": "*",
+                        "hispanic": "*",
+                        "cenrace": "*",
+                        "query_shape": [[8, 1, 1, 1]] * blocks.size,
+                        "value": [[bound] * 8] * blocks.size,
+                        "sign": sign,
+                    }
+                )
+            )
+        con = pd.concat([con, *extra], ignore_index=True)
+        if n == 0:  # a block the spine bypassed: in Constraint only
+            dp = dp[dp["geocode"] != blocks[0]]
+        pq.write_table(pa.Table.from_pandas(dp, preserve_index=False), where / layout.PART)
+        pq.write_table(pa.Table.from_pandas(con, preserve_index=False), con_path)

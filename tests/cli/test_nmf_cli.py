@@ -1,0 +1,159 @@
+"""``postdp measure`` and ``postdp postprocess``: one draw, written whole or not at all;
+post-processing killed at any moment resumes to the same bytes."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+
+import numpy as np
+import pytest
+
+from postdp import nmf
+from postdp.cli import main
+
+from ..nmf.conftest import small_table
+from ._helpers import postdp_command
+
+
+def _run(args, cwd):
+    return subprocess.run(
+        [*postdp_command(), *args], cwd=cwd, capture_output=True, text=True, timeout=600
+    )
+
+
+def _killed(args, cwd, delay):
+    proc = subprocess.Popen(
+        [*postdp_command(), *args], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    time.sleep(delay)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=60)
+    return proc.returncode
+
+
+@pytest.fixture(scope="module")
+def small_run(tmp_path_factory):
+    from postdp.data import load_strategy
+    from postdp.tables import measure
+
+    t = small_table()
+    m = measure(t, load_strategy("pl94-2020-persons").workload(t), secure=False, rng=2)
+    return nmf.write(m, tmp_path_factory.mktemp("nmf") / "run")
+
+
+def test_measure_writes_a_run_once(tmp_path, capsys):
+    args = ["measure", "--synthetic", "11", "--study", "--seed", "4", "--output-dir"]
+    assert main([*args, str(tmp_path / "run"), "--quiet"]) == 0
+    m = nmf.read(tmp_path / "run")
+    assert m.secure is False and m.table.geography.levels[5].size == 16790
+    statement = json.loads((tmp_path / "run" / "privacy.json").read_text())
+    assert statement["epsilon_at_delta"]["epsilon"] == pytest.approx(17.14, abs=0.005)
+    assert statement["path"].startswith("study")
+    assert "bounded" in statement["neighbouring_relation"]
+    sigmas = {(r["level"], r["query"]): r["sigma"] for r in statement["sigma_per_query"]}
+    assert sigmas[("Block", "detailed")] == pytest.approx(3.18, abs=0.005)
+    before = sorted(p.name for p in (tmp_path / "run").rglob("*"))
+    capsys.readouterr()
+    assert main([*args, str(tmp_path / "run")]) == 2  # never a second draw into a run
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--output-dir" in err and "exists" in err
+    assert sorted(p.name for p in (tmp_path / "run").rglob("*")) == before
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["--synthetic", "11", "--seed", "1"], "--seed"),
+        (["--synthetic", "11", "--study"], "--study"),
+        (["--synthetic", "99", "--study", "--seed", "1"], "--synthetic '99'"),
+        (["--synthetic", "11", "--strategy", "x", "--study", "--seed", "1"], "--strategy 'x'"),
+        (["--synthetic", "11", "--study", "--seed", "1", "--ledger", "l.jsonl"], "--ledger"),
+    ],
+)
+def test_measure_refuses_bad_options_before_drawing(tmp_path, capsys, spy, argv, needle):
+    status = main(["measure", *argv, "--output-dir", str(tmp_path / "run")])
+    err = capsys.readouterr().err
+    assert status == 2 and needle in err and err.count("\n") == 1
+    assert spy == [] and not (tmp_path / "run").exists()
+
+
+def test_a_secure_measure_records_one_draw(tmp_path, monkeypatch, capsys):
+    """The ledger gets one line per run (OpenDP's sampler stood in by a fast integer
+    draw: this test is about the bookkeeping, not the sampler)."""
+    pytest.importorskip("opendp")
+    from postdp.mechanisms import _base
+
+    rng = np.random.default_rng(0)
+    monkeypatch.setattr(
+        _base.NoiseMechanism,
+        "release",
+        lambda self, x: np.asarray(x) + rng.integers(-3, 4, size=np.shape(x)),
+    )
+    ledger = tmp_path / "ledger.jsonl"
+    args = ["measure", "--synthetic", "11", "--ledger", str(ledger), "--quiet"]
+    assert main([*args, "--output-dir", str(tmp_path / "run")]) == 0
+    records = [json.loads(line) for line in ledger.read_text().splitlines()]
+    assert len(records) == 1 and records[0]["budget"]["rho"] == pytest.approx(293764 / 114921)
+    assert nmf.read(tmp_path / "run").secure is True
+    assert main([*args, "--output-dir", str(tmp_path / "run")]) == 2
+    assert len(ledger.read_text().splitlines()) == 1
+
+
+def test_a_killed_measure_leaves_nothing_or_a_complete_run(tmp_path):
+    args = ["measure", "--synthetic", "11", "--study", "--seed", "2", "--output-dir", "run"]
+    start = time.perf_counter()
+    assert _run(args, tmp_path).returncode == 0
+    elapsed = time.perf_counter() - start
+    reference = nmf.read(tmp_path / "run")
+    for fraction in (0.3, 0.6, 0.8, 0.95):
+        folder = tmp_path / f"k{fraction}"
+        folder.mkdir()
+        _killed(args, folder, fraction * elapsed)
+        if (folder / "run").exists():  # finished before the kill: complete and the same
+            got = nmf.read(folder / "run")
+            assert all(
+                np.array_equal(a, b) for a, b in zip(got.values, reference.values, strict=True)
+            )
+        else:  # nothing but a hidden temporary folder; a new measure may draw
+            assert [p.name for p in folder.iterdir() if not p.name.startswith(".")] == []
+
+
+def test_a_killed_postprocess_resumes_to_the_same_bytes(small_run, tmp_path):
+    args = ["postprocess", str(small_run), "--method", "topdown-2020", "--quiet"]
+    start = time.perf_counter()
+    assert _run([*args, "--output-dir", "full"], tmp_path).returncode == 0
+    elapsed = time.perf_counter() - start
+    expected = json.loads((tmp_path / "full" / "postdp-manifest.json").read_text())["files"]
+    moments = np.random.default_rng(11).uniform(0.2, 1.0, size=5) * elapsed
+    partial = 0
+    for k, delay in enumerate(sorted(moments)):
+        out = f"cut{k}"
+        _killed([*args, "--output-dir", out], tmp_path, delay)
+        partial += not (tmp_path / out / "postdp-manifest.json").exists()
+        resumed = _run([*args, "--output-dir", out], tmp_path)
+        assert resumed.returncode == 0, resumed.stderr
+        got = json.loads((tmp_path / out / "postdp-manifest.json").read_text())["files"]
+        assert got == expected, delay
+        assert not list((tmp_path / out).rglob(".*"))  # no temporary file left
+    assert partial >= 2  # most kills landed before the end
+
+
+def test_postprocess_refuses_bad_options(small_run, tmp_path, capsys):
+    base = ["postprocess", str(small_run), "--output-dir", str(tmp_path / "o")]
+    cases = [
+        (["--method", "nope"], "--method 'nope'"),
+        (["--method", "blue", "--seed", "2"], "--seed"),
+        (["--method", "blue", "--scheduler", "local"], "--scheduler"),
+    ]
+    for extra, needle in cases:
+        assert main([*base, *extra]) == 2
+        err = capsys.readouterr().err
+        assert needle in err and err.count("\n") == 1
+    assert (
+        main(["postprocess", str(tmp_path / "none"), "--method", "blue", "--output-dir", "o"]) == 2
+    )
+    assert "RUN" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()

@@ -1,0 +1,45 @@
+"""A small 2020-shaped table (two states, tabulation GEOIDs) and its noisy measurements."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from postdp import Hierarchy
+from postdp.data import load_strategy, pl94_schema
+from postdp.tables import Table, measure
+
+
+def small_table(seed: int = 0) -> Table:
+    """US > 2 states > a county each > 2 tracts > 1-2 block groups > 2-3 blocks."""
+    ids, parents = ["US"], [None]
+    rng = np.random.default_rng(seed)
+    for state in ("10", "11"):
+        county = state + "001"
+        ids += [state, county]
+        parents += ["US", state]
+        for t in range(2):
+            tract = county + f"{t:06d}"
+            ids.append(tract)
+            parents.append(county)
+            for g in range(1 + t):
+                bg = tract + str(g + 1)
+                ids.append(bg)
+                parents.append(tract)
+                for b in range(2 + g):
+                    ids.append(bg + f"{b:03d}")
+                    parents.append(bg)
+    geo = Hierarchy.from_parents(ids, parents)
+    s = pl94_schema()
+    cells = np.zeros((geo.leaves.size, s.size), dtype=np.int64)
+    common = rng.choice(s.size, size=40, replace=False)
+    for row in range(geo.leaves.size):
+        cells[row, rng.choice(common, size=8)] += rng.integers(1, 30, size=8)
+    return Table(geo, s.categories(), cells)
+
+
+@pytest.fixture(scope="module")
+def measured():
+    """One study-path draw of the persons preset on :func:`small_table`."""
+    t = small_table()
+    return measure(t, load_strategy("pl94-2020-persons").workload(t), secure=False, rng=5)

@@ -1,0 +1,132 @@
+"""Post-processing a run partition by partition: the same numbers as the whole table at
+once, resumable, the same bits on Dask."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from postdp import nmf
+from postdp.analysis import TableDesign
+from postdp.errors import ValidationError
+from postdp.postprocess import top_down_2020
+from postdp.postprocess.table_projection import project_table
+
+
+def _estimates(out, form="wide"):
+    """Every geounit's estimate from an output folder: {geocode: row of cells}."""
+    frame = pd.concat(
+        [pd.read_parquet(p) for p in sorted((out / form).rglob("part-0.parquet"))],
+        ignore_index=True,
+    )
+    if form == "wide":
+        return dict(zip(frame["geocode"], frame.drop(columns="geocode").to_numpy(), strict=True))
+    return frame
+
+
+def _by_geocode(m, estimate):
+    geo = m.table.geography
+    return {("" if d == 0 else "0" + str(geo.ids[g])): estimate[g]
+            for d, level in enumerate(geo.levels) for g in level}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def run(measured, tmp_path_factory):
+    return nmf.write(measured, tmp_path_factory.mktemp("nmf") / "run")
+
+
+def test_topdown_2020_by_state_equals_the_whole_table(measured, run, tmp_path):
+    out = nmf.postprocess(run, tmp_path / "out", method="topdown-2020")
+    got = _estimates(out)
+    whole = _by_geocode(measured, top_down_2020(measured))
+    assert got.keys() == whole.keys()
+    for g, row in whole.items():
+        assert got[g].dtype.kind == "i" and np.array_equal(got[g], row), g
+    manifest = json.loads((out / "postdp-manifest.json").read_text())
+    assert len(manifest["files"]) == 2 * (1 + 2 * 5)  # long + wide; US, then 5 levels x 2 states
+
+
+def test_blue_by_state_equals_the_whole_table_gls(measured, run, tmp_path):
+    out = nmf.postprocess(run, tmp_path / "out", method="blue")
+    got = _estimates(out)
+    whole = _by_geocode(measured, project_table(measured, cells=True))
+    scale = max(1.0, max(float(np.abs(r).max()) for r in whole.values()))
+    for g, row in whole.items():
+        np.testing.assert_allclose(got[g], row, atol=1e-8 * scale, rtol=0)
+
+
+def test_whole_run_methods_are_written_by_partition(measured, run, tmp_path):
+    out = nmf.postprocess(run, tmp_path / "out", method="blue-restore,round", seed=7)
+    got = _estimates(out)
+    design = TableDesign(measured.table, measured.workload, "blue-restore,round")
+    whole = _by_geocode(measured, design.solve(measured, rng=7))
+    for g, row in whole.items():
+        assert np.array_equal(got[g], row)
+    long = _estimates(out, "long")
+    assert (long["estimate"] != 0).all()  # zeros left out of the long form
+    wide = sum(int(r.sum()) for r in got.values())
+    assert int(long["estimate"].sum()) == wide
+
+
+def test_an_interrupted_post_processing_resumes_to_the_same_bytes(run, tmp_path, monkeypatch):
+    full = nmf.postprocess(run, tmp_path / "full", method="topdown-2020")
+    from postdp.nmf import runs
+
+    real = runs._topdown_task
+    calls = []
+
+    def dies_on_the_second(*args):
+        calls.append(args[1])
+        if len(calls) == 2:
+            raise KeyboardInterrupt  # as a kill between two partitions
+        return real(*args)
+
+    monkeypatch.setattr(runs, "_topdown_task", dies_on_the_second)
+    with pytest.raises(KeyboardInterrupt):
+        nmf.postprocess(run, tmp_path / "cut", method="topdown-2020")
+    assert not (tmp_path / "cut" / "postdp-manifest.json").exists()  # not complete
+    monkeypatch.setattr(runs, "_topdown_task", real)
+    nmf.postprocess(run, tmp_path / "cut", method="topdown-2020")
+    for path in sorted((full / "long").rglob("part-0.parquet")):
+        other = tmp_path / "cut" / path.relative_to(full)
+        assert path.read_bytes() == other.read_bytes(), path
+    a = json.loads((full / "postdp-manifest.json").read_text())["files"]
+    b = json.loads((tmp_path / "cut" / "postdp-manifest.json").read_text())["files"]
+    assert a == b
+
+
+def test_another_method_in_the_same_folder_is_refused(run, tmp_path):
+    nmf.postprocess(run, tmp_path / "out", method="topdown-2020")
+    with pytest.raises(ValidationError, match="another run, method or seed"):
+        nmf.postprocess(run, tmp_path / "out", method="blue")
+    (tmp_path / "junk").mkdir()
+    (tmp_path / "junk" / "x.txt").write_text("x")
+    with pytest.raises(ValidationError, match="not a postdp post-processing"):
+        nmf.postprocess(run, tmp_path / "junk", method="blue")
+
+
+def test_bypassed_geounits_are_refused_before_any_solve(tmp_path):
+    run = nmf.synthetic_run(tmp_path / "quirky", states=["11"], seed=1, quirks=True)
+    with (
+        pytest.warns(UserWarning, match="constraints"),
+        pytest.raises(ValidationError, match="bypassed"),
+    ):
+        nmf.postprocess(run, tmp_path / "out", method="topdown-2020")
+
+
+def test_dask_local_cluster_gives_the_same_bits(run, tmp_path):
+    distributed = pytest.importorskip("dask.distributed")
+    local = nmf.postprocess(run, tmp_path / "local", method="topdown-2020")
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, dashboard_address=None
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        remote = nmf.postprocess(run, tmp_path / "dask", method="topdown-2020", scheduler=client)
+    a = json.loads((local / "postdp-manifest.json").read_text())["files"]
+    b = json.loads((remote / "postdp-manifest.json").read_text())["files"]
+    assert a == b
