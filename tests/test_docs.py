@@ -46,7 +46,7 @@ def test_page_examples_run(page, tmp_path, monkeypatch, capsys):
 
 def test_pages_have_examples():
     guides = [p for p in PAGES if p.parent.name == "guides"]
-    assert len(guides) == 8
+    assert len(guides) == 9
     for page in guides:
         assert _blocks(page, "python") or _blocks(page, "console"), page
 

@@ -129,12 +129,13 @@ def postprocess(
     writer = _Writer(out, names, schema)
     report = progress or (lambda stage, done, total: None)
     total = len(codes) + 1
-    if method == "topdown-2020":
-        _topdown(run, top, codes, writer, scheduler, report)
-    elif method == "blue":
-        _blue(run, top, codes, writer, report)
-    else:
-        _whole(run, top, codes, writer, method, seed, report)
+    with one_thread():
+        if method == "topdown-2020":
+            _topdown(run, top, codes, writer, scheduler, report)
+        elif method == "blue":
+            _blue(run, top, codes, writer, report)
+        else:
+            _whole(run, top, codes, writer, method, seed, report)
     files = sorted(p.relative_to(out).as_posix() for p in out.rglob(layout.PART) if p.is_file())
     manifest = {
         **plan,
@@ -185,7 +186,8 @@ def _topdown_task(run: str, code: str, root: Any, out: str, names: tuple[str, ..
     from postdp.postprocess import top_down_2020
 
     sub = below(read(run, states=[code]))
-    estimate = top_down_2020(sub, root=root)
+    with one_thread():
+        estimate = top_down_2020(sub, root=root)
     _Writer(Path(out), names, _schema(sub)).subtree(code, sub.table.geography, estimate)
     return code
 
@@ -231,6 +233,15 @@ def _whole(
         sub = below(read(run, states=[code]), values=False)
         writer.subtree(code, sub.table.geography, estimate[_rows_of(geo, sub.table.geography)])
         report("subtrees", k, len(codes))
+
+
+def one_thread() -> Any:
+    """BLAS and OpenMP held to one thread: a sum's order, and so the last bit of a least-
+    squares solution (and an integer rounding that breaks a tie on it), then does not depend
+    on how many threads the machine or a Dask worker (which runs single-threaded) has."""
+    from threadpoolctl import threadpool_limits
+
+    return threadpool_limits(limits=1)
 
 
 # -- subtrees ------------------------------------------------------------------------------
