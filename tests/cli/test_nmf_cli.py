@@ -69,6 +69,7 @@ def test_measure_writes_a_run_once(tmp_path, capsys):
         (["--synthetic", "11", "--seed", "1"], "--seed"),
         (["--synthetic", "11", "--study"], "--study"),
         (["--synthetic", "99", "--study", "--seed", "1"], "--synthetic '99'"),
+        (["--synthetic", "11,11", "--study", "--seed", "1"], "twice"),
         (["--synthetic", "11", "--strategy", "x", "--study", "--seed", "1"], "--strategy 'x'"),
         (["--synthetic", "11", "--study", "--seed", "1", "--ledger", "l.jsonl"], "--ledger"),
     ],

@@ -90,12 +90,19 @@ def run(args: argparse.Namespace, state: RunState) -> int:
 
     with flag("--strategy", args.strategy):
         strategy = load_strategy(args.strategy)
+    from postdp.data import synthetic_states
+
+    args.synthetic = [s.zfill(2) for s in args.synthetic]
     with flag("--synthetic", ",".join(args.synthetic)):
-        if not args.synthetic:
-            raise ValidationError("name at least one state")
-        table = synthetic_population(states=args.synthetic, seed=args.population_seed)
+        if len(set(args.synthetic)) != len(args.synthetic):
+            raise ValidationError("a state is named twice")
+        unknown = sorted(set(args.synthetic) - set(synthetic_states()))
+        if unknown:  # every state checked before any draw
+            raise ValidationError(f"not a FIPS code of the 50 states and DC: {unknown}")
+        first = synthetic_population(states=args.synthetic[:1], seed=args.population_seed)
     with flag("--strategy", args.strategy):
-        work = strategy.workload(table)
+        work = strategy.workload(first)  # the tables are made again, one state at a time
+    del first
     run_dir = _check_run(args.output_dir)
     secure = not args.study
     source = f"synthetic population states={','.join(args.synthetic)} seed={args.population_seed}"
@@ -111,18 +118,25 @@ def run(args: argparse.Namespace, state: RunState) -> int:
         records = _ledger.read(path, "--ledger")
         ledger = _ledger.LedgerUse(path, _ledger.spent_on(records, digest), [])
 
-    from postdp.nmf import write
-    from postdp.tables import measure
+    from postdp.cli._options import progress
+    from postdp.nmf import measure_by_state
 
-    state.phase = "drawing the noise"
-    measured = measure(table, work, secure=secure, rng=None if secure else args.seed)
-    del table  # the truth is not needed again
-    state.phase = f"writing {run_dir}"
+    state.phase = "drawing the noise and writing it, state by state"
     state.pending = [str(run_dir)]
     tmp = Path(tempfile.mkdtemp(dir=run_dir.parent, prefix=f".{run_dir.name}.", suffix=".tmp"))
     os.chmod(tmp, 0o777 & ~current_umask())
+    bar = progress("states", len(args.synthetic), quiet=args.quiet, unit="state")
     try:
-        write(measured, tmp, strategy=strategy.name, overwrite=True)
+        measure_by_state(
+            lambda s: synthetic_population(states=[s], seed=args.population_seed),
+            args.synthetic,
+            tmp,
+            strategy=strategy,
+            secure=secure,
+            rng=None if secure else args.seed,
+            progress=lambda stage, done, total: bar.update(done - bar.n),
+        )
+        bar.close()
         record = _record(args, source, digest, work, run_dir)
         statement = _ledger.statement(record, secure=secure, derived=[], ledger=ledger)
         statement["strategy"] = strategy.name
@@ -150,6 +164,7 @@ def run(args: argparse.Namespace, state: RunState) -> int:
             state.pending = []
             state.written.append(str(run_dir))
     finally:
+        bar.close()
         shutil.rmtree(tmp, ignore_errors=True)
     if not args.quiet:
         drawn = "secure (OpenDP)" if secure else "STUDY (numpy, not a private release)"

@@ -15,7 +15,7 @@ from postdp._typing import RNGLike
 from postdp.data._p1 import P1_TABLES, load_p1, synthetic_table
 from postdp.data._pl94 import pl94_schema
 from postdp.data._strategies import Strategy, load_strategy, units_schema
-from postdp.data._synthetic_pl94 import synthetic_population
+from postdp.data._synthetic_pl94 import synthetic_population, synthetic_states
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
 
@@ -31,6 +31,7 @@ __all__ = [
     "pl94_schema",
     "synthetic_hierarchy",
     "synthetic_population",
+    "synthetic_states",
     "synthetic_table",
     "units_schema",
 ]

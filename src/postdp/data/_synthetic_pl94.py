@@ -26,7 +26,7 @@ from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
 from postdp.tables import Table
 
-__all__ = ["synthetic_population", "tallies"]
+__all__ = ["synthetic_population", "synthetic_states", "tallies"]
 
 _US_POP = 331_449_281  # 2020 resident population, 50 states + DC
 _TRACTS, _BGS, _BLOCKS = 84_414, 239_780, 8_132_968
@@ -57,6 +57,28 @@ def _counties(states: Sequence[str] | None) -> tuple[list[str], np.ndarray, np.n
         keep = [i for i in keep if leaf_ids[i][:2] in wanted]
     cells = np.asarray(p1.cells)[keep].astype(np.int64)
     return [leaf_ids[i] for i in keep], cells.sum(axis=1), cells
+
+
+def synthetic_states() -> list[str]:
+    """The states :func:`synthetic_population` knows: the 2-digit FIPS codes of the 50
+    states and DC, sorted.
+
+    Parameters
+    ----------
+    None
+
+    Returns
+    -------
+    list of str
+
+    Examples
+    --------
+    >>> s = synthetic_states()
+    >>> len(s), s[:3], "72" in s
+    (51, ['01', '02', '04'], False)
+    """
+    fips, _, _ = _counties(None)
+    return sorted({c[:2] for c in fips})
 
 
 def tallies(populations: np.ndarray) -> np.ndarray:

@@ -14,7 +14,17 @@ layout's facts and sources.
 from postdp.nmf._io import write
 from postdp.nmf._layout import LEVELS_2020
 from postdp.nmf._read import read, subtrees
+from postdp.nmf.measure import measure_by_state
 from postdp.nmf.runs import below, postprocess
 from postdp.nmf.synthetic import synthetic_run
 
-__all__ = ["LEVELS_2020", "below", "postprocess", "read", "subtrees", "synthetic_run", "write"]
+__all__ = [
+    "LEVELS_2020",
+    "below",
+    "measure_by_state",
+    "postprocess",
+    "read",
+    "subtrees",
+    "synthetic_run",
+    "write",
+]

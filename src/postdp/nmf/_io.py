@@ -18,7 +18,7 @@ from postdp.hierarchy import Hierarchy
 from postdp.nmf import _layout as layout
 from postdp.tables import Marginal, Measurement, Schema, TableMeasurements, Workload
 
-__all__ = ["write"]
+__all__ = ["run_manifest", "write", "write_levels"]
 
 
 def _pyarrow() -> Any:
@@ -84,7 +84,7 @@ def write(
     >>> sorted(p.name for p in run.iterdir())[:3]
     ['Block.parquet', 'Block_Group.parquet', 'County.parquet']
     """
-    pa, pq = _pyarrow()
+    _pyarrow()  # a clear error without the extra, before anything is written
     if not isinstance(measurements, TableMeasurements):
         raise TypeError(
             f"`measurements` must be TableMeasurements; got {type(measurements).__name__}"
@@ -93,7 +93,7 @@ def write(
         raise ValidationError(
             f"write one draw at a time (index it: m[0]); got draws {measurements.draws}"
         )
-    schema = _schema_of(measurements)
+    _schema_of(measurements)  # checked before anything is written
     geo = measurements.table.geography
     names = layout.level_names(geo.n_levels, levels)
     codes, subtree = _geocodes(geo)
@@ -112,9 +112,58 @@ def write(
                 "(discrete noise); these are not"
             )
     run.mkdir(parents=True, exist_ok=True)
-    for d in range(geo.n_levels):
+    write_levels(measurements, run, names, codes, subtree, plb)
+    subtrees = sorted(set(subtree[geo.levels[1]])) if geo.n_levels > 1 else []
+    manifest = run_manifest(measurements, names, str(geo.ids[geo.root]), total, strategy)
+    manifest["subtrees"] = subtrees
+    _atomic_text(run / layout.MANIFEST, json.dumps(manifest, indent=2) + "\n")
+    return run
+
+
+def run_manifest(
+    measurements: TableMeasurements,
+    names: Sequence[str],
+    root: str,
+    total: Fraction | None,
+    strategy: str | None,
+) -> dict[str, Any]:
+    """What a run's manifest says of its measurements (the subtrees added by the caller)."""
+    work = measurements.workload
+    return {
+        "format": "postdp noisy measurements",
+        "version": 1,
+        "levels": list(names),
+        "root": root,
+        "schema": layout.schema_to_json(_schema_of(measurements)),
+        "rho": None if total is None else str(total),
+        "neighbours": work.neighbours,
+        "mechanism": _mechanism_name(work),
+        "path": "secure" if measurements.secure else "study",
+        "strategy": strategy,
+    }
+
+
+def write_levels(
+    measurements: TableMeasurements,
+    run: Path,
+    names: Sequence[str],
+    codes: Any,
+    subtree: Any,
+    plb: list[str],
+    *,
+    offset: int = 0,
+) -> None:
+    """Write each level d of ``measurements`` as the run's level ``d + offset``: one file
+    per partition (``subtree``: each geounit's partition code; the run's root level has
+    none) and kind, renamed into place. A subtree's own root level (``offset`` > 0) is left
+    to the top's measurements."""
+    pa, pq = _pyarrow()
+    schema = _schema_of(measurements)
+    geo = measurements.table.geography
+    work = measurements.workload
+    for d in range(1 if offset else 0, geo.n_levels):
         nodes = geo.levels[d]
-        parts = [None] if d == 0 else sorted(set(subtree[nodes]))
+        parts = [None] if d + offset == 0 else sorted(set(subtree[nodes]))
         for part in parts:
             rows = np.arange(nodes.size) if part is None else np.flatnonzero(subtree[nodes] == part)
             for kind in (layout.DPQUERY, layout.CONSTRAINT):
@@ -126,25 +175,10 @@ def write(
                 frame = _frame(
                     pa, schema, kind, items, measurements.values, codes[nodes[rows]], rows, plb
                 )
-                where = run / f"{names[d]}.parquet" / kind
+                where = run / f"{names[d + offset]}.parquet" / kind
                 if part is not None:
                     where = where / layout.folder(part)
                 _atomic_parquet(pq, frame, where / layout.PART)
-    manifest = {
-        "format": "postdp noisy measurements",
-        "version": 1,
-        "levels": list(names),
-        "root": str(geo.ids[geo.root]),
-        "schema": layout.schema_to_json(schema),
-        "rho": None if total is None else str(total),
-        "neighbours": work.neighbours,
-        "mechanism": _mechanism_name(work),
-        "path": "secure" if measurements.secure else "study",
-        "strategy": strategy,
-        "subtrees": sorted(set(subtree[geo.levels[1]])) if geo.n_levels > 1 else [],
-    }
-    _atomic_text(run / layout.MANIFEST, json.dumps(manifest, indent=2) + "\n")
-    return run
 
 
 def _schema_of(measurements: TableMeasurements) -> Schema:
@@ -160,11 +194,22 @@ def _schema_of(measurements: TableMeasurements) -> Schema:
     return schema
 
 
-def _geocodes(geo: Hierarchy) -> tuple[Any, Any]:
+def _geocodes(geo: Hierarchy, *, rooted: bool = True) -> tuple[Any, Any]:
     """Every geounit's geocode (flag 0 + id; root '') and its subtree code (flag + the
-    level-1 ancestor's id)."""
+    level-1 ancestor's id). ``rooted=False``: a state's subtree (its root the state)."""
     ids = np.asarray([str(i) for i in geo.ids], dtype=object)
     codes = np.asarray(["0" + i for i in ids], dtype=object)
+    if not rooted:
+        for node in range(geo.n):
+            p = geo.parent[node]
+            if p >= 0 and not codes[node].startswith(codes[p]):
+                raise ValidationError(
+                    f"geounit {ids[node]!r} does not start with its parent's id {ids[p]!r}: "
+                    "NMF geocodes nest by prefix (use tabulation GEOIDs)"
+                )
+        if not codes[geo.root].isalnum():
+            raise ValidationError(f"subtree id {ids[geo.root]!r} must be letters and digits")
+        return codes, np.full(geo.n, codes[geo.root], dtype=object)
     codes[geo.root] = ""
     top = np.arange(geo.n)
     for _ in range(max(geo.n_levels - 2, 0)):

@@ -35,6 +35,7 @@ from postdp.postprocess.projections import (
     top_down,
 )
 from postdp.postprocess.rounding import round_consistent, stochastic_round
+from postdp.postprocess.rounding_stream import round_by_subtree
 from postdp.postprocess.table_kkt import TableKKTReport
 from postdp.postprocess.table_nonneg import TableNonnegProjector, TableNonnegReport
 from postdp.postprocess.table_projection import TableProjector
@@ -77,6 +78,7 @@ __all__ = [
     "project_sum",
     "restriction_ramp_ratio",
     "round",
+    "round_by_subtree",
     "round_consistent",
     "stochastic_round",
     "top_down",

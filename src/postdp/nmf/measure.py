@@ -1,0 +1,130 @@
+"""Measuring a nation state by state into a run of noisy measurement files.
+
+A national persons run at block level is about 21 billion noisy counts (8.1 million blocks,
+2,603 counts each): it never fits in memory at once, and need not. The measurements of
+different geounits are independent, so each state's subtree (its counties, tracts, block
+groups and blocks) is measured and written on its own, then the top (the nation and the
+states, from each state's histogram). The draws have the same law as measuring the whole
+table at once; only one state's table and answers are held at a time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from postdp import _rng
+from postdp._typing import RNGLike
+from postdp.errors import ValidationError
+from postdp.hierarchy import Hierarchy
+from postdp.nmf import _layout as layout
+from postdp.nmf._io import (
+    _atomic_text,
+    _geocodes,
+    _pyarrow,
+    _shares,
+    _total,
+    run_manifest,
+    write_levels,
+)
+from postdp.tables import Table, measure
+
+__all__ = ["measure_by_state"]
+
+
+def measure_by_state(
+    tables: Callable[[str], Table],
+    states: Sequence[str],
+    run_dir: str | os.PathLike[str],
+    *,
+    strategy: Any,
+    secure: bool = True,
+    rng: RNGLike = None,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> Path:
+    """Measure each state's table with a preset strategy and write the run, one state at a
+    time.
+
+    Parameters
+    ----------
+    tables : callable
+        ``tables(state)`` returns the state's :class:`~postdp.tables.Table`: the nation >
+        that state > ... geography of the strategy's levels (as
+        ``synthetic_population(states=[state])``). Called once per state.
+    states : sequence of str
+        The states, in the run's order.
+    run_dir : path
+        A new or empty folder.
+    strategy : Strategy
+        A preset (:func:`postdp.data.load_strategy`).
+    secure : bool, default True
+        OpenDP's release path; False: numpy's study path, reproducible from ``rng``.
+    rng : int, numpy.random.Generator, SeedSequence or None
+        Study path only; each state and the top get their own stream.
+    progress : callable, optional
+        ``progress("states", done, total)`` after each state.
+
+    Returns
+    -------
+    pathlib.Path
+        The run's folder (its manifest written last).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from postdp.data import load_strategy, synthetic_population
+    >>> from postdp.nmf import read
+    >>> run = measure_by_state(lambda s: synthetic_population(states=[s], seed=0), ["11"],
+    ...                        tempfile.mkdtemp() + "/run",
+    ...                        strategy=load_strategy("pl94-2020-persons"), secure=False, rng=1)
+    >>> read(run, levels=2).table.geography.ids.tolist()
+    ['US', '11']
+    """
+    _pyarrow()
+    if secure and rng is not None:
+        raise ValidationError("`rng` is for the study path; pass secure=False")
+    states = [str(s) for s in states]
+    if not states or len(set(states)) != len(states):
+        raise ValidationError(f"`states` must name each state once; got {states}")
+    run = Path(run_dir)
+    if run.exists() and (not run.is_dir() or any(run.iterdir())):
+        raise ValidationError(f"{str(run)!r} exists and is not an empty folder")
+    names = tuple(strategy.levels)
+    streams = [None] * (len(states) + 1) if secure else _rng.spawn(rng, len(states) + 1)
+    rows, state_ids = [], []
+    report = progress or (lambda stage, done, total: None)
+    root, upper, total = "", None, None
+    run.mkdir(parents=True, exist_ok=True)
+    for k, state in enumerate(states):
+        table = tables(state)
+        work = strategy.workload(table)
+        total = _total(work)
+        upper, below = work.split_at(1)  # the same for every state: levels, not geounits
+        top_table, subs = table.split_at(1)
+        if len(subs) != 1:
+            raise ValidationError(f"tables({state!r}) must hold one state; it has {len(subs)}")
+        root = str(table.geography.ids[table.geography.root])
+        rows.append(np.asarray(top_table.cells[[0]].sum(axis=0)).ravel())
+        state_ids.append(str(subs[0].geography.ids[subs[0].geography.root]))
+        m = measure(subs[0], below, secure=secure, rng=streams[k])
+        codes, subtree = _geocodes(subs[0].geography, rooted=False)
+        write_levels(m, run, names, codes, subtree, _shares(below, total), offset=1)
+        report("states", k + 1, len(states))
+        del table, top_table, subs, m
+    cat = strategy.schema.categories()
+    parents = np.asarray([None, *([root] * len(state_ids))], dtype=object)
+    geo = Hierarchy.from_parents([root, *state_ids], parents)
+    top = Table(geo, cat, np.asarray(rows, dtype=np.int64))
+    assert upper is not None
+    m = measure(top, upper, secure=secure, rng=streams[-1])
+    codes, subtree = _geocodes(geo)
+    write_levels(m, run, names, codes, subtree, _shares(upper, total))
+    manifest = run_manifest(m, names, root, total, strategy.name)
+    manifest["subtrees"] = sorted({"0" + s for s in state_ids})
+    _atomic_text(run / layout.MANIFEST, json.dumps(manifest, indent=2) + "\n")
+    return run

@@ -1,0 +1,99 @@
+"""Measuring a nation state by state: the run of the whole table, one state in memory."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from postdp import nmf
+from postdp.data import load_strategy, synthetic_population
+from postdp.errors import ValidationError
+
+from .conftest import small_table
+
+
+def _tables(seed=0):
+    table = small_table(seed)
+
+    def one(state):
+        _, subs = table.split_at(1)
+        ids = [str(s.geography.ids[s.geography.root]) for s in subs]
+        return _rooted(subs[ids.index(state)])
+
+    return table, one
+
+
+def _rooted(sub):
+    """A state's subtree under a nation of its own (the shape tables(state) returns)."""
+    from postdp import Hierarchy
+    from postdp.tables import Table
+
+    geo = sub.geography
+    ids = ["US", *(str(i) for i in geo.ids)]
+    parents = [None, "US", *(str(geo.ids[p]) for p in geo.parent[1:])]
+    nation = Hierarchy.from_parents(ids, np.asarray(parents, dtype=object))
+    order = [list(map(str, geo.ids[geo.leaves])).index(str(i)) for i in nation.ids[nation.leaves]]
+    return Table(nation, sub.categories, sub.dense_cells()[order])
+
+
+@pytest.mark.statistical
+def test_state_by_state_draws_have_the_designs_law(tmp_path):
+    """The run reads back as the whole table's workload, and the block-level detailed
+    answers minus the truth have mean 0 and the mechanism's variance (z = 4 over the
+    sample's own standard errors; DC, 16,790 blocks x 2,016 cells)."""
+    s = load_strategy("pl94-2020-persons")
+    run = nmf.measure_by_state(
+        lambda st: synthetic_population(states=[st], seed=0), ["11"], tmp_path / "run",
+        strategy=s, secure=False, rng=7,
+    )  # fmt: skip
+    got = nmf.read(run)
+    truth = synthetic_population(states=["11"], seed=0)
+    assert got.workload == s.workload(truth)
+    geo, tgeo = got.table.geography, truth.geography
+    k = next(
+        i
+        for i, m in enumerate(got.workload.measurements)
+        if m.level == 5 and m.query.name == "detailed"
+    )
+    mech = got.workload.measurements[k].mechanism
+    blocks = geo.ids[geo.levels[5]]
+    where = {str(b): i for i, b in enumerate(tgeo.ids[tgeo.levels[5]])}
+    detailed = truth.level_detailed(5)
+    rows = np.array([where[str(b)] for b in blocks])
+    residual = got.values[k] - np.asarray(detailed[rows].todense())
+    n = residual.size
+    mean, var = residual.mean(), residual.var()
+    assert abs(mean) <= 4 * np.sqrt(var / n)
+    fourth = ((residual - mean) ** 4).mean()
+    assert abs(var - mech.variance()) <= 4 * np.sqrt((fourth - var**2) / n)
+
+
+def test_state_by_state_equals_the_layout_of_one_write(tmp_path):
+    table, one = _tables()
+    s = load_strategy("pl94-2020-persons")
+    run = nmf.measure_by_state(one, ["10", "11"], tmp_path / "run", strategy=s, secure=False, rng=3)
+    got = nmf.read(run)
+    assert (
+        got.workload == s.workload(table) and got.workload.exact_rho == s.workload(table).exact_rho
+    )
+    geo = got.table.geography
+    for level_a, level_b in zip(geo.levels, table.geography.levels, strict=True):
+        assert sorted(map(str, geo.ids[level_a])) == sorted(map(str, table.geography.ids[level_b]))
+    # the public state totals are exact
+    i = next(i for i, m in enumerate(got.workload.measurements) if m.public and m.level == 1)
+    truth = table.counts()[table.geography.levels[1], 0]
+    assert sorted(got.values[i][:, 0].tolist()) == sorted(truth.astype(float).tolist())
+    assert nmf.subtrees(run) == ["010", "011"]
+
+
+def test_state_by_state_refuses_before_drawing(tmp_path):
+    _, one = _tables()
+    s = load_strategy("pl94-2020-persons")
+    with pytest.raises(ValidationError, match="once"):
+        nmf.measure_by_state(one, ["10", "10"], tmp_path / "a", strategy=s, secure=False, rng=0)
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "x").write_text("x")
+    with pytest.raises(ValidationError, match="not an empty folder"):
+        nmf.measure_by_state(one, ["10"], tmp_path / "b", strategy=s, secure=False, rng=0)
+    with pytest.raises(ValidationError, match="study path"):
+        nmf.measure_by_state(one, ["10"], tmp_path / "c", strategy=s, secure=True, rng=0)
