@@ -142,6 +142,17 @@ def test_a_killed_postprocess_resumes_to_the_same_bytes(small_run, tmp_path):
     assert partial >= 2  # most kills landed before the end
 
 
+def test_postprocess_amc_writes_margins(small_run, tmp_path, capsys):
+    import pandas as pd
+
+    args = ["postprocess", str(small_run), "--method", "topdown-2020", "--quiet"]
+    assert main([*args, "--output-dir", str(tmp_path / "o"), "--amc", "2", "--seed", "3"]) == 0
+    totals = pd.read_parquet(tmp_path / "o" / "amc" / "totals.parquet")
+    assert {"geo_id", "level", "moe90"} <= set(totals.columns)
+    assert main([*args[:3], "blue", "--output-dir", str(tmp_path / "p"), "--amc", "2"]) == 2
+    assert "--amc 2" in capsys.readouterr().err
+
+
 def test_postprocess_refuses_bad_options(small_run, tmp_path, capsys):
     base = ["postprocess", str(small_run), "--output-dir", str(tmp_path / "o")]
     cases = [

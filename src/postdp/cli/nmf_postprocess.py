@@ -55,6 +55,14 @@ def add_parser(commands: Any) -> None:
     parser.add_argument(
         "--workers", type=whole(1, 1024), default=2, help="LocalCluster processes (default 2)"
     )
+    parser.add_argument(
+        "--amc",
+        type=whole(2, 10_000),
+        metavar="K",
+        help="approximate Monte Carlo margins of error: the release taken as the truth, "
+        "measured and post-processed again K times (numpy, seeded by --seed; in memory, "
+        "for a state or a few); writes OUT/amc/summary.parquet and OUT/amc/totals.parquet",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     parser.set_defaults(func=run)
 
@@ -69,8 +77,15 @@ def run(args: argparse.Namespace, state: RunState) -> int:
         step, rounded = parse_table_steps(args.method)
         if step is None:
             raise ValueError("name a post-processing step")
-    if args.seed is not None and not rounded:
-        raise CliError(f"--seed: only a ',round' step is random; --method {args.method!r} is not")
+    if args.seed is not None and not rounded and args.amc is None:
+        raise CliError(
+            f"--seed: seeds a ',round' step or --amc; --method {args.method!r} is neither"
+        )
+    if args.amc is not None and not (rounded or step == "topdown-2020"):
+        raise CliError(
+            f"--amc {args.amc}: takes the release as the truth, which must be whole numbers; "
+            f"--method {args.method!r} is not (add ',round')"
+        )
     if args.scheduler is not None and step != "topdown-2020":
         raise CliError(f"--scheduler: runs topdown-2020's subtrees; not --method {args.method!r}")
     run_dir = Path(args.run_dir).expanduser()
@@ -97,7 +112,13 @@ def run(args: argparse.Namespace, state: RunState) -> int:
     try:
         with flag("--output-dir", args.output_dir):
             postprocess(
-                run_dir, out, method=args.method, seed=args.seed, scheduler=client, progress=tick
+                run_dir,
+                out,
+                method=args.method,
+                seed=args.seed,
+                scheduler=client,
+                amc=args.amc or 0,
+                progress=tick,
             )
     finally:
         for bar in bars.values():

@@ -14,12 +14,14 @@ layout's facts and sources.
 from postdp.nmf._io import write
 from postdp.nmf._layout import LEVELS_2020
 from postdp.nmf._read import read, subtrees
+from postdp.nmf.amc import amc
 from postdp.nmf.measure import measure_by_state
 from postdp.nmf.runs import below, postprocess
 from postdp.nmf.synthetic import synthetic_run
 
 __all__ = [
     "LEVELS_2020",
+    "amc",
     "below",
     "measure_by_state",
     "postprocess",

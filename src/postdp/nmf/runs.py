@@ -64,6 +64,7 @@ def postprocess(
     method: str,
     seed: int | None = None,
     scheduler: Any = None,
+    amc: int = 0,
     progress: Callable[[str, int, int], None] | None = None,
 ) -> Path:
     """Estimate every geounit's detailed histogram from a run's noisy measurements.
@@ -86,6 +87,12 @@ def postprocess(
     scheduler : dask.distributed.Client, optional
         Runs ``topdown-2020``'s subtrees as Dask tasks (each ships the run's path, its
         subtree code and its state's histogram, and writes its own files).
+    amc : int, default 0
+        With K >= 2: approximate Monte Carlo margins of error (:func:`postdp.nmf.amc`,
+        study path seeded by ``seed``): the release taken as the truth, measured and
+        post-processed again K times, in memory; ``OUT/amc/summary.parquet`` (the error by
+        query, level and size bin) and ``OUT/amc/totals.parquet`` (each geounit's margin of
+        error of its total). Needs an integral method.
     progress : callable, optional
         ``progress(stage, done, total)`` after each partition.
 
@@ -106,9 +113,16 @@ def postprocess(
     """
     from postdp.analysis.table_design import parse_table_steps
 
-    step, _ = parse_table_steps(method)
+    step, rounded = parse_table_steps(method)
     if step is None:
         raise ValidationError(f"`method` {method!r}: post-processing needs a step")
+    if isinstance(amc, bool) or not isinstance(amc, int) or amc == 1 or amc < 0:
+        raise ValidationError(f"`amc` must be 0 or an integer >= 2; got {amc!r}")
+    if amc and not (rounded or step == "topdown-2020"):
+        raise ValidationError(
+            f"`amc` takes the release as the truth, so it needs whole numbers: "
+            f"{method!r} is not integral (add ',round')"
+        )
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
         raise ValidationError(f"`seed` must be a nonnegative integer; got {seed!r}")
     run = Path(run_dir)
@@ -121,6 +135,7 @@ def postprocess(
         "method": method,
         "seed": seed,
         "forms": list(FORMS),
+        "amc": amc,
     }
     _start(out, plan)
     manifest = layout.read_manifest(run)
@@ -136,7 +151,9 @@ def postprocess(
             _blue(run, top, codes, writer, report)
         else:
             _whole(run, top, codes, writer, method, seed, report)
-    files = sorted(p.relative_to(out).as_posix() for p in out.rglob(layout.PART) if p.is_file())
+    if amc:
+        _amc(run, out, names, method, amc, seed, report)
+    files = sorted(p.relative_to(out).as_posix() for p in out.rglob("*.parquet") if p.is_file())
     manifest = {
         **plan,
         "partitions": total,
@@ -242,6 +259,34 @@ def one_thread() -> Any:
     from threadpoolctl import threadpool_limits
 
     return threadpool_limits(limits=1)
+
+
+def _amc(
+    run: Path, out: Path, names: tuple[str, ...], method: str, k: int, seed: int | None, report: Any
+) -> None:
+    """The AMC tables from the written release (the stand-in truth), unless already there."""
+    from postdp.nmf.amc import amc, write_amc
+
+    if all((out / "amc" / f"{n}.parquet").is_file() for n in ("summary", "totals")):
+        return
+    import pandas as pd
+
+    m = read(run)
+    geo = m.table.geography
+    index = {_geocode_of(geo, g): g for g in range(geo.n)}
+    released = np.zeros((geo.n, m.table.categories.leaves.size), dtype=np.int64)
+    for path in sorted((out / "wide").rglob(layout.PART)):
+        frame = pd.read_parquet(path)
+        rows = [index[str(g)] for g in frame["geocode"]]
+        released[rows] = frame.drop(columns="geocode").to_numpy()
+    report("amc", 0, k)
+    summary, totals = amc(m, released, method=method, replicates=k, rng=seed, levels=list(names))
+    write_amc(summary, totals, out / "amc")
+    report("amc", k, k)
+
+
+def _geocode_of(geo: Hierarchy, node: int) -> str:
+    return "" if node == geo.root else "0" + str(geo.ids[node])
 
 
 # -- subtrees ------------------------------------------------------------------------------

@@ -1,0 +1,138 @@
+"""The national release as two commands: ``postdp measure`` then ``postdp postprocess``.
+
+Run by hand (never collected by pytest)::
+
+    python benchmarks/bench_national.py --states 11,10,44        # a rehearsal: 3 states
+    python benchmarks/bench_national.py --states all             # the 50 states and DC
+
+Drives the public command line on the synthetic persons population
+(``postdp.data.synthetic_population``, the 2020 tallies) with the 2020 persons preset:
+
+1. ``postdp measure --synthetic STATES --study --seed 1 --output-dir RUN`` (one state in
+   memory at a time, the run renamed into place when complete);
+2. ``postdp postprocess RUN --method topdown-2020 --output-dir OUT --scheduler ADDRESS``
+   on a Dask LocalCluster this script starts (``--workers``), or in-process with
+   ``--workers 0``.
+
+Printed: the load average, wall time and peak RSS of each command (the client), every Dask
+worker's peak RSS, the run's and the output's size on disk, the bytes each subtree task
+ships (its arguments, pickled), blocks per second, and the time per block extrapolated to
+the nation's 8.13 million blocks when fewer states are run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pickle
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+
+from postdp.data import synthetic_states
+from postdp.nmf import read, subtrees
+
+NATION_BLOCKS = 8_132_968
+
+
+def _command() -> list[str]:
+    script = Path(sys.executable).with_name("postdp")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "postdp"]
+
+
+def _timed(args: list[str]) -> tuple[float, float]:
+    """Wall seconds and the command's peak RSS (GB) of one CLI run."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    start = time.perf_counter()
+    subprocess.run([*_command(), *args], check=True)
+    wall = time.perf_counter() - start
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return wall, max(peak, before) / 2**20
+
+
+def _size_gb(folder: Path) -> float:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) / 2**30
+
+
+def _worker_peak() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--states", default="11,10,44", help="FIPS codes, or 'all'")
+    parser.add_argument("--method", default="topdown-2020")
+    parser.add_argument("--workers", type=int, default=2, help="0: in-process")
+    parser.add_argument("--keep", metavar="DIR", help="keep the run and output here")
+    args = parser.parse_args()
+    states = synthetic_states() if args.states == "all" else args.states.split(",")
+    with open("/proc/loadavg") as f:
+        print(f"load average {' '.join(f.read().split()[:3])}; states {len(states)}")
+    folder = Path(args.keep or tempfile.mkdtemp(prefix="national-"))
+    run, out = folder / "run", folder / "out"
+    for path in (run, out):
+        if path.exists():
+            shutil.rmtree(path)
+    wall_m, peak_m = _timed(
+        ["measure", "--synthetic", ",".join(states), "--study", "--seed", "1",
+         "--output-dir", str(run), "--quiet"]
+    )  # fmt: skip
+    top = read(run, levels=2)
+    print(
+        f"measure: {wall_m:.0f} s wall, peak RSS {peak_m:.2f} GB; run {_size_gb(run):.2f} GB "
+        f"on disk; {len(subtrees(run))} subtrees"
+    )
+    cluster = client = None
+    extra: list[str] = []
+    if args.workers:
+        from dask.distributed import Client, LocalCluster
+
+        cluster = LocalCluster(n_workers=args.workers, threads_per_worker=1, dashboard_address=None)
+        client = Client(cluster)
+        extra = ["--scheduler", cluster.scheduler_address]
+    wall_p, peak_p = _timed(
+        ["postprocess", str(run), "--method", args.method, "--output-dir", str(out), "--quiet",
+         *extra]
+    )  # fmt: skip
+    workers = ""
+    if client is not None:
+        peaks = client.run(_worker_peak)
+        workers = "; workers' peak RSS " + ", ".join(f"{v:.2f}" for v in peaks.values()) + " GB"
+        client.close()
+        cluster.close()
+    row = pd.read_parquet(out / "wide" / "State.parquet").drop(columns=["geocode", "State"])
+    shipped = len(pickle.dumps((str(run), "011", row.to_numpy()[0].astype(np.int64),
+                                str(out), ("US",) * 6)))  # fmt: skip
+    manifest = json.loads((out / "postdp-manifest.json").read_text())
+    blocks = sum(
+        pq.ParquetFile(f).metadata.num_rows
+        for f in (out / "wide" / "Block.parquet").rglob("part-0.parquet")
+    )
+    print(
+        f"postprocess --method {args.method}: {wall_p:.0f} s wall, client peak RSS "
+        f"{peak_p:.2f} GB{workers}; output {_size_gb(out):.2f} GB, {len(manifest['files'])} "
+        f"files; each subtree task ships {shipped / 1024:.1f} KB "
+        f"({len(top.table.geography.leaves)} tasks)"
+    )
+    per_block = (wall_m + wall_p) / blocks
+    print(
+        f"total {(wall_m + wall_p) / 60:.1f} min for {blocks:,} blocks; at this rate the "
+        f"nation's {NATION_BLOCKS:,} blocks: {per_block * NATION_BLOCKS / 3600:.1f} h "
+        f"(measure {wall_m / blocks * NATION_BLOCKS / 3600:.1f} h, postprocess "
+        f"{wall_p / blocks * NATION_BLOCKS / 3600:.1f} h), run on disk "
+        f"{_size_gb(run) / blocks * NATION_BLOCKS:.0f} GB"
+    )
+    if not args.keep:
+        shutil.rmtree(folder)
+
+
+if __name__ == "__main__":
+    main()

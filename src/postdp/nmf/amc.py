@@ -1,0 +1,154 @@
+"""Approximate Monte Carlo (AMC) margins of error of post-processed counts (STUDY PATH).
+
+The Census Bureau's approximate Monte Carlo takes a release as a stand-in for the truth,
+measures it again with the same design K times and post-processes each replicate the same
+way; the spread of the replicates around the stand-in estimates the release's own error,
+nonlinear post-processing included. It costs no privacy: only the release is read (the
+replicates' noise is numpy's, seeded, never published).
+
+:func:`amc` does this for a post-processed run in memory (a state or a few: the stand-in
+table and one replicate are held at once).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import sparse
+
+from postdp import _rng
+from postdp._typing import RNGLike
+from postdp.errors import ValidationError
+from postdp.tables import Table, TableMeasurements, measure
+
+__all__ = ["amc"]
+
+#: The z of a 90% margin of error (the Census Bureau's margins are 90%).
+Z90 = 1.6448536269514722
+
+
+def amc(
+    measurements: TableMeasurements,
+    released: Any,
+    *,
+    method: str,
+    replicates: int,
+    rng: RNGLike = None,
+    levels: list[str] | None = None,
+    queries: list[str] | None = None,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """AMC replicates of a release: its error by level and size bin, and every geounit's
+    margin of error of its total.
+
+    Parameters
+    ----------
+    measurements : TableMeasurements
+        The run's measurements (their geography and workload define the design).
+    released : array_like, shape (geography.n, n_detailed)
+        The post-processed release (nonnegative whole numbers, rows in the geography's id
+        order): the stand-in truth.
+    method : str
+        The post-processing to replicate (a table step, e.g. ``"topdown-2020"``).
+    replicates : int
+        K, at least 2.
+    rng : int, numpy.random.Generator, SeedSequence or None
+        Seeds the replicates' noise (and a ``,round`` step).
+    levels : list of str, optional
+        Names of the geographic levels.
+    queries : list of str, optional
+        The summary queries of the error table (names of
+        :func:`postdp.analysis.summary_queries`; default all).
+
+    Returns
+    -------
+    summary : pandas.DataFrame
+        Per (query, level, size bin of the stand-in total): the Census metrics of
+        :func:`postdp.analysis.census_metrics` averaged over the replicates (``rmse`` the
+        root of the mean square), with ``replicates``.
+    totals : pandas.DataFrame
+        Per geounit: ``geo_id``, ``level``, ``stand_in_total``, ``rmse`` (over the
+        replicates) and ``moe90`` (1.645 x rmse) of its total.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from postdp.nmf import read, synthetic_run
+    >>> from postdp.postprocess import top_down_2020
+    >>> m = read(synthetic_run(tempfile.mkdtemp() + "/run", states=["11"], seed=0))
+    >>> summary, totals = amc(m, top_down_2020(m), method="topdown-2020", replicates=2, rng=0)
+    >>> sorted(totals.columns)
+    ['geo_id', 'level', 'moe90', 'rmse', 'stand_in_total']
+    """
+    from postdp.analysis import TableDesign
+    from postdp.analysis.census_metrics import census_metrics
+
+    if isinstance(replicates, bool) or not isinstance(replicates, int) or replicates < 2:
+        raise ValidationError(f"`replicates` must be an integer >= 2; got {replicates!r}")
+    geo = measurements.table.geography
+    cat = measurements.table.categories
+    values = np.asarray(released)
+    if values.shape != (geo.n, cat.leaves.size):
+        raise ValidationError(
+            f"`released` must have shape {(geo.n, cat.leaves.size)}; got {values.shape}"
+        )
+    if (values < 0).any() or not np.array_equal(values, np.rint(values)):
+        raise ValidationError(
+            "AMC needs a release of nonnegative whole numbers as the stand-in truth (e.g. "
+            "topdown-2020, or a step followed by ',round')"
+        )
+    leaves: Any = sparse.csr_array(values[geo.leaves].astype(np.int64))
+    stand_in = Table(geo, cat, leaves)
+    design = TableDesign(stand_in, measurements.workload, method)
+    schema = next(
+        m.query.marginal_of.schema
+        for m in measurements.workload.measurements
+        if m.query.marginal_of is not None
+    )
+    names = levels or [str(d) for d in range(geo.n_levels)]
+    totals = values.sum(axis=1).astype(np.float64)
+    square = np.zeros(geo.n)
+    frames = []
+    for k, stream in enumerate(_rng.spawn(rng, replicates)):
+        noise, rounding = _rng.spawn(stream, 2)
+        draw = measure(stand_in, measurements.workload, secure=False, rng=noise)
+        estimate = design.solve(draw, rng=rounding)
+        square += (estimate.sum(axis=1) - totals) ** 2
+        frame = census_metrics(estimate, stand_in, schema=schema, levels=names, queries=queries)
+        frames.append(frame.assign(replicate=k))
+    pooled = pd.concat(frames, ignore_index=True)
+    keys = ["query", "level", "size"]
+    metrics = [c for c in pooled.columns if c not in (*keys, "replicate")]
+    summary = pooled.groupby(keys, sort=False)[metrics].mean().reset_index()
+    if "rmse" in pooled:
+        mse = (pooled["rmse"] ** 2).groupby([pooled[k] for k in keys], sort=False).mean()
+        summary["rmse"] = np.sqrt(mse.to_numpy())
+    summary["replicates"] = replicates
+    rmse = np.sqrt(square / replicates)
+    level_of = np.asarray(names, dtype=object)[geo.depth]
+    per_unit = pd.DataFrame(
+        {
+            "geo_id": geo.ids.astype(str),
+            "level": level_of,
+            "stand_in_total": totals.astype(np.int64),
+            "rmse": rmse,
+            "moe90": Z90 * rmse,
+        }
+    )
+    return summary, per_unit
+
+
+def write_amc(summary: pd.DataFrame, totals: pd.DataFrame, folder: Path) -> list[Path]:
+    """The AMC tables as Parquet files in ``folder`` (renamed into place)."""
+    from postdp.nmf._io import _atomic_parquet, _pyarrow
+
+    pa, pq = _pyarrow()
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for name, frame in (("summary", summary), ("totals", totals)):
+        path = folder / f"{name}.parquet"
+        _atomic_parquet(pq, pa.Table.from_pandas(frame, preserve_index=False), path)
+        paths.append(path)
+    return paths
