@@ -142,6 +142,48 @@ def test_a_killed_postprocess_resumes_to_the_same_bytes(small_run, tmp_path):
     assert partial >= 2  # most kills landed before the end
 
 
+def _person_records(table):
+    """Person records (PPMF columns) of a table with tabulation GEOIDs."""
+    import pandas as pd
+
+    geo, cells = table.geography, table.dense_cells()
+    rows = []
+    for block, row in zip(geo.ids[geo.leaves], cells, strict=True):
+        b = str(block)
+        for cell in np.flatnonzero(row):
+            rows += [(b[:2], b[2:5], b[5:11], b[11], b[11:], cell)] * int(row[cell])
+    frame = pd.DataFrame(rows, columns=["TABBLKST", "TABBLKCOU", "TABTRACTCE", "TABBLKGRPCE",
+                                        "TABBLK", "cell"])  # fmt: skip
+    frame["GQTYPE_PL"] = frame["cell"] // 252
+    frame["VOTING_AGE"] = (frame["cell"] // 126) % 2 + 1
+    frame["CENHISP"] = (frame["cell"] // 63) % 2 + 1
+    frame["CENRACE"] = frame["cell"] % 63 + 1
+    return frame.drop(columns="cell")
+
+
+def test_measure_reads_person_records(tmp_path, capsys, spy):
+    table = small_table(4)
+    _person_records(table).to_parquet(tmp_path / "persons.parquet")
+    args = ["measure", "--input", str(tmp_path / "persons.parquet"), "--study", "--seed", "1"]
+    assert main([*args, "--output-dir", str(tmp_path / "run"), "--quiet"]) == 0
+    m = nmf.read(tmp_path / "run")
+    for a, b in zip(m.table.geography.levels, table.geography.levels, strict=True):
+        assert sorted(map(str, m.table.geography.ids[a])) == sorted(
+            map(str, table.geography.ids[b])
+        )
+    i = next(k for k, x in enumerate(m.workload.measurements) if x.public and x.level == 1)
+    assert sorted(m.values[i][:, 0]) == sorted(table.counts()[table.geography.levels[1], 0])
+    bad = _person_records(table)
+    bad.loc[5, "CENRACE"] = 64
+    bad.to_parquet(tmp_path / "bad.parquet")
+    spy.clear()
+    assert main(["measure", "--input", str(tmp_path / "bad.parquet"), "--study", "--seed", "1",
+                 "--output-dir", str(tmp_path / "r2")]) == 2  # fmt: skip
+    err = capsys.readouterr().err
+    assert "--input" in err and "CENRACE" in err and err.count("\n") == 1
+    assert spy == [] and not (tmp_path / "r2").exists()
+
+
 def test_postprocess_amc_writes_margins(small_run, tmp_path, capsys):
     import pandas as pd
 

@@ -27,13 +27,15 @@ RUN/<Geolevel>.parquet/{DPQuery,Constraint}/State=NNN/part-0.parquet, with
 RUN/postdp-nmf.json (the manifest) and RUN/privacy.json (the privacy statement). Post-process
 them as often as needed with `postdp postprocess RUN` (no privacy cost).
 
-The input is a synthetic persons population (--synthetic 11,10: state FIPS codes; no
-confidential data exists here) measured with a 2020 preset (--strategy). Every option is
-checked, and the output folder, before anything is drawn. The run is written under a
-temporary name and renamed into place when complete: a run killed part-way leaves no RUN,
-and an existing RUN is never drawn into again. Without --study the noise comes from
-OpenDP's exact samplers and the draw is recorded in the ledger (one JSON line); with
---study --seed N it is reproducible on numpy's generator: for studies only.
+The input is person records (--input: Parquet with the 2020 PPMF columns, read and
+tabulated one state at a time) or a synthetic persons population (--synthetic 11,10: state
+FIPS codes; no confidential data exists here), measured with a 2020 preset (--strategy).
+Every option and every record is checked, and the output folder, before anything is
+drawn. The run is written under a temporary name and renamed into place when complete: a
+run killed part-way leaves no RUN, and an existing RUN is never drawn into again. Without
+--study the noise comes from OpenDP's exact samplers and the draw is recorded in the
+ledger (one JSON line); with --study --seed N it is reproducible on numpy's generator:
+for studies only.
 """
 
 
@@ -44,12 +46,20 @@ def add_parser(commands: Any) -> None:
         help="draw noisy measurements once and write them as noisy measurement files",
         description=DESCRIPTION,
     )
-    parser.add_argument(
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument(
         "--synthetic",
         type=ids,
         metavar="STATES",
-        required=True,
         help="comma-separated state FIPS codes of the synthetic persons population",
+    )
+    source.add_argument(
+        "--input",
+        metavar="PARQUET",
+        help="person records (a Parquet file or folder, any Hive partitioning) with the 2020 "
+        "PPMF columns TABBLKST, TABBLKCOU, TABTRACTCE, TABBLKGRPCE, TABBLK, GQTYPE_PL, "
+        "VOTING_AGE, CENHISP, CENRACE; every record is checked before anything is drawn, "
+        "then each state's records are read and tabulated in turn",
     )
     parser.add_argument(
         "--population-seed",
@@ -85,28 +95,17 @@ def run(args: argparse.Namespace, state: RunState) -> int:
     if args.study and args.ledger:
         raise CliError("--ledger: records secure draws; --study draws are not recorded")
     state.phase = "checking the options"
-    from postdp.data import load_strategy, synthetic_population
-    from postdp.errors import ValidationError
+    from postdp.data import load_strategy
 
     with flag("--strategy", args.strategy):
         strategy = load_strategy(args.strategy)
-    from postdp.data import synthetic_states
-
-    args.synthetic = [s.zfill(2) for s in args.synthetic]
-    with flag("--synthetic", ",".join(args.synthetic)):
-        if len(set(args.synthetic)) != len(args.synthetic):
-            raise ValidationError("a state is named twice")
-        unknown = sorted(set(args.synthetic) - set(synthetic_states()))
-        if unknown:  # every state checked before any draw
-            raise ValidationError(f"not a FIPS code of the 50 states and DC: {unknown}")
-        first = synthetic_population(states=args.synthetic[:1], seed=args.population_seed)
+    states, tables, source, digest = _source(args)
     with flag("--strategy", args.strategy):
-        work = strategy.workload(first)  # the tables are made again, one state at a time
-    del first
+        work = strategy.workload(tables(states[0]))  # made again, one state at a time
     run_dir = _check_run(args.output_dir)
+    if args.input and Path(args.input).expanduser().resolve() in (run_dir, *run_dir.parents):
+        raise CliError(f"--output-dir {args.output_dir!r}: inside the input")
     secure = not args.study
-    source = f"synthetic population states={','.join(args.synthetic)} seed={args.population_seed}"
-    digest = hashlib.sha256(source.encode()).hexdigest()
     ledger = None
     if secure:
         from postdp.mechanisms.release import opendp_version
@@ -125,11 +124,11 @@ def run(args: argparse.Namespace, state: RunState) -> int:
     state.pending = [str(run_dir)]
     tmp = Path(tempfile.mkdtemp(dir=run_dir.parent, prefix=f".{run_dir.name}.", suffix=".tmp"))
     os.chmod(tmp, 0o777 & ~current_umask())
-    bar = progress("states", len(args.synthetic), quiet=args.quiet, unit="state")
+    bar = progress("states", len(states), quiet=args.quiet, unit="state")
     try:
         measure_by_state(
-            lambda s: synthetic_population(states=[s], seed=args.population_seed),
-            args.synthetic,
+            tables,
+            states,
             tmp,
             strategy=strategy,
             secure=secure,
@@ -175,6 +174,46 @@ def run(args: argparse.Namespace, state: RunState) -> int:
             file=sys.stderr,
         )
     return 0
+
+
+def _source(args: argparse.Namespace) -> tuple[list[str], Any, str, str]:
+    """The states, ``tables(state)``, a description and a SHA-256 of the input; every state
+    and record checked here, before anything is drawn."""
+    from postdp.errors import ValidationError
+
+    if args.input is not None:
+        from postdp.data import person_states, read_persons, tabulate_persons
+
+        path = Path(args.input).expanduser()
+        if not path.exists():
+            raise CliError(f"--input {args.input!r}: no such file or folder")
+        with flag("--input", args.input):
+            states = person_states(path)
+        digest = hashlib.sha256()
+        files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+        for f in files:
+            digest.update(f.relative_to(path).as_posix().encode() if f != path else b"")
+            digest.update(f.read_bytes())
+
+        def tables(state: str) -> Any:
+            return tabulate_persons(read_persons(path, states=[state]))
+
+        return states, tables, f"person records {path.resolve()}", digest.hexdigest()
+    from postdp.data import synthetic_population, synthetic_states
+
+    states = [s.zfill(2) for s in args.synthetic]
+    with flag("--synthetic", ",".join(args.synthetic)):
+        if len(set(states)) != len(states):
+            raise ValidationError("a state is named twice")
+        unknown = sorted(set(states) - set(synthetic_states()))
+        if unknown:  # every state checked before any draw
+            raise ValidationError(f"not a FIPS code of the 50 states and DC: {unknown}")
+
+    def synthetic(state: str) -> Any:
+        return synthetic_population(states=[state], seed=args.population_seed)
+
+    source = f"synthetic population states={','.join(states)} seed={args.population_seed}"
+    return states, synthetic, source, hashlib.sha256(source.encode()).hexdigest()
 
 
 def _check_run(text: str) -> Path:

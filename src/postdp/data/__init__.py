@@ -13,6 +13,7 @@ import pandas as pd
 from postdp import _rng
 from postdp._typing import RNGLike
 from postdp.data._p1 import P1_TABLES, load_p1, synthetic_table
+from postdp.data._persons import PERSON_COLUMNS, person_states, read_persons, tabulate_persons
 from postdp.data._pl94 import pl94_schema
 from postdp.data._strategies import Strategy, load_strategy, units_schema
 from postdp.data._synthetic_pl94 import synthetic_population, synthetic_states
@@ -21,6 +22,7 @@ from postdp.hierarchy import Hierarchy
 
 __all__ = [
     "P1_TABLES",
+    "PERSON_COLUMNS",
     "Strategy",
     "county_hierarchy",
     "load_county_populations",
@@ -28,11 +30,14 @@ __all__ = [
     "load_section203",
     "load_strategy",
     "load_title1",
+    "person_states",
     "pl94_schema",
+    "read_persons",
     "synthetic_hierarchy",
     "synthetic_population",
     "synthetic_states",
     "synthetic_table",
+    "tabulate_persons",
     "units_schema",
 ]
 
