@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import pickle
 import resource
 import shutil
@@ -49,13 +50,16 @@ def _command() -> list[str]:
 
 
 def _timed(args: list[str]) -> tuple[float, float]:
-    """Wall seconds and the command's peak RSS (GB) of one CLI run."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    """Wall seconds and the command's own peak RSS (GB) of one CLI run (``wait4``: that
+    process only, not the Dask workers, which this script started)."""
     start = time.perf_counter()
-    subprocess.run([*_command(), *args], check=True)
+    proc = subprocess.Popen([*_command(), *args])
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
     wall = time.perf_counter() - start
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return wall, max(peak, before) / 2**20
+    if proc.returncode:
+        raise SystemExit(f"{args[0]} failed with status {proc.returncode}")
+    return wall, usage.ru_maxrss / 2**20
 
 
 def _size_gb(folder: Path) -> float:

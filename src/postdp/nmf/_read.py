@@ -125,15 +125,11 @@ def read(
     frames = []
     for d, name in enumerate(names):
         parts = [None] if d == 0 else chosen
-        dp = [
-            _part(pq, run / f"{name}.parquet" / layout.DPQUERY, p, schema, layout.DPQUERY)
-            for p in parts
-        ]
-        con = [
-            _part(pq, run / f"{name}.parquet" / layout.CONSTRAINT, p, schema, layout.CONSTRAINT)
-            for p in parts
-        ]
-        frames.append((pd.concat(dp, ignore_index=True), pd.concat(con, ignore_index=True)))
+        level = []
+        for kind in (layout.DPQUERY, layout.CONSTRAINT):
+            pieces = [_part(pq, run / f"{name}.parquet" / kind, p, schema, kind) for p in parts]
+            level.append(_joined(pieces))
+        frames.append((level[0], level[1]))
     geo, position = _geography(frames, manifest)
     study = (run / STUDY_MARKER).is_file()
     return _measurements(geo, position, frames, schema, manifest, study)
@@ -169,24 +165,61 @@ def _code(state: str) -> str:
     return "0" + text if len(text) == 2 and text.isdigit() else text
 
 
-def _part(pq: Any, where: Path, part: str | None, schema: Schema, kind: str) -> pd.DataFrame:
-    """One folder's rows (every Parquet file in it; none: an empty frame)."""
+#: One folder's rows without their arrays, and the arrays: every row's ``value`` is
+#: ``flat[_start : _start + _len]``; its ``query_shape`` the columns ``_s0``, ``_s1``, ...
+Rows = tuple[pd.DataFrame, np.ndarray]
+
+
+def _part(pq: Any, where: Path, part: str | None, schema: Schema, kind: str) -> Rows:
+    """One folder's rows (every Parquet file in it; none: an empty frame). The arrays are
+    taken from Arrow's buffers at once, never as one Python object per row."""
     if part is not None:
         where = where / layout.folder(part)
     files = sorted(p for p in where.glob("*.parquet") if p.is_file()) if where.is_dir() else []
-    if not files:
-        return pd.DataFrame({c: pd.Series(dtype=object) for c in layout.columns(schema, kind)})
-    frame: pd.DataFrame = pd.concat(
-        [pq.read_table(f).to_pandas() for f in files], ignore_index=True
-    )
-    layout.check_columns(list(frame.columns), schema, kind, str(where))
+    arrays = ("value", "query_shape")
+    keep = [c for c in layout.columns(schema, kind) if c not in arrays]
+    pieces = []
+    for f in files:
+        table = pq.read_table(f)
+        layout.check_columns(table.column_names, schema, kind, f"{where}")
+        value = table.column("value").combine_chunks()
+        offsets = np.asarray(value.offsets, dtype=np.int64)
+        shape = table.column("query_shape").combine_chunks()
+        width = len(schema.names)
+        dims = np.asarray(shape.flatten(), dtype=np.int64)
+        if dims.size != width * len(table):
+            raise ValidationError(f"{where}: every query_shape must have {width} entries")
+        frame = table.select([c for c in keep if c in table.column_names]).to_pandas()
+        frame["_start"] = offsets[:-1] - offsets[0]
+        frame["_len"] = np.diff(offsets)
+        for j, column in enumerate(dims.reshape(len(table), width).T):
+            frame[f"_s{j}"] = column
+        pieces.append((frame, np.asarray(value.flatten(), dtype=np.int64)))
+    if not pieces:
+        empty = pd.DataFrame({c: pd.Series(dtype=object) for c in keep})
+        for c in ("_start", "_len", *(f"_s{j}" for j in range(len(schema.names)))):
+            empty[c] = pd.Series(dtype=np.int64)
+        return empty, np.zeros(0, dtype=np.int64)
+    frame, flat = _joined(pieces)
     frame["geocode"] = frame["geocode"].astype(str)
     frame["query_name"] = frame["query_name"].astype(str).map(layout.strip_suffix)
-    return frame
+    return frame, flat
+
+
+def _joined(pieces: list[Rows]) -> Rows:
+    """Rows of several folders or files as one (each one's starts moved past the others')."""
+    if len(pieces) == 1:
+        return pieces[0]
+    frames, flats, base = [], [], 0
+    for frame, flat in pieces:
+        frames.append(frame.assign(_start=frame["_start"].to_numpy() + base))
+        flats.append(flat)
+        base += flat.size
+    return pd.concat(frames, ignore_index=True), np.concatenate(flats)
 
 
 def _geography(
-    frames: list[tuple[pd.DataFrame, pd.DataFrame]], manifest: Any
+    frames: list[tuple[Rows, Rows]], manifest: Any
 ) -> tuple[Hierarchy, list[dict[str, int]]]:
     """The geounits level by level (in the order they first appear) and their parents by
     geocode prefix."""
@@ -195,7 +228,7 @@ def _geography(
     parents: list[str | None] = [None]
     position: list[dict[str, int]] = [{"": 0}]
     previous: dict[str, str] = {"": root}
-    for d, (dp, con) in enumerate(frames[1:], start=1):
+    for d, ((dp, _), (con, _)) in enumerate(frames[1:], start=1):
         codes = pd.unique(pd.concat([dp["geocode"], con["geocode"]], ignore_index=True))
         lengths = sorted({len(c) for c in previous}, reverse=True)
         here: dict[str, str] = {}
@@ -220,7 +253,7 @@ def _geography(
 def _measurements(
     geo: Hierarchy,
     position: list[dict[str, int]],
-    frames: list[tuple[pd.DataFrame, pd.DataFrame]],
+    frames: list[tuple[Rows, Rows]],
     schema: Schema,
     manifest: Any,
     study: bool,
@@ -228,8 +261,8 @@ def _measurements(
     order: list[tuple[int, str, bool]] = []
     found: dict[tuple[int, str, bool], tuple[FloatArray, float, str]] = {}
     skipped: set[str] = set()
-    for d, (dp, con) in enumerate(frames):
-        for public, frame in ((False, dp), (True, con)):
+    for d, ((dp, dp_flat), (con, con_flat)) in enumerate(frames):
+        for public, frame, flat in ((False, dp, dp_flat), (True, con, con_flat)):
             if public:
                 equal = (frame["sign"].astype(str) == "=").to_numpy(dtype=bool)
                 names = pd.unique(frame["query_name"])
@@ -240,7 +273,7 @@ def _measurements(
             for name, rows in frame.groupby("query_name", sort=False):
                 key = (d, str(name), public)
                 order.append(key)
-                found[key] = _answers(rows, d, str(name), schema, position[d], public)
+                found[key] = _answers(rows, flat, d, str(name), schema, position[d], public)
     if skipped:
         warnings.warn(
             "constraints postdp's estimators do not use yet were read and left out: "
@@ -267,22 +300,31 @@ def _is_marginal(schema: Schema, name: str) -> bool:
 
 
 def _answers(
-    rows: pd.DataFrame, d: int, name: str, schema: Schema, where: dict[str, int], public: bool
+    rows: pd.DataFrame,
+    flat: np.ndarray,
+    d: int,
+    name: str,
+    schema: Schema,
+    where: dict[str, int],
+    public: bool,
 ) -> tuple[FloatArray, float, str]:
     """(answers of every geounit of the level, NaN where absent; variance; plb)."""
     label = f"level {d}, query {name!r}"
     attrs = {a: str(rows[a].iloc[0]) for a in schema.names}
     marginal = layout.marginal_of(schema, name, attrs, label)
-    shapes = {tuple(int(v) for v in s) for s in rows["query_shape"]}
+    dims = rows[[f"_s{j}" for j in range(len(schema.names))]].to_numpy()
+    shapes = {tuple(int(v) for v in s) for s in np.unique(dims, axis=0)}
     if shapes != {marginal.shape}:
         raise ValidationError(
             f"{label}: query_shape {sorted(shapes)}; the schema's is {marginal.shape}"
         )
-    values = np.stack([np.asarray(v, dtype=np.float64) for v in rows["value"]])
-    if values.shape[1] != marginal.size:
+    lengths = np.unique(rows["_len"].to_numpy())
+    if lengths.tolist() != [marginal.size]:
         raise ValidationError(
-            f"{label}: {values.shape[1]} answers per geounit; expected {marginal.size}"
+            f"{label}: {lengths.tolist()} answers per geounit; expected {marginal.size}"
         )
+    starts = rows["_start"].to_numpy(dtype=np.int64)
+    values = flat[starts[:, None] + np.arange(marginal.size)].astype(np.float64)
     out = np.full((len(where), marginal.size), np.nan)
     out[[where[g] for g in rows["geocode"]]] = values
     if public:
