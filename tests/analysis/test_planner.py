@@ -189,3 +189,44 @@ def test_a_long_plan_reports_its_progress_and_the_plan_is_unchanged():
     loud = plan_mae_budget(h, "project-nonneg", **kwargs, progress=lambda: calls.append(1))
     assert len(calls) > 3
     np.testing.assert_array_equal(loud.shares, quiet.shares)
+
+
+@pytest.mark.statistical
+def test_a_tables_mae_objective_is_the_monte_carlo_mae_of_its_design():
+    """The MAE planner's objective for a table at a given split (common random numbers)
+    equals an independent Monte Carlo of the same design (TableDesign.run, other noise)
+    within z = 4 standard errors of the difference, each from its own sample's spread."""
+    from postdp import Gaussian
+    from postdp.analysis import TableDesign, plan_mae_budget
+    from postdp.data import synthetic_table
+    from postdp.tables import Measurement, Query, Workload
+
+    t = synthetic_table((2, 3), leaf_mean=20, rng=4)
+    qs = [(d, Query.detailed(t.categories)) for d in range(3)]
+    split = [0.3, 0.5, 1.2]
+    draws = 60
+    plan = plan_mae_budget(
+        t, "project-nonneg", total=2.0, mechanism="gaussian", queries=qs, weights=[0, 0, 1],
+        draws=draws, compare=split, rng=3,
+    )  # fmt: skip
+    work = Workload(
+        [Measurement(d, q, Gaussian(rho=b)) for (d, q), b in zip(qs, split, strict=True)]
+    )
+    runs = TableDesign(t, work, "project-nonneg").run(rng=9, size=draws)
+    geo, cat = t.geography, t.categories
+    leaves = np.flatnonzero(geo.depth == 2)
+    truth = t.counts()
+    totals = truth[:, cat.root]
+    bins = np.searchsorted([0, 10, 100, 1_000, 10_000], totals, side="right") - 1
+    err = np.abs(runs[:, leaves][:, :, cat.leaves] - truth[leaves][:, cat.leaves]).mean(axis=2)
+    groups = [np.flatnonzero(bins[leaves] == b) for b in np.unique(bins[leaves])]
+    per_draw = np.mean([err[:, g].mean(axis=1) for g in groups], axis=0)  # (draws,)
+    se = per_draw.std(ddof=1) / np.sqrt(draws)
+    assert plan.given_objective is not None
+    assert abs(plan.given_objective - per_draw.mean()) <= 4 * np.sqrt(2) * se
+    assert plan.objective <= plan.equal_objective + 1e-12
+    assert plan.shares.sum() == pytest.approx(2.0, rel=1e-9) and plan.shares.size == 3
+    small = {"total": 2.0, "mechanism": "gaussian", "queries": qs, "draws": 10, "rng": 5}
+    first = plan_mae_budget(t, "topdown", **small)
+    again = plan_mae_budget(t, "topdown", **small)
+    assert np.array_equal(again.shares, first.shares)  # common random numbers: deterministic

@@ -489,8 +489,10 @@ def test_fairness_title1_and_section203(tmp_path, capsys):
     assert main(argv) == 0
     text = capsys.readouterr().out
     assert "Title I (RI" in text and "alpha $" in text
-    frame = pd.read_csv(out / "title1_RI_eps0.1.csv")
+    frame = pd.read_csv(out / "title1_RI.csv")
     assert {"leaid", "bias", "bias_lo", "bias_hi", "disparity"} <= set(frame.columns)
+    assert list(frame.columns[:4]) == ["state", "mechanism", "epsilon", "postprocess"]
+    assert set(frame["state"]) == {"RI"} and set(frame["postprocess"]) == {"clamp"}
     assert not frame.isna().any().any()
     assert (out / "title1_RI_bias.png").exists()
     argv = [
@@ -507,7 +509,7 @@ def test_fairness_title1_and_section203(tmp_path, capsys):
         str(tmp_path / "s203"),
     ]
     assert main(argv) == 0
-    frame = pd.read_csv(tmp_path / "s203" / "section203_eps0.01.csv", dtype={"geoid": str})
+    frame = pd.read_csv(tmp_path / "s203" / "section203.csv", dtype={"geoid": str})
     assert len(frame) == 314 and not frame.isna().any().any()
     # the library does what the command does: the same tables from postdp.report
     from postdp.report import fairness_study

@@ -71,10 +71,11 @@ def test_fairness_epsilon_is_one_run_and_a_sweep_is_named(tmp_path, monkeypatch,
     assert status == 2 and "not allowed with argument" in out.err
     status, out = _run([*base, "--sweep-epsilon", "0.5,2", "--output-dir", "c"], capsys)
     assert status == 0, out.err
-    assert {p.name for p in (tmp_path / "c").glob("*.csv")} >= {
-        "title1_DE_eps0.5.csv",
-        "title1_DE_eps2.csv",
-    }
+    import pandas as pd
+
+    tidy = pd.read_csv(tmp_path / "c" / "title1_DE.csv")
+    assert sorted(set(tidy["epsilon"])) == [0.5, 2.0]
+    assert tidy.groupby("epsilon").size().nunique() == 1  # every district once per epsilon
     manifest = json.loads((tmp_path / "c" / "postdp-manifest.json").read_text())
     assert "geometric" in json.dumps(manifest)
 
@@ -166,3 +167,39 @@ def test_the_title1_caption_follows_each_run(tmp_path):
         assert "{direction}" not in caption
         assert f"largest district {'gains' if bias > 0 else 'loses'} ${abs(bias):,.0f}" in caption
     assert said["clamp"] < 0 < said["ramp-optimal"]  # the two runs disagree in direction
+
+
+def test_fairness_compares_post_processings_in_one_run(tmp_path, monkeypatch, capsys):
+    """Issue 27: several post-processings (and epsilons) in one run, a tidy table (one row
+    per entity and setting) and one figure with a panel per post-processing."""
+    import pandas as pd
+
+    monkeypatch.chdir(tmp_path)
+    args = ["fairness", "title1", "--state", "DE", "--sweep-epsilon", "0.1,1", "--draws", "40"]
+    args += ["--postprocess", "clamp", "--postprocess", "ramp-optimal", "--quiet"]
+    status, out = _run([*args, "--output-dir", "f", "--report", "f.html"], capsys)
+    assert status == 0, out.err
+    assert len(out.out.strip().splitlines()) >= 4  # a summary line per setting
+    tidy = pd.read_csv(tmp_path / "f" / "title1_DE.csv", dtype={"leaid": str})
+    settings = tidy.groupby(["epsilon", "postprocess"]).size()
+    assert len(settings) == 4 and settings.nunique() == 1
+    assert not tidy.duplicated(["leaid", "epsilon", "postprocess"]).any()
+    html = (tmp_path / "f.html").read_text(encoding="utf-8")
+    for tag in ("ε = 0.1, clamp", "ε = 1, ramp-optimal"):
+        assert f"fairness bound α ({tag})" in html
+    status, out = _run([*args[:-1], "--postprocess", "clamp", "--output-dir", "g"], capsys)
+    assert status == 2 and "--postprocess: each post-processing once" in out.err
+
+    from postdp.report import fairness_study
+
+    study = fairness_study(
+        "title1", state="DE", epsilon=0.1, postprocess=["clamp", "ramp-optimal"], n_draws=40, rng=0
+    )
+    (ax,) = study.figures().values()
+    assert len(ax.figure.axes) == 2
+    assert [a.get_title() for a in ax.figure.axes] == [
+        "post-processing: clamp",
+        "post-processing: ramp-optimal",
+    ]
+    caption = study.captions["title1"][2]
+    assert "At ε = 0.1, clamp," in caption and "At ε = 0.1, ramp-optimal," in caption

@@ -505,9 +505,15 @@ def test_plan_takes_a_table(tmp_path, monkeypatch, capsys):
     assert main([*args, "--design", "d.json", "-o", "d.csv", "--mechanism", "gaussian"]) == 0
     assert len(pd.read_csv(tmp_path / "d.csv")) == 3  # the noisy queries of the design
     capsys.readouterr()
+    mae = ["--objective", "mae", "--mechanism", "gaussian", "--draws", "20"]
+    assert main([*args, *mae, "--postprocess", "topdown", "-o", "m.csv"]) == 0
+    out = capsys.readouterr().out
+    assert "size-binned MAE of topdown (20 common random draws)" in out
+    assert pd.read_csv(tmp_path / "m.csv")["budget"].sum() == pytest.approx(2.0, rel=1e-9)
     for extra, message in (
-        (["--objective", "mae"], "--objective: plans a hierarchy"),
-        (["--frontier", "1,2"], "--frontier: plans a hierarchy"),
+        (["--objective", "mae"], "--objective mae needs continuous noise"),
+        ([*mae, "--postprocess", "clamp"], "--postprocess 'clamp'"),
+        (["--frontier", "1,2"], "--frontier: draws a hierarchy's frontier"),
         (["--weights", "1,2"], "--weights '1,2': needs one value per measured query (3)"),
     ):
         assert main([*args, *extra, "-o", "bad.csv"]) == 2

@@ -14,7 +14,7 @@ study, to be published only if those counts are public or synthetic.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -22,18 +22,21 @@ from postdp._typing import FloatArray
 from postdp.analysis.planner import BudgetPlan, _mechanism, given_split
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
+from postdp.tables import Query, Table
 
 __all__ = ["plan_mae_budget"]
 
 
 def plan_mae_budget(
-    hierarchy: Hierarchy,
+    hierarchy: Hierarchy | Table,
     postprocess: str,
     *,
     total: float,
     mechanism: Literal["laplace", "gaussian"] = "laplace",
     weights: Sequence[float] | None = None,
-    public: Sequence[str] | None = None,
+    public: Sequence[str] | Sequence[tuple[int, Query]] | None = None,
+    queries: Sequence[tuple[int, Query]] | None = None,
+    categories: Sequence[str] | None = None,
     bins: Sequence[int] = (0, 10, 100, 1_000, 10_000),
     draws: int = 200,
     compare: Sequence[float] | None = None,
@@ -52,19 +55,26 @@ def plan_mae_budget(
 
     Parameters
     ----------
-    hierarchy : Hierarchy
+    hierarchy : Hierarchy or Table
         Must hold the true counts (planning with them is a study, not a release: the
         objective depends on the data, so publish a plan only if the counts used are public
-        or synthetic).
+        or synthetic). A table's split is over its measured ``queries``, its error that of
+        the chosen category counts of every geounit, binned by the geounits' totals.
     postprocess : str
-        The chain, as for ``ReleaseDesign`` (e.g. ``"project-nonneg,round"``).
+        The chain, as for ``ReleaseDesign`` (e.g. ``"project-nonneg,round"``), or a table
+        post-processing of :class:`TableDesign` (e.g. ``"topdown"``, ``"project-nonneg"``).
     total : float
         Epsilon (laplace) or rho (gaussian).
     mechanism : {"laplace", "gaussian"}
     weights : sequence of float, optional
         Per level, root first (default: the leaf level only).
     public : sequence of str, optional
-        Public node ids (their counts published exactly).
+        Public node ids (their counts published exactly); for a table, (level, query)
+        pairs published exactly.
+    queries : sequence of (int, Query), optional
+        Tables (required): the measured (level, query) pairs, each to receive a share.
+    categories : sequence of str, optional
+        Tables: the category nodes whose errors count (default: the detailed cells).
     bins : sequence of int
         Lower edges of the size bins.
     draws : int, default 200
@@ -79,6 +89,7 @@ def plan_mae_budget(
     Returns
     -------
     BudgetPlan
+        ``shares`` per level (hierarchies) or in the order of ``queries`` (tables).
 
     Examples
     --------
@@ -86,15 +97,69 @@ def plan_mae_budget(
     >>> plan = plan_mae_budget(h, "project-nonneg", total=1.0, weights=[0, 1], draws=100)
     >>> bool(plan.objective <= plan.equal_objective), round(float(plan.shares.sum()), 9)
     (True, 1.0)
+    >>> from postdp.data import synthetic_table
+    >>> t = synthetic_table((2, 3), leaf_mean=30, rng=0)
+    >>> qs = [(d, Query.detailed(t.categories)) for d in range(3)]
+    >>> plan = plan_mae_budget(t, "project-nonneg", total=3.0, queries=qs, draws=20)
+    >>> plan.shares.size, bool(plan.objective <= plan.equal_objective)
+    (3, True)
     """
+    if isinstance(hierarchy, Table):
+        return _plan_table(hierarchy, postprocess, total, mechanism, weights, public, queries,
+                           categories, bins, draws, compare, rng, progress)  # fmt: skip
+    if queries is not None or categories is not None:
+        raise ValidationError("`queries` and `categories` are for tables")
     L = hierarchy.n_levels
     w = np.zeros(L) if weights is None else np.asarray(weights, dtype=float)
     if weights is None:
         w[-1] = 1.0
     if w.shape != (L,) or (w < 0).any() or w.sum() <= 0:
         raise ValidationError(f"`weights` needs {L} nonnegative values, not all 0; got {weights}")
-    level_means = mae_levels(hierarchy, postprocess, mechanism, public, bins, draws, rng)
+    names = None if public is None else [str(p) for p in public]
+    level_means = mae_levels(hierarchy, postprocess, mechanism, names, bins, draws, rng)
     return plan_on_simplex(level_means, w, total=total, compare=compare, rng=rng, progress=progress)
+
+
+def _plan_table(
+    table: Table,
+    postprocess: str,
+    total: float,
+    mechanism: str,
+    weights: Sequence[float] | None,
+    public: Any,
+    queries: Sequence[tuple[int, Query]] | None,
+    categories: Sequence[str] | None,
+    bins: Sequence[int],
+    draws: int,
+    compare: Sequence[float] | None,
+    rng: int,
+    progress: Callable[[], object] | None,
+) -> BudgetPlan:
+    from postdp.analysis.planner_table_mc import table_mae_levels
+
+    if not queries:
+        raise ValidationError("`queries` is required for a table: the (level, query) pairs")
+    L = table.geography.n_levels
+    w = np.zeros(L) if weights is None else np.asarray(weights, dtype=float)
+    if weights is None:
+        w[-1] = 1.0
+    if w.shape != (L,) or (w < 0).any() or w.sum() <= 0:
+        raise ValidationError(f"`weights` needs {L} nonnegative values, not all 0; got {weights}")
+    level_means = table_mae_levels(
+        table,
+        list(queries),
+        postprocess,
+        mechanism=mechanism,
+        public=list(public or []),
+        categories=categories,
+        bins=bins,
+        draws=draws,
+        rng=rng,
+    )
+    return plan_on_simplex(
+        level_means, w, total=total, compare=compare, rng=rng, progress=progress,
+        shares=len(queries),
+    )  # fmt: skip
 
 
 def mae_levels(
@@ -165,15 +230,16 @@ def plan_on_simplex(
     compare: Sequence[float] | None,
     rng: int,
     progress: Callable[[], object] | None = None,
+    shares: int | None = None,
 ) -> BudgetPlan:
-    """Minimise ``w @ level_terms(shares)`` over splits of ``total`` (Nelder-Mead on a
-    softmax parametrisation; every share kept at >= 1e-4 of the total); ``progress`` is
-    called once per split evaluated."""
+    """Minimise ``w @ level_terms(split)`` over splits of ``total`` into ``shares`` parts
+    (default one per level; Nelder-Mead on a softmax parametrisation; every share kept at
+    >= 1e-4 of the total); ``progress`` is called once per split evaluated."""
     from scipy import optimize
 
     if not np.isfinite(total) or total <= 0:
         raise ValidationError(f"`total` must be positive and finite; got {total!r}")
-    L = w.size
+    L = w.size if shares is None else int(shares)
     floor = 1e-4 * total
     split = given_split(compare, L, total)  # checked before any work
 
@@ -203,5 +269,5 @@ def plan_on_simplex(
             if res.fun < best:
                 best_z, best = res.x, float(res.fun)
     given = None if split is None else float(w @ level_terms(split))
-    shares = shares_of(best_z)
-    return BudgetPlan(shares, best, equal, given, level_terms(shares))
+    planned = shares_of(best_z)
+    return BudgetPlan(planned, best, equal, given, level_terms(planned))

@@ -8,7 +8,7 @@ from typing import Any
 
 from postdp.cli._io import RunState, check_output_file, write_atomic
 from postdp.cli._options import CliError, flag, typed
-from postdp.cli._plan_report import plan_report, unit_name
+from postdp.cli._plan_report import objective_name, plan_report, unit_name
 from postdp.cli._report import check_report, write_report
 
 __all__ = ["run_table"]
@@ -16,17 +16,23 @@ __all__ = ["run_table"]
 
 def run_table(args: argparse.Namespace, state: RunState) -> int:
     """Plan a table: the split over its measured (level, query) pairs that minimises the
-    weighted mean exact (P) variance (the detailed cells at every level, or --design)."""
-    from postdp.analysis import plan_budget
+    weighted mean exact (P) variance, or with --objective mae the size-binned MAE of
+    --postprocess by Monte Carlo (the detailed cells at every level, or --design)."""
+    from postdp.analysis import plan_budget, plan_mae_budget
     from postdp.cli._tables import load_table, workload
     from postdp.mechanisms import Geometric
     from postdp.tables import Measurement, Query, Workload
 
-    given = {"--objective": args.objective == "mae", "--frontier": args.frontier}
-    given["--figure"] = args.figure
+    given = {"--frontier": args.frontier, "--figure": args.figure}
     option = next((o for o, value in given.items() if value), None)
     if option is not None:
-        raise CliError(f"{option}: plans a hierarchy; a table's plan is of the exact (P) variance")
+        raise CliError(f"{option}: draws a hierarchy's frontier; not for a table")
+    mae = args.objective == "mae"
+    if mae and args.mechanism not in ("laplace", "gaussian"):
+        raise CliError(
+            f"--mechanism {args.mechanism}: --objective mae needs continuous noise (laplace or "
+            "gaussian)"
+        )
     state.phase = "reading the table"
     loaded = load_table(args)
     table = loaded.table
@@ -54,16 +60,46 @@ def run_table(args: argparse.Namespace, state: RunState) -> int:
         args.output, typed(args, "--output", "-o"), inputs=loaded.paths, overwrite=args.overwrite
     )
     report_path = check_report(args, inputs=loaded.paths, others=[output])
+    public = [(m.level, m.query) for m in getattr(queries, "measurements", []) if m.public]
+    if mae:
+        from postdp.analysis import TableDesign
+        from postdp.mechanisms import Gaussian, Laplace
+
+        probe = Laplace(1.0) if args.mechanism == "laplace" else Gaussian(rho=1.0)
+        work = Workload([*(Measurement(d, q, probe) for d, q in noisy),
+                         *(Measurement(d, q, None) for d, q in public)])  # fmt: skip
+        with flag("--postprocess", args.postprocess):  # checked before any draw
+            TableDesign(table, work, args.postprocess)
     state.phase = "planning"
-    with flag("--total", f"{args.total:g}"):
-        plan = plan_budget(
-            table,
-            total=args.total,
-            mechanism=args.mechanism,
-            weights=args.weights,
-            queries=queries,
-            compare=args.compare,
-        )
+    if mae:
+        from postdp.cli._options import progress
+
+        with (
+            flag("--total", f"{args.total:g}"),
+            progress("planning", None, quiet=False, unit="split") as bar,
+        ):
+            plan = plan_mae_budget(
+                table,
+                args.postprocess,
+                total=args.total,
+                mechanism=args.mechanism,
+                weights=args.weights,
+                public=public,
+                queries=noisy,
+                draws=args.draws,
+                compare=args.compare,
+                progress=bar.update,
+            )
+    else:
+        with flag("--total", f"{args.total:g}"):
+            plan = plan_budget(
+                table,
+                total=args.total,
+                mechanism=args.mechanism,
+                weights=args.weights,
+                queries=queries,
+                compare=args.compare,
+            )
     frame = plan.to_frame()
     frame["level"] = [d for d, _ in noisy]
     frame.insert(1, "query", [q.name for _, q in noisy])
@@ -88,9 +124,10 @@ def run_table(args: argparse.Namespace, state: RunState) -> int:
     for row in frame.itertuples():
         print(f"  level {row.level} {row.query}: {row.budget:.4g} ({row.share:.1%})", file=out)
     ratio = plan.equal_objective / plan.objective if plan.objective > 0 else float("inf")
+    what = objective_name(args)
     print(
-        f"weighted mean (P) variance {plan.objective:.4g}; equal split "
-        f"{plan.equal_objective:.4g} ({ratio:.2f}x the plan)",
+        f"{what} {plan.objective:.4g}; equal split {plan.equal_objective:.4g} "
+        f"({ratio:.2f}x the plan)",
         file=out,
     )
     print(plan.verdict(), file=out)

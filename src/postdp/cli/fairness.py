@@ -24,9 +24,12 @@ DESCRIPTION = """\
 Measure, by Monte Carlo on the bundled real data, how noise (and a nonnegativity
 post-processing) shifts Title I basic-grant allotments between school districts (SAIPE
 2019, USD) or flips Voting Rights Act Section 203 decisions (2016 determinations), per
-entity, with the fairness bound alpha ([fioretto2021]). Every epsilon is checked before the
-first simulation; the folder is written only when every run has finished. --report
-FILE.html adds a self-contained HTML page of the results.
+entity, with the fairness bound alpha ([fioretto2021]). --sweep-epsilon runs several
+epsilons and --postprocess given several times several post-processings: one tidy table
+(a row per entity and setting, with state, mechanism, epsilon and postprocess columns) and
+one figure side by side. Every epsilon is checked before the first simulation; the folder
+is written only when every run has finished. --report FILE.html adds a self-contained HTML
+page of the results.
 """
 
 
@@ -70,10 +73,12 @@ def add_parser(commands: Any) -> None:
     )
     parser.add_argument(
         "--postprocess",
-        default="clamp",
+        action="append",
         metavar="STEP[,STEP...]",
         help="element-wise post-processing applied to the noisy counts before the decision: "
-        "none, clamp, ramp-optimal, modified:T=<t>, round (e.g. clamp,round)",
+        "none, clamp, ramp-optimal, modified:T=<t>, round (e.g. clamp,round; default clamp). "
+        "Give it again to compare several: one run per epsilon and post-processing, side by "
+        "side in one table and figure",
     )
     parser.add_argument("--draws", type=whole(2, 10**9), default=2000, help="Monte Carlo draws")
     parser.add_argument(
@@ -108,9 +113,12 @@ def run(args: argparse.Namespace, state: RunState) -> int:
     for e in args.epsilon:
         with flag(option, f"{e:g}"):
             mechanisms.append(cls(epsilon=e))
-    with flag("--postprocess", args.postprocess):
-        ElementwiseChain(mechanisms[0], args.postprocess)  # checked before any simulation
-    post = args.postprocess
+    args.postprocess = args.postprocess or ["clamp"]
+    if len(set(args.postprocess)) != len(args.postprocess):
+        raise CliError(f"--postprocess: each post-processing once; got {args.postprocess}")
+    for post in args.postprocess:
+        with flag("--postprocess", post):
+            ElementwiseChain(mechanisms[0], post)  # checked before any simulation
     if args.problem == "section203" and "--amount" in _typed_flags(args):
         raise CliError("--amount: applies to title1, not to section203")
     if not args.no_figures and importlib.util.find_spec("matplotlib") is None:
@@ -137,7 +145,7 @@ def run(args: argparse.Namespace, state: RunState) -> int:
             epsilon=args.epsilon,
             state=args.state,
             mechanism=args.mechanism,
-            postprocess=post,
+            postprocess=args.postprocess,
             amount=args.amount,
             n_draws=args.draws,
             rng=args.seed,

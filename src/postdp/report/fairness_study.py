@@ -19,35 +19,15 @@ import pandas as pd
 
 from postdp._typing import FloatArray
 from postdp.errors import ValidationError
-from postdp.report._model import Headline, Report, ReportFigure, ReportTable, format_value
+from postdp.report._fairness_text import CAPTIONS, section203_headlines, title1_headlines
+from postdp.report._model import Headline, Report, ReportFigure, ReportTable
 
 __all__ = ["FairnessStudy", "fairness_study"]
-
-CAPTIONS = {
-    "title1": (
-        "Bias of each district's allotment against its count of poor children "
-        "([fioretto2021], Fig. 2)",
-        "Bias in dollars of every school district's Title I allotment against its true "
-        "count of poor children, one series per epsilon.",
-        "A point above zero is a district that receives more on average than without noise. "
-        "{direction}"
-        "Each bias is a Monte Carlo mean: its 95% interval is bias ± 1.96 SE (bias_lo, "
-        "bias_hi in the table), so points within that band of zero show no detectable bias.",
-    ),
-    "section203": (
-        "Decision error against the distance to the thresholds ([fioretto2021], Fig. 3)",
-        "Probability that the noisy Section 203 decision differs from the true one, against "
-        "each record's margin to the nearest threshold.",
-        "Errors concentrate near a margin of zero: records close to a threshold flip often, "
-        "records far from it almost never. Each probability is a Monte Carlo frequency with "
-        "standard error sqrt(p(1 - p)/draws).",
-    ),
-}
 
 
 @dataclass(frozen=True)
 class FairnessStudy:
-    """The results of :func:`fairness_study`: one run per epsilon.
+    """The results of :func:`fairness_study`: one run per setting (epsilon x post-processing).
 
     Attributes
     ----------
@@ -56,13 +36,13 @@ class FairnessStudy:
         ``"nation"`` or the state's postal code.
     mechanism : {"laplace", "geometric"}
     epsilons : tuple of float
-    postprocess : str
+    postprocesses : tuple of str
     n_draws : int
     amount, national_amount : float or None
         Title I: the amount allotted to the entities studied (the state's share of the
         national amount), and the national amount.
     runs : tuple of FairnessReport
-        One per epsilon.
+        One per setting, in the order of :attr:`settings`.
     entities : pandas.DataFrame
         The entities' identifying columns, in the order of every run's arrays.
     sizes : ndarray
@@ -73,16 +53,17 @@ class FairnessStudy:
 
     Examples
     --------
-    >>> s = fairness_study("title1", state="DE", epsilon=[0.1, 1], n_draws=50, rng=0)
-    >>> sorted(s.tables()), len(s.headlines())
-    (['title1_DE_eps0.1.csv', 'title1_DE_eps1.csv'], 8)
+    >>> s = fairness_study("title1", state="DE", epsilon=[0.1, 1], n_draws=50, rng=0,
+    ...                    postprocess=["clamp", "ramp-optimal"])
+    >>> s.settings[:2], len(s.runs), list(s.tables())
+    ([(0.1, 'clamp'), (0.1, 'ramp-optimal')], 4, ['title1_DE.csv'])
     """
 
     problem: Literal["title1", "section203"]
     scope: str
     mechanism: str
     epsilons: tuple[float, ...]
-    postprocess: str
+    postprocesses: tuple[str, ...]
     n_draws: int
     amount: float | None
     national_amount: float | None
@@ -91,30 +72,48 @@ class FairnessStudy:
     sizes: FloatArray
     truth: FloatArray
 
+    @property
+    def settings(self) -> list[tuple[float, str]]:
+        """(epsilon, post-processing) of each run, epsilon major."""
+        return [(e, p) for e in self.epsilons for p in self.postprocesses]
+
+    @property
+    def postprocess(self) -> str:
+        """The post-processings, as the page names them."""
+        return " | ".join(self.postprocesses)
+
+    def _tag(self, e: float, post: str) -> str:
+        """How a setting is named on the page: ``ε = 0.1`` (and the post-processing when
+        the study compares several)."""
+        return f"ε = {e:g}" if len(self.postprocesses) == 1 else f"ε = {e:g}, {post}"
+
     def tables(self) -> dict[str, pd.DataFrame]:
-        """One table per epsilon by file name (as the command writes them): the entities'
-        columns, then the outcome statistics of :meth:`FairnessReport.to_frame`.
+        """The study's tidy table by file name (as the command writes it): one row per
+        entity and setting -- ``state`` (or ``nation``), ``mechanism``, ``epsilon``,
+        ``postprocess``, the entities' columns, then the outcome statistics of
+        :meth:`FairnessReport.to_frame`.
 
         Returns
         -------
         dict of str to pandas.DataFrame
         """
-        out = {}
-        for e, run in zip(self.epsilons, self.runs, strict=True):
+        frames = []
+        for (e, post), run in zip(self.settings, self.runs, strict=True):
             frame = run.to_frame()
             for k, column in enumerate(self.entities.columns):
                 frame.insert(k, column, self.entities[column].to_numpy())
-            out[self._stem(e) + ".csv"] = frame
-        return out
+            for k, (name, value) in enumerate(
+                (("state", self.scope), ("mechanism", self.mechanism), ("epsilon", e),
+                 ("postprocess", post))
+            ):  # fmt: skip
+                frame.insert(k, name, value)
+            frames.append(frame)
+        return {self._stem() + ".csv": pd.concat(frames, ignore_index=True)}
 
-    def _stem(self, e: float) -> str:
+    def _stem(self) -> str:
         if self.problem == "title1":
-            return f"title1_{self.scope}_eps{e:g}"
-        return (
-            f"section203_eps{e:g}"
-            if self.scope == "nation"
-            else f"section203_{self.scope}_eps{e:g}"
-        )
+            return f"title1_{self.scope}"
+        return "section203" if self.scope == "nation" else f"section203_{self.scope}"
 
     @property
     def captions(self) -> dict[str, tuple[str, str, str]]:
@@ -122,6 +121,9 @@ class FairnessStudy:
         caption that states a direction computes it from this study's runs."""
         out = dict(CAPTIONS)
         title, alt, caption = out["title1"]
+        if len(self.postprocesses) > 1:
+            alt = alt.replace("one series per epsilon", "one panel per post-processing, one "
+                              "series per epsilon")  # fmt: skip
         out["title1"] = (title, alt, caption.replace("{direction}", self._direction()))
         return out
 
@@ -132,7 +134,7 @@ class FairnessStudy:
         big = int(np.argmax(self.truth))
         small = self.truth < np.median(self.truth)
         parts = []
-        for e, run in zip(self.epsilons, self.runs, strict=True):
+        for (e, post), run in zip(self.settings, self.runs, strict=True):
             b, half = float(run.bias[big]), 1.96 * float(run.bias_se[big])
             if abs(b) <= half:
                 largest = f"the largest district shows no detectable bias (±${half:,.0f})"
@@ -142,15 +144,16 @@ class FairnessStudy:
             moved = float(run.bias[small].sum())
             way = "gain" if moved > 0 else "lose"
             parts.append(
-                f"At ε = {e:g}, {largest} and the districts below the median count {way} "
-                f"${abs(moved):,.0f} together. "
+                f"At {self._tag(e, post)}, {largest} and the districts below the median count "
+                f"{way} ${abs(moved):,.0f} together. "
             )
         return "".join(parts)
 
     def figures(self) -> dict[str, Any]:
         """The figures by file stem (matplotlib Axes): Title I, the bias of every district's
-        allotment against its size, one series per epsilon; Section 203, the decision errors
-        against the margin, one figure per epsilon.
+        allotment against its size, one panel per post-processing side by side with one
+        series per epsilon; Section 203, the decision errors against the margin, one
+        figure per setting.
 
         Returns
         -------
@@ -159,17 +162,26 @@ class FairnessStudy:
         from postdp import plots
 
         if self.problem == "title1":
+            import matplotlib.pyplot as plt
+
+            n = len(self.postprocesses)
+            fig, axes = plt.subplots(1, n, figsize=(6.4 * n, 4.8), sharey=True, squeeze=False)
             labels = [f"eps = {e:g}" for e in self.epsilons]
-            ax = plots.plot_allotment_bias(list(self.runs), labels, self.sizes)
-            ax.set_ylabel("bias of the allotment (USD)")
-            return {f"title1_{self.scope}_bias": ax}
+            for k, post in enumerate(self.postprocesses):
+                runs = [r for (_, p), r in zip(self.settings, self.runs, strict=True) if p == post]
+                ax = plots.plot_allotment_bias(runs, labels, self.sizes, ax=axes[0, k])
+                ax.set_title(f"post-processing: {post}" if n > 1 else ax.get_title())
+                ax.set_ylabel("bias of the allotment (USD)" if k == 0 else "")
+            fig.tight_layout()
+            return {f"title1_{self.scope}_bias": axes[0, 0]}
         return {
-            self._stem(e): plots.plot_decision_errors(self.sizes, run)
-            for e, run in zip(self.epsilons, self.runs, strict=True)
-        }
+            f"{self._stem()}_eps{e:g}" + (f"_{post}" if len(self.postprocesses) > 1 else ""):
+            plots.plot_decision_errors(self.sizes, run)
+            for (e, post), run in zip(self.settings, self.runs, strict=True)
+        }  # fmt: skip
 
     def headlines(self) -> list[Headline]:
-        """The report's headline numbers per epsilon: the verdict on unfairness, then three
+        """The report's headline numbers per setting: the verdict on unfairness, then three
         numbers.
 
         Returns
@@ -177,39 +189,40 @@ class FairnessStudy:
         list of Headline
         """
         out: list[Headline] = []
-        for e, run in zip(self.epsilons, self.runs, strict=True):
+        for (e, post), run in zip(self.settings, self.runs, strict=True):
+            tag = self._tag(e, post)
             title1 = self.problem == "title1"
             verdict = run.alpha_verdict(absolute=not title1, unit="$" if title1 else "")
             word, detail = verdict.split(": ", 1)
-            out.append(Headline(f"verdict (ε = {e:g})", word, detail))
+            out.append(Headline(f"verdict ({tag})", word, detail))
             if title1:
                 big = int(np.argmax(self.truth))
-                out += _title1_headlines(e, run, str(self.entities["name"].iloc[big]), big)
+                out += title1_headlines(tag, run, str(self.entities["name"].iloc[big]), big)
             else:
-                out += _section203_headlines(e, run, self.truth)
+                out += section203_headlines(tag, run, self.truth)
         return out
 
     def summary_lines(self) -> list[str]:
-        """One line per epsilon, as the command prints them.
+        """One line per setting, as the command prints them.
 
         Returns
         -------
         list of str
         """
         lines = []
-        for e, run in zip(self.epsilons, self.runs, strict=True):
+        for (e, post), run in zip(self.settings, self.runs, strict=True):
             if self.problem == "title1":
                 big = int(np.argmax(self.truth))
                 lines.append(
                     f"Title I ({self.scope}, ${self.amount:,.0f}), {self.mechanism} eps = {e:g}, "
-                    f"post-processing {self.postprocess}, {self.n_draws} draws: alpha "
+                    f"post-processing {post}, {self.n_draws} draws: alpha "
                     f"${run.alpha:,.0f}, cost of privacy ${run.cost_of_privacy():,.0f}, largest "
                     f"entity {self.entities['name'].iloc[big]!s} bias ${run.bias[big]:,.0f}"
                 )
             else:
                 lines.append(
-                    f"Section 203 ({self.scope}), {self.mechanism} eps = {e:g}: "
-                    f"{int(self.truth.sum())} true positives of {self.truth.size}; mean "
+                    f"Section 203 ({self.scope}), {self.mechanism} eps = {e:g}, post-processing "
+                    f"{post}: {int(self.truth.sum())} true positives of {self.truth.size}; mean "
                     f"decision error {np.abs(run.bias).mean():.3f}, alpha "
                     f"{run.absolute_alpha:.3f}"
                 )
@@ -237,10 +250,7 @@ class FairnessStudy:
         if figures is None:
             figures = ReportFigure.drawn(self.figures(), self.captions)
         tables = self.tables()
-        frames = [
-            frame.assign(epsilon=e) for e, frame in zip(self.epsilons, tables.values(), strict=True)
-        ]
-        rows = pd.concat(frames, ignore_index=True)
+        rows = pd.concat(list(tables.values()), ignore_index=True)
         rows = rows.sort_values("abs_bias", ascending=False, kind="stable").reset_index(drop=True)
         title1 = self.problem == "title1"
         what = "Title I basic-grant allotments" if title1 else "Section 203 determinations"
@@ -254,13 +264,14 @@ class FairnessStudy:
             title=f"Fairness of {what} on DP data",
             summary=(
                 f"{self.n_draws:,} simulated releases of the bundled {data} ({self.scope}), "
-                "per ε; the bias of each entity's outcome with its 95% interval."
+                "per setting (ε and post-processing); the bias of each entity's outcome with "
+                "its 95% interval."
             ),
             design={
                 "problem": what,
                 "entities": self.scope,
                 "mechanism": f"{self.mechanism}, ε = {', '.join(f'{e:g}' for e in self.epsilons)}",
-                "post-processing": self.postprocess,
+                "post-processing": ", ".join(self.postprocesses),
                 "draws": f"{self.n_draws:,}",
                 **({"amount": f"${self.national_amount:,.0f} nationally"} if title1 else {}),
             },
@@ -273,8 +284,9 @@ class FairnessStudy:
                 ReportTable(
                     "Entities",
                     rows,
-                    "One row per entity and ε, the largest |bias| first: the true outcome, its "
-                    "bias with the 95% interval, the disparity and the MAE.",
+                    "One row per entity and setting (ε, post-processing), the largest |bias| "
+                    "first: the true outcome, its bias with the 95% interval, the disparity "
+                    "and the MAE.",
                     source=", ".join(tables),
                 )
             ],
@@ -296,7 +308,7 @@ def fairness_study(
     epsilon: float | Sequence[float],
     state: str | None = None,
     mechanism: Literal["laplace", "geometric"] = "geometric",
-    postprocess: str = "clamp",
+    postprocess: str | Sequence[str] = "clamp",
     amount: float = 6.5e9,
     n_draws: int = 2000,
     rng: int | None = None,
@@ -313,9 +325,10 @@ def fairness_study(
     state : str, optional
         One state's entities, by postal code (the nation when not given).
     mechanism : {"laplace", "geometric"}, default "geometric"
-    postprocess : str, default "clamp"
+    postprocess : str or sequence of str, default "clamp"
         Element-wise post-processing of the noisy counts before the decision
-        (:class:`postdp.postprocess.ElementwiseChain`).
+        (:class:`postdp.postprocess.ElementwiseChain`); several: one run per epsilon and
+        post-processing, compared side by side.
     amount : float, default 6.5e9
         Title I basic grants nationally, USD (a state gets its share).
     n_draws : int, default 2000
@@ -350,7 +363,11 @@ def fairness_study(
     mechanisms = [cls(epsilon=e) for e in epsilons]
     if not mechanisms:
         raise ValidationError("`epsilon` needs at least one value")
-    ElementwiseChain(mechanisms[0], postprocess)  # checked before any simulation
+    posts = (postprocess,) if isinstance(postprocess, str) else tuple(postprocess)
+    if not posts or len(set(posts)) != len(posts):
+        raise ValidationError(f"`postprocess` must name each post-processing once; got {posts}")
+    for post in posts:
+        ElementwiseChain(mechanisms[0], post)  # checked before any simulation
     us = load_title1()
     if state is not None and state not in set(us["state"]):
         raise ValidationError(f"`state` {state!r} is not a state of the data")
@@ -359,7 +376,7 @@ def fairness_study(
     def ticker(label: str) -> Callable[[int, int], None] | None:
         return None if progress is None else (lambda done, total: progress(label, done, total))
 
-    run: Callable[[Any, str], Any]
+    run: Callable[[Any, str, str], Any]
     allotted: float | None = None
     if problem == "title1":
         table = us if state is None else load_title1(state)
@@ -372,13 +389,13 @@ def fairness_study(
         )
         sizes, truth = x, x
 
-        def run(m: Any, label: str) -> Any:
+        def run(m: Any, post: str, label: str) -> Any:
             return decisions.allotment_fairness(
                 x,
                 w,
                 m,
                 amount=allotted,
-                postprocess=postprocess,
+                postprocess=post,
                 n_draws=n_draws,
                 rng=rng,
                 progress=ticker(label),
@@ -404,24 +421,28 @@ def fairness_study(
         )
         sizes, truth = margin, np.asarray(rule(data), dtype=float)
 
-        def run(m: Any, label: str) -> Any:
+        def run(m: Any, post: str, label: str) -> Any:
             return decisions.decision_fairness(
                 data,
                 rule,
                 m,
-                postprocess=postprocess,
+                postprocess=post,
                 n_draws=n_draws,
                 rng=rng,
                 progress=ticker(label),
             )
 
-    runs = tuple(run(m, f"{problem} eps={e:g}") for e, m in zip(epsilons, mechanisms, strict=True))
+    runs = tuple(
+        run(m, post, f"{problem} eps={e:g} {post}")
+        for e, m in zip(epsilons, mechanisms, strict=True)
+        for post in posts
+    )
     return FairnessStudy(
         problem,
         scope,
         mechanism,
         epsilons,
-        postprocess,
+        posts,
         n_draws,
         allotted,
         amount if problem == "title1" else None,
@@ -430,52 +451,3 @@ def fairness_study(
         sizes,
         truth,
     )
-
-
-def _title1_headlines(e: float, rep: Any, name: str, big: int) -> list[Headline]:
-    floor = 1.96 * float(np.median(rep.bias_se))
-    return [
-        Headline(
-            f"fairness bound α (ε = {e:g})",
-            _dollars(rep.alpha),
-            f"largest minus smallest bias of an allotment; a bias is known to ± ${floor:,.0f} "
-            "(1.96 × median SE), so α below a few times that is simulation noise",
-        ),
-        Headline(
-            f"dollars misallocated (ε = {e:g})",
-            _dollars(rep.cost_of_privacy()),
-            "sum of the expected losses of the districts that lose (cost of privacy, "
-            "[fioretto2021] Def. 4)",
-        ),
-        Headline(
-            f"largest district (ε = {e:g})",
-            _dollars(float(rep.bias[big])),
-            f"{name}: bias ± ${1.96 * float(rep.bias_se[big]):,.0f} (95%)",
-        ),
-    ]
-
-
-def _dollars(value: float) -> str:
-    return ("−$" if value < 0 else "$") + format_value(abs(value))
-
-
-def _section203_headlines(e: float, rep: Any, truth: FloatArray) -> list[Headline]:
-    err = np.abs(rep.bias)
-    return [
-        Headline(
-            f"mean decision error (ε = {e:g})",
-            f"{err.mean():.3f}",
-            f"probability a record's decision flips, averaged over {truth.size:,} records "
-            f"({int(truth.sum()):,} covered)",
-        ),
-        Headline(
-            f"fairness bound α (ε = {e:g})",
-            f"{rep.absolute_alpha:.3f}",
-            "largest minus smallest decision-error probability",
-        ),
-        Headline(
-            f"records with errors above 0.1 (ε = {e:g})",
-            f"{int((err > 0.1).sum()):,} of {truth.size:,}",
-            "the ones close to a threshold",
-        ),
-    ]
