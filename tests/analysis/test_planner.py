@@ -226,6 +226,7 @@ def test_a_tables_mae_objective_is_the_monte_carlo_mae_of_its_design():
     assert abs(plan.given_objective - per_draw.mean()) <= 4 * np.sqrt(2) * se
     assert plan.objective <= plan.equal_objective + 1e-12
     assert plan.shares.sum() == pytest.approx(2.0, rel=1e-9) and plan.shares.size == 3
+    assert list(plan.to_frame().columns) == ["level", "budget", "share", "mean_mae"]
     small = {"total": 2.0, "mechanism": "gaussian", "queries": qs, "draws": 10, "rng": 5}
     first = plan_mae_budget(t, "topdown", **small)
     again = plan_mae_budget(t, "topdown", **small)

@@ -509,7 +509,9 @@ def test_plan_takes_a_table(tmp_path, monkeypatch, capsys):
     assert main([*args, *mae, "--postprocess", "topdown", "-o", "m.csv"]) == 0
     out = capsys.readouterr().out
     assert "size-binned MAE of topdown (20 common random draws)" in out
-    assert pd.read_csv(tmp_path / "m.csv")["budget"].sum() == pytest.approx(2.0, rel=1e-9)
+    planned = pd.read_csv(tmp_path / "m.csv")
+    assert planned["budget"].sum() == pytest.approx(2.0, rel=1e-9)
+    assert "mean_mae" in planned.columns and "mean_variance" not in planned.columns
     for extra, message in (
         (["--objective", "mae"], "--objective mae needs continuous noise"),
         ([*mae, "--postprocess", "clamp"], "--postprocess 'clamp'"),

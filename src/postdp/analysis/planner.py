@@ -49,6 +49,9 @@ class BudgetPlan:
     level_variances : ndarray, shape (n_levels,)
         Each level's term of the objective at ``shares``: the mean (P) variance of its
         nodes (or, for :func:`plan_mae_budget`, their size-binned mean absolute error).
+    term : str, default "mean_variance"
+        What a level's term is, as :meth:`to_frame` names its column (``mean_mae`` for
+        :func:`plan_mae_budget`, ``expected_loss`` for the decision planners).
 
     Examples
     --------
@@ -62,6 +65,7 @@ class BudgetPlan:
     equal_objective: float
     given_objective: float | None
     level_variances: FloatArray
+    term: str = "mean_variance"
 
     def verdict(self, *, corner: float = 0.01) -> str:
         """Whether the split is at a corner of the simplex, in words, and what that implies.
@@ -97,14 +101,14 @@ class BudgetPlan:
     def to_frame(self) -> pd.DataFrame:
         """One row per level (or measured query): its ``budget`` (epsilon or rho), its
         ``share`` of the total (a fraction; the shares add up to 1) and its term of the
-        objective (``mean_variance``)."""
+        objective, named by :attr:`term` (``mean_variance``, ``mean_mae``, ...)."""
         total = float(self.shares.sum())
         return pd.DataFrame(
             {
                 "level": np.arange(self.shares.size),
                 "budget": self.shares,
                 "share": self.shares / total if total > 0 else self.shares,
-                "mean_variance": self.level_variances,
+                self.term: self.level_variances,
             }
         )
 

@@ -231,6 +231,7 @@ def plan_on_simplex(
     rng: int,
     progress: Callable[[], object] | None = None,
     shares: int | None = None,
+    term: str = "mean_mae",
 ) -> BudgetPlan:
     """Minimise ``w @ level_terms(split)`` over splits of ``total`` into ``shares`` parts
     (default one per level; Nelder-Mead on a softmax parametrisation; every share kept at
@@ -270,4 +271,4 @@ def plan_on_simplex(
                 best_z, best = res.x, float(res.fun)
     given = None if split is None else float(w @ level_terms(split))
     planned = shares_of(best_z)
-    return BudgetPlan(planned, best, equal, given, level_terms(planned))
+    return BudgetPlan(planned, best, equal, given, level_terms(planned), term)

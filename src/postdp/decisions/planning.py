@@ -104,7 +104,7 @@ def plan_allotment_budget(
 
     w = np.zeros(L)
     w[-1] = 1.0
-    return plan_on_simplex(terms, w, total=total, compare=compare, rng=rng)
+    return plan_on_simplex(terms, w, total=total, compare=compare, rng=rng, term="expected_loss")
 
 
 def plan_decision_budget(
@@ -167,7 +167,7 @@ def plan_decision_budget(
 
     w = np.zeros(K)
     w[0] = 1.0
-    return plan_on_simplex(terms, w, total=total, compare=compare, rng=rng)
+    return plan_on_simplex(terms, w, total=total, compare=compare, rng=rng, term="flip_rate")
 
 
 def _flips(
