@@ -177,9 +177,16 @@ def check_steps(text: str) -> tuple[str | None, bool]:
         raise CliError(f"--postprocess {text!r}: {exc}") from None
 
 
-def check_step_fits(args: argparse.Namespace, table: Any, work: Any, step: str | None) -> None:
+def check_step_fits(
+    args: argparse.Namespace,
+    table: Any,
+    work: Any,
+    step: str | None,
+    *,
+    option: str = "--postprocess",
+) -> None:
     """The post-processing's own checks of the workload, before anything is drawn: an error
-    names --postprocess (the workload itself was checked with its own flags)."""
+    names ``option`` as typed (the workload itself was checked with its own flags)."""
     from postdp.postprocess import check_blue_restore, check_top_down, check_top_down_2020
 
     checks = {
@@ -188,7 +195,7 @@ def check_step_fits(args: argparse.Namespace, table: Any, work: Any, step: str |
         "topdown-2020": check_top_down_2020,
     }
     if step in checks:
-        with flag("--postprocess", args.postprocess):
+        with flag(option, getattr(args, option[2:].replace("-", "_"))):
             checks[step](table, work)
 
 

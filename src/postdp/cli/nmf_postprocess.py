@@ -95,7 +95,9 @@ def run(args: argparse.Namespace, state: RunState) -> int:
     out = Path(args.output_dir).expanduser()
     if out.resolve() == run_dir.resolve() or run_dir.resolve() in out.resolve().parents:
         raise CliError(f"--output-dir {args.output_dir!r}: inside the run; name another folder")
-    _check_fits(args, step, top)
+    from postdp.cli._tables import check_step_fits
+
+    check_step_fits(args, top.table, top.workload, step, option="--method")
     client, cluster = _scheduler(args)
     from postdp.nmf import postprocess
 
@@ -132,20 +134,6 @@ def run(args: argparse.Namespace, state: RunState) -> int:
     if not args.quiet:
         print(f"wrote {out}: {len(codes) + 1} partitions, --method {args.method}", file=sys.stderr)
     return 0
-
-
-def _check_fits(args: argparse.Namespace, step: str, top: Any) -> None:
-    """The method's own checks of the run's workload, before any solve."""
-    from postdp.postprocess import check_blue_restore, check_top_down, check_top_down_2020
-
-    checks = {
-        "topdown": check_top_down,
-        "blue-restore": check_blue_restore,
-        "topdown-2020": check_top_down_2020,
-    }
-    if step in checks:
-        with flag("--method", args.method):
-            checks[step](top.table, top.workload)
 
 
 def _scheduler(args: argparse.Namespace) -> tuple[Any, Any]:
