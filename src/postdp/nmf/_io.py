@@ -255,7 +255,7 @@ def _frame(
     n = rows.size
     cols: dict[str, list[Any]] = {c: [] for c in layout.columns(schema, kind)}
     if not items:
-        return pa.table({c: pa.array([], type=_arrow_types(pa)[_kind_of(c, schema)]) for c in cols})
+        return pa.table({c: pa.array([], type=_arrow_type(pa, c)) for c in cols})
     k = len(items)
     cols["geocode"] = np.repeat(geocodes, k).tolist()
     blocks, shapes = [], []
@@ -296,14 +296,11 @@ def _frame(
     return pa.table(arrays)
 
 
-def _arrow_types(pa: Any) -> dict[str, Any]:
-    return {"text": pa.string(), "ints": pa.list_(pa.int64()), "float": pa.float64()}
-
-
-def _kind_of(column: str, schema: Schema) -> str:
+def _arrow_type(pa: Any, column: str) -> Any:
+    """The Arrow type of a column of the layout."""
     if column in ("query_shape", "value"):
-        return "ints"
-    return "float" if column == "variance" else "text"
+        return pa.list_(pa.int64())
+    return pa.float64() if column == "variance" else pa.string()
 
 
 def _sigma_squared(m: Measurement) -> float:

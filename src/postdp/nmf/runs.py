@@ -215,15 +215,21 @@ def _blue(
     from postdp.postprocess import project_by_subtree
 
     order = _state_order(top, codes)
-    parts = project_by_subtree(top, lambda k: below(read(run, states=[order[k]])), method="blue")
+    last: dict[int, Hierarchy] = {}  # the geography of the subtree read last
+
+    def subtree(k: int) -> TableMeasurements:
+        m = below(read(run, states=[order[k]]))
+        last.clear()
+        last[k] = m.table.geography
+        return m
+
+    parts = project_by_subtree(top, subtree, method="blue")
     upper = next(parts)
     writer.top(top.table.geography, upper, order)
     report("top", 1, len(codes) + 1)
-    for k, estimate in enumerate(parts):
-        code = order[k]
-        if not writer.done(code):
-            geo = below(read(run, states=[code]), values=False).table.geography
-            writer.subtree(code, geo, estimate)
+    for k, estimate in enumerate(parts):  # the downward pass reads subtree k just before
+        if not writer.done(order[k]):
+            writer.subtree(order[k], last[k], estimate)
         report("subtrees", k + 1, len(codes))
 
 
@@ -246,9 +252,11 @@ def _whole(
     upper = estimate[_rows_of(geo, top.table.geography)]
     writer.top(top.table.geography, upper, _state_order(top, codes))
     report("top", 1, len(codes) + 1)
-    for k, code in enumerate(codes, start=1):
-        sub = below(read(run, states=[code]), values=False)
-        writer.subtree(code, sub.table.geography, estimate[_rows_of(geo, sub.table.geography)])
+    _, subs = m.table.split_at(1)  # each state's subtree, from the run already in memory
+    by_state = {str(s.geography.ids[s.geography.root]): s.geography for s in subs}
+    for k, code in enumerate(_state_order(top, codes), start=1):
+        sub_geo = by_state[code[1:] if code.startswith("0") else code]
+        writer.subtree(code, sub_geo, estimate[_rows_of(geo, sub_geo)])
         report("subtrees", k, len(codes))
 
 
@@ -290,7 +298,7 @@ def _geocode_of(geo: Hierarchy, node: int) -> str:
 
 
 # -- subtrees ------------------------------------------------------------------------------
-def below(m: TableMeasurements, *, values: bool = True) -> TableMeasurements:
+def below(m: TableMeasurements) -> TableMeasurements:
     """The measurements of one state's subtree, re-rooted at the state (its own level's
     measurements left to the top), as :func:`postdp.postprocess.project_by_subtree` takes.
 
@@ -298,8 +306,6 @@ def below(m: TableMeasurements, *, values: bool = True) -> TableMeasurements:
     ----------
     m : TableMeasurements
         A run's measurements read with one subtree (``read(run, states=[code])``).
-    values : bool, default True
-        False: the geography only (the answers replaced by empty arrays).
 
     Returns
     -------
@@ -326,8 +332,6 @@ def below(m: TableMeasurements, *, values: bool = True) -> TableMeasurements:
     sub_geo = Hierarchy.from_parents(ids, np.asarray(parents, dtype=object))
     _, lower = m.workload.split_at(1)
     kept = [v for x, v in zip(m.workload.measurements, m.values, strict=True) if x.level > 1]
-    if not values:
-        kept = [np.zeros((0, x.query.size)) for x in lower.measurements]
     cat = m.table.categories
     from scipy import sparse
 
