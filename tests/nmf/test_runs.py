@@ -60,6 +60,43 @@ def test_blue_by_state_equals_the_whole_table_gls(measured, run, tmp_path):
         np.testing.assert_allclose(got[g], row, atol=1e-8 * scale, rtol=0)
 
 
+def test_blue_writes_the_standard_deviation_of_every_query(measured, run, tmp_path):
+    """``blue``'s margins of error: the ``std_dev`` form (a row per geounit and query, the
+    run's marginals, ``total`` and ``detailed``) and the long form's ``std_dev`` column are
+    the square roots of the whole table's exact GLS variances (TableProjector, itself
+    checked against a Monte Carlo); the invariant state totals have 0."""
+    from postdp.postprocess import TableProjector
+    from postdp.tables import Query
+
+    out = nmf.postprocess(run, tmp_path / "out", method="blue")
+    projector = TableProjector(measured.table, measured.workload)
+    schema = measured.workload.measurements[0].query.marginal_of.schema
+    frame = _estimates(out, "std_dev")
+    names = sorted({"total", "detailed", *(x.query.name for x in measured.workload.measurements)})
+    geo = measured.table.geography
+    codes = list(_by_geocode(measured, np.arange(geo.n)))
+    assert len(frame) == len(codes) * len(names)
+    got = {(g, q): np.asarray(v) for g, q, v in frame[["geocode", "query_name", "std_dev"]].values}
+    for q in names:
+        marginal = Query.marginal(schema, q)
+        exact = _by_geocode(measured, np.sqrt(projector.query_variances(marginal)))
+        shapes = frame.loc[frame["query_name"] == q, "query_shape"]
+        assert all(list(s) == list(marginal.marginal_of.shape) for s in shapes)
+        for g in codes:
+            np.testing.assert_allclose(got[g, q], exact[g], rtol=1e-7, atol=1e-6)
+    states = [g for g in codes if len(g) == 3]
+    assert all(got[g, "total"][0] < 1e-6 for g in states + [""])
+    long = _estimates(out, "long")
+    cells = _by_geocode(
+        measured, np.sqrt(projector.query_variances(Query.marginal(schema, "detailed")))
+    )
+    col = long["category"].cat.codes.to_numpy()
+    want = np.array([cells[g][j] for g, j in zip(long["geocode"], col, strict=True)])
+    np.testing.assert_allclose(long["std_dev"].to_numpy(), want, rtol=1e-7, atol=1e-6)
+    plan = json.loads((out / "postdp-postprocess.json").read_text())
+    assert plan["forms"] == ["long", "wide", "std_dev"]
+
+
 def test_whole_run_methods_are_written_by_partition(measured, run, tmp_path):
     out = nmf.postprocess(run, tmp_path / "out", method="blue-restore,round", seed=7)
     got = _estimates(out)

@@ -152,14 +152,63 @@ def test_the_2020_preset_by_county_equals_the_whole_state():
     _check(draws, 2, "top-down", top_down_table)
 
 
+def _check_variances(measurements, cut, queries):
+    """Streamed variances of ``queries`` against the whole table's query_variances."""
+    top, subs = split(measurements, cut)
+    parts = list(project_by_subtree(top, subs.__getitem__, variances=queries))
+    geo = measurements.table.geography
+    whole = TableProjector(measurements.table, measurements.workload)
+    index = {str(g): i for i, g in enumerate(geo.ids)}
+    tables = [top.table, *(s.table for s in subs)]
+    plain = list(project_by_subtree(top, subs.__getitem__))
+    for (est, var), bare, table in zip(parts, plain, tables, strict=True):
+        np.testing.assert_array_equal(est, bare)  # the estimates are unchanged
+        rows = [index[str(g)] for g in table.geography.ids]
+        assert set(var) == {q.name for q in queries}
+        for q in queries:
+            expected = whole.query_variances(q)[rows]
+            assert var[q.name].shape == expected.shape
+            scale = max(1.0, float(expected.max()))  # 0 for invariants, up to rounding
+            np.testing.assert_allclose(var[q.name], expected, rtol=1e-9, atol=1e-9 * scale)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_streamed_blue_variances_equal_the_whole_tables(seed):
+    """Each subtree's variances start from its root's covariance in the top's solve (the
+    smoother's downward recursion, [zhu2021] Thm 7): equal to TableProjector.query_variances
+    on the whole table, for the schema's marginals and for a category tree's queries."""
+    table, work = _schema_case(seed, ragged=seed % 2 == 0)
+    draws = measure(table, work, secure=False, rng=seed)
+    schema = work.measurements[0].query.marginal_of.schema
+    names = {"total", "detailed", *(m.query.name for m in work.measurements)}
+    _check_variances(draws, 1 + seed % 2, [Query.marginal(schema, n) for n in sorted(names)])
+    tree_table, tree_work = _tree_case(seed)
+    tree_draws = measure(tree_table, tree_work, secure=False, rng=seed)
+    cat = tree_table.categories
+    _check_variances(tree_draws, 1, [Query.detailed(cat), Query("root", [[str(cat.ids[0])]])])
+
+
+def test_the_2020_presets_variances_by_county_equal_the_whole_states():
+    table, work = small_pl94_state(3)
+    draws = measure(table, work, secure=False, rng=4)
+    schema = work.measurements[0].query.marginal_of.schema
+    names = sorted({m.query.name for m in work.measurements})
+    _check_variances(draws, 2, [Query.marginal(schema, n) for n in names])
+
+
 def test_bad_calls_are_refused():
     table, work = _schema_case(0)
     draws = measure(table, work, secure=False, rng=0)
     top, subs = split(draws, 1)
+    plain = Query("cells", [[str(c)] for c in table.categories.ids[table.categories.leaves]])
     with pytest.raises(ValidationError, match="`method` must be 'blue' or 'top-down'; got 'x'"):
         project_by_subtree(top, subs.__getitem__, method="x")
     with pytest.raises(ValidationError, match="must stop at the cut level"):
         project_by_subtree(draws, subs.__getitem__)
+    with pytest.raises(ValidationError, match="`variances` are those of 'blue'"):
+        project_by_subtree(top, subs.__getitem__, method="top-down", variances=[plain])
+    with pytest.raises(ValidationError, match="query 'cells' is not a marginal of the table's"):
+        project_by_subtree(top, subs.__getitem__, variances=[plain])
     with pytest.raises(ValidationError, match=r"subtree\(0\) is rooted at 'C1'; expected 'C0'"):
         list(project_by_subtree(top, lambda k: subs[1 - k]))
     sub = subs[0]

@@ -27,7 +27,9 @@ post-processing (project, project-nonneg, topdown), each optionally followed by 
 Writes OUT/long/<Geolevel>.parquet/State=NNN/part-0.parquet (geocode, category, estimate;
 a cell left out is 0) and OUT/wide/... (geocode, one column per cell), one partition for the
 nation and the states and one per state subtree, each written under a temporary name and
-renamed into place; OUT/postdp-manifest.json (every file's SHA-256) is written last. A run
+renamed into place; OUT/postdp-manifest.json (every file's SHA-256) is written last. blue
+adds its standard deviations (from the design alone): a std_dev column in the long form and
+OUT/std_dev/... (geocode, query_name, query_shape, std_dev: a row per geounit and query). A run
 killed at any moment is resumed by the same command: finished partitions are kept and the
 result is the same, byte for byte. topdown-2020 solves the subtrees one at a time (one
 state's measurements in memory), or as Dask tasks with --scheduler (local: a LocalCluster

@@ -6,6 +6,7 @@ detailed histogram and writes it as partitioned Parquet in the run's own layout:
 
     OUT/long/<Geolevel>.parquet/[State=NNN/]part-0.parquet   geocode, category, estimate
     OUT/wide/<Geolevel>.parquet/[State=NNN/]part-0.parquet   geocode, one column per cell
+    OUT/std_dev/<Geolevel>.parquet/...      (``blue``) geocode, query_name, query_shape, std_dev
     OUT/postdp-postprocess.json    what is being computed (written first)
     OUT/postdp-manifest.json       every file and its SHA-256 (written last: complete)
 
@@ -23,7 +24,9 @@ How each method is partitioned:
   independent tasks (a Dask scheduler runs them in parallel, the same bits as in-process).
 - ``blue``: the BLUE of the whole run, streamed state by state
   (:func:`postdp.postprocess.project_by_subtree`: each subtree read twice, once for its
-  summary and once below the top's answer).
+  summary and once below the top's answer), with the exact standard deviation of every
+  measured marginal, ``total`` and ``detailed`` at every geounit (the long form's
+  ``std_dev`` column: each cell's).
 - any other table post-processing (``blue-restore``, ``project``, ``project-nonneg``,
   ``topdown``, with ``,round``): solved on the whole run at once (memory grows with it),
   written partition by partition.
@@ -31,7 +34,6 @@ How each method is partitioned:
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from collections.abc import Callable
@@ -40,21 +42,18 @@ from typing import Any
 
 import numpy as np
 
-from postdp._typing import NumArray
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
 from postdp.nmf import _layout as layout
-from postdp.nmf._io import _atomic_parquet, _atomic_text, _pyarrow
+from postdp.nmf._io import _atomic_text
+from postdp.nmf._output import DONE, FORMS, STD, Writer, fingerprint, sha256, start
 from postdp.nmf._read import read, subtrees
-from postdp.tables import Schema, Table, TableMeasurements
+from postdp.tables import Query, Schema, Table, TableMeasurements
 
 __all__ = ["METHODS", "postprocess"]
 
 #: What :func:`postprocess` does partition by partition (every other table step: whole run).
 METHODS = ("topdown-2020", "blue")
-SPEC = "postdp-postprocess.json"
-DONE = "postdp-manifest.json"
-FORMS = ("long", "wide")
 
 
 def postprocess(
@@ -131,17 +130,18 @@ def postprocess(
     top = read(run, levels=2)
     plan = {
         "run": str(run.resolve()),
-        "run_fingerprint": _fingerprint(run),
+        "run_fingerprint": fingerprint(run),
         "method": method,
         "seed": seed,
-        "forms": list(FORMS),
+        "forms": [*FORMS, STD] if method == "blue" else list(FORMS),
         "amc": amc,
     }
-    _start(out, plan)
+    start(out, plan)
     manifest = layout.read_manifest(run)
     names = tuple(manifest["levels"]) if manifest else layout.LEVELS_2020[: _depth(run)]
     schema = _schema(top)
-    writer = _Writer(out, names, schema)
+    queries = _queries(top) if method == "blue" else None
+    writer = Writer(out, names, schema, queries)
     report = progress or (lambda stage, done, total: None)
     total = len(codes) + 1
     with one_thread():
@@ -157,7 +157,7 @@ def postprocess(
     manifest = {
         **plan,
         "partitions": total,
-        "files": {f: _sha256(out / f) for f in files},
+        "files": {f: sha256(out / f) for f in files},
     }
     _atomic_text(out / DONE, json.dumps(manifest, indent=2) + "\n")
     return out
@@ -168,7 +168,7 @@ def _topdown(
     run: Path,
     top: TableMeasurements,
     codes: list[str],
-    writer: _Writer,
+    writer: Writer,
     scheduler: Any,
     report: Any,
 ) -> None:
@@ -205,13 +205,11 @@ def _topdown_task(run: str, code: str, root: Any, out: str, names: tuple[str, ..
     sub = below(read(run, states=[code]))
     with one_thread():
         estimate = top_down_2020(sub, root=root)
-    _Writer(Path(out), names, _schema(sub)).subtree(code, sub.table.geography, estimate)
+    Writer(Path(out), names, _schema(sub)).subtree(code, sub.table.geography, estimate)
     return code
 
 
-def _blue(
-    run: Path, top: TableMeasurements, codes: list[str], writer: _Writer, report: Any
-) -> None:
+def _blue(run: Path, top: TableMeasurements, codes: list[str], writer: Writer, report: Any) -> None:
     from postdp.postprocess import project_by_subtree
 
     order = _state_order(top, codes)
@@ -223,13 +221,16 @@ def _blue(
         last[k] = m.table.geography
         return m
 
-    parts = project_by_subtree(top, subtree, method="blue")
-    upper = next(parts)
-    writer.top(top.table.geography, upper, order)
+    assert writer.queries is not None
+    schema = _schema(top)
+    wanted = [Query.marginal(schema, q) for q in writer.queries]
+    parts = project_by_subtree(top, subtree, method="blue", variances=wanted)
+    upper, variances = next(parts)
+    writer.top(top.table.geography, upper, order, variances)
     report("top", 1, len(codes) + 1)
-    for k, estimate in enumerate(parts):  # the downward pass reads subtree k just before
+    for k, (estimate, variances) in enumerate(parts):  # subtree k was read just before
         if not writer.done(order[k]):
-            writer.subtree(order[k], last[k], estimate)
+            writer.subtree(order[k], last[k], estimate, variances)
         report("subtrees", k + 1, len(codes))
 
 
@@ -237,7 +238,7 @@ def _whole(
     run: Path,
     top: TableMeasurements,
     codes: list[str],
-    writer: _Writer,
+    writer: Writer,
     method: str,
     seed: int | None,
     report: Any,
@@ -371,110 +372,13 @@ def _schema(m: TableMeasurements) -> Schema:
     return schema
 
 
+def _queries(top: TableMeasurements) -> dict[str, tuple[int, ...]]:
+    """The run's measured marginals, ``total`` and ``detailed`` (the queries whose standard
+    deviations ``blue`` writes), by name with their shapes."""
+    schema = _schema(top)
+    names = {"total", "detailed", *(x.query.name for x in top.workload.measurements)}
+    return {n: tuple(schema.marginal(n).shape) for n in sorted(names)}
+
+
 def _depth(run: Path) -> int:
     return sum((run / f"{n}.parquet").is_dir() for n in layout.LEVELS_2020)
-
-
-# -- output ----------------------------------------------------------------------------------
-class _Writer:
-    """The output folder's partitions: each level's long and wide files, written atomically."""
-
-    def __init__(self, out: Path, names: tuple[str, ...], schema: Schema) -> None:
-        self.out, self.names, self.schema = out, tuple(names), schema
-
-    def _path(self, form: str, level: int, code: str | None) -> Path:
-        where = self.out / form / f"{self.names[level]}.parquet"
-        return (where if code is None else where / layout.folder(code)) / layout.PART
-
-    def done(self, code: str) -> bool:
-        """Whether a subtree's partition is complete (its deepest level's files exist)."""
-        last = len(self.names) - 1
-        return all(self._path(f, last, code).is_file() for f in FORMS)
-
-    def top(self, geo: Hierarchy, estimate: NumArray, codes: list[str]) -> None:
-        """The root and the states (``codes``: their subtree codes, in level order)."""
-        self._level(0, None, [""], estimate[[geo.root]])
-        for g, code in zip(geo.levels[1], codes, strict=True):
-            self._level(1, code, [_geocode(str(geo.ids[g]), code)], estimate[[g]])
-
-    def subtree(self, code: str, geo: Hierarchy, estimate: NumArray) -> None:
-        for d in range(1, geo.n_levels):  # the state itself is the top's
-            nodes = geo.levels[d]
-            geocodes = [_geocode(str(i), code) for i in geo.ids[nodes]]
-            self._level(d + 1, code, geocodes, estimate[nodes])
-
-    def _level(self, level: int, code: str | None, geocodes: list[str], estimate: NumArray) -> None:
-        pa, pq = _pyarrow()
-        if all(self._path(f, level, code).is_file() for f in FORMS):
-            return
-        values = np.asarray(estimate)
-        integral = bool(np.array_equal(values, np.rint(values)))
-        values = values.astype(np.int64) if integral else values
-        cells = self.schema.cells
-        rows, cols = np.nonzero(values)
-        long = pa.table(
-            {
-                "geocode": pa.array(np.asarray(geocodes, dtype=object)[rows], pa.string()),
-                "category": pa.DictionaryArray.from_arrays(
-                    pa.array(cols.astype(np.int32)), pa.array(cells)
-                ),
-                "estimate": pa.array(values[rows, cols]),
-            }
-        )
-        wide = pa.table(
-            {
-                "geocode": pa.array(geocodes, pa.string()),
-                **{c: pa.array(values[:, j]) for j, c in enumerate(cells)},
-            }
-        )
-        _atomic_parquet(pq, wide, self._path("wide", level, code))
-        _atomic_parquet(pq, long, self._path("long", level, code))
-
-
-def _geocode(geo_id: str, code: str) -> str:
-    """A geounit's geocode from its id (see :func:`postdp.nmf.read`: an AIAN branch's ids
-    keep their flag ``1``, the others lost their ``0``)."""
-    return geo_id if code.startswith("1") else "0" + geo_id
-
-
-def _start(out: Path, plan: dict[str, Any]) -> None:
-    """Begin or resume: a new folder gets the plan; one with the same plan is resumed."""
-    spec = out / SPEC
-    if out.exists() and not out.is_dir():
-        raise ValidationError(f"{str(out)!r} exists and is not a folder")
-    if out.is_dir() and any(out.iterdir()):
-        try:
-            old = json.loads(spec.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            raise ValidationError(
-                f"{str(out)!r} holds files that are not a postdp post-processing"
-            ) from None
-        if old != plan:
-            raise ValidationError(
-                f"{str(out)!r} holds a post-processing of another run, method or seed; "
-                "choose another folder"
-            )
-        if (out / DONE).is_file():
-            (out / DONE).unlink()  # re-checked below: every file is written again or kept
-        for stale in out.rglob(".*.tmp"):  # a killed run's unfinished file
-            stale.unlink(missing_ok=True)
-        return
-    out.mkdir(parents=True, exist_ok=True)
-    _atomic_text(spec, json.dumps(plan, indent=2) + "\n")
-
-
-def _fingerprint(run: Path) -> str:
-    """SHA-256 over the run's files: their paths and sizes (a changed run is not resumed)."""
-    digest = hashlib.sha256()
-    for p in sorted(run.rglob("*")):
-        if p.is_file() and not p.name.startswith("."):
-            digest.update(f"{p.relative_to(run).as_posix()}:{p.stat().st_size}\n".encode())
-    return digest.hexdigest()
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while block := handle.read(1 << 20):
-            digest.update(block)
-    return digest.hexdigest()

@@ -27,7 +27,7 @@ Memory: the top's arrays, one subtree's answers and estimate, and the summaries 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -50,7 +50,8 @@ def project_by_subtree(
     subtree: Callable[[int], TableMeasurements],
     *,
     method: str = "blue",
-) -> Iterator[FloatArray]:
+    variances: Sequence[Query] = (),
+) -> Iterator[Any]:
     """(P) or top-down of a large table, holding the top and one subtree at a time.
 
     Parameters
@@ -71,14 +72,20 @@ def project_by_subtree(
         ``"blue"``: (P), generalised least squares, the same numbers as
         :class:`~postdp.postprocess.TableProjector` on the whole table. ``"top-down"``:
         the same numbers as :func:`~postdp.top_down` on the whole table.
+    variances : sequence of Query, default ()
+        With ``"blue"``: queries whose estimates' variances to compute as well, for every
+        geounit (from the design alone: they cost no privacy). For a schema table each must
+        be a marginal of the schema (:meth:`Query.marginal`). Equal to
+        :meth:`TableProjector.query_variances` on the whole table.
 
     Returns
     -------
-    iterator of ndarray
+    iterator of ndarray, or of (ndarray, dict) with ``variances``
         First the top's detailed histograms, shape (..., top geounits, n_detailed), then
         each subtree's, (..., its geounits, n_detailed), its root included (equal to the
         top's row for it), k = 0, 1, ... Rows in each geography's id order. The work is
-        done as the iterator is consumed.
+        done as the iterator is consumed. With ``variances``, each item is the histograms
+        and a dict from query name to variances, shape (geounits, query size), same rows.
 
     Raises
     ------
@@ -127,9 +134,20 @@ def project_by_subtree(
             "`top` must stop at the cut level: every leaf geounit of its geography at its "
             "deepest level (the roots of the subtrees)"
         )
+    wanted = list(variances)
     if method == "top-down":
+        if wanted:
+            raise ValidationError("`variances` are those of 'blue' (top-down has none)")
         return _top_down(top, subtree)
-    return _blue(top, subtree)
+    schema = table_schema(top.table.categories, top.workload)
+    for q in wanted:
+        if not isinstance(q, Query):
+            raise TypeError(f"`variances` must hold Query objects; got {type(q).__name__}")
+        if schema is not None and (q.marginal_of is None or q.marginal_of.schema != schema):
+            raise ValidationError(
+                f"`variances`: query {q.name!r} is not a marginal of the table's schema"
+            )
+    return _blue(top, subtree, wanted)
 
 
 def _lead(measurements: TableMeasurements) -> tuple[int, ...]:
@@ -202,6 +220,30 @@ class _Solver:
             return self.marginal.upward(self._values(m, B), B)
         return [self.tree.upward(self._ys(m, B))]
 
+    def variances(
+        self, queries: list[Query], m: TableMeasurements, root: list[FloatArray] | None = None
+    ) -> dict[str, FloatArray]:
+        """Each query's variances at every geounit (rows in id order); ``root``: the root's
+        final covariance (per type in the marginal basis) from the larger tree."""
+        if hasattr(self, "marginal"):
+            marginals = [(q.name, q.marginal_of) for q in queries]
+            return {n: self.marginal.marginal_variances(q, root) for n, q in marginals if q}
+        out = {q.name: np.empty((self.geo.n, q.size)) for q in queries}
+        matrices = [(q.name, q.matrix(m.table.categories)) for q in queries]
+        for k, P in self.tree.covariances(None if root is None else root[0]):
+            for name, Q in matrices:
+                out[name][k] = np.einsum("ai,ij,aj->a", Q, P, Q)
+        position = self.geo.layout.position
+        return {name: v[position] for name, v in out.items()}
+
+    def covariance_at(self, node: int) -> list[FloatArray]:
+        """The final covariance of geounit ``node`` (row in id order), per type in the
+        marginal basis: what the subtree rooted there takes as ``root``."""
+        if hasattr(self, "marginal"):
+            return self.marginal.type_covariances(node)
+        position = int(self.geo.layout.position[node])
+        return [next(P for k, P in self.tree.covariances() if k == position)]
+
     def solve(
         self,
         m: TableMeasurements,
@@ -217,8 +259,8 @@ class _Solver:
 
 
 def _blue(
-    top: TableMeasurements, subtree: Callable[[int], TableMeasurements]
-) -> Iterator[FloatArray]:
+    top: TableMeasurements, subtree: Callable[[int], TableMeasurements], queries: list[Query]
+) -> Iterator[Any]:
     geo, cat = top.table.geography, top.table.categories
     lead = _lead(top)
     B = int(np.prod(lead)) if lead else 1
@@ -249,13 +291,18 @@ def _blue(
         below_cov.append(cov)
         below_est.append(est)
     del summaries
-    upper = _Solver(top, basis, below_cov).solve(top, B, below=below_est)
+    top_solver = _Solver(top, basis, below_cov)
+    upper = top_solver.solve(top, B, below=below_est)
     c = cat.leaves.size
-    yield upper.reshape(*lead, geo.n, c)
+    first = upper.reshape(*lead, geo.n, c)
+    yield (first, top_solver.variances(queries, top)) if queries else first
     for k, g in enumerate(geo.leaves):
         sub = _subtree(top, subtree, k)
         below_root = solvers[k]
         assert below_root is not None
         solvers[k] = None  # its tree arrays are not needed again
-        est = below_root.solve(sub, B, root=upper[:, g])
-        yield est.reshape(*lead, sub.table.geography.n, c)
+        est = below_root.solve(sub, B, root=upper[:, g]).reshape(*lead, sub.table.geography.n, c)
+        if not queries:
+            yield est
+            continue
+        yield est, below_root.variances(queries, sub, top_solver.covariance_at(int(g)))

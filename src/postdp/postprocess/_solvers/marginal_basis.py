@@ -277,23 +277,43 @@ class MarginalBasis:
             index.append(slice(0, ranks[k]) if k in tau else slice(ranks[k], None))
         z[tuple(index)] = est
 
-    def marginal_variances(self, marginal: Marginal) -> FloatArray:
+    def type_covariances(self, node: int, root: list[FloatArray] | None = None) -> list[FloatArray]:
+        """Per type, the block covariance (s, s) of geounit ``node``'s final estimate (row
+        ``node`` in id order): what a subtree rooted there takes as ``root``."""
+        return [self._type_covs(t, root)[node] for t in range(len(self.types))]
+
+    def _type_covs(self, t: int, root: list[FloatArray] | None) -> FloatArray:
+        """Type t's block covariances (n, s, s) in id order, kept for later calls (a basis
+        is asked with one ``root`` throughout: a subtree's is fixed by its larger tree)."""
+        if t not in self._covs:
+            geo, tree = self.geography, self.types[t][1]
+            covs = np.empty((geo.n, tree.c, tree.c))
+            for position, P in tree.covariances(None if root is None else root[t]):
+                covs[position] = P
+            self._covs[t] = covs[geo.layout.position]
+        return self._covs[t]
+
+    def marginal_variances(
+        self, marginal: Marginal, root: list[FloatArray] | None = None
+    ) -> FloatArray:
         """Variance of every count of ``marginal`` at every geounit, shape (geography.n,
         marginal.size), rows in the order of geography.ids (from the design alone).
+
+        ``root``: per type, the root's final block covariance when this tree is a subtree
+        solved below a larger one's answer (:meth:`type_covariances` of that tree).
 
         With G_k = F_k U_k for the marginal's factor F_k (the identity if kept), a type tau
         adds diag(V C V') over the attributes in tau (V the Kronecker product of their G_k's
         first r_k columns, C the block covariance) times, for each attribute outside tau,
         the row sums of squares of G_k's complement columns."""
         geo, schema = self.geography, self.schema
-        lay = geo.layout
         K = len(schema.shape)
         G = [
             self.bases[k] if f is None else f @ self.bases[k]
             for k, f in enumerate(marginal.factors)
         ]
         total = np.zeros((geo.n, *marginal.shape))
-        for t, (tau, tree, _) in enumerate(self.types):
+        for t, (tau, _, _) in enumerate(self.types):
             others = [k for k in range(K) if k not in tau]
             outside = [np.sum(G[k][:, self.ranks[k] :] ** 2, axis=1) for k in others]
             if any(not e.any() for e in outside):
@@ -301,12 +321,7 @@ class MarginalBasis:
             V: FloatArray = np.ones((1, 1))
             for k in tau:
                 V = np.asarray(np.kron(V, G[k][:, : self.ranks[k]]), dtype=np.float64)
-            if t not in self._covs:
-                covs = np.empty((geo.n, tree.c, tree.c))
-                for position, P in tree.covariances():
-                    covs[position] = P
-                self._covs[t] = covs[lay.position]
-            inner = np.einsum("ab,nbc,ac->na", V, self._covs[t], V)
+            inner = np.einsum("ab,nbc,ac->na", V, self._type_covs(t, root), V)
             term = inner.reshape(geo.n, *(G[k].shape[0] for k in tau))
             # broadcast to (n, rows of every attribute, in attribute order)
             full = _place(term, tau, K)  # broadcast over the attributes outside tau

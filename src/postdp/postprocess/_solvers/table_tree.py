@@ -169,12 +169,15 @@ class TreeGLS:
                 out[:, c0 + pick] = post[:, c0 + pick] + spread[:, pick] @ self.shapes[s].cov
         return out
 
-    def covariances(self) -> Iterator[tuple[int, FloatArray]]:
+    def covariances(self, root: FloatArray | None = None) -> Iterator[tuple[int, FloatArray]]:
         """(layout position, covariance (c x c) of its final estimate) of every geounit,
-        level by level (from the design alone; one level's matrices held at a time)."""
+        level by level (from the design alone; one level's matrices held at a time).
+
+        ``root`` (c, c): the root's final covariance when this tree is a subtree of a larger
+        one (its smoothed covariance there); by default its own upward covariance."""
         lay = self.geography.layout
         shapes, sig = self.shapes, self.sig
-        smoothed = {0: shapes[sig[0]].cov}  # the previous level's parents
+        smoothed = {0: shapes[sig[0]].cov if root is None else root}  # this level's parents
         yield 0, smoothed[0]
         for d in range(len(lay.parents)):
             c0 = int(lay.bounds[d + 1])

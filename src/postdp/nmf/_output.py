@@ -1,0 +1,202 @@
+"""The output folder of :func:`postdp.nmf.postprocess` (private): each partition's files in
+the run's layout, written atomically, and the plan that a resumed run must match.
+
+Forms, per geographic level and partition:
+
+- ``long``: ``geocode``, ``category`` (dictionary of the schema's cells), ``estimate``;
+  the zero estimates left out; a ``std_dev`` column (the estimate's standard deviation)
+  when the method has one;
+- ``wide``: ``geocode`` and one column per detailed cell;
+- ``std_dev`` (methods with standard deviations): one row per geounit and query with
+  ``geocode``, ``query_name``, ``query_shape`` and ``std_dev`` (its counts' standard
+  deviations, a list in C order: the layout of the noisy measurement files' ``value``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from postdp._typing import FloatArray, NumArray
+from postdp.errors import ValidationError
+from postdp.hierarchy import Hierarchy
+from postdp.nmf import _layout as layout
+from postdp.nmf._io import _atomic_parquet, _atomic_text, _pyarrow
+from postdp.tables import Schema
+
+SPEC = "postdp-postprocess.json"
+DONE = "postdp-manifest.json"
+FORMS = ("long", "wide")
+STD = "std_dev"
+
+
+class Writer:
+    """The output folder's partitions: each level's files in every form, written atomically.
+
+    ``queries``: the queries whose standard deviations the method gives, by name (their
+    shapes), or None: no ``std_dev`` form and no ``std_dev`` column."""
+
+    def __init__(
+        self,
+        out: Path,
+        names: tuple[str, ...],
+        schema: Schema,
+        queries: dict[str, tuple[int, ...]] | None = None,
+    ) -> None:
+        self.out, self.names, self.schema, self.queries = out, tuple(names), schema, queries
+        self.forms = FORMS if queries is None else (*FORMS, STD)
+
+    def _path(self, form: str, level: int, code: str | None) -> Path:
+        where = self.out / form / f"{self.names[level]}.parquet"
+        return (where if code is None else where / layout.folder(code)) / layout.PART
+
+    def done(self, code: str) -> bool:
+        """Whether a subtree's partition is complete (its deepest level's files exist)."""
+        last = len(self.names) - 1
+        return all(self._path(f, last, code).is_file() for f in self.forms)
+
+    def top(
+        self,
+        geo: Hierarchy,
+        estimate: NumArray,
+        codes: list[str],
+        variances: dict[str, FloatArray] | None = None,
+    ) -> None:
+        """The root and the states (``codes``: their subtree codes, in level order)."""
+        self._level(0, None, [""], estimate, [geo.root], variances)
+        for g, code in zip(geo.levels[1], codes, strict=True):
+            self._level(1, code, [geocode(str(geo.ids[g]), code)], estimate, [g], variances)
+
+    def subtree(
+        self,
+        code: str,
+        geo: Hierarchy,
+        estimate: NumArray,
+        variances: dict[str, FloatArray] | None = None,
+    ) -> None:
+        for d in range(1, geo.n_levels):  # the state itself is the top's
+            nodes = geo.levels[d]
+            geocodes = [geocode(str(i), code) for i in geo.ids[nodes]]
+            self._level(d + 1, code, geocodes, estimate, nodes, variances)
+
+    def _level(
+        self,
+        level: int,
+        code: str | None,
+        geocodes: list[str],
+        estimate: NumArray,
+        nodes: Any,
+        variances: dict[str, FloatArray] | None,
+    ) -> None:
+        pa, pq = _pyarrow()
+        if all(self._path(f, level, code).is_file() for f in self.forms):
+            return
+        values = np.asarray(estimate)[nodes]
+        integral = bool(np.array_equal(values, np.rint(values)))
+        values = values.astype(np.int64) if integral else values
+        cells = self.schema.cells
+        rows, cols = np.nonzero(values)
+        long = {
+            "geocode": pa.array(np.asarray(geocodes, dtype=object)[rows], pa.string()),
+            "category": pa.DictionaryArray.from_arrays(
+                pa.array(cols.astype(np.int32)), pa.array(cells)
+            ),
+            "estimate": pa.array(values[rows, cols]),
+        }
+        if self.queries is not None:
+            assert variances is not None
+            sd = np.sqrt(np.maximum(variances["detailed"][nodes], 0.0))
+            long[STD] = pa.array(sd[rows, cols])
+            self._std(pa, pq, level, code, geocodes, {k: v[nodes] for k, v in variances.items()})
+        wide = pa.table(
+            {
+                "geocode": pa.array(geocodes, pa.string()),
+                **{c: pa.array(values[:, j]) for j, c in enumerate(cells)},
+            }
+        )
+        _atomic_parquet(pq, wide, self._path("wide", level, code))
+        _atomic_parquet(pq, pa.table(long), self._path("long", level, code))
+
+    def _std(
+        self,
+        pa: Any,
+        pq: Any,
+        level: int,
+        code: str | None,
+        geocodes: list[str],
+        variances: dict[str, FloatArray],
+    ) -> None:
+        """One row per (geounit, query), geounit-major, queries in name order."""
+        assert self.queries is not None
+        names = list(self.queries)
+        n = len(geocodes)
+        blocks = [np.sqrt(np.maximum(variances[q], 0.0)) for q in names]
+        sizes = np.tile([b.shape[1] for b in blocks], n)
+        flat = np.concatenate(blocks, axis=1).reshape(-1)
+        offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        table = pa.table(
+            {
+                "geocode": pa.array(np.repeat(np.asarray(geocodes, dtype=object), len(names))),
+                "query_name": pa.array(names * n, pa.string()),
+                "query_shape": pa.array(
+                    [list(self.queries[q]) for q in names] * n, pa.list_(pa.int64())
+                ),
+                STD: pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(flat))
+                if offsets[-1] >= 2**31
+                else pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), pa.array(flat)),
+            }
+        )
+        _atomic_parquet(pq, table, self._path(STD, level, code))
+
+
+def geocode(geo_id: str, code: str) -> str:
+    """A geounit's geocode from its id (see :func:`postdp.nmf.read`: an AIAN branch's ids
+    keep their flag ``1``, the others lost their ``0``)."""
+    return geo_id if code.startswith("1") else "0" + geo_id
+
+
+def start(out: Path, plan: dict[str, Any]) -> None:
+    """Begin or resume: a new folder gets the plan; one with the same plan is resumed."""
+    spec = out / SPEC
+    if out.exists() and not out.is_dir():
+        raise ValidationError(f"{str(out)!r} exists and is not a folder")
+    if out.is_dir() and any(out.iterdir()):
+        try:
+            old = json.loads(spec.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            raise ValidationError(
+                f"{str(out)!r} holds files that are not a postdp post-processing"
+            ) from None
+        if old != plan:
+            raise ValidationError(
+                f"{str(out)!r} holds a post-processing of another run, method or seed; "
+                "choose another folder"
+            )
+        if (out / DONE).is_file():
+            (out / DONE).unlink()  # re-checked below: every file is written again or kept
+        for stale in out.rglob(".*.tmp"):  # a killed run's unfinished file
+            stale.unlink(missing_ok=True)
+        return
+    out.mkdir(parents=True, exist_ok=True)
+    _atomic_text(spec, json.dumps(plan, indent=2) + "\n")
+
+
+def fingerprint(run: Path) -> str:
+    """SHA-256 over the run's files: their paths and sizes (a changed run is not resumed)."""
+    digest = hashlib.sha256()
+    for p in sorted(run.rglob("*")):
+        if p.is_file() and not p.name.startswith("."):
+            digest.update(f"{p.relative_to(run).as_posix()}:{p.stat().st_size}\n".encode())
+    return digest.hexdigest()
+
+
+def sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while block := handle.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
