@@ -184,6 +184,51 @@ def test_measure_reads_person_records(tmp_path, capsys, spy):
     assert spy == [] and not (tmp_path / "r2").exists()
 
 
+def test_measure_reads_block_histograms(tmp_path, capsys, spy):
+    """The wide form of a state's histograms draws what the synthetic population does (same
+    study seed: the same table, so the same answers); a units histogram is measured with
+    the units preset, whose totals are invariant at every level; person records with the
+    units preset, or a file that is neither, are refused before any draw."""
+    import pandas as pd
+
+    from postdp.data import pl94_schema, synthetic_population
+
+    t = synthetic_population(states=["11"], seed=3)
+    geo = t.geography
+    wide = pd.DataFrame(t.dense_cells(), columns=list(pl94_schema().cells))
+    wide.insert(0, "geocode", geo.ids[geo.leaves].astype(str))
+    wide.to_parquet(tmp_path / "dc.parquet")
+    study = ["--study", "--seed", "1", "--quiet"]
+    assert main(["measure", "--input", str(tmp_path / "dc.parquet"), *study,
+                 "--output-dir", str(tmp_path / "a")]) == 0  # fmt: skip
+    assert main(["measure", "--synthetic", "11", "--population-seed", "3", *study,
+                 "--output-dir", str(tmp_path / "b")]) == 0  # fmt: skip
+    a, b = nmf.read(tmp_path / "a"), nmf.read(tmp_path / "b")
+    assert np.array_equal(a.table.geography.ids, b.table.geography.ids)
+    for x, y in zip(a.values, b.values, strict=True):
+        np.testing.assert_array_equal(x, y)
+    units = pd.DataFrame({"geocode": wide["geocode"], "vacant": 1, "occupied": 2})
+    units.to_parquet(tmp_path / "units.parquet")
+    assert main(["measure", "--input", str(tmp_path / "units.parquet"), "--strategy",
+                 "pl94-2020-units", *study, "--output-dir", str(tmp_path / "u")]) == 0  # fmt: skip
+    m = nmf.read(tmp_path / "u")
+    public = [v for x, v in zip(m.workload.measurements, m.values, strict=True) if x.public]
+    assert len(public) == 6 and public[-1].sum() == 3 * len(units)
+    _person_records(small_table(4)).to_parquet(tmp_path / "persons.parquet")
+    capsys.readouterr()
+    spy.clear()
+    for path, needle in [
+        ("persons.parquet", "--strategy 'pl94-2020-units': person records tabulate"),
+        ("neither.parquet", "neither person records"),
+    ]:
+        pd.DataFrame({"x": [1]}).to_parquet(tmp_path / "neither.parquet")
+        units_run = ["--strategy", "pl94-2020-units", *study, "--output-dir", str(tmp_path / "r")]
+        assert main(["measure", "--input", str(tmp_path / path), *units_run]) == 2
+        err = capsys.readouterr().err
+        assert needle in err and err.count("\n") == 1
+    assert spy == [] and not (tmp_path / "r").exists()
+
+
 def test_postprocess_amc_writes_margins(small_run, tmp_path, capsys):
     import pandas as pd
 

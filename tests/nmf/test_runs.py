@@ -85,7 +85,7 @@ def test_blue_writes_the_standard_deviation_of_every_query(measured, run, tmp_pa
         for g in codes:
             np.testing.assert_allclose(got[g, q], exact[g], rtol=1e-7, atol=1e-6)
     states = [g for g in codes if len(g) == 3]
-    assert all(got[g, "total"][0] < 1e-6 for g in states + [""])
+    assert all(got[g, "total"][0] < 1e-6 for g in [*states, ""])
     long = _estimates(out, "long")
     cells = _by_geocode(
         measured, np.sqrt(projector.query_variances(Query.marginal(schema, "detailed")))

@@ -28,8 +28,10 @@ RUN/postdp-nmf.json (the manifest) and RUN/privacy.json (the privacy statement).
 them as often as needed with `postdp postprocess RUN` (no privacy cost).
 
 The input is person records (--input: Parquet with the 2020 PPMF columns, read and
-tabulated one state at a time) or a synthetic persons population (--synthetic 11,10: state
-FIPS codes; no confidential data exists here), measured with a 2020 preset (--strategy).
+tabulated one state at a time), block histograms (--input: Parquet with a 'geocode' column
+and the cells of the strategy's schema, wide or long, as postdp postprocess writes them) or
+a synthetic persons population (--synthetic 11,10: state FIPS codes; no confidential data
+exists here), measured with a 2020 preset (--strategy).
 Every option and every record is checked, and the output folder, before anything is
 drawn. The run is written under a temporary name and renamed into place when complete: a
 run killed part-way leaves no RUN, and an existing RUN is never drawn into again. Without
@@ -56,10 +58,12 @@ def add_parser(commands: Any) -> None:
     source.add_argument(
         "--input",
         metavar="PARQUET",
-        help="person records (a Parquet file or folder, any Hive partitioning) with the 2020 "
-        "PPMF columns TABBLKST, TABBLKCOU, TABTRACTCE, TABBLKGRPCE, TABBLK, GQTYPE_PL, "
-        "VOTING_AGE, CENHISP, CENRACE; every record is checked before anything is drawn, "
-        "then each state's records are read and tabulated in turn",
+        help="a Parquet file or folder (any Hive partitioning) of person records with the "
+        "2020 PPMF columns TABBLKST, TABBLKCOU, TABTRACTCE, TABBLKGRPCE, TABBLK, GQTYPE_PL, "
+        "VOTING_AGE, CENHISP, CENRACE, or of block histograms: 'geocode' (the block's "
+        "GEOID) with one column per cell of the strategy's schema (wide) or 'category' and "
+        "'count' (long), as postdp postprocess writes them; every row is checked before "
+        "anything is drawn, then each state is read and tabulated in turn",
     )
     parser.add_argument(
         "--population-seed",
@@ -182,13 +186,34 @@ def _source(args: argparse.Namespace) -> tuple[list[str], Any, str, str]:
     from postdp.errors import ValidationError
 
     if args.input is not None:
-        from postdp.data import person_states, read_persons, tabulate_persons
+        from postdp.data import (
+            PERSON_COLUMNS,
+            histogram_states,
+            load_strategy,
+            person_states,
+            read_histograms,
+            read_persons,
+            tabulate_persons,
+        )
 
         path = Path(args.input).expanduser()
         if not path.exists():
             raise CliError(f"--input {args.input!r}: no such file or folder")
         with flag("--input", args.input):
-            states = person_states(path)
+            columns = _columns(path)
+            persons = all(c in columns for c in PERSON_COLUMNS)
+            if not persons and "geocode" not in columns:
+                raise ValidationError(
+                    "neither person records (the PPMF columns TABBLKST ... CENRACE) nor block "
+                    "histograms (a 'geocode' column)"
+                )
+            schema = load_strategy(args.strategy).schema
+            states = person_states(path) if persons else histogram_states(path, schema)
+        if persons and args.strategy != "pl94-2020-persons":
+            raise CliError(
+                f"--strategy {args.strategy!r}: person records tabulate the persons schema "
+                "(pl94-2020-persons); give block histograms for another preset"
+            )
         digest = hashlib.sha256()
         files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
         for f in files:
@@ -196,9 +221,12 @@ def _source(args: argparse.Namespace) -> tuple[list[str], Any, str, str]:
             digest.update(f.read_bytes())
 
         def tables(state: str) -> Any:
-            return tabulate_persons(read_persons(path, states=[state]))
+            if persons:
+                return tabulate_persons(read_persons(path, states=[state]))
+            return read_histograms(path, schema, states=[state])
 
-        return states, tables, f"person records {path.resolve()}", digest.hexdigest()
+        kind = "person records" if persons else "block histograms"
+        return states, tables, f"{kind} {path.resolve()}", digest.hexdigest()
     from postdp.data import synthetic_population, synthetic_states
 
     states = [s.zfill(2) for s in args.synthetic]
@@ -214,6 +242,17 @@ def _source(args: argparse.Namespace) -> tuple[list[str], Any, str, str]:
 
     source = f"synthetic population states={','.join(states)} seed={args.population_seed}"
     return states, synthetic, source, hashlib.sha256(source.encode()).hexdigest()
+
+
+def _columns(path: Path) -> list[str]:
+    """The column names of a Parquet file or folder (its partition keys included)."""
+    import pyarrow.dataset as ds
+
+    try:
+        names: list[str] = ds.dataset(str(path), format="parquet", partitioning="hive").schema.names
+    except (OSError, ValueError) as exc:  # pyarrow's errors subclass these
+        raise CliError(f"--input {str(path)!r}: not Parquet ({exc})") from None
+    return names
 
 
 def _check_run(text: str) -> Path:

@@ -12,6 +12,7 @@ import pandas as pd
 
 from postdp import _rng
 from postdp._typing import RNGLike
+from postdp.data._histograms import histogram_states, read_histograms
 from postdp.data._p1 import P1_TABLES, load_p1, synthetic_table
 from postdp.data._persons import PERSON_COLUMNS, person_states, read_persons, tabulate_persons
 from postdp.data._pl94 import pl94_schema
@@ -25,6 +26,7 @@ __all__ = [
     "PERSON_COLUMNS",
     "Strategy",
     "county_hierarchy",
+    "histogram_states",
     "load_county_populations",
     "load_p1",
     "load_section203",
@@ -32,6 +34,7 @@ __all__ = [
     "load_title1",
     "person_states",
     "pl94_schema",
+    "read_histograms",
     "read_persons",
     "synthetic_hierarchy",
     "synthetic_population",

@@ -22,7 +22,7 @@ from scipy import sparse
 
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
-from postdp.tables import Table
+from postdp.tables import Schema, Table
 
 __all__ = ["PERSON_COLUMNS", "person_states", "read_persons", "tabulate_persons"]
 
@@ -80,12 +80,20 @@ def tabulate_persons(records: pd.DataFrame) -> Table:
     cell = cell + codes["CENRACE"] - 1
     tract = parts["TABBLKST"] + parts["TABBLKCOU"] + parts["TABTRACTCE"]
     block = (tract + parts["TABBLK"]).to_numpy()
-    blocks, row = np.unique(block, return_inverse=True)
-    schema = pl94_schema()
+    return block_table(block, cell, np.ones(cell.size, dtype=np.int64), pl94_schema())
+
+
+def block_table(block: Any, cell: Any, count: Any, schema: Schema) -> Table:
+    """The tabulation table (US > state > county > tract > block group > block) of counts
+    given as (15-digit block GEOID, cell index, count) triples; triples of one block and
+    cell add up, and a block whose counts are all 0 is kept (private)."""
+    blocks, row = np.unique(np.asarray(block), return_inverse=True)
     counts = sparse.csr_array(
-        (np.ones(row.size, dtype=np.int64), (row, cell)), shape=(blocks.size, schema.size)
+        (np.asarray(count, dtype=np.int64), (row, np.asarray(cell))),
+        shape=(blocks.size, schema.size),
     )
     counts.sum_duplicates()
+    counts.eliminate_zeros()
     ids: list[str] = ["US"]
     parents: list[str | None] = [None]
     seen: set[str] = set()
