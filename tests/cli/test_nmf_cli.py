@@ -246,6 +246,7 @@ def test_postprocess_refuses_bad_options(small_run, tmp_path, capsys):
         (["--method", "nope"], "--method 'nope'"),
         (["--method", "blue", "--seed", "2"], "--seed"),
         (["--method", "blue", "--scheduler", "local"], "--scheduler"),
+        (["--method", "topdown-2020", "--cut-blocks", "0"], "--cut-blocks"),
     ]
     for extra, needle in cases:
         assert main([*base, *extra]) == 2
@@ -256,3 +257,12 @@ def test_postprocess_refuses_bad_options(small_run, tmp_path, capsys):
     )
     assert "RUN" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
+    assert main([*base, "--method", "topdown-2020", "--cut-blocks", "1", "--quiet"]) == 0
+    plan = json.loads((tmp_path / "o" / "postdp-postprocess.json").read_text())
+    assert plan["cut_blocks"] == 1
+    assert sorted(
+        p.name for p in (tmp_path / "o" / "wide" / "Block.parquet").rglob("*.parquet")
+    ) == [
+        "part-010001.parquet",
+        "part-011001.parquet",
+    ]

@@ -20,7 +20,7 @@ from postdp.postprocess.table_projection import project_table
 def _estimates(out, form="wide"):
     """Every geounit's estimate from an output folder: {geocode: row of cells}."""
     frame = pd.concat(
-        [pd.read_parquet(p) for p in sorted((out / form).rglob("part-0.parquet"))],
+        [pd.read_parquet(p) for p in sorted((out / form).rglob("part-*.parquet"))],
         ignore_index=True,
     )
     if form == "wide":
@@ -49,6 +49,97 @@ def test_topdown_2020_by_state_equals_the_whole_table(measured, run, tmp_path):
         assert got[g].dtype.kind == "i" and np.array_equal(got[g], row), g
     manifest = json.loads((out / "postdp-manifest.json").read_text())
     assert len(manifest["files"]) == 2 * (1 + 2 * 5)  # long + wide; US, then 5 levels x 2 states
+
+
+def _counties_table(seed=0):
+    """US > 2 states > 2-3 counties > 1-2 tracts > 1-2 block groups > 1-3 blocks."""
+    from postdp import Hierarchy
+    from postdp.data import pl94_schema
+    from postdp.tables import Table
+
+    rng = np.random.default_rng(seed)
+    ids, parents = ["US"], [None]
+    for state, n_counties in (("10", 3), ("24", 2)):
+        ids.append(state)
+        parents.append("US")
+        for c in range(n_counties):
+            county = state + f"{2 * c + 1:03d}"
+            ids.append(county)
+            parents.append(state)
+            for t in range(int(rng.integers(1, 3))):
+                tract = county + f"{t + 1:04d}00"
+                ids.append(tract)
+                parents.append(county)
+                for g in range(int(rng.integers(1, 3))):
+                    bg = tract + str(g + 1)
+                    ids.append(bg)
+                    parents.append(tract)
+                    for b in range(int(rng.integers(1, 4))):
+                        ids.append(bg + f"{b:03d}")
+                        parents.append(bg)
+    geo = Hierarchy.from_parents(ids, parents)
+    schema = pl94_schema()
+    cells = np.zeros((geo.leaves.size, schema.size), dtype=np.int64)
+    common = rng.choice(schema.size, size=30, replace=False)
+    for row in range(geo.leaves.size):
+        cells[row, rng.choice(common, size=6)] += rng.integers(1, 25, size=6)
+    return Table(geo, schema.categories(), cells)
+
+
+@pytest.fixture(scope="module")
+def county_run(tmp_path_factory):
+    from postdp.data import load_strategy
+    from postdp.tables import measure
+
+    t = _counties_table()
+    m = measure(t, load_strategy("pl94-2020-persons").workload(t), secure=False, rng=11)
+    return nmf.write(m, tmp_path_factory.mktemp("nmf") / "run")
+
+
+def test_states_cut_at_their_counties_give_the_same_numbers(county_run, tmp_path):
+    """cut_blocks=1 cuts every state: a task down to its counties (their families solved as
+    inner ones), then one task per county reading only its rows (``within``); every
+    geounit's histogram equals the uncut run's, the counties' levels in part-<county>
+    files; a run killed between two county tasks resumes to the same files."""
+    from postdp.nmf import runs
+
+    whole = nmf.postprocess(county_run, tmp_path / "whole", method="topdown-2020")
+    cut = nmf.postprocess(county_run, tmp_path / "cut", method="topdown-2020", cut_blocks=1)
+    a, b = _estimates(whole), _estimates(cut)
+    assert a.keys() == b.keys()
+    for g, row in a.items():
+        assert np.array_equal(b[g], row), g
+    parts = sorted(p.name for p in (cut / "wide" / "Block.parquet" / "State=010").iterdir())
+    assert parts == ["part-010001.parquet", "part-010003.parquet", "part-010005.parquet"]
+    assert [p.name for p in (cut / "wide" / "County.parquet" / "State=024").iterdir()] == [
+        "part-0.parquet"
+    ]
+    plan = json.loads((cut / "postdp-postprocess.json").read_text())
+    assert plan["cut_blocks"] == 1
+    county = nmf.read(county_run, states=["24"], within="024003")
+    geo = county.table.geography
+    assert [str(geo.ids[g]) for g in geo.levels[2]] == ["24003"]
+    assert all(str(geo.ids[g]).startswith("24003") for d in (3, 4, 5) for g in geo.levels[d])
+    real, calls = runs._county_task, []
+
+    def dies_on_the_third(*args):
+        calls.append(args[1])
+        if len(calls) == 3:
+            raise KeyboardInterrupt  # as a kill between two county tasks
+        return real(*args)
+
+    try:
+        runs._county_task = dies_on_the_third
+        with pytest.raises(KeyboardInterrupt):
+            nmf.postprocess(county_run, tmp_path / "again", method="topdown-2020", cut_blocks=1)
+    finally:
+        runs._county_task = real
+    assert len(list((tmp_path / "again" / "wide" / "Block.parquet").rglob("*.parquet"))) == 2
+    again = nmf.postprocess(county_run, tmp_path / "again", method="topdown-2020", cut_blocks=1)
+    first = json.loads((cut / "postdp-manifest.json").read_text())["files"]
+    assert json.loads((again / "postdp-manifest.json").read_text())["files"] == first
+    with pytest.raises(ValidationError, match="another run, method or seed"):
+        nmf.postprocess(county_run, tmp_path / "again", method="topdown-2020")  # uncut
 
 
 def test_blue_by_state_equals_the_whole_table_gls(measured, run, tmp_path):
@@ -175,3 +266,28 @@ def test_dask_local_cluster_gives_the_same_bits(tmp_path):
     a = json.loads((local / "postdp-manifest.json").read_text())["files"]
     b = json.loads((remote / "postdp-manifest.json").read_text())["files"]
     assert a == b
+
+
+def test_dask_runs_the_county_tasks_of_cut_states(county_run, tmp_path):
+    """A cut state's county tasks are submitted as its state task ends: the same files as
+    in-process."""
+    distributed = pytest.importorskip("dask.distributed")
+    local = nmf.postprocess(county_run, tmp_path / "local", method="topdown-2020", cut_blocks=1)
+    seen = []
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, dashboard_address=None
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        remote = nmf.postprocess(
+            county_run,
+            tmp_path / "dask",
+            method="topdown-2020",
+            cut_blocks=1,
+            scheduler=client,
+            progress=lambda stage, done, total: seen.append((stage, done, total)),
+        )
+    a = json.loads((local / "postdp-manifest.json").read_text())["files"]
+    assert json.loads((remote / "postdp-manifest.json").read_text())["files"] == a
+    assert seen[-1] == ("subtrees", 2 + 5, 2 + 5)  # 2 state tasks, then 3 + 2 counties

@@ -65,6 +65,15 @@ def add_parser(commands: Any) -> None:
         "measured and post-processed again K times (numpy, seeded by --seed; in memory, "
         "for a state or a few); writes OUT/amc/summary.parquet and OUT/amc/totals.parquet",
     )
+    parser.add_argument(
+        "--cut-blocks",
+        type=whole(1, 10**9),
+        default=100_000,
+        metavar="N",
+        help="topdown-2020: a state with more than N blocks is cut at its counties, one task "
+        "per county (memory per task: one county); the numbers are the same (default "
+        "100000)",
+    )
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     parser.set_defaults(func=run)
 
@@ -110,6 +119,7 @@ def run(args: argparse.Namespace, state: RunState) -> int:
     def tick(stage: str, done: int, total: int) -> None:
         if stage not in bars:
             bars[stage] = progress(stage, total, quiet=args.quiet, unit="partition")
+        bars[stage].total = total  # grows when a large state is cut into its counties
         bars[stage].n = done
         bars[stage].refresh()
 
@@ -122,6 +132,7 @@ def run(args: argparse.Namespace, state: RunState) -> int:
                 seed=args.seed,
                 scheduler=client,
                 amc=args.amc or 0,
+                cut_blocks=args.cut_blocks,
                 progress=tick,
             )
     finally:

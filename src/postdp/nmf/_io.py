@@ -178,7 +178,8 @@ def write_levels(
                 where = run / f"{names[d + offset]}.parquet" / kind
                 if part is not None:
                     where = where / layout.folder(part)
-                _atomic_parquet(pq, frame, where / layout.PART)
+                flat = frame.column("value")
+                _atomic_parquet(pq, frame, where / layout.PART, len(flat.combine_chunks().values))
 
 
 def _schema_of(measurements: TableMeasurements) -> Schema:
@@ -321,12 +322,23 @@ def _shares(work: Workload, total: Fraction | None) -> list[str]:
     return [repr(c / whole) for c in costs]
 
 
-def _atomic_parquet(pq: Any, table: Any, path: Path) -> None:
+#: About this many answers per row group of a measurement file: a reader that filters on
+#: ``geocode`` (one county, ``read(..., within=)``) decodes only the groups it needs, each
+#: about 32 MB of values.
+GROUP_VALUES = 1 << 22
+
+
+def _atomic_parquet(pq: Any, table: Any, path: Path, values: int | None = None) -> None:
+    """Write ``table`` under a temporary name, then rename it into place; ``values``: the
+    answers it holds (row groups are then sized to hold about GROUP_VALUES each)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".", suffix=".tmp")
     os.close(fd)
+    rows = None
+    if values:
+        rows = max(1024, GROUP_VALUES * len(table) // values)
     try:
-        pq.write_table(table, tmp)
+        pq.write_table(table, tmp, row_group_size=rows)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

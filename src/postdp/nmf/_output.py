@@ -50,14 +50,16 @@ class Writer:
         self.out, self.names, self.schema, self.queries = out, tuple(names), schema, queries
         self.forms = FORMS if queries is None else (*FORMS, STD)
 
-    def _path(self, form: str, level: int, code: str | None) -> Path:
+    def _path(self, form: str, level: int, code: str | None, part: str | None = None) -> Path:
         where = self.out / form / f"{self.names[level]}.parquet"
-        return (where if code is None else where / layout.folder(code)) / layout.PART
+        name = layout.PART if part is None else f"part-{part}.parquet"
+        return (where if code is None else where / layout.folder(code)) / name
 
-    def done(self, code: str) -> bool:
-        """Whether a subtree's partition is complete (its deepest level's files exist)."""
+    def done(self, code: str, part: str | None = None) -> bool:
+        """Whether a subtree's partition (or its part ``part``, a county's geocode) is
+        complete: its deepest level's files exist."""
         last = len(self.names) - 1
-        return all(self._path(f, last, code).is_file() for f in self.forms)
+        return all(self._path(f, last, code, part).is_file() for f in self.forms)
 
     def top(
         self,
@@ -77,11 +79,17 @@ class Writer:
         geo: Hierarchy,
         estimate: NumArray,
         variances: dict[str, FloatArray] | None = None,
+        *,
+        depth: int = 1,
+        part: str | None = None,
     ) -> None:
-        for d in range(1, geo.n_levels):  # the state itself is the top's
+        """Every level of a subtree rooted at level ``depth`` (a state; a county, whose
+        levels go to the files ``part-<part>.parquet`` of its state's partition) but its
+        root, which the levels above wrote."""
+        for d in range(1, geo.n_levels):
             nodes = geo.levels[d]
             geocodes = [geocode(str(i), code) for i in geo.ids[nodes]]
-            self._level(d + 1, code, geocodes, estimate, nodes, variances)
+            self._level(d + depth, code, geocodes, estimate, nodes, variances, part)
 
     def _level(
         self,
@@ -91,9 +99,10 @@ class Writer:
         estimate: NumArray,
         nodes: Any,
         variances: dict[str, FloatArray] | None,
+        part: str | None = None,
     ) -> None:
         pa, pq = _pyarrow()
-        if all(self._path(f, level, code).is_file() for f in self.forms):
+        if all(self._path(f, level, code, part).is_file() for f in self.forms):
             return
         values = np.asarray(estimate)[nodes]
         integral = bool(np.array_equal(values, np.rint(values)))
@@ -111,22 +120,22 @@ class Writer:
             assert variances is not None
             sd = np.sqrt(np.maximum(variances["detailed"][nodes], 0.0))
             long[STD] = pa.array(sd[rows, cols])
-            self._std(pa, pq, level, code, geocodes, {k: v[nodes] for k, v in variances.items()})
+            picked = {k: v[nodes] for k, v in variances.items()}
+            self._std(pa, pq, self._path(STD, level, code, part), geocodes, picked)
         wide = pa.table(
             {
                 "geocode": pa.array(geocodes, pa.string()),
                 **{c: pa.array(values[:, j]) for j, c in enumerate(cells)},
             }
         )
-        _atomic_parquet(pq, wide, self._path("wide", level, code))
-        _atomic_parquet(pq, pa.table(long), self._path("long", level, code))
+        _atomic_parquet(pq, wide, self._path("wide", level, code, part))
+        _atomic_parquet(pq, pa.table(long), self._path("long", level, code, part))
 
     def _std(
         self,
         pa: Any,
         pq: Any,
-        level: int,
-        code: str | None,
+        path: Path,
         geocodes: list[str],
         variances: dict[str, FloatArray],
     ) -> None:
@@ -150,7 +159,7 @@ class Writer:
                 else pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), pa.array(flat)),
             }
         )
-        _atomic_parquet(pq, table, self._path(STD, level, code))
+        _atomic_parquet(pq, table, path)
 
 
 def geocode(geo_id: str, code: str) -> str:

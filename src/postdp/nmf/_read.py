@@ -65,6 +65,7 @@ def read(
     states: Sequence[str] | None = None,
     levels: int | None = None,
     schema: Schema | None = None,
+    within: str | None = None,
 ) -> TableMeasurements:
     """The noisy measurements of a run in the Census NMF layout, one or more subtrees.
 
@@ -80,6 +81,10 @@ def read(
         Read the first ``levels`` geolevels only (``2``: the nation and the states).
     schema : Schema, optional
         The histogram's schema; default the run's manifest's, else the 2020 persons schema.
+    within : str, optional
+        A geocode inside the one subtree of ``states`` (e.g. ``"011001"``, a county): only
+        the geounits at or below it and its ancestors are read, with a range filter on
+        ``geocode`` (Parquet statistics skip the other row groups).
 
     Returns
     -------
@@ -122,12 +127,22 @@ def read(
     missing = [c for c in chosen if c not in known]
     if missing:
         raise ValidationError(f"`states`: the run has no subtree {missing} (it has {known})")
+    where = None
+    if within is not None:
+        if len(chosen) != 1 or not str(within).startswith(chosen[0]):
+            raise ValidationError(
+                f"`within` {within!r} must be a geocode inside the one subtree of `states`"
+            )
+        where = _within(str(within))
     frames = []
     for d, name in enumerate(names):
         parts = [None] if d == 0 else chosen
         level = []
         for kind in (layout.DPQUERY, layout.CONSTRAINT):
-            pieces = [_part(pq, run / f"{name}.parquet" / kind, p, schema, kind) for p in parts]
+            pieces = [
+                _part(pq, run / f"{name}.parquet" / kind, p, schema, kind, None if d < 2 else where)
+                for p in parts
+            ]
             level.append(_joined(pieces))
         frames.append((level[0], level[1]))
     geo, position = _geography(frames, manifest)
@@ -170,9 +185,22 @@ def _code(state: str) -> str:
 Rows = tuple[pd.DataFrame, np.ndarray]
 
 
-def _part(pq: Any, where: Path, part: str | None, schema: Schema, kind: str) -> Rows:
-    """One folder's rows (every Parquet file in it; none: an empty frame). The arrays are
-    taken from Arrow's buffers at once, never as one Python object per row."""
+def _within(code: str) -> Any:
+    """Rows of geounits at or below geocode ``code`` and of its ancestors."""
+    import pyarrow.dataset as ds
+
+    field = ds.field("geocode")
+    after = code[:-1] + chr(ord(code[-1]) + 1)  # the first text past every extension of code
+    ancestors = [code[:k] for k in range(1, len(code))]
+    return ((field >= code) & (field < after)) | field.isin(ancestors)
+
+
+def _part(
+    pq: Any, where: Path, part: str | None, schema: Schema, kind: str, rows: Any = None
+) -> Rows:
+    """One folder's rows (every Parquet file in it; none: an empty frame), only those of
+    the filter ``rows`` if given. The arrays are taken from Arrow's buffers at once, never
+    as one Python object per row."""
     if part is not None:
         where = where / layout.folder(part)
     files = sorted(p for p in where.glob("*.parquet") if p.is_file()) if where.is_dir() else []
@@ -180,7 +208,7 @@ def _part(pq: Any, where: Path, part: str | None, schema: Schema, kind: str) -> 
     keep = [c for c in layout.columns(schema, kind) if c not in arrays]
     pieces = []
     for f in files:
-        table = pq.read_table(f)
+        table = pq.read_table(f, filters=rows)
         layout.check_columns(table.column_names, schema, kind, f"{where}")
         value = table.column("value").combine_chunks()
         offsets = np.asarray(value.offsets, dtype=np.int64)

@@ -22,6 +22,9 @@ How each method is partitioned:
   every subtree below its state's fixed histogram (:func:`postdp.postprocess.top_down_2020`
   with ``root=``): one state's measurements in memory at a time, and the subtrees are
   independent tasks (a Dask scheduler runs them in parallel, the same bits as in-process).
+  A state of more than ``cut_blocks`` blocks is cut at its counties: a task solves it
+  down to its counties (``cut=True``), then every county is a task (``read(...,
+  within=county)``), its levels in ``part-<county geocode>.parquet`` files.
 - ``blue``: the BLUE of the whole run, streamed state by state
   (:func:`postdp.postprocess.project_by_subtree`: each subtree read twice, once for its
   summary and once below the top's answer), with the exact standard deviation of every
@@ -45,8 +48,8 @@ import numpy as np
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
 from postdp.nmf import _layout as layout
-from postdp.nmf._io import _atomic_text
-from postdp.nmf._output import DONE, FORMS, STD, Writer, fingerprint, sha256, start
+from postdp.nmf._io import _atomic_text, _pyarrow
+from postdp.nmf._output import DONE, FORMS, STD, Writer, fingerprint, geocode, sha256, start
 from postdp.nmf._read import read, subtrees
 from postdp.tables import Query, Schema, Table, TableMeasurements
 
@@ -54,6 +57,8 @@ __all__ = ["METHODS", "postprocess"]
 
 #: What :func:`postprocess` does partition by partition (every other table step: whole run).
 METHODS = ("topdown-2020", "blue")
+#: ``topdown-2020`` cuts a state with more blocks than this at its counties (one task each).
+CUT_BLOCKS = 100_000
 
 
 def postprocess(
@@ -64,6 +69,7 @@ def postprocess(
     seed: int | None = None,
     scheduler: Any = None,
     amc: int = 0,
+    cut_blocks: int = CUT_BLOCKS,
     progress: Callable[[str, int, int], None] | None = None,
 ) -> Path:
     """Estimate every geounit's detailed histogram from a run's noisy measurements.
@@ -92,8 +98,15 @@ def postprocess(
         post-processed again K times, in memory; ``OUT/amc/summary.parquet`` (the error by
         query, level and size bin) and ``OUT/amc/totals.parquet`` (each geounit's margin of
         error of its total). Needs an integral method.
+    cut_blocks : int, default 100_000
+        ``topdown-2020``: a state with more blocks is cut at its counties -- one task
+        solves it down to its counties, then each county is a task below its histogram,
+        its levels written to ``part-<county geocode>.parquet`` files in the state's
+        partition -- so a task holds one county, not a state of 500,000 blocks. The
+        numbers are the same as without the cut (every family is solved alike).
     progress : callable, optional
-        ``progress(stage, done, total)`` after each partition.
+        ``progress(stage, done, total)`` after each partition (the total grows when a
+        state is cut into its counties).
 
     Returns
     -------
@@ -122,6 +135,8 @@ def postprocess(
             f"`amc` takes the release as the truth, so it needs whole numbers: "
             f"{method!r} is not integral (add ',round')"
         )
+    if isinstance(cut_blocks, bool) or not isinstance(cut_blocks, int) or cut_blocks < 1:
+        raise ValidationError(f"`cut_blocks` must be a positive integer; got {cut_blocks!r}")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
         raise ValidationError(f"`seed` must be a nonnegative integer; got {seed!r}")
     run = Path(run_dir)
@@ -135,6 +150,7 @@ def postprocess(
         "seed": seed,
         "forms": [*FORMS, STD] if method == "blue" else list(FORMS),
         "amc": amc,
+        **({"cut_blocks": cut_blocks} if method == "topdown-2020" else {}),
     }
     start(out, plan)
     manifest = layout.read_manifest(run)
@@ -146,7 +162,7 @@ def postprocess(
     total = len(codes) + 1
     with one_thread():
         if method == "topdown-2020":
-            _topdown(run, top, codes, writer, scheduler, report)
+            _topdown(run, top, codes, writer, scheduler, report, cut_blocks)
         elif method == "blue":
             _blue(run, top, codes, writer, report)
         else:
@@ -171,34 +187,58 @@ def _topdown(
     writer: Writer,
     scheduler: Any,
     report: Any,
+    cut_blocks: int,
 ) -> None:
+    """The top, then every subtree as a task; a subtree of more than ``cut_blocks`` blocks
+    is a task down to its counties, then one task per county below its histogram."""
     from postdp.postprocess import top_down_2020
 
     upper = top_down_2020(top)
-    writer.top(top.table.geography, upper, _state_order(top, codes))
+    order = _state_order(top, codes)
+    writer.top(top.table.geography, upper, order)
     report("top", 1, len(codes) + 1)
-    roots = {c: upper[1 + k] for k, c in enumerate(_state_order(top, codes))}
-    todo = [c for c in codes if not writer.done(c)]
+    roots = {c: upper[1 + k] for k, c in enumerate(order)}
+    common = (str(run), str(writer.out), writer.names)
+    big = {c for c in codes if len(writer.names) > 3 and _blocks(run, writer.names, c) > cut_blocks}
+    tasks = [
+        (_cut_task if c in big else _topdown_task, (c, roots[c], *common))
+        for c in codes
+        if c in big or not writer.done(c)
+    ]
+    done, known = len(codes) - len(tasks), len(codes)  # progress: tasks, counties added
+
+    def follow(result: Any) -> list[tuple[Any, tuple[Any, ...]]]:
+        """A cut state's county tasks (those not yet written)."""
+        if isinstance(result, str):
+            return []
+        code, counties = result
+        return [
+            (_county_task, (code, county, hist, *common))
+            for county, hist in counties
+            if not writer.done(code, county)
+        ]
+
     if scheduler is None:
-        for n, code in enumerate(todo, start=1):
-            _topdown_task(str(run), code, roots[code], str(writer.out), writer.names)
-            report("subtrees", n + len(codes) - len(todo), len(codes))
+        while tasks:
+            function, args = tasks.pop(0)
+            more = follow(function(*args))
+            tasks[:0] = more
+            done, known = done + 1, known + len(more)
+            report("subtrees", done, known)
         return
-    futures = scheduler.map(
-        _topdown_task,
-        [str(run)] * len(todo),
-        todo,
-        [roots[c] for c in todo],
-        [str(writer.out)] * len(todo),
-        [writer.names] * len(todo),
-        pure=False,
-    )
-    for n, future in enumerate(futures, start=1):
-        future.result()
-        report("subtrees", n + len(codes) - len(todo), len(codes))
+    import importlib
+
+    as_completed: Any = importlib.import_module("dask.distributed").as_completed  # untyped
+    running = as_completed([scheduler.submit(f, *a, pure=False) for f, a in tasks])
+    for future in running:
+        more = follow(future.result())
+        for function, args in more:
+            running.add(scheduler.submit(function, *args, pure=False))
+        done, known = done + 1, known + len(more)
+        report("subtrees", done, known)
 
 
-def _topdown_task(run: str, code: str, root: Any, out: str, names: tuple[str, ...]) -> str:
+def _topdown_task(code: str, root: Any, run: str, out: str, names: tuple[str, ...]) -> str:
     """One subtree below its state's fixed histogram (a Dask task: paths and one row)."""
     from postdp.postprocess import top_down_2020
 
@@ -207,6 +247,49 @@ def _topdown_task(run: str, code: str, root: Any, out: str, names: tuple[str, ..
         estimate = top_down_2020(sub, root=root)
     Writer(Path(out), names, _schema(sub)).subtree(code, sub.table.geography, estimate)
     return code
+
+
+def _cut_task(
+    code: str, root: Any, run: str, out: str, names: tuple[str, ...]
+) -> tuple[str, list[tuple[str, Any]]]:
+    """A large subtree down to its counties (their families solved as inner ones, exactly
+    as in the uncut run); returns each county's geocode and histogram."""
+    from postdp.postprocess import top_down_2020
+
+    sub = below(read(run, states=[code], levels=3))
+    with one_thread():
+        estimate = top_down_2020(sub, root=root, cut=True)
+    geo = sub.table.geography
+    Writer(Path(out), names, _schema(sub)).subtree(code, geo, estimate)
+    counties = geo.levels[1]
+    return code, [(geocode(str(geo.ids[g]), code), estimate[g]) for g in counties]
+
+
+def _county_task(
+    code: str, county: str, root: Any, run: str, out: str, names: tuple[str, ...]
+) -> str:
+    """One county below its fixed histogram: its levels go to ``part-<county>`` files."""
+    from postdp.postprocess import top_down_2020
+
+    sub = below(read(run, states=[code], within=county), depth=2)
+    with one_thread():
+        estimate = top_down_2020(sub, root=root)
+    writer = Writer(Path(out), names, _schema(sub))
+    writer.subtree(code, sub.table.geography, estimate, depth=2, part=county)
+    return county
+
+
+def _blocks(run: Path, names: tuple[str, ...], code: str) -> int:
+    """How many geounits a subtree has at the deepest level (its files' geocodes)."""
+    import pyarrow.compute as pc
+
+    _, pq = _pyarrow()
+    where = run / f"{names[-1]}.parquet" / layout.DPQUERY / layout.folder(code)
+    files = sorted(where.glob("*.parquet")) if where.is_dir() else []
+    return sum(
+        pc.count_distinct(pq.read_table(f, columns=["geocode"]).column("geocode")).as_py()
+        for f in files
+    )
 
 
 def _blue(run: Path, top: TableMeasurements, codes: list[str], writer: Writer, report: Any) -> None:
@@ -284,7 +367,7 @@ def _amc(
     geo = m.table.geography
     index = {_geocode_of(geo, g): g for g in range(geo.n)}
     released = np.zeros((geo.n, m.table.categories.leaves.size), dtype=np.int64)
-    for path in sorted((out / "wide").rglob(layout.PART)):
+    for path in sorted((out / "wide").rglob("part-*.parquet")):
         frame = pd.read_parquet(path)
         rows = [index[str(g)] for g in frame["geocode"]]
         released[rows] = frame.drop(columns="geocode").to_numpy()
@@ -299,14 +382,18 @@ def _geocode_of(geo: Hierarchy, node: int) -> str:
 
 
 # -- subtrees ------------------------------------------------------------------------------
-def below(m: TableMeasurements) -> TableMeasurements:
-    """The measurements of one state's subtree, re-rooted at the state (its own level's
-    measurements left to the top), as :func:`postdp.postprocess.project_by_subtree` takes.
+def below(m: TableMeasurements, *, depth: int = 1) -> TableMeasurements:
+    """The measurements of one subtree, re-rooted at its geounit at ``depth`` (a state, or
+    with ``depth=2`` a county read with ``read(run, states=[...], within=...)``), its own
+    and its ancestors' measurements left to the levels above, as
+    :func:`postdp.postprocess.project_by_subtree` and ``top_down_2020(..., root=)`` take.
 
     Parameters
     ----------
     m : TableMeasurements
         A run's measurements read with one subtree (``read(run, states=[code])``).
+    depth : int, default 1
+        The level of the new root; ``m`` must hold one geounit at every level down to it.
 
     Returns
     -------
@@ -320,19 +407,25 @@ def below(m: TableMeasurements) -> TableMeasurements:
     >>> sub = below(read(run, states=["011"]))
     >>> str(sub.table.geography.ids[sub.table.geography.root]), sub.workload.at(0)
     ('11', [])
+    >>> county = below(read(run, states=["011"], within="011001"), depth=2)
+    >>> str(county.table.geography.ids[0]), county.table.geography.n_levels
+    ('11001', 4)
     """
     geo = m.table.geography
-    if geo.levels[1].size != 1:
-        raise ValidationError(f"`m` must hold one subtree; it has {geo.levels[1].size} states")
+    if isinstance(depth, bool) or not isinstance(depth, int) or not 1 <= depth < geo.n_levels - 1:
+        raise ValidationError(f"`depth` must be 1 to {geo.n_levels - 2}; got {depth!r}")
+    many = [d for d in range(1, depth + 1) if geo.levels[d].size != 1]
+    if many:
+        raise ValidationError(
+            f"`m` must hold one subtree; level {many[0]} has {geo.levels[many[0]].size} geounits"
+        )
     _refuse_missing(m)
-    nodes = np.flatnonzero(geo.depth >= 1)
-    local = np.full(geo.n, -1)
-    local[nodes] = np.arange(nodes.size)
+    nodes = np.flatnonzero(geo.depth >= depth)
     ids = geo.ids[nodes]
-    parents = [None if geo.depth[n] == 1 else str(geo.ids[geo.parent[n]]) for n in nodes]
+    parents = [None if geo.depth[n] == depth else str(geo.ids[geo.parent[n]]) for n in nodes]
     sub_geo = Hierarchy.from_parents(ids, np.asarray(parents, dtype=object))
-    _, lower = m.workload.split_at(1)
-    kept = [v for x, v in zip(m.workload.measurements, m.values, strict=True) if x.level > 1]
+    _, lower = m.workload.split_at(depth)
+    kept = [v for x, v in zip(m.workload.measurements, m.values, strict=True) if x.level > depth]
     cat = m.table.categories
     from scipy import sparse
 

@@ -72,6 +72,7 @@ def top_down_2020(
     rounders: Sequence[str] = ROUNDER_QUERIES,
     slack: float = _SLACK,
     root: ArrayLike | None = None,
+    cut: bool = False,
 ) -> IntArray:
     """The 2020 production TopDown on a schema table's measurements (see the module notes).
 
@@ -91,6 +92,11 @@ def top_down_2020(
         solved above it (e.g. a state, from a run of the nation and the states), and
         every family below is solved exactly as in the whole tree's run. The root's own
         measurements, if any, are then not used.
+    cut : bool, default False
+        The table's deepest level is a cut through a deeper geography (e.g. a state's
+        counties, each solved later as a subtree with ``root=``), not its leaves: its
+        families are solved as the inner ones are (two least-squares passes), exactly as
+        in the whole tree's run.
 
     Returns
     -------
@@ -134,7 +140,7 @@ def top_down_2020(
             parents, up = np.unique(geo.parent[kids], return_inverse=True)
             order = np.argsort(up, kind="stable")
             bounds = np.searchsorted(up[order], np.arange(parents.size + 1))
-            leaves = d == geo.n_levels - 1
+            leaves = d == geo.n_levels - 1 and not cut
             for f, parent in enumerate(parents):
                 rows = kids[order[bounds[f] : bounds[f + 1]]]
                 out[b, rows] = plan.family(
