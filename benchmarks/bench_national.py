@@ -76,6 +76,9 @@ def main() -> None:
     parser.add_argument("--method", default="topdown-2020")
     parser.add_argument("--workers", type=int, default=2, help="0: in-process")
     parser.add_argument("--keep", metavar="DIR", help="keep the run and output here")
+    parser.add_argument(
+        "--cut-blocks", type=int, default=100_000, help="states above this: county by county"
+    )
     args = parser.parse_args()
     states = synthetic_states() if args.states == "all" else args.states.split(",")
     with open("/proc/loadavg") as f:
@@ -87,7 +90,7 @@ def main() -> None:
             shutil.rmtree(path)
     wall_m, peak_m = _timed(
         ["measure", "--synthetic", ",".join(states), "--study", "--seed", "1",
-         "--output-dir", str(run), "--quiet"]
+         "--output-dir", str(run), "--cut-blocks", str(args.cut_blocks), "--quiet"]
     )  # fmt: skip
     top = read(run, levels=2)
     print(
@@ -104,7 +107,7 @@ def main() -> None:
         extra = ["--scheduler", cluster.scheduler_address]
     wall_p, peak_p = _timed(
         ["postprocess", str(run), "--method", args.method, "--output-dir", str(out), "--quiet",
-         *extra]
+         "--cut-blocks", str(args.cut_blocks), *extra]
     )  # fmt: skip
     workers = ""
     if client is not None:
@@ -116,15 +119,14 @@ def main() -> None:
     shipped = len(pickle.dumps((str(run), "011", row.to_numpy()[0].astype(np.int64),
                                 str(out), ("US",) * 6)))  # fmt: skip
     manifest = json.loads((out / "postdp-manifest.json").read_text())
-    blocks = sum(
-        pq.ParquetFile(f).metadata.num_rows
-        for f in (out / "wide" / "Block.parquet").rglob("part-0.parquet")
-    )
+    parts = sorted((out / "wide" / "Block.parquet").rglob("part-*.parquet"))
+    blocks = sum(pq.ParquetFile(f).metadata.num_rows for f in parts)
     print(
         f"postprocess --method {args.method}: {wall_p:.0f} s wall, client peak RSS "
         f"{peak_p:.2f} GB{workers}; output {_size_gb(out):.2f} GB, {len(manifest['files'])} "
         f"files; each subtree task ships {shipped / 1024:.1f} KB "
-        f"({len(top.table.geography.leaves)} tasks)"
+        f"({len(top.table.geography.leaves)} states, {len(parts)} state or county tasks "
+        "writing blocks)"
     )
     per_block = (wall_m + wall_p) / blocks
     print(

@@ -38,6 +38,37 @@ def small_table(seed: int = 0) -> Table:
     return Table(geo, s.categories(), cells)
 
 
+def counties_table(seed: int = 0) -> Table:
+    """US > 2 states > 2-3 counties > 1-2 tracts > 1-2 block groups > 1-3 blocks."""
+    rng = np.random.default_rng(seed)
+    ids, parents = ["US"], [None]
+    for state, n_counties in (("10", 3), ("24", 2)):
+        ids.append(state)
+        parents.append("US")
+        for c in range(n_counties):
+            county = state + f"{2 * c + 1:03d}"
+            ids.append(county)
+            parents.append(state)
+            for t in range(int(rng.integers(1, 3))):
+                tract = county + f"{t + 1:04d}00"
+                ids.append(tract)
+                parents.append(county)
+                for g in range(int(rng.integers(1, 3))):
+                    bg = tract + str(g + 1)
+                    ids.append(bg)
+                    parents.append(tract)
+                    for b in range(int(rng.integers(1, 4))):
+                        ids.append(bg + f"{b:03d}")
+                        parents.append(bg)
+    geo = Hierarchy.from_parents(ids, parents)
+    schema = pl94_schema()
+    cells = np.zeros((geo.leaves.size, schema.size), dtype=np.int64)
+    common = rng.choice(schema.size, size=30, replace=False)
+    for row in range(geo.leaves.size):
+        cells[row, rng.choice(common, size=6)] += rng.integers(1, 25, size=6)
+    return Table(geo, schema.categories(), cells)
+
+
 @pytest.fixture(scope="module")
 def measured():
     """One study-path draw of the persons preset on :func:`small_table`."""

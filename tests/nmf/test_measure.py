@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from postdp import nmf
 from postdp.data import load_strategy, synthetic_population
 from postdp.errors import ValidationError
 
-from .conftest import small_table
+from .conftest import counties_table, small_table
 
 
 def _tables(seed=0):
@@ -37,35 +38,45 @@ def _rooted(sub):
 
 
 @pytest.mark.statistical
-def test_state_by_state_draws_have_the_designs_law(tmp_path):
-    """The run reads back as the whole table's workload, and the block-level detailed
-    answers minus the truth have mean 0 and the mechanism's variance (z = 4 over the
-    sample's own standard errors; DC, 16,790 blocks x 2,016 cells)."""
+@pytest.mark.parametrize(("state", "cut"), [("11", 100_000), ("10", 1)])
+def test_state_by_state_draws_have_the_designs_law(tmp_path, state, cut):
+    """The run reads back as the whole table's workload, and the detailed answers of the
+    blocks (and the tracts' totals) minus the truth have mean 0 and the mechanism's
+    variance (z = 4 over the sample's own standard errors; DC, 16,790 blocks x 2,016 cells,
+    in one piece; Delaware measured county by county, ``cut_blocks=1``)."""
     s = load_strategy("pl94-2020-persons")
     run = nmf.measure_by_state(
-        lambda st: synthetic_population(states=[st], seed=0), ["11"], tmp_path / "run",
-        strategy=s, secure=False, rng=7,
+        lambda st: synthetic_population(states=[st], seed=0), [state], tmp_path / "run",
+        strategy=s, secure=False, rng=7, cut_blocks=cut,
     )  # fmt: skip
     got = nmf.read(run)
-    truth = synthetic_population(states=["11"], seed=0)
+    truth = synthetic_population(states=[state], seed=0)
     assert got.workload == s.workload(truth)
     geo, tgeo = got.table.geography, truth.geography
-    k = next(
-        i
-        for i, m in enumerate(got.workload.measurements)
-        if m.level == 5 and m.query.name == "detailed"
-    )
-    mech = got.workload.measurements[k].mechanism
-    blocks = geo.ids[geo.levels[5]]
-    where = {str(b): i for i, b in enumerate(tgeo.ids[tgeo.levels[5]])}
-    detailed = truth.level_detailed(5)
-    rows = np.array([where[str(b)] for b in blocks])
-    residual = got.values[k] - np.asarray(detailed[rows].todense())
-    n = residual.size
-    mean, var = residual.mean(), residual.var()
-    assert abs(mean) <= 4 * np.sqrt(var / n)
-    fourth = ((residual - mean) ** 4).mean()
-    assert abs(var - mech.variance()) <= 4 * np.sqrt((fourth - var**2) / n)
+    for level, name in ((5, "detailed"), (3, "total")):
+        k = next(
+            i
+            for i, m in enumerate(got.workload.measurements)
+            if m.level == level and m.query.name == name
+        )
+        mech = got.workload.measurements[k].mechanism
+        units = geo.ids[geo.levels[level]]
+        where = {str(b): i for i, b in enumerate(tgeo.ids[tgeo.levels[level]])}
+        true = truth.level_detailed(level)
+        rows = np.array([where[str(b)] for b in units])
+        exact = np.asarray(true[rows].todense())
+        residual = got.values[k] - (
+            exact if name == "detailed" else exact.sum(axis=1, keepdims=True)
+        )
+        n = residual.size
+        mean, var = residual.mean(), residual.var()
+        assert abs(mean) <= 4 * np.sqrt(var / n)
+        fourth = ((residual - mean) ** 4).mean()
+        assert abs(var - mech.variance()) <= 4 * np.sqrt((fourth - var**2) / n)
+    blocks = run / "Block.parquet" / "DPQuery" / f"State=0{state}"
+    files = sorted(p.name for p in blocks.iterdir())
+    counties = [str(c) for c in tgeo.ids[tgeo.levels[2]]]
+    assert files == (["part-0.parquet"] if cut > 1 else [f"part-0{c}.parquet" for c in counties])
 
 
 def test_state_by_state_equals_the_layout_of_one_write(tmp_path):
@@ -84,6 +95,38 @@ def test_state_by_state_equals_the_layout_of_one_write(tmp_path):
     truth = table.counts()[table.geography.levels[1], 0]
     assert sorted(got.values[i][:, 0].tolist()) == sorted(truth.astype(float).tolist())
     assert nmf.subtrees(run) == ["010", "011"]
+
+
+def test_a_run_measured_by_county_reads_and_post_processes_whole(tmp_path):
+    """Every state cut (``cut_blocks=1``): one file per county below the counties' level;
+    the run reads back as the whole table's geography and workload (exact shares), and
+    topdown-2020, cut or not, keeps the states' invariant totals."""
+    table = counties_table()
+    _, subs = table.split_at(1)
+    by_id = {str(x.geography.ids[x.geography.root]): _rooted(x) for x in subs}
+    s = load_strategy("pl94-2020-persons")
+    run = nmf.measure_by_state(
+        by_id.__getitem__, ["10", "24"], tmp_path / "run", strategy=s, secure=False, rng=4,
+        cut_blocks=1,
+    )  # fmt: skip
+    tract_files = sorted(p.name for p in (run / "Tract.parquet" / "DPQuery").rglob("*.parquet"))
+    assert tract_files == [
+        f"part-0{c}.parquet" for c in ("10001", "10003", "10005", "24001", "24003")
+    ]
+    got = nmf.read(run)
+    assert got.workload == s.workload(table)
+    assert got.workload.exact_rho == s.workload(table).exact_rho
+    geo = got.table.geography
+    for level_a, level_b in zip(geo.levels, table.geography.levels, strict=True):
+        assert sorted(map(str, geo.ids[level_a])) == sorted(map(str, table.geography.ids[level_b]))
+    truth = dict(zip(map(str, table.geography.ids), table.counts()[:, 0], strict=True))
+    for cut in (100_000, 1):
+        out = nmf.postprocess(run, tmp_path / f"out{cut}", method="topdown-2020", cut_blocks=cut)
+        states = pd.read_parquet(out / "wide" / "State.parquet")
+        for code, row in zip(
+            states["geocode"], states.drop(columns=["geocode", "State"]).to_numpy(), strict=True
+        ):
+            assert row.sum() == truth[code[1:]]
 
 
 def test_state_by_state_refuses_before_drawing(tmp_path):

@@ -16,6 +16,8 @@ from postdp.nmf.runs import one_thread
 from postdp.postprocess import top_down_2020
 from postdp.postprocess.table_projection import project_table
 
+from .conftest import counties_table
+
 
 def _estimates(out, form="wide"):
     """Every geounit's estimate from an output folder: {geocode: row of cells}."""
@@ -51,47 +53,12 @@ def test_topdown_2020_by_state_equals_the_whole_table(measured, run, tmp_path):
     assert len(manifest["files"]) == 2 * (1 + 2 * 5)  # long + wide; US, then 5 levels x 2 states
 
 
-def _counties_table(seed=0):
-    """US > 2 states > 2-3 counties > 1-2 tracts > 1-2 block groups > 1-3 blocks."""
-    from postdp import Hierarchy
-    from postdp.data import pl94_schema
-    from postdp.tables import Table
-
-    rng = np.random.default_rng(seed)
-    ids, parents = ["US"], [None]
-    for state, n_counties in (("10", 3), ("24", 2)):
-        ids.append(state)
-        parents.append("US")
-        for c in range(n_counties):
-            county = state + f"{2 * c + 1:03d}"
-            ids.append(county)
-            parents.append(state)
-            for t in range(int(rng.integers(1, 3))):
-                tract = county + f"{t + 1:04d}00"
-                ids.append(tract)
-                parents.append(county)
-                for g in range(int(rng.integers(1, 3))):
-                    bg = tract + str(g + 1)
-                    ids.append(bg)
-                    parents.append(tract)
-                    for b in range(int(rng.integers(1, 4))):
-                        ids.append(bg + f"{b:03d}")
-                        parents.append(bg)
-    geo = Hierarchy.from_parents(ids, parents)
-    schema = pl94_schema()
-    cells = np.zeros((geo.leaves.size, schema.size), dtype=np.int64)
-    common = rng.choice(schema.size, size=30, replace=False)
-    for row in range(geo.leaves.size):
-        cells[row, rng.choice(common, size=6)] += rng.integers(1, 25, size=6)
-    return Table(geo, schema.categories(), cells)
-
-
 @pytest.fixture(scope="module")
 def county_run(tmp_path_factory):
     from postdp.data import load_strategy
     from postdp.tables import measure
 
-    t = _counties_table()
+    t = counties_table()
     m = measure(t, load_strategy("pl94-2020-persons").workload(t), secure=False, rng=11)
     return nmf.write(m, tmp_path_factory.mktemp("nmf") / "run")
 

@@ -86,6 +86,15 @@ def add_parser(commands: Any) -> None:
         default=1e-10,
         help="delta at which the zCDP budget is also printed as (epsilon, delta)",
     )
+    parser.add_argument(
+        "--cut-blocks",
+        type=whole(1, 10**9),
+        default=100_000,
+        metavar="N",
+        help="a state with more than N blocks is measured county by county (one county's "
+        "answers in memory; the same design) and written as one file per county in its "
+        "partition (default 100000)",
+    )
     parser.add_argument("--quiet", action="store_true", help="print nothing on success")
     parser.set_defaults(func=run)
 
@@ -137,6 +146,7 @@ def run(args: argparse.Namespace, state: RunState) -> int:
             strategy=strategy,
             secure=secure,
             rng=None if secure else args.seed,
+            cut_blocks=args.cut_blocks,
             progress=lambda stage, done, total: bar.update(done - bar.n),
         )
         bar.close()

@@ -152,11 +152,12 @@ def write_levels(
     plb: list[str],
     *,
     offset: int = 0,
+    file: str = layout.PART,
 ) -> None:
     """Write each level d of ``measurements`` as the run's level ``d + offset``: one file
-    per partition (``subtree``: each geounit's partition code; the run's root level has
-    none) and kind, renamed into place. A subtree's own root level (``offset`` > 0) is left
-    to the top's measurements."""
+    (named ``file``) per partition (``subtree``: each geounit's partition code; the run's
+    root level has none) and kind, renamed into place. A subtree's own root level
+    (``offset`` > 0) is left to the top's measurements."""
     pa, pq = _pyarrow()
     schema = _schema_of(measurements)
     geo = measurements.table.geography
@@ -179,7 +180,7 @@ def write_levels(
                 if part is not None:
                     where = where / layout.folder(part)
                 flat = frame.column("value")
-                _atomic_parquet(pq, frame, where / layout.PART, len(flat.combine_chunks().values))
+                _atomic_parquet(pq, frame, where / file, len(flat.combine_chunks().values))
 
 
 def _schema_of(measurements: TableMeasurements) -> Schema:

@@ -45,6 +45,7 @@ def measure_by_state(
     strategy: Any,
     secure: bool = True,
     rng: RNGLike = None,
+    cut_blocks: int = 100_000,
     progress: Callable[[str, int, int], None] | None = None,
 ) -> Path:
     """Measure each state's table with a preset strategy and write the run, one state at a
@@ -66,6 +67,11 @@ def measure_by_state(
         OpenDP's release path; False: numpy's study path, reproducible from ``rng``.
     rng : int, numpy.random.Generator, SeedSequence or None
         Study path only; each state and the top get their own stream.
+    cut_blocks : int, default 100_000
+        A state with more blocks is measured county by county (its counties' own
+        measurements, then each county's subtree, each written to ``part-<county
+        geocode>.parquet`` in the state's partition): only one county's answers are held.
+        The same law (every geounit's noise is independent), other draws on the study path.
     progress : callable, optional
         ``progress("states", done, total)`` after each state.
 
@@ -88,6 +94,8 @@ def measure_by_state(
     _pyarrow()
     if secure and rng is not None:
         raise ValidationError("`rng` is for the study path; pass secure=False")
+    if isinstance(cut_blocks, bool) or not isinstance(cut_blocks, int) or cut_blocks < 1:
+        raise ValidationError(f"`cut_blocks` must be a positive integer; got {cut_blocks!r}")
     states = [str(s) for s in states]
     if not states or len(set(states)) != len(states):
         raise ValidationError(f"`states` must name each state once; got {states}")
@@ -111,11 +119,17 @@ def measure_by_state(
         root = str(table.geography.ids[table.geography.root])
         rows.append(np.asarray(top_table.cells[[0]].sum(axis=0)).ravel())
         state_ids.append(str(subs[0].geography.ids[subs[0].geography.root]))
-        m = measure(subs[0], below, secure=secure, rng=streams[k])
-        codes, subtree = _geocodes(subs[0].geography, rooted=False)
-        write_levels(m, run, names, codes, subtree, _shares(below, total), offset=1)
+        state_table = subs[0]
+        del table, top_table, subs
+        if state_table.geography.leaves.size > cut_blocks and len(names) > 3:
+            _by_county(state_table, below, run, names, total, secure, streams[k])
+        else:
+            m = measure(state_table, below, secure=secure, rng=streams[k])
+            codes, subtree = _geocodes(state_table.geography, rooted=False)
+            write_levels(m, run, names, codes, subtree, _shares(below, total), offset=1)
+            del m
         report("states", k + 1, len(states))
-        del table, top_table, subs, m
+        del state_table
     cat = strategy.schema.categories()
     parents = np.asarray([None, *([root] * len(state_ids))], dtype=object)
     geo = Hierarchy.from_parents([root, *state_ids], parents)
@@ -128,3 +142,30 @@ def measure_by_state(
     manifest["subtrees"] = sorted({"0" + s for s in state_ids})
     _atomic_text(run / layout.MANIFEST, json.dumps(manifest, indent=2) + "\n")
     return run
+
+
+def _by_county(
+    state: Table,
+    work: Any,
+    run: Path,
+    names: tuple[str, ...],
+    total: Any,
+    secure: bool,
+    rng: Any,
+) -> None:
+    """A state's subtree measured county by county: the counties' own measurements (with
+    the state's file name), then each county's subtree in its own ``part-<county>`` file."""
+    counties, subs = state.split_at(1)
+    upper, lower = work.split_at(1)
+    streams = [None] * (len(subs) + 1) if secure else _rng.spawn(rng, len(subs) + 1)
+    code = "0" + str(state.geography.ids[state.geography.root])
+    m = measure(counties, upper, secure=secure, rng=streams[-1])
+    codes, _ = _geocodes(counties.geography, rooted=False)
+    write_levels(m, run, names, codes, np.full(codes.size, code), _shares(upper, total), offset=1)
+    plb = _shares(lower, total)
+    for k, sub in enumerate(subs):
+        m = measure(sub, lower, secure=secure, rng=streams[k])
+        codes, _ = _geocodes(sub.geography, rooted=False)
+        part = f"part-{codes[sub.geography.root]}.parquet"
+        write_levels(m, run, names, codes, np.full(codes.size, code), plb, offset=2, file=part)
+        del m
