@@ -74,3 +74,22 @@ def measured():
     """One study-path draw of the persons preset on :func:`small_table`."""
     t = small_table()
     return measure(t, load_strategy("pl94-2020-persons").workload(t), secure=False, rng=5)
+
+
+def check_parts(folder) -> set[int]:
+    """Every ``part-<geocode>.parquet`` under ``folder`` holds geounits of that geocode's
+    subtree only (``part-0``: a whole partition), and no geocode is in two files; returns
+    the lengths of the part geocodes found (0 for ``part-0``)."""
+    import pyarrow.parquet as pq
+
+    seen: set[str] = set()
+    lengths = set()
+    for f in sorted(folder.rglob("part-*.parquet")):
+        head = f.name[len("part-") : -len(".parquet")]
+        geocodes = pq.read_table(f, columns=["geocode"]).column("geocode").to_pylist()
+        if head != "0":
+            assert all(g.startswith(head) for g in geocodes), f
+        lengths.add(0 if head == "0" else len(head))
+        assert not seen & set(geocodes), f
+        seen |= set(geocodes)
+    return lengths

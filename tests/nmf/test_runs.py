@@ -16,7 +16,7 @@ from postdp.nmf.runs import one_thread
 from postdp.postprocess import top_down_2020
 from postdp.postprocess.table_projection import project_table
 
-from .conftest import counties_table
+from .conftest import check_parts, counties_table
 
 
 def _estimates(out, form="wide"):
@@ -63,46 +63,53 @@ def county_run(tmp_path_factory):
     return nmf.write(m, tmp_path_factory.mktemp("nmf") / "run")
 
 
-def test_states_cut_at_their_counties_give_the_same_numbers(county_run, tmp_path):
-    """cut_blocks=1 cuts every state: a task down to its counties (their families solved as
-    inner ones), then one task per county reading only its rows (``within``); every
-    geounit's histogram equals the uncut run's, the counties' levels in part-<county>
-    files; a run killed between two county tasks resumes to the same files."""
-    from postdp.nmf import runs
+@pytest.mark.parametrize("cut_blocks", [1, 4])
+def test_cut_subtrees_give_the_same_numbers(county_run, tmp_path, cut_blocks):
+    """A subtree of more than ``cut_blocks`` blocks is a task down to its children (their
+    families solved as inner ones), each child a task reading only its rows (``within``),
+    cut again if still too large (1: every state, county and tract of more than one block;
+    4: some counties whole). Every geounit's histogram equals the uncut run's; each
+    subtree's levels are in part-<its geocode> files; a run killed between two tasks
+    resumes to the same files."""
+    from postdp.nmf import _topdown_tasks as tasks
 
     whole = nmf.postprocess(county_run, tmp_path / "whole", method="topdown-2020")
-    cut = nmf.postprocess(county_run, tmp_path / "cut", method="topdown-2020", cut_blocks=1)
+    cut = nmf.postprocess(
+        county_run, tmp_path / "cut", method="topdown-2020", cut_blocks=cut_blocks
+    )
     a, b = _estimates(whole), _estimates(cut)
     assert a.keys() == b.keys()
     for g, row in a.items():
         assert np.array_equal(b[g], row), g
-    parts = sorted(p.name for p in (cut / "wide" / "Block.parquet" / "State=010").iterdir())
-    assert parts == ["part-010001.parquet", "part-010003.parquet", "part-010005.parquet"]
-    assert [p.name for p in (cut / "wide" / "County.parquet" / "State=024").iterdir()] == [
-        "part-0.parquet"
-    ]
+    lengths = check_parts(cut / "wide" / "Block.parquet")
+    assert lengths >= ({12, 13} if cut_blocks == 1 else {6})  # tracts, block groups; counties
+    assert check_parts(cut / "wide" / "County.parquet") == {0}
     plan = json.loads((cut / "postdp-postprocess.json").read_text())
-    assert plan["cut_blocks"] == 1
+    assert plan["cut_blocks"] == cut_blocks
     county = nmf.read(county_run, states=["24"], within="024003")
     geo = county.table.geography
     assert [str(geo.ids[g]) for g in geo.levels[2]] == ["24003"]
     assert all(str(geo.ids[g]).startswith("24003") for d in (3, 4, 5) for g in geo.levels[d])
-    real, calls = runs._county_task, []
+    real, calls = tasks._leaf_task, []
 
     def dies_on_the_third(*args):
         calls.append(args[1])
         if len(calls) == 3:
-            raise KeyboardInterrupt  # as a kill between two county tasks
+            raise KeyboardInterrupt  # as a kill between two tasks
         return real(*args)
 
     try:
-        runs._county_task = dies_on_the_third
+        tasks._leaf_task = dies_on_the_third
         with pytest.raises(KeyboardInterrupt):
-            nmf.postprocess(county_run, tmp_path / "again", method="topdown-2020", cut_blocks=1)
+            nmf.postprocess(
+                county_run, tmp_path / "again", method="topdown-2020", cut_blocks=cut_blocks
+            )
     finally:
-        runs._county_task = real
-    assert len(list((tmp_path / "again" / "wide" / "Block.parquet").rglob("*.parquet"))) == 2
-    again = nmf.postprocess(county_run, tmp_path / "again", method="topdown-2020", cut_blocks=1)
+        tasks._leaf_task = real
+    assert not (tmp_path / "again" / "postdp-manifest.json").exists()
+    again = nmf.postprocess(
+        county_run, tmp_path / "again", method="topdown-2020", cut_blocks=cut_blocks
+    )
     first = json.loads((cut / "postdp-manifest.json").read_text())["files"]
     assert json.loads((again / "postdp-manifest.json").read_text())["files"] == first
     with pytest.raises(ValidationError, match="another run, method or seed"):
@@ -172,9 +179,9 @@ def test_whole_run_methods_are_written_by_partition(measured, run, tmp_path):
 
 def test_an_interrupted_post_processing_resumes_to_the_same_bytes(run, tmp_path, monkeypatch):
     full = nmf.postprocess(run, tmp_path / "full", method="topdown-2020")
-    from postdp.nmf import runs
+    from postdp.nmf import _topdown_tasks as tasks
 
-    real = runs._topdown_task
+    real = tasks._leaf_task
     calls = []
 
     def dies_on_the_second(*args):
@@ -183,11 +190,11 @@ def test_an_interrupted_post_processing_resumes_to_the_same_bytes(run, tmp_path,
             raise KeyboardInterrupt  # as a kill between two partitions
         return real(*args)
 
-    monkeypatch.setattr(runs, "_topdown_task", dies_on_the_second)
+    monkeypatch.setattr(tasks, "_leaf_task", dies_on_the_second)
     with pytest.raises(KeyboardInterrupt):
         nmf.postprocess(run, tmp_path / "cut", method="topdown-2020")
     assert not (tmp_path / "cut" / "postdp-manifest.json").exists()  # not complete
-    monkeypatch.setattr(runs, "_topdown_task", real)
+    monkeypatch.setattr(tasks, "_leaf_task", real)
     nmf.postprocess(run, tmp_path / "cut", method="topdown-2020")
     for path in sorted((full / "long").rglob("part-0.parquet")):
         other = tmp_path / "cut" / path.relative_to(full)
@@ -257,4 +264,4 @@ def test_dask_runs_the_county_tasks_of_cut_states(county_run, tmp_path):
         )
     a = json.loads((local / "postdp-manifest.json").read_text())["files"]
     assert json.loads((remote / "postdp-manifest.json").read_text())["files"] == a
-    assert seen[-1] == ("subtrees", 2 + 5, 2 + 5)  # 2 state tasks, then 3 + 2 counties
+    assert seen[-1][0] == "subtrees" and seen[-1][1] == seen[-1][2] > 2 + 5  # cut again

@@ -69,9 +69,10 @@ def measure_by_state(
         Study path only; each state and the top get their own stream.
     cut_blocks : int, default 100_000
         A state with more blocks is measured county by county (its counties' own
-        measurements, then each county's subtree, each written to ``part-<county
-        geocode>.parquet`` in the state's partition): only one county's answers are held.
-        The same law (every geounit's noise is independent), other draws on the study path.
+        measurements, then each county's subtree, written to ``part-<county
+        geocode>.parquet`` in the state's partition; a county still too large, tract by
+        tract): at most one such subtree's answers are held. The same law (every
+        geounit's noise is independent), other draws on the study path.
     progress : callable, optional
         ``progress("states", done, total)`` after each state.
 
@@ -121,13 +122,11 @@ def measure_by_state(
         state_ids.append(str(subs[0].geography.ids[subs[0].geography.root]))
         state_table = subs[0]
         del table, top_table, subs
-        if state_table.geography.leaves.size > cut_blocks and len(names) > 3:
-            _by_county(state_table, below, run, names, total, secure, streams[k])
-        else:
-            m = measure(state_table, below, secure=secure, rng=streams[k])
-            codes, subtree = _geocodes(state_table.geography, rooted=False)
-            write_levels(m, run, names, codes, subtree, _shares(below, total), offset=1)
-            del m
+        code = "0" + str(state_table.geography.ids[state_table.geography.root])
+        _by_subtree(
+            state_table, below, run, names, total, secure, streams[k],
+            code=code, depth=1, cut_blocks=cut_blocks,
+        )  # fmt: skip
         report("states", k + 1, len(states))
         del state_table
     cat = strategy.schema.categories()
@@ -144,28 +143,44 @@ def measure_by_state(
     return run
 
 
-def _by_county(
-    state: Table,
+def _by_subtree(
+    sub: Table,
     work: Any,
     run: Path,
     names: tuple[str, ...],
     total: Any,
     secure: bool,
     rng: Any,
+    *,
+    code: str,
+    depth: int,
+    cut_blocks: int,
 ) -> None:
-    """A state's subtree measured county by county: the counties' own measurements (with
-    the state's file name), then each county's subtree in its own ``part-<county>`` file."""
-    counties, subs = state.split_at(1)
+    """Measure and write the subtree ``sub`` rooted at run level ``depth`` (its root's own
+    measurements are written above it) in partition ``code``: whole when it has at most
+    ``cut_blocks`` blocks or no level below its children, else its children's own
+    measurements, then each child's subtree the same way. A subtree's levels go to
+    ``part-<its root's geocode>.parquet`` (a state's: ``part-0.parquet``)."""
+    codes, _ = _geocodes(sub.geography, rooted=False)
+    file = layout.PART if depth == 1 else f"part-{codes[sub.geography.root]}.parquet"
+    where = np.full(codes.size, code)
+    if sub.geography.leaves.size <= cut_blocks or depth + 2 > len(names) - 1:
+        m = measure(sub, work, secure=secure, rng=rng)
+        write_levels(m, run, names, codes, where, _shares(work, total), offset=depth, file=file)
+        return
+    children, subs = sub.split_at(1)
     upper, lower = work.split_at(1)
     streams = [None] * (len(subs) + 1) if secure else _rng.spawn(rng, len(subs) + 1)
-    code = "0" + str(state.geography.ids[state.geography.root])
-    m = measure(counties, upper, secure=secure, rng=streams[-1])
-    codes, _ = _geocodes(counties.geography, rooted=False)
-    write_levels(m, run, names, codes, np.full(codes.size, code), _shares(upper, total), offset=1)
-    plb = _shares(lower, total)
-    for k, sub in enumerate(subs):
-        m = measure(sub, lower, secure=secure, rng=streams[k])
-        codes, _ = _geocodes(sub.geography, rooted=False)
-        part = f"part-{codes[sub.geography.root]}.parquet"
-        write_levels(m, run, names, codes, np.full(codes.size, code), plb, offset=2, file=part)
-        del m
+    m = measure(children, upper, secure=secure, rng=streams[-1])
+    codes, _ = _geocodes(children.geography, rooted=False)
+    write_levels(
+        m, run, names, codes, np.full(codes.size, code), _shares(upper, total), offset=depth,
+        file=file,
+    )  # fmt: skip
+    del m, children
+    for k in range(len(subs)):
+        child, subs[k] = subs[k], None  # type: ignore[call-overload]
+        _by_subtree(
+            child, lower, run, names, total, secure, streams[k],
+            code=code, depth=depth + 1, cut_blocks=cut_blocks,
+        )  # fmt: skip

@@ -48,9 +48,10 @@ import numpy as np
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
 from postdp.nmf import _layout as layout
-from postdp.nmf._io import _atomic_text, _pyarrow
-from postdp.nmf._output import DONE, FORMS, STD, Writer, fingerprint, geocode, sha256, start
+from postdp.nmf._io import _atomic_text
+from postdp.nmf._output import DONE, FORMS, STD, Writer, fingerprint, sha256, start
 from postdp.nmf._read import read, subtrees
+from postdp.nmf._topdown_tasks import run_topdown
 from postdp.tables import Query, Schema, Table, TableMeasurements
 
 __all__ = ["METHODS", "postprocess"]
@@ -162,7 +163,7 @@ def postprocess(
     total = len(codes) + 1
     with one_thread():
         if method == "topdown-2020":
-            _topdown(run, top, codes, writer, scheduler, report, cut_blocks)
+            run_topdown(run, top, _state_order(top, codes), writer, scheduler, report, cut_blocks)
         elif method == "blue":
             _blue(run, top, codes, writer, report)
         else:
@@ -180,118 +181,6 @@ def postprocess(
 
 
 # -- methods -------------------------------------------------------------------------------
-def _topdown(
-    run: Path,
-    top: TableMeasurements,
-    codes: list[str],
-    writer: Writer,
-    scheduler: Any,
-    report: Any,
-    cut_blocks: int,
-) -> None:
-    """The top, then every subtree as a task; a subtree of more than ``cut_blocks`` blocks
-    is a task down to its counties, then one task per county below its histogram."""
-    from postdp.postprocess import top_down_2020
-
-    upper = top_down_2020(top)
-    order = _state_order(top, codes)
-    writer.top(top.table.geography, upper, order)
-    report("top", 1, len(codes) + 1)
-    roots = {c: upper[1 + k] for k, c in enumerate(order)}
-    common = (str(run), str(writer.out), writer.names)
-    big = {c for c in codes if len(writer.names) > 3 and _blocks(run, writer.names, c) > cut_blocks}
-    tasks = [
-        (_cut_task if c in big else _topdown_task, (c, roots[c], *common))
-        for c in codes
-        if c in big or not writer.done(c)
-    ]
-    done, known = len(codes) - len(tasks), len(codes)  # progress: tasks, counties added
-
-    def follow(result: Any) -> list[tuple[Any, tuple[Any, ...]]]:
-        """A cut state's county tasks (those not yet written)."""
-        if isinstance(result, str):
-            return []
-        code, counties = result
-        return [
-            (_county_task, (code, county, hist, *common))
-            for county, hist in counties
-            if not writer.done(code, county)
-        ]
-
-    if scheduler is None:
-        while tasks:
-            function, args = tasks.pop(0)
-            more = follow(function(*args))
-            tasks[:0] = more
-            done, known = done + 1, known + len(more)
-            report("subtrees", done, known)
-        return
-    import importlib
-
-    as_completed: Any = importlib.import_module("dask.distributed").as_completed  # untyped
-    running = as_completed([scheduler.submit(f, *a, pure=False) for f, a in tasks])
-    for future in running:
-        more = follow(future.result())
-        for function, args in more:
-            running.add(scheduler.submit(function, *args, pure=False))
-        done, known = done + 1, known + len(more)
-        report("subtrees", done, known)
-
-
-def _topdown_task(code: str, root: Any, run: str, out: str, names: tuple[str, ...]) -> str:
-    """One subtree below its state's fixed histogram (a Dask task: paths and one row)."""
-    from postdp.postprocess import top_down_2020
-
-    sub = below(read(run, states=[code]))
-    with one_thread():
-        estimate = top_down_2020(sub, root=root)
-    Writer(Path(out), names, _schema(sub)).subtree(code, sub.table.geography, estimate)
-    return code
-
-
-def _cut_task(
-    code: str, root: Any, run: str, out: str, names: tuple[str, ...]
-) -> tuple[str, list[tuple[str, Any]]]:
-    """A large subtree down to its counties (their families solved as inner ones, exactly
-    as in the uncut run); returns each county's geocode and histogram."""
-    from postdp.postprocess import top_down_2020
-
-    sub = below(read(run, states=[code], levels=3))
-    with one_thread():
-        estimate = top_down_2020(sub, root=root, cut=True)
-    geo = sub.table.geography
-    Writer(Path(out), names, _schema(sub)).subtree(code, geo, estimate)
-    counties = geo.levels[1]
-    return code, [(geocode(str(geo.ids[g]), code), estimate[g]) for g in counties]
-
-
-def _county_task(
-    code: str, county: str, root: Any, run: str, out: str, names: tuple[str, ...]
-) -> str:
-    """One county below its fixed histogram: its levels go to ``part-<county>`` files."""
-    from postdp.postprocess import top_down_2020
-
-    sub = below(read(run, states=[code], within=county), depth=2)
-    with one_thread():
-        estimate = top_down_2020(sub, root=root)
-    writer = Writer(Path(out), names, _schema(sub))
-    writer.subtree(code, sub.table.geography, estimate, depth=2, part=county)
-    return county
-
-
-def _blocks(run: Path, names: tuple[str, ...], code: str) -> int:
-    """How many geounits a subtree has at the deepest level (its files' geocodes)."""
-    import pyarrow.compute as pc
-
-    _, pq = _pyarrow()
-    where = run / f"{names[-1]}.parquet" / layout.DPQUERY / layout.folder(code)
-    files = sorted(where.glob("*.parquet")) if where.is_dir() else []
-    return sum(
-        pc.count_distinct(pq.read_table(f, columns=["geocode"]).column("geocode")).as_py()
-        for f in files
-    )
-
-
 def _blue(run: Path, top: TableMeasurements, codes: list[str], writer: Writer, report: Any) -> None:
     from postdp.postprocess import project_by_subtree
 

@@ -1,0 +1,173 @@
+"""``topdown-2020`` over a run as independent tasks, large subtrees cut (private).
+
+The top (the nation and the states) is solved in the client. Every state is then a task
+below its fixed histogram; a subtree of more than ``cut_blocks`` blocks is instead a *cut
+task*: it reads its own levels down to its children (``read(..., levels=, within=)``),
+solves them as the inner families they are (``top_down_2020(..., cut=True)``), writes its
+children's level and hands each child on as a task of its own -- cut again if still too
+large (a county of 240,000 blocks is cut at its tracts). A subtree's levels go to
+``part-<its root's geocode>.parquet`` files of its state's partition (a state's own:
+``part-0.parquet``), so every file has one writer, and a task holds one subtree of at most
+``cut_blocks`` blocks (or one block group's family). Every family is solved exactly as in
+the uncut run, so the numbers are the same however the run is cut.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from postdp.nmf import _layout as layout
+from postdp.nmf._io import _pyarrow
+from postdp.nmf._output import Writer, geocode
+from postdp.nmf._read import read
+from postdp.tables import TableMeasurements
+
+#: (function, arguments) of a task; the arguments are paths, codes and one histogram.
+Task = tuple[Any, tuple[Any, ...]]
+
+
+def run_topdown(
+    run: Path,
+    top: TableMeasurements,
+    order: list[str],
+    writer: Writer,
+    scheduler: Any,
+    report: Any,
+    cut_blocks: int,
+) -> None:
+    """The top, then every subtree as a task (``order``: the states' codes in the top's
+    leaf order); ``report("subtrees", done, known)`` after each task."""
+    from postdp.postprocess import top_down_2020
+
+    upper = top_down_2020(top)
+    writer.top(top.table.geography, upper, order)
+    report("top", 1, len(order) + 1)
+    common = (str(run), str(writer.out), writer.names, cut_blocks)
+    tasks: list[Task] = []
+    for k, code in enumerate(order):
+        big = _cuttable(writer.names, 1) and _blocks(run, writer.names, code, code) > cut_blocks
+        if big or not writer.done(code):
+            tasks.append((_cut_task if big else _leaf_task, (code, code, 1, upper[1 + k], *common)))
+    done, known = len(order) - len(tasks), len(order)
+
+    def follow(result: list[Task] | None) -> list[Task]:
+        """A cut task's children that are not yet written (a cut child always runs)."""
+        return [t for t in result or [] if t[0] is _cut_task or not writer.done(t[1][0], t[1][1])]
+
+    if scheduler is None:
+        while tasks:
+            function, args = tasks.pop(0)
+            more = follow(function(*args))
+            tasks[:0] = more
+            done, known = done + 1, known + len(more)
+            report("subtrees", done, known)
+        return
+    as_completed: Any = importlib.import_module("dask.distributed").as_completed  # untyped
+    running = as_completed([scheduler.submit(f, *a, pure=False) for f, a in tasks])
+    for future in running:
+        more = follow(future.result())
+        for function, args in more:
+            running.add(scheduler.submit(function, *args, pure=False))
+        done, known = done + 1, known + len(more)
+        report("subtrees", done, known)
+
+
+def _leaf_task(
+    code: str,
+    prefix: str,
+    depth: int,
+    root: Any,
+    run: str,
+    out: str,
+    names: tuple[str, ...],
+    cut_blocks: int,
+) -> None:
+    """The subtree rooted at geocode ``prefix`` (level ``depth``) below its fixed
+    histogram, every level down to the blocks."""
+    from postdp.nmf.runs import _schema, below, one_thread
+    from postdp.postprocess import top_down_2020
+
+    m = read(run, states=[code], within=prefix if depth > 1 else None)
+    sub = below(m, depth=depth)
+    del m
+    with one_thread():
+        estimate = top_down_2020(sub, root=root)
+    part = prefix if depth > 1 else None
+    Writer(Path(out), names, _schema(sub)).subtree(
+        code, sub.table.geography, estimate, depth=depth, part=part
+    )
+
+
+def _cut_task(
+    code: str,
+    prefix: str,
+    depth: int,
+    root: Any,
+    run: str,
+    out: str,
+    names: tuple[str, ...],
+    cut_blocks: int,
+) -> list[Task]:
+    """The subtree at ``prefix`` down to its children only (solved as inner families);
+    writes the children's level and returns their tasks."""
+    from postdp.nmf.runs import _schema, below, one_thread
+    from postdp.postprocess import top_down_2020
+
+    m = read(run, states=[code], levels=depth + 2, within=prefix if depth > 1 else None)
+    sub = below(m, depth=depth)
+    with one_thread():
+        estimate = top_down_2020(sub, root=root, cut=True)
+    geo = sub.table.geography
+    Writer(Path(out), names, _schema(sub)).subtree(
+        code, geo, estimate, depth=depth, part=prefix if depth > 1 else None
+    )
+    children = [(geocode(str(geo.ids[g]), code), estimate[g]) for g in geo.levels[1]]
+    sizes = _blocks_by_child(Path(run), names, code, prefix, [c for c, _ in children])
+    tasks: list[Task] = []
+    for child, hist in children:
+        big = _cuttable(names, depth + 1) and sizes.get(child, 0) > cut_blocks
+        args = (code, child, depth + 1, hist, run, out, names, cut_blocks)
+        tasks.append((_cut_task if big else _leaf_task, args))
+    return tasks
+
+
+def _cuttable(names: tuple[str, ...], depth: int) -> bool:
+    """Whether a subtree rooted at level ``depth`` has levels below its children."""
+    return depth + 2 <= len(names) - 1
+
+
+def _block_geocodes(run: Path, names: tuple[str, ...], code: str, prefix: str) -> Any:
+    """The distinct geocodes of a subtree's deepest level (its files' ``geocode`` column)."""
+    import pyarrow.compute as pc
+
+    pa, pq = _pyarrow()
+    where = run / f"{names[-1]}.parquet" / layout.DPQUERY / layout.folder(code)
+    files = sorted(where.glob("*.parquet")) if where.is_dir() else []
+    parts = []
+    for f in files:
+        column = pq.read_table(f, columns=["geocode"]).column("geocode")
+        if prefix != code:
+            column = column.filter(pc.starts_with(column, prefix))
+        parts.append(pc.unique(column.combine_chunks()))
+    return pa.concat_arrays(parts) if parts else pa.array([], pa.string())
+
+
+def _blocks(run: Path, names: tuple[str, ...], code: str, prefix: str) -> int:
+    return len(_block_geocodes(run, names, code, prefix))
+
+
+def _blocks_by_child(
+    run: Path, names: tuple[str, ...], code: str, prefix: str, children: list[str]
+) -> dict[str, int]:
+    """How many blocks each child geocode of ``prefix`` has (by geocode prefix)."""
+    if not children:
+        return {}
+    geocodes = np.asarray(_block_geocodes(run, names, code, prefix).to_pylist(), dtype=object)
+    width = len(children[0])
+    heads = np.asarray([g[:width] for g in geocodes], dtype=object)
+    found, counts = np.unique(heads.astype(str), return_counts=True)
+    return dict(zip(found.tolist(), counts.tolist(), strict=True))
