@@ -91,9 +91,9 @@ def add_parser(commands: Any) -> None:
         type=whole(1, 10**9),
         default=100_000,
         metavar="N",
-        help="a state with more than N blocks is measured county by county (one county's "
-        "answers in memory; the same design) and written as one file per county in its "
-        "partition (default 100000)",
+        help="a state with more than N blocks is measured county by county, a county still "
+        "above N tract by tract (one such subtree's answers in memory; the same design), a "
+        "file per subtree in its state's partition (default 100000)",
     )
     parser.add_argument("--quiet", action="store_true", help="print nothing on success")
     parser.set_defaults(func=run)

@@ -71,8 +71,8 @@ def add_parser(commands: Any) -> None:
         default=100_000,
         metavar="N",
         help="topdown-2020: a state with more than N blocks is cut at its counties, one task "
-        "per county (memory per task: one county); the numbers are the same (default "
-        "100000)",
+        "per county, a county still above N at its tracts (memory per task: at most N "
+        "blocks or one block group); the numbers are the same (default 100000)",
     )
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     parser.set_defaults(func=run)

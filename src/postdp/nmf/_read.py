@@ -133,7 +133,7 @@ def read(
             raise ValidationError(
                 f"`within` {within!r} must be a geocode inside the one subtree of `states`"
             )
-        where = _within(str(within))
+        where = str(within)
     frames = []
     for d, name in enumerate(names):
         parts = [None] if d == 0 else chosen
@@ -186,24 +186,39 @@ Rows = tuple[pd.DataFrame, np.ndarray]
 
 
 def _within(code: str) -> Any:
-    """Rows of geounits at or below geocode ``code`` and of its ancestors."""
+    """Rows of geounits at or below geocode ``code`` and of its ancestors (equalities and a
+    range: Parquet statistics prune the row groups of both)."""
     import pyarrow.dataset as ds
 
     field = ds.field("geocode")
     after = code[:-1] + chr(ord(code[-1]) + 1)  # the first text past every extension of code
-    ancestors = [code[:k] for k in range(1, len(code))]
-    return ((field >= code) & (field < after)) | field.isin(ancestors)
+    where = (field >= code) & (field < after)
+    for k in range(1, len(code)):
+        where = where | (field == code[:k])
+    return where
+
+
+def _related(name: str, code: str) -> bool:
+    """Whether file ``part-<g>.parquet`` (a subtree's file: geounits under g) can hold a
+    geounit at or below geocode ``code`` or an ancestor of it (other names: always)."""
+    head = name[len("part-") : -len(".parquet")] if name.startswith("part-") else "0"
+    return head == "0" or head.startswith(code) or code.startswith(head)
 
 
 def _part(
-    pq: Any, where: Path, part: str | None, schema: Schema, kind: str, rows: Any = None
+    pq: Any, where: Path, part: str | None, schema: Schema, kind: str, within: str | None = None
 ) -> Rows:
-    """One folder's rows (every Parquet file in it; none: an empty frame), only those of
-    the filter ``rows`` if given. The arrays are taken from Arrow's buffers at once, never
-    as one Python object per row."""
+    """One folder's rows (every Parquet file in it; none: an empty frame), only those at
+    or below geocode ``within`` and its ancestors if given (other subtrees' files are not
+    opened). The arrays are taken from Arrow's buffers at once, never as one Python object
+    per row."""
     if part is not None:
         where = where / layout.folder(part)
     files = sorted(p for p in where.glob("*.parquet") if p.is_file()) if where.is_dir() else []
+    rows = None
+    if within is not None:
+        files = [f for f in files if _related(f.name, within)]
+        rows = _within(within)
     arrays = ("value", "query_shape")
     keep = [c for c in layout.columns(schema, kind) if c not in arrays]
     pieces = []

@@ -23,7 +23,7 @@ import numpy as np
 from postdp.nmf import _layout as layout
 from postdp.nmf._io import _pyarrow
 from postdp.nmf._output import Writer, geocode
-from postdp.nmf._read import read
+from postdp.nmf._read import _related, read
 from postdp.tables import TableMeasurements
 
 #: (function, arguments) of a task; the arguments are paths, codes and one histogram.
@@ -147,6 +147,7 @@ def _block_geocodes(run: Path, names: tuple[str, ...], code: str, prefix: str) -
     pa, pq = _pyarrow()
     where = run / f"{names[-1]}.parquet" / layout.DPQUERY / layout.folder(code)
     files = sorted(where.glob("*.parquet")) if where.is_dir() else []
+    files = [f for f in files if _related(f.name, prefix)]  # other subtrees' files unread
     parts = []
     for f in files:
         column = pq.read_table(f, columns=["geocode"]).column("geocode")

@@ -24,7 +24,8 @@ How each method is partitioned:
   independent tasks (a Dask scheduler runs them in parallel, the same bits as in-process).
   A state of more than ``cut_blocks`` blocks is cut at its counties: a task solves it
   down to its counties (``cut=True``), then every county is a task (``read(...,
-  within=county)``), its levels in ``part-<county geocode>.parquet`` files.
+  within=county)``), its levels in ``part-<county geocode>.parquet`` files; a county
+  still too large is cut again at its tracts, and so on.
 - ``blue``: the BLUE of the whole run, streamed state by state
   (:func:`postdp.postprocess.project_by_subtree`: each subtree read twice, once for its
   summary and once below the top's answer), with the exact standard deviation of every
@@ -103,8 +104,9 @@ def postprocess(
         ``topdown-2020``: a state with more blocks is cut at its counties -- one task
         solves it down to its counties, then each county is a task below its histogram,
         its levels written to ``part-<county geocode>.parquet`` files in the state's
-        partition -- so a task holds one county, not a state of 500,000 blocks. The
-        numbers are the same as without the cut (every family is solved alike).
+        partition -- so a task holds one county, not a state of 500,000 blocks; a county
+        still too large is cut at its tracts, a tract at its block groups. The numbers
+        are the same as without the cut (every family is solved alike).
     progress : callable, optional
         ``progress(stage, done, total)`` after each partition (the total grows when a
         state is cut into its counties).
