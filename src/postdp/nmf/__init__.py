@@ -14,9 +14,10 @@ layout's facts and sources.
 from postdp.nmf._io import write
 from postdp.nmf._layout import LEVELS_2020
 from postdp.nmf._read import read, subtrees
+from postdp.nmf._subtree import below
 from postdp.nmf.amc import amc
 from postdp.nmf.measure import measure_by_state
-from postdp.nmf.runs import below, postprocess
+from postdp.nmf.runs import postprocess
 from postdp.nmf.synthetic import synthetic_run
 
 __all__ = [

@@ -24,6 +24,7 @@ from postdp.nmf import _layout as layout
 from postdp.nmf._io import _pyarrow
 from postdp.nmf._output import Writer, geocode
 from postdp.nmf._read import _related, read
+from postdp.nmf._subtree import below, one_thread, schema_of
 from postdp.tables import TableMeasurements
 
 #: (function, arguments) of a task; the arguments are paths, codes and one histogram.
@@ -88,7 +89,6 @@ def _leaf_task(
 ) -> None:
     """The subtree rooted at geocode ``prefix`` (level ``depth``) below its fixed
     histogram, every level down to the blocks."""
-    from postdp.nmf.runs import _schema, below, one_thread
     from postdp.postprocess import top_down_2020
 
     m = read(run, states=[code], within=prefix if depth > 1 else None)
@@ -97,7 +97,7 @@ def _leaf_task(
     with one_thread():
         estimate = top_down_2020(sub, root=root)
     part = prefix if depth > 1 else None
-    Writer(Path(out), names, _schema(sub)).subtree(
+    Writer(Path(out), names, schema_of(sub)).subtree(
         code, sub.table.geography, estimate, depth=depth, part=part
     )
 
@@ -114,7 +114,6 @@ def _cut_task(
 ) -> list[Task]:
     """The subtree at ``prefix`` down to its children only (solved as inner families);
     writes the children's level and returns their tasks."""
-    from postdp.nmf.runs import _schema, below, one_thread
     from postdp.postprocess import top_down_2020
 
     m = read(run, states=[code], levels=depth + 2, within=prefix if depth > 1 else None)
@@ -122,7 +121,7 @@ def _cut_task(
     with one_thread():
         estimate = top_down_2020(sub, root=root, cut=True)
     geo = sub.table.geography
-    Writer(Path(out), names, _schema(sub)).subtree(
+    Writer(Path(out), names, schema_of(sub)).subtree(
         code, geo, estimate, depth=depth, part=prefix if depth > 1 else None
     )
     children = [(geocode(str(geo.ids[g]), code), estimate[g]) for g in geo.levels[1]]

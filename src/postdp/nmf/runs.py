@@ -52,8 +52,9 @@ from postdp.nmf import _layout as layout
 from postdp.nmf._io import _atomic_text
 from postdp.nmf._output import DONE, FORMS, STD, Writer, fingerprint, sha256, start
 from postdp.nmf._read import read, subtrees
+from postdp.nmf._subtree import below, one_thread, refuse_missing, schema_of
 from postdp.nmf._topdown_tasks import run_topdown
-from postdp.tables import Query, Schema, Table, TableMeasurements
+from postdp.tables import Query, TableMeasurements
 
 __all__ = ["METHODS", "postprocess"]
 
@@ -158,7 +159,7 @@ def postprocess(
     start(out, plan)
     manifest = layout.read_manifest(run)
     names = tuple(manifest["levels"]) if manifest else layout.LEVELS_2020[: _depth(run)]
-    schema = _schema(top)
+    schema = schema_of(top)
     queries = _queries(top) if method == "blue" else None
     writer = Writer(out, names, schema, queries)
     report = progress or (lambda stage, done, total: None)
@@ -196,7 +197,7 @@ def _blue(run: Path, top: TableMeasurements, codes: list[str], writer: Writer, r
         return m
 
     assert writer.queries is not None
-    schema = _schema(top)
+    schema = schema_of(top)
     wanted = [Query.marginal(schema, q) for q in writer.queries]
     parts = project_by_subtree(top, subtree, method="blue", variances=wanted)
     upper, variances = next(parts)
@@ -220,7 +221,7 @@ def _whole(
     from postdp.analysis import TableDesign
 
     m = read(run)
-    _refuse_missing(m)
+    refuse_missing(m)
     design = TableDesign(m.table, m.workload, method)
     estimate = design.solve(m, rng=seed)
     geo = m.table.geography
@@ -233,15 +234,6 @@ def _whole(
         sub_geo = by_state[code[1:] if code.startswith("0") else code]
         writer.subtree(code, sub_geo, estimate[_rows_of(geo, sub_geo)])
         report("subtrees", k, len(codes))
-
-
-def one_thread() -> Any:
-    """BLAS and OpenMP held to one thread: a sum's order, and so the last bit of a least-
-    squares solution (and an integer rounding that breaks a tie on it), then does not depend
-    on how many threads the machine or a Dask worker (which runs single-threaded) has."""
-    from threadpoolctl import threadpool_limits
-
-    return threadpool_limits(limits=1)
 
 
 def _amc(
@@ -273,67 +265,6 @@ def _geocode_of(geo: Hierarchy, node: int) -> str:
 
 
 # -- subtrees ------------------------------------------------------------------------------
-def below(m: TableMeasurements, *, depth: int = 1) -> TableMeasurements:
-    """The measurements of one subtree, re-rooted at its geounit at ``depth`` (a state, or
-    with ``depth=2`` a county read with ``read(run, states=[...], within=...)``), its own
-    and its ancestors' measurements left to the levels above, as
-    :func:`postdp.postprocess.project_by_subtree` and ``top_down_2020(..., root=)`` take.
-
-    Parameters
-    ----------
-    m : TableMeasurements
-        A run's measurements read with one subtree (``read(run, states=[code])``).
-    depth : int, default 1
-        The level of the new root; ``m`` must hold one geounit at every level down to it.
-
-    Returns
-    -------
-    TableMeasurements
-
-    Examples
-    --------
-    >>> import tempfile
-    >>> from postdp.nmf import read, synthetic_run
-    >>> run = synthetic_run(tempfile.mkdtemp() + "/run", states=["11"], seed=0)
-    >>> sub = below(read(run, states=["011"]))
-    >>> str(sub.table.geography.ids[sub.table.geography.root]), sub.workload.at(0)
-    ('11', [])
-    >>> county = below(read(run, states=["011"], within="011001"), depth=2)
-    >>> str(county.table.geography.ids[0]), county.table.geography.n_levels
-    ('11001', 4)
-    """
-    geo = m.table.geography
-    if isinstance(depth, bool) or not isinstance(depth, int) or not 1 <= depth < geo.n_levels - 1:
-        raise ValidationError(f"`depth` must be 1 to {geo.n_levels - 2}; got {depth!r}")
-    many = [d for d in range(1, depth + 1) if geo.levels[d].size != 1]
-    if many:
-        raise ValidationError(
-            f"`m` must hold one subtree; level {many[0]} has {geo.levels[many[0]].size} geounits"
-        )
-    _refuse_missing(m)
-    nodes = np.flatnonzero(geo.depth >= depth)
-    ids = geo.ids[nodes]
-    parents = [None if geo.depth[n] == depth else str(geo.ids[geo.parent[n]]) for n in nodes]
-    sub_geo = Hierarchy.from_parents(ids, np.asarray(parents, dtype=object))
-    _, lower = m.workload.split_at(depth)
-    kept = [v for x, v in zip(m.workload.measurements, m.values, strict=True) if x.level > depth]
-    cat = m.table.categories
-    from scipy import sparse
-
-    cells: Any = sparse.csr_array((sub_geo.leaves.size, cat.leaves.size), dtype=np.int64)
-    return TableMeasurements(Table(sub_geo, cat, cells), lower, tuple(kept), m.secure)
-
-
-def _refuse_missing(m: TableMeasurements) -> None:
-    for x, v in zip(m.workload.measurements, m.values, strict=True):
-        if v.size and np.isnan(v).any():
-            raise ValidationError(
-                f"query {x.query.name!r} at level {x.level} has no answers for some geounits "
-                "(geounits the spine bypassed, in Constraint only); postdp's estimators need "
-                "an answer for every geounit of a measured level"
-            )
-
-
 def _state_order(top: TableMeasurements, codes: list[str]) -> list[str]:
     """Subtree codes in the order of the top's leaves (the states)."""
     geo = top.table.geography
@@ -349,17 +280,10 @@ def _rows_of(whole: Hierarchy, part: Hierarchy) -> Any:
     return pd.Index(whole.ids.astype(str)).get_indexer(part.ids.astype(str))
 
 
-def _schema(m: TableMeasurements) -> Schema:
-    schema = next(
-        x.query.marginal_of.schema for x in m.workload.measurements if x.query.marginal_of
-    )
-    return schema
-
-
 def _queries(top: TableMeasurements) -> dict[str, tuple[int, ...]]:
     """The run's measured marginals, ``total`` and ``detailed`` (the queries whose standard
     deviations ``blue`` writes), by name with their shapes."""
-    schema = _schema(top)
+    schema = schema_of(top)
     names = {"total", "detailed", *(x.query.name for x in top.workload.measurements)}
     return {n: tuple(schema.marginal(n).shape) for n in sorted(names)}
 

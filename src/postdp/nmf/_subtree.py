@@ -1,0 +1,89 @@
+"""Subtrees of a run for its post-processing (private): re-rooting, the schema, and BLAS
+held to one thread so that every task gives the same bits."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from postdp.errors import ValidationError
+from postdp.hierarchy import Hierarchy
+from postdp.tables import Schema, Table, TableMeasurements
+
+
+def one_thread() -> Any:
+    """BLAS and OpenMP held to one thread: a sum's order, and so the last bit of a least-
+    squares solution (and an integer rounding that breaks a tie on it), then does not depend
+    on how many threads the machine or a Dask worker (which runs single-threaded) has."""
+    from threadpoolctl import threadpool_limits
+
+    return threadpool_limits(limits=1)
+
+
+def below(m: TableMeasurements, *, depth: int = 1) -> TableMeasurements:
+    """The measurements of one subtree, re-rooted at its geounit at ``depth`` (a state, or
+    with ``depth=2`` a county read with ``read(run, states=[...], within=...)``), its own
+    and its ancestors' measurements left to the levels above, as
+    :func:`postdp.postprocess.project_by_subtree` and ``top_down_2020(..., root=)`` take.
+
+    Parameters
+    ----------
+    m : TableMeasurements
+        A run's measurements read with one subtree (``read(run, states=[code])``).
+    depth : int, default 1
+        The level of the new root; ``m`` must hold one geounit at every level down to it.
+
+    Returns
+    -------
+    TableMeasurements
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from postdp.nmf import read, synthetic_run
+    >>> run = synthetic_run(tempfile.mkdtemp() + "/run", states=["11"], seed=0)
+    >>> sub = below(read(run, states=["011"]))
+    >>> str(sub.table.geography.ids[sub.table.geography.root]), sub.workload.at(0)
+    ('11', [])
+    >>> county = below(read(run, states=["011"], within="011001"), depth=2)
+    >>> str(county.table.geography.ids[0]), county.table.geography.n_levels
+    ('11001', 4)
+    """
+    geo = m.table.geography
+    if isinstance(depth, bool) or not isinstance(depth, int) or not 1 <= depth < geo.n_levels - 1:
+        raise ValidationError(f"`depth` must be 1 to {geo.n_levels - 2}; got {depth!r}")
+    many = [d for d in range(1, depth + 1) if geo.levels[d].size != 1]
+    if many:
+        raise ValidationError(
+            f"`m` must hold one subtree; level {many[0]} has {geo.levels[many[0]].size} geounits"
+        )
+    refuse_missing(m)
+    nodes = np.flatnonzero(geo.depth >= depth)
+    ids = geo.ids[nodes]
+    parents = [None if geo.depth[n] == depth else str(geo.ids[geo.parent[n]]) for n in nodes]
+    sub_geo = Hierarchy.from_parents(ids, np.asarray(parents, dtype=object))
+    _, lower = m.workload.split_at(depth)
+    kept = [v for x, v in zip(m.workload.measurements, m.values, strict=True) if x.level > depth]
+    cat = m.table.categories
+    from scipy import sparse
+
+    cells: Any = sparse.csr_array((sub_geo.leaves.size, cat.leaves.size), dtype=np.int64)
+    return TableMeasurements(Table(sub_geo, cat, cells), lower, tuple(kept), m.secure)
+
+
+def refuse_missing(m: TableMeasurements) -> None:
+    for x, v in zip(m.workload.measurements, m.values, strict=True):
+        if v.size and np.isnan(v).any():
+            raise ValidationError(
+                f"query {x.query.name!r} at level {x.level} has no answers for some geounits "
+                "(geounits the spine bypassed, in Constraint only); postdp's estimators need "
+                "an answer for every geounit of a measured level"
+            )
+
+
+def schema_of(m: TableMeasurements) -> Schema:
+    schema = next(
+        x.query.marginal_of.schema for x in m.workload.measurements if x.query.marginal_of
+    )
+    return schema
