@@ -72,6 +72,8 @@ def test_measure_writes_a_run_once(tmp_path, capsys):
         (["--synthetic", "11,11", "--study", "--seed", "1"], "twice"),
         (["--synthetic", "11", "--strategy", "x", "--study", "--seed", "1"], "--strategy 'x'"),
         (["--synthetic", "11", "--study", "--seed", "1", "--ledger", "l.jsonl"], "--ledger"),
+        (["--synthetic", "11", "--study", "--seed", "1", "--cut-blocks", "0"], "--cut-blocks"),
+        (["--synthetic", "11", "--study", "--seed", "1", "--cut-blocks", "x"], "--cut-blocks"),
     ],
 )
 def test_measure_refuses_bad_options_before_drawing(tmp_path, capsys, spy, argv, needle):
