@@ -82,3 +82,58 @@ def test_a_bounded_row_other_than_the_total():
     )
     np.testing.assert_allclose(got.x, want, atol=2e-5)
     assert got.lower[:-1].all() and got.worst < 1e-7
+
+
+def _structural(seed, k=6, m=16, types=4):
+    """A family whose cells fall in ``types`` groups (as the hhgq levels): some children hold
+    a group at 0 (no facility of that type), others hold it at least at a lower bound, and
+    every child's total is held near a target; a feasible truth meets every bound."""
+    rng = np.random.default_rng(seed)
+    kind = rng.integers(0, types, m)
+    H, b, _, truth = _family(seed, k, m)
+    allowed = rng.random((k, types)) < 0.6
+    allowed[rng.integers(0, k, types), np.arange(types)] = True  # every type somewhere
+    truth = truth * allowed[:, kind]
+    p = truth.sum(axis=0)
+    rows = np.stack([(kind == t).astype(float) for t in range(types)])
+    sums = truth @ rows.T
+    lo = np.where(allowed & (rng.random((k, types)) < 0.5), sums, -np.inf)
+    lo[~allowed] = 0.0  # a type with no facility: held at 0
+    hi = np.where(allowed, np.inf, 0.0)
+    total = truth.sum(axis=1)
+    C = np.concatenate([np.ones((1, m)), rows])
+    lo = np.concatenate([(total - 0.3)[:, None], lo], axis=1)
+    hi = np.concatenate([(total + 0.3)[:, None], hi], axis=1)
+    return H, b, p, C, lo, hi
+
+
+@pytest.mark.parametrize("loosen", [0.0, 30.0])
+@pytest.mark.parametrize("seed", range(8))
+def test_many_bounded_rows_equal_a_convex_solver(seed, loosen):
+    """Several rows per child (the total in a box, group sums with lower bounds, groups held
+    at 0): the solution equals cvxpy + Clarabel's and its certificate is small, whether the
+    lower bounds bind (the primal method) or the relaxation meets them (loosened)."""
+    H, b, p, C, lo, hi = _structural(seed)
+    lo[:, 1:] = np.where(lo[:, 1:] > 0, np.maximum(lo[:, 1:] - loosen, 0.0), lo[:, 1:])
+    got = solve_family_box(H, b, p, tol=1e-9, lo=lo, hi=hi, c=C)
+    want = _reference(H, b, p, C, np.maximum(lo, -1e6), np.minimum(hi, 1e6))
+    np.testing.assert_allclose(got.x, want, atol=1e-4)  # Clarabel's own accuracy
+
+    def objective(x):
+        return float(sum(0.5 * xj @ H @ xj - bj @ xj for xj, bj in zip(x, b, strict=True)))
+
+    assert objective(got.x) <= objective(want) + 1e-7 * abs(objective(want))
+    assert got.worst < 1e-7
+    rows = got.x @ C.T
+    assert (rows >= lo - 1e-9).all() and (rows <= hi + 1e-9).all()
+    assert got.upper.shape == lo.shape and (got.lower | got.upper)[:, 0].any()
+
+
+def test_a_row_whose_lower_bounds_add_up_to_the_parent_is_held_for_every_child():
+    H, b, p, C, lo, hi = _structural(3)
+    rows = C[1:] @ p
+    lo[:, 1] = np.full(lo.shape[0], rows[0] / lo.shape[0])  # the lower bounds use it all
+    hi[:, 1] = np.inf
+    got = solve_family_box(H, b, p, tol=1e-9, lo=lo[:, 1:], hi=hi[:, 1:], c=C[1:])
+    np.testing.assert_allclose(got.x @ C[1], lo[:, 1], atol=1e-9)
+    assert got.worst < 1e-7

@@ -9,7 +9,7 @@ import itertools
 import numpy as np
 import pytest
 
-from postdp.errors import ValidationError
+from postdp.errors import ConvergenceError, ValidationError
 from postdp.postprocess._solvers.nested_rounding import round_nested
 
 
@@ -22,7 +22,7 @@ def _cost(out, x, chain, cell_w, total_w):
     return cost
 
 
-def _brute(x, chain, cell_w, total_w, parent=None, totals=None):
+def _brute(x, chain, cell_w, total_w, parent=None, totals=None, bounds=None, fixed=None):
     base = np.floor(x).astype(int)
     k, m = x.shape
     best = np.inf
@@ -32,6 +32,12 @@ def _brute(x, chain, cell_w, total_w, parent=None, totals=None):
             continue
         if totals is not None and (out.sum(axis=1) != totals).any():
             continue
+        if fixed is not None and (out[fixed] != base[fixed]).any():
+            continue
+        if bounds is not None:
+            sums = np.stack([np.bincount(chain[0][0], row, minlength=2) for row in out])
+            if (sums < bounds[0]).any() or (sums > bounds[1]).any():
+                continue
         best = min(best, _cost(out, x, chain, cell_w, total_w))
     return best
 
@@ -82,3 +88,35 @@ def test_queries_that_do_not_nest_are_refused():
     crossing = [(np.array([0, 0, 1, 1]), 1.0), (np.array([0, 1, 1, 2]), 1.0)]
     with pytest.raises(ValidationError, match="nest"):
         round_nested(x, crossing, cell_weight=1.0, parent=parent)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_group_bounds_and_held_cells_are_kept_at_the_l1_closest(seed):
+    """Bounds on the first chain query's counts per child (a group-quarters type at least
+    its facilities, or 0) and cells held at their floor, taken from a random feasible
+    completion: the flow meets them and its cost is the smallest over every 0/1 completion
+    that does; bounds no completion meets are refused."""
+    x, parent = _family(20 + seed)
+    rng = np.random.default_rng(seed)
+    base = np.floor(x).astype(int)
+    k, m = x.shape
+    feasible = [
+        out
+        for bits in itertools.product([0, 1], repeat=k * m)
+        if ((out := base + np.array(bits).reshape(k, m)).sum(axis=0) == parent).all()
+    ]
+    some = feasible[rng.integers(len(feasible))]
+    sums = np.stack([np.bincount(CHAIN[0][0], row, minlength=2) for row in some])
+    pick = rng.random(sums.shape)
+    lo = np.where(pick < 0.4, sums, 0)
+    hi = np.where(pick > 0.7, sums, np.inf)
+    fixed = (rng.random(x.shape) < 0.3) & (some == base)
+    kwargs = {"cell_weight": 1.0, "parent": parent, "total_weight": 1.0, "fixed": fixed}
+    got = round_nested(x, CHAIN, **kwargs, bounds=[(lo, hi), None])
+    out_sums = np.stack([np.bincount(CHAIN[0][0], row, minlength=2) for row in got.x])
+    assert (out_sums >= lo).all() and (out_sums <= hi).all()
+    assert (got.x[fixed] == base[fixed]).all() and (got.x.sum(axis=0) == parent).all()
+    want = _brute(x, CHAIN, 1.0, 1.0, parent, bounds=(lo, hi), fixed=fixed)
+    assert got.cost == pytest.approx(want, abs=1e-9) and got.bound <= got.cost + 1e-9
+    with pytest.raises(ConvergenceError):  # a count above what its cells can hold
+        round_nested(x, CHAIN, **kwargs, bounds=[(lo + base.sum() + k * m, hi), None])

@@ -12,6 +12,7 @@ import pandas as pd
 
 from postdp import _rng
 from postdp._typing import RNGLike
+from postdp.data._facilities import FACILITY_COLUMNS, facility_bounds, synthetic_facilities
 from postdp.data._histograms import histogram_states, read_histograms
 from postdp.data._p1 import P1_TABLES, load_p1, synthetic_table
 from postdp.data._persons import PERSON_COLUMNS, person_states, read_persons, tabulate_persons
@@ -22,10 +23,12 @@ from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
 
 __all__ = [
+    "FACILITY_COLUMNS",
     "P1_TABLES",
     "PERSON_COLUMNS",
     "Strategy",
     "county_hierarchy",
+    "facility_bounds",
     "histogram_states",
     "load_county_populations",
     "load_p1",
@@ -36,6 +39,7 @@ __all__ = [
     "pl94_schema",
     "read_histograms",
     "read_persons",
+    "synthetic_facilities",
     "synthetic_hierarchy",
     "synthetic_population",
     "synthetic_states",

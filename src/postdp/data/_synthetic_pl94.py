@@ -11,7 +11,8 @@ block-group sizes from Dirichlet shares, block sizes heavy-tailed (lognormal wei
 concentration 50); Hispanic origin and voting age per tract around the national 2020
 shares (18.7% and 77.9%); group quarters: about 2% of populated blocks hold one facility of
 one of the 7 types (national 2020 shares of GQ population by type, rounded), every
-resident of such a block in it. Generated county by county from one seed, so a state never
+resident of such a block in it, and no one under 18 in a nursing facility (the 2020
+structural zero). Generated county by county from one seed, so a state never
 needs the nation in memory.
 """
 
@@ -191,7 +192,7 @@ def synthetic_population(states: Sequence[str] | None = None, *, seed: int = 0) 
                 who = np.repeat(np.arange(k), people)
                 n = who.size
                 if n:
-                    va = rng.random(n) < adult
+                    va = (rng.random(n) < adult) | (gq[who] == 3)  # no minors in nursing
                     hisp = rng.random(n) < hispanic
                     cell = ((gq[who] * 2 + va) * 2 + hisp) * 63 + rng.choice(63, size=n, p=race)
                     flat = (n_blocks + who) * schema.size + cell

@@ -49,8 +49,10 @@ from postdp.postprocess._solvers.family_box import solve_family_box
 from postdp.postprocess._solvers.family_nnls import LevelQuadratic, solve_family
 from postdp.postprocess._solvers.marginal_basis import table_schema
 from postdp.postprocess._solvers.nested_rounding import check_nesting, round_nested
-from postdp.postprocess._solvers.root_nnls import certified_root
+from postdp.postprocess._solvers.root_nnls import bounded_root, certified_root
+from postdp.postprocess._solvers.structural import FamilyRows, StructuralPlan, min_tolerance
 from postdp.tables import Measurement, Table, TableMeasurements, Workload
+from postdp.tables.bounds import CountBounds
 from postdp.tables.schema import Marginal, Schema
 
 __all__ = ["ROUNDER_QUERIES", "check_top_down_2020", "top_down_2020"]
@@ -73,6 +75,7 @@ def top_down_2020(
     slack: float = _SLACK,
     root: ArrayLike | None = None,
     cut: bool = False,
+    bounds: Sequence[CountBounds] = (),
 ) -> IntArray:
     """The 2020 production TopDown on a schema table's measurements (see the module notes).
 
@@ -97,12 +100,19 @@ def top_down_2020(
         counties, each solved later as a subtree with ``root=``), not its leaves: its
         families are solved as the inner ones are (two least-squares passes), exactly as
         in the whole tree's run.
+    bounds : sequence of CountBounds, optional
+        Structural bounds held at every geounit by every pass (e.g. the 2020
+        group-quarters bounds and nursing zero,
+        :func:`postdp.data.facility_bounds`); a lower bound must be on a rounder query.
+        The first least-squares pass then holds them through its tolerance (the smallest
+        at which its totals can be held with them, plus ``slack``), and the rounder's
+        first pass rounds the totals by a flow that meets them.
 
     Returns
     -------
     ndarray of int64, shape (..., geography.n, n_detailed)
         Detailed histograms of every geounit: nonnegative integers, every parent the sum of
-        its children, every public total exact.
+        its children, every public total exact, every bound met.
 
     Raises
     ------
@@ -126,7 +136,7 @@ def top_down_2020(
     >>> int(out[0].sum()), bool((out[4] == out[5] + out[6]).all()), out.dtype.name
     (19, True, 'int64')
     """
-    plan = _Plan(measurements.table, measurements.workload, rounders)
+    plan = _Plan(measurements.table, measurements.workload, rounders, bounds)
     lead = measurements.values[0].shape[:-2]
     B = int(np.prod(lead)) if lead else 1
     geo = measurements.table.geography
@@ -139,13 +149,14 @@ def top_down_2020(
             kids = geo.levels[d]
             parents, up = np.unique(geo.parent[kids], return_inverse=True)
             order = np.argsort(up, kind="stable")
-            bounds = np.searchsorted(up[order], np.arange(parents.size + 1))
+            edges = np.searchsorted(up[order], np.arange(parents.size + 1))
             leaves = d == geo.n_levels - 1 and not cut
             for f, parent in enumerate(parents):
-                rows = kids[order[bounds[f] : bounds[f + 1]]]
+                rows = kids[order[edges[f] : edges[f + 1]]]
                 out[b, rows] = plan.family(
-                    d, out[b, parent], _rows(geo, d, rows), [v[b] for v in values], slack, leaves
-                )
+                    d, out[b, parent], rows, _rows(geo, d, rows), [v[b] for v in values], slack,
+                    leaves,
+                )  # fmt: skip
     return out.reshape(*lead, geo.n, plan.c)
 
 
@@ -209,7 +220,13 @@ class _Plan:
     """What every solve needs: per level the noisy queries (total apart), their quadratic
     forms, the public totals; the rounder's nested groups."""
 
-    def __init__(self, table: Table, work: Workload, rounders: Sequence[str]) -> None:
+    def __init__(
+        self,
+        table: Table,
+        work: Workload,
+        rounders: Sequence[str],
+        bounds: Sequence[CountBounds] = (),
+    ) -> None:
         schema = table_schema(table.categories, work)
         if schema is None:
             raise ValidationError(
@@ -245,6 +262,8 @@ class _Plan:
                 }
             )
         self.chain, self.cell_weight = _rounder_chain(schema, rounders)
+        self.structural = StructuralPlan(schema, bounds, table.geography.n, self.chain)
+        self.root_id = table.geography.root
 
     def root(self, values: list[FloatArray]) -> IntArray:
         """The root's integer histogram: least squares, then one rounder pass."""
@@ -258,10 +277,20 @@ class _Plan:
             C, g = np.ones((1, self.c)), np.array([total])
         else:
             total, C, g = None, np.zeros((0, self.c)), np.zeros(0)
-        x = certified_root(H, lin, C, g, who="topdown-2020")
+        rows = self.structural.family(every, np.array([self.root_id]))
+        if rows is None:
+            x = certified_root(H, lin, C, g, who="topdown-2020")
+        else:
+            x = bounded_root(H, lin, C, g, rows.C, rows.lo[0], rows.hi[0], who="topdown-2020")
+            x[rows.fixed[0]] = 0.0
         totals = None if total is None else np.array([round(total)])
         rounded = round_nested(
-            x[None], self.chain, cell_weight=self.cell_weight, totals=totals, total_weight=1.0
+            x[None],
+            self.chain,
+            cell_weight=self.cell_weight,
+            totals=totals,
+            total_weight=1.0,
+            **_limits(rows),
         )
         out: IntArray = rounded.x[0]
         return out
@@ -270,12 +299,14 @@ class _Plan:
         self,
         d: int,
         parent: IntArray,
+        geounits: IntArray,
         rows: IntArray,
         values: list[FloatArray],
         slack: float,
         leaves: bool,
     ) -> IntArray:
-        """One parent's children at level ``d``: integer histograms (k, c)."""
+        """One parent's children (``geounits``; ``rows`` among their level's) at level
+        ``d``: integer histograms (k, c)."""
         k = rows.size
         out = np.zeros((k, self.c), dtype=np.int64)
         cells = np.flatnonzero(parent > 0)
@@ -286,12 +317,13 @@ class _Plan:
         p = parent[cells].astype(np.float64)
         public = None if level["public"] is None else values[level["public"]][rows, 0]
         chain = [(g[cells], w) for g, w in self.chain]
+        bound = self.structural.family(cells, geounits) if self.structural else None
+        G, g = _total_rows(public, cells.size)
+        totals = None if public is None else np.rint(public).astype(np.int64)
         if leaves:  # one pass of each, as production does for the blocks
             quad: LevelQuadratic = level["all"]
             b = quad.linear([values[i][rows] for i in level["noisy"]], cells)
-            G, g = _total_rows(public, cells.size)
-            x = _certified(solve_family, quad.block(cells), b, p, G=G, g=g)
-            totals = None if public is None else np.rint(public).astype(np.int64)
+            x = _solve(quad.block(cells), b, p, G, g, None, bound)
             rounded = round_nested(
                 x,
                 chain,
@@ -299,6 +331,7 @@ class _Plan:
                 parent=parent[cells],
                 totals=totals,
                 total_weight=1.0,
+                **_limits(bound),
             )
             out[:, cells] = rounded.x
             return out
@@ -306,18 +339,69 @@ class _Plan:
         b = quad.linear([values[i][rows] for i in level["other_ids"]], cells)
         H = quad.block(cells)
         if public is not None:  # a public total is pass 0's answer and holds exactly
-            G, g = _total_rows(public, cells.size)
-            x = _certified(solve_family, H, b, p, G=G, g=g)
-            totals = np.rint(public).astype(np.int64)
+            x = _solve(H, b, p, G, g, None, bound)
         else:
             first = _pass_zero(level["totals"], values, rows, float(p.sum()))
-            x = _certified(solve_family_box, H, b, p, lo=first - slack, hi=first + slack)
-            totals = _largest_remainders(x.sum(axis=1), int(parent.sum()))
+            tau = 0.0 if bound is None else min_tolerance(first, p, bound)
+            x = _solve(H, b, p, None, None, (first - tau - slack, first + tau + slack), bound)
+            if bound is None:
+                totals = _largest_remainders(x.sum(axis=1), int(parent.sum()))
+            else:  # rounder pass 0 over the totals alone, its flow meeting the bounds
+                zero = [(groups, 0.0) for groups, _ in chain]
+                totals = round_nested(
+                    x, zero, cell_weight=0.0, parent=parent[cells], total_weight=1.0,
+                    **_limits(bound),
+                ).x.sum(axis=1)  # fmt: skip
         rounded = round_nested(
-            x, chain, cell_weight=self.cell_weight, parent=parent[cells], totals=totals
+            x,
+            chain,
+            cell_weight=self.cell_weight,
+            parent=parent[cells],
+            totals=totals,
+            **_limits(bound),
         )
         out[:, cells] = rounded.x
         return out
+
+
+def _solve(
+    H: FloatArray,
+    b: FloatArray,
+    p: FloatArray,
+    G: FloatArray | None,
+    g: FloatArray | None,
+    box: tuple[FloatArray, FloatArray] | None,
+    bound: FamilyRows | None,
+) -> FloatArray:
+    """A family's least-squares pass: public rows G x_j = g_j, each child's total in
+    ``box`` and the structural rows within their bounds (each optional)."""
+    if box is None and bound is None:
+        return _certified(solve_family, H, b, p, G=G, g=g)
+    rows, lo, hi = [], [], []
+    if box is not None:
+        rows.append(np.ones((1, p.size)))
+        lo.append(box[0][:, None])
+        hi.append(box[1][:, None])
+    if bound is not None:
+        rows.append(bound.C)
+        lo.append(bound.lo)
+        hi.append(bound.hi)
+    return _certified(
+        solve_family_box,
+        H,
+        b,
+        p,
+        G=G,
+        g=g,
+        c=np.concatenate(rows),
+        lo=np.concatenate(lo, axis=1),
+        hi=np.concatenate(hi, axis=1),
+    )
+
+
+def _limits(bound: FamilyRows | None) -> dict[str, Any]:
+    """The rounder's keyword arguments for a family's structural rows."""
+    return {} if bound is None else {"bounds": bound.limits, "fixed": bound.fixed}
 
 
 def _quadratic(items: list[tuple[int, Measurement]]) -> LevelQuadratic:

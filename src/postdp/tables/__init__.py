@@ -12,6 +12,7 @@ geographic level with which mechanism; :func:`measure` draws their noisy answers
 
 from postdp.tables._noise import TableMeasurements, measure
 from postdp.tables._table import Table, category_matrix, expand
+from postdp.tables.bounds import CountBounds
 from postdp.tables.rounding_plan import RoundingPlan, rounding_plan
 from postdp.tables.schema import Attribute, Marginal, Recode, Schema
 from postdp.tables.spine import FANOUT_CUTOFF, optimised_block_groups
@@ -20,6 +21,7 @@ from postdp.tables.workload import Measurement, Query, Workload
 __all__ = [
     "FANOUT_CUTOFF",
     "Attribute",
+    "CountBounds",
     "Marginal",
     "Measurement",
     "Query",

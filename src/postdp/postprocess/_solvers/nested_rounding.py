@@ -94,6 +94,8 @@ def round_nested(
     parent: IntArray | None = None,
     totals: IntArray | None = None,
     total_weight: float = 0.0,
+    bounds: Sequence[tuple[FloatArray, FloatArray] | None] | None = None,
+    fixed: Any = None,
 ) -> RoundedFamily:
     """Round one family's least-squares cells to integers, L1-closest over nested queries.
 
@@ -114,6 +116,12 @@ def round_nested(
         Each child's total when an earlier pass fixed it; else the total is rounded here,
         with ``total_weight``.
     total_weight : float, default 0
+    bounds : sequence of (lo, hi) or None, optional
+        Per chain query, each child's bounds on its rounded counts (k, n) by group label
+        (e.g. group-quarters counts at least the facilities, 0 where there is none): the
+        group's arc then carries at least lo - floor sum and at most hi - floor sum.
+    fixed : ndarray of bool, shape (k, m), optional
+        Cells held at their floor (e.g. a structural zero).
 
     Returns
     -------
@@ -144,14 +152,15 @@ def round_nested(
     children = net.nodes(k)
     gaps = x - base
     if totals is not None:
-        fixed = np.asarray(totals, dtype=np.int64) - base.sum(axis=1)
-        if (fixed < 0).any() or (fixed > m).any():
+        ups = (np.asarray(totals, dtype=np.int64) - base.sum(axis=1)).astype(float)
+        if (ups < 0).any() or (ups > m).any():
             raise ConvergenceError("a child's fixed total is out of reach of its cells")
-        net.arcs(np.full(k, source), children, fixed.astype(float), fixed.astype(float), 0.0)
+        net.arcs(np.full(k, source), children, ups, ups, 0.0)
     else:
         net.l1(np.full(k, source), children, gaps.sum(axis=1), np.full(k, m), total_weight)
     above = np.repeat(children[:, None], m, axis=1)  # (k, m): each cell's node one level up
-    for groups, (_, weight) in zip(levels, chain, strict=True):
+    limits = list(bounds) if bounds is not None else [None] * len(levels)
+    for groups, (_, weight), limit in zip(levels, chain, limits, strict=True):
         ids, inverse = np.unique(groups, return_inverse=True)
         n_g = ids.size
         here = net.nodes(k * n_g).reshape(k, n_g)
@@ -161,11 +170,22 @@ def round_nested(
         sizes = np.bincount(inverse, minlength=n_g)
         first = np.zeros(n_g, dtype=np.int64)
         first[inverse[::-1]] = np.arange(m)[::-1]
-        net.l1(above[:, first].ravel(), here.ravel(), sums.ravel(), np.tile(sizes, k), weight)
+        if limit is None:
+            net.l1(above[:, first].ravel(), here.ravel(), sums.ravel(), np.tile(sizes, k), weight)
+        else:  # the group's flow passes one more arc, bounded
+            gate = net.nodes(k * n_g).reshape(k, n_g)
+            net.l1(above[:, first].ravel(), gate.ravel(), sums.ravel(), np.tile(sizes, k), weight)
+            floors = np.stack([np.bincount(inverse, row, minlength=n_g) for row in base])
+            low = np.maximum(np.asarray(limit[0], dtype=float)[:, ids] - floors, 0.0)
+            high = np.minimum(np.asarray(limit[1], dtype=float)[:, ids] - floors, sizes)
+            if (high < low).any():
+                raise ConvergenceError("a child's group bounds are out of reach of its cells")
+            net.arcs(gate.ravel(), here.ravel(), low.ravel(), high.ravel(), 0.0)
         above = here[:, inverse]
     net.offset += cell_weight * float(gaps.sum())
+    cap = 1.0 if fixed is None else np.where(np.asarray(fixed, dtype=bool), 0.0, 1.0).ravel()
     cell_arcs = net.arcs(
-        above.ravel(), np.tile(ends, k), 0.0, 1.0, (cell_weight * (1 - 2 * gaps)).ravel()
+        above.ravel(), np.tile(ends, k), 0.0, cap, (cell_weight * (1 - 2 * gaps)).ravel()
     ).reshape(k, m)
     flow, bound = _solve(net, source, ends, need)
     z = np.rint(flow[cell_arcs]).astype(np.int64)

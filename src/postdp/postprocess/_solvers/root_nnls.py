@@ -26,7 +26,7 @@ from postdp.postprocess._solvers.family_nnls import (
     FamilyResult,
 )
 
-__all__ = ["certified_root", "solve_root"]
+__all__ = ["bounded_root", "certified_root", "solve_root"]
 
 
 def solve_root(
@@ -144,3 +144,67 @@ def certified_root(
         )
     out: FloatArray = result.x[0]
     return out
+
+
+def bounded_root(
+    H: FloatArray,
+    b: FloatArray,
+    C: FloatArray,
+    g: FloatArray,
+    D: FloatArray,
+    lo: FloatArray,
+    hi: FloatArray,
+    *,
+    who: str,
+) -> FloatArray:
+    """:func:`certified_root` with bounded rows lo <= D x <= hi as well (e.g. the nation's
+    group-quarters counts at least its facilities; lo = hi for an equality), by an active
+    set on the rows: a row that breaks its bound is held at it, a held row whose multiplier
+    has the wrong sign (fitted on the free cells, as the certificate's) is let go.
+
+    Parameters
+    ----------
+    H, b, C, g, who
+        As :func:`certified_root`.
+    D : ndarray, shape (R, c)
+    lo, hi : ndarray, shape (R,)
+        Bounds (+-inf for none).
+
+    Returns
+    -------
+    ndarray, shape (c,)
+    """
+    R = D.shape[0]
+    eq = lo == hi
+    upper = np.zeros(R, dtype=bool)
+    lower = eq.copy()
+    scale = max(1.0, float(np.abs(b).max()), float(np.abs(g).max(initial=0.0)) * H.max())
+    tol = 1e-9 * scale
+    for _ in range(4 * R + 10):
+        held = upper | lower
+        rows_C = np.concatenate([C, D[held]])
+        x = certified_root(
+            H, b, rows_C, np.concatenate([g, np.where(upper, hi, lo)[held]]), who=who
+        )
+        free = x > 0
+        grad = H @ x - b
+        lam = linalg.lstsq(rows_C[:, free].T, grad[free])[0] if free.any() else np.zeros(0)
+        nu = np.zeros(R)
+        if lam.size:
+            nu[held] = lam[C.shape[0] :]
+        wrong = np.where(lower & ~eq, -nu, 0.0) + np.where(upper, nu, 0.0)
+        if (wrong > tol).any():
+            drop = int(np.argmax(wrong))
+            upper[drop] = lower[drop] = False
+            continue
+        rows = D @ x
+        with np.errstate(invalid="ignore"):
+            broken = np.where(held, 0.0, np.maximum(rows - hi, lo - rows))
+        if not (broken > tol).any():
+            return x
+        worst = int(np.argmax(broken))
+        if rows[worst] > hi[worst]:
+            upper[worst] = True
+        else:
+            lower[worst] = True
+    raise ConvergenceError(f"{who}'s root did not settle its bounded rows; please report the input")

@@ -1,17 +1,20 @@
 """Feasible starting points for a family split (private): a transportation plan with given
-margins, filled north-west corner first (the family solver's primal fallback starts there)."""
+margins, filled north-west corner first (the family solver's primal fallback starts there);
+for rows that overlap (a child's total and its group sums), a vertex of the linear
+feasibility problem found by HiGHS."""
 
 from __future__ import annotations
 
 import numpy as np
 import numpy.typing as npt
+from scipy import optimize, sparse
 
 from postdp._typing import FloatArray
 from postdp.errors import ConvergenceError
 
 BoolArray = npt.NDArray[np.bool_]
 
-__all__ = ["feasible_split", "north_west"]
+__all__ = ["feasible_rows", "feasible_split", "north_west"]
 
 
 def feasible_split(
@@ -29,9 +32,8 @@ def feasible_split(
         return xp
     member = G != 0
     if (member.sum(axis=0) > 1).any() or not np.isin(G, (0.0, 1.0)).all():
-        raise ConvergenceError(
-            "top-down's family split stalled with overlapping invariants; please report the input"
-        )
+        lo = np.where(active, g, -np.inf)
+        return feasible_rows(p, G, lo, np.where(active, g, np.inf), xp)
     for r in range(G.shape[0]):
         cells = np.flatnonzero(member[r])
         on = active[:, r]
@@ -64,4 +66,44 @@ def north_west(supply: FloatArray, demand: FloatArray) -> FloatArray:
             i += 1
         else:
             j += 1
+    return out
+
+
+def feasible_rows(
+    p: FloatArray, C: FloatArray, lo: FloatArray, hi: FloatArray, near: FloatArray
+) -> FloatArray:
+    """The point x >= 0 (k, m) with sum_j x_j = p and lo_j <= C x_j <= hi_j closest to
+    ``near`` in L1, by HiGHS (a linear program: x - near = e_plus - e_minus)."""
+    k, m = near.shape
+    n = k * m
+    eye = sparse.eye(n, format="csr")
+    parent = sparse.hstack(
+        [sparse.kron(np.ones((1, k)), sparse.eye(m)), sparse.csr_array((m, 2 * n))]
+    )
+    split = sparse.hstack([eye, -eye, eye])  # x - e_plus + e_minus = near
+    block = sparse.csr_array(
+        sparse.hstack(
+            [
+                sparse.kron(sparse.eye(k), sparse.csr_array(C)),
+                sparse.csr_array((k * C.shape[0], 2 * n)),
+            ]
+        )
+    )
+    top, bottom = hi.ravel(), lo.ravel()
+    up, down = np.isfinite(top), np.isfinite(bottom)
+    res = optimize.linprog(  # type: ignore[call-overload]  # sparse A is supported
+        np.concatenate([np.zeros(n), np.ones(2 * n)]),
+        A_ub=sparse.vstack([block[up], -block[down]], format="csr"),
+        b_ub=np.concatenate([top[up], -bottom[down]]),
+        A_eq=sparse.vstack([parent, split], format="csr"),
+        b_eq=np.concatenate([p, near.ravel()]),
+        bounds=(0, None),
+        method="highs",
+    )
+    if res.status != 0:
+        raise ConvergenceError(
+            "a top-down family's bounds cannot all be met with the parent's cells; please "
+            "report the input"
+        )
+    out: FloatArray = np.maximum(np.asarray(res.x)[:n].reshape(k, m), 0.0)
     return out

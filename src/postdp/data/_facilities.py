@@ -1,0 +1,163 @@
+"""Group-quarters facilities and housing units per block, and the 2020 persons release's
+structural bounds built on them (``shared/research/pl94-2020-design.md`` section 1.4).
+
+The 2020 persons run held, per block, an invariant 8-vector ``gqhh_vect``: the number of
+housing units and of group-quarters facilities of each of the 7 types, summed up the spine
+to every geounit. On it rest three constraints, at every geounit:
+
+- ``hhgq_total_lb``: persons in GQ type k at least the number of type-k facilities;
+- ``hhgq_total_ub``: persons in type k (households: k = 0, housing units) at most 99,999
+  per facility (unit), that is 0 where there is none -- postdp holds that bound at 0 and
+  leaves the others infinite (99,999 people per facility never binds);
+- ``nurse_nva_0``: no one under 18 in a nursing facility.
+
+No confidential facility list exists here: :func:`synthetic_facilities` derives one from a
+synthetic population (a facility of each type a block's residents live in, housing units
+for its household residents plus vacant ones), documented as synthetic.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+
+from postdp._typing import ArrayLike, IntArray
+from postdp.errors import ValidationError
+from postdp.hierarchy import Hierarchy
+from postdp.tables import Marginal, Table
+from postdp.tables.bounds import CountBounds
+
+__all__ = ["FACILITY_COLUMNS", "facility_bounds", "synthetic_facilities"]
+
+#: The columns of a block's facility vector: housing units, then GQ facilities by type.
+FACILITY_COLUMNS = (
+    "housing_units",
+    "adult_correctional",
+    "juvenile",
+    "nursing",
+    "other_institutional",
+    "college_housing",
+    "military_quarters",
+    "other_noninstitutional",
+)
+_NURSING = 3
+_PEOPLE_PER_UNIT = 2.5  # about the 2020 average household size
+_VACANT_ONLY = 0.3  # share of blocks with no people that hold (vacant) housing units
+
+
+def facility_bounds(facilities: ArrayLike, geography: Hierarchy) -> tuple[CountBounds, ...]:
+    """The 2020 persons release's structural bounds from block facility counts.
+
+    Parameters
+    ----------
+    facilities : array_like of int, shape (n_leaves, 8)
+        Per leaf, in ``geography.leaves`` order: housing units, then GQ facilities of
+        types 1-7 (:data:`FACILITY_COLUMNS`).
+    geography : Hierarchy
+        The table's geography (leaves: blocks).
+
+    Returns
+    -------
+    tuple of CountBounds
+        ``hhgq_total`` on the ``hhgq`` marginal (type k at least its facilities, 0 where
+        there is none; household persons 0 where there is no housing unit) and
+        ``nurse_nva_0`` on ``hhgq * votingage`` (no one under 18 in nursing), for every
+        geounit (facilities summed up the geography).
+
+    Raises
+    ------
+    ValidationError
+        For a shape other than (n_leaves, 8), or counts that are not nonnegative whole
+        numbers.
+
+    Examples
+    --------
+    >>> from postdp import Hierarchy
+    >>> geo = Hierarchy.from_parents(["S", "a", "b"], [None, "S", "S"])
+    >>> lb, zero = facility_bounds([[3, 0, 0, 1, 0, 0, 0, 0], [0, 1, 0, 0, 0, 0, 0, 0]], geo)
+    >>> lb.lower[:, :4].tolist()
+    [[0.0, 1.0, 0.0, 1.0], [0.0, 0.0, 0.0, 1.0], [0.0, 1.0, 0.0, 0.0]]
+    >>> lb.upper[2].tolist()[:3], zero.upper[0, 6:8].tolist()
+    ([0.0, inf, 0.0], [0.0, inf])
+    """
+    values = np.asarray(facilities)
+    n_leaves = geography.leaves.size
+    if values.shape != (n_leaves, len(FACILITY_COLUMNS)):
+        raise ValidationError(
+            f"`facilities` must have shape {(n_leaves, len(FACILITY_COLUMNS))} (blocks x "
+            f"housing units and 7 GQ types); got {values.shape}"
+        )
+    if not np.issubdtype(values.dtype, np.number) or not np.isfinite(values).all():
+        raise ValidationError("`facilities` must hold nonnegative whole numbers")
+    if (values < 0).any() or (values != np.rint(values)).any():
+        raise ValidationError("`facilities` must hold nonnegative whole numbers")
+    full = np.zeros((len(FACILITY_COLUMNS), geography.n), dtype=np.int64)
+    full[:, geography.leaves] = values.T.astype(np.int64)
+    every = geography.aggregate(full).T  # (n, 8)
+    lower = every.astype(np.float64)
+    lower[:, 0] = 0.0  # vacant units exist: no lower bound on household persons
+    upper = np.where(every > 0, np.inf, 0.0)
+    hhgq = CountBounds("hhgq", lower, upper, name="hhgq_total")
+    nursing_upper = np.full((geography.n, 16), np.inf)
+    nursing_upper[:, 2 * _NURSING] = 0.0  # hhgq x votingage: (nursing, under 18)
+    nursing = CountBounds(
+        "hhgq * votingage", np.zeros((geography.n, 16)), nursing_upper, name="nurse_nva_0"
+    )
+    return hhgq, nursing
+
+
+def synthetic_facilities(table: Table, *, seed: int = 0) -> IntArray:
+    """Synthetic block facility counts for a synthetic persons table: one facility of each
+    GQ type a block's residents live in; housing units for its household residents (one per
+    2.5 people, rounded up, plus about 10% vacant), and 1-3 vacant units in about 30% of
+    blocks with no one. Synthetic: no confidential facility list exists here.
+
+    Parameters
+    ----------
+    table : Table
+        A persons table of the PL94 schema (e.g. :func:`synthetic_population`).
+    seed : int, default 0
+        Vacant units are drawn per state (the geounits one level below the root) from this
+        seed and the state's id: a state's counts are the same in any selection of states.
+
+    Returns
+    -------
+    ndarray of int64, shape (n_leaves, 8)
+        In ``geography.leaves`` order; columns :data:`FACILITY_COLUMNS`.
+
+    Examples
+    --------
+    >>> from postdp.data import synthetic_population
+    >>> t = synthetic_population(["11"], seed=1)
+    >>> f = synthetic_facilities(t, seed=1)
+    >>> f.shape, bool((f[:, 1:] <= 1).all())
+    ((16790, 8), True)
+    """
+    from postdp.data._pl94 import pl94_schema
+
+    schema = pl94_schema()
+    if table.categories.leaves.size != schema.size:
+        raise ValidationError("`table` must be a persons table of the PL94 schema")
+    geo = table.geography
+    groups = Marginal(schema, "hhgq").count_matrix()  # (8, cells)
+    people = groups @ table.cells.T  # (8, leaves), sparse or dense cells
+    people = np.asarray(people.toarray() if hasattr(people, "toarray") else people).T
+    people = people.astype(np.int64)
+    out = np.zeros_like(people)
+    out[:, 1:] = people[:, 1:] > 0
+    states = geo.leaves.copy()  # each leaf's ancestor one level below the root
+    while (deep := geo.depth[states] > 1).any():
+        states[deep] = geo.parent[states[deep]]
+    for state in np.unique(states):
+        rows = np.flatnonzero(states == state)
+        key = zlib.crc32(str(geo.ids[state]).encode())
+        rng = np.random.default_rng(np.random.SeedSequence([seed, key]))
+        household = people[rows, 0]
+        units = np.ceil(household / _PEOPLE_PER_UNIT).astype(np.int64)
+        units += rng.binomial(units, 0.1)
+        empty = people[rows].sum(axis=1) == 0
+        vacant = empty & (rng.random(rows.size) < _VACANT_ONLY)
+        units[vacant] = rng.integers(1, 4, int(vacant.sum()))
+        out[rows, 0] = units
+    return out

@@ -1,0 +1,126 @@
+"""Structural bounds on a table's counts: public facts about every geounit that a release
+must respect, without being noisy measurements.
+
+The 2020 persons release held, at every geounit, the number of people in each kind of
+group quarters at least the number of such facilities there and at most 0 where there is
+none, and no one under 18 in a nursing facility (``shared/research/pl94-2020-design.md``
+section 1.4: ``hhgq_total_lb``, ``hhgq_total_ub``, ``nurse_nva_0``). Each is a
+:class:`CountBounds`: lower and upper bounds on one marginal's counts, per geounit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from postdp._typing import ArrayLike, FloatArray
+from postdp.errors import ValidationError
+from postdp.tables.schema import Marginal, Schema
+
+__all__ = ["CountBounds"]
+
+
+@dataclass(frozen=True, eq=False)
+class CountBounds:
+    """Bounds ``lower <= counts <= upper`` on one marginal of every geounit's histogram.
+
+    Parameters
+    ----------
+    query : str
+        The marginal bounded (attribute names joined by ``" * "``, as :class:`Marginal`).
+    lower, upper : array_like, shape (n_geounits, marginal size)
+        Per geounit (in geography order) and count; ``upper`` may be ``inf``. Whole
+        numbers where finite, 0 <= lower <= upper.
+    name : str, default ""
+        What the bounds are (e.g. ``"hhgq_total"``).
+
+    Examples
+    --------
+    >>> from postdp.tables import Attribute, Schema
+    >>> s = Schema([Attribute("gq", ["home", "jail"]), Attribute("age", ["kid", "adult"])])
+    >>> b = CountBounds("gq", [[0, 1], [0, 0]], [[np.inf, np.inf], [np.inf, 0]])
+    >>> b.check(s, 2).size
+    2
+    >>> b.violation(s, [[3, 0, 0, 0], [2, 2, 0, 0]])  # no one in geounit 0's jail
+    1.0
+    """
+
+    query: str
+    lower: FloatArray
+    upper: FloatArray
+    name: str = field(default="", kw_only=True)
+
+    def __post_init__(self) -> None:
+        lower = np.asarray(self.lower, dtype=np.float64)
+        upper = np.asarray(self.upper, dtype=np.float64)
+        if lower.ndim != 2 or lower.shape != upper.shape:
+            raise ValidationError(
+                f"`lower` and `upper` must be 2-D of one shape; got {lower.shape} and {upper.shape}"
+            )
+        finite_lower = np.isfinite(lower).all()
+        if not finite_lower or (lower < 0).any() or (lower != np.rint(lower)).any():
+            raise ValidationError("`lower` must hold nonnegative whole numbers")
+        if np.isnan(upper).any() or (upper < lower).any():
+            raise ValidationError("`upper` must be at least `lower` everywhere")
+        finite = np.isfinite(upper)
+        if (upper[finite] != np.rint(upper[finite])).any():
+            raise ValidationError("`upper` must hold whole numbers or inf")
+        object.__setattr__(self, "lower", lower)
+        object.__setattr__(self, "upper", upper)
+
+    def check(self, schema: Schema, n: int) -> Marginal:
+        """Refuse bounds that do not fit a table: n geounits, the schema's marginal.
+
+        Parameters
+        ----------
+        schema : Schema
+        n : int
+            The number of geounits.
+
+        Returns
+        -------
+        Marginal
+            The bounded marginal.
+
+        Examples
+        --------
+        >>> from postdp.tables import Attribute, Schema
+        >>> s = Schema([Attribute("gq", ["home", "jail"])])
+        >>> CountBounds("gq", [[0, 1]], [[9, 9]]).check(s, 1).size
+        2
+        """
+        marginal = Marginal(schema, self.query)
+        if self.lower.shape != (n, marginal.size):
+            raise ValidationError(
+                f"bounds on {self.query!r} must have shape {(n, marginal.size)}; got "
+                f"{self.lower.shape}"
+            )
+        return marginal
+
+    def violation(self, schema: Schema, histograms: ArrayLike) -> float:
+        """The largest amount by which histograms break the bounds (0 when they hold).
+
+        Parameters
+        ----------
+        schema : Schema
+        histograms : array_like, shape (..., n_geounits, schema.size)
+
+        Returns
+        -------
+        float
+
+        Examples
+        --------
+        >>> from postdp.tables import Attribute, Schema
+        >>> s = Schema([Attribute("gq", ["home", "jail"])])
+        >>> CountBounds("gq", [[0, 1]], [[9, 9]]).violation(s, [[0, 0]])
+        1.0
+        """
+        x = np.asarray(histograms, dtype=np.float64)
+        marginal = self.check(schema, x.shape[-2])
+        counts = np.asarray(marginal.count_matrix() @ x.reshape(-1, schema.size).T).T
+        counts = counts.reshape(*x.shape[:-1], marginal.size)
+        with np.errstate(invalid="ignore"):
+            worst = np.maximum(self.lower - counts, counts - self.upper)
+        return float(np.maximum(np.nan_to_num(worst, nan=0.0), 0.0).max(initial=0.0))
