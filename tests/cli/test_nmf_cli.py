@@ -263,3 +263,81 @@ def test_postprocess_refuses_bad_options(small_run, tmp_path, capsys):
     plan = json.loads((tmp_path / "o" / "postdp-postprocess.json").read_text())
     assert plan["cut_blocks"] == 1
     assert check_parts(tmp_path / "o" / "wide" / "Block.parquet") == {13}  # block groups
+
+
+def test_measure_writes_the_facility_constraints_and_topdown_holds_them(tmp_path, capsys, spy):
+    """``--facilities FILE`` (issue 25): the run's Constraint rows hold the 2020 structural
+    bounds, read back as the library computes them from the same counts (a block the file
+    lacks left unconstrained); ``postdp postprocess --method topdown-2020`` releases
+    histograms that meet them at every geounit; bad facility inputs are refused (one line
+    naming --facilities, exit 2) before anything is drawn."""
+    import pandas as pd
+
+    from postdp.data import FACILITY_COLUMNS, facility_bounds, pl94_schema, synthetic_facilities
+
+    t = small_table(5)
+    geo = t.geography
+    wide = pd.DataFrame(t.dense_cells(), columns=list(pl94_schema().cells))
+    wide.insert(0, "geocode", geo.ids[geo.leaves].astype(str))
+    wide.to_parquet(tmp_path / "h.parquet")
+    counts = synthetic_facilities(t, seed=5)
+    counts[:, 3] = 1  # a nursing facility everywhere: its minors' zero has cells to hold
+    frame = pd.DataFrame(counts, columns=list(FACILITY_COLUMNS))
+    frame.insert(0, "geocode", geo.ids[geo.leaves].astype(str))
+    frame.iloc[1:].to_csv(tmp_path / "f.csv", index=False)  # the first block left out
+    args = ["measure", "--input", str(tmp_path / "h.parquet"), "--study", "--seed", "3"]
+    assert main([*args, "--facilities", str(tmp_path / "f.csv"), "--quiet",
+                 "--output-dir", str(tmp_path / "run")]) == 0  # fmt: skip
+    m = nmf.read(tmp_path / "run")
+    known = np.ones(geo.leaves.size, dtype=bool)
+    known[0] = False
+    want = facility_bounds(counts, geo, known=known)
+    rows = m.table.geography.index([str(i) for i in geo.ids])
+    assert [b.name for b in m.bounds] == ["hhgq_total", "nurse_nva_0"]
+    for got, expected in zip(m.bounds, want, strict=True):
+        np.testing.assert_array_equal(got.lower[rows], expected.lower)
+        np.testing.assert_array_equal(got.upper[rows], expected.upper)
+    assert np.isinf(m.bounds[0].upper[rows[geo.leaves[0]]]).all()  # unknown: unbounded
+    out = tmp_path / "out"
+    assert main(["postprocess", str(tmp_path / "run"), "--method", "topdown-2020", "--quiet",
+                 "--output-dir", str(out)]) == 0  # fmt: skip
+    schema = pl94_schema()
+    histograms = np.zeros((m.table.geography.n, schema.size))
+    ids = {str(i): k for k, i in enumerate(m.table.geography.ids)}
+    for path in sorted((out / "wide").rglob("*.parquet")):
+        part = pd.read_parquet(path)
+        codes = part["geocode"].astype(str).str[1:].replace("", "US")
+        histograms[[ids[c] for c in codes]] = part[list(schema.cells)].to_numpy()
+    assert histograms.sum() > 0
+    for b in m.bounds:
+        assert b.violation(schema, histograms) == 0, b.name
+    capsys.readouterr()
+    spy.clear()
+    bad = tmp_path / "bad.csv"
+    pd.DataFrame({"geocode": wide["geocode"], "vacant": 1, "occupied": 2}).to_parquet(
+        tmp_path / "units.parquet"
+    )
+    units = ["measure", "--input", str(tmp_path / "units.parquet"), *args[3:]]
+    units += ["--strategy", "pl94-2020-units"]
+    cases = [
+        ([*args, "--facilities", "synthetic"], "--facilities 'synthetic'"),
+        ([*args, "--facilities", str(tmp_path / "none.csv")], "no such file"),
+        ([*args, "--facilities", str(bad)], "missing columns"),
+        ([*units, "--facilities", str(tmp_path / "f.csv")], "persons preset"),
+    ]
+    pd.DataFrame({"geocode": ["110010000001001"]}).to_csv(bad, index=False)
+    for argv, needle in cases:
+        assert main([*argv, "--output-dir", str(tmp_path / "r")]) == 2
+        err = capsys.readouterr().err
+        assert "--facilities" in err and needle in err and err.count("\n") == 1, err
+    negative = frame.iloc[:2].copy()
+    negative.loc[0, "nursing"] = -1
+    for broken, needle in [
+        (negative, "whole numbers"),
+        (pd.concat([frame.iloc[:1]] * 2), "two rows"),
+    ]:
+        broken.to_csv(bad, index=False)
+        assert main([*args, "--facilities", str(bad), "--output-dir", str(tmp_path / "r")]) == 2
+        err = capsys.readouterr().err
+        assert "--facilities" in err and needle in err and err.count("\n") == 1, err
+    assert spy == [] and not (tmp_path / "r").exists()

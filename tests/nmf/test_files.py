@@ -152,13 +152,18 @@ def test_writer_refuses_what_the_layout_cannot_hold(measured, tmp_path):
 
 
 def test_published_quirks_are_read(tmp_path):
-    """No manifest (the workload from the variances, bounded neighbours), Census-only
-    constraints kept out with a warning, a block found only in Constraint (NaN answers)."""
+    """No manifest (the workload from the variances, bounded neighbours), the group-quarters
+    bounds read as bounds (``hhgq_total_lb_con`` / ``_ub_con``: lower 0, upper 99,999 read
+    as none), a constraint on the Census's own recodes kept out with a warning, a block
+    found only in Constraint (NaN answers)."""
     plain = nmf.read(nmf.synthetic_run(tmp_path / "plain", states=["11"], seed=3))
     run = nmf.synthetic_run(tmp_path / "quirky", states=["11"], seed=3, quirks=True)
     assert not (run / "postdp-nmf.json").exists()
-    with pytest.warns(UserWarning, match="hhgq_total_lb, hhgq_total_ub"):
+    with pytest.warns(UserWarning, match="left out: nurse_nva_0$"):
         got = nmf.read(run)
+    (bound,) = got.bounds
+    assert (bound.name, bound.query) == ("hhgq_total", "hhgq")
+    assert (bound.lower == 0).all() and np.isinf(bound.upper).all()
     assert got.secure is False  # the study-path marker file
     assert got.workload.neighbours == "bounded"
     for a, b in zip(plain.workload.measurements, got.workload.measurements, strict=True):

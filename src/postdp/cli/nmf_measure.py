@@ -95,6 +95,18 @@ def add_parser(commands: Any) -> None:
         "above N tract by tract (one such subtree's answers in memory; the same design), a "
         "file per subtree in its state's partition (default 100000)",
     )
+    parser.add_argument(
+        "--facilities",
+        metavar="SOURCE",
+        help="the 2020 structural constraints (persons preset): block housing units and "
+        "group-quarters facilities, as 'synthetic' (derived from the --synthetic population) "
+        "or a CSV/Parquet file with 'geocode' and the columns housing_units, "
+        "adult_correctional, juvenile, nursing, other_institutional, college_housing, "
+        "military_quarters, other_noninstitutional (a block it lacks is left "
+        "unconstrained); written as Constraint rows "
+        "(hhgq_total_lb_con, hhgq_total_ub_con, nurse_nva_0_con) that topdown-2020 and "
+        "blue-restore hold",
+    )
     parser.add_argument("--quiet", action="store_true", help="print nothing on success")
     parser.set_defaults(func=run)
 
@@ -115,6 +127,7 @@ def run(args: argparse.Namespace, state: RunState) -> int:
     states, tables, source, digest = _source(args)
     with flag("--strategy", args.strategy):
         work = strategy.workload(tables(states[0]))  # made again, one state at a time
+    bounds = _facilities(args, strategy)
     run_dir = _check_run(args.output_dir)
     if args.input and Path(args.input).expanduser().resolve() in (run_dir, *run_dir.parents):
         raise CliError(f"--output-dir {args.output_dir!r}: inside the input")
@@ -147,6 +160,7 @@ def run(args: argparse.Namespace, state: RunState) -> int:
             secure=secure,
             rng=None if secure else args.seed,
             cut_blocks=args.cut_blocks,
+            bounds=bounds,
             progress=lambda stage, done, total: bar.update(done - bar.n),
         )
         bar.close()
@@ -252,6 +266,40 @@ def _source(args: argparse.Namespace) -> tuple[list[str], Any, str, str]:
 
     source = f"synthetic population states={','.join(states)} seed={args.population_seed}"
     return states, synthetic, source, hashlib.sha256(source.encode()).hexdigest()
+
+
+def _facilities(args: argparse.Namespace, strategy: Any) -> Any:
+    """``bounds(table)`` for --facilities (checked here, before anything is drawn), or None."""
+    if args.facilities is None:
+        return None
+    if strategy.name != "pl94-2020-persons":
+        raise CliError(
+            f"--facilities {args.facilities!r}: the facility constraints are the persons "
+            f"preset's (pl94-2020-persons); --strategy is {strategy.name!r}"
+        )
+    from postdp.data import facility_bounds, read_facilities, synthetic_facilities
+
+    if args.facilities == "synthetic":
+        if args.synthetic is None:
+            raise CliError(
+                "--facilities 'synthetic': derived from the synthetic population; give a "
+                "facilities file with --input"
+            )
+        seed = args.population_seed
+        return lambda t: facility_bounds(synthetic_facilities(t, seed=seed), t.geography)
+    path = Path(args.facilities).expanduser()
+    if not path.is_file():
+        raise CliError(f"--facilities {args.facilities!r}: no such file")
+    from postdp.data import check_facilities
+
+    with flag("--facilities", args.facilities):
+        check_facilities(path)  # every row, before the draw
+
+    def bounds(table: Any) -> Any:
+        counts, known = read_facilities(path, table.geography)
+        return facility_bounds(counts, table.geography, known=known)
+
+    return bounds
 
 
 def _columns(path: Path) -> list[str]:

@@ -12,7 +12,13 @@ import pandas as pd
 
 from postdp import _rng
 from postdp._typing import RNGLike
-from postdp.data._facilities import FACILITY_COLUMNS, facility_bounds, synthetic_facilities
+from postdp.data._facilities import (
+    FACILITY_COLUMNS,
+    check_facilities,
+    facility_bounds,
+    read_facilities,
+    synthetic_facilities,
+)
 from postdp.data._histograms import histogram_states, read_histograms
 from postdp.data._p1 import P1_TABLES, load_p1, synthetic_table
 from postdp.data._persons import PERSON_COLUMNS, person_states, read_persons, tabulate_persons
@@ -27,6 +33,7 @@ __all__ = [
     "P1_TABLES",
     "PERSON_COLUMNS",
     "Strategy",
+    "check_facilities",
     "county_hierarchy",
     "facility_bounds",
     "histogram_states",
@@ -37,6 +44,7 @@ __all__ = [
     "load_title1",
     "person_states",
     "pl94_schema",
+    "read_facilities",
     "read_histograms",
     "read_persons",
     "synthetic_facilities",

@@ -18,9 +18,12 @@ for its household residents plus vacant ones), documented as synthetic.
 
 from __future__ import annotations
 
+import os
 import zlib
+from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from postdp._typing import ArrayLike, IntArray
 from postdp.errors import ValidationError
@@ -28,7 +31,13 @@ from postdp.hierarchy import Hierarchy
 from postdp.tables import Marginal, Table
 from postdp.tables.bounds import CountBounds
 
-__all__ = ["FACILITY_COLUMNS", "facility_bounds", "synthetic_facilities"]
+__all__ = [
+    "FACILITY_COLUMNS",
+    "check_facilities",
+    "facility_bounds",
+    "read_facilities",
+    "synthetic_facilities",
+]
 
 #: The columns of a block's facility vector: housing units, then GQ facilities by type.
 FACILITY_COLUMNS = (
@@ -46,7 +55,9 @@ _PEOPLE_PER_UNIT = 2.5  # about the 2020 average household size
 _VACANT_ONLY = 0.3  # share of blocks with no people that hold (vacant) housing units
 
 
-def facility_bounds(facilities: ArrayLike, geography: Hierarchy) -> tuple[CountBounds, ...]:
+def facility_bounds(
+    facilities: ArrayLike, geography: Hierarchy, *, known: ArrayLike | None = None
+) -> tuple[CountBounds, ...]:
     """The 2020 persons release's structural bounds from block facility counts.
 
     Parameters
@@ -56,6 +67,9 @@ def facility_bounds(facilities: ArrayLike, geography: Hierarchy) -> tuple[CountB
         types 1-7 (:data:`FACILITY_COLUMNS`).
     geography : Hierarchy
         The table's geography (leaves: blocks).
+    known : array_like of bool, shape (n_leaves,), optional
+        The leaves whose facilities are known (default all); an unknown leaf is bounded by
+        nothing, nor are its ancestors above (their lower bounds count the known leaves).
 
     Returns
     -------
@@ -92,12 +106,16 @@ def facility_bounds(facilities: ArrayLike, geography: Hierarchy) -> tuple[CountB
         raise ValidationError("`facilities` must hold nonnegative whole numbers")
     if (values < 0).any() or (values != np.rint(values)).any():
         raise ValidationError("`facilities` must hold nonnegative whole numbers")
-    full = np.zeros((len(FACILITY_COLUMNS), geography.n), dtype=np.int64)
-    full[:, geography.leaves] = values.T.astype(np.int64)
-    every = geography.aggregate(full).T  # (n, 8)
-    lower = every.astype(np.float64)
+    seen = np.ones(n_leaves, dtype=bool) if known is None else np.asarray(known, dtype=bool)
+    if seen.shape != (n_leaves,):
+        raise ValidationError(f"`known` must have shape ({n_leaves},); got {seen.shape}")
+    full = np.zeros((len(FACILITY_COLUMNS) + 1, geography.n), dtype=np.int64)
+    full[:-1, geography.leaves] = np.where(seen[:, None], values, 0).T.astype(np.int64)
+    full[-1, geography.leaves] = ~seen
+    every = geography.aggregate(full).T  # (n, 9): the counts, then unknown leaves below
+    lower = every[:, :-1].astype(np.float64)
     lower[:, 0] = 0.0  # vacant units exist: no lower bound on household persons
-    upper = np.where(every > 0, np.inf, 0.0)
+    upper = np.where((every[:, :-1] > 0) | (every[:, -1:] > 0), np.inf, 0.0)
     hhgq = CountBounds("hhgq", lower, upper, name="hhgq_total")
     nursing_upper = np.full((geography.n, 16), np.inf)
     nursing_upper[:, 2 * _NURSING] = 0.0  # hhgq x votingage: (nursing, under 18)
@@ -161,3 +179,103 @@ def synthetic_facilities(table: Table, *, seed: int = 0) -> IntArray:
         units[vacant] = rng.integers(1, 4, int(vacant.sum()))
         out[rows, 0] = units
     return out
+
+
+def read_facilities(path: str | os.PathLike[str], geography: Hierarchy) -> tuple[IntArray, Any]:
+    """Block facility counts from a Parquet or CSV file, for a geography's leaves.
+
+    Parameters
+    ----------
+    path : path
+        Columns ``geocode`` (a block's 15-digit GEOID, or the 16-digit NMF geocode) and
+        :data:`FACILITY_COLUMNS`, whole numbers >= 0, one row per block.
+    geography : Hierarchy
+        Whose leaves (ids: block GEOIDs) the counts are for.
+
+    Returns
+    -------
+    (ndarray of int64, shape (n_leaves, 8), ndarray of bool, shape (n_leaves,))
+        The counts in ``geography.leaves`` order and which leaves the file has (the
+        ``known`` of :func:`facility_bounds`).
+
+    Raises
+    ------
+    ValidationError
+        For a file that cannot be read, a missing column, a repeated block, or counts that
+        are not nonnegative whole numbers.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from postdp import Hierarchy
+    >>> f = tempfile.mkdtemp() + "/f.csv"
+    >>> row = {c: 0 for c in FACILITY_COLUMNS}
+    >>> pd.DataFrame([{"geocode": "110010001001001", **row, "nursing": 1}]).to_csv(f)
+    >>> geo = Hierarchy.from_parents(["US", "110010001001001", "110010001001002"],
+    ...                              [None, "US", "US"])
+    >>> counts, known = read_facilities(f, geo)
+    >>> counts[:, 3].tolist(), known.tolist()
+    ([1, 0], [True, False])
+    """
+    frame = check_facilities(path)
+    ids = pd.Index([str(i) for i in geography.ids[geography.leaves]])
+    where = ids.get_indexer(pd.Index(frame["geocode"]))
+    counts = np.zeros((ids.size, len(FACILITY_COLUMNS)), dtype=np.int64)
+    inside = where >= 0
+    counts[where[inside]] = frame.loc[inside, list(FACILITY_COLUMNS)].to_numpy(dtype=np.int64)
+    known = np.zeros(ids.size, dtype=bool)
+    known[where[inside]] = True
+    return counts, known
+
+
+def check_facilities(path: str | os.PathLike[str]) -> pd.DataFrame:
+    """Read and check a facilities file (the form of :func:`read_facilities`).
+
+    Parameters
+    ----------
+    path : path
+        A ``.csv`` file, else Parquet.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``geocode`` (15-character GEOIDs) and :data:`FACILITY_COLUMNS` (int64).
+
+    Raises
+    ------
+    ValidationError
+        As :func:`read_facilities`.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> f = tempfile.mkdtemp() + "/f.csv"
+    >>> pd.DataFrame([{"geocode": "0110010001001001", **dict.fromkeys(FACILITY_COLUMNS, 2)}]
+    ...              ).to_csv(f, index=False)
+    >>> got = check_facilities(f)  # the NMF geocode read as its GEOID
+    >>> str(got.geocode[0]), int(got.nursing[0])
+    ('110010001001001', 2)
+    """
+    name = str(path)
+    try:
+        frame = pd.read_csv(path, dtype={"geocode": str}) if name.endswith(".csv") else (
+            pd.read_parquet(path))  # fmt: skip
+    except (OSError, ValueError) as exc:
+        raise ValidationError(f"cannot be read as CSV or Parquet ({exc})") from None
+    missing = [c for c in ("geocode", *FACILITY_COLUMNS) if c not in frame.columns]
+    if missing:
+        raise ValidationError(f"missing columns {missing}")
+    codes = frame["geocode"].astype(str).str.strip()
+    codes = codes.where(codes.str.len() != 16, codes.str[1:])  # the NMF geocode's flag
+    if not codes.str.fullmatch(r"\d{15}").all():
+        raise ValidationError("'geocode' must be 15-digit block GEOIDs")
+    if codes.duplicated().any():
+        raise ValidationError(f"block {codes[codes.duplicated()].iloc[0]} has two rows")
+    values = frame[list(FACILITY_COLUMNS)].to_numpy()
+    if not np.issubdtype(values.dtype, np.number) or not np.isfinite(values).all():
+        raise ValidationError("the counts must be nonnegative whole numbers")
+    if (values < 0).any() or (values != np.rint(values)).any():
+        raise ValidationError("the counts must be nonnegative whole numbers")
+    out = frame[list(FACILITY_COLUMNS)].astype(np.int64)
+    out.insert(0, "geocode", codes.to_numpy())
+    return out.reset_index(drop=True)

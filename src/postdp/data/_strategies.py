@@ -16,10 +16,11 @@ sources) in ``shared/research/pl94-2020-design.md`` sections 1.1-1.4:
 - invariants kept as public queries here: persons, the state totals (and so the US total);
   units, the block housing-unit counts (and so every geounit's total).
 
-Not carried (yet) by these presets: the persons run's block-level group-quarters facility
-invariants and the constraints built on them (persons in GQ type k at least the number of
-type-k facilities and 0 where there is none; no under-18s in nursing facilities); the
-spine optimiser's per-geounit re-allocation. Both need data the presets do not hold.
+The persons run's block-level group-quarters facility invariants and the constraints built
+on them (persons in GQ type k at least the number of type-k facilities and 0 where there is
+none; no under-18s in nursing facilities) are data, not design: they come with the
+measurements as structural bounds (:func:`postdp.data.facility_bounds`). Not carried: the
+spine optimiser's per-geounit re-allocation.
 """
 
 from __future__ import annotations

@@ -176,6 +176,10 @@ def write_levels(
                 frame = _frame(
                     pa, schema, kind, items, measurements.values, codes[nodes[rows]], rows, plb
                 )
+                if kind == layout.CONSTRAINT and measurements.bounds:
+                    frame = _with_bounds(
+                        pa, schema, frame, measurements.bounds, codes[nodes[rows]], nodes[rows]
+                    )
                 where = run / f"{names[d + offset]}.parquet" / kind
                 if part is not None:
                     where = where / layout.folder(part)
@@ -296,6 +300,48 @@ def _frame(
     else:
         arrays["sign"] = pa.array(["="] * (n * k), pa.string())
     return pa.table(arrays)
+
+
+#: An upper bound written for "none" (the Census writes 99,999 per facility; a reader takes
+#: this or more as no bound).
+NO_UPPER = 99999
+
+
+def _with_bounds(
+    pa: Any, schema: Schema, frame: Any, bounds: Any, geocodes: Any, nodes: IntArray
+) -> Any:
+    """``frame`` (a partition's ``Constraint`` rows) with the structural bounds of its
+    geounits: ``<name>_lb_con`` (``>=``, where some lower bound is positive) and
+    ``<name>_ub_con`` (``<=``, where some upper bound is finite; none written as
+    :data:`NO_UPPER`), as the 2020 runs' ``hhgq_total_lb_con`` / ``hhgq_total_ub_con``; a
+    bound with one side is ``<name>_con`` (``nurse_nva_0_con``)."""
+    pieces = [frame]
+    for item in bounds:
+        marginal = schema.marginal(item.query)
+        attrs = layout.attribute_columns(marginal)
+        lower, upper = item.lower[nodes], item.upper[nodes]
+        sides = (("_lb_con", ">=", lower, (lower > 0).any()),
+                 ("_ub_con", "<=", np.where(np.isfinite(upper), upper, NO_UPPER),
+                  np.isfinite(upper).any()))  # fmt: skip
+        both = sides[0][3] and sides[1][3]
+        for suffix, sign, values, used in sides:
+            if not used:
+                continue
+            suffix = suffix if both else "_con"  # one side: the name alone, as nurse_nva_0_con
+            n, size = values.shape
+            value = pa.ListArray.from_arrays(
+                np.arange(n + 1, dtype=np.int32) * size, values.astype(np.int64).reshape(-1)
+            )
+            table = {
+                "geocode": pa.array(geocodes, pa.string()),
+                "query_name": pa.array([(item.name or item.query) + suffix] * n, pa.string()),
+                **{a: pa.array([attrs[a]] * n, pa.string()) for a in schema.names},
+                "query_shape": pa.array([list(marginal.shape)] * n, pa.list_(pa.int64())),
+                "value": value.cast(frame.schema.field("value").type),
+                "sign": pa.array([sign] * n, pa.string()),
+            }
+            pieces.append(pa.table(table).select(frame.column_names))
+    return pa.concat_tables(pieces)
 
 
 def _arrow_type(pa: Any, column: str) -> Any:

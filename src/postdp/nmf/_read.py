@@ -13,13 +13,21 @@ import numpy as np
 import pandas as pd
 from scipy import sparse
 
-from postdp._typing import FloatArray
+from postdp._typing import FloatArray, IntArray
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
 from postdp.mechanisms import DiscreteGaussian, Gaussian
 from postdp.nmf import _layout as layout
-from postdp.nmf._io import _pyarrow
-from postdp.tables import Measurement, Query, Schema, Table, TableMeasurements, Workload
+from postdp.nmf._io import NO_UPPER, _pyarrow
+from postdp.tables import (
+    CountBounds,
+    Measurement,
+    Query,
+    Schema,
+    Table,
+    TableMeasurements,
+    Workload,
+)
 
 #: The marker file of a run drawn on the study path (see postdp.nmf.synthetic).
 STUDY_MARKER = "STUDY-PATH.txt"
@@ -304,6 +312,7 @@ def _measurements(
     order: list[tuple[int, str, bool]] = []
     found: dict[tuple[int, str, bool], tuple[FloatArray, float, str]] = {}
     skipped: set[str] = set()
+    held: dict[tuple[str, str], tuple[FloatArray, FloatArray, set[str]]] = {}
     for d, ((dp, dp_flat), (con, con_flat)) in enumerate(frames):
         for public, frame, flat in ((False, dp, dp_flat), (True, con, con_flat)):
             if public:
@@ -312,11 +321,22 @@ def _measurements(
                 marginals = {q for q in names if _is_marginal(schema, str(q))}
                 named = frame["query_name"].isin(marginals).to_numpy(dtype=bool)
                 skipped |= set(frame.loc[~(equal & named), "query_name"])
+                _collect_bounds(frame[~equal], flat, schema, geo.levels[d], position[d], held)
                 frame = frame[equal & named]
             for name, rows in frame.groupby("query_name", sort=False):
                 key = (d, str(name), public)
                 order.append(key)
                 found[key] = _answers(rows, flat, d, str(name), schema, position[d], public)
+    bounds = tuple(
+        CountBounds(
+            query,
+            np.vstack([lower, np.zeros((geo.n - lower.shape[0], lower.shape[1]))]),
+            np.vstack([upper, np.full((geo.n - upper.shape[0], upper.shape[1]), np.inf)]),
+            name=name,
+        )
+        for (name, query), (lower, upper, _) in held.items()
+    )
+    skipped -= {q for *_, used in held.values() for q in used}
     if skipped:
         warnings.warn(
             "constraints postdp's estimators do not use yet were read and left out: "
@@ -331,7 +351,48 @@ def _measurements(
     cat = schema.categories()
     cells: Any = sparse.csr_array((geo.leaves.size, cat.leaves.size), dtype=np.int64)
     secure = manifest.get("path", "secure") == "secure" if manifest else not study
-    return TableMeasurements(Table(geo, cat, cells), work, tuple(values), secure)
+    return TableMeasurements(Table(geo, cat, cells), work, tuple(values), secure, bounds)
+
+
+def _collect_bounds(
+    rows: pd.DataFrame,
+    flat: np.ndarray,
+    schema: Schema,
+    nodes: IntArray,
+    where: dict[str, int],
+    held: dict[tuple[str, str], tuple[FloatArray, FloatArray, set[str]]],
+) -> None:
+    """Fold a level's ``>=`` / ``<=`` constraints on marginals of the schema (named by their
+    attribute columns: ``hhgq_total_lb_con`` on ``hhgq``) into ``held``: per (name without
+    ``_lb``/``_ub`` and suffix, marginal) the lower and upper bounds of every geounit (0 and
+    inf where none is given; an upper bound of 99,999 or more is none)."""
+    for (name, sign), group in rows.groupby(["query_name", "sign"], sort=False):
+        terms = [str(group[a].iloc[0]) for a in schema.names if str(group[a].iloc[0]) != "*"]
+        query = " * ".join(terms) if terms else "total"
+        if sign not in (">=", "<=") or not _is_marginal(schema, query):
+            continue
+        size = schema.marginal(query).size
+        if (group["_len"].to_numpy() != size).any():
+            continue
+        base = layout.strip_suffix(str(name))
+        base = base[:-3] if base.endswith(("_lb", "_ub")) else base
+        n = int(nodes.max(initial=-1)) + 1
+        lower, upper, used = held.setdefault(
+            (base, query), (np.zeros((0, size)), np.zeros((0, size)), set())
+        )
+        if lower.shape[0] < n:  # grow to cover this level's geounits
+            lower = np.vstack([lower, np.zeros((n - lower.shape[0], size))])
+            upper = np.vstack([upper, np.full((n - upper.shape[0], size), np.inf)])
+        starts = group["_start"].to_numpy(dtype=np.int64)
+        values = flat[starts[:, None] + np.arange(size)].astype(np.float64)
+        rows_at = nodes[[where[g] for g in group["geocode"]]]
+        if sign == ">=":
+            lower[rows_at] = np.maximum(lower[rows_at], values)
+        else:
+            values[values >= NO_UPPER] = np.inf
+            upper[rows_at] = np.minimum(upper[rows_at], values)
+        used.add(str(name))
+        held[(base, query)] = (lower, upper, used)
 
 
 def _is_marginal(schema: Schema, name: str) -> bool:

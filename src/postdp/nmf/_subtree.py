@@ -69,7 +69,10 @@ def below(m: TableMeasurements, *, depth: int = 1) -> TableMeasurements:
     from scipy import sparse
 
     cells: Any = sparse.csr_array((sub_geo.leaves.size, cat.leaves.size), dtype=np.int64)
-    return TableMeasurements(Table(sub_geo, cat, cells), lower, tuple(kept), m.secure)
+    source = np.empty(sub_geo.n, dtype=np.int64)  # each new geounit's position in m
+    source[sub_geo.index([str(i) for i in ids])] = nodes
+    bounds = tuple(b.take(source) for b in m.bounds)
+    return TableMeasurements(Table(sub_geo, cat, cells), lower, tuple(kept), m.secure, bounds)
 
 
 def refuse_missing(m: TableMeasurements) -> None:

@@ -32,7 +32,7 @@ from postdp.nmf._io import (
     run_manifest,
     write_levels,
 )
-from postdp.tables import Table, measure
+from postdp.tables import CountBounds, Table, measure
 
 __all__ = ["measure_by_state"]
 
@@ -46,6 +46,7 @@ def measure_by_state(
     secure: bool = True,
     rng: RNGLike = None,
     cut_blocks: int = 100_000,
+    bounds: Callable[[Table], Sequence[CountBounds]] | None = None,
     progress: Callable[[str, int, int], None] | None = None,
 ) -> Path:
     """Measure each state's table with a preset strategy and write the run, one state at a
@@ -73,6 +74,10 @@ def measure_by_state(
         geocode>.parquet`` in the state's partition; a county still too large, tract by
         tract): at most one such subtree's answers are held. The same law (every
         geounit's noise is independent), other draws on the study path.
+    bounds : callable, optional
+        ``bounds(table)``: the structural bounds of a state's table (e.g. ``lambda t:
+        facility_bounds(synthetic_facilities(t), t.geography)``), written as ``Constraint``
+        rows beside the measurements; the nation's are the sums of its states'.
     progress : callable, optional
         ``progress("states", done, total)`` after each state.
 
@@ -105,7 +110,7 @@ def measure_by_state(
         raise ValidationError(f"{str(run)!r} exists and is not an empty folder")
     names = tuple(strategy.levels)
     streams = [None] * (len(states) + 1) if secure else _rng.spawn(rng, len(states) + 1)
-    rows, state_ids = [], []
+    rows, state_ids, top_bounds = [], [], []
     report = progress or (lambda stage, done, total: None)
     root, upper, total = "", None, None
     run.mkdir(parents=True, exist_ok=True)
@@ -118,14 +123,17 @@ def measure_by_state(
         if len(subs) != 1:
             raise ValidationError(f"tables({state!r}) must hold one state; it has {len(subs)}")
         root = str(table.geography.ids[table.geography.root])
+        held = tuple(bounds(table)) if bounds is not None else ()
+        top_bounds.append([b.take(table.geography.levels[1]) for b in held])
         rows.append(np.asarray(top_table.cells[[0]].sum(axis=0)).ravel())
         state_ids.append(str(subs[0].geography.ids[subs[0].geography.root]))
         state_table = subs[0]
+        held = _slice(held, table.geography, state_table.geography)
         del table, top_table, subs
         code = "0" + str(state_table.geography.ids[state_table.geography.root])
         _by_subtree(
             state_table, below, run, names, total, secure, streams[k],
-            code=code, depth=1, cut_blocks=cut_blocks,
+            code=code, depth=1, cut_blocks=cut_blocks, bounds=held,
         )  # fmt: skip
         report("states", k + 1, len(states))
         del state_table
@@ -134,7 +142,7 @@ def measure_by_state(
     geo = Hierarchy.from_parents([root, *state_ids], parents)
     top = Table(geo, cat, np.asarray(rows, dtype=np.int64))
     assert upper is not None
-    m = measure(top, upper, secure=secure, rng=streams[-1])
+    m = measure(top, upper, secure=secure, rng=streams[-1], bounds=_top_bounds(top_bounds))
     codes, subtree = _geocodes(geo)
     write_levels(m, run, names, codes, subtree, _shares(upper, total))
     manifest = run_manifest(m, names, root, total, strategy.name)
@@ -155,6 +163,7 @@ def _by_subtree(
     code: str,
     depth: int,
     cut_blocks: int,
+    bounds: tuple[CountBounds, ...] = (),
 ) -> None:
     """Measure and write the subtree ``sub`` rooted at run level ``depth`` (its root's own
     measurements are written above it) in partition ``code``: whole when it has at most
@@ -165,13 +174,14 @@ def _by_subtree(
     file = layout.PART if depth == 1 else f"part-{codes[sub.geography.root]}.parquet"
     where = np.full(codes.size, code)
     if sub.geography.leaves.size <= cut_blocks or depth + 2 > len(names) - 1:
-        m = measure(sub, work, secure=secure, rng=rng)
+        m = measure(sub, work, secure=secure, rng=rng, bounds=bounds)
         write_levels(m, run, names, codes, where, _shares(work, total), offset=depth, file=file)
         return
     children, subs = sub.split_at(1)
     upper, lower = work.split_at(1)
     streams = [None] * (len(subs) + 1) if secure else _rng.spawn(rng, len(subs) + 1)
-    m = measure(children, upper, secure=secure, rng=streams[-1])
+    held = _slice(bounds, sub.geography, children.geography)
+    m = measure(children, upper, secure=secure, rng=streams[-1], bounds=held)
     codes, _ = _geocodes(children.geography, rooted=False)
     write_levels(
         m, run, names, codes, np.full(codes.size, code), _shares(upper, total), offset=depth,
@@ -183,4 +193,34 @@ def _by_subtree(
         _by_subtree(
             child, lower, run, names, total, secure, streams[k],
             code=code, depth=depth + 1, cut_blocks=cut_blocks,
+            bounds=_slice(bounds, sub.geography, child.geography),
         )  # fmt: skip
+
+
+def _slice(
+    bounds: tuple[CountBounds, ...], whole: Hierarchy, part: Hierarchy
+) -> tuple[CountBounds, ...]:
+    """The bounds of ``part``'s geounits (found by id in ``whole``)."""
+    if not bounds:
+        return ()
+    rows = whole.index([str(i) for i in part.ids])
+    return tuple(b.take(rows) for b in bounds)
+
+
+def _top_bounds(per_state: list[list[CountBounds]]) -> tuple[CountBounds, ...]:
+    """The nation's and the states' bounds: each state's own, the nation their sums."""
+    if not per_state or not per_state[0]:
+        return ()
+    out = []
+    for items in zip(*per_state, strict=True):
+        lower = np.concatenate([b.lower for b in items])
+        upper = np.concatenate([b.upper for b in items])
+        out.append(
+            CountBounds(
+                items[0].query,
+                np.vstack([lower.sum(axis=0), lower]),
+                np.vstack([upper.sum(axis=0), upper]),
+                name=items[0].name,
+            )
+        )
+    return tuple(out)

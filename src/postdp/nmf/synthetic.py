@@ -38,8 +38,10 @@ def synthetic_run(
         Seeds the population and the noise (numpy's generator: not a private release).
     quirks : bool, default False
         Make the run look like a published Census run: no postdp manifest (so the reader
-        rebuilds the workload from the variances), Census-only constraints on every block
-        (``hhgq_total_lb_con`` with sign ``>=``, ``hhgq_total_ub_con`` with ``<=``), and
+        rebuilds the workload from the variances), the group-quarters constraints on every
+        block as the Census writes them (``hhgq_total_lb_con`` with sign ``>=`` and 0,
+        ``hhgq_total_ub_con`` with ``<=`` and 99,999), a constraint on the Census's own
+        recodes (``nurse_nva_0_con``, which postdp leaves out with a warning), and
         the first subtree's first block present only in ``Constraint`` (as a geounit the
         spine bypassed).
 
@@ -105,6 +107,21 @@ def _add_quirks(run: Path) -> None:
                     }
                 )
             )
+        extra.append(
+            pd.DataFrame(
+                {
+                    "geocode": blocks,
+                    "query_name": "nurse_nva_0_con",  # on the Census's recodes: not read
+                    "hhgq": "gqNursingTotal",
+                    "votingage": "nonvoting",
+                    "hispanic": "*",
+                    "cenrace": "*",
+                    "query_shape": [[1, 1, 1, 1]] * blocks.size,
+                    "value": [[0]] * blocks.size,
+                    "sign": "=",
+                }
+            )
+        )
         con = pd.concat([con, *extra], ignore_index=True)
         if n == 0:  # a block the spine bypassed: in Constraint only
             dp = dp[dp["geocode"] != blocks[0]]

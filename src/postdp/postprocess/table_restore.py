@@ -16,12 +16,20 @@ exactly, with its certificate, by the top-down family solver
 answers' A' W y. The result is nonnegative, consistent both ways and meets every
 invariant; :func:`~postdp.round` makes it integral.
 
+Structural bounds (``bounds``, e.g. the 2020 group-quarters bounds) are rows of every
+family's restoration (:mod:`postdp.postprocess._solvers.family_box`); with ``integral=True``
+each family, restored against its integral parent, is rounded by the production rounder's
+flow keeping them, so the release is whole numbers meeting every bound.
+
 This is the estimator the 2026 BlueDown paper (arXiv:2603.10099) describes in outline --
 BLUE over the hierarchy, then per-parent restoration -- solved here with postdp's exact
 projections instead of a mixed-integer program.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -30,14 +38,23 @@ from postdp.errors import ValidationError
 from postdp.postprocess._solvers.family_level import split_level
 from postdp.postprocess._solvers.family_nnls import LevelQuadratic
 from postdp.postprocess._solvers.marginal_basis import identifies_cells, table_schema
-from postdp.postprocess._solvers.root_nnls import certified_root
-from postdp.tables import Table, TableMeasurements, Workload
+from postdp.postprocess._solvers.nested_rounding import round_nested, rounder_chain
+from postdp.postprocess._solvers.root_nnls import bounded_root, certified_root
+from postdp.postprocess._solvers.structural import StructuralPlan
+from postdp.postprocess.topdown_2020 import ROUNDER_QUERIES
+from postdp.tables import CountBounds, Measurement, Table, TableMeasurements, Workload
 from postdp.tables.schema import Schema
 
 __all__ = ["blue_restore", "check_blue_restore"]
 
 
-def blue_restore(measurements: TableMeasurements) -> FloatArray:
+def blue_restore(
+    measurements: TableMeasurements,
+    *,
+    bounds: Sequence[CountBounds] | None = None,
+    integral: bool = False,
+    rounders: Sequence[str] = ROUNDER_QUERIES,
+) -> FloatArray:
     """The BLUE of a schema table, restored to nonnegative family by family.
 
     Parameters
@@ -45,12 +62,25 @@ def blue_restore(measurements: TableMeasurements) -> FloatArray:
     measurements : TableMeasurements
         A schema table measured by marginals (leading draw axes allowed). Invariants may be
         at any level where the level above keeps them too (as for top-down).
+    bounds : sequence of CountBounds, optional
+        Structural bounds every restored geounit meets (e.g. the 2020 group-quarters
+        bounds and nursing zero, :func:`postdp.data.facility_bounds`); default the
+        measurements' own (``measurements.bounds``).
+    integral : bool, default False
+        Round as the restoration goes down: the root and then every family, once
+        restored against its (integral) parent, is rounded by the production rounder's
+        flow (each cell the floor of its restored value plus 0 or 1, L1-closest over
+        ``rounders``, keeping the parent, the public totals and the bounds; a lower bound
+        must be on one of ``rounders``). Public marginals other than totals are then
+        refused.
+    rounders : sequence of str, optional
+        The rounder's queries with ``integral`` (default the 2020 production list).
 
     Returns
     -------
     ndarray, shape (..., geography.n, n_detailed)
-        Nonnegative detailed histograms; every parent the sum of its children; every
-        invariant exact.
+        Nonnegative detailed histograms (whole numbers with ``integral``); every parent the
+        sum of its children; every invariant exact; every bound met.
 
     Raises
     ------
@@ -78,6 +108,15 @@ def blue_restore(measurements: TableMeasurements) -> FloatArray:
     geo = table.geography
     schema = check_blue_restore(table, workload)
     c = schema.size
+    if bounds is None:
+        bounds = measurements.bounds
+    chain, cell_weight = rounder_chain(schema, rounders) if integral else ([], 1.0)
+    structural = StructuralPlan(schema, bounds, geo.n, chain) if bounds else None
+    if integral and any(m.public and m.query.size != 1 for m in workload.measurements):
+        raise ValidationError(
+            "blue-restore with integral=True keeps public totals only; the workload has "
+            "other public marginals"
+        )
     lead = measurements.values[0].shape[:-2]
     B = int(np.prod(lead)) if lead else 1
     blue = TableProjector(table, workload)(measurements).reshape(B, geo.n, c)
@@ -103,11 +142,31 @@ def blue_restore(measurements: TableMeasurements) -> FloatArray:
                 (m.query.marginal_of.cell_groups(), values[i][b])  # type: ignore[union-attr]
                 for i, m in publics
             ]
+            totals = _public_totals(publics, values, b)
             if d == 0:
-                out[b, 0] = _root(quadratic, own, fixed, c)
+                out[b, 0] = _root(quadratic, own, fixed, c, structural, geo.root)
+                if integral:
+                    out[b, 0] = round_nested(
+                        out[b, :1],
+                        chain,
+                        cell_weight=cell_weight,
+                        totals=None if totals is None else np.rint(totals[:1]).astype(np.int64),
+                        total_weight=1.0,
+                        **_limits(structural, geo.root, c),
+                    ).x[0]
             else:
                 parents, up = np.unique(geo.parent[nodes], return_inverse=True)
-                out[b, nodes] = split_level(out[b, parents], up, own, quadratic, fixed)
+                out[b, nodes] = split_level(
+                    out[b, parents],
+                    up,
+                    own,
+                    quadratic,
+                    fixed,
+                    structural=structural,
+                    geounits=nodes,
+                    rounder=(chain, cell_weight) if integral else None,
+                    totals=totals,
+                )
     result: FloatArray = out.reshape(*lead, geo.n, c)
     return result
 
@@ -117,15 +176,40 @@ def _root(
     own: list[FloatArray],
     fixed: list[tuple[np.ndarray, FloatArray]],
     c: int,
+    structural: StructuralPlan | None,
+    root: int,
 ) -> FloatArray:
-    """The root restored: nearest nonnegative histogram meeting its invariants."""
+    """The root restored: nearest nonnegative histogram meeting its invariants (and its
+    structural bounds)."""
     every = np.arange(c)
     H = quadratic.block(every)
     lin = quadratic.linear(own, every)[0]
     rows = [np.arange(v.shape[1])[:, None] == g[None, :] for g, v in fixed]
     C = np.vstack(rows).astype(float) if rows else np.zeros((0, c))
     g = np.concatenate([v[0] for _, v in fixed]) if fixed else np.zeros(0)
-    return certified_root(H, lin, C, g, who="blue-restore")
+    bound = None if structural is None else structural.family(every, np.array([root]))
+    if bound is None:
+        return certified_root(H, lin, C, g, who="blue-restore")
+    x = bounded_root(H, lin, C, g, bound.C, bound.lo[0], bound.hi[0], who="blue-restore")
+    x[bound.fixed[0]] = 0.0
+    return x
+
+
+def _public_totals(
+    publics: list[tuple[int, Measurement]], values: list[FloatArray], b: int
+) -> FloatArray | None:
+    """The level's public totals (one per geounit), if it has them."""
+    for i, m in publics:
+        if m.query.size == 1:
+            out: FloatArray = values[i][b][:, 0]
+            return out
+    return None
+
+
+def _limits(structural: StructuralPlan | None, root: int, c: int) -> dict[str, Any]:
+    """The rounder's bounds and held cells at the root."""
+    bound = None if structural is None else structural.family(np.arange(c), np.array([root]))
+    return {} if bound is None else {"bounds": bound.limits, "fixed": bound.fixed}
 
 
 def check_blue_restore(table: Table, workload: Workload) -> Schema:

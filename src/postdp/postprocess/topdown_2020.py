@@ -31,9 +31,15 @@ A cell the parent holds at 0 is 0 in every child. Every least-squares family is 
 exactly with its KKT certificate (:mod:`postdp.postprocess._solvers.family_nnls`,
 :mod:`~postdp.postprocess._solvers.family_box`, :mod:`~postdp.postprocess._solvers.root_nnls`)
 and every rounder pass is a minimum-cost flow certified optimal by its linear program's bound
-(:mod:`~postdp.postprocess._solvers.nested_rounding`), where production used Gurobi. Not
-modelled: the group-quarters bounds and the no-minors-in-nursing zero, which need the
-block facility counts the presets do not hold, and the spine optimiser.
+(:mod:`~postdp.postprocess._solvers.nested_rounding`), where production used Gurobi.
+
+The structural constraints (``bounds``; the group-quarters bounds and the no-minors-in-
+nursing zero of :func:`postdp.data.facility_bounds`) are rows of every pass: a count held at
+0 holds its cells at 0, a lower bound is an inequality row of the family solver
+(:mod:`~postdp.postprocess._solvers.family_box`); pass 1's tolerance is the smallest at
+which pass 0's totals can be held with them (a linear program) plus the slack; the rounder's
+first pass rounds the totals by a flow that meets them, its second keeps them. Not
+modelled: the spine optimiser.
 """
 
 from __future__ import annotations
@@ -48,12 +54,11 @@ from postdp.errors import ConvergenceError, ValidationError
 from postdp.postprocess._solvers.family_box import solve_family_box
 from postdp.postprocess._solvers.family_nnls import LevelQuadratic, solve_family
 from postdp.postprocess._solvers.marginal_basis import table_schema
-from postdp.postprocess._solvers.nested_rounding import check_nesting, round_nested
+from postdp.postprocess._solvers.nested_rounding import round_nested, rounder_chain
 from postdp.postprocess._solvers.root_nnls import bounded_root, certified_root
 from postdp.postprocess._solvers.structural import FamilyRows, StructuralPlan, min_tolerance
 from postdp.tables import Measurement, Table, TableMeasurements, Workload
 from postdp.tables.bounds import CountBounds
-from postdp.tables.schema import Marginal, Schema
 
 __all__ = ["ROUNDER_QUERIES", "check_top_down_2020", "top_down_2020"]
 
@@ -75,7 +80,7 @@ def top_down_2020(
     slack: float = _SLACK,
     root: ArrayLike | None = None,
     cut: bool = False,
-    bounds: Sequence[CountBounds] = (),
+    bounds: Sequence[CountBounds] | None = None,
 ) -> IntArray:
     """The 2020 production TopDown on a schema table's measurements (see the module notes).
 
@@ -102,8 +107,9 @@ def top_down_2020(
         in the whole tree's run.
     bounds : sequence of CountBounds, optional
         Structural bounds held at every geounit by every pass (e.g. the 2020
-        group-quarters bounds and nursing zero,
-        :func:`postdp.data.facility_bounds`); a lower bound must be on a rounder query.
+        group-quarters bounds and nursing zero, :func:`postdp.data.facility_bounds`);
+        default the measurements' own (``measurements.bounds``); a lower bound must be on a
+        rounder query.
         The first least-squares pass then holds them through its tolerance (the smallest
         at which its totals can be held with them, plus ``slack``), and the rounder's
         first pass rounds the totals by a flow that meets them.
@@ -136,6 +142,8 @@ def top_down_2020(
     >>> int(out[0].sum()), bool((out[4] == out[5] + out[6]).all()), out.dtype.name
     (19, True, 'int64')
     """
+    if bounds is None:
+        bounds = measurements.bounds
     plan = _Plan(measurements.table, measurements.workload, rounders, bounds)
     lead = measurements.values[0].shape[:-2]
     B = int(np.prod(lead)) if lead else 1
@@ -261,7 +269,7 @@ class _Plan:
                     "other_ids": [i for i, _ in others],
                 }
             )
-        self.chain, self.cell_weight = _rounder_chain(schema, rounders)
+        self.chain, self.cell_weight = rounder_chain(schema, rounders)
         self.structural = StructuralPlan(schema, bounds, table.geography.n, self.chain)
         self.root_id = table.geography.root
 
@@ -461,24 +469,3 @@ def _largest_remainders(t: FloatArray, total: int) -> IntArray:
     order = np.argsort(-(t - base), kind="stable")
     base[order[:extra]] += 1
     return base
-
-
-def _rounder_chain(
-    schema: Schema, rounders: Sequence[str]
-) -> tuple[list[tuple[IntArray, float]], float]:
-    """The rounder's nested groups coarse to fine, and the weight of the cells themselves
-    (every query that is one count per cell)."""
-    chain: list[tuple[IntArray, float]] = []
-    cell_weight = 0.0
-    for name in rounders:
-        if name == "detailed":
-            cell_weight += 1.0
-            continue
-        groups = Marginal(schema, name).cell_groups()
-        if np.unique(groups).size == schema.size:
-            cell_weight += 1.0
-            continue
-        chain.append((groups, 1.0))
-    chain.sort(key=lambda item: np.unique(item[0]).size)
-    check_nesting([groups for groups, _ in chain])
-    return chain, cell_weight

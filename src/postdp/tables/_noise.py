@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +17,7 @@ from postdp._typing import FloatArray, IntArray, RNGLike
 from postdp.errors import PrivacyLeakWarning, ValidationError
 from postdp.mechanisms import Budget
 from postdp.tables._table import Table
+from postdp.tables.bounds import CountBounds
 from postdp.tables.workload import Query, Workload
 
 _CHUNK = 1 << 22  # study-path noise drawn in pieces of about this many values
@@ -38,6 +40,9 @@ class TableMeasurements:
         draws (study path with ``size``).
     secure : bool
         True when drawn on OpenDP's release path.
+    bounds : tuple of CountBounds, default ()
+        Structural bounds on the table's counts that post-processing holds (public facts,
+        e.g. the 2020 group-quarters bounds; :func:`postdp.data.facility_bounds`).
 
     Examples
     --------
@@ -55,6 +60,7 @@ class TableMeasurements:
     workload: Workload
     values: tuple[FloatArray, ...]
     secure: bool
+    bounds: tuple[CountBounds, ...] = ()
 
     @property
     def budget(self) -> Budget:
@@ -86,7 +92,7 @@ class TableMeasurements:
         pairs = zip(values, self.values, strict=True)
         if any(v.ndim < 2 or v.shape[-2:] != w.shape[-2:] for v, w in pairs):
             raise ValidationError(f"index the draw axes only; got {key!r}")
-        return TableMeasurements(self.table, self.workload, values, self.secure)
+        return TableMeasurements(self.table, self.workload, values, self.secure, self.bounds)
 
     def __repr__(self) -> str:
         geo = self.table.geography
@@ -143,6 +149,7 @@ def measure(
     secure: bool = True,
     rng: RNGLike = None,
     size: int | None = None,
+    bounds: Sequence[CountBounds] = (),
 ) -> TableMeasurements:
     """Answer every query of ``workload`` on ``table``, adding each measurement's noise.
 
@@ -156,6 +163,9 @@ def measure(
     rng : int, numpy.random.Generator, SeedSequence or None
     size : int, optional
         Study path only: this many independent draws (a leading axis).
+    bounds : sequence of CountBounds, optional
+        Structural bounds carried with the answers for post-processing to hold (checked
+        against the table's schema before anything is drawn).
 
     Returns
     -------
@@ -186,6 +196,7 @@ def measure(
             "`rng` and `size` are for the study path; pass secure=False for reproducible draws"
         )
     geo, cat = table.geography, table.categories
+    _check_bounds(bounds, workload, geo.n)
     detailed = None if table.is_sparse else table.detailed()
     codes = tuple(str(c) for c in cat.ids[cat.leaves])
     of_schema: dict[int, bool] = {}  # per schema: are its cells the table's?
@@ -224,7 +235,22 @@ def measure(
         else:
             out = _sample(m.mechanism, truth, streams[i], size)
         values.append(out)
-    return TableMeasurements(table, workload, tuple(values), secure)
+    return TableMeasurements(table, workload, tuple(values), secure, tuple(bounds))
+
+
+def _check_bounds(bounds: Sequence[CountBounds], workload: Workload, n: int) -> None:
+    """Refuse bounds that are not CountBounds of the workload's schema and geography."""
+    if not bounds:
+        return
+    marginals = [m.query.marginal_of for m in workload.measurements]
+    schemas = {(q.schema.names, q.schema.cells): q.schema for q in marginals if q is not None}
+    if len(schemas) != 1:
+        raise ValidationError("`bounds` need a workload of one schema's marginals")
+    schema = next(iter(schemas.values()))
+    for item in bounds:
+        if not isinstance(item, CountBounds):
+            raise TypeError(f"`bounds` must hold CountBounds; got {type(item).__name__}")
+        item.check(schema, n)
 
 
 def _sample(mechanism: Any, truth: IntArray, stream: Any, size: Any) -> FloatArray:

@@ -98,6 +98,26 @@ class CountBounds:
             )
         return marginal
 
+    def take(self, geounits: ArrayLike) -> CountBounds:
+        """The bounds of some geounits (rows in the given order), e.g. a subtree's.
+
+        Parameters
+        ----------
+        geounits : array_like of int
+            Positions in the geography the bounds are of.
+
+        Returns
+        -------
+        CountBounds
+
+        Examples
+        --------
+        >>> CountBounds("gq", [[0, 1], [0, 2]], [[9, 9], [9, 9]]).take([1]).lower.tolist()
+        [[0.0, 2.0]]
+        """
+        rows = np.asarray(geounits, dtype=np.int64)
+        return CountBounds(self.query, self.lower[rows], self.upper[rows], name=self.name)
+
     def violation(self, schema: Schema, histograms: ArrayLike) -> float:
         """The largest amount by which histograms break the bounds (0 when they hold).
 

@@ -101,7 +101,11 @@ def solve_family_box(
         res = solve_family(H, b, p, tol=tol, G=G, g=g)
         none = np.zeros(shape, dtype=bool)
         return BoxResult(res, _violation(res.x @ C.T, lo, hi), 0.0, none, none.copy())
-    family = Family(H, b, p, np.concatenate([G, C]))
+    # a row held at 0 (a structural zero: no facility of a type) holds its cells at 0
+    zero = (lo == 0) & (hi == 0) & np.asarray((C >= 0).all(axis=1))[None, :]
+    fixed = (zero.astype(float) @ (C != 0).astype(float)) > 0
+    lo, hi = np.where(zero, -np.inf, lo), np.where(zero, np.inf, hi)
+    family = Family(H, b, p, np.concatenate([G, C]), fixed=fixed if fixed.any() else None)
     eq, upper, lower = _equalities(C @ p, lo, hi, tol)
     if R_b == 1:
         return _dual(family, g, C, lo, hi, eq, upper, lower, tol, shape)
@@ -143,7 +147,7 @@ def _dual(
     k, R = g.shape
     R_b = C.shape[0]
     every = np.ones((k, R), dtype=bool)
-    pinned = _pinned(C, eq)
+    pinned = _pinned(C, eq, family.inner.fixed)
     free: BoolArray | None = None
     best, stall = np.inf, 0
     for _ in range(20 * k * R_b + 40):
@@ -217,7 +221,7 @@ def _primal(
     leaves it. The objective never rises, so the method does not cycle back."""
     k, R = g.shape
     R_b = C.shape[0]
-    x = feasible_rows(p, C, lo, hi, relaxed.x)
+    x = feasible_rows(p, C, lo, hi, relaxed.x, zero=family.inner.fixed)
     upper, lower = upper.copy(), lower.copy()
     every = np.ones((k, R), dtype=bool)
     free: BoolArray = x > 0
@@ -266,14 +270,16 @@ def _equalities(
     lower[:, at_low] = True
     upper[:, at_high & ~at_low] = True
     eq |= lower | upper  # sign-free: the family row leaves them no choice
+    full = np.flatnonzero(eq.all(axis=0))  # a family row held for every child: one of
+    eq[-1, full] = upper[-1, full] = lower[-1, full] = False  # them follows from the rest
     return eq, upper, lower
 
 
-def _pinned(C: FloatArray, eq: BoolArray) -> BoolArray:
-    """(k, R): a child's row all of whose cells lie in its equality rows (the row is fixed
-    by them; it is neither loose nor ever moved)."""
+def _pinned(C: FloatArray, eq: BoolArray, fixed: BoolArray) -> BoolArray:
+    """(k, R): a child's row all of whose cells lie in its equality rows or are held at 0
+    (the row is fixed by them; it is neither loose nor ever moved)."""
     member = (C != 0).astype(float)  # (R, m)
-    covered = (eq.astype(float) @ member) > 0  # (k, m): cells in some equality row
+    covered = ((eq.astype(float) @ member) > 0) | fixed  # (k, m)
     outside = (~covered).astype(float) @ member.T  # (k, R): the row's cells not covered
     out: BoolArray = (outside == 0) & ~eq
     return out

@@ -3,11 +3,16 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from postdp._typing import FloatArray, IntArray
 from postdp.errors import ConvergenceError, ValidationError
-from postdp.postprocess._solvers.family_nnls import LevelQuadratic, solve_family
+from postdp.postprocess._solvers.family_box import BoxResult, solve_family_box
+from postdp.postprocess._solvers.family_nnls import FamilyResult, LevelQuadratic, solve_family
+from postdp.postprocess._solvers.nested_rounding import round_nested
+from postdp.postprocess._solvers.structural import StructuralPlan
 
 __all__ = ["split_level"]
 
@@ -18,6 +23,11 @@ def split_level(
     answers: list[FloatArray],
     quadratic: LevelQuadratic,
     publics: list[tuple[IntArray, FloatArray]] = (),  # type: ignore[assignment]
+    *,
+    structural: StructuralPlan | None = None,
+    geounits: IntArray | None = None,
+    rounder: tuple[list[tuple[IntArray, float]], float] | None = None,
+    totals: FloatArray | None = None,
 ) -> FloatArray:
     """Every family of one level for one draw: the children's detailed histograms.
 
@@ -33,6 +43,14 @@ def split_level(
     publics : list of (cell groups, values)
         The level's invariants: each public marginal's count of every cell (-1: none) and
         the children's exact counts (n_children, size).
+    structural : StructuralPlan, optional
+        Bounds on the children's counts (with ``geounits``, the children's geounit ids).
+    geounits : ndarray of int, shape (n_children,), optional
+    rounder : (chain, cell_weight), optional
+        Round each family (its parent integral) by the nested flow rounder over these
+        queries, the bounds kept (:func:`round_nested`).
+    totals : ndarray, shape (n_children,), optional
+        The children's public totals, which the rounder keeps.
 
     Returns
     -------
@@ -63,14 +81,38 @@ def split_level(
             float(np.abs(b).max(initial=0.0)),
             float(p.max(initial=0.0)) * float(H.diagonal().max(initial=0.0)),
         )
-        result = solve_family(H, b, p[cells], tol=1e-11 * scale, G=G, g=g)
+        rows = None
+        if structural is not None and geounits is not None:
+            rows = structural.family(cells, geounits[kids])
+        if rows is None:
+            result: FamilyResult | BoxResult = solve_family(
+                H, b, p[cells], tol=1e-11 * scale, G=G, g=g
+            )
+        else:
+            result = solve_family_box(
+                H, b, p[cells], tol=1e-11 * scale, G=G, g=g, c=rows.C, lo=rows.lo, hi=rows.hi
+            )
         worst = result.worst
         if worst > 1e-9 * scale:
             raise ConvergenceError(
                 f"a top-down family split is not certified (KKT residual {worst:.3g} of "
                 f"scale {scale:.3g}); please report the input"
             )
-        out[np.ix_(kids, cells)] = result.x
+        x = np.maximum(result.x, 0.0)
+        if rounder is not None:
+            limits: dict[str, Any] = {}
+            if rows is not None:
+                limits = {"bounds": rows.limits, "fixed": rows.fixed}
+            x = round_nested(
+                x,
+                [(groups[cells], w) for groups, w in rounder[0]],
+                cell_weight=rounder[1],
+                parent=np.rint(p[cells]).astype(np.int64),
+                totals=None if totals is None else np.rint(totals[kids]).astype(np.int64),
+                total_weight=1.0,
+                **limits,
+            ).x
+        out[np.ix_(kids, cells)] = x
     return out
 
 

@@ -38,6 +38,7 @@ from scipy.linalg import lapack
 
 from postdp._typing import FloatArray, IntArray
 from postdp.errors import ConvergenceError
+from postdp.postprocess._solvers.quadratic import LevelQuadratic
 from postdp.postprocess._solvers.simplex import project_families
 from postdp.postprocess._solvers.transport import feasible_split
 
@@ -48,40 +49,6 @@ __all__ = ["FamilyResult", "LevelQuadratic", "solve_family"]
 _STALL_ROUNDS = 3
 _MAX_ROUNDS = 200
 _BATCH_WIDTH = 96  # children with at most this many free cells are inverted in one batch
-
-
-class LevelQuadratic:
-    """A level's H and b for marginal queries, from each cell's count index per query.
-
-    Parameters
-    ----------
-    groups : list of int arrays, shape (c,)
-        For each noisy measurement, the count each detailed cell falls in (-1: none).
-    weights : list of float
-        Each measurement's weight 1 / variance.
-    """
-
-    def __init__(self, groups: list[IntArray], weights: list[float]) -> None:
-        self.groups = [np.asarray(g, dtype=np.int64) for g in groups]
-        self.weights = [float(w) for w in weights]
-
-    def block(self, cells: IntArray) -> FloatArray:
-        """H[cells, cells], shape (m, m)."""
-        out = np.zeros((cells.size, cells.size))
-        for g, w in zip(self.groups, self.weights, strict=True):
-            gc = g[cells]
-            same = (gc[:, None] == gc[None, :]) & (gc[:, None] >= 0)
-            out += w * same
-        return out
-
-    def linear(self, answers: list[FloatArray], cells: IntArray) -> FloatArray:
-        """b[:, cells] for children's answers (one (k, size_q) array per measurement)."""
-        out = np.zeros((answers[0].shape[0], cells.size))
-        for g, w, y in zip(self.groups, self.weights, answers, strict=True):
-            gc = g[cells]
-            inside = gc >= 0
-            out[:, inside] += w * y[:, gc[inside]]
-        return out
 
 
 @dataclass(frozen=True)
@@ -119,9 +86,12 @@ class _Inner:
         G: FloatArray,
         g: FloatArray,
         active: BoolArray | None = None,
+        fixed: BoolArray | None = None,
     ) -> None:
         self.H, self.b, self.p, self.G, self.g = H, b, p, G, g
         k, m = b.shape
+        # cells held at 0 whatever their multipliers (a child's structural zeros)
+        self.fixed = np.zeros((k, m), dtype=bool) if fixed is None else fixed
         # which public rows hold for which child (every row for every child by default)
         self.active = np.ones((k, G.shape[0]), dtype=bool) if active is None else active
         self.G_ext = np.concatenate([G, np.zeros((G.shape[0], 1))], axis=1)
@@ -270,17 +240,21 @@ class _Inner:
                 M[m + j * R : m + (j + 1) * R, m + j * R : m + (j + 1) * R] = inner[j]
             rhs_rows = self.g - np.einsum("rka,ka->kr", A, self.v)
             rhs = np.concatenate([rhs_cells, rhs_rows.ravel()])
-            if not self.active.all():  # a row a child need not meet has no multiplier
-                keep = np.concatenate([np.ones(m, dtype=bool), self.active.ravel()])
+            # a row a child need not meet has no multiplier; nor, in this system, one with
+            # no free cell (met when its value is 0, as a structural zero; else unmet)
+            live = self.active & (((self.G != 0)[None] & free[:, None, :]).any(axis=2))
+            if not live.all():
+                keep = np.concatenate([np.ones(m, dtype=bool), live.ravel()])
                 M, rhs = M[np.ix_(keep, keep)], rhs[keep]
         else:
             M, rhs = M_cells, rhs_cells
+            live = self.active
         try:
             sol = linalg.cho_solve(linalg.cho_factor(M), rhs)
         except linalg.LinAlgError:  # a cell with no free child, a row with no free cell
             sol = linalg.lstsq(M, rhs)[0]
         lam, nu = sol[:m], np.zeros((k, R))
-        nu[self.active] = sol[m:]
+        nu[live] = sol[m:]
         lam_ext = np.append(lam, 0.0)
         values = self.v + np.einsum("kab,kb->ka", Z, lam_ext[idx])
         if R:
@@ -295,6 +269,7 @@ class _Inner:
             exempt = (dead.astype(float) @ member.astype(float)) > 0
             mu[exempt] = np.inf
         mu[free] = 0.0
+        mu[self.fixed] = np.inf  # a structural zero's multiplier is free
         return x, mu, lam, nu
 
     def unmet(self, x: FloatArray, tol: float) -> BoolArray:
@@ -306,12 +281,14 @@ class _Inner:
         return out
 
 
-def _cover(free: BoolArray, x: FloatArray) -> None:
-    """Free, in every cell no child is free in, the child with the largest value."""
+def _cover(free: BoolArray, x: FloatArray, fixed: BoolArray) -> None:
+    """Free, in every cell no child is free in, the child (not held at 0 there) with the
+    largest value."""
     bare = ~free.any(axis=0)
     if bare.any():
         cols = np.flatnonzero(bare)
-        free[np.argmax(x[:, cols], axis=0), cols] = True
+        score = np.where(fixed[:, cols], -np.inf, x[:, cols])
+        free[np.argmax(score, axis=0), cols] = True
 
 
 def solve_family(
@@ -371,11 +348,21 @@ class Family:
     ----------
     H, b, p, G
         As :func:`solve_family` (``k >= 2`` children and ``m >= 1`` cells).
+    fixed : ndarray of bool, shape (k, m), optional
+        Cells held at 0 in a child whatever it costs (its structural zeros; every positive
+        parent cell needs a child where it is not held).
     """
 
-    def __init__(self, H: FloatArray, b: FloatArray, p: FloatArray, G: FloatArray) -> None:
+    def __init__(
+        self,
+        H: FloatArray,
+        b: FloatArray,
+        p: FloatArray,
+        G: FloatArray,
+        fixed: BoolArray | None = None,
+    ) -> None:
         k = b.shape[0]
-        self.inner = _Inner(H, b, p, G, np.zeros((k, G.shape[0])))
+        self.inner = _Inner(H, b, p, G, np.zeros((k, G.shape[0])), fixed=fixed)
 
     def solve(
         self, g: FloatArray, active: BoolArray, *, tol: float, free: BoolArray | None = None
@@ -387,8 +374,8 @@ class Family:
         if free is None:
             free = _start(inner)
         else:
-            free = free.copy()
-            _cover(free, free.astype(float))
+            free = free & ~inner.fixed
+            _cover(free, free.astype(float), inner.fixed)
         return _rounds(inner, free, tol)
 
 
@@ -411,8 +398,8 @@ def _start(inner: _Inner) -> BoolArray:
         .reshape(m, k)
         .T
     )
-    free: BoolArray = start > 0
-    _cover(free, start)
+    free: BoolArray = (start > 0) & ~inner.fixed
+    _cover(free, start, inner.fixed)
     return free
 
 
@@ -422,6 +409,7 @@ def _rounds(inner: _Inner, free: BoolArray, tol: float) -> FamilyResult:
     for rounds in range(1, _MAX_ROUNDS + 1):
         x, mu, lam, nu = inner.solve(free)
         wrong = (free & (x < -tol)) | (~free & ((mu < -tol) | inner.unmet(x, tol)))
+        wrong &= ~inner.fixed
         count = int(wrong.sum())
         if count == 0:
             result = _finish(inner, x, free, lam, nu, rounds)
@@ -435,14 +423,14 @@ def _rounds(inner: _Inner, free: BoolArray, tol: float) -> FamilyResult:
         if stall >= _STALL_ROUNDS:
             return _primal(inner, x, free, rounds, tol)
         free = free ^ wrong
-        _cover(free, x)
+        _cover(free, x, inner.fixed)
     return _primal(inner, x, free, _MAX_ROUNDS, tol)
 
 
 def _primal(inner: _Inner, x: FloatArray, free: BoolArray, rounds: int, tol: float) -> FamilyResult:
     """Primal active-set method from a feasible point near ``x``."""
-    xp = feasible_split(inner.p, inner.G, inner.g, inner.active, x, free)
-    held = xp <= 0
+    xp = feasible_split(inner.p, inner.G, inner.g, inner.active, x, free, inner.fixed)
+    held = (xp <= 0) | inner.fixed
     limit = rounds + 50 * xp.size
     while rounds < limit:
         rounds += 1
@@ -491,7 +479,9 @@ def _finish(
     return FamilyResult(
         x=out,
         stationarity=float(np.abs(np.where(free, reduced, 0.0)).max(initial=0.0)),
-        dual=float(np.maximum(-np.where(free | exempt, 0.0, reduced), 0.0).max(initial=0.0)),
+        dual=float(
+            np.maximum(-np.where(free | exempt | inner.fixed, 0.0, reduced), 0.0).max(initial=0.0)
+        ),
         negative=float(np.maximum(-x[free], 0.0).max(initial=0.0)),
         consistency=float(max(sums, rows)),
         rounds=rounds,

@@ -29,8 +29,9 @@ from scipy import optimize, sparse
 
 from postdp._typing import FloatArray, IntArray
 from postdp.errors import ConvergenceError, ValidationError
+from postdp.tables.schema import Marginal, Schema
 
-__all__ = ["RoundedFamily", "check_nesting", "round_nested"]
+__all__ = ["RoundedFamily", "check_nesting", "round_nested", "rounder_chain"]
 
 
 @dataclass(frozen=True)
@@ -257,3 +258,24 @@ def _cost(
         sums = np.stack([np.bincount(inverse, e, minlength=ids.size) for e in err])
         cost += weight * float(np.abs(sums).sum())
     return cost
+
+
+def rounder_chain(
+    schema: Schema, rounders: Sequence[str]
+) -> tuple[list[tuple[IntArray, float]], float]:
+    """The rounder's nested groups coarse to fine (marginal names or ``"detailed"``), and
+    the weight of the cells themselves (every query that is one count per cell)."""
+    chain: list[tuple[IntArray, float]] = []
+    cell_weight = 0.0
+    for name in rounders:
+        if name == "detailed":
+            cell_weight += 1.0
+            continue
+        groups = Marginal(schema, name).cell_groups()
+        if np.unique(groups).size == schema.size:
+            cell_weight += 1.0
+            continue
+        chain.append((groups, 1.0))
+    chain.sort(key=lambda item: np.unique(item[0]).size)
+    check_nesting([groups for groups, _ in chain])
+    return chain, cell_weight

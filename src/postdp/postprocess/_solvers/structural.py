@@ -48,7 +48,8 @@ class StructuralPlan:
     n : int
         The number of geounits.
     chain : sequence of (groups, weight)
-        The rounder's chain queries (each cell's count index).
+        The rounder's chain queries (each cell's count index); empty when nothing is
+        rounded.
     """
 
     def __init__(
@@ -62,7 +63,7 @@ class StructuralPlan:
         for item in bounds:
             groups = item.check(schema, n).cell_groups()
             place = next((i for i, (g, _) in enumerate(chain) if np.array_equal(g, groups)), None)
-            if place is None and (item.lower > 0).any():
+            if chain and place is None and (item.lower > 0).any():
                 raise ValidationError(
                     f"a lower bound on {item.query!r} needs that query in the rounder's "
                     "chain (e.g. 'hhgq' for the group-quarters bounds)"

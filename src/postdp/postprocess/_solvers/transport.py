@@ -18,13 +18,22 @@ __all__ = ["feasible_rows", "feasible_split", "north_west"]
 
 
 def feasible_split(
-    p: FloatArray, G: FloatArray, g: FloatArray, active: BoolArray, x: FloatArray, free: BoolArray
+    p: FloatArray,
+    G: FloatArray,
+    g: FloatArray,
+    active: BoolArray,
+    x: FloatArray,
+    free: BoolArray,
+    fixed: BoolArray | None = None,
 ) -> FloatArray:
     """A point >= 0 with the parent's sums and the children's public rows, near ``x``:
     without public rows, the free part of x rescaled per cell; with public rows that do not
     overlap, each row's cells filled by the north-west corner rule (a transportation
     problem with the cells' and the children's totals)."""
     k = x.shape[0]
+    if fixed is not None and fixed.any():  # cells held at 0: the linear program
+        lo = np.where(active, g, -np.inf)
+        return feasible_rows(p, G, lo, np.where(active, g, np.inf), x, zero=fixed)
     xp = np.where(free, np.maximum(x, 0.0), 0.0)
     sums = xp.sum(axis=0)
     xp = np.where(sums > 0, xp * (p / np.where(sums > 0, sums, 1.0)), p / k)
@@ -70,10 +79,17 @@ def north_west(supply: FloatArray, demand: FloatArray) -> FloatArray:
 
 
 def feasible_rows(
-    p: FloatArray, C: FloatArray, lo: FloatArray, hi: FloatArray, near: FloatArray
+    p: FloatArray,
+    C: FloatArray,
+    lo: FloatArray,
+    hi: FloatArray,
+    near: FloatArray,
+    *,
+    zero: BoolArray | None = None,
 ) -> FloatArray:
-    """The point x >= 0 (k, m) with sum_j x_j = p and lo_j <= C x_j <= hi_j closest to
-    ``near`` in L1, by HiGHS (a linear program: x - near = e_plus - e_minus)."""
+    """The point x >= 0 (k, m) with sum_j x_j = p and lo_j <= C x_j <= hi_j (and x = 0
+    where ``zero``) closest to ``near`` in L1, by HiGHS (a linear program: x - near =
+    e_plus - e_minus)."""
     k, m = near.shape
     n = k * m
     eye = sparse.eye(n, format="csr")
@@ -91,13 +107,14 @@ def feasible_rows(
     )
     top, bottom = hi.ravel(), lo.ravel()
     up, down = np.isfinite(top), np.isfinite(bottom)
+    top_x = np.where(zero.ravel(), 0.0, np.inf) if zero is not None else np.full(n, np.inf)
     res = optimize.linprog(  # type: ignore[call-overload]  # sparse A is supported
         np.concatenate([np.zeros(n), np.ones(2 * n)]),
         A_ub=sparse.vstack([block[up], -block[down]], format="csr"),
         b_ub=np.concatenate([top[up], -bottom[down]]),
         A_eq=sparse.vstack([parent, split], format="csr"),
         b_eq=np.concatenate([p, near.ravel()]),
-        bounds=(0, None),
+        bounds=np.column_stack([np.zeros(3 * n), np.concatenate([top_x, np.full(2 * n, np.inf)])]),
         method="highs",
     )
     if res.status != 0:
