@@ -20,7 +20,14 @@ noise floor), then on those same measurements:
 - ``topdown``: ``postdp.top_down`` then ``postdp.round`` (consistent integers);
 - ``blue``: ``postdp.project(..., nonneg=False, method="blue")`` (unbiased, real-valued);
 - ``blue-restore``: ``postdp.project(..., nonneg=True, method="blue-restore")`` then
-  ``postdp.round``.
+  ``postdp.round``;
+- ``blue-restore-int``: ``postdp.postprocess.blue_restore(..., integral=True)`` (each family
+  rounded by the production rounder's flow as the restoration goes down).
+
+With ``--facilities`` the measurements carry the 2020 structural constraints
+(``facility_bounds(synthetic_facilities(table))``: group-quarters counts at least their
+facilities, 0 where there is none, no minors in nursing), which ``topdown-2020`` and the
+blue-restores hold, and the largest violation of each estimator is printed.
 
 Printed: per estimator the median wall time of ``--repeat`` runs with its ratio to the
 noise floor (median of the per-run ratios) and the peak of numpy's traced allocations
@@ -46,7 +53,14 @@ import tracemalloc
 import numpy as np
 
 import postdp
-from postdp.data import load_strategy, pl94_schema, synthetic_population
+from postdp.data import (
+    facility_bounds,
+    load_strategy,
+    pl94_schema,
+    synthetic_facilities,
+    synthetic_population,
+)
+from postdp.postprocess import blue_restore
 from postdp.report import compare_estimators
 from postdp.tables import measure, optimised_block_groups
 
@@ -61,6 +75,7 @@ def _estimators(m, table, rng):
         "blue-restore": lambda: postdp.round(
             postdp.project(m, nonneg=True, method="blue-restore"), table, rng=rng
         ),
+        "blue-restore-int": lambda: blue_restore(m, integral=True),
     }
 
 
@@ -93,6 +108,11 @@ def main() -> None:
         default="tabulation",
         help="optimised: block groups regrouped in their tracts (optimised_block_groups)",
     )
+    parser.add_argument(
+        "--facilities",
+        action="store_true",
+        help="measure with the 2020 structural constraints (synthetic facilities)",
+    )
     args = parser.parse_args()
     print(f"load average {os.getloadavg()[0]:.2f}, {os.cpu_count()} cores")
     strategy = load_strategy("pl94-2020-persons")
@@ -102,6 +122,9 @@ def main() -> None:
             table = optimised_block_groups(table)
         geo = table.geography
         work = strategy.workload(table)
+        bounds = ()
+        if args.facilities:
+            bounds = facility_bounds(synthetic_facilities(table, seed=args.seed), geo)
         sizes = [len(geo.levels[d]) for d in range(geo.n_levels)]
         print(
             f"\n== state {state}: {int(table.counts()[0, 0]):,} people; geounits by level "
@@ -111,16 +134,15 @@ def main() -> None:
         ratios: dict[str, list[float]] = {}
         peaks: dict[str, int] = {}
         for run in range(args.repeat):
-            m, floor = _timed(functools.partial(measure, table, work, secure=False, rng=run))
+            draw = functools.partial(measure, table, work, secure=False, rng=run, bounds=bounds)
+            m, floor = _timed(draw)
             times.setdefault("noise floor", []).append(floor)
             for name, step in _estimators(m, table, run).items():
                 _, seconds = _timed(step)
                 times.setdefault(name, []).append(seconds)
                 ratios.setdefault(name, []).append(seconds / floor)
             if run == 0:
-                peaks["noise floor"] = _peak(
-                    functools.partial(measure, table, work, secure=False, rng=run)
-                )
+                peaks["noise floor"] = _peak(draw)
                 for name, step in _estimators(m, table, run).items():
                     peaks[name] = _peak(step)
             del m
@@ -133,7 +155,7 @@ def main() -> None:
             )
         released: dict[str, list[np.ndarray]] = {}
         for k in range(args.draws):
-            m = measure(table, work, secure=False, rng=1000 + k)
+            m = measure(table, work, secure=False, rng=1000 + k, bounds=bounds)
             for name, step in _estimators(m, table, 2000 + k).items():
                 released.setdefault(name, []).append(np.asarray(step(), dtype=np.float64))
             del m
@@ -147,6 +169,10 @@ def main() -> None:
         print(f"  MAE of total population by level ({args.draws} draw(s), same for each):")
         print(comparison.total_mae().to_string(float_format=lambda v: f"{v:9.3f}"))
         print(f"  verdict: {comparison.verdict().value}: {comparison.verdict().detail}")
+        for name, values in released.items():
+            worst = max((b.violation(pl94_schema(), v) for b in bounds for v in values), default=0)
+            if bounds:
+                print(f"  largest violation of the structural bounds, {name}: {worst:g}")
         for name, threshold in comparison.reliability.items():
             print(f"  block-group reliability threshold, {name}: {threshold}")
         if args.report:

@@ -341,3 +341,23 @@ def test_measure_writes_the_facility_constraints_and_topdown_holds_them(tmp_path
         err = capsys.readouterr().err
         assert "--facilities" in err and needle in err and err.count("\n") == 1, err
     assert spy == [] and not (tmp_path / "r").exists()
+
+
+def test_a_dead_dask_worker_is_one_line_and_the_run_resumable(
+    small_run, tmp_path, capsys, monkeypatch
+):
+    """Dask's KilledWorker (a worker out of memory) is reported on one line naming
+    --cut-blocks, exit 2, no traceback; what was written stays for a resume."""
+
+    class KilledWorker(Exception):  # noqa: N818  # stands in for dask.distributed's
+        pass
+
+    def dies(*args, **kwargs):
+        raise KilledWorker("('topdown-county-11001', <WorkerState>)")
+
+    monkeypatch.setattr(nmf, "postprocess", dies)
+    argv = ["postprocess", str(small_run), "--method", "topdown-2020", "--quiet"]
+    assert main([*argv, "--output-dir", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--cut-blocks 100000" in err and "resume" in err
+    assert "Traceback" not in err

@@ -135,6 +135,14 @@ def run(args: argparse.Namespace, state: RunState) -> int:
                 cut_blocks=args.cut_blocks,
                 progress=tick,
             )
+    except Exception as exc:
+        if type(exc).__name__ != "KilledWorker":  # dask.distributed's: a worker died
+            raise
+        raise CliError(
+            f"--cut-blocks {args.cut_blocks}: a Dask worker died running a task (out of "
+            "memory?); the partitions written are kept: run the same command with a smaller "
+            "--cut-blocks, or more memory per worker, to resume"
+        ) from None
     finally:
         for bar in bars.values():
             bar.close()

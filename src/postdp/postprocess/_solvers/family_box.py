@@ -108,7 +108,7 @@ def solve_family_box(
     family = Family(H, b, p, np.concatenate([G, C]), fixed=fixed if fixed.any() else None)
     eq, upper, lower = _equalities(C @ p, lo, hi, tol)
     if R_b == 1:
-        return _dual(family, g, C, lo, hi, eq, upper, lower, tol, shape)
+        return _dual(family, g, _Rows(C, lo, hi, eq), upper, lower, tol, shape)
     # the relaxation: the first row's bounds and the equalities only; its answer is the
     # answer when it meets every other bound (the usual case), else the primal method
     first = np.zeros(R_b, dtype=bool)
@@ -116,7 +116,7 @@ def solve_family_box(
     relaxed_lo = np.where(first | eq, lo, -np.inf)
     relaxed_hi = np.where(first | eq, hi, np.inf)
     try:
-        relaxed = _dual(family, g, C, relaxed_lo, relaxed_hi, eq, upper, lower, tol, shape)
+        relaxed = _dual(family, g, _Rows(C, relaxed_lo, relaxed_hi, eq), upper, lower, tol, shape)
     except ConvergenceError:  # the moves met rows they could not hold together
         start = family.solve(
             np.concatenate([g, lo], axis=1),
@@ -126,16 +126,24 @@ def solve_family_box(
         relaxed = BoxResult(start, np.inf, 0.0, upper, lower)
     if relaxed.bounds <= tol and _violation(relaxed.x @ C.T, lo, hi) <= tol:
         return relaxed
-    return _primal(family, g, p, C, lo, hi, eq, upper, lower, tol, relaxed)
+    return _primal(family, g, p, _Rows(C, lo, hi, eq), upper, lower, tol, relaxed)
+
+
+@dataclass(frozen=True)
+class _Rows:
+    """The bounded rows C (R, m), their bounds lo and hi (k, R) and the rows held as
+    equalities from the start."""
+
+    C: FloatArray
+    lo: FloatArray
+    hi: FloatArray
+    eq: BoolArray
 
 
 def _dual(
     family: Family,
     g: FloatArray,
-    C: FloatArray,
-    lo: FloatArray,
-    hi: FloatArray,
-    eq: BoolArray,
+    rows_: _Rows,
     upper: BoolArray,
     lower: BoolArray,
     tol: float,
@@ -143,6 +151,7 @@ def _dual(
 ) -> BoxResult:
     """Active set by moves of the broken conditions (cheap; for one bounded row per child,
     or rows that do not overlap)."""
+    C, lo, hi, eq = rows_.C, rows_.lo, rows_.hi, rows_.eq
     upper, lower = upper.copy(), lower.copy()
     k, R = g.shape
     R_b = C.shape[0]
@@ -203,10 +212,7 @@ def _primal(
     family: Family,
     g: FloatArray,
     p: FloatArray,
-    C: FloatArray,
-    lo: FloatArray,
-    hi: FloatArray,
-    eq: BoolArray,
+    rows_: _Rows,
     upper: BoolArray,
     lower: BoolArray,
     tol: float,
@@ -219,6 +225,7 @@ def _primal(
     towards that answer as far as every other row allows; a row that blocks the step joins
     the working set; at a full step, a working row whose multiplier has the wrong sign
     leaves it. The objective never rises, so the method does not cycle back."""
+    C, lo, hi, eq = rows_.C, rows_.lo, rows_.hi, rows_.eq
     k, R = g.shape
     R_b = C.shape[0]
     x = feasible_rows(p, C, lo, hi, relaxed.x, zero=family.inner.fixed)
