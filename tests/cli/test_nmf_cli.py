@@ -311,6 +311,17 @@ def test_measure_writes_the_facility_constraints_and_topdown_holds_them(tmp_path
     assert histograms.sum() > 0
     for b in m.bounds:
         assert b.violation(schema, histograms) == 0, b.name
+    other = tmp_path / "out2"  # the BLUE restored and rounded family by family holds them too
+    assert main(["postprocess", str(tmp_path / "run"), "--method", "blue-restore-2020",
+                 "--quiet", "--output-dir", str(other)]) == 0  # fmt: skip
+    restored = np.zeros_like(histograms)
+    for path in sorted((other / "wide").rglob("*.parquet")):
+        part = pd.read_parquet(path)
+        codes = part["geocode"].astype(str).str[1:].replace("", "US")
+        restored[[ids[c] for c in codes]] = part[list(schema.cells)].to_numpy()
+    assert (restored == np.rint(restored)).all() and restored.sum() == histograms.sum()
+    for b in m.bounds:
+        assert b.violation(schema, restored) == 0, b.name
     capsys.readouterr()
     spy.clear()
     bad = tmp_path / "bad.csv"

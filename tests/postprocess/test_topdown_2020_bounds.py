@@ -129,3 +129,20 @@ def test_blue_restore_meets_the_bounds_too(integral):
         np.testing.assert_array_equal(out, blue_restore(m, bounds=bounds, integral=True))
     free = blue_restore(m, integral=integral)  # the same draws without them break them
     assert max(b.violation(s, free) for b in bounds) > 1e-6
+
+
+def test_blue_restore_2020_is_an_integral_step():
+    """``blue-restore-2020`` (blue_restore with ``integral=True``): a table design's step,
+    already integral (``,round`` after it refused), the measurements' bounds held."""
+    from postdp.analysis import TableDesign
+    from postdp.analysis.table_design import parse_table_steps
+
+    table, work = _gq_state(4, blocks=2)
+    bounds = facility_bounds(synthetic_facilities(table, seed=4), table.geography)
+    out = TableDesign(table, work, "blue-restore-2020").run(rng=1)
+    assert (out == np.rint(out)).all() and out.min() >= 0
+    with pytest.raises(ValidationError, match="blue-restore-2020"):
+        parse_table_steps("blue-restore-2020,round")
+    m = measure(table, work, secure=False, rng=5, bounds=bounds)
+    for b in bounds:
+        assert b.violation(pl94_schema(), blue_restore(m, integral=True)) == 0

@@ -31,14 +31,23 @@ from postdp.tables import Table, TableMeasurements, Workload, category_matrix, m
 if TYPE_CHECKING:
     from postdp.analysis.result import MonteCarloResult
 
-__all__ = ["TABLE_STEPS", "TableDesign", "parse_table_steps"]
+__all__ = ["INTEGRAL_STEPS", "TABLE_STEPS", "TableDesign", "parse_table_steps"]
 
 #: Arrays of a table's (geounits x category nodes) size alive while one draw is solved.
 _SOLVE_ARRAYS = 12
 
 #: The post-processing steps of a table design (each may be followed by ``,round``).
-TABLE_STEPS = ("project", "project-nonneg", "topdown", "blue", "blue-restore", "topdown-2020")
-_INTEGRAL = ("topdown-2020",)  # steps whose output is already integral
+TABLE_STEPS = (
+    "project",
+    "project-nonneg",
+    "topdown",
+    "blue",
+    "blue-restore",
+    "topdown-2020",
+    "blue-restore-2020",
+)
+#: The steps whose output is already integral.
+INTEGRAL_STEPS = ("topdown-2020", "blue-restore-2020")
 
 
 def parse_table_steps(text: str) -> tuple[str | None, bool]:
@@ -68,7 +77,7 @@ def parse_table_steps(text: str) -> tuple[str | None, bool]:
     rounded = bool(steps) and steps[-1] == "round"
     if rounded:
         steps = steps[:-1]
-    integral = bool(steps) and steps[0] in _INTEGRAL
+    integral = bool(steps) and steps[0] in INTEGRAL_STEPS
     bad = len(steps) > 1 or any(s not in TABLE_STEPS for s in steps) or (rounded and not steps)
     if bad or (rounded and integral):
         raise ValidationError(
@@ -77,9 +86,18 @@ def parse_table_steps(text: str) -> tuple[str | None, bool]:
             "linear unbiased estimate; project-nonneg: the same with every cell >= 0; "
             "topdown: level by level, nonnegative; blue-restore: the BLUE made nonnegative "
             "family by family; topdown-2020: the Census Bureau's production TopDown, already "
-            f"integral; round: consistent integers, unbiased); got {text!r}"
+            "integral; blue-restore-2020: blue-restore with each family rounded by the 2020 "
+            "rounder as it goes down, integral, the structural bounds held; round: consistent "
+            f"integers, unbiased); got {text!r}"
         )
     return (steps[0] if steps else None), rounded
+
+
+def _blue_restore_2020(measurements: TableMeasurements) -> FloatArray:
+    from postdp.postprocess import blue_restore
+
+    out: FloatArray = blue_restore(measurements, integral=True)
+    return out
 
 
 def _top_down_2020(measurements: TableMeasurements) -> FloatArray:
@@ -155,6 +173,9 @@ class TableDesign:
         elif step == "topdown-2020":
             check_top_down_2020(self.table, self.workload)
             projector = _top_down_2020
+        elif step == "blue-restore-2020":
+            check_blue_restore(self.table, self.workload)
+            projector = _blue_restore_2020
         object.__setattr__(self, "projector", projector)
 
     @property

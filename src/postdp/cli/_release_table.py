@@ -204,6 +204,8 @@ def _report(
             "blue": "the best linear unbiased estimate (least squares)",
             "blue-restore": "the best linear unbiased estimate made nonnegative per family",
             "topdown-2020": "the Census Bureau's 2020 production TopDown, integral",
+            "blue-restore-2020": "the BLUE restored per family and rounded by the 2020 "
+            "rounder, integral",
         }[step]
         if rounded:
             what += ", then rounded to integers (unbiased)"

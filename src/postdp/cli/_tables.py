@@ -193,6 +193,7 @@ def check_step_fits(
         "topdown": check_top_down,
         "blue-restore": check_blue_restore,
         "topdown-2020": check_top_down_2020,
+        "blue-restore-2020": check_blue_restore,
     }
     if step in checks:
         with flag(option, getattr(args, option[2:].replace("-", "_"))):

@@ -20,7 +20,9 @@ histogram. Costs no privacy: it reads only the noisy measurements.
 
 --method: topdown-2020 (the 2020 production TopDown: integral, nonnegative, consistent),
 blue (the best linear unbiased estimate: unbiased, real-valued, may be negative),
-blue-restore (the BLUE restored to nonnegative family by family), or another table
+blue-restore (the BLUE restored to nonnegative family by family), blue-restore-2020 (the
+same, each family rounded by the 2020 rounder as it goes down: integral, holding the run's
+structural constraints), or another table
 post-processing (project, project-nonneg, topdown), each optionally followed by ",round"
 (seeded by --seed).
 
@@ -80,7 +82,7 @@ def add_parser(commands: Any) -> None:
 
 def run(args: argparse.Namespace, state: RunState) -> int:
     """Check the run, the method and the folder; then post-process, partition by partition."""
-    from postdp.analysis.table_design import parse_table_steps
+    from postdp.analysis.table_design import INTEGRAL_STEPS, parse_table_steps
     from postdp.nmf import read, subtrees
 
     state.phase = "checking the options"
@@ -92,7 +94,7 @@ def run(args: argparse.Namespace, state: RunState) -> int:
         raise CliError(
             f"--seed: seeds a ',round' step or --amc; --method {args.method!r} is neither"
         )
-    if args.amc is not None and not (rounded or step == "topdown-2020"):
+    if args.amc is not None and not (rounded or step in INTEGRAL_STEPS):
         raise CliError(
             f"--amc {args.amc}: takes the release as the truth, which must be whole numbers; "
             f"--method {args.method!r} is not (add ',round')"

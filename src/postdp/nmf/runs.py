@@ -31,9 +31,9 @@ How each method is partitioned:
   summary and once below the top's answer), with the exact standard deviation of every
   measured marginal, ``total`` and ``detailed`` at every geounit (the long form's
   ``std_dev`` column: each cell's).
-- any other table post-processing (``blue-restore``, ``project``, ``project-nonneg``,
-  ``topdown``, with ``,round``): solved on the whole run at once (memory grows with it),
-  written partition by partition.
+- any other table post-processing (``blue-restore``, ``blue-restore-2020``, ``project``,
+  ``project-nonneg``, ``topdown``, with ``,round``): solved on the whole run at once
+  (memory grows with it), written partition by partition.
 """
 
 from __future__ import annotations
@@ -127,14 +127,14 @@ def postprocess(
     >>> sorted(p.name for p in (out / "long").iterdir())[:2]
     ['Block.parquet', 'Block_Group.parquet']
     """
-    from postdp.analysis.table_design import parse_table_steps
+    from postdp.analysis.table_design import INTEGRAL_STEPS, parse_table_steps
 
     step, rounded = parse_table_steps(method)
     if step is None:
         raise ValidationError(f"`method` {method!r}: post-processing needs a step")
     if isinstance(amc, bool) or not isinstance(amc, int) or amc == 1 or amc < 0:
         raise ValidationError(f"`amc` must be 0 or an integer >= 2; got {amc!r}")
-    if amc and not (rounded or step == "topdown-2020"):
+    if amc and not (rounded or step in INTEGRAL_STEPS):
         raise ValidationError(
             f"`amc` takes the release as the truth, so it needs whole numbers: "
             f"{method!r} is not integral (add ',round')"
