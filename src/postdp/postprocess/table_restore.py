@@ -29,7 +29,6 @@ projections instead of a mixed-integer program.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
@@ -40,7 +39,7 @@ from postdp.postprocess._solvers.family_nnls import LevelQuadratic
 from postdp.postprocess._solvers.marginal_basis import identifies_cells, table_schema
 from postdp.postprocess._solvers.nested_rounding import round_nested, rounder_chain
 from postdp.postprocess._solvers.root_nnls import bounded_root, certified_root
-from postdp.postprocess._solvers.structural import StructuralPlan
+from postdp.postprocess._solvers.structural import FamilyRows, StructuralPlan, rounder_limits
 from postdp.postprocess.topdown_2020 import ROUNDER_QUERIES
 from postdp.tables import CountBounds, Measurement, Table, TableMeasurements, Workload
 from postdp.tables.schema import Schema
@@ -144,7 +143,7 @@ def blue_restore(
             ]
             totals = _public_totals(publics, values, b)
             if d == 0:
-                out[b, 0] = _root(quadratic, own, fixed, c, structural, geo.root)
+                out[b, 0], root_rows = _root(quadratic, own, fixed, c, structural, geo.root)
                 if integral:
                     out[b, 0] = round_nested(
                         out[b, :1],
@@ -152,7 +151,7 @@ def blue_restore(
                         cell_weight=cell_weight,
                         totals=None if totals is None else np.rint(totals[:1]).astype(np.int64),
                         total_weight=1.0,
-                        **_limits(structural, geo.root, c),
+                        **rounder_limits(root_rows),
                     ).x[0]
             else:
                 parents, up = np.unique(geo.parent[nodes], return_inverse=True)
@@ -178,9 +177,9 @@ def _root(
     c: int,
     structural: StructuralPlan | None,
     root: int,
-) -> FloatArray:
+) -> tuple[FloatArray, FamilyRows | None]:
     """The root restored: nearest nonnegative histogram meeting its invariants (and its
-    structural bounds)."""
+    structural bounds, returned for the rounder)."""
     every = np.arange(c)
     H = quadratic.block(every)
     lin = quadratic.linear(own, every)[0]
@@ -189,10 +188,10 @@ def _root(
     g = np.concatenate([v[0] for _, v in fixed]) if fixed else np.zeros(0)
     bound = None if structural is None else structural.family(every, np.array([root]))
     if bound is None:
-        return certified_root(H, lin, C, g, who="blue-restore")
+        return certified_root(H, lin, C, g, who="blue-restore"), None
     x = bounded_root(H, lin, C, g, bound.C, bound.lo[0], bound.hi[0], who="blue-restore")
     x[bound.fixed[0]] = 0.0
-    return x
+    return x, bound
 
 
 def _public_totals(
@@ -204,12 +203,6 @@ def _public_totals(
             out: FloatArray = values[i][b][:, 0]
             return out
     return None
-
-
-def _limits(structural: StructuralPlan | None, root: int, c: int) -> dict[str, Any]:
-    """The rounder's bounds and held cells at the root."""
-    bound = None if structural is None else structural.family(np.arange(c), np.array([root]))
-    return {} if bound is None else {"bounds": bound.limits, "fixed": bound.fixed}
 
 
 def check_blue_restore(table: Table, workload: Workload) -> Schema:

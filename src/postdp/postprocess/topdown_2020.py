@@ -56,7 +56,12 @@ from postdp.postprocess._solvers.family_nnls import LevelQuadratic, solve_family
 from postdp.postprocess._solvers.marginal_basis import table_schema
 from postdp.postprocess._solvers.nested_rounding import round_nested, rounder_chain
 from postdp.postprocess._solvers.root_nnls import bounded_root, certified_root
-from postdp.postprocess._solvers.structural import FamilyRows, StructuralPlan, min_tolerance
+from postdp.postprocess._solvers.structural import (
+    FamilyRows,
+    StructuralPlan,
+    min_tolerance,
+    rounder_limits,
+)
 from postdp.tables import Measurement, Table, TableMeasurements, Workload
 from postdp.tables.bounds import CountBounds
 
@@ -298,7 +303,7 @@ class _Plan:
             cell_weight=self.cell_weight,
             totals=totals,
             total_weight=1.0,
-            **_limits(rows),
+            **rounder_limits(rows),
         )
         out: IntArray = rounded.x[0]
         return out
@@ -339,7 +344,7 @@ class _Plan:
                 parent=parent[cells],
                 totals=totals,
                 total_weight=1.0,
-                **_limits(bound),
+                **rounder_limits(bound),
             )
             out[:, cells] = rounded.x
             return out
@@ -358,7 +363,7 @@ class _Plan:
                 zero = [(groups, 0.0) for groups, _ in chain]
                 totals = round_nested(
                     x, zero, cell_weight=0.0, parent=parent[cells], total_weight=1.0,
-                    **_limits(bound),
+                    **rounder_limits(bound),
                 ).x.sum(axis=1)  # fmt: skip
         rounded = round_nested(
             x,
@@ -366,7 +371,7 @@ class _Plan:
             cell_weight=self.cell_weight,
             parent=parent[cells],
             totals=totals,
-            **_limits(bound),
+            **rounder_limits(bound),
         )
         out[:, cells] = rounded.x
         return out
@@ -405,11 +410,6 @@ def _solve(
         lo=np.concatenate(lo, axis=1),
         hi=np.concatenate(hi, axis=1),
     )
-
-
-def _limits(bound: FamilyRows | None) -> dict[str, Any]:
-    """The rounder's keyword arguments for a family's structural rows."""
-    return {} if bound is None else {"bounds": bound.limits, "fixed": bound.fixed}
 
 
 def _quadratic(items: list[tuple[int, Measurement]]) -> LevelQuadratic:

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from postdp._typing import FloatArray, IntArray
@@ -12,7 +10,7 @@ from postdp.errors import ConvergenceError, ValidationError
 from postdp.postprocess._solvers.family_box import BoxResult, solve_family_box
 from postdp.postprocess._solvers.family_nnls import FamilyResult, LevelQuadratic, solve_family
 from postdp.postprocess._solvers.nested_rounding import round_nested
-from postdp.postprocess._solvers.structural import StructuralPlan
+from postdp.postprocess._solvers.structural import StructuralPlan, rounder_limits
 
 __all__ = ["split_level"]
 
@@ -100,9 +98,6 @@ def split_level(
             )
         x = np.maximum(result.x, 0.0)
         if rounder is not None:
-            limits: dict[str, Any] = {}
-            if rows is not None:
-                limits = {"bounds": rows.limits, "fixed": rows.fixed}
             x = round_nested(
                 x,
                 [(groups[cells], w) for groups, w in rounder[0]],
@@ -110,7 +105,7 @@ def split_level(
                 parent=np.rint(p[cells]).astype(np.int64),
                 totals=None if totals is None else np.rint(totals[kids]).astype(np.int64),
                 total_weight=1.0,
-                **limits,
+                **rounder_limits(rows),
             ).x
         out[np.ix_(kids, cells)] = x
     return out

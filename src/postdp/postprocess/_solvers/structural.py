@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy import optimize, sparse
@@ -23,7 +24,7 @@ from postdp.postprocess._solvers.family_nnls import BoolArray
 from postdp.tables.bounds import CountBounds
 from postdp.tables.schema import Schema
 
-__all__ = ["FamilyRows", "StructuralPlan", "min_tolerance"]
+__all__ = ["FamilyRows", "StructuralPlan", "min_tolerance", "rounder_limits"]
 
 
 @dataclass(frozen=True)
@@ -100,6 +101,11 @@ class StructuralPlan:
         return FamilyRows(
             np.stack(rows), np.stack(lows, axis=1), np.stack(highs, axis=1), limits, fixed
         )
+
+
+def rounder_limits(rows: FamilyRows | None) -> dict[str, Any]:
+    """The rounder's keyword arguments (``bounds``, ``fixed``) for a family's rows."""
+    return {} if rows is None else {"bounds": rows.limits, "fixed": rows.fixed}
 
 
 def min_tolerance(first: FloatArray, p: FloatArray, rows: FamilyRows) -> float:
