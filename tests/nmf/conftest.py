@@ -76,10 +76,11 @@ def measured():
     return measure(t, load_strategy("pl94-2020-persons").workload(t), secure=False, rng=5)
 
 
-def check_parts(folder) -> set[int]:
+def check_parts(folder, *, batched: bool = False) -> set[int]:
     """Every ``part-<geocode>.parquet`` under ``folder`` holds geounits of that geocode's
-    subtree only (``part-0``: a whole partition), and no geocode is in two files; returns
-    the lengths of the part geocodes found (0 for ``part-0``)."""
+    subtree only (``part-0``: a whole partition; ``batched``: of the subtrees of that
+    geocode and of siblings after it), and no geocode is in two files; returns the lengths
+    of the part geocodes found (0 for ``part-0``)."""
     import pyarrow.parquet as pq
 
     seen: set[str] = set()
@@ -87,7 +88,9 @@ def check_parts(folder) -> set[int]:
     for f in sorted(folder.rglob("part-*.parquet")):
         head = f.name[len("part-") : -len(".parquet")]
         geocodes = pq.read_table(f, columns=["geocode"]).column("geocode").to_pylist()
-        if head != "0":
+        if head != "0" and batched:
+            assert all(g[: len(head)] >= head for g in geocodes), f
+        elif head != "0":
             assert all(g.startswith(head) for g in geocodes), f
         lengths.add(0 if head == "0" else len(head))
         assert not seen & set(geocodes), f

@@ -63,14 +63,15 @@ def county_run(tmp_path_factory):
     return nmf.write(m, tmp_path_factory.mktemp("nmf") / "run")
 
 
-@pytest.mark.parametrize("cut_blocks", [1, 4])
+@pytest.mark.parametrize("cut_blocks", [1, 5])
 def test_cut_subtrees_give_the_same_numbers(county_run, tmp_path, cut_blocks):
     """A subtree of more than ``cut_blocks`` blocks is a task down to its children (their
-    families solved as inner ones), each child a task reading only its rows (``within``),
-    cut again if still too large (1: every state, county and tract of more than one block;
-    4: some counties whole). Every geounit's histogram equals the uncut run's; each
-    subtree's levels are in part-<its geocode> files; a run killed between two tasks
-    resumes to the same files."""
+    families solved as inner ones), its other children batched into tasks of at most
+    ``cut_blocks`` blocks, each batch reading only its rows (``within``), a child cut again
+    if still too large (1: every state, county and tract of more than one block; 5: some
+    counties whole, counties 10001 and 10003 one batch). Every geounit's histogram equals
+    the uncut run's; each task's levels are in part-<its first geocode> files; a run killed
+    between two tasks resumes to the same files."""
     from postdp.nmf import _topdown_tasks as tasks
 
     whole = nmf.postprocess(county_run, tmp_path / "whole", method="topdown-2020")
@@ -81,8 +82,12 @@ def test_cut_subtrees_give_the_same_numbers(county_run, tmp_path, cut_blocks):
     assert a.keys() == b.keys()
     for g, row in a.items():
         assert np.array_equal(b[g], row), g
-    lengths = check_parts(cut / "wide" / "Block.parquet")
+    lengths = check_parts(cut / "wide" / "Block.parquet", batched=True)
     assert lengths >= ({12, 13} if cut_blocks == 1 else {6})  # tracts, block groups; counties
+    if cut_blocks == 5:
+        batch = cut / "wide" / "Block.parquet" / "State=010" / "part-010001.parquet"
+        heads = {g[:6] for g in pd.read_parquet(batch, columns=["geocode"])["geocode"]}
+        assert heads == {"010001", "010003"}
     assert check_parts(cut / "wide" / "County.parquet") == {0}
     plan = json.loads((cut / "postdp-postprocess.json").read_text())
     assert plan["cut_blocks"] == cut_blocks
@@ -114,6 +119,32 @@ def test_cut_subtrees_give_the_same_numbers(county_run, tmp_path, cut_blocks):
     assert json.loads((again / "postdp-manifest.json").read_text())["files"] == first
     with pytest.raises(ValidationError, match="another run, method or seed"):
         nmf.postprocess(county_run, tmp_path / "again", method="topdown-2020")  # uncut
+
+
+def test_siblings_read_together_equal_each_read_alone(county_run):
+    """``read(within=[...])`` of consecutive siblings, then ``below(at=)`` each: the same
+    geography, answers and bounds as reading each sibling alone; geocodes outside the
+    subtree and an ``at`` the read lacks are refused."""
+    from postdp.nmf._subtree import below
+
+    both = nmf.read(county_run, states=["10"], within=["010001", "010003"])
+    geo = both.table.geography
+    assert sorted(str(geo.ids[g]) for g in geo.levels[2]) == ["10001", "10003"]
+    for code in ("010001", "010003"):
+        alone = below(nmf.read(county_run, states=["10"], within=code), depth=2)
+        picked = below(both, depth=2, at=code[1:])
+        assert picked.table.geography.ids.tolist() == alone.table.geography.ids.tolist()
+        assert picked.workload.measurements == alone.workload.measurements
+        for u, v in zip(picked.values, alone.values, strict=True):
+            assert np.array_equal(u, v)
+    tracts = nmf.read(county_run, states=["24"], within=["024001000100", "024001000200"])
+    assert tracts.table.geography.levels[3].size == 2
+    with pytest.raises(ValidationError, match="inside the one subtree"):
+        nmf.read(county_run, states=["10"], within=["010001", "024001"])
+    with pytest.raises(ValidationError, match="not a geounit of level 2"):
+        below(both, depth=2, at="10005")
+    with pytest.raises(ValidationError, match="one subtree"):
+        below(both, depth=2)
 
 
 def test_blue_by_state_equals_the_whole_table_gls(measured, run, tmp_path):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -69,9 +70,10 @@ class Writer:
         variances: dict[str, FloatArray] | None = None,
     ) -> None:
         """The root and the states (``codes``: their subtree codes, in level order)."""
-        self._level(0, None, [""], estimate, [geo.root], variances)
+        self._level(0, None, [""], *_pick(estimate, variances, [geo.root]))
         for g, code in zip(geo.levels[1], codes, strict=True):
-            self._level(1, code, [geocode(str(geo.ids[g]), code)], estimate, [g], variances)
+            geocodes = [geocode(str(geo.ids[g]), code)]
+            self._level(1, code, geocodes, *_pick(estimate, variances, [g]))
 
     def subtree(
         self,
@@ -86,25 +88,48 @@ class Writer:
         """Every level of a subtree rooted at level ``depth`` (a state; a county, whose
         levels go to the files ``part-<part>.parquet`` of its state's partition) but its
         root, which the levels above wrote."""
-        for d in range(1, geo.n_levels):
-            nodes = geo.levels[d]
-            geocodes = [geocode(str(i), code) for i in geo.ids[nodes]]
-            self._level(d + depth, code, geocodes, estimate, nodes, variances, part)
+        self.subtrees(code, [(geo, estimate, variances)], depth=depth, part=part)
+
+    def subtrees(
+        self,
+        code: str,
+        pieces: Sequence[tuple[Hierarchy, NumArray, dict[str, FloatArray] | None]],
+        *,
+        depth: int,
+        part: str | None,
+    ) -> None:
+        """Sibling subtrees (rooted at level ``depth``; each ``(geography, estimate,
+        variances)``), every level but their roots in one file ``part-<part>.parquet``."""
+        levels = {geo.n_levels for geo, _, _ in pieces}
+        if len(levels) != 1:
+            raise ValueError("sibling subtrees of different depths")
+        for d in range(1, levels.pop()):
+            geocodes: list[str] = []
+            values, picked = [], []
+            for geo, estimate, variances in pieces:
+                nodes = geo.levels[d]
+                geocodes += [geocode(str(i), code) for i in geo.ids[nodes]]
+                v, p = _pick(estimate, variances, nodes)
+                values.append(v)
+                picked.append(p)
+            joined = None
+            if picked[0] is not None:
+                joined = {k: np.concatenate([p[k] for p in picked if p]) for k in picked[0]}
+            self._level(d + depth, code, geocodes, np.concatenate(values), joined, part)
 
     def _level(
         self,
         level: int,
         code: str | None,
         geocodes: list[str],
-        estimate: NumArray,
-        nodes: Any,
+        values: NumArray,
         variances: dict[str, FloatArray] | None,
         part: str | None = None,
     ) -> None:
+        """One level's rows (``values``: their estimates; ``variances``: theirs by query)."""
         pa, pq = _pyarrow()
         if all(self._path(f, level, code, part).is_file() for f in self.forms):
             return
-        values = np.asarray(estimate)[nodes]
         integral = bool(np.array_equal(values, np.rint(values)))
         values = values.astype(np.int64) if integral else values
         cells = self.schema.cells
@@ -118,10 +143,9 @@ class Writer:
         }
         if self.queries is not None:
             assert variances is not None
-            sd = np.sqrt(np.maximum(variances["detailed"][nodes], 0.0))
+            sd = np.sqrt(np.maximum(variances["detailed"], 0.0))
             long[STD] = pa.array(sd[rows, cols])
-            picked = {k: v[nodes] for k, v in variances.items()}
-            self._std(pa, pq, self._path(STD, level, code, part), geocodes, picked)
+            self._std(pa, pq, self._path(STD, level, code, part), geocodes, variances)
         wide = pa.table(
             {
                 "geocode": pa.array(geocodes, pa.string()),
@@ -160,6 +184,14 @@ class Writer:
             }
         )
         _atomic_parquet(pq, table, path)
+
+
+def _pick(
+    estimate: NumArray, variances: dict[str, FloatArray] | None, nodes: Any
+) -> tuple[NumArray, dict[str, FloatArray] | None]:
+    """Some geounits' estimates and variances."""
+    picked = None if variances is None else {k: v[nodes] for k, v in variances.items()}
+    return np.asarray(estimate)[nodes], picked
 
 
 def geocode(geo_id: str, code: str) -> str:

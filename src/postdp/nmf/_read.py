@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Sequence
-from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -16,17 +15,14 @@ from scipy import sparse
 from postdp._typing import FloatArray, IntArray
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
-from postdp.mechanisms import DiscreteGaussian, Gaussian
 from postdp.nmf import _layout as layout
 from postdp.nmf._io import NO_UPPER, _pyarrow
+from postdp.nmf._workload import rebuild_workload
 from postdp.tables import (
     CountBounds,
-    Measurement,
-    Query,
     Schema,
     Table,
     TableMeasurements,
-    Workload,
 )
 
 #: The marker file of a run drawn on the study path (see postdp.nmf.synthetic).
@@ -73,7 +69,7 @@ def read(
     states: Sequence[str] | None = None,
     levels: int | None = None,
     schema: Schema | None = None,
-    within: str | None = None,
+    within: str | Sequence[str] | None = None,
 ) -> TableMeasurements:
     """The noisy measurements of a run in the Census NMF layout, one or more subtrees.
 
@@ -89,10 +85,12 @@ def read(
         Read the first ``levels`` geolevels only (``2``: the nation and the states).
     schema : Schema, optional
         The histogram's schema; default the run's manifest's, else the 2020 persons schema.
-    within : str, optional
+    within : str or sequence of str, optional
         A geocode inside the one subtree of ``states`` (e.g. ``"011001"``, a county): only
         the geounits at or below it and its ancestors are read, with a range filter on
-        ``geocode`` (Parquet statistics skip the other row groups).
+        ``geocode`` (Parquet statistics skip the other row groups). Several geocodes of one
+        level (siblings, e.g. a county's tracts): the geounits from the first to the last
+        of them in geocode order, with everything below them, and their ancestors.
 
     Returns
     -------
@@ -137,11 +135,11 @@ def read(
         raise ValidationError(f"`states`: the run has no subtree {missing} (it has {known})")
     where = None
     if within is not None:
-        if len(chosen) != 1 or not str(within).startswith(chosen[0]):
+        where = [within] if isinstance(within, str) else [str(w) for w in within]
+        if len(chosen) != 1 or not where or not all(w.startswith(chosen[0]) for w in where):
             raise ValidationError(
-                f"`within` {within!r} must be a geocode inside the one subtree of `states`"
+                f"`within` {within!r} must be geocodes inside the one subtree of `states`"
             )
-        where = str(within)
     frames = []
     for d, name in enumerate(names):
         parts = [None] if d == 0 else chosen
@@ -193,31 +191,42 @@ def _code(state: str) -> str:
 Rows = tuple[pd.DataFrame, np.ndarray]
 
 
-def _within(code: str) -> Any:
-    """Rows of geounits at or below geocode ``code`` and of its ancestors (equalities and a
-    range: Parquet statistics prune the row groups of both)."""
+def _within(codes: list[str]) -> Any:
+    """Rows of geounits from the first of ``codes`` to the last (in geocode order) and
+    below them, and of the first's ancestors (equalities and a range: Parquet statistics
+    prune the row groups of both)."""
     import pyarrow.dataset as ds
 
     field = ds.field("geocode")
-    after = code[:-1] + chr(ord(code[-1]) + 1)  # the first text past every extension of code
-    where = (field >= code) & (field < after)
-    for k in range(1, len(code)):
-        where = where | (field == code[:k])
+    first, last = min(codes), max(codes)
+    where = (field >= first) & (field < _past(last))
+    for k in range(1, len(first)):
+        where = where | (field == first[:k])
     return where
 
 
-def _related(name: str, code: str) -> bool:
+def _past(code: str) -> str:
+    """The first text after every extension of ``code``."""
+    return code[:-1] + chr(ord(code[-1]) + 1)
+
+
+def _related(name: str, codes: list[str]) -> bool:
     """Whether file ``part-<g>.parquet`` (a subtree's file: geounits under g) can hold a
-    geounit at or below geocode ``code`` or an ancestor of it (other names: always)."""
+    geounit that :func:`_within` reads (other names: always)."""
     head = name[len("part-") : -len(".parquet")] if name.startswith("part-") else "0"
-    return head == "0" or head.startswith(code) or code.startswith(head)
+    return head == "0" or (head < _past(max(codes)) and _past(head) > min(codes))
 
 
 def _part(
-    pq: Any, where: Path, part: str | None, schema: Schema, kind: str, within: str | None = None
+    pq: Any,
+    where: Path,
+    part: str | None,
+    schema: Schema,
+    kind: str,
+    within: list[str] | None = None,
 ) -> Rows:
-    """One folder's rows (every Parquet file in it; none: an empty frame), only those at
-    or below geocode ``within`` and its ancestors if given (other subtrees' files are not
+    """One folder's rows (every Parquet file in it; none: an empty frame), only those
+    :func:`_within` picks for geocodes ``within`` if given (other subtrees' files are not
     opened). The arrays are taken from Arrow's buffers at once, never as one Python object
     per row."""
     if part is not None:
@@ -343,7 +352,7 @@ def _measurements(
             + ", ".join(sorted(skipped)),
             stacklevel=3,
         )
-    work = _workload(order, found, schema, manifest)
+    work = rebuild_workload(order, found, schema, manifest)
     index = {(m.level, m.query.name, m.public): i for i, m in enumerate(work.measurements)}
     values: list[Any] = [None] * len(order)
     for key in order:
@@ -441,39 +450,3 @@ def _answers(
         )
     plb = str(rows["plb"].iloc[0]) if "plb" in rows else ""
     return out, float(variances[0]), plb
-
-
-def _workload(
-    order: list[tuple[int, str, bool]], found: dict[Any, Any], schema: Schema, manifest: Any
-) -> Workload:
-    """The workload: each noisy query's exact rho (the run's rho x its ``plb``) for a run
-    postdp wrote, else its rho from the variance (discrete Gaussian, bounded neighbours,
-    as the 2020 runs: variance 1 / rho)."""
-    neighbours = manifest.get("neighbours", "bounded") if manifest else "bounded"
-    kind = Gaussian if manifest and manifest.get("mechanism") == "gaussian" else DiscreteGaussian
-    noisy = [k for k in order if not k[2]]
-    total = Fraction(manifest["rho"]) if manifest and manifest.get("rho") else None
-    exact = [_fraction(found[k][2]) for k in noisy]
-    items: list[Measurement] = []
-    rhos: list[Fraction | None] = []
-    for (d, name, _), share in zip(noisy, exact, strict=True):
-        if total is not None and share is not None:
-            r: Fraction | float = total * share
-        else:
-            r = 1.0 / found[(d, name, False)][1]
-        calibrated = r / 2 if neighbours == "bounded" else r  # same noise, twice the cost
-        items.append(Measurement(d, Query.marginal(schema, name), kind(rho=float(calibrated))))
-        rhos.append(r if isinstance(r, Fraction) else None)
-    items += [Measurement(d, Query.marginal(schema, name), None) for d, name, p in order if p]
-    work = Workload(items, neighbours=neighbours)
-    if noisy and all(r is not None for r in rhos):
-        object.__setattr__(work, "exact_rho", (*rhos, *([None] * (len(items) - len(rhos)))))
-    return work
-
-
-def _fraction(text: str) -> Fraction | None:
-    try:
-        out = Fraction(text)
-    except (ValueError, ZeroDivisionError):
-        return None
-    return out if out > 0 and "." not in text and "e" not in text.lower() else None

@@ -21,7 +21,7 @@ def one_thread() -> Any:
     return threadpool_limits(limits=1)
 
 
-def below(m: TableMeasurements, *, depth: int = 1) -> TableMeasurements:
+def below(m: TableMeasurements, *, depth: int = 1, at: str | None = None) -> TableMeasurements:
     """The measurements of one subtree, re-rooted at its geounit at ``depth`` (a state, or
     with ``depth=2`` a county read with ``read(run, states=[...], within=...)``), its own
     and its ancestors' measurements left to the levels above, as
@@ -32,7 +32,10 @@ def below(m: TableMeasurements, *, depth: int = 1) -> TableMeasurements:
     m : TableMeasurements
         A run's measurements read with one subtree (``read(run, states=[code])``).
     depth : int, default 1
-        The level of the new root; ``m`` must hold one geounit at every level down to it.
+        The level of the new root; ``m`` must hold one geounit at every level above it.
+    at : str, optional
+        The id of the new root, one of several geounits of level ``depth`` (siblings read
+        together, ``read(..., within=[...])``); default the level's only geounit.
 
     Returns
     -------
@@ -49,30 +52,56 @@ def below(m: TableMeasurements, *, depth: int = 1) -> TableMeasurements:
     >>> county = below(read(run, states=["011"], within="011001"), depth=2)
     >>> str(county.table.geography.ids[0]), county.table.geography.n_levels
     ('11001', 4)
+    >>> two = read(run, states=["011"], within=["011001000100", "011001000101"])
+    >>> tract = below(two, depth=3, at="11001000101")
+    >>> str(tract.table.geography.ids[0]), tract.values[-1].shape, two.table.geography.leaves.size
+    ('11001000101', (101, 2016), 202)
     """
     geo = m.table.geography
     if isinstance(depth, bool) or not isinstance(depth, int) or not 1 <= depth < geo.n_levels - 1:
         raise ValidationError(f"`depth` must be 1 to {geo.n_levels - 2}; got {depth!r}")
-    many = [d for d in range(1, depth + 1) if geo.levels[d].size != 1]
+    many = [d for d in range(1, depth + (at is None)) if geo.levels[d].size != 1]
     if many:
         raise ValidationError(
             f"`m` must hold one subtree; level {many[0]} has {geo.levels[many[0]].size} geounits"
         )
     refuse_missing(m)
-    nodes = np.flatnonzero(geo.depth >= depth)
+    inside = geo.depth >= depth
+    if at is not None:
+        top = geo.levels[depth][geo.ids[geo.levels[depth]].astype(str) == str(at)]
+        if top.size != 1:
+            raise ValidationError(f"`at` {at!r} is not a geounit of level {depth}")
+        inside = np.zeros(geo.n, dtype=bool)
+        inside[top] = True
+        for d in range(depth + 1, geo.n_levels):
+            inside[geo.levels[d]] = inside[geo.parent[geo.levels[d]]]
+    nodes = np.flatnonzero(inside)
     ids = geo.ids[nodes]
     parents = [None if geo.depth[n] == depth else str(geo.ids[geo.parent[n]]) for n in nodes]
     sub_geo = Hierarchy.from_parents(ids, np.asarray(parents, dtype=object))
+    source = np.empty(sub_geo.n, dtype=np.int64)  # each new geounit's position in m
+    source[sub_geo.index([str(i) for i in ids])] = nodes
     _, lower = m.workload.split_at(depth)
-    kept = [v for x, v in zip(m.workload.measurements, m.values, strict=True) if x.level > depth]
+    rank = None if at is None else _rank_in_level(geo)
+    kept = []
+    for x, v in zip(m.workload.measurements, m.values, strict=True):
+        if x.level > depth:
+            rows = None if rank is None else rank[source[sub_geo.levels[x.level - depth]]]
+            kept.append(v if rows is None else v[..., rows, :])
     cat = m.table.categories
     from scipy import sparse
 
     cells: Any = sparse.csr_array((sub_geo.leaves.size, cat.leaves.size), dtype=np.int64)
-    source = np.empty(sub_geo.n, dtype=np.int64)  # each new geounit's position in m
-    source[sub_geo.index([str(i) for i in ids])] = nodes
     bounds = tuple(b.take(source) for b in m.bounds)
     return TableMeasurements(Table(sub_geo, cat, cells), lower, tuple(kept), m.secure, bounds)
+
+
+def _rank_in_level(geo: Hierarchy) -> Any:
+    """Each geounit's position in its level (``geo.levels[d]``)."""
+    rank = np.empty(geo.n, dtype=np.int64)
+    for level in geo.levels:
+        rank[level] = np.arange(level.size)
+    return rank
 
 
 def refuse_missing(m: TableMeasurements) -> None:

@@ -4,12 +4,16 @@ The top (the nation and the states) is solved in the client. Every state is then
 below its fixed histogram; a subtree of more than ``cut_blocks`` blocks is instead a *cut
 task*: it reads its own levels down to its children (``read(..., levels=, within=)``),
 solves them as the inner families they are (``top_down_2020(..., cut=True)``), writes its
-children's level and hands each child on as a task of its own -- cut again if still too
-large (a county of 240,000 blocks is cut at its tracts). A subtree's levels go to
-``part-<its root's geocode>.parquet`` files of its state's partition (a state's own:
-``part-0.parquet``), so every file has one writer, and a task holds one subtree of at most
-``cut_blocks`` blocks (or one block group's family). Every family is solved exactly as in
-the uncut run, so the numbers are the same however the run is cut.
+children's level and hands its children on: a child still too large as a cut task of its
+own (a county of 240,000 blocks is cut at its tracts), the others in *batches* of
+consecutive siblings of at most ``cut_blocks`` blocks in all, read together
+(``read(..., within=[...])``) and each solved below its histogram (a county's 2,500
+tracts are a few tasks, not 2,500 reads and writes). A cut subtree's children's level
+goes to ``part-<its root's geocode>.parquet`` files of its state's partition, a batch's
+levels to ``part-<its first geocode>.parquet`` (a state's own: ``part-0.parquet``), so
+every file has one writer, and a task holds at most ``cut_blocks`` blocks (or one block
+group's family). Every family is solved exactly as in the uncut run, so the numbers are
+the same however the run is cut.
 """
 
 from __future__ import annotations
@@ -17,8 +21,6 @@ from __future__ import annotations
 import importlib
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from postdp.nmf import _layout as layout
 from postdp.nmf._io import _pyarrow
@@ -52,12 +54,13 @@ def run_topdown(
     for k, code in enumerate(order):
         big = _cuttable(writer.names, 1) and _blocks(run, writer.names, code, code) > cut_blocks
         if big or not writer.done(code):
-            tasks.append((_cut_task if big else _leaf_task, (code, code, 1, upper[1 + k], *common)))
+            members = ((code, upper[1 + k]),)
+            tasks.append((_cut_task if big else _leaf_task, (code, 1, members, *common)))
     done, known = len(order) - len(tasks), len(order)
 
     def follow(result: list[Task] | None) -> list[Task]:
         """A cut task's children that are not yet written (a cut child always runs)."""
-        return [t for t in result or [] if t[0] is _cut_task or not writer.done(t[1][0], t[1][1])]
+        return [t for t in result or [] if t[0] is _cut_task or not writer.done(*_part(t[1]))]
 
     if scheduler is None:
         while tasks:
@@ -77,45 +80,56 @@ def run_topdown(
         report("subtrees", done, known)
 
 
+def _part(args: tuple[Any, ...]) -> tuple[str, str | None]:
+    """A task's state code and the part its files are named after (a state's own: None;
+    a batch of siblings: its first geocode)."""
+    code, depth, members = args[:3]
+    return code, members[0][0] if depth > 1 else None
+
+
 def _leaf_task(
     code: str,
-    prefix: str,
     depth: int,
-    root: Any,
+    members: tuple[tuple[str, Any], ...],
     run: str,
     out: str,
     names: tuple[str, ...],
     cut_blocks: int,
 ) -> None:
-    """The subtree rooted at geocode ``prefix`` (level ``depth``) below its fixed
-    histogram, every level down to the blocks."""
+    """Sibling subtrees at level ``depth`` (``members``: their geocodes, in geocode order,
+    and fixed histograms), each solved below its histogram down to the blocks, read
+    together and written to one part (a state: its partition's own files)."""
     from postdp.postprocess import top_down_2020
 
-    m = read(run, states=[code], within=prefix if depth > 1 else None)
-    sub = below(m, depth=depth)
+    within = [g for g, _ in members] if depth > 1 else None
+    m = read(run, states=[code], within=within)
+    pieces = []
+    for child, root in members:
+        sub = below(m, depth=depth, at=None if depth == 1 else _id(child, code))
+        with one_thread():
+            estimate = top_down_2020(sub, root=root)
+        pieces.append((sub.table.geography, estimate, None))
     del m
-    with one_thread():
-        estimate = top_down_2020(sub, root=root)
-    part = prefix if depth > 1 else None
-    Writer(Path(out), names, schema_of(sub)).subtree(
-        code, sub.table.geography, estimate, depth=depth, part=part
-    )
+    _, part = _part((code, depth, members))
+    Writer(Path(out), names, schema_of(sub)).subtrees(code, pieces, depth=depth, part=part)
 
 
 def _cut_task(
     code: str,
-    prefix: str,
     depth: int,
-    root: Any,
+    members: tuple[tuple[str, Any], ...],
     run: str,
     out: str,
     names: tuple[str, ...],
     cut_blocks: int,
 ) -> list[Task]:
-    """The subtree at ``prefix`` down to its children only (solved as inner families);
-    writes the children's level and returns their tasks."""
+    """The subtree of the one member down to its children only (solved as inner
+    families); writes the children's level and returns their tasks: a child of more than
+    ``cut_blocks`` blocks cut again, the others in batches of consecutive siblings of at
+    most ``cut_blocks`` blocks in all."""
     from postdp.postprocess import top_down_2020
 
+    ((prefix, root),) = members
     m = read(run, states=[code], levels=depth + 2, within=prefix if depth > 1 else None)
     sub = below(m, depth=depth)
     with one_thread():
@@ -124,14 +138,37 @@ def _cut_task(
     Writer(Path(out), names, schema_of(sub)).subtree(
         code, geo, estimate, depth=depth, part=prefix if depth > 1 else None
     )
-    children = [(geocode(str(geo.ids[g]), code), estimate[g]) for g in geo.levels[1]]
+    children = sorted((geocode(str(geo.ids[g]), code), estimate[g]) for g in geo.levels[1])
     sizes = _blocks_by_child(Path(run), names, code, prefix, [c for c, _ in children])
     tasks: list[Task] = []
+    batch: list[tuple[str, Any]] = []
+    blocks = 0
+
+    def flush() -> None:
+        if batch:
+            tasks.append((_leaf_task, (code, depth + 1, tuple(batch), run, out, names, cut_blocks)))
+            batch.clear()
+
     for child, hist in children:
-        big = _cuttable(names, depth + 1) and sizes.get(child, 0) > cut_blocks
-        args = (code, child, depth + 1, hist, run, out, names, cut_blocks)
-        tasks.append((_cut_task if big else _leaf_task, args))
+        size = sizes.get(child, 0)
+        if _cuttable(names, depth + 1) and size > cut_blocks:
+            flush()
+            args = (code, depth + 1, ((child, hist),), run, out, names, cut_blocks)
+            tasks.append((_cut_task, args))
+            blocks = 0
+            continue
+        if batch and blocks + size > cut_blocks:
+            flush()
+            blocks = 0
+        batch.append((child, hist))
+        blocks += size
+    flush()
     return tasks
+
+
+def _id(geocode_: str, code: str) -> str:
+    """A geounit's id from its geocode (the inverse of :func:`geocode`)."""
+    return geocode_ if code.startswith("1") else geocode_[1:]
 
 
 def _cuttable(names: tuple[str, ...], depth: int) -> bool:
@@ -146,7 +183,7 @@ def _block_geocodes(run: Path, names: tuple[str, ...], code: str, prefix: str) -
     pa, pq = _pyarrow()
     where = run / f"{names[-1]}.parquet" / layout.DPQUERY / layout.folder(code)
     files = sorted(where.glob("*.parquet")) if where.is_dir() else []
-    files = [f for f in files if _related(f.name, prefix)]  # other subtrees' files unread
+    files = [f for f in files if _related(f.name, [prefix])]  # other subtrees' files unread
     parts = []
     for f in files:
         column = pq.read_table(f, columns=["geocode"]).column("geocode")
@@ -164,10 +201,11 @@ def _blocks_by_child(
     run: Path, names: tuple[str, ...], code: str, prefix: str, children: list[str]
 ) -> dict[str, int]:
     """How many blocks each child geocode of ``prefix`` has (by geocode prefix)."""
+    import pyarrow.compute as pc
+
     if not children:
         return {}
-    geocodes = np.asarray(_block_geocodes(run, names, code, prefix).to_pylist(), dtype=object)
-    width = len(children[0])
-    heads = np.asarray([g[:width] for g in geocodes], dtype=object)
-    found, counts = np.unique(heads.astype(str), return_counts=True)
-    return dict(zip(found.tolist(), counts.tolist(), strict=True))
+    geocodes = _block_geocodes(run, names, code, prefix)
+    heads = pc.utf8_slice_codeunits(geocodes, 0, len(children[0])).value_counts()
+    found = heads.field("values").to_pylist()
+    return dict(zip(found, heads.field("counts").to_pylist(), strict=True))

@@ -428,18 +428,18 @@ class Marginal:
         return out
 
     def groups(self) -> list[list[str]]:
-        """Each count's detailed cell codes (for :class:`~postdp.tables.Query`)."""
-        index = np.arange(self.schema.size).reshape(self.schema.shape)
-        cells = np.asarray(self.schema.cells, dtype=object)
-        member = []
+        """Each count's detailed cell codes (for :class:`~postdp.tables.Query`), in C order:
+        the rows of the Kronecker product of the attributes' 0/1 membership matrices."""
+        from scipy import sparse
+
+        member: Any = sparse.csr_array(np.ones((1, 1), dtype=np.int8))
         for k, factor in enumerate(self.factors):
             n = self.schema.shape[k]
-            member.append(np.eye(n, dtype=bool) if factor is None else factor.astype(bool))
-        out = []
-        for combo in itertools.product(*(range(m.shape[0]) for m in member)):
-            mask = np.ix_(*(m[c] for m, c in zip(member, combo, strict=True)))
-            out.append([str(c) for c in cells[index[mask].ravel()]])
-        return out
+            rows = np.eye(n, dtype=np.int8) if factor is None else (factor != 0).astype(np.int8)
+            member = sparse.kron(member, sparse.csr_array(rows), format="csr")
+        member.sort_indices()
+        cells = np.asarray(self.schema.cells, dtype=object)[member.indices]
+        return [p.tolist() for p in np.split(cells, member.indptr[1:-1])]
 
 
 def _refines(fine: Marginal, coarse: Marginal) -> bool:
