@@ -4,6 +4,7 @@ Run by hand (never collected by pytest)::
 
     python benchmarks/bench_national.py --states 11,10,44        # a rehearsal: 3 states
     python benchmarks/bench_national.py --states all             # the 50 states and DC
+    python benchmarks/bench_national.py --states 06 --facilities # the 2020 bounds too
 
 Drives the public command line on the synthetic persons population
 (``postdp.data.synthetic_population``, the 2020 tallies) with the 2020 persons preset:
@@ -79,6 +80,12 @@ def main() -> None:
     parser.add_argument(
         "--cut-blocks", type=int, default=100_000, help="states above this: county by county"
     )
+    parser.add_argument(
+        "--facilities",
+        action="store_true",
+        help="measure with the synthetic group-quarters facilities (the 2020 structural "
+        "bounds, held by topdown-2020)",
+    )
     args = parser.parse_args()
     states = synthetic_states() if args.states == "all" else args.states.split(",")
     with open("/proc/loadavg") as f:
@@ -90,7 +97,8 @@ def main() -> None:
             shutil.rmtree(path)
     wall_m, peak_m = _timed(
         ["measure", "--synthetic", ",".join(states), "--study", "--seed", "1",
-         "--output-dir", str(run), "--cut-blocks", str(args.cut_blocks), "--quiet"]
+         "--output-dir", str(run), "--cut-blocks", str(args.cut_blocks), "--quiet",
+         *(["--facilities", "synthetic"] if args.facilities else [])]
     )  # fmt: skip
     top = read(run, levels=2)
     print(
@@ -125,7 +133,7 @@ def main() -> None:
         f"postprocess --method {args.method}: {wall_p:.0f} s wall, client peak RSS "
         f"{peak_p:.2f} GB{workers}; output {_size_gb(out):.2f} GB, {len(manifest['files'])} "
         f"files; each subtree task ships {shipped / 1024:.1f} KB "
-        f"({len(top.table.geography.leaves)} states, {len(parts)} state or county tasks "
+        f"({len(top.table.geography.leaves)} states, {len(parts)} state or batch tasks "
         "writing blocks)"
     )
     per_block = (wall_m + wall_p) / blocks

@@ -93,7 +93,7 @@ def add_parser(commands: Any) -> None:
         metavar="N",
         help="a state with more than N blocks is measured county by county, a county still "
         "above N tract by tract (one such subtree's answers in memory; the same design), a "
-        "file per subtree in its state's partition (default 100000)",
+        "file per subtree in its state's partition",
     )
     parser.add_argument(
         "--facilities",

@@ -57,7 +57,7 @@ def add_parser(commands: Any) -> None:
         "address such as tcp://host:8786",
     )
     parser.add_argument(
-        "--workers", type=whole(1, 1024), default=2, help="LocalCluster processes (default 2)"
+        "--workers", type=whole(1, 1024), default=2, help="LocalCluster processes"
     )
     parser.add_argument(
         "--amc",
@@ -72,9 +72,10 @@ def add_parser(commands: Any) -> None:
         type=whole(1, 10**9),
         default=100_000,
         metavar="N",
-        help="topdown-2020: a state with more than N blocks is cut at its counties, one task "
-        "per county, a county still above N at its tracts (memory per task: at most N "
-        "blocks or one block group); the numbers are the same (default 100000)",
+        help="topdown-2020: a state with more than N blocks is cut at its counties, a county "
+        "still above N at its tracts, and so on; the other counties (tracts, ...) go in "
+        "tasks of consecutive ones of at most N blocks in all (memory per task: at most N "
+        "blocks or one block group); the numbers are the same",
     )
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     parser.set_defaults(func=run)
@@ -142,8 +143,9 @@ def run(args: argparse.Namespace, state: RunState) -> int:
             raise
         raise CliError(
             f"--cut-blocks {args.cut_blocks}: a Dask worker died running a task (out of "
-            "memory?); the partitions written are kept: run the same command with a smaller "
-            "--cut-blocks, or more memory per worker, to resume"
+            "memory?); the partitions written are kept: give the workers more memory and run "
+            "the same command to resume, or start again into a new --output-dir with a "
+            "smaller --cut-blocks"
         ) from None
     finally:
         for bar in bars.values():

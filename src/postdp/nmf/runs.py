@@ -23,9 +23,10 @@ How each method is partitioned:
   with ``root=``): one state's measurements in memory at a time, and the subtrees are
   independent tasks (a Dask scheduler runs them in parallel, the same bits as in-process).
   A state of more than ``cut_blocks`` blocks is cut at its counties: a task solves it
-  down to its counties (``cut=True``), then every county is a task (``read(...,
-  within=county)``), its levels in ``part-<county geocode>.parquet`` files; a county
-  still too large is cut again at its tracts, and so on.
+  down to its counties (``cut=True``), then its counties are tasks of consecutive
+  counties of at most ``cut_blocks`` blocks in all (``read(..., within=[counties])``),
+  their levels in ``part-<first county's geocode>.parquet`` files; a county still too
+  large is cut again at its tracts, and so on.
 - ``blue``: the BLUE of the whole run, streamed state by state
   (:func:`postdp.postprocess.project_by_subtree`: each subtree read twice, once for its
   summary and once below the top's answer), with the exact standard deviation of every
@@ -60,7 +61,8 @@ __all__ = ["METHODS", "postprocess"]
 
 #: What :func:`postprocess` does partition by partition (every other table step: whole run).
 METHODS = ("topdown-2020", "blue")
-#: ``topdown-2020`` cuts a state with more blocks than this at its counties (one task each).
+#: ``topdown-2020`` cuts a state with more blocks than this at its counties (tasks of at most
+#: this many blocks).
 CUT_BLOCKS = 100_000
 
 
@@ -103,11 +105,12 @@ def postprocess(
         error of its total). Needs an integral method.
     cut_blocks : int, default 100_000
         ``topdown-2020``: a state with more blocks is cut at its counties -- one task
-        solves it down to its counties, then each county is a task below its histogram,
-        its levels written to ``part-<county geocode>.parquet`` files in the state's
-        partition -- so a task holds one county, not a state of 500,000 blocks; a county
-        still too large is cut at its tracts, a tract at its block groups. The numbers
-        are the same as without the cut (every family is solved alike).
+        solves it down to its counties, then consecutive counties of at most
+        ``cut_blocks`` blocks in all are a task, each below its histogram, their levels
+        written to ``part-<first county's geocode>.parquet`` files in the state's
+        partition -- so a task holds at most ``cut_blocks`` blocks, not a state of 500,000;
+        a county still too large is cut at its tracts, a tract at its block groups. The
+        numbers are the same as without the cut (every family is solved alike).
     progress : callable, optional
         ``progress(stage, done, total)`` after each partition (the total grows when a
         state is cut into its counties).
