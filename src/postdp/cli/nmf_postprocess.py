@@ -56,9 +56,7 @@ def add_parser(commands: Any) -> None:
         help="run topdown-2020's subtrees on Dask: 'local' (a LocalCluster) or a scheduler "
         "address such as tcp://host:8786",
     )
-    parser.add_argument(
-        "--workers", type=whole(1, 1024), default=2, help="LocalCluster processes"
-    )
+    parser.add_argument("--workers", type=whole(1, 1024), default=2, help="LocalCluster processes")
     parser.add_argument(
         "--amc",
         type=whole(2, 10_000),
