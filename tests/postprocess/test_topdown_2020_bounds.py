@@ -146,3 +146,38 @@ def test_blue_restore_2020_is_an_integral_step():
     m = measure(table, work, secure=False, rng=5, bounds=bounds)
     for b in bounds:
         assert b.violation(pl94_schema(), blue_restore(m, integral=True)) == 0
+
+
+def test_totals_the_bounds_cannot_hold_fall_back_to_the_flow(monkeypatch):
+    """Rounder pass 0 keeps the largest remainders' totals when pass 1 can meet the bounds
+    with them (they are then the L1-closest that can); when it cannot -- forced here by
+    handing pass 1 totals out of its cells' reach -- the totals come from the flow over the
+    bounded rows, and the release still meets every bound, integral and consistent."""
+    import postdp.postprocess.topdown_2020 as td
+    from postdp.postprocess._solvers import nested_rounding
+
+    table, work = _gq_state(2)
+    geo, s = table.geography, pl94_schema()
+    bounds = facility_bounds(synthetic_facilities(table, seed=2), geo)
+    m = measure(table, work, secure=False, rng=7)
+    flows = []
+    real_round = nested_rounding.round_nested
+
+    def spy(x, chain, **options):
+        flows.append(options["cell_weight"] == 0.0)
+        return real_round(x, chain, **options)
+
+    def out_of_reach(t, total):
+        return np.concatenate([[total], np.zeros(t.size - 1, dtype=np.int64)])
+
+    monkeypatch.setattr(td, "round_nested", spy)
+    usual = td.top_down_2020(m, bounds=bounds)
+    assert not any(flows)  # every family's largest remainders could be held here
+    monkeypatch.setattr(td, "_largest_remainders", out_of_reach)
+    out = td.top_down_2020(m, bounds=bounds)
+    assert sum(flows) >= 4  # the flow rounded the totals of those families
+    assert out.dtype == np.int64 and out.min() >= 0 and _consistent(out[None], geo) == 0
+    for b in bounds:
+        assert b.violation(s, out) == 0, b.name
+    invariant = np.concatenate([[geo.root], geo.levels[1]])
+    np.testing.assert_array_equal(out[invariant].sum(-1), usual[invariant].sum(-1))

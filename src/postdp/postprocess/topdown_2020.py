@@ -18,7 +18,8 @@ root (the 2020 persons design, ``load_strategy("pl94-2020-persons")``):
      the smallest tolerance at which pass 0's totals can be held (0 here: without
      structural constraints they always can; the production ``opt_tol_slack`` is the 0.1);
   3. rounder pass 0, ``total``: integer totals, each the floor or the ceiling of pass 1's,
-     adding up to the parent's, L1-closest (largest remainders);
+     adding up to the parent's, L1-closest (largest remainders; with structural bounds that
+     those totals cannot hold, the L1-closest totals that can, by a flow);
   4. rounder pass 1: integer cells (each pass 1's floor plus 0 or 1) with those totals and
      the parent's cells, L1-closest over ``hhgq``, ``hhgq * hispanic``,
      ``hhgq * hispanic * cenrace``, ``hhgq * votingage * hispanic * cenrace`` and
@@ -38,8 +39,9 @@ nursing zero of :func:`postdp.data.facility_bounds`) are rows of every pass: a c
 0 holds its cells at 0, a lower bound is an inequality row of the family solver
 (:mod:`~postdp.postprocess._solvers.family_box`); pass 1's tolerance is the smallest at
 which pass 0's totals can be held with them (a linear program) plus the slack; the rounder's
-first pass rounds the totals by a flow that meets them, its second keeps them. Not
-modelled: the spine optimiser.
+first pass keeps the largest remainders' totals when the second pass can meet the bounds
+with them (they are then the L1-closest that can), else rounds the totals by a flow that
+meets the bounds; its second pass keeps them. Not modelled: the spine optimiser.
 """
 
 from __future__ import annotations
@@ -357,24 +359,34 @@ class _Plan:
             first = _pass_zero(level["totals"], values, rows, float(p.sum()))
             tau = 0.0 if bound is None else min_tolerance(first, p, bound)
             x = _solve(H, b, p, None, None, (first - tau - slack, first + tau + slack), bound)
-            if bound is None:
-                totals = _largest_remainders(x.sum(axis=1), int(parent.sum()))
-            else:  # rounder pass 0 over the totals alone, its flow meeting the bounds
-                zero = [(groups, 0.0) for groups, _ in chain]
-                totals = round_nested(
-                    x, zero, cell_weight=0.0, parent=parent[cells], total_weight=1.0,
-                    **rounder_limits(bound),
-                ).x.sum(axis=1)  # fmt: skip
-        rounded = round_nested(
+            totals = _largest_remainders(x.sum(axis=1), int(parent.sum()))
+        try:
+            rounded = self._round(x, chain, parent[cells], totals, bound)
+        except ConvergenceError:
+            if public is not None:
+                raise
+            # the bounds cannot be held with those totals: rounder pass 0 over the totals
+            # alone, by a flow that meets them (slow on large families: a flow over every
+            # cell with no cost on them), then pass 1 again
+            zero = [(groups, 0.0) for groups, _ in chain]
+            totals = round_nested(
+                x, zero, cell_weight=0.0, parent=parent[cells], total_weight=1.0,
+                **rounder_limits(bound),
+            ).x.sum(axis=1)  # fmt: skip
+            rounded = self._round(x, chain, parent[cells], totals, bound)
+        out[:, cells] = rounded.x
+        return out
+
+    def _round(self, x: FloatArray, chain: Any, parent: IntArray, totals: Any, bound: Any) -> Any:
+        """Rounder pass 1: the cells, the children's totals fixed, the bounds held."""
+        return round_nested(
             x,
             chain,
             cell_weight=self.cell_weight,
-            parent=parent[cells],
+            parent=parent,
             totals=totals,
             **rounder_limits(bound),
         )
-        out[:, cells] = rounded.x
-        return out
 
 
 def _solve(
