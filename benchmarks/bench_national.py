@@ -35,8 +35,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
 import pyarrow.parquet as pq
 
 from postdp.data import synthetic_states
@@ -91,6 +89,7 @@ def main() -> None:
     with open("/proc/loadavg") as f:
         print(f"load average {' '.join(f.read().split()[:3])}; states {len(states)}")
     folder = Path(args.keep or tempfile.mkdtemp(prefix="national-"))
+    folder.mkdir(parents=True, exist_ok=True)
     run, out = folder / "run", folder / "out"
     for path in (run, out):
         if path.exists():
@@ -123,9 +122,11 @@ def main() -> None:
         workers = "; workers' peak RSS " + ", ".join(f"{v:.2f}" for v in peaks.values()) + " GB"
         client.close()
         cluster.close()
-    row = pd.read_parquet(out / "wide" / "State.parquet").drop(columns=["geocode", "State"])
-    shipped = len(pickle.dumps((str(run), "011", row.to_numpy()[0].astype(np.int64),
-                                str(out), ("US",) * 6)))  # fmt: skip
+    names = tuple(json.loads((run / "postdp-nmf.json").read_text())["levels"])
+    one = ("006", 1, ("006",), None, str(run), str(out), names, args.cut_blocks)
+    batch = ("006", 3, tuple(f"006037{t:06d}" for t in range(1000)), "006037", *one[4:])
+    shipped = len(pickle.dumps(one))  # a task's arguments: paths and geocodes
+    per_member = (len(pickle.dumps(batch)) - shipped) / 1000
     manifest = json.loads((out / "postdp-manifest.json").read_text())
     parts = sorted((out / "wide" / "Block.parquet").rglob("part-*.parquet"))
     blocks = sum(pq.ParquetFile(f).metadata.num_rows for f in parts)
@@ -133,6 +134,7 @@ def main() -> None:
         f"postprocess --method {args.method}: {wall_p:.0f} s wall, client peak RSS "
         f"{peak_p:.2f} GB{workers}; output {_size_gb(out):.2f} GB, {len(manifest['files'])} "
         f"files; each subtree task ships {shipped / 1024:.1f} KB "
+        f"(+{per_member:.0f} bytes per geocode of a batch) "
         f"({len(top.table.geography.leaves)} states, {len(parts)} state or batch tasks "
         "writing blocks)"
     )

@@ -52,9 +52,7 @@ class Writer:
         self.forms = FORMS if queries is None else (*FORMS, STD)
 
     def _path(self, form: str, level: int, code: str | None, part: str | None = None) -> Path:
-        where = self.out / form / f"{self.names[level]}.parquet"
-        name = layout.PART if part is None else f"part-{part}.parquet"
-        return (where if code is None else where / layout.folder(code)) / name
+        return form_path(self.out, form, self.names[level], code, part)
 
     def done(self, code: str, part: str | None = None) -> bool:
         """Whether a subtree's partition (or its part ``part``, a county's geocode) is
@@ -184,6 +182,22 @@ class Writer:
             }
         )
         _atomic_parquet(pq, table, path)
+
+
+def form_path(out: Path, form: str, level: str, code: str | None, part: str | None) -> Path:
+    """The file of one form, geolevel (its name), partition and part."""
+    where = out / form / f"{level}.parquet"
+    name = layout.PART if part is None else f"part-{part}.parquet"
+    return (where if code is None else where / layout.folder(code)) / name
+
+
+def written(path: Path, geocodes: Sequence[str]) -> Any:
+    """The wide rows of ``geocodes`` in a written file, in their order (int64)."""
+
+    _, pq = _pyarrow()
+    frame = pq.read_table(path, filters=[("geocode", "in", list(geocodes))]).to_pandas()
+    frame = frame.set_index("geocode").reindex(list(geocodes))
+    return frame.drop(columns=[c for c in frame.columns if c == "State"]).to_numpy(np.int64)
 
 
 def _pick(

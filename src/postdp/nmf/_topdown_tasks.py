@@ -24,7 +24,7 @@ from typing import Any
 
 from postdp.nmf import _layout as layout
 from postdp.nmf._io import _pyarrow
-from postdp.nmf._output import Writer, geocode
+from postdp.nmf._output import Writer, form_path, geocode, written
 from postdp.nmf._read import _related, read
 from postdp.nmf._subtree import below, one_thread, schema_of
 from postdp.tables import TableMeasurements
@@ -51,11 +51,10 @@ def run_topdown(
     report("top", 1, len(order) + 1)
     common = (str(run), str(writer.out), writer.names, cut_blocks)
     tasks: list[Task] = []
-    for k, code in enumerate(order):
+    for code in order:
         big = _cuttable(writer.names, 1) and _blocks(run, writer.names, code, code) > cut_blocks
         if big or not writer.done(code):
-            members = ((code, upper[1 + k]),)
-            tasks.append((_cut_task if big else _leaf_task, (code, 1, members, *common)))
+            tasks.append((_cut_task if big else _leaf_task, (code, 1, (code,), None, *common)))
     done, known = len(order) - len(tasks), len(order)
 
     def follow(result: list[Task] | None) -> list[Task]:
@@ -84,27 +83,43 @@ def _part(args: tuple[Any, ...]) -> tuple[str, str | None]:
     """A task's state code and the part its files are named after (a state's own: None;
     a batch of siblings: its first geocode)."""
     code, depth, members = args[:3]
-    return code, members[0][0] if depth > 1 else None
+    return code, members[0] if depth > 1 else None
+
+
+def _roots(
+    out: str,
+    names: tuple[str, ...],
+    code: str,
+    depth: int,
+    source: str | None,
+    members: tuple[str, ...],
+) -> Any:
+    """The members' histograms as the task above wrote them (``source``: its part; None:
+    the partition's own file, e.g. the top's row of a state), so that a task ships
+    geocodes, not histograms."""
+    return written(form_path(Path(out), "wide", names[depth], code, source), members)
 
 
 def _leaf_task(
     code: str,
     depth: int,
-    members: tuple[tuple[str, Any], ...],
+    members: tuple[str, ...],
+    source: str | None,
     run: str,
     out: str,
     names: tuple[str, ...],
     cut_blocks: int,
 ) -> None:
     """Sibling subtrees at level ``depth`` (``members``: their geocodes, in geocode order,
-    and fixed histograms), each solved below its histogram down to the blocks, read
-    together and written to one part (a state: its partition's own files)."""
+    their fixed histograms in the part ``source`` of the level's output), each solved below
+    its histogram down to the blocks, read together and written to one part (a state: its
+    partition's own files)."""
     from postdp.postprocess import top_down_2020
 
-    within = [g for g, _ in members] if depth > 1 else None
-    m = read(run, states=[code], within=within)
+    m = read(run, states=[code], within=list(members) if depth > 1 else None)
     pieces = []
-    for child, root in members:
+    roots = _roots(out, names, code, depth, source, members)
+    for child, root in zip(members, roots, strict=True):
         sub = below(m, depth=depth, at=None if depth == 1 else _id(child, code))
         with one_thread():
             estimate = top_down_2020(sub, root=root)
@@ -117,7 +132,8 @@ def _leaf_task(
 def _cut_task(
     code: str,
     depth: int,
-    members: tuple[tuple[str, Any], ...],
+    members: tuple[str, ...],
+    source: str | None,
     run: str,
     out: str,
     names: tuple[str, ...],
@@ -129,7 +145,8 @@ def _cut_task(
     most ``cut_blocks`` blocks in all."""
     from postdp.postprocess import top_down_2020
 
-    ((prefix, root),) = members
+    (prefix,) = members
+    (root,) = _roots(out, names, code, depth, source, members)
     m = read(run, states=[code], levels=depth + 2, within=prefix if depth > 1 else None)
     sub = below(m, depth=depth)
     with one_thread():
@@ -138,29 +155,30 @@ def _cut_task(
     Writer(Path(out), names, schema_of(sub)).subtree(
         code, geo, estimate, depth=depth, part=prefix if depth > 1 else None
     )
-    children = sorted((geocode(str(geo.ids[g]), code), estimate[g]) for g in geo.levels[1])
-    sizes = _blocks_by_child(Path(run), names, code, prefix, [c for c, _ in children])
+    children = sorted(geocode(str(geo.ids[g]), code) for g in geo.levels[1])
+    sizes = _blocks_by_child(Path(run), names, code, prefix, children)
+    source = prefix if depth > 1 else None  # the part the children's level went to
+    common = (source, run, out, names, cut_blocks)
     tasks: list[Task] = []
-    batch: list[tuple[str, Any]] = []
+    batch: list[str] = []
     blocks = 0
 
     def flush() -> None:
         if batch:
-            tasks.append((_leaf_task, (code, depth + 1, tuple(batch), run, out, names, cut_blocks)))
+            tasks.append((_leaf_task, (code, depth + 1, tuple(batch), *common)))
             batch.clear()
 
-    for child, hist in children:
+    for child in children:
         size = sizes.get(child, 0)
         if _cuttable(names, depth + 1) and size > cut_blocks:
             flush()
-            args = (code, depth + 1, ((child, hist),), run, out, names, cut_blocks)
-            tasks.append((_cut_task, args))
+            tasks.append((_cut_task, (code, depth + 1, (child,), *common)))
             blocks = 0
             continue
         if batch and blocks + size > cut_blocks:
             flush()
             blocks = 0
-        batch.append((child, hist))
+        batch.append(child)
         blocks += size
     flush()
     return tasks
