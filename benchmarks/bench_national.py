@@ -5,12 +5,15 @@ Run by hand (never collected by pytest)::
     python benchmarks/bench_national.py --states 11,10,44        # a rehearsal: 3 states
     python benchmarks/bench_national.py --states all             # the 50 states and DC
     python benchmarks/bench_national.py --states 06 --facilities # the 2020 bounds too
+    python benchmarks/bench_national.py --states all --strategy pl94-2020-p1  # P1-shaped
 
 Drives the public command line on the synthetic persons population
-(``postdp.data.synthetic_population``, the 2020 tallies) with the 2020 persons preset:
+(``postdp.data.synthetic_population``, the 2020 tallies) with the 2020 persons preset, or
+with postdp's P1-shaped preset (``--strategy pl94-2020-p1``: the persons budget on the 63
+race cells):
 
-1. ``postdp measure --synthetic STATES --study --seed 1 --output-dir RUN`` (one state in
-   memory at a time, the run renamed into place when complete);
+1. ``postdp measure --synthetic STATES --strategy S --study --seed 1 --output-dir RUN``
+   (one state in memory at a time, the run renamed into place when complete);
 2. ``postdp postprocess RUN --method topdown-2020 --output-dir OUT --scheduler ADDRESS``
    on a Dask LocalCluster this script starts (``--workers``), or in-process with
    ``--workers 0``.
@@ -73,6 +76,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--states", default="11,10,44", help="FIPS codes, or 'all'")
     parser.add_argument("--method", default="topdown-2020")
+    parser.add_argument("--strategy", default="pl94-2020-persons", help="the measure preset")
     parser.add_argument("--workers", type=int, default=2, help="0: in-process")
     parser.add_argument("--keep", metavar="DIR", help="keep the run and output here")
     parser.add_argument(
@@ -87,7 +91,10 @@ def main() -> None:
     args = parser.parse_args()
     states = synthetic_states() if args.states == "all" else args.states.split(",")
     with open("/proc/loadavg") as f:
-        print(f"load average {' '.join(f.read().split()[:3])}; states {len(states)}")
+        print(
+            f"load average {' '.join(f.read().split()[:3])}; states {len(states)}; "
+            f"--strategy {args.strategy}"
+        )
     folder = Path(args.keep or tempfile.mkdtemp(prefix="national-"))
     folder.mkdir(parents=True, exist_ok=True)
     run, out = folder / "run", folder / "out"
@@ -95,7 +102,8 @@ def main() -> None:
         if path.exists():
             shutil.rmtree(path)
     wall_m, peak_m = _timed(
-        ["measure", "--synthetic", ",".join(states), "--study", "--seed", "1",
+        ["measure", "--synthetic", ",".join(states), "--strategy", args.strategy,
+         "--study", "--seed", "1",
          "--output-dir", str(run), "--cut-blocks", str(args.cut_blocks), "--quiet",
          *(["--facilities", "synthetic"] if args.facilities else [])]
     )  # fmt: skip

@@ -71,6 +71,10 @@ def test_measure_writes_a_run_once(tmp_path, capsys):
         (["--synthetic", "99", "--study", "--seed", "1"], "--synthetic '99'"),
         (["--synthetic", "11,11", "--study", "--seed", "1"], "twice"),
         (["--synthetic", "11", "--strategy", "x", "--study", "--seed", "1"], "--strategy 'x'"),
+        (
+            ["--synthetic", "11", "--strategy", "pl94-2020-units", "--study", "--seed", "1"],
+            "--strategy 'pl94-2020-units': the synthetic population is of persons",
+        ),
         (["--synthetic", "11", "--study", "--seed", "1", "--ledger", "l.jsonl"], "--ledger"),
         (["--synthetic", "11", "--study", "--seed", "1", "--cut-blocks", "0"], "--cut-blocks"),
         (["--synthetic", "11", "--study", "--seed", "1", "--cut-blocks", "x"], "--cut-blocks"),
@@ -229,6 +233,45 @@ def test_measure_reads_block_histograms(tmp_path, capsys, spy):
         err = capsys.readouterr().err
         assert needle in err and err.count("\n") == 1
     assert spy == [] and not (tmp_path / "r").exists()
+
+
+def test_the_p1_preset_measures_persons_on_the_race_cells(tmp_path, capsys, spy):
+    """``--strategy pl94-2020-p1``: person records and the synthetic population tabulated to
+    the 63 race cells (the same answers from both when their tables agree); topdown-2020
+    then releases integral, consistent race histograms with the state totals exact."""
+    import pandas as pd
+
+    from postdp.data import load_strategy
+
+    p1 = load_strategy("pl94-2020-p1")
+    table = small_table(4)
+    _person_records(table).to_parquet(tmp_path / "persons.parquet")
+    study = ["--strategy", "pl94-2020-p1", "--study", "--seed", "1", "--quiet"]
+    assert main(["measure", "--input", str(tmp_path / "persons.parquet"), *study,
+                 "--output-dir", str(tmp_path / "run")]) == 0  # fmt: skip
+    m = nmf.read(tmp_path / "run")
+    assert m.table.categories.n == p1.schema.categories().n
+    assert {x.query.name for x in m.workload.measurements} == {"total", "detailed"}
+    truth = p1.tabulate(table)
+    i = next(k for k, x in enumerate(m.workload.measurements) if x.public and x.level == 1)
+    states = truth.geography.levels[1]
+    assert sorted(m.values[i][:, 0]) == sorted(truth.counts()[states, 0])
+    assert main(["postprocess", str(tmp_path / "run"), "--method", "topdown-2020",
+                 "--output-dir", str(tmp_path / "out"), "--quiet"]) == 0  # fmt: skip
+    wide = {
+        level: pd.read_parquet(tmp_path / "out" / "wide" / f"{level}.parquet").drop(columns="State")
+        for level in ("State", "County", "Block")
+    }
+    assert list(wide["Block"].columns) == ["geocode", *p1.schema.cells]
+    cells = list(p1.schema.cells)
+    assert (wide["Block"][cells].to_numpy() >= 0).all()
+    for upper, lower in (("State", "County"), ("County", "Block")):
+        mine = wide[upper].set_index("geocode")[cells]
+        keys = wide[lower]["geocode"].str[: len(mine.index[0])].to_numpy()
+        sums = wide[lower][cells].groupby(keys).sum()
+        pd.testing.assert_frame_equal(sums.sort_index(), mine.sort_index(), check_names=False)
+    released = wide["State"].set_index("geocode")[cells].sum(axis=1)
+    assert sorted(released) == sorted(truth.counts()[states, 0])
 
 
 def test_postprocess_amc_writes_margins(small_run, tmp_path, capsys):

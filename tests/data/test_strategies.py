@@ -18,6 +18,7 @@ from postdp.tables import Measurement, Query, Table, Workload, measure
 
 PERSONS = load_strategy("pl94-2020-persons")
 UNITS = load_strategy("pl94-2020-units")
+P1 = load_strategy("pl94-2020-p1")
 
 
 def test_rho_and_the_certificates_epsilon():
@@ -38,7 +39,7 @@ def test_budget_is_one_property_everywhere_and_the_call_spelling_reads_it():
     assert PERSONS.budget.to_approx_dp(1e-10) == PERSONS.budget().to_approx_dp(1e-10)
 
 
-@pytest.mark.parametrize("strategy", [PERSONS, UNITS], ids=lambda s: s.name)
+@pytest.mark.parametrize("strategy", [PERSONS, UNITS, P1], ids=lambda s: s.name)
 def test_shares_are_exact_and_add_up(strategy):
     assert sum(strategy.level_shares, Fraction(0)) == 1
     for shares in strategy.query_shares:
@@ -151,3 +152,43 @@ def test_bounded_neighbours_double_every_cost_and_are_checked():
     assert Workload(items, neighbours="bounded").budget.rho == 0.5
     with pytest.raises(ValidationError, match="`neighbours` must be one of"):
         Workload(items, neighbours="replace")
+
+
+def test_the_p1_design_is_the_persons_budget_on_the_race_cells():
+    """postdp's P1-shaped preset: the persons rho and level shares; per level, ``total`` at
+    the persons run's share and the 63 race cells at the rest; the same invariants."""
+    assert P1.rho == PERSONS.rho and P1.level_shares == PERSONS.level_shares
+    assert P1.schema.cells == pl94_schema().attributes[-1].levels and P1.schema.size == 63
+    assert P1.invariants == PERSONS.invariants
+    for mine, theirs in zip(P1.query_shares, PERSONS.query_shares, strict=True):
+        total = theirs.get("total", Fraction(0))
+        assert mine.get("total", Fraction(0)) == total
+        assert mine["detailed"] == 1 - total
+    sigma = P1.sigma_table().set_index(["level", "query"])["sigma"]
+    block = float(P1.rho * Fraction(165, 4099) * (1 - Fraction(5, 4097))) ** -0.5
+    assert sigma[("Block", "detailed")] == pytest.approx(block, rel=1e-14)
+    assert (
+        sigma[("Block", "total")]
+        == PERSONS.sigma_table().set_index(["level", "query"])["sigma"][("Block", "total")]
+    )
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_tabulate_sums_the_persons_cells_into_the_race_cells(sparse):
+    rng = np.random.default_rng(4)
+    persons = _six_levels(PERSONS.schema, rng)
+    if sparse:
+        from scipy import sparse as sp
+
+        persons = Table(persons.geography, persons.categories, sp.csr_array(persons.cells))
+    p1 = P1.tabulate(persons)
+    assert p1.is_sparse == sparse and p1.geography is persons.geography
+    by_race = persons.dense_cells().reshape(-1, 32, 63).sum(axis=1)
+    np.testing.assert_array_equal(p1.dense_cells(), by_race)
+    assert P1.tabulate(p1) is p1 and PERSONS.tabulate(persons) is persons
+    work = P1.workload(p1)
+    assert {m.query.name for m in work.measurements} == {"total", "detailed"}
+    with pytest.raises(ValidationError, match="tabulates a table of its own schema's 2 cells"):
+        UNITS.tabulate(persons)
+    with pytest.raises(ValidationError, match="this table has 63 cells"):
+        PERSONS.tabulate(p1)

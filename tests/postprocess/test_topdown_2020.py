@@ -104,3 +104,44 @@ def test_the_design_step_and_the_checks_before_drawing():
         check_top_down_2020(table, public_hhgq)
     with pytest.raises(ValidationError, match="nest"):
         check_top_down_2020(table, work, rounders=["hhgq", "votingage", "detailed"])
+
+
+def test_the_default_rounders_are_the_production_queries_on_the_schema():
+    """``rounders=None``: the production rounder queries, each without the attributes the
+    schema lacks (design notes section 1.6 for the persons list)."""
+    from postdp.postprocess import ROUNDER_QUERIES
+    from postdp.postprocess._solvers.nested_rounding import schema_rounders
+    from postdp.tables import Schema
+
+    persons = pl94_schema()
+    hhgq, _, _, race = persons.attributes
+    assert schema_rounders(persons) == ROUNDER_QUERIES
+    assert schema_rounders(Schema([race])) == ("detailed",)
+    assert schema_rounders(Schema([hhgq, race])) == ("hhgq", "detailed")
+    assert schema_rounders(Schema([persons.attributes[2], race])) == ("hispanic", "detailed")
+
+
+@pytest.mark.parametrize("seed", [0, 3])
+def test_table_p1_runs_through_topdown_2020_with_its_own_rounders(seed):
+    """The P1-shaped preset (63 race cells): integral, nonnegative, consistent, the nation's
+    and the states' totals exact; the default rounders are ``("detailed",)``; the persons
+    schema's default is the production list."""
+    from postdp.data import load_strategy
+    from postdp.postprocess import ROUNDER_QUERIES
+
+    persons, work = small_pl94_state(seed, people=60)
+    m = measure(persons, work, secure=False, rng=seed)
+    np.testing.assert_array_equal(top_down_2020(m), top_down_2020(m, rounders=ROUNDER_QUERIES))
+    p1 = load_strategy("pl94-2020-p1")
+    table = p1.tabulate(persons)
+    geo = table.geography
+    m = measure(table, p1.workload(table), secure=False, rng=seed, size=2)
+    out = top_down_2020(m)
+    assert out.dtype == np.int64 and out.shape == (2, geo.n, 63) and out.min() >= 0
+    inner = ~geo.is_leaf
+    np.testing.assert_array_equal(out[:, inner], _children_sums(out, geo)[:, inner])
+    truth = table.counts()[:3, 0]
+    np.testing.assert_array_equal(out[:, :3].sum(axis=-1), np.broadcast_to(truth, (2, 3)))
+    np.testing.assert_array_equal(out, top_down_2020(m, rounders=["detailed"]))
+    with pytest.raises(ValidationError, match="hhgq"):
+        top_down_2020(m, rounders=["hhgq", "detailed"])

@@ -31,7 +31,7 @@ The input is person records (--input: Parquet with the 2020 PPMF columns, read a
 tabulated one state at a time), block histograms (--input: Parquet with a 'geocode' column
 and the cells of the strategy's schema, wide or long, as postdp postprocess writes them) or
 a synthetic persons population (--synthetic 11,10: state FIPS codes; no confidential data
-exists here), measured with a 2020 preset (--strategy).
+exists here), measured with a 2020 preset (--strategy; persons are tabulated to its cells).
 Every option and every record is checked, and the output folder, before anything is
 drawn. The run is written under a temporary name and renamed into place when complete: a
 run killed part-way leaves no RUN, and an existing RUN is never drawn into again. Without
@@ -74,7 +74,10 @@ def add_parser(commands: Any) -> None:
     parser.add_argument(
         "--strategy",
         default="pl94-2020-persons",
-        help="the measurement preset (default pl94-2020-persons)",
+        help="the measurement preset: pl94-2020-persons (the 2020 persons run; default), "
+        "pl94-2020-units (block histograms input only) or pl94-2020-p1 (the persons budget "
+        "on table P1's 63 race cells; person records and the synthetic population are "
+        "tabulated to them)",
     )
     parser.add_argument("--output-dir", required=True, metavar="RUN", help="a new folder")
     parser.add_argument("--study", action="store_true", help="numpy draws: NOT a private release")
@@ -124,7 +127,7 @@ def run(args: argparse.Namespace, state: RunState) -> int:
 
     with flag("--strategy", args.strategy):
         strategy = load_strategy(args.strategy)
-    states, tables, source, digest = _source(args)
+    states, tables, source, digest = _source(args, strategy)
     with flag("--strategy", args.strategy):
         work = strategy.workload(tables(states[0]))  # made again, one state at a time
     bounds = _facilities(args, strategy)
@@ -204,7 +207,7 @@ def run(args: argparse.Namespace, state: RunState) -> int:
     return 0
 
 
-def _source(args: argparse.Namespace) -> tuple[list[str], Any, str, str]:
+def _source(args: argparse.Namespace, strategy: Any) -> tuple[list[str], Any, str, str]:
     """The states, ``tables(state)``, a description and a SHA-256 of the input; every state
     and record checked here, before anything is drawn."""
     from postdp.errors import ValidationError
@@ -213,7 +216,6 @@ def _source(args: argparse.Namespace) -> tuple[list[str], Any, str, str]:
         from postdp.data import (
             PERSON_COLUMNS,
             histogram_states,
-            load_strategy,
             person_states,
             read_histograms,
             read_persons,
@@ -231,12 +233,13 @@ def _source(args: argparse.Namespace) -> tuple[list[str], Any, str, str]:
                     "neither person records (the PPMF columns TABBLKST ... CENRACE) nor block "
                     "histograms (a 'geocode' column)"
                 )
-            schema = load_strategy(args.strategy).schema
+            schema = strategy.schema
             states = person_states(path) if persons else histogram_states(path, schema)
-        if persons and args.strategy != "pl94-2020-persons":
+        if persons and strategy.name == "pl94-2020-units":
             raise CliError(
                 f"--strategy {args.strategy!r}: person records tabulate the persons schema "
-                "(pl94-2020-persons); give block histograms for another preset"
+                "(pl94-2020-persons, or its race cells: pl94-2020-p1); give block histograms "
+                "for the units preset"
             )
         digest = hashlib.sha256()
         files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
@@ -246,7 +249,7 @@ def _source(args: argparse.Namespace) -> tuple[list[str], Any, str, str]:
 
         def tables(state: str) -> Any:
             if persons:
-                return tabulate_persons(read_persons(path, states=[state]))
+                return strategy.tabulate(tabulate_persons(read_persons(path, states=[state])))
             return read_histograms(path, schema, states=[state])
 
         kind = "person records" if persons else "block histograms"
@@ -254,6 +257,11 @@ def _source(args: argparse.Namespace) -> tuple[list[str], Any, str, str]:
     from postdp.data import synthetic_population, synthetic_states
 
     states = [s.zfill(2) for s in args.synthetic]
+    if strategy.name == "pl94-2020-units":
+        raise CliError(
+            f"--strategy {args.strategy!r}: the synthetic population is of persons "
+            "(pl94-2020-persons or pl94-2020-p1); give block histograms for the units preset"
+        )
     with flag("--synthetic", ",".join(args.synthetic)):
         if len(set(states)) != len(states):
             raise ValidationError("a state is named twice")
@@ -262,7 +270,7 @@ def _source(args: argparse.Namespace) -> tuple[list[str], Any, str, str]:
             raise ValidationError(f"not a FIPS code of the 50 states and DC: {unknown}")
 
     def synthetic(state: str) -> Any:
-        return synthetic_population(states=[state], seed=args.population_seed)
+        return strategy.tabulate(synthetic_population(states=[state], seed=args.population_seed))
 
     source = f"synthetic population states={','.join(states)} seed={args.population_seed}"
     return states, synthetic, source, hashlib.sha256(source.encode()).hexdigest()

@@ -23,7 +23,7 @@ from postdp.data._histograms import histogram_states, read_histograms
 from postdp.data._p1 import P1_TABLES, load_p1, synthetic_table
 from postdp.data._persons import PERSON_COLUMNS, person_states, read_persons, tabulate_persons
 from postdp.data._pl94 import pl94_schema
-from postdp.data._strategies import Strategy, load_strategy, units_schema
+from postdp.data._strategies import Strategy, load_strategy, p1_schema, units_schema
 from postdp.data._synthetic_pl94 import synthetic_population, synthetic_states
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
@@ -42,6 +42,7 @@ __all__ = [
     "load_section203",
     "load_strategy",
     "load_title1",
+    "p1_schema",
     "person_states",
     "pl94_schema",
     "read_facilities",

@@ -16,6 +16,12 @@ sources) in ``shared/research/pl94-2020-design.md`` sections 1.1-1.4:
 - invariants kept as public queries here: persons, the state totals (and so the US total);
   units, the block housing-unit counts (and so every geounit's total).
 
+A third preset, ``pl94-2020-p1``, is postdp's, not the Census Bureau's: table P1's 63 race
+cells (the persons schema's ``cenrace``) measured with the persons run's rho and geolevel
+shares, each level's share split between ``total`` (the persons run's share of it there) and
+the 63 cells (the rest). It is the P1-shaped national design of the benchmarks and of a
+race-only release; its persons input is tabulated by :meth:`Strategy.tabulate`.
+
 The persons run's block-level group-quarters facility invariants and the constraints built
 on them (persons in GQ type k at least the number of type-k facilities and 0 where there is
 none; no under-18s in nursing facilities) are data, not design: they come with the
@@ -29,6 +35,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 
+import numpy as np
 import pandas as pd
 
 from postdp.data._pl94 import pl94_schema
@@ -37,7 +44,7 @@ from postdp.mechanisms import Budget
 from postdp.tables import Attribute, Query, Schema, Table, Workload
 from postdp.tables.workload import Share
 
-__all__ = ["Strategy", "load_strategy"]
+__all__ = ["Strategy", "load_strategy", "p1_schema", "units_schema"]
 
 LEVELS = ("US", "State", "County", "Tract", "Block_Group", "Block")
 
@@ -57,6 +64,27 @@ _PERSON_QUERIES = (  # query -> share per level, in LEVELS order ("0": not measu
     ("detailed", ("189/241", "230/4097", "754/4097", "241/2051", "1288/4099", "3945/4097")),
 )  # fmt: skip
 _UNIT_LEVELS = ("1/205", "1/205", "7/82", "364/1025", "1759/4100", "99/820")
+
+
+def p1_schema() -> Schema:
+    """Table P1's race schema: the persons schema's ``cenrace`` (63 cells, with its recode
+    ``numraces``) alone.
+
+    Parameters
+    ----------
+    None
+
+    Returns
+    -------
+    Schema
+
+    Examples
+    --------
+    >>> s = p1_schema()
+    >>> s.size, s.cells[:2], s.marginal("numraces").size
+    (63, ('white', 'black'), 6)
+    """
+    return Schema([pl94_schema().attributes[-1]])
 
 
 def units_schema() -> Schema:
@@ -148,6 +176,52 @@ class Strategy:
                 )
         return pd.DataFrame(rows)
 
+    def tabulate(self, table: Table) -> Table:
+        """The table of this strategy's schema: ``table`` itself when it has the schema's
+        cells, else a table of the 2020 persons schema summed over the attributes this
+        schema lacks (persons to ``pl94-2020-p1``'s 63 race cells).
+
+        Parameters
+        ----------
+        table : Table
+            Of this strategy's schema or of the persons schema.
+
+        Returns
+        -------
+        Table
+            The same geography; cells of :attr:`schema` (sparse when ``table``'s are).
+
+        Raises
+        ------
+        ValidationError
+            For other cells, or a schema that is not part of the persons schema (units).
+
+        Examples
+        --------
+        >>> from postdp.data import synthetic_population
+        >>> t = synthetic_population(states=["11"], seed=0)
+        >>> p1 = load_strategy("pl94-2020-p1").tabulate(t)
+        >>> len(p1.categories.leaves), int(p1.counts()[0, 0]) == int(t.counts()[0, 0])
+        (63, True)
+        """
+        if not isinstance(table, Table):
+            raise TypeError(f"`table` must be a Table; got {type(table).__name__}")
+        cells = _cells(table)
+        if cells == self.schema.cells:
+            return table
+        persons = pl94_schema()
+        if cells != persons.cells or not set(self.schema.names) <= set(persons.names):
+            raise ValidationError(
+                f"strategy {self.name!r} tabulates a table of its own schema's "
+                f"{self.schema.size} cells or of the persons schema's; this table has "
+                f"{len(cells)} cells"
+            )
+        collapse = persons.marginal(list(self.schema.names)).count_matrix()
+        new = table.cells @ collapse.T
+        if not table.is_sparse:
+            new = np.asarray(new)
+        return Table(table.geography, self.schema.categories(), new)
+
     def workload(self, table: Table) -> Workload:
         """The strategy's :class:`~postdp.tables.Workload` for a table of this schema whose
         geography has one level per geolevel (root = US).
@@ -160,8 +234,7 @@ class Strategy:
         """
         if not isinstance(table, Table):
             raise TypeError(f"`table` must be a Table; got {type(table).__name__}")
-        cat = table.categories
-        if tuple(str(cat.ids[j]) for j in cat.leaves) != self.schema.cells:
+        if _cells(table) != self.schema.cells:
             raise ValidationError(
                 f"strategy {self.name!r} needs a table of its schema's {self.schema.size} "
                 "detailed cells (Table(geography, schema.categories(), cells))"
@@ -202,6 +275,24 @@ def _persons() -> Strategy:
     )
 
 
+def _p1() -> Strategy:
+    shares = []
+    for d in range(len(LEVELS)):
+        total = Fraction(_PERSON_QUERIES[0][1][d])
+        level = {"total": total} if total > 0 else {}
+        level["detailed"] = 1 - total
+        shares.append(level)
+    return Strategy(
+        name="pl94-2020-p1",
+        schema=p1_schema(),
+        rho=Fraction(542, 339) ** 2,
+        levels=LEVELS,
+        level_shares=tuple(Fraction(g) for g in _PERSON_LEVELS),
+        query_shares=tuple(shares),
+        invariants=((0, "total"), (1, "total")),
+    )
+
+
 def _units() -> Strategy:
     return Strategy(
         name="pl94-2020-units",
@@ -214,11 +305,18 @@ def _units() -> Strategy:
     )
 
 
-_STRATEGIES = {"pl94-2020-persons": _persons, "pl94-2020-units": _units}
+_STRATEGIES = {"pl94-2020-persons": _persons, "pl94-2020-p1": _p1, "pl94-2020-units": _units}
+
+
+def _cells(table: Table) -> tuple[str, ...]:
+    cat = table.categories
+    return tuple(str(cat.ids[j]) for j in cat.leaves)
 
 
 def load_strategy(name: str) -> Strategy:
-    """A preset measurement strategy: ``"pl94-2020-persons"`` or ``"pl94-2020-units"``.
+    """A preset measurement strategy: ``"pl94-2020-persons"``, ``"pl94-2020-units"`` (the
+    Census Bureau's 2020 production runs) or ``"pl94-2020-p1"`` (postdp's P1-shaped design:
+    the persons budget on table P1's 63 race cells).
 
     Parameters
     ----------
@@ -227,7 +325,8 @@ def load_strategy(name: str) -> Strategy:
     Returns
     -------
     Strategy
-        With :meth:`Strategy.budget` (17.14 and 2.47 epsilon at delta 1e-10),
+        With :meth:`Strategy.budget` (17.14 and 2.47 epsilon at delta 1e-10; the P1
+        design's is the persons run's),
         :meth:`Strategy.workload` for a table and :meth:`Strategy.sigma_table`.
 
     Examples

@@ -40,7 +40,6 @@ from postdp.postprocess._solvers.marginal_basis import identifies_cells, table_s
 from postdp.postprocess._solvers.nested_rounding import round_nested, rounder_chain
 from postdp.postprocess._solvers.root_nnls import bounded_root, certified_root
 from postdp.postprocess._solvers.structural import FamilyRows, StructuralPlan, rounder_limits
-from postdp.postprocess.topdown_2020 import ROUNDER_QUERIES
 from postdp.tables import CountBounds, Measurement, Table, TableMeasurements, Workload
 from postdp.tables.schema import Schema
 
@@ -52,7 +51,7 @@ def blue_restore(
     *,
     bounds: Sequence[CountBounds] | None = None,
     integral: bool = False,
-    rounders: Sequence[str] = ROUNDER_QUERIES,
+    rounders: Sequence[str] | None = None,
 ) -> FloatArray:
     """The BLUE of a schema table, restored to nonnegative family by family.
 
@@ -73,7 +72,8 @@ def blue_restore(
         must be on one of ``rounders``). Public marginals other than totals are then
         refused.
     rounders : sequence of str, optional
-        The rounder's queries with ``integral`` (default the 2020 production list).
+        The rounder's queries with ``integral`` (default the 2020 production list on the
+        schema's attributes, as :func:`~postdp.postprocess.top_down_2020`'s).
 
     Returns
     -------

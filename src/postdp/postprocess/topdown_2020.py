@@ -56,7 +56,11 @@ from postdp.errors import ConvergenceError, ValidationError
 from postdp.postprocess._solvers.family_box import solve_family_box
 from postdp.postprocess._solvers.family_nnls import LevelQuadratic, solve_family
 from postdp.postprocess._solvers.marginal_basis import table_schema
-from postdp.postprocess._solvers.nested_rounding import round_nested, rounder_chain
+from postdp.postprocess._solvers.nested_rounding import (
+    PRODUCTION_ROUNDERS,
+    round_nested,
+    rounder_chain,
+)
 from postdp.postprocess._solvers.root_nnls import bounded_root, certified_root
 from postdp.postprocess._solvers.structural import (
     FamilyRows,
@@ -70,20 +74,14 @@ from postdp.tables.bounds import CountBounds
 __all__ = ["ROUNDER_QUERIES", "check_top_down_2020", "top_down_2020"]
 
 #: The production rounder's second pass (``total`` is its first).
-ROUNDER_QUERIES = (
-    "hhgq",
-    "hhgq * hispanic",
-    "hhgq * hispanic * cenrace",
-    "hhgq * votingage * hispanic * cenrace",
-    "detailed",
-)
+ROUNDER_QUERIES = PRODUCTION_ROUNDERS
 _SLACK = 0.1  # the production opt_tol_slack
 
 
 def top_down_2020(
     measurements: TableMeasurements,
     *,
-    rounders: Sequence[str] = ROUNDER_QUERIES,
+    rounders: Sequence[str] | None = None,
     slack: float = _SLACK,
     root: ArrayLike | None = None,
     cut: bool = False,
@@ -97,9 +95,11 @@ def top_down_2020(
         Of a schema table measured by marginals with a noisy ``total`` at every level below
         the root (e.g. ``load_strategy("pl94-2020-persons").workload(table)``); public
         queries only ``total`` (the 2020 invariants: the nation's and the states' totals).
-    rounders : sequence of str
+    rounders : sequence of str, optional
         The second rounder pass's queries, coarse to fine, each nested in the one before
-        (marginal names or ``"detailed"``).
+        (marginal names or ``"detailed"``); default :data:`ROUNDER_QUERIES` on the
+        schema's attributes (each query without the attributes the schema lacks, so
+        ``("detailed",)`` for table P1's 63 race cells).
     slack : float, default 0.1
         How far a child's total may move from least-squares pass 0's.
     root : array_like of int, shape (..., n_detailed), optional
@@ -176,7 +176,7 @@ def top_down_2020(
 
 
 def check_top_down_2020(
-    table: Table, workload: Workload, *, rounders: Sequence[str] = ROUNDER_QUERIES
+    table: Table, workload: Workload, *, rounders: Sequence[str] | None = None
 ) -> None:
     """Refuse, before anything is drawn, a design :func:`top_down_2020` cannot run.
 
@@ -239,7 +239,7 @@ class _Plan:
         self,
         table: Table,
         work: Workload,
-        rounders: Sequence[str],
+        rounders: Sequence[str] | None,
         bounds: Sequence[CountBounds] = (),
     ) -> None:
         schema = table_schema(table.categories, work)

@@ -260,14 +260,45 @@ def _cost(
     return cost
 
 
+#: The 2020 production rounder's second pass (``total`` is its first).
+PRODUCTION_ROUNDERS = (
+    "hhgq",
+    "hhgq * hispanic",
+    "hhgq * hispanic * cenrace",
+    "hhgq * votingage * hispanic * cenrace",
+    "detailed",
+)
+
+
+def schema_rounders(schema: Schema) -> tuple[str, ...]:
+    """The production rounder queries on ``schema``: each without the attributes the
+    schema lacks (``"detailed"`` when what is left is every attribute), those left empty
+    dropped, repeats once (for the persons schema, the production list itself; for the
+    63-cell race schema, ``("detailed",)``)."""
+    out: list[str] = []
+    for query in PRODUCTION_ROUNDERS:
+        every = query.split(" * ")
+        terms = [t for t in every if t in schema.names]
+        if query == "detailed" or terms == every:
+            name = query  # kept as production names it
+        elif not terms:
+            continue
+        else:
+            name = "detailed" if set(terms) == set(schema.names) else " * ".join(terms)
+        if name not in out:
+            out.append(name)
+    return tuple(out)
+
+
 def rounder_chain(
-    schema: Schema, rounders: Sequence[str]
+    schema: Schema, rounders: Sequence[str] | None
 ) -> tuple[list[tuple[IntArray, float]], float]:
-    """The rounder's nested groups coarse to fine (marginal names or ``"detailed"``), and
-    the weight of the cells themselves (every query that is one count per cell)."""
+    """The rounder's nested groups coarse to fine (marginal names or ``"detailed"``;
+    ``None``: :func:`schema_rounders`), and the weight of the cells themselves (every query
+    that is one count per cell)."""
     chain: list[tuple[IntArray, float]] = []
     cell_weight = 0.0
-    for name in rounders:
+    for name in schema_rounders(schema) if rounders is None else rounders:
         if name == "detailed":
             cell_weight += 1.0
             continue
