@@ -125,18 +125,26 @@ def test_siblings_read_together_equal_each_read_alone(county_run):
     """``read(within=[...])`` of consecutive siblings, then ``below(at=)`` each: the same
     geography, answers and bounds as reading each sibling alone; geocodes outside the
     subtree and an ``at`` the read lacks are refused."""
-    from postdp.nmf._subtree import below
+    from postdp.nmf._subtree import below, below_each
 
     both = nmf.read(county_run, states=["10"], within=["010001", "010003"])
     geo = both.table.geography
     assert sorted(str(geo.ids[g]) for g in geo.levels[2]) == ["10001", "10003"]
-    for code in ("010001", "010003"):
+    codes = ("010003", "010001")  # below_each takes them in any order
+    each = list(below_each(both, depth=2, at=[c[1:] for c in codes]))
+    for code, together in zip(codes, each, strict=True):
         alone = below(nmf.read(county_run, states=["10"], within=code), depth=2)
         picked = below(both, depth=2, at=code[1:])
-        assert picked.table.geography.ids.tolist() == alone.table.geography.ids.tolist()
-        assert picked.workload.measurements == alone.workload.measurements
-        for u, v in zip(picked.values, alone.values, strict=True):
-            assert np.array_equal(u, v)
+        for got in (picked, together):
+            assert got.table.geography.ids.tolist() == alone.table.geography.ids.tolist()
+            assert np.array_equal(got.table.geography.parent, alone.table.geography.parent)
+            assert got.workload.measurements == alone.workload.measurements
+            for u, v in zip(got.values, alone.values, strict=True):
+                assert np.array_equal(u, v)
+            for u, v in zip(got.bounds, alone.bounds, strict=True):
+                assert np.array_equal(u.lower, v.lower) and np.array_equal(u.upper, v.upper)
+    with pytest.raises(ValidationError, match="not a geounit of level 2"):
+        list(below_each(both, depth=2, at=["10001", "10005"]))
     tracts = nmf.read(county_run, states=["24"], within=["024001000100", "024001000200"])
     assert tracts.table.geography.levels[3].size == 2
     with pytest.raises(ValidationError, match="inside the one subtree"):

@@ -88,6 +88,41 @@ def test_primal_active_set_fallback_equals_clarabel(seed, monkeypatch):
     _check(H, b, p, _family_nnls.solve_family(H, b, p, tol=1e-11 * scale))
 
 
+@pytest.mark.parametrize("seed", range(12))
+def test_the_split_taken_a_child_at_a_time_equals_clarabel(seed, monkeypatch):
+    """With temporaries over one child's inverse at a time (the chunks a 2,500-child family
+    needs to stay in memory), the same certified solution."""
+    from postdp.postprocess._solvers import quadratic
+
+    monkeypatch.setattr(quadratic, "_CHUNK", 1)
+    H, b, p = _random_family(seed)
+    scale = max(1.0, float(np.abs(b).max(initial=0.0)))
+    _check(H, b, p, _family_nnls.solve_family(H, b, p, tol=1e-11 * scale))
+
+
+@pytest.mark.parametrize("chunk", [1, 40, 1 << 22])
+def test_scattered_blocks_are_the_sum_of_each_childs(chunk, monkeypatch):
+    """sum_j E_j Z_j E_j' from padded blocks (padding index m dropped), in any chunking."""
+    from postdp.postprocess._solvers import quadratic
+
+    monkeypatch.setattr(quadratic, "_CHUNK", chunk)
+    rng = np.random.default_rng(chunk)
+    k, w, m = 9, 5, 7
+    idx = np.full((k, w), m)
+    Z = np.zeros((k, w, w))
+    expected = np.zeros((m, m))
+    for j in range(k):
+        f = int(rng.integers(0, w + 1))
+        cells = rng.choice(m, f, replace=False)
+        block = rng.normal(size=(f, f))
+        idx[j, :f], Z[j, :f, :f] = cells, block
+        expected[np.ix_(cells, cells)] += block
+    np.testing.assert_allclose(quadratic.scatter_blocks(idx, Z, m), expected, atol=1e-12)
+    assert [r.tolist() for r in quadratic.chunks(np.arange(5), 2)] == (
+        [[0], [1], [2], [3], [4]] if chunk < 8 else [[0, 1, 2, 3, 4]]
+    )
+
+
 def test_level_quadratic_is_the_marginals_information_matrix():
     """H[cells, cells] and b[:, cells] from count indices equal A' W A and A' W y formed
     from the marginals' dense matrices (PL94 schema, a random cell subset)."""

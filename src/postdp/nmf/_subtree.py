@@ -3,6 +3,7 @@ held to one thread so that every task gives the same bits."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -57,32 +58,69 @@ def below(m: TableMeasurements, *, depth: int = 1, at: str | None = None) -> Tab
     >>> str(tract.table.geography.ids[0]), tract.values[-1].shape, two.table.geography.leaves.size
     ('11001000101', (101, 2016), 202)
     """
+    if at is None:
+        return next(below_each(m, depth=depth, at=[None]))
+    return next(below_each(m, depth=depth, at=[at]))
+
+
+def below_each(
+    m: TableMeasurements, *, depth: int, at: Sequence[str | None]
+) -> Iterator[TableMeasurements]:
+    """:func:`below` for each id of ``at`` in turn (siblings read together), the work over
+    the whole read -- its checks, each geounit's position in its level and its ancestor
+    at ``depth`` -- done once, not once per sibling.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from postdp.nmf import read, synthetic_run
+    >>> run = synthetic_run(tempfile.mkdtemp() + "/run", states=["11"], seed=0)
+    >>> two = read(run, states=["011"], within=["011001000100", "011001000101"])
+    >>> [s.table.geography.leaves.size for s in below_each(two, depth=3,
+    ...                                                     at=["11001000100", "11001000101"])]
+    [101, 101]
+    """
     geo = m.table.geography
     if isinstance(depth, bool) or not isinstance(depth, int) or not 1 <= depth < geo.n_levels - 1:
         raise ValidationError(f"`depth` must be 1 to {geo.n_levels - 2}; got {depth!r}")
-    many = [d for d in range(1, depth + (at is None)) if geo.levels[d].size != 1]
+    whole = any(a is None for a in at)
+    many = [d for d in range(1, depth + whole) if geo.levels[d].size != 1]
     if many:
         raise ValidationError(
             f"`m` must hold one subtree; level {many[0]} has {geo.levels[many[0]].size} geounits"
         )
     refuse_missing(m)
-    inside = geo.depth >= depth
-    if at is not None:
-        top = geo.levels[depth][geo.ids[geo.levels[depth]].astype(str) == str(at)]
-        if top.size != 1:
-            raise ValidationError(f"`at` {at!r} is not a geounit of level {depth}")
-        inside = np.zeros(geo.n, dtype=bool)
-        inside[top] = True
-        for d in range(depth + 1, geo.n_levels):
-            inside[geo.levels[d]] = inside[geo.parent[geo.levels[d]]]
-    nodes = np.flatnonzero(inside)
+    rank = _rank_in_level(geo)
+    tops = geo.levels[depth]
+    where = {str(i): n for n, i in enumerate(geo.ids[tops])}
+    label = np.full(geo.n, -1, dtype=np.int64)  # each geounit's ancestor at depth (rank)
+    label[tops] = np.arange(tops.size)
+    for d in range(depth + 1, geo.n_levels):
+        label[geo.levels[d]] = label[geo.parent[geo.levels[d]]]
+    order = np.argsort(label, kind="stable")  # geounits grouped by that ancestor, in order
+    edges = np.searchsorted(label[order], np.arange(tops.size + 1))
+    for a in at:
+        if a is None:
+            nodes = np.flatnonzero(label >= 0)
+        elif str(a) in where:
+            i = where[str(a)]
+            nodes = order[edges[i] : edges[i + 1]]
+        else:
+            raise ValidationError(f"`at` {a!r} is not a geounit of level {depth}")
+        yield _rooted(m, depth, nodes, None if a is None else rank)
+
+
+def _rooted(m: TableMeasurements, depth: int, nodes: Any, rank: Any) -> TableMeasurements:
+    """The measurements of geounits ``nodes`` (a subtree rooted at level ``depth``, in
+    ``m``'s order); ``rank``: each geounit's position in its level (None: ``nodes`` are
+    every geounit from ``depth`` down)."""
+    geo = m.table.geography
     ids = geo.ids[nodes]
     parents = [None if geo.depth[n] == depth else str(geo.ids[geo.parent[n]]) for n in nodes]
     sub_geo = Hierarchy.from_parents(ids, np.asarray(parents, dtype=object))
     source = np.empty(sub_geo.n, dtype=np.int64)  # each new geounit's position in m
     source[sub_geo.index([str(i) for i in ids])] = nodes
     _, lower = m.workload.split_at(depth)
-    rank = None if at is None else _rank_in_level(geo)
     kept = []
     for x, v in zip(m.workload.measurements, m.values, strict=True):
         if x.level > depth:

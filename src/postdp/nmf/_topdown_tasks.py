@@ -26,7 +26,7 @@ from postdp.nmf import _layout as layout
 from postdp.nmf._io import _pyarrow
 from postdp.nmf._output import Writer, form_path, geocode, written
 from postdp.nmf._read import _related, read
-from postdp.nmf._subtree import below, one_thread, schema_of
+from postdp.nmf._subtree import below, below_each, one_thread, schema_of
 from postdp.tables import TableMeasurements
 
 #: (function, arguments) of a task; the arguments are paths, codes and one histogram.
@@ -119,8 +119,8 @@ def _leaf_task(
     m = read(run, states=[code], within=list(members) if depth > 1 else None)
     pieces = []
     roots = _roots(out, names, code, depth, source, members)
-    for child, root in zip(members, roots, strict=True):
-        sub = below(m, depth=depth, at=None if depth == 1 else _id(child, code))
+    ids = [None] if depth == 1 else [_id(child, code) for child in members]
+    for sub, root in zip(below_each(m, depth=depth, at=ids), roots, strict=True):
         with one_thread():
             estimate = top_down_2020(sub, root=root)
         pieces.append((sub.table.geography, estimate, None))

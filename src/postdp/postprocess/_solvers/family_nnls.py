@@ -23,8 +23,10 @@ when its KKT residuals are below the tolerance, so it is exact and certified.
 
 Cost per round: f^3 / 3 per child whose free set changed (f its free cells; the others keep
 their inverses), m^3 / 3 for M and k m^2 for the multipliers: about rounds x (k f^3 + m^3 +
-3 k m^2) / 3 flops and k (f^2 + m) + m^2 floats, growing with the cells the parent and its
-children hold, never with the schema's size (a cell the parent holds at 0 costs nothing).
+3 k m^2) / 3 flops and k (w^2 + m) + m^2 floats (w the largest f: the inverses are padded
+to it; temporaries over them are taken a chunk of children at a time), growing with the
+cells the parent and its children hold, never with the schema's size (a cell the parent
+holds at 0 costs nothing).
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from scipy.linalg import lapack
 
 from postdp._typing import FloatArray, IntArray
 from postdp.errors import ConvergenceError
-from postdp.postprocess._solvers.quadratic import LevelQuadratic
+from postdp.postprocess._solvers.quadratic import LevelQuadratic, chunks, scatter_blocks
 from postdp.postprocess._solvers.simplex import project_families
 from postdp.postprocess._solvers.transport import feasible_split
 
@@ -134,8 +136,9 @@ class _Inner:
                 or not self._update(j, removed, added)
             ):
                 self._invert(j, np.flatnonzero(free[j]))
-        values = np.take_along_axis(self.b_ext[changed], self.idx[changed], axis=1)
-        self.v[changed] = np.einsum("kab,kb->ka", self.Z[changed], values)
+        for rows in chunks(changed, self.width):  # never a copy of every child's inverse
+            values = np.take_along_axis(self.b_ext[rows], self.idx[rows], axis=1)
+            self.v[rows] = np.einsum("kab,kb->ka", self.Z[rows], values)
         self.stale[:] = False
         self.free = free.copy()
 
@@ -222,30 +225,33 @@ class _Inner:
         R = self.G.shape[0]
         self._refresh(free)
         idx, Z = self.idx, self.Z
-        flat = (idx[:, :, None] * (m + 1) + idx[:, None, :]).ravel()
-        M_cells = np.bincount(flat, Z.ravel(), minlength=(m + 1) ** 2)
-        M_cells = M_cells.reshape(m + 1, m + 1)[:m, :m]
+        M_cells = scatter_blocks(idx, Z, m)
         rhs_cells = self.p - np.bincount(idx.ravel(), self.v.ravel(), minlength=m + 1)[:m]
         if R:
             A = np.where(self.valid[None], self.G_ext[:, idx], 0.0)  # (R, k, width)
             ZA = np.einsum("kab,rkb->kar", Z, A)  # Z_j A_j' per child
-            M = np.zeros((m + k * R, m + k * R))
+            # a row a child need not meet has no multiplier; nor, in this system, one with
+            # no free cell (met when its value is 0, as a structural zero; else unmet): the
+            # system has the live rows only (k R of them would be 3.6 GB at 2,550 x 8)
+            live = self.active & (((self.G != 0)[None] & free[:, None, :]).any(axis=2))
+            n = int(live.sum())
+            M = np.zeros((m + n, m + n))
             M[:m, :m] = M_cells
             cross = np.zeros((m + 1, k, R))
             np.add.at(cross, (idx, np.arange(k)[:, None]), ZA)  # E_j Z_j A_j'
-            M[:m, m:] = cross[:m].reshape(m, k * R)
+            M[:m, m:] = cross[:m][:, live]
             M[m:, :m] = M[:m, m:].T
+            del cross
             inner = np.einsum("rka,kas->krs", A, ZA)  # A_j Z_j A_j'
-            for j in range(k):
-                M[m + j * R : m + (j + 1) * R, m + j * R : m + (j + 1) * R] = inner[j]
+            start = m
+            for j in np.flatnonzero(live.any(axis=1)):
+                rows = np.flatnonzero(live[j])
+                M[start : start + rows.size, start : start + rows.size] = inner[j][
+                    np.ix_(rows, rows)
+                ]
+                start += rows.size
             rhs_rows = self.g - np.einsum("rka,ka->kr", A, self.v)
-            rhs = np.concatenate([rhs_cells, rhs_rows.ravel()])
-            # a row a child need not meet has no multiplier; nor, in this system, one with
-            # no free cell (met when its value is 0, as a structural zero; else unmet)
-            live = self.active & (((self.G != 0)[None] & free[:, None, :]).any(axis=2))
-            if not live.all():
-                keep = np.concatenate([np.ones(m, dtype=bool), live.ravel()])
-                M, rhs = M[np.ix_(keep, keep)], rhs[keep]
+            rhs = np.concatenate([rhs_cells, rhs_rows[live]])
         else:
             M, rhs = M_cells, rhs_cells
             live = self.active

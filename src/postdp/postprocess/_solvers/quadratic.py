@@ -1,5 +1,6 @@
 """A level's information matrix and linear term for marginal queries (private), formed
-from each cell's count index per query, never as a dense c x c product of query matrices."""
+from each cell's count index per query, never as a dense c x c product of query matrices;
+and the sum of the children's padded blocks scattered into the parent's cells."""
 
 from __future__ import annotations
 
@@ -7,7 +8,28 @@ import numpy as np
 
 from postdp._typing import FloatArray, IntArray
 
-__all__ = ["LevelQuadratic"]
+__all__ = ["LevelQuadratic", "chunks", "scatter_blocks"]
+
+_CHUNK = 1 << 22  # entries of a temporary over a chunk of the children's blocks (32 MB)
+
+
+def chunks(rows: IntArray, width: int) -> list[IntArray]:
+    """``rows`` in consecutive runs of at most ``_CHUNK / width^2`` (one at least): a
+    chunk of children's (width, width) blocks."""
+    step = max(1, _CHUNK // max(width * width, 1))
+    return [rows[s : s + step] for s in range(0, rows.size, step)]
+
+
+def scatter_blocks(idx: IntArray, Z: FloatArray, m: int) -> FloatArray:
+    """sum_j E_j Z_j E_j' (m, m) for blocks ``Z`` (k, w, w) on cells ``idx`` (k, w; ``m``
+    marks padding), a chunk of children at a time: the index temporaries stay under
+    ``_CHUNK`` entries, never the size of every block."""
+    out = np.zeros((m + 1) ** 2)
+    for rows in chunks(np.arange(idx.shape[0]), idx.shape[1]):
+        part = idx[rows[0] : rows[-1] + 1]
+        flat = (part[:, :, None] * (m + 1) + part[:, None, :]).ravel()
+        out += np.bincount(flat, Z[rows[0] : rows[-1] + 1].ravel(), minlength=out.size)
+    return out.reshape(m + 1, m + 1)[:m, :m]
 
 
 class LevelQuadratic:
