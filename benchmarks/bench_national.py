@@ -80,7 +80,10 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2, help="0: in-process")
     parser.add_argument("--keep", metavar="DIR", help="keep the run and output here")
     parser.add_argument(
-        "--cut-blocks", type=int, default=100_000, help="states above this: county by county"
+        "--cut-blocks",
+        type=int,
+        help="states above this: county by county (default: each command's own, 100,000 "
+        "blocks for measure and 50,000 for postprocess)",
     )
     parser.add_argument(
         "--facilities",
@@ -98,13 +101,14 @@ def main() -> None:
     folder = Path(args.keep or tempfile.mkdtemp(prefix="national-"))
     folder.mkdir(parents=True, exist_ok=True)
     run, out = folder / "run", folder / "out"
+    cut = [] if args.cut_blocks is None else ["--cut-blocks", str(args.cut_blocks)]
     for path in (run, out):
         if path.exists():
             shutil.rmtree(path)
     wall_m, peak_m = _timed(
         ["measure", "--synthetic", ",".join(states), "--strategy", args.strategy,
          "--study", "--seed", "1",
-         "--output-dir", str(run), "--cut-blocks", str(args.cut_blocks), "--quiet",
+         "--output-dir", str(run), *cut, "--quiet",
          *(["--facilities", "synthetic"] if args.facilities else [])]
     )  # fmt: skip
     top = read(run, levels=2)
@@ -122,7 +126,7 @@ def main() -> None:
         extra = ["--scheduler", cluster.scheduler_address]
     wall_p, peak_p = _timed(
         ["postprocess", str(run), "--method", args.method, "--output-dir", str(out), "--quiet",
-         "--cut-blocks", str(args.cut_blocks), *extra]
+         *cut, *extra]
     )  # fmt: skip
     workers = ""
     if client is not None:
@@ -131,7 +135,7 @@ def main() -> None:
         client.close()
         cluster.close()
     names = tuple(json.loads((run / "postdp-nmf.json").read_text())["levels"])
-    one = ("006", 1, ("006",), None, str(run), str(out), names, args.cut_blocks)
+    one = ("006", 1, ("006",), None, str(run), str(out), names, args.cut_blocks or 50_000)
     batch = ("006", 3, tuple(f"006037{t:06d}" for t in range(1000)), "006037", *one[4:])
     shipped = len(pickle.dumps(one))  # a task's arguments: paths and geocodes
     per_member = (len(pickle.dumps(batch)) - shipped) / 1000

@@ -413,5 +413,5 @@ def test_a_dead_dask_worker_is_one_line_and_the_run_resumable(
     argv = ["postprocess", str(small_run), "--method", "topdown-2020", "--quiet"]
     assert main([*argv, "--output-dir", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "--cut-blocks 100000" in err and "resume" in err
+    assert err.count("\n") == 1 and "--cut-blocks 50000" in err and "resume" in err
     assert "Traceback" not in err

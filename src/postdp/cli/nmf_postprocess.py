@@ -68,12 +68,13 @@ def add_parser(commands: Any) -> None:
     parser.add_argument(
         "--cut-blocks",
         type=whole(1, 10**9),
-        default=100_000,
+        default=50_000,
         metavar="N",
         help="topdown-2020: a state with more than N blocks is cut at its counties, a county "
         "still above N at its tracts, and so on; the other counties (tracts, ...) go in "
         "tasks of consecutive ones of at most N blocks in all (memory per task: at most N "
-        "blocks or one block group); the numbers are the same",
+        "blocks or one block group: a worker of 5.6 GB on synthetic California at the "
+        "default); the numbers are the same",
     )
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     parser.set_defaults(func=run)

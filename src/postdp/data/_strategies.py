@@ -32,7 +32,7 @@ spine optimiser's per-geounit re-allocation.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 
 import numpy as np
@@ -276,21 +276,14 @@ def _persons() -> Strategy:
 
 
 def _p1() -> Strategy:
+    """The persons run's budget and invariants; per level, its ``total`` share and the rest
+    on the 63 race cells."""
+    persons = _persons()
     shares = []
-    for d in range(len(LEVELS)):
-        total = Fraction(_PERSON_QUERIES[0][1][d])
-        level = {"total": total} if total > 0 else {}
-        level["detailed"] = 1 - total
-        shares.append(level)
-    return Strategy(
-        name="pl94-2020-p1",
-        schema=p1_schema(),
-        rho=Fraction(542, 339) ** 2,
-        levels=LEVELS,
-        level_shares=tuple(Fraction(g) for g in _PERSON_LEVELS),
-        query_shares=tuple(shares),
-        invariants=((0, "total"), (1, "total")),
-    )
+    for level in persons.query_shares:
+        total = level.get("total", Fraction(0))
+        shares.append({**({"total": total} if total else {}), "detailed": 1 - total})
+    return replace(persons, name="pl94-2020-p1", schema=p1_schema(), query_shares=tuple(shares))
 
 
 def _units() -> Strategy:
