@@ -58,8 +58,6 @@ def below(m: TableMeasurements, *, depth: int = 1, at: str | None = None) -> Tab
     >>> str(tract.table.geography.ids[0]), tract.values[-1].shape, two.table.geography.leaves.size
     ('11001000101', (101, 2016), 202)
     """
-    if at is None:
-        return next(below_each(m, depth=depth, at=[None]))
     return next(below_each(m, depth=depth, at=[at]))
 
 
