@@ -26,6 +26,7 @@ DISCRETE = [
     DiscreteGaussian(rho=2.0),  # sigma = 0.5
     DiscreteGaussian(rho=0.5),  # sigma = 1
     DiscreteGaussian(rho=0.01),  # sigma ~ 7.07
+    DiscreteGaussian(rho=0.0005),  # sigma ~ 31.6: the block-level scale of the 2020 design
 ]
 CONTINUOUS = [Laplace(epsilon=0.5), Laplace(epsilon=4.0), Gaussian(rho=0.05), Gaussian(rho=3.0)]
 

@@ -22,6 +22,8 @@ _TAIL = math.sqrt(2.0 * 710.0)
 _LARGE_SIGMA = 5.0
 # Up to this many terms the cdf sums the whole one-sided table from the tail inward.
 _FULL_TABLE = 1 << 22
+# Candidates drawn per pass of the sampler: 2^16 outputs keep its temporaries in cache.
+_BATCH = 1 << 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,19 +174,34 @@ class DiscreteGaussian(NoiseMechanism):
         return Budget.zcdp(self.rho)
 
     def _noise(self, gen: np.random.Generator, shape: tuple[int, ...]) -> IntArray:
+        # Canonne, Kamath and Steinke (2020), Algorithm 3, vectorised a batch at a time (the
+        # temporaries stay in cache, whatever the shape): a discrete Laplace candidate of
+        # scale t = floor(σ) + 1 as a geometric magnitude floor(E·t) with a random sign (−0
+        # refused), kept when an independent Exp(1) exceeds (|y| − σ²/t)²/(2σ²), i.e. with
+        # probability exp(−(|y| − σ²/t)²/(2σ²)). About 57% of candidates are kept at σ = 2,
+        # 72-76% for σ ≥ 10.
         sigma2 = self.sigma**2
         t = math.floor(self.sigma) + 1
+        centre = sigma2 / t
+        scale = 1.0 / (2.0 * sigma2)
         total = math.prod(shape)
         out = np.empty(total, dtype=np.int64)
         filled = 0
         while filled < total:
-            want = total - filled
-            m = want + max(16, want // 2)
-            y = np.floor(gen.standard_exponential(m) * t) - np.floor(
-                gen.standard_exponential(m) * t
-            )
-            keep = gen.random(m) < np.exp(-((np.abs(y) - sigma2 / t) ** 2) / (2.0 * sigma2))
-            got = y[keep][:want]
+            want = min(total - filled, _BATCH)
+            m = want + (want * 4) // 5 + 64
+            magnitude = gen.standard_exponential(m)
+            magnitude *= t
+            np.floor(magnitude, out=magnitude)
+            signs = np.frombuffer(gen.bytes((m + 7) // 8), dtype=np.uint8)
+            negative = np.unpackbits(signs, count=m).view(bool)
+            gap = magnitude - centre
+            gap *= gap
+            gap *= scale
+            keep = gen.standard_exponential(m) >= gap
+            keep &= ~(negative & (magnitude == 0.0))
+            got = magnitude[keep][:want]
+            np.negative(got, out=got, where=negative[keep][:want])
             out[filled : filled + got.size] = got
             filled += got.size
         return out.reshape(shape)
