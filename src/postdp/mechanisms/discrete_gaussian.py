@@ -200,8 +200,8 @@ class DiscreteGaussian(NoiseMechanism):
             gap *= scale
             keep = gen.standard_exponential(m) >= gap
             keep &= ~(negative & (magnitude == 0.0))
+            np.negative(magnitude, out=magnitude, where=negative)
             got = magnitude[keep][:want]
-            np.negative(got, out=got, where=negative[keep][:want])
             out[filled : filled + got.size] = got
             filled += got.size
         return out.reshape(shape)

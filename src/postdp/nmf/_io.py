@@ -183,8 +183,8 @@ def write_levels(
                 where = run / f"{names[d + offset]}.parquet" / kind
                 if part is not None:
                     where = where / layout.folder(part)
-                flat = frame.column("value")
-                _atomic_parquet(pq, frame, where / file, len(flat.combine_chunks().values))
+                held = sum(len(c.flatten()) for c in frame.column("value").chunks)
+                _atomic_parquet(pq, frame, where / file, held)
 
 
 def _schema_of(measurements: TableMeasurements) -> Schema:
@@ -264,21 +264,20 @@ def _frame(
         return pa.table({c: pa.array([], type=_arrow_type(pa, c)) for c in cols})
     k = len(items)
     cols["geocode"] = np.repeat(geocodes, k).tolist()
-    blocks, shapes = [], []
-    for i, m in items:
+    shapes = []
+    for _, m in items:
         marginal = cast(Marginal, m.query.marginal_of)  # checked by _schema_of
         attrs = layout.attribute_columns(marginal)
         for a in schema.names:
             cols[a].append(attrs[a])
         shapes.append(list(marginal.shape))
-        blocks.append(np.asarray(values[i])[rows].astype(np.int64))
     name_suffix = "_dpq" if kind == layout.DPQUERY else "_con"
     cols["query_name"] = [m.query.name + name_suffix for _, m in items] * n
     for a in schema.names:
         cols[a] = cols[a] * n
     cols["query_shape"] = shapes * n
-    sizes = np.array([b.shape[1] for b in blocks])
-    flat = np.concatenate(blocks, axis=1).reshape(-1)  # geounit-major, queries in order
+    sizes = np.array([np.shape(values[i])[-1] for i, _ in items])
+    flat = _flat_values(values, [i for i, _ in items], rows, sizes)
     offsets = np.concatenate([[0], np.cumsum(np.tile(sizes, n))]).astype(
         np.int32 if flat.size < 2**31 else np.int64
     )
@@ -300,6 +299,22 @@ def _frame(
     else:
         arrays["sign"] = pa.array(["="] * (n * k), pa.string())
     return pa.table(arrays)
+
+
+def _flat_values(
+    values: tuple[FloatArray, ...], which: list[int], rows: IntArray, sizes: IntArray
+) -> IntArray:
+    """The answers of measurements ``which`` at ``rows`` as one int64 vector, geounit-major
+    and queries in order, cast straight into place (no copy per query: a block level's
+    answers are the run's largest arrays)."""
+    out = np.empty((rows.size, int(sizes.sum())), dtype=np.int64)
+    start = 0
+    for i, width in zip(which, sizes.tolist(), strict=True):
+        source = np.asarray(values[i])
+        # ``rows`` are sorted and distinct: as many as the level's geounits means all of them
+        out[:, start : start + width] = source if rows.size == source.shape[0] else source[rows]
+        start += width
+    return out.reshape(-1)
 
 
 #: An upper bound written for "none" (the Census writes 99,999 per facility; a reader takes

@@ -260,12 +260,11 @@ def _sample(mechanism: Any, truth: IntArray, stream: Any, size: Any) -> FloatArr
     draws = math.prod(lead)
     if truth.size * draws <= _CHUNK:
         return np.asarray(mechanism.sample(truth, rng=stream, size=size), dtype=float)
-    out = np.empty((*lead, *truth.shape))
+    out = np.empty((draws, *truth.shape))
     step = max(1, _CHUNK // max(1, truth.shape[-1] * draws))
-    for r0 in range(0, truth.shape[0], step):
-        piece = mechanism.sample(truth[r0 : r0 + step], rng=stream, size=size)
-        out[..., r0 : r0 + step, :] = piece
-    return out
+    for r0 in range(0, truth.shape[0], step):  # the noise added straight into ``out``
+        mechanism._sample_into(truth[r0 : r0 + step], stream, out[:, r0 : r0 + step])
+    return out.reshape(*lead, *truth.shape)
 
 
 def _answer(query: Query, table: Table, detailed: Any, of_schema: bool) -> IntArray:
