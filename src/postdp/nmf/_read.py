@@ -404,6 +404,29 @@ def _collect_bounds(
         held[(base, query)] = (lower, upper, used)
 
 
+def _placed(rows: pd.DataFrame, flat: np.ndarray, size: int, where: dict[str, int]) -> FloatArray:
+    """Each row's ``size`` answers at its geounit's place in ``where`` (NaN where a geounit
+    has none). Rows stored back to back (as written) are read as one view of ``flat``, and
+    rows already in ``where``'s order are copied without an index: a block level's answers
+    are the largest arrays of a read."""
+    starts = rows["_start"].to_numpy(dtype=np.int64)
+    n = starts.size
+    if n and np.array_equal(np.diff(starts), np.full(n - 1, size)):
+        values = flat[starts[0] : starts[0] + n * size].reshape(n, size)
+    else:
+        values = flat[starts[:, None] + np.arange(size)]
+    places = np.fromiter((where[g] for g in rows["geocode"]), dtype=np.int64, count=n)
+    out = np.empty((len(where), size))
+    if n == len(where) and np.array_equal(places, np.arange(n)):
+        out[:] = values
+        return out
+    out[places] = values
+    absent = np.ones(len(where), dtype=bool)
+    absent[places] = False
+    out[absent] = np.nan
+    return out
+
+
 def _is_marginal(schema: Schema, name: str) -> bool:
     try:
         schema.marginal(name)
@@ -436,10 +459,7 @@ def _answers(
         raise ValidationError(
             f"{label}: {lengths.tolist()} answers per geounit; expected {marginal.size}"
         )
-    starts = rows["_start"].to_numpy(dtype=np.int64)
-    values = flat[starts[:, None] + np.arange(marginal.size)].astype(np.float64)
-    out = np.full((len(where), marginal.size), np.nan)
-    out[[where[g] for g in rows["geocode"]]] = values
+    out = _placed(rows, flat, marginal.size, where)
     if public:
         return out, 0.0, ""
     variances = np.unique(rows["variance"].to_numpy(dtype=np.float64))
