@@ -120,3 +120,63 @@ def test_group_bounds_and_held_cells_are_kept_at_the_l1_closest(seed):
     assert got.cost == pytest.approx(want, abs=1e-9) and got.bound <= got.cost + 1e-9
     with pytest.raises(ConvergenceError):  # a count above what its cells can hold
         round_nested(x, CHAIN, **kwargs, bounds=[(lo + base.sum() + k * m, hi), None])
+
+
+def _milp_optimum(x, parent, chain, cell_w, total_w):
+    """The L1-closest integer family by scipy's MILP on its own formulation (0/1 steps over
+    the floors, one variable per absolute value): an independent reference."""
+    from scipy import optimize, sparse
+
+    k, m = x.shape
+    base = np.floor(x)
+    terms = [(np.eye(m), cell_w)] if cell_w else []
+    terms += [((groups[None, :] == g[:, None]).astype(float), w) for groups, w in chain
+              for g in [np.unique(groups)]]  # fmt: skip
+    terms += [(np.ones((1, m)), total_w)] if total_w else []
+    n_z = k * m
+    blocks, rhs, weights = [], [], []
+    for rows, w in terms:  # rows (r, m): each term's cells; per child, its sums
+        for c in range(k):
+            pick = np.zeros((rows.shape[0], n_z))
+            pick[:, c * m : (c + 1) * m] = rows
+            blocks.append(pick)
+            rhs.append(rows @ (x[c] - base[c]))  # sum(z) - rhs = the term's error
+            weights.append(np.full(rows.shape[0], w))
+    P, r, w = np.vstack(blocks), np.concatenate(rhs), np.concatenate(weights)
+    n_t = r.size
+    eye = sparse.eye(n_t)
+    A = sparse.vstack([
+        sparse.hstack([sparse.csr_array(P), -eye]),   # P z - t <= r
+        sparse.hstack([sparse.csr_array(-P), -eye]),  # -P z - t <= -r
+        sparse.hstack([sparse.csr_array(np.tile(np.eye(m), k)), sparse.csr_array((m, n_t))]),
+    ])  # fmt: skip
+    need = parent - base.sum(axis=0)
+    lo = np.concatenate([np.full(2 * n_t, -np.inf), need])
+    hi = np.concatenate([r, -r, need])
+    upper = np.concatenate([np.ones(n_z), np.full(n_t, np.inf)])
+    res = optimize.milp(
+        np.concatenate([np.zeros(n_z), w]),
+        constraints=optimize.LinearConstraint(A, lo, hi),
+        integrality=np.concatenate([np.ones(n_z), np.zeros(n_t)]),
+        bounds=optimize.Bounds(np.zeros(n_z + n_t), upper),
+    )
+    assert res.status == 0
+    return res.fun
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_sparse_parents_drop_dead_arcs_and_stay_the_l1_closest(seed):
+    """Families whose parent is 0 in most cells (as a block group's blocks): the arcs into
+    those cells, and the groups left with no live cell, are dropped before the linear
+    program; the result is still the optimum of an independent MILP."""
+    rng = np.random.default_rng(100 + seed)
+    k, m = 5, 24
+    parent = np.where(rng.random(m) < 0.7, 0, rng.integers(1, 9, m))
+    x = parent * rng.dirichlet(np.ones(k) * 0.5, size=m).T
+    chain = [(np.arange(m) // 12, 1.0), (np.arange(m) // 3, 1.0)]
+    got = round_nested(x, chain, cell_weight=1.0, parent=parent, total_weight=1.0)
+    assert (got.x.sum(axis=0) == parent).all() and (got.x >= np.floor(x)).all()
+    assert (got.x[:, parent == 0] == 0).all()
+    want = _milp_optimum(x, parent, chain, 1.0, 1.0)
+    assert got.cost == pytest.approx(want, abs=1e-7)
+    assert got.bound == pytest.approx(got.cost, abs=1e-7)

@@ -402,7 +402,9 @@ class Hierarchy:
         wanted = [ids] if isinstance(ids, str) else list(ids)
         lookup = _ID_INDEX.get(self)
         if lookup is None:  # built once per hierarchy (its ids never change)
-            lookup = _ID_INDEX[self] = pd.Index(self.ids)
+            # object dtype, as the wanted ids: pandas' string dtype would convert the whole
+            # index on every lookup (O(n) per call: 88 ms at 1.2M ids against 10 ms)
+            lookup = _ID_INDEX[self] = pd.Index(self.ids, dtype=object)
         found = lookup.get_indexer(pd.Index(wanted, dtype=object))
         unknown = [w for w, f in zip(wanted, found, strict=True) if f < 0]
         if unknown:

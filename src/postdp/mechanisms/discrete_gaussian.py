@@ -200,7 +200,10 @@ class DiscreteGaussian(NoiseMechanism):
             gap *= scale
             keep = gen.standard_exponential(m) >= gap
             keep &= ~(negative & (magnitude == 0.0))
-            np.negative(magnitude, out=magnitude, where=negative)
+            sign = negative.view(np.uint8).astype(np.float64)  # a product: faster than where=
+            sign *= -2.0
+            sign += 1.0
+            magnitude *= sign
             got = magnitude[keep][:want]
             out[filled : filled + got.size] = got
             filled += got.size

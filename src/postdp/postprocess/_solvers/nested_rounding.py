@@ -213,12 +213,6 @@ def _solve(
 ) -> tuple[FloatArray, float]:
     """The flow's integral optimal vertex and the linear program's optimum (+ offset)."""
     tail, head, low, high, cost = net.arrays()
-    n_arcs = tail.size
-    rows = np.concatenate([tail, head])
-    signs = np.concatenate([-np.ones(n_arcs), np.ones(n_arcs)])
-    A = sparse.csr_array(
-        (signs, (rows, np.concatenate([np.arange(n_arcs)] * 2))), shape=(net.n, n_arcs)
-    )
     b = np.zeros(net.n)
     keep = np.ones(net.n, dtype=bool)
     if need is not None:
@@ -226,20 +220,53 @@ def _solve(
         b[source] = -need.sum()
     else:  # the root: the sink takes whatever the source sends
         keep[[source, int(ends[0])]] = False
+    live = _live_arcs(net.n, tail, head, low, high, b != 0, ~keep)
+    n_arcs = int(live.sum())
+    rows = np.concatenate([tail[live], head[live]])
+    signs = np.concatenate([-np.ones(n_arcs), np.ones(n_arcs)])
+    A = sparse.csr_array(
+        (signs, (rows, np.concatenate([np.arange(n_arcs)] * 2))), shape=(net.n, n_arcs)
+    )
+    keep &= (np.bincount(rows, minlength=net.n) > 0) | (b != 0)  # rows left empty: 0 = 0
     res = optimize.linprog(  # type: ignore[call-overload]  # sparse A_eq is supported
-        cost,
+        cost[live],
         A_eq=A[keep],
         b_eq=b[keep],
-        bounds=np.column_stack([low, high]),
+        bounds=np.column_stack([low[live], high[live]]),
         method="highs",
         options={"presolve": False},  # a network: presolve costs more than it saves
     )
     if res.status != 0:
         raise ConvergenceError(f"the rounder's flow problem failed: {res.message}")
-    flow = np.asarray(res.x)
+    flow = np.zeros(tail.size)
+    flow[live] = res.x
     if np.abs(flow - np.rint(flow)).max(initial=0.0) > 1e-6:
         raise ConvergenceError("the rounder's flow is not integral; please report the input")
     return flow, float(res.fun) + net.offset
+
+
+def _live_arcs(
+    n: int,
+    tail: IntArray,
+    head: IntArray,
+    low: FloatArray,
+    high: FloatArray,
+    supplied: Any,
+    free: Any,
+) -> Any:
+    """The arcs that can carry flow (an exact reduction, lower bounds being >= 0): not those
+    capped at 0, nor, repeatedly, an arc (with no lower bound) into a node that balances to 0
+    (not ``supplied``, not ``free`` of its balance) and has no live arc out, since what
+    enters such a node must be 0. A block's family has most cells at 0 in its parent, so
+    most of its cell arcs and fine groups drop out before the linear program."""
+    live = high > 0
+    while True:
+        exits = np.bincount(tail[live], minlength=n) > 0
+        dead_end = ~exits & ~supplied & ~free
+        cut = live & dead_end[head] & (low <= 0)
+        if not cut.any():
+            return live
+        live &= ~cut
 
 
 def _cost(
