@@ -180,3 +180,19 @@ def test_sparse_parents_drop_dead_arcs_and_stay_the_l1_closest(seed):
     want = _milp_optimum(x, parent, chain, 1.0, 1.0)
     assert got.cost == pytest.approx(want, abs=1e-7)
     assert got.bound == pytest.approx(got.cost, abs=1e-7)
+
+
+def test_a_family_with_nothing_to_move_needs_no_linear_program():
+    """Every arc dead (parent 0 in every cell, or cells already whole): the zero flow,
+    its cost the distance of the floors; a need that no arc can meet is refused."""
+    zeros = np.zeros((3, 4))
+    got = round_nested(zeros, CHAIN, cell_weight=1.0, parent=np.zeros(4, dtype=int))
+    assert (got.x == 0).all() and got.cost == 0.0 and got.bound == 0.0
+    whole = np.array([[1.0, 0.0, 2.0, 0.0], [0.0, 3.0, 0.0, 0.0]])
+    fixed = np.ones(whole.shape, dtype=bool)
+    got = round_nested(whole, CHAIN, cell_weight=1.0, parent=whole.sum(0).astype(int),
+                       totals=whole.sum(1).astype(int), fixed=fixed)  # fmt: skip
+    assert (got.x == whole).all() and got.cost == 0.0
+    with pytest.raises(ConvergenceError):
+        round_nested(whole, CHAIN, cell_weight=1.0, parent=whole.sum(0).astype(int) + 1,
+                     totals=whole.sum(1).astype(int) + np.array([2, 0]), fixed=fixed)  # fmt: skip

@@ -258,9 +258,10 @@ def _sample(mechanism: Any, truth: IntArray, stream: Any, size: Any) -> FloatArr
     order) so the sampler's temporaries stay near _CHUNK values, not the measurement's."""
     lead = () if size is None else tuple(np.atleast_1d(size).tolist())
     draws = math.prod(lead)
-    if truth.size * draws <= _CHUNK:
-        return np.asarray(mechanism.sample(truth, rng=stream, size=size), dtype=float)
     out = np.empty((draws, *truth.shape))
+    if truth.size * draws <= _CHUNK:  # as mechanism.sample, without an int64 copy
+        mechanism._sample_into(truth, stream, out)
+        return out.reshape(*lead, *truth.shape)
     step = max(1, _CHUNK // max(1, truth.shape[-1] * draws))
     for r0 in range(0, truth.shape[0], step):  # the noise added straight into ``out``
         mechanism._sample_into(truth[r0 : r0 + step], stream, out[:, r0 : r0 + step])

@@ -228,6 +228,11 @@ def _solve(
         (signs, (rows, np.concatenate([np.arange(n_arcs)] * 2))), shape=(net.n, n_arcs)
     )
     keep &= (np.bincount(rows, minlength=net.n) > 0) | (b != 0)  # rows left empty: 0 = 0
+    flow = np.zeros(tail.size)
+    if n_arcs == 0:  # nothing can move (a family of zeros): feasible only if nothing must
+        if (b[keep] != 0).any():
+            raise ConvergenceError("the rounder's flow problem failed: it is infeasible")
+        return flow, net.offset
     res = optimize.linprog(  # type: ignore[call-overload]  # sparse A_eq is supported
         cost[live],
         A_eq=A[keep],
@@ -238,7 +243,6 @@ def _solve(
     )
     if res.status != 0:
         raise ConvergenceError(f"the rounder's flow problem failed: {res.message}")
-    flow = np.zeros(tail.size)
     flow[live] = res.x
     if np.abs(flow - np.rint(flow)).max(initial=0.0) > 1e-6:
         raise ConvergenceError("the rounder's flow is not integral; please report the input")
