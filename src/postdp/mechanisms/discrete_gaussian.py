@@ -193,8 +193,8 @@ class DiscreteGaussian(NoiseMechanism):
             magnitude = gen.standard_exponential(m)
             magnitude *= t
             np.floor(magnitude, out=magnitude)
-            signs = np.frombuffer(gen.bytes((m + 7) // 8), dtype=np.uint8)
-            negative = np.unpackbits(signs, count=m).view(bool)
+            bits = np.frombuffer(gen.bytes((m + 7) // 8), dtype=np.uint8)
+            negative = np.unpackbits(bits, count=m).view(bool)
             gap = magnitude - centre
             gap *= gap
             gap *= scale

@@ -259,10 +259,9 @@ def _sample(mechanism: Any, truth: IntArray, stream: Any, size: Any) -> FloatArr
     lead = () if size is None else tuple(np.atleast_1d(size).tolist())
     draws = math.prod(lead)
     out = np.empty((draws, *truth.shape))
-    if truth.size * draws <= _CHUNK:  # as mechanism.sample, without an int64 copy
-        mechanism._sample_into(truth, stream, out)
-        return out.reshape(*lead, *truth.shape)
     step = max(1, _CHUNK // max(1, truth.shape[-1] * draws))
+    if truth.size * draws <= _CHUNK:
+        step = max(1, truth.shape[0])  # one call: the draws of mechanism.sample(truth)
     for r0 in range(0, truth.shape[0], step):  # the noise added straight into ``out``
         mechanism._sample_into(truth[r0 : r0 + step], stream, out[:, r0 : r0 + step])
     return out.reshape(*lead, *truth.shape)
