@@ -156,9 +156,13 @@ def dense_gls(measurements):
             pub_rows.append(rows)
             pub_y.append(np.ravel(values))
         else:
+            y, w = np.ravel(values), np.full(rows.shape[0], 1.0 / m.variance)
+            if measurements.budget_scale is not None:  # each geounit's own budget factor
+                per = np.repeat(measurements.budget_scale[geo.levels[m.level]], m.query.size)
+                rows, y, w = rows[per > 0], y[per > 0], w[per > 0] * per[per > 0]
             noisy_rows.append(rows)
-            noisy_y.append(np.ravel(values))
-            noisy_w.append(np.full(rows.shape[0], 1.0 / m.variance))
+            noisy_y.append(y)
+            noisy_w.append(w)
     M, y, w = np.vstack(noisy_rows), np.concatenate(noisy_y), np.concatenate(noisy_w)
     unknowns = M.shape[1]
     if pub_rows:

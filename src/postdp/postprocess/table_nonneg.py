@@ -34,6 +34,7 @@ from postdp.errors import ValidationError
 from postdp.postprocess._solvers.table_active import BoolArray, Draw
 from postdp.postprocess.table_projection import TableProjector
 from postdp.tables import Table, TableMeasurements, Workload
+from postdp.tables.bypass import uniform_budget
 
 __all__ = ["TableNonnegProjector", "TableNonnegReport", "table_nonneg_report"]
 
@@ -117,6 +118,7 @@ class TableNonnegProjector:
         ConvergenceError
             If pivoting does not finish within its round limit (please report the input).
         """
+        uniform_budget(measurements, "(P+)")
         if measurements.workload is not self.workload:
             raise ValidationError("the measurements come from a different workload")
         geo = self.table.geography

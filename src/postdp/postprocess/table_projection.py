@@ -21,7 +21,7 @@ matrix factorisations, batched over draws (leading axes).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -31,6 +31,7 @@ from postdp.hierarchy import Hierarchy
 from postdp.postprocess._solvers.marginal_basis import MarginalBasis, table_schema
 from postdp.postprocess._solvers.table_tree import TreeGLS
 from postdp.tables import Query, Table, TableMeasurements, Workload, category_matrix
+from postdp.tables.bypass import check_budget_scale
 
 __all__ = ["TableProjector", "project_table"]
 
@@ -44,12 +45,17 @@ class TableProjector:
     table : Table
         Supplies the geography and the category tree (its counts are not read).
     workload : Workload
+    budget_scale : ndarray, optional
+        Per geounit (id order), the multiple of its level's budget it was measured with
+        (:attr:`TableMeasurements.budget_scale`; the production spine's bypass): its noisy
+        answers weigh that much more, nothing where it is 0.
 
     Raises
     ------
     ValidationError
         If the measurements at a leaf geounit's level do not identify every detailed cell
-        (then least squares has no unique answer; measure the detailed cells there).
+        (then least squares has no unique answer; measure the detailed cells there), or a
+        geounit measured with no budget has siblings.
 
     Examples
     --------
@@ -66,6 +72,7 @@ class TableProjector:
 
     table: Table
     workload: Workload
+    budget_scale: FloatArray | None = None
     _levels: list[tuple[FloatArray, FloatArray, list[int]]] = field(init=False, repr=False)
     _tree: TreeGLS | None = field(init=False, repr=False)
     _basis: MarginalBasis | None = field(init=False, repr=False)
@@ -74,9 +81,12 @@ class TableProjector:
         geo, cat = self.table.geography, self.table.categories
         object.__setattr__(self, "_basis", None)
         object.__setattr__(self, "_tree", None)
+        scale = check_budget_scale(self.budget_scale, geo, self.workload)
+        object.__setattr__(self, "budget_scale", scale)
         if table_schema(cat, self.workload) is not None:
             # every query a marginal of the table's schema: the marginal basis, no c x c
-            object.__setattr__(self, "_basis", MarginalBasis(geo, self.workload))
+            basis = MarginalBasis(geo, self.workload, scale=scale)
+            object.__setattr__(self, "_basis", basis)
             return
         self._dense()
 
@@ -87,7 +97,8 @@ class TableProjector:
         levels = level_matrices(self.table, self.workload)
         object.__setattr__(self, "_levels", levels)
         c = self.table.categories.leaves.size
-        tree = TreeGLS(self.table.geography, [(A, r) for A, r, _ in levels], c)
+        per_level = [(A, r) for A, r, _ in levels]
+        tree = TreeGLS(self.table.geography, per_level, c, scale=self.budget_scale)
         object.__setattr__(self, "_tree", tree)
         return tree
 
@@ -107,6 +118,7 @@ class TableProjector:
         """
         if measurements.workload is not self.workload:
             raise ValidationError("the measurements come from a different workload")
+        measurements = _answered(measurements, self.budget_scale)
         geo = self.table.geography
         lead = measurements.values[0].shape[:-2]
         B = int(np.prod(lead)) if lead else 1
@@ -251,7 +263,7 @@ def project_table(measurements: TableMeasurements, *, cells: bool = False) -> Fl
     >>> bool(abs(est[0, 0] - 100) < 1e-9)  # the public total holds
     True
     """
-    projector = TableProjector(measurements.table, measurements.workload)
+    projector = TableProjector(measurements.table, measurements.workload, measurements.budget_scale)
     detailed = projector(measurements)
     if cells:
         return detailed
@@ -282,3 +294,24 @@ def _smoothed_variances(projector: TableProjector) -> FloatArray:
     variances: FloatArray = out[geo.layout.position]
     variances[variances < 1e-12 * max(1.0, float(variances.max()))] = 0.0  # fixed by invariants
     return variances
+
+
+def _answered(m: TableMeasurements, scale: FloatArray | None) -> TableMeasurements:
+    """``m`` with 0 in place of the NaN answers of geounits measured with no budget (their
+    rows carry no weight), refused unless its budget factors are the projector's."""
+    mine = m.budget_scale
+    if mine is None and scale is None:
+        return m
+    if mine is None or scale is None or not np.array_equal(mine, scale):
+        raise ValidationError("the measurements' budget_scale is not the projector's")
+    geo = m.table.geography
+    values = []
+    for x, v in zip(m.workload.measurements, m.values, strict=True):
+        gone = scale[geo.levels[x.level]] == 0
+        if x.public or not gone.any():
+            values.append(v)
+            continue
+        v = v.copy()
+        v[..., gone, :] = 0.0
+        values.append(v)
+    return replace(m, values=tuple(values))

@@ -10,7 +10,8 @@ BLUE in the level's own information metric: the root minimises
 every parent's children minimise sum_j (x_j - blue_j)' H_d (x_j - blue_j) over nonnegative
 x_j adding up to the parent's restored histogram and meeting their own invariants. H_d is
 the information matrix of level d's noisy marginals (the identity where they do not
-identify every cell), so a cell the BLUE knows well moves little. Each problem is solved
+identify every cell), so a cell the BLUE knows well moves little; a geounit measured with its
+own multiple s_j of its level's budget (``budget_scale``) weighs s_j H_d. Each problem is solved
 exactly, with its certificate, by the top-down family solver
 (:mod:`postdp.postprocess._solvers.family_nnls`), with b_j = H_d blue_j in place of the noisy
 answers' A' W y. The result is nonnegative, consistent both ways and meets every
@@ -41,6 +42,7 @@ from postdp.postprocess._solvers.nested_rounding import round_nested, rounder_ch
 from postdp.postprocess._solvers.root_nnls import bounded_root, certified_root
 from postdp.postprocess._solvers.structural import FamilyRows, StructuralPlan, rounder_limits
 from postdp.tables import CountBounds, Measurement, Table, TableMeasurements, Workload
+from postdp.tables.bypass import only_children_unmeasured
 from postdp.tables.schema import Schema
 
 __all__ = ["blue_restore", "check_blue_restore"]
@@ -118,7 +120,8 @@ def blue_restore(
         )
     lead = measurements.values[0].shape[:-2]
     B = int(np.prod(lead)) if lead else 1
-    blue = TableProjector(table, workload)(measurements).reshape(B, geo.n, c)
+    scale = only_children_unmeasured(geo, measurements.budget_scale, "blue-restore")
+    blue = TableProjector(table, workload, scale)(measurements).reshape(B, geo.n, c)
     values = [v.reshape(B, *v.shape[-2:]) for v in measurements.values]
     out = np.empty((B, geo.n, c))
     for d in range(geo.n_levels):
@@ -165,6 +168,7 @@ def blue_restore(
                     geounits=nodes,
                     rounder=(chain, cell_weight) if integral else None,
                     totals=totals,
+                    weight=None if scale is None else scale[nodes],
                 )
     result: FloatArray = out.reshape(*lead, geo.n, c)
     return result

@@ -39,6 +39,7 @@ from postdp.postprocess._solvers.table_tree import TreeGLS
 from postdp.postprocess.table_projection import level_answers, level_matrices
 from postdp.postprocess.table_topdown import top_down_table
 from postdp.tables import Measurement, Query, TableMeasurements, Workload
+from postdp.tables.bypass import uniform_budget
 
 __all__ = ["project_by_subtree"]
 
@@ -124,6 +125,7 @@ def project_by_subtree(
     >>> bool(np.allclose(parts[1][0], parts[0][1]))  # subtree a's root is the top's row a
     True
     """
+    uniform_budget(top, "project_by_subtree")
     if method not in _METHODS:
         raise ValidationError(f"`method` must be 'blue' or 'top-down'; got {method!r}")
     if not isinstance(top, TableMeasurements):

@@ -31,7 +31,9 @@ from postdp.postprocess._solvers.family_level import split_level
 from postdp.postprocess._solvers.family_nnls import LevelQuadratic
 from postdp.postprocess._solvers.marginal_basis import identifies_cells, table_schema
 from postdp.postprocess._solvers.root_nnls import certified_root
+from postdp.postprocess._solvers.simplex import weighted_simplex
 from postdp.tables import Measurement, Query, Table, TableMeasurements, Workload
+from postdp.tables.bypass import uniform_budget
 
 __all__ = ["check_top_down", "top_down_table"]
 
@@ -81,6 +83,7 @@ def top_down_table(measurements: TableMeasurements, *, client: Any = None) -> Fl
     >>> bool(out.min() >= 0), float(out[0].sum()), bool(np.allclose(out[0], out[1] + out[2]))
     (True, 51.0, True)
     """
+    uniform_budget(measurements, "top-down")
     table = measurements.table
     check_top_down(table, measurements.workload)
     if not _separable(table, measurements.workload):
@@ -434,23 +437,7 @@ def _root(
             out[:, cells[0]] = target
             continue
         for b in range(B):
-            out[b, cells] = _weighted_simplex(estimate[b, cells], weight[cells], target[b])
-    return out
-
-
-def _weighted_simplex(v: FloatArray, h: FloatArray, total: float) -> FloatArray:
-    """argmin sum h (t - v)^2 over t >= 0 with sum t = total (exact, by sorting)."""
-    # t_j = max(v_j - tau / h_j, 0); sum is decreasing in tau; breakpoints at tau = h_j v_j
-    order = np.argsort(-(h * v))
-    hv, inv_h = (h * v)[order], 1.0 / h[order]
-    sum_v = np.cumsum(v[order])
-    sum_inv = np.cumsum(inv_h)
-    tau = (sum_v - total) / sum_inv  # tau if the first k cells are positive
-    valid = hv - tau > 0
-    if not valid.any():
-        return np.zeros_like(v)
-    k = int(np.flatnonzero(valid)[-1])
-    out: FloatArray = np.maximum(v - tau[k] / h, 0.0)
+            out[b, cells] = weighted_simplex(estimate[b, cells], weight[cells], target[b])
     return out
 
 

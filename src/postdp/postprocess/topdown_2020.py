@@ -41,7 +41,12 @@ nursing zero of :func:`postdp.data.facility_bounds`) are rows of every pass: a c
 which pass 0's totals can be held with them (a linear program) plus the slack; the rounder's
 first pass keeps the largest remainders' totals when the second pass can meet the bounds
 with them (they are then the L1-closest that can), else rounds the totals by a flow that
-meets the bounds; its second pass keeps them. Not modelled: the spine optimiser.
+meets the bounds; its second pass keeps them.
+
+Geounits measured with their own multiple of their level's budget (``budget_scale``; the
+production spine's bypass, :func:`postdp.tables.single_child_bypass`) weigh that much more
+in every least-squares pass, as the production's per-geounit variances did; one with no
+budget must be an only child (it is then its parent).
 """
 
 from __future__ import annotations
@@ -62,6 +67,7 @@ from postdp.postprocess._solvers.nested_rounding import (
     rounder_chain,
 )
 from postdp.postprocess._solvers.root_nnls import bounded_root, certified_root
+from postdp.postprocess._solvers.simplex import weighted_simplex
 from postdp.postprocess._solvers.structural import (
     FamilyRows,
     StructuralPlan,
@@ -70,6 +76,7 @@ from postdp.postprocess._solvers.structural import (
 )
 from postdp.tables import Measurement, Table, TableMeasurements, Workload
 from postdp.tables.bounds import CountBounds
+from postdp.tables.bypass import only_children_unmeasured
 
 __all__ = ["ROUNDER_QUERIES", "check_top_down_2020", "top_down_2020"]
 
@@ -151,7 +158,9 @@ def top_down_2020(
     """
     if bounds is None:
         bounds = measurements.bounds
-    plan = _Plan(measurements.table, measurements.workload, rounders, bounds)
+    plan = _Plan(
+        measurements.table, measurements.workload, rounders, bounds, measurements.budget_scale
+    )
     lead = measurements.values[0].shape[:-2]
     B = int(np.prod(lead)) if lead else 1
     geo = measurements.table.geography
@@ -241,7 +250,9 @@ class _Plan:
         work: Workload,
         rounders: Sequence[str] | None,
         bounds: Sequence[CountBounds] = (),
+        scale: FloatArray | None = None,
     ) -> None:
+        self.scale = only_children_unmeasured(table.geography, scale, "topdown-2020")
         schema = table_schema(table.categories, work)
         if schema is None:
             raise ValidationError(
@@ -330,6 +341,8 @@ class _Plan:
             return out
         level = self.levels[d]
         p = parent[cells].astype(np.float64)
+        a = None if self.scale is None else self.scale[geounits]
+        a = None if a is None or (a == 1.0).all() else a
         public = None if level["public"] is None else values[level["public"]][rows, 0]
         chain = [(g[cells], w) for g, w in self.chain]
         bound = self.structural.family(cells, geounits) if self.structural else None
@@ -337,8 +350,8 @@ class _Plan:
         totals = None if public is None else np.rint(public).astype(np.int64)
         if leaves:  # one pass of each, as production does for the blocks
             quad: LevelQuadratic = level["all"]
-            b = quad.linear([values[i][rows] for i in level["noisy"]], cells)
-            x = _solve(quad.block(cells), b, p, G, g, None, bound)
+            b = _weighted(quad.linear([values[i][rows] for i in level["noisy"]], cells), a)
+            x = _solve(quad.block(cells), b, p, G, g, None, bound, a)
             rounded = round_nested(
                 x,
                 chain,
@@ -351,14 +364,15 @@ class _Plan:
             out[:, cells] = rounded.x
             return out
         quad = level["others"]
-        b = quad.linear([values[i][rows] for i in level["other_ids"]], cells)
+        b = _weighted(quad.linear([values[i][rows] for i in level["other_ids"]], cells), a)
         H = quad.block(cells)
         if public is not None:  # a public total is pass 0's answer and holds exactly
-            x = _solve(H, b, p, G, g, None, bound)
+            x = _solve(H, b, p, G, g, None, bound, a)
         else:
-            first = _pass_zero(level["totals"], values, rows, float(p.sum()))
+            first = _pass_zero(level["totals"], values, rows, float(p.sum()), a)
             tau = 0.0 if bound is None else min_tolerance(first, p, bound)
-            x = _solve(H, b, p, None, None, (first - tau - slack, first + tau + slack), bound)
+            box = (first - tau - slack, first + tau + slack)
+            x = _solve(H, b, p, None, None, box, bound, a)
             totals = _largest_remainders(x.sum(axis=1), int(parent.sum()))
         try:
             rounded = self._round(x, chain, parent[cells], totals, bound)
@@ -397,11 +411,13 @@ def _solve(
     g: FloatArray | None,
     box: tuple[FloatArray, FloatArray] | None,
     bound: FamilyRows | None,
+    a: FloatArray | None = None,
 ) -> FloatArray:
     """A family's least-squares pass: public rows G x_j = g_j, each child's total in
-    ``box`` and the structural rows within their bounds (each optional)."""
+    ``box`` and the structural rows within their bounds (each optional); child j's
+    information a_j H (``a`` None: all 1)."""
     if box is None and bound is None:
-        return _certified(solve_family, H, b, p, G=G, g=g)
+        return _certified(solve_family, H, b, p, G=G, g=g, weight=a)
     rows, lo, hi = [], [], []
     if box is not None:
         rows.append(np.ones((1, p.size)))
@@ -421,6 +437,7 @@ def _solve(
         c=np.concatenate(rows),
         lo=np.concatenate(lo, axis=1),
         hi=np.concatenate(hi, axis=1),
+        weight=a,
     )
 
 
@@ -441,7 +458,9 @@ def _certified(
     solver: object, H: FloatArray, b: FloatArray, p: FloatArray, **rows: object
 ) -> FloatArray:
     """A family's least-squares split, its KKT certificate checked at 1e-9 of the scale."""
-    scale = max(1.0, float(np.abs(b).max(initial=0.0)), float(p.max()) * float(H.diagonal().max()))
+    a: Any = rows.get("weight")
+    h = float(H.diagonal().max()) * (1.0 if a is None else float(np.max(a)))
+    scale = max(1.0, float(np.abs(b).max(initial=0.0)), float(p.max()) * h)
     result = solver(H, b, p, tol=1e-11 * scale, **rows)  # type: ignore[operator]
     worst = result.worst
     if worst > 1e-9 * scale:
@@ -454,22 +473,23 @@ def _certified(
 
 
 def _pass_zero(
-    totals: list[tuple[int, Measurement]], values: list[FloatArray], rows: IntArray, total: float
+    totals: list[tuple[int, Measurement]],
+    values: list[FloatArray],
+    rows: IntArray,
+    total: float,
+    a: FloatArray | None = None,
 ) -> FloatArray:
     """Least-squares pass 0: children's totals >= 0 adding up to ``total``, closest to their
-    noisy totals (several measurements of the total combined by their weights)."""
+    noisy totals (several measurements of the total combined by their weights; child j's
+    distance weighted by a_j)."""
     weight = sum(1.0 / m.variance for _, m in totals)
     y = sum(values[i][rows, 0] / m.variance for i, m in totals) / weight
-    return _simplex(np.asarray(y, dtype=np.float64), total)
+    h = np.ones(rows.size) if a is None else a
+    return weighted_simplex(np.asarray(y, dtype=np.float64), h, total)
 
 
-def _simplex(v: FloatArray, total: float) -> FloatArray:
-    """argmin ||t - v|| over t >= 0 with sum t = total (exact, by sorting)."""
-    u = np.sort(v)[::-1]
-    tau = (np.cumsum(u) - total) / np.arange(1, v.size + 1)
-    k = int(np.flatnonzero(u - tau > 0)[-1])
-    out: FloatArray = np.maximum(v - tau[k], 0.0)
-    return out
+def _weighted(b: FloatArray, a: FloatArray | None) -> FloatArray:
+    return b if a is None else b * a[:, None]
 
 
 def _largest_remainders(t: FloatArray, total: int) -> IntArray:

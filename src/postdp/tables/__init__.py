@@ -13,6 +13,7 @@ geographic level with which mechanism; :func:`measure` draws their noisy answers
 from postdp.tables._noise import TableMeasurements, measure
 from postdp.tables._table import Table, category_matrix, expand
 from postdp.tables.bounds import CountBounds
+from postdp.tables.bypass import single_child_bypass
 from postdp.tables.rounding_plan import RoundingPlan, rounding_plan
 from postdp.tables.schema import Attribute, Marginal, Recode, Schema
 from postdp.tables.spine import FANOUT_CUTOFF, optimised_block_groups
@@ -36,4 +37,5 @@ __all__ = [
     "measure",
     "optimised_block_groups",
     "rounding_plan",
+    "single_child_bypass",
 ]

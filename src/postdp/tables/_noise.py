@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -13,11 +13,12 @@ import pandas as pd
 from scipy import sparse
 
 from postdp import _rng
-from postdp._typing import FloatArray, IntArray, RNGLike
+from postdp._typing import ArrayLike, FloatArray, IntArray, RNGLike
 from postdp.errors import PrivacyLeakWarning, ValidationError
 from postdp.mechanisms import Budget
 from postdp.tables._table import Table
 from postdp.tables.bounds import CountBounds
+from postdp.tables.bypass import check_budget_scale
 from postdp.tables.workload import Query, Workload
 
 _CHUNK = 1 << 22  # study-path noise drawn in pieces of about this many values
@@ -43,6 +44,10 @@ class TableMeasurements:
     bounds : tuple of CountBounds, default ()
         Structural bounds on the table's counts that post-processing holds (public facts,
         e.g. the 2020 group-quarters bounds; :func:`postdp.data.facility_bounds`).
+    budget_scale : ndarray or None, default None
+        Per geounit (id order), the multiple of its level's budget it was measured with
+        (:func:`postdp.tables.single_child_bypass`): its noisy answers have its level's
+        variance divided by it, and are NaN where it is 0. None: 1 everywhere.
 
     Examples
     --------
@@ -61,6 +66,7 @@ class TableMeasurements:
     values: tuple[FloatArray, ...]
     secure: bool
     bounds: tuple[CountBounds, ...] = ()
+    budget_scale: FloatArray | None = None
 
     @property
     def budget(self) -> Budget:
@@ -92,7 +98,9 @@ class TableMeasurements:
         pairs = zip(values, self.values, strict=True)
         if any(v.ndim < 2 or v.shape[-2:] != w.shape[-2:] for v, w in pairs):
             raise ValidationError(f"index the draw axes only; got {key!r}")
-        return TableMeasurements(self.table, self.workload, values, self.secure, self.bounds)
+        return TableMeasurements(
+            self.table, self.workload, values, self.secure, self.bounds, self.budget_scale
+        )
 
     def __repr__(self) -> str:
         geo = self.table.geography
@@ -150,6 +158,7 @@ def measure(
     rng: RNGLike = None,
     size: int | None = None,
     bounds: Sequence[CountBounds] = (),
+    budget_scale: ArrayLike | None = None,
 ) -> TableMeasurements:
     """Answer every query of ``workload`` on ``table``, adding each measurement's noise.
 
@@ -166,6 +175,11 @@ def measure(
     bounds : sequence of CountBounds, optional
         Structural bounds carried with the answers for post-processing to hold (checked
         against the table's schema before anything is drawn).
+    budget_scale : array_like, shape (geography.n,), optional
+        Per geounit (id order), a multiple of its level's budget (zero-concentrated
+        mechanisms only): its noisy answers are drawn with that budget, none where it is 0
+        (NaN answers); no leaf's path may spend more than the levels' sum
+        (:func:`postdp.tables.single_child_bypass` gives the production spine's).
 
     Returns
     -------
@@ -197,6 +211,7 @@ def measure(
         )
     geo, cat = table.geography, table.categories
     _check_bounds(bounds, workload, geo.n)
+    scale = check_budget_scale(budget_scale, geo, workload)
     detailed = None if table.is_sparse else table.detailed()
     codes = tuple(str(c) for c in cat.ids[cat.leaves])
     of_schema: dict[int, bool] = {}  # per schema: are its cells the table's?
@@ -229,13 +244,33 @@ def measure(
             out = truth.astype(np.float64)
             if size is not None:
                 out = np.broadcast_to(out, (size, *out.shape)).copy()
-        elif streams is None:
-            out = np.asarray(m.mechanism.release(truth.reshape(-1)), dtype=np.float64)
-            out = out.reshape(truth.shape)
         else:
-            out = _sample(m.mechanism, truth, streams[i], size)
+            own = None if scale is None else scale[geo.levels[m.level]]
+            stream = None if streams is None else streams[i]
+            out = _noisy(m.mechanism, truth, own, stream, size)
         values.append(out)
-    return TableMeasurements(table, workload, tuple(values), secure, tuple(bounds))
+    return TableMeasurements(table, workload, tuple(values), secure, tuple(bounds), scale)
+
+
+def _noisy(mechanism: Any, truth: IntArray, own: FloatArray | None, stream: Any, size: Any) -> Any:
+    """Noisy answers (secure when ``stream`` is None), each geounit's with its budget
+    factor in ``own`` (NaN where it is 0), one factor's geounits at a time."""
+    if own is None or (own == 1.0).all():
+        return _draw(mechanism, truth, stream, size)
+    lead = () if size is None else tuple(np.atleast_1d(size).tolist())
+    out = np.full((*lead, *truth.shape), np.nan)
+    for factor in np.unique(own[own > 0]):
+        rows = np.flatnonzero(own == factor)
+        mech = mechanism if factor == 1.0 else replace(mechanism, rho=mechanism.rho * factor)
+        out[..., rows, :] = _draw(mech, truth[rows], stream, size)
+    return out
+
+
+def _draw(mechanism: Any, truth: IntArray, stream: Any, size: Any) -> FloatArray:
+    if stream is None:
+        out = np.asarray(mechanism.release(truth.reshape(-1)), dtype=np.float64)
+        return out.reshape(truth.shape)
+    return _sample(mechanism, truth, stream, size)
 
 
 def _check_bounds(bounds: Sequence[CountBounds], workload: Workload, n: int) -> None:

@@ -77,12 +77,13 @@ def solve_family_box(
     c: FloatArray | None = None,
     G: FloatArray | None = None,
     g: FloatArray | None = None,
+    weight: FloatArray | None = None,
 ) -> BoxResult:
     """The family's exact split with bounded rows per child (see the module notes).
 
     Parameters
     ----------
-    H, b, p, tol, G, g
+    H, b, p, tol, G, g, weight
         As :func:`~postdp.postprocess._solvers.family_nnls.solve_family` (G, g: rows
         every child meets exactly).
     lo, hi : ndarray, shape (k,) or (k, R)
@@ -116,7 +117,9 @@ def solve_family_box(
     zero = (lo == 0) & (hi == 0) & np.asarray((C >= 0).all(axis=1))[None, :]
     fixed = (zero.astype(float) @ (C != 0).astype(float)) > 0
     lo, hi = np.where(zero, -np.inf, lo), np.where(zero, np.inf, hi)
-    family = Family(H, b, p, np.concatenate([G, C]), fixed=fixed if fixed.any() else None)
+    family = Family(
+        H, b, p, np.concatenate([G, C]), fixed=fixed if fixed.any() else None, weight=weight
+    )
     eq, upper, lower = _equalities(C @ p, lo, hi, tol)
     if R_b == 1:
         return _dual(family, g, _Rows(C, lo, hi, eq), upper, lower, tol, shape)

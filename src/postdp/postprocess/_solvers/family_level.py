@@ -26,6 +26,7 @@ def split_level(
     geounits: IntArray | None = None,
     rounder: tuple[list[tuple[IntArray, float]], float] | None = None,
     totals: FloatArray | None = None,
+    weight: FloatArray | None = None,
 ) -> FloatArray:
     """Every family of one level for one draw: the children's detailed histograms.
 
@@ -49,6 +50,8 @@ def split_level(
         queries, the bounds kept (:func:`round_nested`).
     totals : ndarray, shape (n_children,), optional
         The children's public totals, which the rounder keeps.
+    weight : ndarray, shape (n_children,), optional
+        Each child's multiple of ``quadratic`` (its own budget factor; default 1).
 
     Returns
     -------
@@ -73,23 +76,29 @@ def split_level(
         cells = np.flatnonzero(p > 0)
         H = quadratic.block(cells)
         b = quadratic.linear([y[kids] for y in answers], cells)
+        a = None if weight is None or kids.size == 1 else weight[kids]
+        if a is not None:
+            b *= a[:, None]
         G, g = _public_rows(publics, cells, kids)
         scale = max(
             1.0,
             float(np.abs(b).max(initial=0.0)),
-            float(p.max(initial=0.0)) * float(H.diagonal().max(initial=0.0)),
+            float(p.max(initial=0.0))
+            * float(H.diagonal().max(initial=0.0))
+            * (1.0 if a is None else float(a.max())),
         )
         rows = None
         if structural is not None and geounits is not None:
             rows = structural.family(cells, geounits[kids])
         if rows is None:
             result: FamilyResult | BoxResult = solve_family(
-                H, b, p[cells], tol=1e-11 * scale, G=G, g=g
+                H, b, p[cells], tol=1e-11 * scale, G=G, g=g, weight=a
             )
         else:
             result = solve_family_box(
-                H, b, p[cells], tol=1e-11 * scale, G=G, g=g, c=rows.C, lo=rows.lo, hi=rows.hi
-            )
+                H, b, p[cells], tol=1e-11 * scale, G=G, g=g, c=rows.C, lo=rows.lo, hi=rows.hi,
+                weight=a,
+            )  # fmt: skip
         worst = result.worst
         if worst > 1e-9 * scale:
             raise ConvergenceError(

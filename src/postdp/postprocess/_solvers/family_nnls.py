@@ -1,15 +1,16 @@
 """One family of top-down for schema tables, exactly, in the coordinates of its free cells.
 
 The problem (one parent, k children, the children's own marginal measurements): minimise
-sum_j 1/2 x_j' H x_j - b_j' x_j over the children's detailed histograms x_j, subject to
+sum_j 1/2 a_j x_j' H x_j - b_j' x_j over the children's detailed histograms x_j, subject to
 sum_j x_j = p (the parent's histogram) and x_j >= 0. H = sum_q w_q A_q' A_q is the level's
-information matrix, the same for every child; for marginals A_q' A_q is "1 where two cells
-fall in the same count of q", so any principal block of H is formed from each cell's count
-index per query, never the c x c matrix. A cell the parent holds at 0 is 0 in every child,
-so only the parent's m positive cells are unknowns.
+information matrix, the same for every child up to its weight a_j > 0 (1 unless a geounit
+was measured with its own multiple of the level's budget); for marginals A_q' A_q is "1
+where two cells fall in the same count of q", so any principal block of H is formed from
+each cell's count index per query, never the c x c matrix. A cell the parent holds at 0 is
+0 in every child, so only the parent's m positive cells are unknowns.
 
 With F_j the cells where child j is free (the rest held at 0), the stationarity conditions
-give x_j[F_j] = Z_j (b_j[F_j] + lam[F_j]) with Z_j = H[F_j, F_j]^-1, and the parent's sums
+give x_j[F_j] = Z_j (b_j[F_j] + lam[F_j]) with Z_j = (a_j H[F_j, F_j])^-1, and the parent's sums
 give M lam = p - sum_j E_j Z_j b_j[F_j] with M = sum_j E_j Z_j E_j' (positive definite
 while every positive parent cell has a free child). A held cell's multiplier is
 mu_ji = (H x_j - b_j - lam)_i, which must be >= 0.
@@ -40,8 +41,8 @@ from scipy.linalg import lapack
 
 from postdp._typing import FloatArray, IntArray
 from postdp.errors import ConvergenceError
+from postdp.postprocess._solvers.family_start import cover, start_free
 from postdp.postprocess._solvers.quadratic import LevelQuadratic, chunks, scatter_blocks
-from postdp.postprocess._solvers.simplex import project_families
 from postdp.postprocess._solvers.transport import feasible_split
 
 BoolArray = npt.NDArray[np.bool_]
@@ -89,9 +90,11 @@ class _Inner:
         g: FloatArray,
         active: BoolArray | None = None,
         fixed: BoolArray | None = None,
+        weight: FloatArray | None = None,
     ) -> None:
         self.H, self.b, self.p, self.G, self.g = H, b, p, G, g
         k, m = b.shape
+        self.a = weight  # each child's weight a_j (None: all 1)
         # cells held at 0 whatever their multipliers (a child's structural zeros)
         self.fixed = np.zeros((k, m), dtype=bool) if fixed is None else fixed
         # which public rows hold for which child (every row for every child by default)
@@ -151,6 +154,8 @@ class _Inner:
         idx = np.where(valid, order, m)
         pair = valid[:, :, None] & valid[:, None, :]
         blocks = np.where(pair, self.H_ext[idx[:, :, None], idx[:, None, :]], 0.0)
+        if self.a is not None:
+            blocks *= self.a[rows][:, None, None]
         diag = np.arange(width)
         blocks[:, diag, diag] += ~valid  # padding: an identity block, decoupled
         Z = np.where(pair, np.linalg.inv(blocks), 0.0)
@@ -168,7 +173,8 @@ class _Inner:
         self.updated[j] = False
         if not f:
             return
-        factor, info = lapack.dpotrf(self.H[np.ix_(idx, idx)], lower=True)
+        block = self.H[np.ix_(idx, idx)]
+        factor, info = lapack.dpotrf(block if self.a is None else block * self.a[j], lower=True)
         if info == 0:
             inverse, info = lapack.dpotri(factor, lower=True)
         if info != 0:
@@ -182,6 +188,7 @@ class _Inner:
         m = self.free.shape[1]
         idx, Z = self.idx[j], self.Z[j]
         f = int(self.valid[j].sum())
+        a = 1.0 if self.a is None else float(self.a[j])
         for cell in removed:
             s = int(np.flatnonzero(idx[:f] == cell)[0])
             last = f - 1
@@ -198,10 +205,10 @@ class _Inner:
             idx[last], self.valid[j, last] = m, False
             f = last
         for cell in added:
-            h = self.H[idx[:f], cell]
+            h = a * self.H[idx[:f], cell]
             z = Z[:f, :f] @ h
-            schur = self.H[cell, cell] - h @ z
-            if not schur > 1e-12 * self.H[cell, cell]:
+            schur = a * self.H[cell, cell] - h @ z
+            if not schur > 1e-12 * a * self.H[cell, cell]:
                 return False
             Z[:f, :f] += np.outer(z, z) / schur
             Z[:f, f] = Z[f, :f] = -z / schur
@@ -268,7 +275,7 @@ class _Inner:
         x = np.zeros((k, m + 1))
         np.put_along_axis(x, idx, np.where(self.valid, values, 0.0), axis=1)
         x = x[:, :m]
-        mu = x @ self.H - self.b - lam - nu @ self.G  # H symmetric
+        mu = self.gradient(x) - lam - nu @ self.G
         if R:
             member = self.G != 0
             dead = ~(member[None] & free[:, None, :]).any(axis=2) & self.active  # (k, R)
@@ -278,6 +285,14 @@ class _Inner:
         mu[self.fixed] = np.inf  # a structural zero's multiplier is free
         return x, mu, lam, nu
 
+    def gradient(self, x: FloatArray) -> FloatArray:
+        """Each child's a_j H x_j - b_j (H symmetric)."""
+        hx = x @ self.H
+        if self.a is not None:
+            hx *= self.a[:, None]
+        out: FloatArray = hx - self.b
+        return out
+
     def unmet(self, x: FloatArray, tol: float) -> BoolArray:
         """Per child, the cells of its public rows that ``x`` misses by more than tol."""
         if not self.G.shape[0]:
@@ -285,16 +300,6 @@ class _Inner:
         missed = (np.abs(x @ self.G.T - self.g) > tol) & self.active  # (k, R)
         out: BoolArray = (missed.astype(float) @ (self.G != 0).astype(float)) > 0
         return out
-
-
-def _cover(free: BoolArray, x: FloatArray, fixed: BoolArray) -> None:
-    """Free, in every cell no child is free in, the child (not held at 0 there) with the
-    largest value."""
-    bare = ~free.any(axis=0)
-    if bare.any():
-        cols = np.flatnonzero(bare)
-        score = np.where(fixed[:, cols], -np.inf, x[:, cols])
-        free[np.argmax(score, axis=0), cols] = True
 
 
 def solve_family(
@@ -307,6 +312,7 @@ def solve_family(
     g: FloatArray | None = None,
     active: BoolArray | None = None,
     free: BoolArray | None = None,
+    weight: FloatArray | None = None,
 ) -> FamilyResult:
     """The family's exact nonnegative least-squares split (see the module docstring).
 
@@ -330,6 +336,8 @@ def solve_family(
     free : ndarray of bool, shape (k, m), optional
         A first guess of the cells that are positive (e.g. a nearby problem's answer);
         default the cell-by-cell split of the children's own estimates.
+    weight : ndarray, shape (k,), optional
+        Each child's multiple a_j > 0 of H (default 1; ``b`` already holds it).
 
     Returns
     -------
@@ -343,7 +351,7 @@ def solve_family(
         x = np.broadcast_to(p, (k, m)).copy() if k == 1 else np.zeros((k, m))
         bad = float(np.abs(np.where(active, x @ G.T - g, 0.0)).max(initial=0.0))
         return FamilyResult(x, 0.0, 0.0, 0.0, bad, 0, np.zeros((k, G.shape[0])))
-    return Family(H, b, p, G).solve(g, active, tol=tol, free=free)
+    return Family(H, b, p, G, weight=weight).solve(g, active, tol=tol, free=free)
 
 
 class Family:
@@ -357,6 +365,8 @@ class Family:
     fixed : ndarray of bool, shape (k, m), optional
         Cells held at 0 in a child whatever it costs (its structural zeros; every positive
         parent cell needs a child where it is not held).
+    weight : ndarray, shape (k,), optional
+        Each child's multiple of H (as :func:`solve_family`).
     """
 
     def __init__(
@@ -366,9 +376,11 @@ class Family:
         p: FloatArray,
         G: FloatArray,
         fixed: BoolArray | None = None,
+        weight: FloatArray | None = None,
     ) -> None:
         k = b.shape[0]
-        self.inner = _Inner(H, b, p, G, np.zeros((k, G.shape[0])), fixed=fixed)
+        zeros = np.zeros((k, G.shape[0]))
+        self.inner = _Inner(H, b, p, G, zeros, fixed=fixed, weight=weight)
 
     def solve(
         self, g: FloatArray, active: BoolArray, *, tol: float, free: BoolArray | None = None
@@ -378,35 +390,11 @@ class Family:
         inner = self.inner
         inner.g, inner.active = g, active
         if free is None:
-            free = _start(inner)
+            free = start_free(inner.H, inner.b, inner.p, inner.fixed, inner.a)
         else:
             free = free & ~inner.fixed
-            _cover(free, free.astype(float), inner.fixed)
+            cover(free, free.astype(float), inner.fixed)
         return _rounds(inner, free, tol)
-
-
-def _start(inner: _Inner) -> BoolArray:
-    """The cell-by-cell split's positive cells (exact when H is diagonal)."""
-    H, b, p = inner.H, inner.b, inner.p
-    k, m = b.shape
-    u = linalg.cho_solve(linalg.cho_factor(H), b.T).T
-    # start from the cell-by-cell split: each cell's own estimates projected onto the
-    # children's simplex {>= 0, adding up to the parent's cell} (exact when H is diagonal)
-    start = (
-        project_families(
-            u.T.reshape(1, -1),
-            np.arange(m) * k,
-            np.full(m, k),
-            p[None, :],
-            np.ones(m * k),
-            np.ones(m * k, dtype=bool),
-        )
-        .reshape(m, k)
-        .T
-    )
-    free: BoolArray = (start > 0) & ~inner.fixed
-    _cover(free, start, inner.fixed)
-    return free
 
 
 def _rounds(inner: _Inner, free: BoolArray, tol: float) -> FamilyResult:
@@ -429,7 +417,7 @@ def _rounds(inner: _Inner, free: BoolArray, tol: float) -> FamilyResult:
         if stall >= _STALL_ROUNDS:
             return _primal(inner, x, free, rounds, tol)
         free = free ^ wrong
-        _cover(free, x, inner.fixed)
+        cover(free, x, inner.fixed)
     return _primal(inner, x, free, _MAX_ROUNDS, tol)
 
 
@@ -476,7 +464,7 @@ def _finish(
     multipliers that meet the conditions prove optimality). Cells of a child's public row
     with no free cell are exempt from the sign test (that row's multiplier is free)."""
     out = np.where(free, np.maximum(x, 0.0), 0.0)
-    reduced = out @ inner.H - inner.b - lam - nu @ inner.G
+    reduced = inner.gradient(out) - lam - nu @ inner.G
     member = inner.G != 0
     dead = ~(member[None] & free[:, None, :]).any(axis=2) & inner.active
     exempt = (dead.astype(float) @ member.astype(float)) > 0

@@ -99,6 +99,7 @@ class MarginalBasis:
         *,
         basis: tuple[list[FloatArray], list[int], dict[object, FloatArray]] | None = None,
         below: list[FloatArray] | None = None,
+        scale: FloatArray | None = None,
     ) -> None:
         schema = marginal_workload(workload)
         if schema is None:
@@ -164,7 +165,8 @@ class MarginalBasis:
                 pool: Any = None
                 if basis is not None and below is None:
                     pool = matrices.setdefault(("pool", t), ({}, []))  # type: ignore[arg-type]
-                self.types.append((tau, TreeGLS(geography, per_level, s, cov, pool), which))
+                tree = TreeGLS(geography, per_level, s, cov, pool, scale)
+                self.types.append((tau, tree, which))
 
     def solve(
         self,

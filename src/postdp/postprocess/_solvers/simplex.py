@@ -61,3 +61,17 @@ def project_families(
         alive, n_alive = keep, n_keep
         s_u = np.add.reduceat(u * alive, starts, axis=-1)
         s_w = np.add.reduceat(inv * alive, starts, axis=-1)
+
+
+def weighted_simplex(v: FloatArray, h: FloatArray, total: float) -> FloatArray:
+    """argmin sum_j h_j (t_j - v_j)^2 over t >= 0 with sum t = total, exactly, by sorting:
+    t_j = max(v_j - tau / h_j, 0), whose sum falls as tau grows past the breakpoints
+    h_j v_j; the answer's tau is the one at which the first k (by breakpoint) add up."""
+    order = np.argsort(-(h * v), kind="stable")
+    tau = (np.cumsum(v[order]) - total) / np.cumsum(1.0 / h[order])  # the first k positive
+    valid = (h * v)[order] - tau > 0
+    if not valid.any():
+        return np.zeros_like(v)
+    k = int(np.flatnonzero(valid)[-1])
+    out: FloatArray = np.maximum(v - tau[k] / h, 0.0)
+    return out

@@ -8,12 +8,19 @@ passes), with c x c matrices computed once per distinct subtree shape. Used by
 :class:`~postdp.postprocess.TableProjector` with the 0/1 query matrices of a category tree,
 and by the marginal basis (:mod:`postdp.postprocess._solvers.marginal_basis`) with the small
 per-block matrices of a schema's marginals.
+
+A geounit may be measured with its own multiple s of its level's budget (``scale``; the
+production spine's bypass): its noisy rows then have variance r / s, and none at all when s
+is 0. A geounit with no noisy rows that is the only child of its parent is *open*: it is its
+parent (the same persons), so its parent's own answers must identify the cells, and its
+final estimate is its parent's. Open geounits with siblings have no unique estimate and are
+refused.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -34,6 +41,7 @@ class _Shape:
     leaf_map: FloatArray | None  # leaves: c x k map from noisy answers to the estimate
     sum_pinv: FloatArray | None  # internal: pseudo-inverse of the children's summed S
     summed: FloatArray | None = None  # internal: the children's summed S itself
+    open: bool = False  # no information of its own: the only child of a parent it equals
 
 
 class TreeGLS:
@@ -43,9 +51,12 @@ class TreeGLS:
     ``below`` (optional, shape (leaves, c, c)): the leaf geounits stand for subtrees solved
     elsewhere; leaf i's children are summarised by an estimate (given to :meth:`solve`)
     with covariance ``below[i]`` (leaves in layout order), as :meth:`upward` returns them.
-    Such a leaf is then an inner geounit whose children's sum is that estimate."""
+    Such a leaf is then an inner geounit whose children's sum is that estimate.
 
-    __slots__ = ("below", "c", "geography", "levels", "shapes", "sig")
+    ``scale`` (optional, shape (geography.n,), in id order): each geounit's multiple of its
+    level's budget (noisy variances r / scale; 0: not measured)."""
+
+    __slots__ = ("below", "c", "geography", "levels", "scale", "shapes", "sig")
 
     def __init__(
         self,
@@ -54,8 +65,14 @@ class TreeGLS:
         c: int,
         below: FloatArray | None = None,
         pool: tuple[dict[tuple[object, ...], int], list[_Shape]] | None = None,
+        scale: FloatArray | None = None,
     ) -> None:
         self.geography, self.levels, self.c, self.below = geography, levels, c, below
+        self.scale = np.ones(geography.n)
+        if scale is not None:
+            if below is not None:
+                raise ValidationError("per-geounit budgets are not solved by subtree yet")
+            self.scale[geography.layout.position] = scale
         self.sig: IntArray
         self.shapes: list[_Shape]
         self._prepare(pool)
@@ -87,12 +104,15 @@ class TreeGLS:
                     shapes.append(_shape(d, A, r, [self.below[p - first_leaf]], self.c))
                     sig[p] = len(shapes) - 1
                     continue
-                key: tuple[object, ...] = (d, own, kids_of.get(p, ()))
+                at = float(self.scale[p])
+                key: tuple[object, ...] = (d, own, at, kids_of.get(p, ()))
                 if key not in index:
                     index[key] = len(shapes)
-                    kids = kids_of.get(p, ())
-                    shapes.append(_shape(d, A, r, [shapes[k].cov for k in kids], self.c))
+                    kids = [shapes[k] for k in kids_of.get(p, ())]
+                    shapes.append(_node_shape(d, A, r, at, kids, self.c))
                 sig[p] = index[key]
+        if shapes[sig[0]].open:
+            raise ValidationError("the geography's root is not measured at all, nor below")
         self.sig, self.shapes = sig, shapes
 
     def solve(
@@ -159,13 +179,19 @@ class TreeGLS:
             step = np.zeros((B, parents.size, c))
             for s in np.unique(self.sig[parents]):
                 pick = np.flatnonzero(self.sig[parents] == s)
-                gap = out[:, parents[pick]] - summed[:, parents[pick]]
-                step[:, pick] = gap @ self.shapes[s].sum_pinv  # symmetric
+                pinv = self.shapes[s].sum_pinv
+                if pinv is not None:  # else its one child is open: it takes the parent's
+                    gap = out[:, parents[pick]] - summed[:, parents[pick]]
+                    step[:, pick] = gap @ pinv  # symmetric
             spread = np.repeat(step, lay.sizes[d], axis=1)
             c0 = lay.bounds[d + 1]
             kids_sig = self.sig[c0 : lay.bounds[d + 2]]
             for s in np.unique(kids_sig):
                 pick = np.flatnonzero(kids_sig == s)
+                if self.shapes[s].open:
+                    kid_parent = np.repeat(parents, lay.sizes[d])[pick]
+                    out[:, c0 + pick] = out[:, kid_parent]
+                    continue
                 out[:, c0 + pick] = post[:, c0 + pick] + spread[:, pick] @ self.shapes[s].cov
         return out
 
@@ -184,9 +210,12 @@ class TreeGLS:
             nxt: dict[int, FloatArray] = {}
             for f, p in enumerate(lay.parents[d]):
                 parent = shapes[sig[p]]
-                assert parent.sum_pinv is not None and parent.summed is not None
-                middle = parent.sum_pinv @ (smoothed[int(p)] - parent.summed) @ parent.sum_pinv
                 lo = c0 + int(lay.starts[d][f])
+                if parent.sum_pinv is None:  # its one child is open: the same estimate
+                    nxt[lo] = smoothed[int(p)]
+                    continue
+                assert parent.summed is not None
+                middle = parent.sum_pinv @ (smoothed[int(p)] - parent.summed) @ parent.sum_pinv
                 done: dict[int, FloatArray] = {}
                 for k in range(lo, lo + int(lay.sizes[d][f])):
                     s = int(sig[k])
@@ -196,7 +225,40 @@ class TreeGLS:
                         done[s] = (P + P.T) / 2
                     nxt[k] = done[s]
             yield from nxt.items()
-            smoothed = {k: P for k, P in nxt.items() if shapes[sig[k]].sum_pinv is not None}
+            inner = set(lay.parents[d + 1].tolist()) if d + 1 < len(lay.parents) else set()
+            smoothed = {k: P for k, P in nxt.items() if k in inner}  # the next level's parents
+
+
+def _node_shape(
+    d: int, A: FloatArray, r: FloatArray, at: float, kids: list[_Shape], c: int
+) -> _Shape:
+    """A geounit's shape from its rows (noisy variances r / at, dropped when ``at`` is 0)
+    and its children's shapes; ``open`` when it has neither rows nor children to go by."""
+    noisy = r > 0
+    keep = ~noisy | (at > 0)
+    if any(kid.open for kid in kids):
+        if len(kids) > 1:
+            raise ValidationError(
+                f"a geounit at geographic level {d + 1} has no noisy answers of its own "
+                "(no budget) but has siblings: least squares has no unique answer for it"
+            )
+        kids = []  # the one child is this geounit: its answers are this geounit's
+    if not kids and not keep.any():
+        return _Shape(np.zeros((c, c)), None, None, None, open=True)
+    rows = np.flatnonzero(keep)
+    r_kept = np.where(noisy[rows], r[rows] / (at if at > 0 else 1.0), 0.0)
+    shape = _shape(d, A[rows], r_kept, [kid.cov for kid in kids], c)
+    if rows.size == A.shape[0]:
+        return shape
+
+    def full(m: FloatArray | None) -> FloatArray | None:
+        if m is None:
+            return None
+        out = np.zeros((c, A.shape[0]))
+        out[:, rows] = m
+        return out
+
+    return replace(shape, gain=full(shape.gain), leaf_map=full(shape.leaf_map))
 
 
 def _shape(d: int, A: FloatArray, r: FloatArray, kid_covs: list[FloatArray], c: int) -> _Shape:
