@@ -415,3 +415,43 @@ def test_a_dead_dask_worker_is_one_line_and_the_run_resumable(
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--cut-blocks 50000" in err and "resume" in err
     assert "Traceback" not in err
+
+
+def test_measure_bypass_writes_the_spines_budgets_and_postprocess_reads_them(tmp_path, capsys):
+    """``--bypass`` (issue 25): each state's one county and each tract's one block group
+    answer no query (Constraint only, as the Census writes bypassed geounits); their parents
+    carry their budget (variances divided by the factor); the privacy statement says so;
+    ``postprocess`` releases the parent's histogram for each bypassed geounit."""
+    import pandas as pd
+
+    from postdp.data import load_strategy, pl94_schema
+    from postdp.tables import single_child_bypass
+
+    t = small_table(2)
+    geo = t.geography
+    wide = pd.DataFrame(t.dense_cells(), columns=list(pl94_schema().cells))
+    wide.insert(0, "geocode", geo.ids[geo.leaves].astype(str))
+    wide.to_parquet(tmp_path / "h.parquet")
+    run = tmp_path / "run"
+    assert main(["measure", "--input", str(tmp_path / "h.parquet"), "--study", "--seed", "3",
+                 "--bypass", "--quiet", "--output-dir", str(run)]) == 0  # fmt: skip
+    assert "single-child bypass" in json.loads((run / "privacy.json").read_text())["spine"]
+    county = pd.read_parquet(run / "County.parquet" / "DPQuery")
+    assert county.empty
+    constraint = pd.read_parquet(run / "County.parquet" / "Constraint")
+    assert set(constraint["query_name"]) >= {"total_nonneg_con"}
+    m = nmf.read(run)
+    want = single_child_bypass(t, load_strategy("pl94-2020-persons").workload(t))
+    rows = m.table.geography.index([str(i) for i in geo.ids])
+    np.testing.assert_allclose(m.budget_scale[rows], want, rtol=1e-9)
+    out = tmp_path / "out"
+    assert main(["postprocess", str(run), "--method", "topdown-2020", "--quiet",
+                 "--output-dir", str(out)]) == 0  # fmt: skip
+    released = {}
+    for path in sorted((out / "wide").rglob("*.parquet")):
+        part = pd.read_parquet(path)
+        cells = part[list(pl94_schema().cells)].to_numpy()
+        released |= dict(zip(part["geocode"].astype(str), cells, strict=True))
+    for g in np.flatnonzero(want == 0):
+        parent = "0" + str(geo.ids[geo.parent[g]])
+        assert np.array_equal(released["0" + str(geo.ids[g])], released[parent])

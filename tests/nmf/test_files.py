@@ -16,7 +16,7 @@ import pytest
 from postdp import nmf
 from postdp.data import load_strategy, pl94_schema
 from postdp.errors import ValidationError
-from postdp.tables import measure
+from postdp.tables import measure, single_child_bypass
 
 from .conftest import small_table
 
@@ -176,34 +176,35 @@ def test_writer_refuses_what_the_layout_cannot_hold(measured, tmp_path):
 
 def test_published_quirks_are_read(tmp_path):
     """No manifest (the workload from the variances, bounded neighbours), the group-quarters
-    bounds read as bounds (``hhgq_total_lb_con`` / ``_ub_con``: lower 0, upper 99,999 read
-    as none), a constraint on the Census's own recodes kept out with a warning, a block
-    found only in Constraint (NaN answers)."""
+    constraints read (``hhgq_total_lb_con`` / ``_ub_con``: lower 0, upper 99,999 read as
+    none, so no bound at all), a constraint on the Census's own recodes kept out with a
+    warning, and the spine's single-child bypass: the District's one county only in
+    Constraint (budget factor 0), the state measured with the county's budget as well
+    (smaller variances; with no manifest its variance is read as its level's)."""
     plain = nmf.read(nmf.synthetic_run(tmp_path / "plain", states=["11"], seed=3))
     run = nmf.synthetic_run(tmp_path / "quirky", states=["11"], seed=3, quirks=True)
     assert not (run / "postdp-nmf.json").exists()
     with pytest.warns(UserWarning, match="left out: nurse_nva_0$"):
         got = nmf.read(run)
-    (bound,) = got.bounds
-    assert (bound.name, bound.query) == ("hhgq_total", "hhgq")
-    assert (bound.lower == 0).all() and np.isinf(bound.upper).all()
+    assert got.bounds == ()  # lower 0 and upper 99,999 bound nothing: no bound is kept
     assert got.secure is False  # the study-path marker file
     assert got.workload.neighbours == "bounded"
-    for a, b in zip(plain.workload.measurements, got.workload.measurements, strict=True):
-        assert (a.level, a.query.name, a.public) == (b.level, b.query.name, b.public)
-        assert b.variance == pytest.approx(a.variance, rel=1e-12)
-    assert got.budget.rho == pytest.approx(plain.budget.rho, rel=1e-9)
+    factor = single_child_bypass(plain.table, plain.workload)
+    state = float(factor[plain.table.geography.levels[1][0]])
+    assert state > 1
+    plain_by_key = {(m.level, m.query.name, m.public): m for m in plain.workload.measurements}
+    for b in got.workload.measurements:
+        a = plain_by_key[(b.level, b.query.name, b.public)]
+        want = a.variance / state if b.level == 1 and not b.public else a.variance
+        # a discrete Gaussian's exact variance is a hair under sigma^2 at sigma ~ 1
+        assert b.variance == pytest.approx(want, rel=1e-5)
+    assert not got.workload.at(2)  # the county answers no query
+    assert got.budget.rho == pytest.approx(plain.budget.rho, rel=1e-9)  # the state took it
     geo = got.table.geography
-    blocks = geo.levels[5]
-    assert blocks.size == plain.table.geography.levels[5].size
-    for m, v, w in zip(got.workload.measurements, got.values, plain.values, strict=True):
-        if m.level == 5 and not m.public:
-            missing = np.flatnonzero(np.isnan(v).any(axis=1))
-            assert missing.tolist() == [blocks.size - 1]  # the bypassed block, last
-            kept = ~np.isnan(v).any(axis=1)
-            lookup = dict(zip(plain.table.geography.ids[blocks], w, strict=True))
-            for k in np.flatnonzero(kept)[:50]:
-                assert np.array_equal(v[k], lookup[geo.ids[blocks[k]]])
+    assert geo.levels[5].size == plain.table.geography.levels[5].size
+    assert got.budget_scale is not None
+    assert (got.budget_scale[geo.levels[2]] == 0).all()
+    assert (np.delete(got.budget_scale, geo.levels[2]) == 1).all()
 
 
 def test_reader_refuses_a_folder_that_is_not_a_run(tmp_path):

@@ -253,12 +253,49 @@ def test_another_method_in_the_same_folder_is_refused(run, tmp_path):
         nmf.postprocess(run, tmp_path / "junk", method="blue")
 
 
-def test_bypassed_geounits_are_refused_before_any_solve(tmp_path):
+@pytest.mark.parametrize("method", ["topdown-2020", "blue"])
+def test_a_bypassed_run_by_state_equals_the_whole_table(tmp_path, method):
+    """A Census-like run with the spine's bypass (the District's county only in Constraint,
+    the state measured with its budget too): post-processed partition by partition, the
+    same numbers as the estimator on the whole run read at once."""
     run = nmf.synthetic_run(tmp_path / "quirky", states=["11"], seed=1, quirks=True)
-    with (
-        pytest.warns(UserWarning, match="constraints"),
-        pytest.raises(ValidationError, match="bypassed"),
-    ):
+    with pytest.warns(UserWarning, match="constraints"):
+        out = nmf.postprocess(run, tmp_path / "out", method=method)
+    with pytest.warns(UserWarning, match="constraints"):
+        whole_m = nmf.read(run)
+    assert whole_m.budget_scale is not None
+    got = _estimates(out)
+    with one_thread():
+        whole = (
+            top_down_2020(whole_m)
+            if method == "topdown-2020"
+            else project_table(whole_m, cells=True)
+        )
+    whole = _by_geocode(whole_m, whole)
+    assert got.keys() == whole.keys()
+    for g, row in whole.items():
+        if method == "topdown-2020":
+            assert np.array_equal(got[g], row), g
+        else:
+            np.testing.assert_allclose(got[g], row, atol=1e-6 * max(1.0, np.abs(row).max()))
+    county = "011001"
+    np.testing.assert_allclose(got[county], got["011"], atol=1e-6)  # the state's persons
+
+
+def test_a_missing_geounit_with_siblings_is_refused_before_its_solve(tmp_path):
+    """A block absent from DPQuery that is not an only child (not what a spine bypass
+    writes): its family has no unique least-squares split, so it is refused."""
+    run = nmf.synthetic_run(tmp_path / "run", states=["11"], seed=1)
+    where = run / "Block.parquet" / "DPQuery" / "State=011" / "part-0.parquet"
+    dp = pd.read_parquet(where)
+    first = dp["geocode"].iloc[0]
+    dp[dp["geocode"] != first].to_parquet(where, index=False)
+    con_path = run / "Block.parquet" / "Constraint" / "State=011" / "part-0.parquet"
+    con = pd.read_parquet(con_path)
+    row = dp[(dp["geocode"] == first) & dp["query_name"].str.startswith("total")]
+    row = row.drop(columns=["variance", "plb"]).assign(sign=">=", value=[[0]])
+    pd.concat([con, row], ignore_index=True).to_parquet(con_path, index=False)  # still found
+    with pytest.raises(ValidationError, match="only child"):
         nmf.postprocess(run, tmp_path / "out", method="topdown-2020")
 
 

@@ -110,6 +110,13 @@ def add_parser(commands: Any) -> None:
         "(hhgq_total_lb_con, hhgq_total_ub_con, nurse_nva_0_con) that topdown-2020 and "
         "blue-restore hold",
     )
+    parser.add_argument(
+        "--bypass",
+        action="store_true",
+        help="the production spine's single-child bypass: a chain of only children (a state "
+        "with one county, a block group with one block) measured once, at its top, with the "
+        "chain's budget; the geounits below have no DPQuery rows (the same privacy cost)",
+    )
     parser.add_argument("--quiet", action="store_true", help="print nothing on success")
     parser.set_defaults(func=run)
 
@@ -164,6 +171,7 @@ def run(args: argparse.Namespace, state: RunState) -> int:
             rng=None if secure else args.seed,
             cut_blocks=args.cut_blocks,
             bounds=bounds,
+            bypass=args.bypass,
             progress=lambda stage, done, total: bar.update(done - bar.n),
         )
         bar.close()
@@ -180,6 +188,12 @@ def run(args: argparse.Namespace, state: RunState) -> int:
             "epsilon": work.budget.to_approx_dp(args.delta),
         }
         statement["sigma_per_query"] = strategy.sigma_table().to_dict(orient="records")
+        if args.bypass:
+            statement["spine"] = (
+                "single-child bypass: a geounit that took its only child's budget has the "
+                "sigma of its level divided by the square root of its budget factor (the "
+                "DPQuery variance column); every block's path keeps the run's rho"
+            )
         (tmp / "privacy.json").write_text(json.dumps(statement, indent=2) + "\n", encoding="utf-8")
         with sigint_held():  # recorded and placed together
             if ledger is not None:

@@ -71,7 +71,10 @@ def write(
     file is written under a temporary name and renamed into place; the manifest comes last,
     so a folder without it is not a complete postdp run. Public (invariant) queries are
     written as ``=`` constraints (``total_con``), noisy ones as ``DPQuery`` rows with their
-    variance and exact budget share ``plb``.
+    variance and exact budget share ``plb`` (the query's share of the run's budget at its
+    level). A geounit measured with its own multiple of its level's budget
+    (``measurements.budget_scale``) has its variances divided by it, and no ``DPQuery`` rows
+    where it is 0 (as the Census writes the geounits its spine bypassed).
 
     Examples
     --------
@@ -105,7 +108,10 @@ def write(
     work = measurements.workload
     total = _total(work)
     plb = _shares(work, total)
+    scale = measurements.budget_scale
     for m, values in zip(work.measurements, measurements.values, strict=True):
+        if not m.public and scale is not None:
+            values = values[scale[geo.levels[m.level]] > 0]  # the others have none
         if not m.public and not np.array_equal(values, np.round(values)):
             raise ValidationError(
                 f"query {m.query.name!r} at level {m.level}: the NMF holds whole-number answers "
@@ -162,24 +168,34 @@ def write_levels(
     schema = _schema_of(measurements)
     geo = measurements.table.geography
     work = measurements.workload
+    scale = measurements.budget_scale
     for d in range(1 if offset else 0, geo.n_levels):
         nodes = geo.levels[d]
         parts = [None] if d + offset == 0 else sorted(set(subtree[nodes]))
         for part in parts:
-            rows = np.arange(nodes.size) if part is None else np.flatnonzero(subtree[nodes] == part)
+            every = (
+                np.arange(nodes.size) if part is None else np.flatnonzero(subtree[nodes] == part)
+            )
             for kind in (layout.DPQUERY, layout.CONSTRAINT):
                 items = [
                     (i, m)
                     for i, m in enumerate(work.measurements)
                     if m.level == d and m.public == (kind == layout.CONSTRAINT)
                 ]
+                rows = every
+                factors = None if scale is None else scale[nodes[rows]]
+                if kind == layout.DPQUERY and factors is not None:  # none where no budget
+                    rows, factors = rows[factors > 0], factors[factors > 0]
                 frame = _frame(
-                    pa, schema, kind, items, measurements.values, codes[nodes[rows]], rows, plb
-                )
+                    pa, schema, kind, items, measurements.values, codes[nodes[rows]], rows, plb,
+                    factors,
+                )  # fmt: skip
                 if kind == layout.CONSTRAINT and measurements.bounds:
                     frame = _with_bounds(
                         pa, schema, frame, measurements.bounds, codes[nodes[rows]], nodes[rows]
                     )
+                if kind == layout.CONSTRAINT and factors is not None and (factors == 0).any():
+                    frame = _bypassed(pa, schema, frame, codes[nodes[rows[factors == 0]]])
                 where = run / f"{names[d + offset]}.parquet" / kind
                 if part is not None:
                     where = where / layout.folder(part)
@@ -256,8 +272,11 @@ def _frame(
     geocodes: Any,
     rows: IntArray,
     plb: list[str],
+    factors: FloatArray | None = None,
 ) -> Any:
-    """The Arrow table of one partition: a row per geounit and query (geounit-major)."""
+    """The Arrow table of one partition: a row per geounit and query (geounit-major);
+    ``factors``: each geounit's multiple of its level's budget (its variances divided by
+    it)."""
     n = rows.size
     cols: dict[str, list[Any]] = {c: [] for c in layout.columns(schema, kind)}
     if not items:
@@ -294,7 +313,12 @@ def _frame(
     }
     if kind == layout.DPQUERY:
         variances = np.array([_sigma_squared(m) for _, m in items])
-        arrays["variance"] = pa.array(np.tile(variances, n), pa.float64())
+        per_row = (
+            np.tile(variances, n)
+            if factors is None
+            else (variances[None, :] / factors[:, None]).reshape(-1)
+        )
+        arrays["variance"] = pa.array(per_row, pa.float64())
         arrays["plb"] = pa.array([plb[i] for i, _ in items] * n, pa.string())
     else:
         arrays["sign"] = pa.array(["="] * (n * k), pa.string())
@@ -357,6 +381,26 @@ def _with_bounds(
             }
             pieces.append(pa.table(table).select(frame.column_names))
     return pa.concat_tables(pieces)
+
+
+def _bypassed(pa: Any, schema: Schema, frame: Any, geocodes: Any) -> Any:
+    """``frame`` with a ``total_nonneg_con`` row (total >= 0, true of any histogram) for
+    each geounit measured with no budget, so that it appears in ``Constraint`` (as the
+    Census's bypassed geounits do) and a reader finds it between its parent and children."""
+    n = len(geocodes)
+    marginal = schema.marginal("total")
+    attrs = layout.attribute_columns(marginal)
+    table = {
+        "geocode": pa.array(geocodes, pa.string()),
+        "query_name": pa.array(["total_nonneg_con"] * n, pa.string()),
+        **{a: pa.array([attrs[a]] * n, pa.string()) for a in schema.names},
+        "query_shape": pa.array([list(marginal.shape)] * n, pa.list_(pa.int64())),
+        "value": pa.ListArray.from_arrays(
+            np.arange(n + 1, dtype=np.int32), np.zeros(n, dtype=np.int64)
+        ).cast(frame.schema.field("value").type),
+        "sign": pa.array([">="] * n, pa.string()),
+    }
+    return pa.concat_tables([frame, pa.table(table).select(frame.column_names)])
 
 
 def _arrow_type(pa: Any, column: str) -> Any:

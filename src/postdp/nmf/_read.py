@@ -17,7 +17,7 @@ from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
 from postdp.nmf import _layout as layout
 from postdp.nmf._io import NO_UPPER, _pyarrow
-from postdp.nmf._workload import rebuild_workload
+from postdp.nmf._workload import budget_scale, rebuild_workload
 from postdp.tables import (
     CountBounds,
     Schema,
@@ -319,7 +319,7 @@ def _measurements(
     study: bool,
 ) -> TableMeasurements:
     order: list[tuple[int, str, bool]] = []
-    found: dict[tuple[int, str, bool], tuple[FloatArray, float, str]] = {}
+    found: dict[tuple[int, str, bool], tuple[FloatArray, float, str, FloatArray | None]] = {}
     skipped: set[str] = set()
     held: dict[tuple[str, str], tuple[FloatArray, FloatArray, set[str]]] = {}
     for d, ((dp, dp_flat), (con, con_flat)) in enumerate(frames):
@@ -344,6 +344,7 @@ def _measurements(
             name=name,
         )
         for (name, query), (lower, upper, _) in held.items()
+        if (lower > 0).any() or np.isfinite(upper).any()  # else it bounds nothing
     )
     skipped -= {q for *_, used in held.values() for q in used}
     if skipped:
@@ -353,6 +354,7 @@ def _measurements(
             stacklevel=3,
         )
     work = rebuild_workload(order, found, schema, manifest)
+    noisy = [m for m in work.measurements if not m.public]
     index = {(m.level, m.query.name, m.public): i for i, m in enumerate(work.measurements)}
     values: list[Any] = [None] * len(order)
     for key in order:
@@ -360,7 +362,9 @@ def _measurements(
     cat = schema.categories()
     cells: Any = sparse.csr_array((geo.leaves.size, cat.leaves.size), dtype=np.int64)
     secure = manifest.get("path", "secure") == "secure" if manifest else not study
-    return TableMeasurements(Table(geo, cat, cells), work, tuple(values), secure, bounds)
+    scale = budget_scale(geo, work, [found[(m.level, m.query.name, False)] for m in noisy])
+    table = Table(geo, cat, cells)
+    return TableMeasurements(table, work, tuple(values), secure, bounds, scale)
 
 
 def _collect_bounds(
@@ -443,8 +447,9 @@ def _answers(
     schema: Schema,
     where: dict[str, int],
     public: bool,
-) -> tuple[FloatArray, float, str]:
-    """(answers of every geounit of the level, NaN where absent; variance; plb)."""
+) -> tuple[FloatArray, float, str, FloatArray | None]:
+    """(answers of every geounit of the level, NaN where absent; the level's variance; plb;
+    each geounit's own variance, NaN where absent, or None when they are all the same)."""
     label = f"level {d}, query {name!r}"
     attrs = {a: str(rows[a].iloc[0]) for a in schema.names}
     marginal = layout.marginal_of(schema, name, attrs, label)
@@ -461,12 +466,16 @@ def _answers(
         )
     out = _placed(rows, flat, marginal.size, where)
     if public:
-        return out, 0.0, ""
-    variances = np.unique(rows["variance"].to_numpy(dtype=np.float64))
-    if variances.size != 1 or not (np.isfinite(variances[0]) and variances[0] > 0):
-        raise ValidationError(
-            f"{label}: the variance differs between geounits or is not positive; postdp keeps "
-            "one variance per query and level"
-        )
+        return out, 0.0, "", None
+    variance = rows["variance"].to_numpy(dtype=np.float64)
+    if not (np.isfinite(variance).all() and (variance > 0).all()):
+        raise ValidationError(f"{label}: a variance is not a positive number")
     plb = str(rows["plb"].iloc[0]) if "plb" in rows else ""
-    return out, float(variances[0]), plb
+    values, counts = np.unique(variance, return_counts=True)
+    if values.size == 1:
+        return out, float(values[0]), plb, None
+    # geounits measured with their own budgets: the level's variance is the most common one
+    # (a postdp run's is its exact share's), each geounit's own kept for its budget factor
+    own = np.full(len(where), np.nan)
+    own[[where[g] for g in rows["geocode"]]] = variance
+    return out, float(values[np.argmax(counts)]), plb, own

@@ -129,7 +129,9 @@ def _rooted(m: TableMeasurements, depth: int, nodes: Any, rank: Any) -> TableMea
 
     cells: Any = sparse.csr_array((sub_geo.leaves.size, cat.leaves.size), dtype=np.int64)
     bounds = tuple(b.take(source) for b in m.bounds)
-    return TableMeasurements(Table(sub_geo, cat, cells), lower, tuple(kept), m.secure, bounds)
+    scale = None if m.budget_scale is None else m.budget_scale[source]
+    table = Table(sub_geo, cat, cells)
+    return TableMeasurements(table, lower, tuple(kept), m.secure, bounds, scale)
 
 
 def _rank_in_level(geo: Hierarchy) -> Any:
@@ -141,12 +143,20 @@ def _rank_in_level(geo: Hierarchy) -> Any:
 
 
 def refuse_missing(m: TableMeasurements) -> None:
+    """Refuse NaN answers but those of geounits measured with no budget (the spine's
+    bypassed geounits, in ``Constraint`` only)."""
+    geo = m.table.geography
     for x, v in zip(m.workload.measurements, m.values, strict=True):
-        if v.size and np.isnan(v).any():
+        if not v.size:
+            continue
+        missing = np.isnan(v).any(axis=-1).reshape(-1, v.shape[-2]).any(axis=0)
+        if m.budget_scale is not None and not x.public:
+            missing &= m.budget_scale[geo.levels[x.level]] > 0
+        if missing.any():
             raise ValidationError(
                 f"query {x.query.name!r} at level {x.level} has no answers for some geounits "
-                "(geounits the spine bypassed, in Constraint only); postdp's estimators need "
-                "an answer for every geounit of a measured level"
+                "that have answers to other queries; postdp's estimators need every query "
+                "of a level answered by each geounit measured there"
             )
 
 

@@ -1,11 +1,17 @@
 """The workload of a run read back (private): each query's privacy cost from the manifest's
-exact rho or from its variance, and the queries themselves, built once per process."""
+exact rho or from its variance, the queries themselves, built once per process, and each
+geounit's budget factor where its variances are not its level's."""
 
 from __future__ import annotations
 
 from fractions import Fraction
 from typing import Any
 
+import numpy as np
+
+from postdp._typing import FloatArray
+from postdp.errors import ValidationError
+from postdp.hierarchy import Hierarchy
 from postdp.mechanisms import DiscreteGaussian, Gaussian
 from postdp.tables import Measurement, Query, Schema, Workload
 
@@ -58,3 +64,37 @@ def _fraction(text: str) -> Fraction | None:
     except (ValueError, ZeroDivisionError):
         return None
     return out if out > 0 and "." not in text and "e" not in text.lower() else None
+
+
+def budget_scale(geo: Hierarchy, work: Workload, found: list[Any]) -> FloatArray | None:
+    """Each geounit's budget factor: its level's variance (the rebuilt mechanism's sigma^2)
+    over its own, the same for every noisy query of its level, and 0 where it answers none
+    of them (a geounit the spine bypassed); None when every factor is 1. ``found``: per
+    noisy measurement of ``work``, what the reader found (answers, variance, plb, each
+    geounit's own variance or None)."""
+    scale = np.ones(geo.n)
+    levels: dict[int, list[FloatArray]] = {}
+    answered: dict[int, Any] = {}
+    for m, (values, variance, _, own) in zip(
+        (m for m in work.measurements if not m.public), found, strict=True
+    ):
+        sigma2 = float(getattr(m.mechanism, "sigma", 0.0)) ** 2 or m.variance
+        factor = sigma2 / (np.full(values.shape[0], variance) if own is None else own)
+        levels.setdefault(m.level, []).append(factor)
+        answered[m.level] = answered.get(m.level, False) | ~np.isnan(values).all(axis=-1)
+    kids = np.bincount(geo.parent[geo.parent >= 0], minlength=geo.n)
+    for d in range(1, geo.n_levels):  # no answers at all, only children: bypassed throughout
+        only = (kids[geo.parent[geo.levels[d]]] == 1).all()
+        if only and not any(m.level == d for m in work.measurements):
+            scale[geo.levels[d]] = 0.0
+    for d, factors in levels.items():
+        for f in factors[1:]:
+            if not np.allclose(f, factors[0], rtol=1e-9, equal_nan=True):
+                raise ValidationError(
+                    f"level {d}: a geounit's variances are not one multiple of its level's "
+                    "for every query; postdp keeps one budget factor per geounit"
+                )
+        factor = np.where(np.isnan(factors[0]), 1.0, factors[0])
+        factor[np.isclose(factor, 1.0, rtol=1e-12, atol=0)] = 1.0  # sigma^2 from the variance
+        scale[geo.levels[d]] = np.where(answered[d], factor, 0.0)
+    return None if np.allclose(scale, 1.0, rtol=1e-12, atol=0) else scale

@@ -32,7 +32,9 @@ from postdp.nmf._io import (
     run_manifest,
     write_levels,
 )
-from postdp.tables import CountBounds, Table, measure
+from postdp.tables import CountBounds, Table, single_child_bypass
+from postdp.tables._noise import measure_part
+from postdp.tables.bypass import check_budget_scale
 
 __all__ = ["measure_by_state"]
 
@@ -47,6 +49,7 @@ def measure_by_state(
     rng: RNGLike = None,
     cut_blocks: int = 100_000,
     bounds: Callable[[Table], Sequence[CountBounds]] | None = None,
+    bypass: bool = False,
     progress: Callable[[str, int, int], None] | None = None,
 ) -> Path:
     """Measure each state's table with a preset strategy and write the run, one state at a
@@ -78,6 +81,10 @@ def measure_by_state(
         ``bounds(table)``: the structural bounds of a state's table (e.g. ``lambda t:
         facility_bounds(synthetic_facilities(t), t.geography)``), written as ``Constraint``
         rows beside the measurements; the nation's are the sums of its states'.
+    bypass : bool, default False
+        The production spine's single-child bypass (:func:`postdp.tables.single_child_bypass`,
+        on each state's table): a chain of only children measured once, at its top, with
+        the chain's budget; the geounits below have no ``DPQuery`` rows.
     progress : callable, optional
         ``progress("states", done, total)`` after each state.
 
@@ -110,7 +117,7 @@ def measure_by_state(
         raise ValidationError(f"{str(run)!r} exists and is not an empty folder")
     names = tuple(strategy.levels)
     streams = [None] * (len(states) + 1) if secure else _rng.spawn(rng, len(states) + 1)
-    rows, state_ids, top_bounds = [], [], []
+    rows, state_ids, top_bounds, top_scale = [], [], [], []
     report = progress or (lambda stage, done, total: None)
     root, upper, total = "", None, None
     run.mkdir(parents=True, exist_ok=True)
@@ -123,17 +130,22 @@ def measure_by_state(
         if len(subs) != 1:
             raise ValidationError(f"tables({state!r}) must hold one state; it has {len(subs)}")
         root = str(table.geography.ids[table.geography.root])
+        scale = _bypass(table, work) if bypass else None
+        if scale is not None:
+            top_scale.append(float(scale[table.geography.levels[1][0]]))
         held = tuple(bounds(table)) if bounds is not None else ()
         top_bounds.append([b.take(table.geography.levels[1]) for b in held])
         rows.append(np.asarray(top_table.cells[[0]].sum(axis=0)).ravel())
         state_ids.append(str(subs[0].geography.ids[subs[0].geography.root]))
         state_table = subs[0]
         held = _slice(held, table.geography, state_table.geography)
+        if scale is not None:
+            scale = scale[_rows(table.geography, state_table.geography)]
         del table, top_table, subs
         code = "0" + str(state_table.geography.ids[state_table.geography.root])
         _by_subtree(
             state_table, below, run, names, total, secure, streams[k],
-            code=code, depth=1, cut_blocks=cut_blocks, bounds=held,
+            code=code, depth=1, cut_blocks=cut_blocks, bounds=held, scale=scale,
         )  # fmt: skip
         report("states", k + 1, len(states))
         del state_table
@@ -142,7 +154,8 @@ def measure_by_state(
     geo = Hierarchy.from_parents([root, *state_ids], parents)
     top = Table(geo, cat, np.asarray(rows, dtype=np.int64))
     assert upper is not None
-    m = measure(top, upper, secure=secure, rng=streams[-1], bounds=_top_bounds(top_bounds))
+    scale = np.array([1.0, *top_scale]) if bypass else None
+    m = measure_part(top, upper, secure, streams[-1], None, _top_bounds(top_bounds), scale)
     codes, subtree = _geocodes(geo)
     write_levels(m, run, names, codes, subtree, _shares(upper, total))
     manifest = run_manifest(m, names, root, total, strategy.name)
@@ -164,24 +177,27 @@ def _by_subtree(
     depth: int,
     cut_blocks: int,
     bounds: tuple[CountBounds, ...] = (),
+    scale: Any = None,
 ) -> None:
     """Measure and write the subtree ``sub`` rooted at run level ``depth`` (its root's own
     measurements are written above it) in partition ``code``: whole when it has at most
     ``cut_blocks`` blocks or no level below its children, else its children's own
     measurements, then each child's subtree the same way. A subtree's levels go to
-    ``part-<its root's geocode>.parquet`` (a state's: ``part-0.parquet``)."""
+    ``part-<its root's geocode>.parquet`` (a state's: ``part-0.parquet``); ``scale``: its
+    geounits' budget factors (checked with the whole state's)."""
     codes, _ = _geocodes(sub.geography, rooted=False)
     file = layout.PART if depth == 1 else f"part-{codes[sub.geography.root]}.parquet"
     where = np.full(codes.size, code)
     if sub.geography.leaves.size <= cut_blocks or depth + 2 > len(names) - 1:
-        m = measure(sub, work, secure=secure, rng=rng, bounds=bounds)
+        m = measure_part(sub, work, secure, rng, None, bounds, scale)
         write_levels(m, run, names, codes, where, _shares(work, total), offset=depth, file=file)
         return
     children, subs = sub.split_at(1)
     upper, lower = work.split_at(1)
     streams = [None] * (len(subs) + 1) if secure else _rng.spawn(rng, len(subs) + 1)
     held = _slice(bounds, sub.geography, children.geography)
-    m = measure(children, upper, secure=secure, rng=streams[-1], bounds=held)
+    part = None if scale is None else scale[_rows(sub.geography, children.geography)]
+    m = measure_part(children, upper, secure, streams[-1], None, held, part)
     codes, _ = _geocodes(children.geography, rooted=False)
     write_levels(
         m, run, names, codes, np.full(codes.size, code), _shares(upper, total), offset=depth,
@@ -194,7 +210,21 @@ def _by_subtree(
             child, lower, run, names, total, secure, streams[k],
             code=code, depth=depth + 1, cut_blocks=cut_blocks,
             bounds=_slice(bounds, sub.geography, child.geography),
+            scale=None if scale is None else scale[_rows(sub.geography, child.geography)],
         )  # fmt: skip
+
+
+def _bypass(table: Table, work: Any) -> Any:
+    """A state's budget factors (its whole table: the nation > the state > ...), checked
+    to spend no more than the workload on any path before anything is drawn."""
+    scale = single_child_bypass(table, work)
+    check_budget_scale(scale, table.geography, work)
+    return scale
+
+
+def _rows(whole: Hierarchy, part: Hierarchy) -> Any:
+    """Rows of ``whole`` holding ``part``'s geounits (by id), in ``part``'s order."""
+    return whole.index([str(i) for i in part.ids])
 
 
 def _slice(
@@ -203,7 +233,7 @@ def _slice(
     """The bounds of ``part``'s geounits (found by id in ``whole``)."""
     if not bounds:
         return ()
-    rows = whole.index([str(i) for i in part.ids])
+    rows = _rows(whole, part)
     return tuple(b.take(rows) for b in bounds)
 
 

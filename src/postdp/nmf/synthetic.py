@@ -41,9 +41,10 @@ def synthetic_run(
         rebuilds the workload from the variances), the group-quarters constraints on every
         block as the Census writes them (``hhgq_total_lb_con`` with sign ``>=`` and 0,
         ``hhgq_total_ub_con`` with ``<=`` and 99,999), a constraint on the Census's own
-        recodes (``nurse_nva_0_con``, which postdp leaves out with a warning), and
-        the first subtree's first block present only in ``Constraint`` (as a geounit the
-        spine bypassed).
+        recodes (``nurse_nva_0_con``, which postdp leaves out with a warning), and the
+        production spine's single-child bypass (:func:`postdp.tables.single_child_bypass`:
+        a state with one county measured with the county's budget too, its variances
+        smaller, the county present only in ``Constraint``).
 
     Returns
     -------
@@ -60,11 +61,13 @@ def synthetic_run(
     (False, 6)
     """
     from postdp.data import load_strategy, synthetic_population
-    from postdp.tables import measure
+    from postdp.tables import measure, single_child_bypass
 
     s = load_strategy("pl94-2020-persons")
     table = synthetic_population(states=list(states), seed=seed)
-    m = measure(table, s.workload(table), secure=False, rng=seed)
+    work = s.workload(table)
+    scale = single_child_bypass(table, work) if quirks else None
+    m = measure(table, work, secure=False, rng=seed, budget_scale=scale)
     run = write(m, run_dir, strategy=s.name)
     (run / STUDY_MARKER).write_text(
         "Drawn on postdp's study path (numpy's generator) from a synthetic population: "
@@ -82,7 +85,7 @@ def _add_quirks(run: Path) -> None:
     pa, pq = _pyarrow()
     (run / layout.MANIFEST).unlink()
     leaf = run / f"{layout.LEVELS_2020[-1]}.parquet"
-    for n, where in enumerate(sorted((leaf / layout.DPQUERY).iterdir())):
+    for where in sorted((leaf / layout.DPQUERY).iterdir()):
         dp = pq.read_table(where / layout.PART).to_pandas()
         con_path = leaf / layout.CONSTRAINT / where.name / layout.PART
         con = pq.read_table(con_path).to_pandas()
@@ -123,7 +126,5 @@ def _add_quirks(run: Path) -> None:
             )
         )
         con = pd.concat([con, *extra], ignore_index=True)
-        if n == 0:  # a block the spine bypassed: in Constraint only
-            dp = dp[dp["geocode"] != blocks[0]]
         pq.write_table(pa.Table.from_pandas(dp, preserve_index=False), where / layout.PART)
         pq.write_table(pa.Table.from_pandas(con, preserve_index=False), con_path)

@@ -81,7 +81,7 @@ class TableProjector:
         geo, cat = self.table.geography, self.table.categories
         object.__setattr__(self, "_basis", None)
         object.__setattr__(self, "_tree", None)
-        scale = check_budget_scale(self.budget_scale, geo, self.workload)
+        scale = check_budget_scale(self.budget_scale, geo, self.workload, spend=False)
         object.__setattr__(self, "budget_scale", scale)
         if table_schema(cat, self.workload) is not None:
             # every query a marginal of the table's schema: the marginal basis, no c x c
@@ -118,7 +118,7 @@ class TableProjector:
         """
         if measurements.workload is not self.workload:
             raise ValidationError("the measurements come from a different workload")
-        measurements = _answered(measurements, self.budget_scale)
+        measurements = answered(measurements, self.budget_scale)
         geo = self.table.geography
         lead = measurements.values[0].shape[:-2]
         B = int(np.prod(lead)) if lead else 1
@@ -296,7 +296,7 @@ def _smoothed_variances(projector: TableProjector) -> FloatArray:
     return variances
 
 
-def _answered(m: TableMeasurements, scale: FloatArray | None) -> TableMeasurements:
+def answered(m: TableMeasurements, scale: FloatArray | None) -> TableMeasurements:
     """``m`` with 0 in place of the NaN answers of geounits measured with no budget (their
     rows carry no weight), refused unless its budget factors are the projector's."""
     mine = m.budget_scale

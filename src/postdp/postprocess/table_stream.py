@@ -36,7 +36,7 @@ from postdp._typing import FloatArray
 from postdp.errors import ValidationError
 from postdp.postprocess._solvers.marginal_basis import MarginalBasis, table_schema
 from postdp.postprocess._solvers.table_tree import TreeGLS
-from postdp.postprocess.table_projection import level_answers, level_matrices
+from postdp.postprocess.table_projection import answered, level_answers, level_matrices
 from postdp.postprocess.table_topdown import top_down_table
 from postdp.tables import Measurement, Query, TableMeasurements, Workload
 from postdp.tables.bypass import uniform_budget
@@ -125,7 +125,6 @@ def project_by_subtree(
     >>> bool(np.allclose(parts[1][0], parts[0][1]))  # subtree a's root is the top's row a
     True
     """
-    uniform_budget(top, "project_by_subtree")
     if method not in _METHODS:
         raise ValidationError(f"`method` must be 'blue' or 'top-down'; got {method!r}")
     if not isinstance(top, TableMeasurements):
@@ -138,6 +137,7 @@ def project_by_subtree(
         )
     wanted = list(variances)
     if method == "top-down":
+        uniform_budget(top, "project_by_subtree(method='top-down')")
         if wanted:
             raise ValidationError("`variances` are those of 'blue' (top-down has none)")
         return _top_down(top, subtree)
@@ -203,18 +203,24 @@ class _Solver:
 
     def __init__(self, m: TableMeasurements, basis: Any, below: list[FloatArray] | None) -> None:
         self.geo = m.table.geography
+        scale = m.budget_scale  # each geounit's own budget factor, if any
         if basis is not None:
-            self.marginal = MarginalBasis(self.geo, m.workload, basis=basis, below=below)
+            self.marginal = MarginalBasis(
+                self.geo, m.workload, basis=basis, below=below, scale=scale
+            )
             return
         self.levels = level_matrices(m.table, m.workload)
         c = m.table.categories.leaves.size
         cov = None if below is None else below[0]
-        self.tree = TreeGLS(self.geo, [(A, r) for A, r, _ in self.levels], c, cov)
+        per_level = [(A, r) for A, r, _ in self.levels]
+        self.tree = TreeGLS(self.geo, per_level, c, cov, scale=scale)
 
     def _values(self, m: TableMeasurements, B: int) -> list[FloatArray]:
+        m = answered(m, m.budget_scale)
         return [v.reshape(B, *v.shape[-2:]) for v in m.values]
 
     def _ys(self, m: TableMeasurements, B: int) -> list[FloatArray]:
+        m = answered(m, m.budget_scale)
         return [level_answers(self.geo, self.levels[d], m, d, B) for d in range(self.geo.n_levels)]
 
     def upward(self, m: TableMeasurements, B: int) -> list[tuple[FloatArray, FloatArray]]:

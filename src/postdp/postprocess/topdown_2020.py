@@ -60,6 +60,8 @@ from postdp._typing import ArrayLike, FloatArray, IntArray
 from postdp.errors import ConvergenceError, ValidationError
 from postdp.postprocess._solvers.family_box import solve_family_box
 from postdp.postprocess._solvers.family_nnls import LevelQuadratic, solve_family
+from postdp.postprocess._solvers.family_totals import largest_remainders as _largest_remainders
+from postdp.postprocess._solvers.family_totals import only_children, pass_zero
 from postdp.postprocess._solvers.marginal_basis import table_schema
 from postdp.postprocess._solvers.nested_rounding import (
     PRODUCTION_ROUNDERS,
@@ -67,7 +69,6 @@ from postdp.postprocess._solvers.nested_rounding import (
     rounder_chain,
 )
 from postdp.postprocess._solvers.root_nnls import bounded_root, certified_root
-from postdp.postprocess._solvers.simplex import weighted_simplex
 from postdp.postprocess._solvers.structural import (
     FamilyRows,
     StructuralPlan,
@@ -159,7 +160,12 @@ def top_down_2020(
     if bounds is None:
         bounds = measurements.bounds
     plan = _Plan(
-        measurements.table, measurements.workload, rounders, bounds, measurements.budget_scale
+        measurements.table,
+        measurements.workload,
+        rounders,
+        bounds,
+        measurements.budget_scale,
+        root_fixed=root is not None,
     )
     lead = measurements.values[0].shape[:-2]
     B = int(np.prod(lead)) if lead else 1
@@ -251,8 +257,11 @@ class _Plan:
         rounders: Sequence[str] | None,
         bounds: Sequence[CountBounds] = (),
         scale: FloatArray | None = None,
+        root_fixed: bool = False,
     ) -> None:
-        self.scale = only_children_unmeasured(table.geography, scale, "topdown-2020")
+        self.scale = only_children_unmeasured(
+            table.geography, scale, "topdown-2020", root_fixed=root_fixed
+        )
         schema = table_schema(table.categories, work)
         if schema is None:
             raise ValidationError(
@@ -272,7 +281,7 @@ class _Plan:
             noisy = [(i, m) for i, m in mine if not m.public]
             totals = [(i, m) for i, m in noisy if m.query.size == 1]
             others = [(i, m) for i, m in noisy if m.query.size != 1]
-            if d > 0 and not totals and not public:
+            if d > 0 and not totals and not public and not only_children(table.geography, d):
                 raise ValidationError(
                     f"topdown-2020 needs a noisy or public total at every level below the "
                     f"root; level {d} has none"
@@ -369,7 +378,7 @@ class _Plan:
         if public is not None:  # a public total is pass 0's answer and holds exactly
             x = _solve(H, b, p, G, g, None, bound, a)
         else:
-            first = _pass_zero(level["totals"], values, rows, float(p.sum()), a)
+            first = pass_zero(level["totals"], values, rows, float(p.sum()), a)
             tau = 0.0 if bound is None else min_tolerance(first, p, bound)
             box = (first - tau - slack, first + tau + slack)
             x = _solve(H, b, p, None, None, box, bound, a)
@@ -472,32 +481,5 @@ def _certified(
     return x
 
 
-def _pass_zero(
-    totals: list[tuple[int, Measurement]],
-    values: list[FloatArray],
-    rows: IntArray,
-    total: float,
-    a: FloatArray | None = None,
-) -> FloatArray:
-    """Least-squares pass 0: children's totals >= 0 adding up to ``total``, closest to their
-    noisy totals (several measurements of the total combined by their weights; child j's
-    distance weighted by a_j)."""
-    weight = sum(1.0 / m.variance for _, m in totals)
-    y = sum(values[i][rows, 0] / m.variance for i, m in totals) / weight
-    h = np.ones(rows.size) if a is None else a
-    return weighted_simplex(np.asarray(y, dtype=np.float64), h, total)
-
-
 def _weighted(b: FloatArray, a: FloatArray | None) -> FloatArray:
     return b if a is None else b * a[:, None]
-
-
-def _largest_remainders(t: FloatArray, total: int) -> IntArray:
-    """Integers, each the floor or ceiling of t, adding up to ``total``, L1-closest to t."""
-    base = np.floor(t).astype(np.int64)
-    extra = total - int(base.sum())
-    if not 0 <= extra <= t.size:
-        raise ConvergenceError("the children's totals do not add up to the parent's")
-    order = np.argsort(-(t - base), kind="stable")
-    base[order[:extra]] += 1
-    return base

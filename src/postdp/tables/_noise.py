@@ -18,7 +18,7 @@ from postdp.errors import PrivacyLeakWarning, ValidationError
 from postdp.mechanisms import Budget
 from postdp.tables._table import Table
 from postdp.tables.bounds import CountBounds
-from postdp.tables.bypass import check_budget_scale
+from postdp.tables.bypass import check_budget_scale, level_rho
 from postdp.tables.workload import Query, Workload
 
 _CHUNK = 1 << 22  # study-path noise drawn in pieces of about this many values
@@ -209,9 +209,27 @@ def measure(
         raise ValidationError(
             "`rng` and `size` are for the study path; pass secure=False for reproducible draws"
         )
+    scale = check_budget_scale(budget_scale, table.geography, workload)
+    return measure_part(table, workload, secure, rng, size, bounds, scale)
+
+
+def measure_part(
+    table: Table,
+    workload: Workload,
+    secure: bool,
+    rng: RNGLike,
+    size: int | None,
+    bounds: Sequence[CountBounds],
+    scale: FloatArray | None,
+) -> TableMeasurements:
+    """:func:`measure` with budget factors already checked as a whole: ``table`` may be a
+    piece of a larger one (a state's subtree, the nation and its states) whose factors move
+    budget across the cut, so a path of the piece alone may spend more than its levels'."""
     geo, cat = table.geography, table.categories
     _check_bounds(bounds, workload, geo.n)
-    scale = check_budget_scale(budget_scale, geo, workload)
+    if scale is not None:
+        check_budget_scale(scale, geo, workload, spend=False)
+        level_rho(workload, geo.n_levels)  # zero-concentrated mechanisms only
     detailed = None if table.is_sparse else table.detailed()
     codes = tuple(str(c) for c in cat.ids[cat.leaves])
     of_schema: dict[int, bool] = {}  # per schema: are its cells the table's?

@@ -111,11 +111,12 @@ def single_child_bypass(table: Table, workload: Workload) -> FloatArray:
 
 
 def check_budget_scale(
-    scale: ArrayLike | None, geography: Hierarchy, workload: Workload
+    scale: ArrayLike | None, geography: Hierarchy, workload: Workload, *, spend: bool = True
 ) -> FloatArray | None:
     """``scale`` as a float array (None when absent or all 1), refused unless it has one
-    finite factor >= 0 per geounit, the workload is zero-concentrated, and no leaf's path
-    to the root spends more than the levels' budgets summed (the workload's cost)."""
+    finite factor >= 0 per geounit and, when the factors are to be spent (``spend``: before
+    drawing), the workload is zero-concentrated and no leaf's path to the root spends more
+    than the levels' budgets summed (the workload's cost)."""
     if scale is None:
         return None
     s = np.asarray(scale, dtype=np.float64)
@@ -127,6 +128,8 @@ def check_budget_scale(
         raise ValidationError("`budget_scale` must hold finite factors >= 0")
     if (s == 1.0).all():
         return None
+    if not spend:
+        return s
     rho = level_rho(workload, geography.n_levels)
     path = np.zeros(geography.n)
     for d, nodes in enumerate(geography.levels):
@@ -143,18 +146,21 @@ def check_budget_scale(
 
 
 def only_children_unmeasured(
-    geography: Hierarchy, scale: FloatArray | None, who: str
+    geography: Hierarchy, scale: FloatArray | None, who: str, *, root_fixed: bool = False
 ) -> FloatArray | None:
-    """``scale``, refused where a geounit with no budget is the root or has siblings (a
-    family split by least squares would then have no unique answer)."""
+    """``scale``, refused where a geounit with no budget is the root (unless its histogram
+    is fixed from outside, ``root_fixed``) or has siblings (a family split by least squares
+    would then have no unique answer)."""
     if scale is None:
         return None
     gone = np.flatnonzero(scale == 0)
+    if root_fixed:
+        gone = gone[geography.parent[gone] >= 0]
     kids = np.bincount(geography.parent[geography.parent >= 0], minlength=geography.n)
     if (geography.parent[gone] < 0).any() or (kids[geography.parent[gone]] != 1).any():
         raise ValidationError(
-            f"{who}: a geounit measured with no budget must be an only child (the "
-            "production spine's bypass); some is the root or has siblings"
+            f"{who}: a geounit with no noisy answers (no budget, as one the spine bypassed) "
+            "must be an only child, its parent's persons; some is the root or has siblings"
         )
     return scale
 

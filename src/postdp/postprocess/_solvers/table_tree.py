@@ -70,8 +70,6 @@ class TreeGLS:
         self.geography, self.levels, self.c, self.below = geography, levels, c, below
         self.scale = np.ones(geography.n)
         if scale is not None:
-            if below is not None:
-                raise ValidationError("per-geounit budgets are not solved by subtree yet")
             self.scale[geography.layout.position] = scale
         self.sig: IntArray
         self.shapes: list[_Shape]
@@ -99,12 +97,13 @@ class TreeGLS:
                     lo = lay.starts[d][f]
                     kids_of[int(p)] = tuple(sorted(kid_sig[lo : lo + lay.sizes[d][f]].tolist()))
             for p in range(b0, b1):
+                at = float(self.scale[p])
                 if p >= first_leaf:  # a leaf standing for a subtree: its own shape
                     assert self.below is not None
-                    shapes.append(_shape(d, A, r, [self.below[p - first_leaf]], self.c))
+                    kid = _Shape(self.below[p - first_leaf], None, None, None)
+                    shapes.append(_node_shape(d, A, r, at, [kid], self.c))
                     sig[p] = len(shapes) - 1
                     continue
-                at = float(self.scale[p])
                 key: tuple[object, ...] = (d, own, at, kids_of.get(p, ()))
                 if key not in index:
                     index[key] = len(shapes)
