@@ -7,6 +7,7 @@ Run by hand (never collected by pytest)::
     python benchmarks/bench_pl94.py --states 50 --repeat 3   # Vermont
     python benchmarks/bench_pl94.py --draws 3 --report pl94.html
     python benchmarks/bench_pl94.py --spine optimised         # the production block groups
+    python benchmarks/bench_pl94.py --spine optimised --bypass  # and its single-child bypass
 
 Study path (numpy draws from fixed seeds). For each state: the synthetic 2020 population
 (``postdp.data.synthetic_population``), the persons preset's workload
@@ -23,6 +24,10 @@ noise floor), then on those same measurements:
   ``postdp.round``;
 - ``blue-restore-int``: ``postdp.postprocess.blue_restore(..., integral=True)`` (each family
   rounded by the production rounder's flow as the restoration goes down).
+
+With ``--bypass`` each geounit is measured with the budget of the production spine's
+single-child bypass (``single_child_bypass``: a chain of only children measured once, at its
+top); ``topdown`` (which weighs a level's geounits alike) is then left out.
 
 With ``--facilities`` the measurements carry the 2020 structural constraints
 (``facility_bounds(synthetic_facilities(table))``: group-quarters counts at least their
@@ -62,13 +67,13 @@ from postdp.data import (
 )
 from postdp.postprocess import blue_restore
 from postdp.report import compare_estimators
-from postdp.tables import measure, optimised_block_groups
+from postdp.tables import measure, optimised_block_groups, single_child_bypass
 
 LEVELS = ["US", "State", "County", "Tract", "Block group", "Block"]
 
 
 def _estimators(m, table, rng):
-    return {
+    steps = {
         "topdown-2020": lambda: postdp.project(m, method="topdown-2020"),
         "topdown": lambda: postdp.round(postdp.top_down(m), table, rng=rng),
         "blue": lambda: postdp.project(m, nonneg=False, method="blue"),
@@ -77,6 +82,9 @@ def _estimators(m, table, rng):
         ),
         "blue-restore-int": lambda: blue_restore(m, integral=True),
     }
+    if m.budget_scale is not None:
+        del steps["topdown"]  # it weighs every geounit of a level alike
+    return steps
 
 
 def _timed(step):
@@ -109,6 +117,11 @@ def main() -> None:
         help="optimised: block groups regrouped in their tracts (optimised_block_groups)",
     )
     parser.add_argument(
+        "--bypass",
+        action="store_true",
+        help="measure with the spine's single-child bypass (single_child_bypass)",
+    )
+    parser.add_argument(
         "--facilities",
         action="store_true",
         help="measure with the 2020 structural constraints (synthetic facilities)",
@@ -122,6 +135,7 @@ def main() -> None:
             table = optimised_block_groups(table)
         geo = table.geography
         work = strategy.workload(table)
+        scale = single_child_bypass(table, work) if args.bypass else None
         bounds = ()
         if args.facilities:
             bounds = facility_bounds(synthetic_facilities(table, seed=args.seed), geo)
@@ -130,11 +144,15 @@ def main() -> None:
             f"\n== state {state}: {int(table.counts()[0, 0]):,} people; geounits by level "
             + " > ".join(f"{n:,}" for n in sizes)
         )
+        if scale is not None:
+            print(f"  bypass: {int((scale == 0).sum()):,} geounits measured with their parent")
         times: dict[str, list[float]] = {}
         ratios: dict[str, list[float]] = {}
         peaks: dict[str, int] = {}
         for run in range(args.repeat):
-            draw = functools.partial(measure, table, work, secure=False, rng=run, bounds=bounds)
+            draw = functools.partial(
+                measure, table, work, secure=False, rng=run, bounds=bounds, budget_scale=scale
+            )
             m, floor = _timed(draw)
             times.setdefault("noise floor", []).append(floor)
             for name, step in _estimators(m, table, run).items():
@@ -155,7 +173,7 @@ def main() -> None:
             )
         released: dict[str, list[np.ndarray]] = {}
         for k in range(args.draws):
-            m = measure(table, work, secure=False, rng=1000 + k, bounds=bounds)
+            m = measure(table, work, secure=False, rng=1000 + k, bounds=bounds, budget_scale=scale)
             for name, step in _estimators(m, table, 2000 + k).items():
                 released.setdefault(name, []).append(np.asarray(step(), dtype=np.float64))
             del m

@@ -128,7 +128,7 @@ def test_least_squares_weighs_each_geounit_by_its_budget():
     m = measure(table, w, secure=False, rng=3, budget_scale=s)
     ref, ref_var = dense_gls(m)
     np.testing.assert_allclose(project_table(m), ref, rtol=0, atol=1e-9 * np.abs(ref).max())
-    projector = TableProjector(table, w, s)
+    projector = TableProjector(table, w, budget_scale=s)
     np.testing.assert_allclose(projector.variances(), ref_var, rtol=0, atol=1e-12)
     est = project_table(m)
     geo = table.geography
@@ -155,7 +155,7 @@ def test_random_spines_and_schemas_equal_dense_gls(seed):
     s = single_child_bypass(table, w)
     s[s == 1] = rng.choice([1.0, 0.5, 0.25], size=int((s == 1).sum()))  # spending less is fine
     m = measure(table, w, secure=False, rng=seed, budget_scale=s)
-    projector = TableProjector(table, w, s)
+    projector = TableProjector(table, w, budget_scale=s)
     assert projector._basis is not None
     ref, ref_var = dense_gls(m)
     scale = max(1.0, float(np.abs(ref).max()))
@@ -168,10 +168,10 @@ def test_a_geounit_with_no_budget_and_siblings_is_refused():
     table, w = _chain_case()
     s = np.ones(10)
     s[4] = 0.0  # t2 has no answers but its blocks': fine
-    TableProjector(table, w, s)
+    TableProjector(table, w, budget_scale=s)
     s[7] = 0.0  # b2 has none at all, and a sibling, b3
     with pytest.raises(ValidationError, match="siblings"):
-        TableProjector(table, w, s)
+        TableProjector(table, w, budget_scale=s)
 
 
 def test_measurements_and_projector_must_share_their_factors():

@@ -32,8 +32,7 @@ from postdp.nmf._io import (
     run_manifest,
     write_levels,
 )
-from postdp.tables import CountBounds, Table, single_child_bypass
-from postdp.tables._noise import measure_part
+from postdp.tables import CountBounds, Table, measure, single_child_bypass
 from postdp.tables.bypass import check_budget_scale
 
 __all__ = ["measure_by_state"]
@@ -155,7 +154,10 @@ def measure_by_state(
     top = Table(geo, cat, np.asarray(rows, dtype=np.int64))
     assert upper is not None
     scale = np.array([1.0, *top_scale]) if bypass else None
-    m = measure_part(top, upper, secure, streams[-1], None, _top_bounds(top_bounds), scale)
+    m = measure(
+        top, upper, secure=secure, rng=streams[-1], bounds=_top_bounds(top_bounds),
+        budget_scale=scale, budget_checked=True,
+    )  # fmt: skip
     codes, subtree = _geocodes(geo)
     write_levels(m, run, names, codes, subtree, _shares(upper, total))
     manifest = run_manifest(m, names, root, total, strategy.name)
@@ -189,7 +191,10 @@ def _by_subtree(
     file = layout.PART if depth == 1 else f"part-{codes[sub.geography.root]}.parquet"
     where = np.full(codes.size, code)
     if sub.geography.leaves.size <= cut_blocks or depth + 2 > len(names) - 1:
-        m = measure_part(sub, work, secure, rng, None, bounds, scale)
+        m = measure(
+            sub, work, secure=secure, rng=rng, bounds=bounds, budget_scale=scale,
+            budget_checked=True,
+        )  # fmt: skip
         write_levels(m, run, names, codes, where, _shares(work, total), offset=depth, file=file)
         return
     children, subs = sub.split_at(1)
@@ -197,7 +202,10 @@ def _by_subtree(
     streams = [None] * (len(subs) + 1) if secure else _rng.spawn(rng, len(subs) + 1)
     held = _slice(bounds, sub.geography, children.geography)
     part = None if scale is None else scale[_rows(sub.geography, children.geography)]
-    m = measure_part(children, upper, secure, streams[-1], None, held, part)
+    m = measure(
+        children, upper, secure=secure, rng=streams[-1], bounds=held, budget_scale=part,
+        budget_checked=True,
+    )  # fmt: skip
     codes, _ = _geocodes(children.geography, rooted=False)
     write_levels(
         m, run, names, codes, np.full(codes.size, code), _shares(upper, total), offset=depth,

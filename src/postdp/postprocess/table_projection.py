@@ -72,7 +72,7 @@ class TableProjector:
 
     table: Table
     workload: Workload
-    budget_scale: FloatArray | None = None
+    budget_scale: FloatArray | None = field(default=None, kw_only=True)
     _levels: list[tuple[FloatArray, FloatArray, list[int]]] = field(init=False, repr=False)
     _tree: TreeGLS | None = field(init=False, repr=False)
     _basis: MarginalBasis | None = field(init=False, repr=False)
@@ -263,7 +263,9 @@ def project_table(measurements: TableMeasurements, *, cells: bool = False) -> Fl
     >>> bool(abs(est[0, 0] - 100) < 1e-9)  # the public total holds
     True
     """
-    projector = TableProjector(measurements.table, measurements.workload, measurements.budget_scale)
+    projector = TableProjector(
+        measurements.table, measurements.workload, budget_scale=measurements.budget_scale
+    )
     detailed = projector(measurements)
     if cells:
         return detailed

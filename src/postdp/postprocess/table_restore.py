@@ -121,7 +121,7 @@ def blue_restore(
     lead = measurements.values[0].shape[:-2]
     B = int(np.prod(lead)) if lead else 1
     scale = only_children_unmeasured(geo, measurements.budget_scale, "blue-restore")
-    blue = TableProjector(table, workload, scale)(measurements).reshape(B, geo.n, c)
+    blue = TableProjector(table, workload, budget_scale=scale)(measurements).reshape(B, geo.n, c)
     values = [v.reshape(B, *v.shape[-2:]) for v in measurements.values]
     out = np.empty((B, geo.n, c))
     for d in range(geo.n_levels):

@@ -159,6 +159,7 @@ def measure(
     size: int | None = None,
     bounds: Sequence[CountBounds] = (),
     budget_scale: ArrayLike | None = None,
+    budget_checked: bool = False,
 ) -> TableMeasurements:
     """Answer every query of ``workload`` on ``table``, adding each measurement's noise.
 
@@ -180,6 +181,11 @@ def measure(
         mechanisms only): its noisy answers are drawn with that budget, none where it is 0
         (NaN answers); no leaf's path may spend more than the levels' sum
         (:func:`postdp.tables.single_child_bypass` gives the production spine's).
+    budget_checked : bool, default False
+        The factors were checked against the whole design by the caller, and ``table`` is
+        a piece of it measured apart (a nation's states, one state's subtree): budget moves
+        across the cut, so a path of the piece alone may spend more than its own levels';
+        only their form is checked here.
 
     Returns
     -------
@@ -209,26 +215,10 @@ def measure(
         raise ValidationError(
             "`rng` and `size` are for the study path; pass secure=False for reproducible draws"
         )
-    scale = check_budget_scale(budget_scale, table.geography, workload)
-    return measure_part(table, workload, secure, rng, size, bounds, scale)
-
-
-def measure_part(
-    table: Table,
-    workload: Workload,
-    secure: bool,
-    rng: RNGLike,
-    size: int | None,
-    bounds: Sequence[CountBounds],
-    scale: FloatArray | None,
-) -> TableMeasurements:
-    """:func:`measure` with budget factors already checked as a whole: ``table`` may be a
-    piece of a larger one (a state's subtree, the nation and its states) whose factors move
-    budget across the cut, so a path of the piece alone may spend more than its levels'."""
     geo, cat = table.geography, table.categories
     _check_bounds(bounds, workload, geo.n)
+    scale = check_budget_scale(budget_scale, geo, workload, spend=not budget_checked)
     if scale is not None:
-        check_budget_scale(scale, geo, workload, spend=False)
         level_rho(workload, geo.n_levels)  # zero-concentrated mechanisms only
     detailed = None if table.is_sparse else table.detailed()
     codes = tuple(str(c) for c in cat.ids[cat.leaves])
