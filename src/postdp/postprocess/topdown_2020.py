@@ -216,7 +216,8 @@ def check_top_down_2020(
     >>> from postdp import Gaussian, Hierarchy
     >>> from postdp.tables import Attribute, Measurement, Query, Schema, Table, Workload
     >>> s = Schema([Attribute("a", ["0", "1"])])
-    >>> t = Table(Hierarchy.from_parents(["S", "p"], [None, "S"]), s.categories(), [[1, 2]])
+    >>> geo = Hierarchy.from_parents(["S", "p", "q"], [None, "S", "S"])
+    >>> t = Table(geo, s.categories(), [[1, 2], [0, 3]])
     >>> w = Workload([Measurement(d, Query.marginal(s, "detailed"), Gaussian(rho=1.0))
     ...               for d in range(2)])
     >>> try:
