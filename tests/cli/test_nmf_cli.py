@@ -455,3 +455,9 @@ def test_measure_bypass_writes_the_spines_budgets_and_postprocess_reads_them(tmp
     for g in np.flatnonzero(want == 0):
         parent = "0" + str(geo.ids[geo.parent[g]])
         assert np.array_equal(released["0" + str(geo.ids[g])], released[parent])
+    capsys.readouterr()
+    assert main(["postprocess", str(run), "--method", "topdown", "--quiet",
+                 "--output-dir", str(tmp_path / "o2")]) == 2  # fmt: skip
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--method 'topdown'" in err[0] and "own budgets" in err[0]
+    assert not (tmp_path / "o2").exists()

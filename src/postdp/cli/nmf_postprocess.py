@@ -111,6 +111,10 @@ def run(args: argparse.Namespace, state: RunState) -> int:
     from postdp.cli._tables import check_step_fits
 
     check_step_fits(args, top.table, top.workload, step, option="--method")
+    from postdp.nmf.runs import check_budgets
+
+    with flag("--method", args.method):
+        check_budgets(run_dir, top, step)
     client, cluster = _scheduler(args)
     from postdp.nmf import postprocess
 

@@ -122,6 +122,8 @@ def write(
     subtrees = sorted(set(subtree[geo.levels[1]])) if geo.n_levels > 1 else []
     manifest = run_manifest(measurements, names, str(geo.ids[geo.root]), total, strategy)
     manifest["subtrees"] = subtrees
+    if measurements.budget_scale is not None:
+        manifest["budget_scale"] = "per geounit"
     _atomic_text(run / layout.MANIFEST, json.dumps(manifest, indent=2) + "\n")
     return run
 

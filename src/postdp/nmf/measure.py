@@ -162,6 +162,8 @@ def measure_by_state(
     write_levels(m, run, names, codes, subtree, _shares(upper, total))
     manifest = run_manifest(m, names, root, total, strategy.name)
     manifest["subtrees"] = sorted({"0" + s for s in state_ids})
+    if bypass:
+        manifest["budget_scale"] = "single-child bypass"
     _atomic_text(run / layout.MANIFEST, json.dumps(manifest, indent=2) + "\n")
     return run
 

@@ -151,6 +151,7 @@ def postprocess(
     out = Path(output_dir)
     codes = subtrees(run)
     top = read(run, levels=2)
+    check_budgets(run, top, step)
     plan = {
         "run": str(run.resolve()),
         "run_fingerprint": fingerprint(run),
@@ -185,6 +186,23 @@ def postprocess(
     }
     _atomic_text(out / DONE, json.dumps(manifest, indent=2) + "\n")
     return out
+
+
+#: The steps that weigh each geounit by its own budget (a run with the spine's bypass).
+PER_GEOUNIT_STEPS = ("topdown-2020", "blue", "blue-restore", "blue-restore-2020")
+
+
+def check_budgets(run: Path, top: TableMeasurements, step: str) -> None:
+    """Refuse, before any solve, a step that weighs a level's geounits alike on a run whose
+    geounits have their own budgets (its manifest says so, or its top level shows it)."""
+    manifest = layout.read_manifest(run) or {}
+    if step in PER_GEOUNIT_STEPS:
+        return
+    if manifest.get("budget_scale") or top.budget_scale is not None:
+        raise ValidationError(
+            f"{step!r} weighs every geounit of a level alike; this run measured geounits "
+            f"with their own budgets (the spine's bypass): use {', '.join(PER_GEOUNIT_STEPS)}"
+        )
 
 
 # -- methods -------------------------------------------------------------------------------
