@@ -461,3 +461,21 @@ def test_measure_bypass_writes_the_spines_budgets_and_postprocess_reads_them(tmp
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--method 'topdown'" in err[0] and "own budgets" in err[0]
     assert not (tmp_path / "o2").exists()
+
+
+def test_measure_builds_each_states_table_once(tmp_path, monkeypatch):
+    """The first state's table, built to check the design before any draw, is the one
+    measured (not built a second time)."""
+    import postdp.data
+
+    real = postdp.data.synthetic_population
+    built = []
+
+    def counted(*args, **kwargs):
+        built.append(kwargs.get("states"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(postdp.data, "synthetic_population", counted)
+    args = ["measure", "--synthetic", "11", "--study", "--seed", "1", "--quiet"]
+    assert main([*args, "--output-dir", str(tmp_path / "run")]) == 0
+    assert built == [["11"]]

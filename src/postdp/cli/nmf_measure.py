@@ -136,7 +136,10 @@ def run(args: argparse.Namespace, state: RunState) -> int:
         strategy = load_strategy(args.strategy)
     states, tables, source, digest = _source(args, strategy)
     with flag("--strategy", args.strategy):
-        work = strategy.workload(tables(states[0]))  # made again, one state at a time
+        first = tables(states[0])
+        work = strategy.workload(first)  # made again, one state at a time
+    tables = _built_once(tables, states[0], first)
+    del first  # held by `tables` until the run takes it, then freed
     bounds = _facilities(args, strategy)
     run_dir = _check_run(args.output_dir)
     if args.input and Path(args.input).expanduser().resolve() in (run_dir, *run_dir.parents):
@@ -288,6 +291,17 @@ def _source(args: argparse.Namespace, strategy: Any) -> tuple[list[str], Any, st
 
     source = f"synthetic population states={','.join(states)} seed={args.population_seed}"
     return states, synthetic, source, hashlib.sha256(source.encode()).hexdigest()
+
+
+def _built_once(tables: Any, state: str, table: Any) -> Any:
+    """``tables`` that hands over the table already built for ``state`` (to check the
+    design before drawing) instead of building it again."""
+    held = {state: table}
+
+    def build(code: str) -> Any:
+        return held.pop(code) if code in held else tables(code)
+
+    return build
 
 
 def _facilities(args: argparse.Namespace, strategy: Any) -> Any:
