@@ -408,11 +408,13 @@ def _collect_bounds(
         held[(base, query)] = (lower, upper, used)
 
 
-def _placed(rows: pd.DataFrame, flat: np.ndarray, size: int, where: dict[str, int]) -> FloatArray:
+def _placed(
+    rows: pd.DataFrame, flat: np.ndarray, size: int, where: dict[str, int]
+) -> tuple[FloatArray, IntArray]:
     """Each row's ``size`` answers at its geounit's place in ``where`` (NaN where a geounit
-    has none). Rows stored back to back (as written) are read as one view of ``flat``, and
-    rows already in ``where``'s order are copied without an index: a block level's answers
-    are the largest arrays of a read."""
+    has none), and each row's place. Rows stored back to back (as written) are read as one
+    view of ``flat``, and rows already in ``where``'s order are copied without an index: a
+    block level's answers are the largest arrays of a read."""
     starts = rows["_start"].to_numpy(dtype=np.int64)
     n = starts.size
     if n and np.array_equal(np.diff(starts), np.full(n - 1, size)):
@@ -423,12 +425,12 @@ def _placed(rows: pd.DataFrame, flat: np.ndarray, size: int, where: dict[str, in
     out = np.empty((len(where), size))
     if n == len(where) and np.array_equal(places, np.arange(n)):
         out[:] = values
-        return out
+        return out, places
     out[places] = values
     absent = np.ones(len(where), dtype=bool)
     absent[places] = False
     out[absent] = np.nan
-    return out
+    return out, places
 
 
 def _is_marginal(schema: Schema, name: str) -> bool:
@@ -464,7 +466,7 @@ def _answers(
         raise ValidationError(
             f"{label}: {lengths.tolist()} answers per geounit; expected {marginal.size}"
         )
-    out = _placed(rows, flat, marginal.size, where)
+    out, places = _placed(rows, flat, marginal.size, where)
     if public:
         return out, 0.0, "", None
     variance = rows["variance"].to_numpy(dtype=np.float64)
@@ -477,5 +479,5 @@ def _answers(
     # geounits measured with their own budgets: the level's variance is the most common one
     # (a postdp run's is its exact share's), each geounit's own kept for its budget factor
     own = np.full(len(where), np.nan)
-    own[[where[g] for g in rows["geocode"]]] = variance
+    own[places] = variance
     return out, float(values[np.argmax(counts)]), plb, own

@@ -14,6 +14,7 @@ from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
 from postdp.mechanisms import DiscreteGaussian, Gaussian
 from postdp.tables import Measurement, Query, Schema, Workload
+from postdp.tables.bypass import only_children
 
 
 def rebuild_workload(
@@ -82,9 +83,8 @@ def budget_scale(geo: Hierarchy, work: Workload, found: list[Any]) -> FloatArray
         factor = sigma2 / (np.full(values.shape[0], variance) if own is None else own)
         levels.setdefault(m.level, []).append(factor)
         answered[m.level] = answered.get(m.level, False) | ~np.isnan(values).all(axis=-1)
-    kids = np.bincount(geo.parent[geo.parent >= 0], minlength=geo.n)
     for d in range(1, geo.n_levels):  # no answers at all, only children: bypassed throughout
-        only = (kids[geo.parent[geo.levels[d]]] == 1).all()
+        only = only_children(geo, geo.levels[d]).all()
         if only and not any(m.level == d for m in work.measurements):
             scale[geo.levels[d]] = 0.0
     for d, factors in levels.items():

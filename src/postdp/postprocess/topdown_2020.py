@@ -61,7 +61,7 @@ from postdp.errors import ConvergenceError, ValidationError
 from postdp.postprocess._solvers.family_box import solve_family_box
 from postdp.postprocess._solvers.family_nnls import LevelQuadratic, solve_family
 from postdp.postprocess._solvers.family_totals import largest_remainders as _largest_remainders
-from postdp.postprocess._solvers.family_totals import only_children, pass_zero
+from postdp.postprocess._solvers.family_totals import pass_zero
 from postdp.postprocess._solvers.marginal_basis import table_schema
 from postdp.postprocess._solvers.nested_rounding import (
     PRODUCTION_ROUNDERS,
@@ -77,7 +77,7 @@ from postdp.postprocess._solvers.structural import (
 )
 from postdp.tables import Measurement, Table, TableMeasurements, Workload
 from postdp.tables.bounds import CountBounds
-from postdp.tables.bypass import only_children_unmeasured
+from postdp.tables.bypass import only_children, only_children_unmeasured
 
 __all__ = ["ROUNDER_QUERIES", "check_top_down_2020", "top_down_2020"]
 
@@ -282,7 +282,12 @@ class _Plan:
             noisy = [(i, m) for i, m in mine if not m.public]
             totals = [(i, m) for i, m in noisy if m.query.size == 1]
             others = [(i, m) for i, m in noisy if m.query.size != 1]
-            if d > 0 and not totals and not public and not only_children(table.geography, d):
+            if (
+                d > 0
+                and not totals
+                and not public
+                and not only_children(table.geography, table.geography.levels[d]).all()
+            ):
                 raise ValidationError(
                     f"topdown-2020 needs a noisy or public total at every level below the "
                     f"root; level {d} has none"

@@ -218,7 +218,7 @@ def measure(
     geo, cat = table.geography, table.categories
     _check_bounds(bounds, workload, geo.n)
     scale = check_budget_scale(budget_scale, geo, workload, spend=not budget_checked)
-    if scale is not None:
+    if scale is not None and budget_checked:  # else checked with the paths
         level_rho(workload, geo.n_levels)  # zero-concentrated mechanisms only
     detailed = None if table.is_sparse else table.detailed()
     codes = tuple(str(c) for c in cat.ids[cat.leaves])

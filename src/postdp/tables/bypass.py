@@ -21,16 +21,20 @@ not done here.
 from __future__ import annotations
 
 import numpy as np
+import numpy.typing as npt
 
-from postdp._typing import ArrayLike, FloatArray
+from postdp._typing import ArrayLike, FloatArray, IntArray
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
 from postdp.tables._table import Table
 from postdp.tables.workload import Workload
 
+BoolArray = npt.NDArray[np.bool_]
+
 __all__ = [
     "check_budget_scale",
     "level_rho",
+    "only_children",
     "only_children_unmeasured",
     "single_child_bypass",
     "uniform_budget",
@@ -145,6 +149,14 @@ def check_budget_scale(
     return s
 
 
+def only_children(geography: Hierarchy, nodes: IntArray) -> BoolArray:
+    """Whether each geounit of ``nodes`` is its parent's only child (the root is not)."""
+    kids = np.bincount(geography.parent[geography.parent >= 0], minlength=geography.n)
+    above = geography.parent[nodes]
+    out: BoolArray = (above >= 0) & (kids[np.maximum(above, 0)] == 1)
+    return out
+
+
 def only_children_unmeasured(
     geography: Hierarchy, scale: FloatArray | None, who: str, *, root_fixed: bool = False
 ) -> FloatArray | None:
@@ -156,8 +168,7 @@ def only_children_unmeasured(
     gone = np.flatnonzero(scale == 0)
     if root_fixed:
         gone = gone[geography.parent[gone] >= 0]
-    kids = np.bincount(geography.parent[geography.parent >= 0], minlength=geography.n)
-    if (geography.parent[gone] < 0).any() or (kids[geography.parent[gone]] != 1).any():
+    if not only_children(geography, gone).all():
         raise ValidationError(
             f"{who}: a geounit with no noisy answers (no budget, as one the spine bypassed) "
             "must be an only child, its parent's persons; some is the root or has siblings"

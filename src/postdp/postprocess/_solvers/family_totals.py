@@ -1,10 +1,8 @@
 """The children's totals in the 2020 TopDown (private): least-squares pass 0 (the totals
 closest to their noisy totals, a weighted simplex projection), the rounder's largest
-remainders, and the levels whose families need no split at all."""
+remainders."""
 
 from __future__ import annotations
-
-from typing import Any
 
 import numpy as np
 
@@ -13,7 +11,7 @@ from postdp.errors import ConvergenceError
 from postdp.postprocess._solvers.simplex import weighted_simplex
 from postdp.tables import Measurement
 
-__all__ = ["largest_remainders", "only_children", "pass_zero"]
+__all__ = ["largest_remainders", "pass_zero"]
 
 
 def pass_zero(
@@ -41,10 +39,3 @@ def largest_remainders(t: FloatArray, total: int) -> IntArray:
     order = np.argsort(-(t - base), kind="stable")
     base[order[:extra]] += 1
     return base
-
-
-def only_children(geo: Any, d: int) -> bool:
-    """Every geounit of level d is its parent's only child (its family needs no answers:
-    a level the spine bypassed throughout)."""
-    kids = np.bincount(geo.parent[geo.levels[d]], minlength=geo.n)
-    return bool((kids[geo.parent[geo.levels[d]]] == 1).all())
