@@ -12,7 +12,7 @@ import pytest
 from postdp.data import synthetic_population
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
-from postdp.tables import Table, optimised_block_groups
+from postdp.tables import Table, aian_branches, optimised_block_groups
 
 
 def _check(old, new, cutoff=12):
@@ -69,3 +69,80 @@ def test_off_spine_labels_are_never_split_across_a_group():
     shallow = Table(Hierarchy.from_parents(["S", "a"], [None, "S"]), cat, [[1, 2]])
     with pytest.raises(ValidationError, match="at least 3 levels"):
         optimised_block_groups(shallow)
+
+
+def test_aian_branches_split_every_geounit_below_the_states_into_its_parts():
+    """The AIAN spine (``pl94-2020-design.md`` section 1.5; ``define_spines.py``): a level of
+    branches below each state, every county, tract and block group split into its parts in
+    each branch; the blocks, their cells and every total above the branches unchanged."""
+    old = synthetic_population(["10", "11"], seed=2)
+    geo = old.geography
+    rng = np.random.default_rng(4)
+    tract = geo.parent[geo.parent[geo.leaves]]
+    state = geo.ids[geo.parent[geo.parent[tract]]]
+    picked = rng.choice(np.unique(tract[state == "10"]), 6, replace=False)
+    flags = np.isin(tract, picked) | (rng.random(geo.leaves.size) < 0.01) & (state == "10")
+    new = aian_branches(old, aian=flags)
+    g = new.geography
+    assert g.n_levels == geo.n_levels + 1
+    # the blocks and their cells, reordered by id
+    pos = {str(b): k for k, b in enumerate(geo.ids[geo.leaves])}
+    back = np.array([pos[str(b)] for b in g.ids[g.leaves]])
+    assert sorted(back.tolist()) == list(range(geo.leaves.size))
+    assert (new.cells != old.cells[back]).nnz == 0
+    # the levels above the branches keep their ids and totals
+    t_new, t_old = _totals(new), _totals(old)
+    for d in range(2):
+        np.testing.assert_array_equal(
+            t_new[g.index(list(geo.ids[geo.levels[d]]))], t_old[geo.levels[d]]
+        )
+    # branches: 010 and 110 for Delaware, only 011 for the District
+    assert sorted(g.ids[g.levels[2]].tolist()) == ["010", "011", "110"]
+    flag_of = dict(zip(geo.ids[geo.leaves], flags, strict=True))
+    old_pos = {str(i): k for k, i in enumerate(geo.ids)}
+    for d in range(2, g.n_levels - 1):
+        for node in rng.permutation(g.levels[d])[:12]:
+            name = str(g.ids[node])
+            kids = np.flatnonzero(g.parent == node)
+            if d < g.n_levels - 2:  # the parts below carry the branch's flag
+                assert all(str(k).startswith(name[0]) for k in g.ids[kids])
+            # a part holds exactly its geounit's blocks in its branch
+            below = g.leaves[np.isin(g.leaves, _descendants(g, node))]
+            assert {bool(flag_of[b]) for b in g.ids[below]} == {name[0] == "1"}
+            whole = old_pos[name[1:]]
+            mine = set(geo.ids[geo.leaves[np.isin(geo.leaves, _descendants(geo, whole))]])
+            assert set(g.ids[below]) == {b for b in mine if bool(flag_of[b]) == (name[0] == "1")}
+    # the parts of a geounit add up to it
+    assert t_new[g.index(["010", "110"])].sum() == t_old[geo.index(["10"])][0]
+    assert t_new[g.index(["110"])][0] == old.cells[np.flatnonzero(flags)].sum()
+
+
+def _totals(table):
+    geo = table.geography
+    out = np.zeros(geo.n, dtype=np.int64)
+    out[geo.leaves] = np.asarray(table.cells.sum(axis=1)).ravel()
+    for d in range(geo.n_levels - 1, 0, -1):
+        np.add.at(out, geo.parent[geo.levels[d]], out[geo.levels[d]])
+    return out
+
+
+def _descendants(geo, node):
+    out, frontier = [], [node]
+    while frontier:
+        kids = np.flatnonzero(np.isin(geo.parent, frontier))
+        out.extend(kids.tolist())
+        frontier = kids.tolist()
+    return np.array(out, dtype=np.int64)
+
+
+def test_aian_branches_refuse_bad_flags_and_levels():
+    t = synthetic_population(["11"], seed=0)
+    n = t.geography.leaves.size
+    with pytest.raises(ValidationError, match="one flag"):
+        aian_branches(t, aian=np.zeros(n - 1, dtype=bool))
+    with pytest.raises(ValidationError, match="one flag"):
+        aian_branches(t, aian=np.full(n, 0.5))
+    with pytest.raises(ValidationError, match="`level`"):
+        aian_branches(t, aian=np.zeros(n, dtype=bool), level=5)
+    no_aian = aian_branches(t, aian=np.zeros(n, dtype=bool))  # one branch, the 0 part
+    assert no_aian.geography.ids[no_aian.geography.levels[2]].tolist() == ["011"]

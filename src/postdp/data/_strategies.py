@@ -222,15 +222,39 @@ class Strategy:
             new = np.asarray(new)
         return Table(table.geography, self.schema.categories(), new)
 
-    def workload(self, table: Table) -> Workload:
+    def workload(self, table: Table, *, aian: bool = False) -> Workload:
         """The strategy's :class:`~postdp.tables.Workload` for a table of this schema whose
         geography has one level per geolevel (root = US).
+
+        Parameters
+        ----------
+        table : Table
+        aian : bool, default False
+            The table is over the AIAN spine (:func:`postdp.tables.aian_branches`: one level
+            more, the states' branches below the states). The branches are measured with the
+            State level's queries and budget, as the production's spine states were; the
+            states keep their invariant totals and no noisy query; a branch's query is public
+            when every level below the states publishes it (the units run's totals).
+
+        Returns
+        -------
+        Workload
 
         Raises
         ------
         ValidationError
             If the table's detailed cells are not the schema's, or its geography has another
             number of levels.
+
+        Examples
+        --------
+        >>> from postdp.data import synthetic_population
+        >>> from postdp.tables import aian_branches
+        >>> t = synthetic_population(states=["11"], seed=0)
+        >>> flags = np.arange(t.geography.leaves.size) % 50 == 0
+        >>> w = load_strategy("pl94-2020-persons").workload(aian_branches(t, aian=flags), aian=True)
+        >>> sorted({m.level for m in w.measurements if m.public}), round(w.budget.rho, 4)
+        ([0, 1], 2.5562)
         """
         if not isinstance(table, Table):
             raise TypeError(f"`table` must be a Table; got {type(table).__name__}")
@@ -239,22 +263,28 @@ class Strategy:
                 f"strategy {self.name!r} needs a table of its schema's {self.schema.size} "
                 "detailed cells (Table(geography, schema.categories(), cells))"
             )
-        if table.geography.n_levels != len(self.levels):
+        names = (*self.levels[:2], "State branch", *self.levels[2:]) if aian else self.levels
+        if table.geography.n_levels != len(names):
             raise ValidationError(
-                f"strategy {self.name!r} measures {len(self.levels)} geolevels "
-                f"({' > '.join(self.levels)}); the table's geography has "
+                f"strategy {self.name!r} measures {len(names)} geolevels "
+                f"({' > '.join(names)}); the table's geography has "
                 f"{table.geography.n_levels}"
             )
+        at = [d + (aian and d >= 1) for d in range(len(self.levels))]  # a geolevel's level
         levels: dict[int, tuple[Share, Mapping[Query | str, Share]]] = {}
         for d, shares in enumerate(self.query_shares):
             queries: dict[Query | str, Share] = {}
             queries.update(shares)
-            levels[d] = (self.level_shares[d], queries)
+            levels[at[d]] = (self.level_shares[d], queries)
+        public = [(d if d <= 1 else at[d], q) for d, q in self.invariants]
+        if aian:
+            below = [{q for d, q in self.invariants if d == e} for e in range(2, len(at))]
+            public += [(2, q) for q in sorted(set.intersection(*below))]
         return Workload.from_shares(
             levels,
             total=self.rho,
             schema=self.schema,
-            public=self.invariants,
+            public=public,
             neighbours="bounded",
         )
 

@@ -35,6 +35,7 @@ import numpy as np
 
 from postdp._typing import FloatArray
 from postdp.errors import ValidationError
+from postdp.hierarchy import Hierarchy
 from postdp.postprocess._solvers.family_level import split_level
 from postdp.postprocess._solvers.family_nnls import LevelQuadratic
 from postdp.postprocess._solvers.marginal_basis import identifies_cells, table_schema
@@ -43,7 +44,7 @@ from postdp.postprocess._solvers.root_nnls import bounded_root, certified_root
 from postdp.postprocess._solvers.structural import FamilyRows, StructuralPlan, rounder_limits
 from postdp.tables import CountBounds, Measurement, Table, TableMeasurements, Workload
 from postdp.tables.bypass import only_children_unmeasured
-from postdp.tables.schema import Schema
+from postdp.tables.schema import Marginal, Schema
 
 __all__ = ["blue_restore", "check_blue_restore"]
 
@@ -126,17 +127,15 @@ def blue_restore(
     out = np.empty((B, geo.n, c))
     for d in range(geo.n_levels):
         nodes = geo.levels[d]
-        noisy = [m for m in workload.at(d) if not m.public]
-        marginals = [m.query.marginal_of for m in noisy]
-        if noisy and identifies_cells([q for q in marginals if q is not None]):
-            quadratic = LevelQuadratic(
-                [q.cell_groups() for q in marginals if q is not None],
-                [1.0 / m.variance for m in noisy],
-            )
-            used = [q for q in marginals if q is not None]
-        else:  # the Euclidean distance where the level's queries leave cells unknown
+        weight = None if scale is None else scale[nodes]
+        metric = _metric(workload, d)
+        if metric is None and d > 0 and not any(not m.public for m in workload.at(d)):
+            metric, weight = _borrowed(workload, geo, d, scale)
+        if metric is None:  # the Euclidean distance where the level's queries leave cells unknown
             quadratic = LevelQuadratic([np.arange(c)], [1.0])
             used = [schema.marginal("detailed")]
+        else:
+            quadratic, used = metric
         publics = [(i, m) for i, m in enumerate(workload.measurements) if m.level == d and m.public]
         for b in range(B):
             own = [q.apply(blue[b, nodes]) for q in used]  # A_q blue: b = H blue
@@ -168,10 +167,38 @@ def blue_restore(
                     geounits=nodes,
                     rounder=(chain, cell_weight) if integral else None,
                     totals=totals,
-                    weight=None if scale is None else scale[nodes],
+                    weight=weight,
                 )
     result: FloatArray = out.reshape(*lead, geo.n, c)
     return result
+
+
+def _metric(workload: Workload, d: int) -> tuple[LevelQuadratic, list[Marginal]] | None:
+    """Level ``d``'s information metric and its marginals, None where its noisy marginals
+    leave cells unknown."""
+    noisy = [m for m in workload.at(d) if not m.public]
+    used = [m.query.marginal_of for m in noisy if m.query.marginal_of is not None]
+    if not noisy or len(used) < len(noisy) or not identifies_cells(used):
+        return None
+    quadratic = LevelQuadratic([q.cell_groups() for q in used], [1.0 / m.variance for m in noisy])
+    return quadratic, used
+
+
+def _borrowed(
+    workload: Workload, geo: Hierarchy, d: int, scale: FloatArray | None
+) -> tuple[tuple[LevelQuadratic, list[Marginal]] | None, FloatArray | None]:
+    """A level measured by nothing noisy (the AIAN spine's states, known by their branches):
+    the metric of the level below, each geounit weighed by the information of its children's
+    sum, 1 / sum_j (1 / s_j); None where that level leaves cells unknown or a child has no
+    budget."""
+    metric = _metric(workload, d + 1) if d + 1 < geo.n_levels else None
+    kids = geo.levels[d + 1] if metric is not None else np.zeros(0, dtype=np.int64)
+    s = np.ones(kids.size) if scale is None else scale[kids]
+    if metric is None or (s <= 0).any():
+        return None, None if scale is None else scale[geo.levels[d]]
+    spread = np.bincount(geo.parent[kids], weights=1.0 / s, minlength=geo.n)
+    weight: FloatArray = 1.0 / spread[geo.levels[d]]
+    return metric, None if (weight == 1.0).all() else weight
 
 
 def _root(

@@ -58,8 +58,13 @@ import numpy as np
 
 from postdp._typing import ArrayLike, FloatArray, IntArray
 from postdp.errors import ConvergenceError, ValidationError
-from postdp.postprocess._solvers.family_box import solve_family_box
-from postdp.postprocess._solvers.family_nnls import LevelQuadratic, solve_family
+from postdp.postprocess._solvers.family_nnls import LevelQuadratic
+from postdp.postprocess._solvers.family_passes import (
+    level_quadratic,
+    solve_pass,
+    total_rows,
+    weighted,
+)
 from postdp.postprocess._solvers.family_totals import largest_remainders as _largest_remainders
 from postdp.postprocess._solvers.family_totals import pass_zero
 from postdp.postprocess._solvers.marginal_basis import table_schema
@@ -70,12 +75,11 @@ from postdp.postprocess._solvers.nested_rounding import (
 )
 from postdp.postprocess._solvers.root_nnls import bounded_root, certified_root
 from postdp.postprocess._solvers.structural import (
-    FamilyRows,
     StructuralPlan,
     min_tolerance,
     rounder_limits,
 )
-from postdp.tables import Measurement, Table, TableMeasurements, Workload
+from postdp.tables import Table, TableMeasurements, Workload
 from postdp.tables.bounds import CountBounds
 from postdp.tables.bypass import only_children, only_children_unmeasured
 
@@ -175,18 +179,29 @@ def top_down_2020(
     fixed = None if root is None else _fixed_root(root, lead, plan.c)
     for b in range(B):
         out[b, 0] = plan.root([v[b] for v in values]) if fixed is None else fixed[b]
+        draw = [v[b] for v in values]
         for d in range(1, geo.n_levels):
+            if d in plan.through:
+                continue  # solved with the level below, from the level above
             kids = geo.levels[d]
-            parents, up = np.unique(geo.parent[kids], return_inverse=True)
+            above = geo.parent[kids]
+            grouped = d - 1 in plan.through
+            if grouped:
+                above = geo.parent[above]
+            parents, up = np.unique(above, return_inverse=True)
             order = np.argsort(up, kind="stable")
             edges = np.searchsorted(up[order], np.arange(parents.size + 1))
             leaves = d == geo.n_levels - 1 and not cut
             for f, parent in enumerate(parents):
                 rows = kids[order[edges[f] : edges[f + 1]]]
-                out[b, rows] = plan.family(
-                    d, out[b, parent], rows, _rows(geo, d, rows), [v[b] for v in values], slack,
-                    leaves,
-                )  # fmt: skip
+                if grouped:
+                    out[b, rows] = plan.grouped(d, out[b, parent], rows, _rows(geo, d, rows), draw)
+                else:
+                    out[b, rows] = plan.family(
+                        d, out[b, parent], rows, _rows(geo, d, rows), draw, slack, leaves
+                    )
+            if grouped:
+                np.add.at(out[b], geo.parent[kids], out[b, kids])
     return out.reshape(*lead, geo.n, plan.c)
 
 
@@ -270,6 +285,7 @@ class _Plan:
                 "persons preset's workload)"
             )
         self.c = schema.size
+        self.through: set[int] = set()  # levels solved with the one below (AIAN spine states)
         self.levels: list[dict[str, Any]] = []
         for d in range(table.geography.n_levels):
             mine = [(i, m) for i, m in enumerate(work.measurements) if m.level == d]
@@ -282,22 +298,25 @@ class _Plan:
             noisy = [(i, m) for i, m in mine if not m.public]
             totals = [(i, m) for i, m in noisy if m.query.size == 1]
             others = [(i, m) for i, m in noisy if m.query.size != 1]
-            if (
-                d > 0
-                and not totals
-                and not public
-                and not only_children(table.geography, table.geography.levels[d]).all()
-            ):
+            alone = only_children(table.geography, table.geography.levels[d]).all()
+            if d > 0 and not totals and not public and not alone:
                 raise ValidationError(
                     f"topdown-2020 needs a noisy or public total at every level below the "
                     f"root; level {d} has none"
                 )
+            if d > 0 and public and not noisy and not alone:
+                if d + 2 >= table.geography.n_levels:
+                    raise ValidationError(
+                        f"topdown-2020: level {d} has public totals and no noisy query; it "
+                        "is solved with the level below, which must not be the leaves"
+                    )
+                self.through.add(d)
             self.levels.append(
                 {
                     "public": public[0][0] if public else None,
                     "totals": totals,
-                    "all": _quadratic(noisy),
-                    "others": _quadratic(others),
+                    "all": level_quadratic(noisy),
+                    "others": level_quadratic(others),
                     "noisy": [i for i, _ in noisy],
                     "other_ids": [i for i, _ in others],
                 }
@@ -305,6 +324,7 @@ class _Plan:
         self.chain, self.cell_weight = rounder_chain(schema, rounders)
         self.structural = StructuralPlan(schema, bounds, table.geography.n, self.chain)
         self.root_id = table.geography.root
+        self.geography = table.geography
 
     def root(self, values: list[FloatArray]) -> IntArray:
         """The root's integer histogram: least squares, then one rounder pass."""
@@ -361,12 +381,12 @@ class _Plan:
         public = None if level["public"] is None else values[level["public"]][rows, 0]
         chain = [(g[cells], w) for g, w in self.chain]
         bound = self.structural.family(cells, geounits) if self.structural else None
-        G, g = _total_rows(public, cells.size)
+        G, g = total_rows(public, cells.size)
         totals = None if public is None else np.rint(public).astype(np.int64)
         if leaves:  # one pass of each, as production does for the blocks
             quad: LevelQuadratic = level["all"]
-            b = _weighted(quad.linear([values[i][rows] for i in level["noisy"]], cells), a)
-            x = _solve(quad.block(cells), b, p, G, g, None, bound, a)
+            b = weighted(quad.linear([values[i][rows] for i in level["noisy"]], cells), a)
+            x = solve_pass(quad.block(cells), b, p, G, g, None, bound, a)
             rounded = round_nested(
                 x,
                 chain,
@@ -379,15 +399,15 @@ class _Plan:
             out[:, cells] = rounded.x
             return out
         quad = level["others"]
-        b = _weighted(quad.linear([values[i][rows] for i in level["other_ids"]], cells), a)
+        b = weighted(quad.linear([values[i][rows] for i in level["other_ids"]], cells), a)
         H = quad.block(cells)
         if public is not None:  # a public total is pass 0's answer and holds exactly
-            x = _solve(H, b, p, G, g, None, bound, a)
+            x = solve_pass(H, b, p, G, g, None, bound, a)
         else:
             first = pass_zero(level["totals"], values, rows, float(p.sum()), a)
             tau = 0.0 if bound is None else min_tolerance(first, p, bound)
             box = (first - tau - slack, first + tau + slack)
-            x = _solve(H, b, p, None, None, box, bound, a)
+            x = solve_pass(H, b, p, None, None, box, bound, a)
             totals = _largest_remainders(x.sum(axis=1), int(parent.sum()))
         try:
             rounded = self._round(x, chain, parent[cells], totals, bound)
@@ -406,6 +426,48 @@ class _Plan:
         out[:, cells] = rounded.x
         return out
 
+    def grouped(
+        self, d: int, parent: IntArray, geounits: IntArray, rows: IntArray, values: list[FloatArray]
+    ) -> IntArray:
+        """A grandparent's grandchildren at level ``d`` (the AIAN spine's branches), the
+        level above them measured by public totals only (the states): as a family, each
+        group's totals adding up to its public total (the production's ``State_total``
+        rows). Pass 0 is a weighted simplex per group; pass 1 then holds each branch's total
+        at pass 0's (production let a group's branches trade up to the slack between them,
+        with their sum held); the rounder rounds each group's totals by largest remainders
+        to its total."""
+        groups, group = np.unique(self.geography.parent[geounits], return_inverse=True)
+        states = _rows(self.geography, d - 1, groups)
+        target = np.rint(values[self.levels[d - 1]["public"]][states, 0])
+        out = np.zeros((rows.size, self.c), dtype=np.int64)
+        cells = np.flatnonzero(parent > 0)
+        if not cells.size:
+            return out
+        level = self.levels[d]
+        a = None if self.scale is None else self.scale[geounits]
+        a = None if a is None or (a == 1.0).all() else a
+        first = np.empty(rows.size)
+        totals = np.empty(rows.size, dtype=np.int64)
+        for g in range(groups.size):
+            mine = np.flatnonzero(group == g)
+            if level["public"] is not None:
+                first[mine] = values[level["public"]][rows[mine], 0]
+            else:
+                first[mine] = pass_zero(
+                    level["totals"], values, rows[mine], float(target[g]),
+                    None if a is None else a[mine],
+                )  # fmt: skip
+            totals[mine] = _largest_remainders(first[mine], int(target[g]))
+        bound = self.structural.family(cells, geounits) if self.structural else None
+        G, g_rows = total_rows(first, cells.size)
+        quad: LevelQuadratic = level["others"]
+        b = weighted(quad.linear([values[i][rows] for i in level["other_ids"]], cells), a)
+        p = parent[cells].astype(np.float64)
+        x = solve_pass(quad.block(cells), b, p, G, g_rows, None, bound, a)
+        chain = [(grp[cells], w) for grp, w in self.chain]
+        out[:, cells] = self._round(x, chain, parent[cells], totals, bound).x
+        return out
+
     def _round(self, x: FloatArray, chain: Any, parent: IntArray, totals: Any, bound: Any) -> Any:
         """Rounder pass 1: the cells, the children's totals fixed, the bounds held."""
         return round_nested(
@@ -416,76 +478,3 @@ class _Plan:
             totals=totals,
             **rounder_limits(bound),
         )
-
-
-def _solve(
-    H: FloatArray,
-    b: FloatArray,
-    p: FloatArray,
-    G: FloatArray | None,
-    g: FloatArray | None,
-    box: tuple[FloatArray, FloatArray] | None,
-    bound: FamilyRows | None,
-    a: FloatArray | None = None,
-) -> FloatArray:
-    """A family's least-squares pass: public rows G x_j = g_j, each child's total in
-    ``box`` and the structural rows within their bounds (each optional); child j's
-    information a_j H (``a`` None: all 1)."""
-    if box is None and bound is None:
-        return _certified(solve_family, H, b, p, G=G, g=g, weight=a)
-    rows, lo, hi = [], [], []
-    if box is not None:
-        rows.append(np.ones((1, p.size)))
-        lo.append(box[0][:, None])
-        hi.append(box[1][:, None])
-    if bound is not None:
-        rows.append(bound.C)
-        lo.append(bound.lo)
-        hi.append(bound.hi)
-    return _certified(
-        solve_family_box,
-        H,
-        b,
-        p,
-        G=G,
-        g=g,
-        c=np.concatenate(rows),
-        lo=np.concatenate(lo, axis=1),
-        hi=np.concatenate(hi, axis=1),
-        weight=a,
-    )
-
-
-def _quadratic(items: list[tuple[int, Measurement]]) -> LevelQuadratic:
-    return LevelQuadratic(
-        [m.query.marginal_of.cell_groups() for _, m in items],  # type: ignore[union-attr]
-        [1.0 / m.variance for _, m in items],
-    )
-
-
-def _total_rows(public: FloatArray | None, m: int) -> tuple[FloatArray | None, FloatArray | None]:
-    if public is None:
-        return None, None
-    return np.ones((1, m)), np.asarray(public, dtype=np.float64)[:, None]
-
-
-def _certified(
-    solver: object, H: FloatArray, b: FloatArray, p: FloatArray, **rows: object
-) -> FloatArray:
-    """A family's least-squares split, its KKT certificate checked at 1e-9 of the scale."""
-    a: Any = rows.get("weight")
-    h = float(H.diagonal().max()) * (1.0 if a is None else float(np.max(a)))
-    scale = max(1.0, float(np.abs(b).max(initial=0.0)), float(p.max()) * h)
-    result = solver(H, b, p, tol=1e-11 * scale, **rows)  # type: ignore[operator]
-    worst = result.worst
-    if worst > 1e-9 * scale:
-        raise ConvergenceError(
-            f"a topdown-2020 family is not certified (KKT residual {worst:.3g} of scale "
-            f"{scale:.3g}); please report the input"
-        )
-    x: FloatArray = np.maximum(result.x, 0.0)
-    return x
-
-
-def _weighted(b: FloatArray, a: FloatArray | None) -> FloatArray:
-    return b if a is None else b * a[:, None]

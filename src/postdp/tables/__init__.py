@@ -16,7 +16,7 @@ from postdp.tables.bounds import CountBounds
 from postdp.tables.bypass import single_child_bypass
 from postdp.tables.rounding_plan import RoundingPlan, rounding_plan
 from postdp.tables.schema import Attribute, Marginal, Recode, Schema
-from postdp.tables.spine import FANOUT_CUTOFF, optimised_block_groups
+from postdp.tables.spine import FANOUT_CUTOFF, aian_branches, optimised_block_groups
 from postdp.tables.workload import Measurement, Query, Workload
 
 __all__ = [
@@ -32,6 +32,7 @@ __all__ = [
     "Table",
     "TableMeasurements",
     "Workload",
+    "aian_branches",
     "category_matrix",
     "expand",
     "measure",

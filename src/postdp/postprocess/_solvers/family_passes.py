@@ -1,0 +1,91 @@
+"""The least-squares passes of the 2020 TopDown's families (private): a family's split
+with its public totals, total boxes and structural rows, certified by its KKT residual
+(:mod:`postdp.postprocess.topdown_2020`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from postdp._typing import FloatArray
+from postdp.errors import ConvergenceError
+from postdp.postprocess._solvers.family_box import solve_family_box
+from postdp.postprocess._solvers.family_nnls import LevelQuadratic, solve_family
+from postdp.postprocess._solvers.structural import FamilyRows
+from postdp.tables import Measurement
+
+__all__ = ["certified", "level_quadratic", "solve_pass", "total_rows", "weighted"]
+
+
+def solve_pass(
+    H: FloatArray,
+    b: FloatArray,
+    p: FloatArray,
+    G: FloatArray | None,
+    g: FloatArray | None,
+    box: tuple[FloatArray, FloatArray] | None,
+    bound: FamilyRows | None,
+    a: FloatArray | None = None,
+) -> FloatArray:
+    """A family's least-squares pass: public rows G x_j = g_j, each child's total in
+    ``box`` and the structural rows within their bounds (each optional); child j's
+    information a_j H (``a`` None: all 1)."""
+    if box is None and bound is None:
+        return certified(solve_family, H, b, p, G=G, g=g, weight=a)
+    rows, lo, hi = [], [], []
+    if box is not None:
+        rows.append(np.ones((1, p.size)))
+        lo.append(box[0][:, None])
+        hi.append(box[1][:, None])
+    if bound is not None:
+        rows.append(bound.C)
+        lo.append(bound.lo)
+        hi.append(bound.hi)
+    return certified(
+        solve_family_box,
+        H,
+        b,
+        p,
+        G=G,
+        g=g,
+        c=np.concatenate(rows),
+        lo=np.concatenate(lo, axis=1),
+        hi=np.concatenate(hi, axis=1),
+        weight=a,
+    )
+
+
+def level_quadratic(items: list[tuple[int, Measurement]]) -> LevelQuadratic:
+    return LevelQuadratic(
+        [m.query.marginal_of.cell_groups() for _, m in items],  # type: ignore[union-attr]
+        [1.0 / m.variance for _, m in items],
+    )
+
+
+def total_rows(public: FloatArray | None, m: int) -> tuple[FloatArray | None, FloatArray | None]:
+    if public is None:
+        return None, None
+    return np.ones((1, m)), np.asarray(public, dtype=np.float64)[:, None]
+
+
+def certified(
+    solver: object, H: FloatArray, b: FloatArray, p: FloatArray, **rows: object
+) -> FloatArray:
+    """A family's least-squares split, its KKT certificate checked at 1e-9 of the scale."""
+    a: Any = rows.get("weight")
+    h = float(H.diagonal().max()) * (1.0 if a is None else float(np.max(a)))
+    scale = max(1.0, float(np.abs(b).max(initial=0.0)), float(p.max()) * h)
+    result = solver(H, b, p, tol=1e-11 * scale, **rows)  # type: ignore[operator]
+    worst = result.worst
+    if worst > 1e-9 * scale:
+        raise ConvergenceError(
+            f"a topdown-2020 family is not certified (KKT residual {worst:.3g} of scale "
+            f"{scale:.3g}); please report the input"
+        )
+    x: FloatArray = np.maximum(result.x, 0.0)
+    return x
+
+
+def weighted(b: FloatArray, a: FloatArray | None) -> FloatArray:
+    return b if a is None else b * a[:, None]
