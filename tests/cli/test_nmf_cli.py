@@ -418,10 +418,11 @@ def test_a_dead_dask_worker_is_one_line_and_the_run_resumable(
 
 
 def test_measure_bypass_writes_the_spines_budgets_and_postprocess_reads_them(tmp_path, capsys):
-    """``--bypass`` (issue 25): each state's one county and each tract's one block group
-    answer no query (Constraint only, as the Census writes bypassed geounits); their parents
-    carry their budget (variances divided by the factor); the privacy statement says so;
-    ``postprocess`` releases the parent's histogram for each bypassed geounit."""
+    """``--bypass`` (issue 25): each tract's one block group answers no query (Constraint
+    only, as the Census writes bypassed geounits); its tract carries its budget (variances
+    divided by the factor); each state's one county keeps its own (the production optimised
+    each county apart); the privacy statement says so; ``postprocess`` releases the
+    parent's histogram for each bypassed geounit."""
     import pandas as pd
 
     from postdp.data import load_strategy, pl94_schema
@@ -436,10 +437,20 @@ def test_measure_bypass_writes_the_spines_budgets_and_postprocess_reads_them(tmp
     assert main(["measure", "--input", str(tmp_path / "h.parquet"), "--study", "--seed", "3",
                  "--bypass", "--quiet", "--output-dir", str(run)]) == 0  # fmt: skip
     assert "single-child bypass" in json.loads((run / "privacy.json").read_text())["spine"]
-    county = pd.read_parquet(run / "County.parquet" / "DPQuery")
-    assert county.empty
-    constraint = pd.read_parquet(run / "County.parquet" / "Constraint")
-    assert set(constraint["query_name"]) >= {"total_nonneg_con"}
+    assert set(pd.read_parquet(run / "County.parquet" / "DPQuery")["geocode"]) == {
+        "010001",
+        "011001",
+    }
+    lone = {
+        "0" + str(geo.ids[geo.parent == t][0])
+        for t in geo.levels[3]
+        if (geo.parent == t).sum() == 1
+    }
+    assert len(lone) == 2
+    bg = pd.read_parquet(run / "Block_Group.parquet" / "DPQuery")
+    assert not lone & set(bg["geocode"]) and len(set(bg["geocode"])) == 4
+    constraint = pd.read_parquet(run / "Block_Group.parquet" / "Constraint")
+    assert lone <= set(constraint.loc[constraint["query_name"] == "total_nonneg_con", "geocode"])
     m = nmf.read(run)
     want = single_child_bypass(t, load_strategy("pl94-2020-persons").workload(t))
     rows = m.table.geography.index([str(i) for i in geo.ids])

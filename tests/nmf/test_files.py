@@ -178,7 +178,7 @@ def test_published_quirks_are_read(tmp_path):
     """No manifest (the workload from the variances, bounded neighbours), the group-quarters
     constraints read (``hhgq_total_lb_con`` / ``_ub_con``: lower 0, upper 99,999 read as
     none, so no bound at all), a constraint on the Census's own recodes kept out with a
-    warning, and the spine's single-child bypass: the District's one county only in
+    warning, and a single-child bypass (``top=1``): the District's one county only in
     Constraint (budget factor 0), the state measured with the county's budget as well
     (smaller variances; with no manifest its variance is read as its level's)."""
     plain = nmf.read(nmf.synthetic_run(tmp_path / "plain", states=["11"], seed=3))
@@ -189,7 +189,7 @@ def test_published_quirks_are_read(tmp_path):
     assert got.bounds == ()  # lower 0 and upper 99,999 bound nothing: no bound is kept
     assert got.secure is False  # the study-path marker file
     assert got.workload.neighbours == "bounded"
-    factor = single_child_bypass(plain.table, plain.workload)
+    factor = single_child_bypass(plain.table, plain.workload, top=1)
     state = float(factor[plain.table.geography.levels[1][0]])
     assert state > 1
     plain_by_key = {(m.level, m.query.name, m.public): m for m in plain.workload.measurements}

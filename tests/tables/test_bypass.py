@@ -36,10 +36,31 @@ def test_a_chain_of_only_children_is_measured_once_at_its_top():
     """c1 -> t1 -> b1: b1's budget goes to t1 (1 + 0.5 / 1 = 1.5), then t1's to c1
     ((2 + 1 x 1.5) / 2 = 1.75); t3's only block goes to t3 (1 + 0.5 = 1.5)."""
     table, w = _chain_case()
-    got = dict(zip(_IDS, single_child_bypass(table, w).tolist(), strict=True))
+    got = dict(zip(_IDS, single_child_bypass(table, w, top=1).tolist(), strict=True))
     want = {"S": 1, "c1": 1.75, "c2": 1, "t1": 0, "t2": 1, "t3": 1.5}
     want |= {"b1": 0, "b2": 1, "b3": 1, "b4": 0}
     assert got == want
+
+
+def test_the_production_stops_at_the_counties():
+    """``define_spines.call_opt_spine`` optimises each county's subtree on its own: a state
+    with one county keeps its budget and so does the county (default ``top=2``); below the
+    county, chains are bypassed as before. ``top`` must be a level below the root."""
+    ids = ["US", "11", "12", "11001", "12001", "12003", "t1", "t2", "t3", "t4"]
+    parents = [None, "US", "US", "11", "12", "12", "11001", "11001", "12001", "12003"]
+    geo = Hierarchy.from_parents([*ids, "b1", "b2", "b3", "b4", "b5"],
+                                 [*parents, "t1", "t2", "t3", "t3", "t4"])  # fmt: skip
+    cat = Hierarchy.from_parents(["all"], [None])
+    w = Workload([Measurement(d, Query.detailed(cat), Gaussian(rho=1.0)) for d in range(5)])
+    table = Table(geo, cat, np.ones((5, 1), dtype=int))
+    got = dict(zip(geo.ids, single_child_bypass(table, w).tolist(), strict=True))
+    assert got["11"] == got["11001"] == 1.0  # the District-like state and its one county
+    assert got["12003"] == 3.0 and got["t4"] == got["b5"] == 0.0  # county > tract > block
+    assert got["t1"] == 2.0 and got["b1"] == 0.0 and (got["12001"], got["t3"]) == (2.0, 0.0)
+    assert single_child_bypass(table, w, top=1)[geo.index(["11", "11001"])].tolist() == [2.0, 0.0]
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ValidationError, match="`top`"):
+            single_child_bypass(table, w, top=bad)
 
 
 def test_every_leafs_path_keeps_the_levels_budget():
@@ -52,7 +73,7 @@ def test_every_leafs_path_keeps_the_levels_budget():
         [Measurement(d, Query.detailed(cat), Gaussian(rho=float(r))) for d, r in enumerate(rho)]
     )
     table = Table(geo, cat, np.ones((geo.leaves.size, 1), dtype=int))
-    s = single_child_bypass(table, w)
+    s = single_child_bypass(table, w, top=1)
     assert (s == 0).any() and (s > 1).any()
     for leaf in geo.leaves:
         path, node = 0.0, int(leaf)
@@ -69,7 +90,7 @@ def test_noise_has_each_geounits_variance_and_nan_where_it_has_no_budget():
     """Study draws: the sample variance of each geounit's noise is its level's / its factor
     (Gaussian variance 1 / (2 rho s)), within z = 4 standard errors of a sample variance."""
     table, w = _chain_case()
-    s = single_child_bypass(table, w)
+    s = single_child_bypass(table, w, top=1)
     n = 4000
     m = measure(table, w, secure=False, rng=11, size=n, budget_scale=s)
     geo = table.geography
@@ -88,7 +109,7 @@ def test_noise_has_each_geounits_variance_and_nan_where_it_has_no_budget():
 
 def test_the_release_path_draws_with_each_geounits_budget():
     table, w = _chain_case(DiscreteGaussian)
-    s = single_child_bypass(table, w)
+    s = single_child_bypass(table, w, top=1)
     m = measure(table, w, budget_scale=s)
     geo = table.geography
     for d, values in enumerate(m.values):
@@ -124,7 +145,7 @@ def test_pure_dp_measurements_take_no_budget_factors():
 
 def test_least_squares_weighs_each_geounit_by_its_budget():
     table, w = _chain_case()
-    s = single_child_bypass(table, w)
+    s = single_child_bypass(table, w, top=1)
     m = measure(table, w, secure=False, rng=3, budget_scale=s)
     ref, ref_var = dense_gls(m)
     np.testing.assert_allclose(project_table(m), ref, rtol=0, atol=1e-9 * np.abs(ref).max())
@@ -152,7 +173,7 @@ def test_random_spines_and_schemas_equal_dense_gls(seed):
         mech = Gaussian(rho=float(rng.uniform(0.1, 1)))
         items += [Measurement(d, Query.marginal(schema, name), mech) for name in sorted(names)]
     w = Workload(items)
-    s = single_child_bypass(table, w)
+    s = single_child_bypass(table, w, top=1)
     s[s == 1] = rng.choice([1.0, 0.5, 0.25], size=int((s == 1).sum()))  # spending less is fine
     m = measure(table, w, secure=False, rng=seed, budget_scale=s)
     projector = TableProjector(table, w, budget_scale=s)
@@ -176,7 +197,7 @@ def test_a_geounit_with_no_budget_and_siblings_is_refused():
 
 def test_measurements_and_projector_must_share_their_factors():
     table, w = _chain_case()
-    s = single_child_bypass(table, w)
+    s = single_child_bypass(table, w, top=1)
     m = measure(table, w, secure=False, rng=0, budget_scale=s)
     with pytest.raises(ValidationError, match="budget_scale"):
         TableProjector(table, w)(m)

@@ -113,9 +113,10 @@ def add_parser(commands: Any) -> None:
     parser.add_argument(
         "--bypass",
         action="store_true",
-        help="the production spine's single-child bypass: a chain of only children (a state "
-        "with one county, a block group with one block) measured once, at its top, with the "
-        "chain's budget; the geounits below have no DPQuery rows (the same privacy cost)",
+        help="the production spine's single-child bypass from the counties down: a chain "
+        "of only children (a county with one tract, a block group with one block) measured "
+        "once, at its top, with the chain's budget; the geounits below have no DPQuery rows "
+        "(the same privacy cost)",
     )
     parser.add_argument("--quiet", action="store_true", help="print nothing on success")
     parser.set_defaults(func=run)

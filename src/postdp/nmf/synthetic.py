@@ -41,10 +41,11 @@ def synthetic_run(
         rebuilds the workload from the variances), the group-quarters constraints on every
         block as the Census writes them (``hhgq_total_lb_con`` with sign ``>=`` and 0,
         ``hhgq_total_ub_con`` with ``<=`` and 99,999), a constraint on the Census's own
-        recodes (``nurse_nva_0_con``, which postdp leaves out with a warning), and the
-        production spine's single-child bypass (:func:`postdp.tables.single_child_bypass`:
-        a state with one county measured with the county's budget too, its variances
-        smaller, the county present only in ``Constraint``).
+        recodes (``nurse_nva_0_con``, which postdp leaves out with a warning), and a
+        single-child bypass (:func:`postdp.tables.single_child_bypass` with ``top=1``, so
+        that a one-state run has one: a state with one county measured with the county's
+        budget too, its variances smaller, the county present only in ``Constraint``; the
+        production stopped at the counties and kept the state's own budget).
 
     Returns
     -------
@@ -66,7 +67,7 @@ def synthetic_run(
     s = load_strategy("pl94-2020-persons")
     table = synthetic_population(states=list(states), seed=seed)
     work = s.workload(table)
-    scale = single_child_bypass(table, work) if quirks else None
+    scale = single_child_bypass(table, work, top=1) if quirks else None
     m = measure(table, work, secure=False, rng=seed, budget_scale=scale)
     run = write(m, run_dir, strategy=s.name)
     (run / STUDY_MARKER).write_text(

@@ -4,18 +4,24 @@ a single child bypassed (``shared/research/pl94-2020-design.md`` section 1.5).
 A geounit whose only child holds the same persons gains nothing from two measurements of
 one histogram. The 2020 production spine (``optimize_spine.py``, ``bypass_geounit``) gives
 such a geounit its own budget plus its child's and the child none, from the level above
-the blocks up to the level below the root, so a chain of only children is measured once, at
-its top, with the budget of the whole chain. Every geounit keeps its level's queries and
-their shares (the production engine multiplies each query's share of its level by the
-geounit's own budget, ``engine_utils.getAdjustedInverseScalePerQuery``), so a geounit's
-budget is its level's times a factor s: its noisy answers have the variance of its level's
+the blocks up to the counties, so a chain of only children is measured once, at its top,
+with the budget of the whole chain. The production optimised each county's subtree on its
+own (``define_spines.call_opt_spine`` groups the blocks by state, AIAN branch and county),
+so a state with one county (the District) keeps both budgets.
+
+Every geounit keeps its level's queries and their shares (the production engine multiplies
+each query's share of its level by the geounit's own budget,
+``engine_utils.getAdjustedInverseScalePerQuery``), so a geounit's budget is its level's
+times a factor s: its noisy answers have the variance of its level's
 divided by s, and it has none when s is 0. Every leaf's path to the root keeps the sum of
 its budgets, which is why the privacy cost is unchanged.
 
-The production's other rule (a parent with several children dissolved into one geounit per
-child when the grandparent stays under ``bypass_cutoff`` = 150 children and
-2 min(child budget) >= (children - 1) x parent budget) changes the geography itself; it is
-not done here.
+The production code has a second rule (a parent with several children dissolved into one
+geounit per child when the grandparent stays under ``bypass_cutoff`` = 150 children and
+2 min(child budget) >= (children - 1) x parent budget), but ``bypassing_improves_parent``
+applies it only to pure-DP mechanisms: with the 2020 discrete Gaussian
+(``table_reader.py``: ``epsilon_delta`` is True for it) only single children were bypassed,
+which is all this module does.
 """
 
 from __future__ import annotations
@@ -59,7 +65,7 @@ def level_rho(workload: Workload, n_levels: int) -> FloatArray:
     return out
 
 
-def single_child_bypass(table: Table, workload: Workload) -> FloatArray:
+def single_child_bypass(table: Table, workload: Workload, *, top: int = 2) -> FloatArray:
     """Per-geounit budget factors of the production spine's single-child bypass.
 
     Parameters
@@ -68,6 +74,11 @@ def single_child_bypass(table: Table, workload: Workload) -> FloatArray:
         Its geography (the counts are not read).
     workload : Workload
         Zero-concentrated measurements (Gaussian or discrete Gaussian).
+    top : int, default 2
+        The highest level whose geounits may take their only child's budget: the counties
+        of the 2020 spine (US > State > County > ...; 3 on the AIAN spine of
+        :func:`~postdp.tables.aian_branches`, 1 for a table rooted at a state). The levels
+        above keep their budgets, as in production.
 
     Returns
     -------
@@ -80,7 +91,7 @@ def single_child_bypass(table: Table, workload: Workload) -> FloatArray:
     Raises
     ------
     ValidationError
-        If a measurement costs epsilon (pure DP).
+        If a measurement costs epsilon (pure DP), or ``top`` is not a level below the root.
 
     Examples
     --------
@@ -91,14 +102,17 @@ def single_child_bypass(table: Table, workload: Workload) -> FloatArray:
     >>> cat = Hierarchy.from_parents(["all"], [None])
     >>> q = Query.detailed(cat)
     >>> w = Workload([Measurement(d, q, Gaussian(rho=r)) for d, r in [(0, 1), (1, 2), (2, 1)]])
-    >>> single_child_bypass(Table(geo, cat, [[1], [2], [3]]), w).tolist()  # c1 has one block
+    >>> t = Table(geo, cat, [[1], [2], [3]])  # c1 has one block
+    >>> single_child_bypass(t, w, top=1).tolist()
     [1.0, 1.5, 1.0, 0.0, 1.0, 1.0]
     """
     geo = table.geography
+    if isinstance(top, bool) or int(top) != top or top < 1:
+        raise ValidationError(f"`top` must be a level below the root (>= 1); got {top!r}")
     rho = level_rho(workload, geo.n_levels)
     scale = np.ones(geo.n)
     n_kids = np.bincount(geo.parent[geo.parent >= 0], minlength=geo.n)
-    for d in range(geo.n_levels - 2, 0, -1):  # from above the leaves up to below the root
+    for d in range(geo.n_levels - 2, int(top) - 1, -1):  # from above the leaves up to top
         if rho[d] <= 0:
             continue
         units = geo.levels[d]
