@@ -8,6 +8,7 @@ Run by hand (never collected by pytest)::
     python benchmarks/bench_pl94.py --draws 3 --report pl94.html
     python benchmarks/bench_pl94.py --spine optimised         # the production block groups
     python benchmarks/bench_pl94.py --spine optimised --bypass  # and its single-child bypass
+    python benchmarks/bench_pl94.py --states 4 --aian 0.05    # the AIAN spine (Arizona)
 
 Study path (numpy draws from fixed seeds). For each state: the synthetic 2020 population
 (``postdp.data.synthetic_population``), the persons preset's workload
@@ -28,6 +29,11 @@ noise floor), then on those same measurements:
 With ``--bypass`` each geounit is measured with the budget of the production spine's
 single-child bypass (``single_child_bypass``: a chain of only children measured once, at its
 top); ``topdown`` (which weighs a level's geounits alike) is then left out.
+
+With ``--aian SHARE`` a seeded SHARE of the tracts lie in AIAN areas (no real area list is
+bundled) and the state is measured over the AIAN spine (``aian_branches``, then
+``workload(..., aian=True)``: the branches measured as the spine's states, the state's
+total invariant); ``topdown`` (its level of states has no noisy query) is left out.
 
 With ``--facilities`` the measurements carry the 2020 structural constraints
 (``facility_bounds(synthetic_facilities(table))``: group-quarters counts at least their
@@ -67,9 +73,19 @@ from postdp.data import (
 )
 from postdp.postprocess import blue_restore
 from postdp.report import compare_estimators
-from postdp.tables import measure, optimised_block_groups, single_child_bypass
+from postdp.tables import aian_branches, measure, optimised_block_groups, single_child_bypass
 
 LEVELS = ["US", "State", "County", "Tract", "Block group", "Block"]
+AIAN_LEVELS = ["US", "State", "Branch", "County", "Tract", "Block group", "Block"]
+
+
+def _aian_flags(table, share, seed):
+    """Whole tracts, each in an AIAN area with probability ``share`` (seeded)."""
+    geo = table.geography
+    tract = geo.parent[geo.parent[geo.leaves]]
+    tracts = np.unique(tract)
+    rng = np.random.default_rng(seed)
+    return np.isin(tract, tracts[rng.random(tracts.size) < share])
 
 
 def _estimators(m, table, rng):
@@ -82,8 +98,8 @@ def _estimators(m, table, rng):
         ),
         "blue-restore-int": lambda: blue_restore(m, integral=True),
     }
-    if m.budget_scale is not None:
-        del steps["topdown"]  # it weighs every geounit of a level alike
+    if m.budget_scale is not None or table.geography.n_levels > len(LEVELS):
+        del steps["topdown"]  # it weighs a level's geounits alike; needs every level measured
     return steps
 
 
@@ -122,20 +138,32 @@ def main() -> None:
         help="measure with the spine's single-child bypass (single_child_bypass)",
     )
     parser.add_argument(
+        "--aian",
+        type=float,
+        default=None,
+        metavar="SHARE",
+        help="measure over the AIAN spine, this share of the tracts in AIAN areas",
+    )
+    parser.add_argument(
         "--facilities",
         action="store_true",
         help="measure with the 2020 structural constraints (synthetic facilities)",
     )
     args = parser.parse_args()
+    if args.aian is not None and not 0 <= args.aian <= 1:
+        parser.error(f"--aian must be a share in [0, 1]; got {args.aian}")
     print(f"load average {os.getloadavg()[0]:.2f}, {os.cpu_count()} cores")
     strategy = load_strategy("pl94-2020-persons")
     for state in args.states.split(","):
         table = synthetic_population([state], seed=args.seed)
+        aian = args.aian is not None
+        if aian:
+            table = aian_branches(table, aian=_aian_flags(table, args.aian, args.seed))
         if args.spine == "optimised":
             table = optimised_block_groups(table)
         geo = table.geography
-        work = strategy.workload(table)
-        scale = single_child_bypass(table, work) if args.bypass else None
+        work = strategy.workload(table, aian=aian)
+        scale = single_child_bypass(table, work, top=2 + aian) if args.bypass else None
         bounds = ()
         if args.facilities:
             bounds = facility_bounds(synthetic_facilities(table, seed=args.seed), geo)
@@ -181,8 +209,8 @@ def main() -> None:
             {name: np.stack(v) for name, v in released.items()},
             table,
             schema=pl94_schema(),
-            levels=LEVELS,
-            reliability_level=4,
+            levels=AIAN_LEVELS if aian else LEVELS,
+            reliability_level=geo.n_levels - 2,
         )
         print(f"  MAE of total population by level ({args.draws} draw(s), same for each):")
         print(comparison.total_mae().to_string(float_format=lambda v: f"{v:9.3f}"))
