@@ -197,3 +197,45 @@ def test_a_level_of_public_totals_right_above_the_leaves_is_refused():
     m = measure(table, work, secure=False, rng=0)
     with pytest.raises(ValidationError, match="must not be the leaves"):
         top_down_2020(m)
+
+
+def test_two_levels_of_public_totals_in_a_row_are_refused():
+    table, _ = small_pl94_state(0)
+    s = PERSONS.schema
+    det, tot = Query.marginal(s, "detailed"), Query.marginal(s, "total")
+    work = Workload(
+        [Measurement(d, tot, None) for d in (0, 1, 2)]
+        + [Measurement(d, q, Gaussian(rho=1.0)) for d in (0, 3, 4, 5) for q in (tot, det)]
+    )
+    m = measure(table, work, secure=False, rng=0)
+    with pytest.raises(ValidationError, match="must be measured"):
+        top_down_2020(m)
+
+
+@pytest.mark.parametrize("flagged", [0, 1])
+def test_a_state_alone_with_one_or_two_branches(flagged):
+    """The District's shape: the nation has one state; with one branch the branch is the
+    state, with two they split its total."""
+    table, _ = small_pl94_state(5, people=50)
+    geo = table.geography
+    keep = [str(i) for i in geo.ids if not str(i).startswith(("S2", "C3", "T3", "G3", "K4"))]
+    sub = Table(
+        Hierarchy.from_parents(
+            keep, [None if i == "US" else str(geo.ids[geo.parent[geo.index([i])[0]]]) for i in keep]
+        ),
+        table.categories,
+        table.cells[:3],
+    )
+    flags = np.zeros(3, dtype=bool)
+    flags[:flagged] = True
+    branched = aian_branches(sub, aian=flags)
+    m = measure(branched, PERSONS.workload(branched, aian=True), secure=False, rng=5, size=2)
+    out = top_down_2020(m)
+    g = branched.geography
+    assert _consistent(out, g) and out.min() >= 0
+    total = int(sub.cells.sum())
+    np.testing.assert_array_equal(out[:, g.index(["S1"])[0]].sum(-1), [total, total])
+    branches = g.levels[2]
+    assert branches.size == 1 + flagged
+    if not flagged:
+        np.testing.assert_array_equal(out[:, branches[0]], out[:, g.index(["S1"])[0]])

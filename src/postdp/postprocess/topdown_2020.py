@@ -305,10 +305,11 @@ class _Plan:
                     f"root; level {d} has none"
                 )
             if d > 0 and public and not noisy and not alone:
-                if d + 2 >= table.geography.n_levels:
+                if d + 2 >= table.geography.n_levels or d - 1 in self.through:
                     raise ValidationError(
                         f"topdown-2020: level {d} has public totals and no noisy query; it "
-                        "is solved with the level below, which must not be the leaves"
+                        "is solved with the level below, which must be measured and must "
+                        "not be the leaves"
                     )
                 self.through.add(d)
             self.levels.append(
@@ -441,7 +442,8 @@ class _Plan:
         target = np.rint(values[self.levels[d - 1]["public"]][states, 0])
         out = np.zeros((rows.size, self.c), dtype=np.int64)
         cells = np.flatnonzero(parent > 0)
-        if not cells.size:
+        if rows.size == 1 or not cells.size:
+            out[:, cells] = parent[cells] if rows.size == 1 else 0
             return out
         level = self.levels[d]
         a = None if self.scale is None else self.scale[geounits]
