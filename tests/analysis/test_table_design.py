@@ -8,9 +8,17 @@ from postdp import Gaussian, Geometric, simulate
 from postdp.analysis import TableDesign, table_error_metrics
 from postdp.analysis._engine import BLOCK_CHUNKS, chunk_rows
 from postdp.errors import ValidationError
-from postdp.tables import Measurement, Query, Table, Workload, category_matrix, measure
+from postdp.tables import (
+    Measurement,
+    Query,
+    Table,
+    Workload,
+    category_matrix,
+    measure,
+    single_child_bypass,
+)
 from tests.analysis.test_montecarlo import _dask_client
-from tests.tables._reference import below, random_tree
+from tests.tables._reference import below, dense_gls, random_tree
 
 
 def _table(seed, n_geo=9, n_cat=5):
@@ -97,6 +105,44 @@ def test_projection_errors_match_the_exact_gls_variances():
         assert abs(measured - exact[pick].mean()) <= 4 * bound, (d, measured, exact[pick].mean())
     moving = result.bias_se > 0
     assert (np.abs(result.bias[moving]) <= 4.5 * result.bias_se[moving]).all()
+
+
+@pytest.mark.statistical
+def test_a_design_with_per_geounit_budgets_matches_the_gls_with_them():
+    """``TableDesign(..., budget_scale=)``: each geounit measured with its own multiple of
+    its level's budget (as the spine's bypass does, ``pl94-2020-design.md`` section 1.5),
+    the (P) mean squared error per level within 4 SE of the dense GLS variance with those
+    budgets (``tests/tables/_reference.dense_gls``); steps that weigh a level alike and
+    factors over the budget are refused before drawing."""
+    table = _table(6, n_geo=14, n_cat=5)
+    workload = _workload(table, Gaussian(rho=0.3))
+    scale = np.random.default_rng(6).choice([0.25, 1.0], table.geography.n)
+    design = TableDesign(table, workload, "project", budget_scale=scale)
+    result = simulate(design, n_draws=4000, rng=12)
+    _, exact = dense_gls(measure(table, workload, secure=False, rng=0, budget_scale=scale))
+    exact = exact.reshape(-1)
+    assert (exact > _gls_variances(table, workload) + 1e-3).any()  # another error law
+    level = np.repeat(table.geography.depth, table.categories.n)
+    for d in range(table.geography.n_levels):
+        pick = level == d
+        measured, bound = result.mse[pick].mean(), result.mse_se[pick].mean()
+        assert abs(measured - exact[pick].mean()) <= 4 * bound, (d, measured, exact[pick].mean())
+    with pytest.raises(ValidationError, match="alike"):
+        TableDesign(table, workload, "project-nonneg", budget_scale=scale)
+    with pytest.raises(ValidationError, match="more than the workload"):
+        TableDesign(table, workload, "project", budget_scale=scale * 8)
+
+
+def test_the_bypass_leaves_the_gls_error_law_unchanged():
+    """A parent and its only child measure one histogram, so moving the child's budget to
+    the parent (the single-child bypass) leaves the GLS's information, and its variances,
+    as they were: the bypass changes the error of per-parent estimators, not of the BLUE."""
+    table = _table(7, n_geo=14, n_cat=5)
+    workload = _workload(table, Gaussian(rho=0.3))
+    scale = single_child_bypass(table, workload, top=1)
+    assert (scale == 0).any() and (scale > 1).any()
+    _, exact = dense_gls(measure(table, workload, secure=False, rng=0, budget_scale=scale))
+    np.testing.assert_allclose(exact.reshape(-1), _gls_variances(table, workload), atol=1e-9)
 
 
 def test_metrics_from_the_engine_equal_the_direct_metrics():

@@ -27,6 +27,7 @@ from postdp.analysis.table_metrics import SIZE_BINS, table_metric_sums, table_me
 from postdp.errors import ValidationError
 from postdp.mechanisms import Budget
 from postdp.tables import Table, TableMeasurements, Workload, category_matrix, measure
+from postdp.tables.bypass import check_budget_scale
 
 if TYPE_CHECKING:
     from postdp.analysis.result import MonteCarloResult
@@ -48,6 +49,8 @@ TABLE_STEPS = (
 )
 #: The steps whose output is already integral.
 INTEGRAL_STEPS = ("topdown-2020", "blue-restore-2020")
+#: The steps that weigh each geounit by its own budget (``budget_scale``).
+_PER_GEOUNIT = ("project", "blue", "blue-restore", "topdown-2020", "blue-restore-2020")
 
 
 def parse_table_steps(text: str) -> tuple[str | None, bool]:
@@ -120,6 +123,12 @@ class TableDesign:
         One of :data:`TABLE_STEPS` (or ``"none"``: the measured counts only, which cover
         only the measured queries), optionally followed by ``",round"``. Checked here, with
         the workload (e.g. top-down's requirements), before anything is drawn.
+    budget_scale : array_like, shape (geography.n,), optional
+        Each geounit's multiple of its level's budget (the production spine's bypass,
+        :func:`postdp.tables.single_child_bypass`), checked here to spend no more than the
+        workload on any path; the steps that weigh each geounit by its own budget
+        (``project``, ``blue``, ``blue-restore``, ``topdown-2020``, ``blue-restore-2020``)
+        are then the only ones taken.
 
     Examples
     --------
@@ -137,6 +146,7 @@ class TableDesign:
     table: Table
     workload: Workload
     postprocess: str = "project"
+    budget_scale: ArrayLike | None = field(default=None, kw_only=True)
     step: str | None = field(init=False)
     rounded: bool = field(init=False)
     projector: Any = field(init=False, repr=False)
@@ -149,6 +159,13 @@ class TableDesign:
         step, rounded = parse_table_steps(self.postprocess)
         object.__setattr__(self, "step", step)
         object.__setattr__(self, "rounded", rounded)
+        scale = check_budget_scale(self.budget_scale, self.table.geography, self.workload)
+        object.__setattr__(self, "budget_scale", scale)
+        if scale is not None and step not in (None, *_PER_GEOUNIT):
+            raise ValidationError(
+                f"postprocess {self.postprocess!r} weighs every geounit of a level alike; "
+                f"with `budget_scale` use one of {_PER_GEOUNIT}"
+            )
         from postdp.postprocess import (
             TableNonnegProjector,
             TableProjector,
@@ -161,7 +178,7 @@ class TableDesign:
 
         projector: Any = None
         if step in ("project", "blue"):
-            projector = TableProjector(self.table, self.workload)
+            projector = TableProjector(self.table, self.workload, budget_scale=scale)
         elif step == "project-nonneg":
             projector = TableNonnegProjector(self.table, self.workload)
         elif step == "topdown":
@@ -254,7 +271,10 @@ class TableDesign:
 
         noise, rounding = _rng.spawn(rng, 2)
         table = self._table_for(truth)
-        draws = measure(table, self.workload, secure=False, rng=noise, size=size)
+        draws = measure(
+            table, self.workload, secure=False, rng=noise, size=size,
+            budget_scale=self.budget_scale, budget_checked=True,
+        )  # fmt: skip
         full: FloatArray = self.solve(draws, rng=rounding) @ self._category_matrix.T
         return full
 
@@ -385,7 +405,10 @@ class _TableSimulation:
         parts, extra = [], []
         for seed, rows in zip(seeds, sizes, strict=True):
             noise, rounding = (np.random.default_rng(s) for s in seed.spawn(2))
-            draws = measure(self.table, design.workload, secure=False, rng=noise, size=rows)
+            draws = measure(
+                self.table, design.workload, secure=False, rng=noise, size=rows,
+                budget_scale=design.budget_scale, budget_checked=True,
+            )  # fmt: skip
             detailed = design.solve(draws, rng=rounding)
             extra.append(table_metric_sums(detailed, self.table))
             parts.append((detailed @ design._category_matrix.T).reshape(rows, -1))
