@@ -269,6 +269,7 @@ class Strategy:
                 f"strategy {self.name!r} measures {len(names)} geolevels "
                 f"({' > '.join(names)}); the table's geography has "
                 f"{table.geography.n_levels}"
+                + (" (aian=True measures the spine of postdp.tables.aian_branches)" if aian else "")
             )
         at = [d + (aian and d >= 1) for d in range(len(self.levels))]  # a geolevel's level
         levels: dict[int, tuple[Share, Mapping[Query | str, Share]]] = {}
