@@ -10,11 +10,13 @@ BLUE in the level's own information metric: the root minimises
 every parent's children minimise sum_j (x_j - blue_j)' H_d (x_j - blue_j) over nonnegative
 x_j adding up to the parent's restored histogram and meeting their own invariants. H_d is
 the information matrix of level d's noisy marginals (the identity where they do not
-identify every cell), so a cell the BLUE knows well moves little; a geounit measured with its
-own multiple s_j of its level's budget (``budget_scale``) weighs s_j H_d. Each problem is solved
-exactly, with its certificate, by the top-down family solver
-(:mod:`postdp.postprocess._solvers.family_nnls`), with b_j = H_d blue_j in place of the noisy
-answers' A' W y. The result is nonnegative, consistent both ways and meets every
+identify every cell; for a level measured by nothing noisy, such as the AIAN spine's states,
+the next level's, each geounit weighed by its children's combined information), so a cell
+the BLUE knows well moves little; a geounit measured with its own multiple s_j of its
+level's budget (``budget_scale``) weighs s_j H_d. Each problem is solved exactly, with
+its certificate, by the top-down family solver
+(:mod:`postdp.postprocess._solvers.family_nnls`), with b_j = H_d blue_j in place of the
+noisy answers' A' W y. The result is nonnegative, consistent both ways and meets every
 invariant; :func:`~postdp.round` makes it integral.
 
 Structural bounds (``bounds``, e.g. the 2020 group-quarters bounds) are rows of every
