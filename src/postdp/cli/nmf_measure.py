@@ -194,9 +194,10 @@ def run(args: argparse.Namespace, state: RunState) -> int:
         statement["sigma_per_query"] = strategy.sigma_table().to_dict(orient="records")
         if args.bypass:
             statement["spine"] = (
-                "single-child bypass: a geounit that took its only child's budget has the "
-                "sigma of its level divided by the square root of its budget factor (the "
-                "DPQuery variance column); every block's path keeps the run's rho"
+                "single-child bypass from the counties down: a geounit that took its only "
+                "child's budget has the sigma of its level divided by the square root of its "
+                "budget factor (the DPQuery variance column); every block's path keeps the "
+                "run's rho"
             )
         (tmp / "privacy.json").write_text(json.dumps(statement, indent=2) + "\n", encoding="utf-8")
         with sigint_held():  # recorded and placed together

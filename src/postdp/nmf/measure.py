@@ -81,9 +81,10 @@ def measure_by_state(
         facility_bounds(synthetic_facilities(t), t.geography)``), written as ``Constraint``
         rows beside the measurements; the nation's are the sums of its states'.
     bypass : bool, default False
-        The production spine's single-child bypass (:func:`postdp.tables.single_child_bypass`,
-        on each state's table): a chain of only children measured once, at its top, with
-        the chain's budget; the geounits below have no ``DPQuery`` rows.
+        The production spine's single-child bypass from the counties down
+        (:func:`postdp.tables.single_child_bypass`, on each state's table): a chain of only
+        children measured once, at its top, with the chain's budget; the geounits below
+        have no ``DPQuery`` rows.
     progress : callable, optional
         ``progress("states", done, total)`` after each state.
 
