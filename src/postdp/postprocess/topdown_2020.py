@@ -377,8 +377,7 @@ class _Plan:
             return out
         level = self.levels[d]
         p = parent[cells].astype(np.float64)
-        a = None if self.scale is None else self.scale[geounits]
-        a = None if a is None or (a == 1.0).all() else a
+        a = self._weight(geounits)
         public = None if level["public"] is None else values[level["public"]][rows, 0]
         chain = [(g[cells], w) for g, w in self.chain]
         bound = self.structural.family(cells, geounits) if self.structural else None
@@ -446,8 +445,7 @@ class _Plan:
             out[:, cells] = parent[cells] if rows.size == 1 else 0
             return out
         level = self.levels[d]
-        a = None if self.scale is None else self.scale[geounits]
-        a = None if a is None or (a == 1.0).all() else a
+        a = self._weight(geounits)
         first = np.empty(rows.size)
         totals = np.empty(rows.size, dtype=np.int64)
         for g in range(groups.size):
@@ -469,6 +467,11 @@ class _Plan:
         chain = [(grp[cells], w) for grp, w in self.chain]
         out[:, cells] = self._round(x, chain, parent[cells], totals, bound).x
         return out
+
+    def _weight(self, geounits: IntArray) -> FloatArray | None:
+        """The children's budget factors, None when all are 1."""
+        a = None if self.scale is None else self.scale[geounits]
+        return None if a is None or (a == 1.0).all() else a
 
     def _round(self, x: FloatArray, chain: Any, parent: IntArray, totals: Any, bound: Any) -> Any:
         """Rounder pass 1: the cells, the children's totals fixed, the bounds held."""
