@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from postdp import Gaussian, Laplace
+from postdp import Gaussian, Hierarchy, Laplace
 from postdp.data import pl94_schema
 from postdp.postprocess import TableProjector
 from postdp.postprocess.table_projection import project_table
@@ -193,3 +193,50 @@ def test_schema_top_down_and_nonneg_certificates(seed):
         if (d, "detailed") not in names:
             items.append(Measurement(d, Query.marginal(s, "detailed"), Gaussian(rho=0.4)))
     assert_top_down_matches_reference(measure(table, Workload(items), secure=False, rng=seed))
+
+
+def test_variances_held_by_invariants_are_zero_never_negative():
+    """Issue 41: under the persons preset the state totals are invariant, so their exact
+    variance is 0; the marginal basis's sums leave a rounding residue of either sign there,
+    and ``sqrt`` of a negative one made the written standard deviation NaN. Every variance
+    is >= 0 and the invariants' are exactly 0, in both covariance paths (marginal basis and
+    dense tree), for every marginal of the schema the preset measures."""
+    from postdp.data import load_strategy
+    from tests.nmf.conftest import small_table
+
+    t = small_table()
+    work = load_strategy("pl94-2020-persons").workload(t)
+    projector = TableProjector(t, work)
+    schema = work.measurements[0].query.marginal_of.schema
+    geo = t.geography
+    fixed = np.concatenate([[geo.root], geo.levels[1]])  # the nation and the states: invariant
+    names = sorted({"total", "detailed", *(m.query.name for m in work.measurements)})
+    for name in names:
+        v = projector.query_variances(Query.marginal(schema, name))
+        assert (v >= 0).all(), name
+        assert np.isfinite(np.sqrt(v)).all()
+    total = projector.query_variances(Query.marginal(schema, "total"))
+    assert (total[fixed] == 0).all()
+    assert (total[geo.leaves] > 1).all()  # blocks are noisy: the clipping is only the residue
+
+
+def test_dense_path_variances_are_never_negative():
+    """The dense tree's covariances (a query outside the schema's marginals) go through the
+    same rule: an invariant root total has variance exactly 0, every other one is >= 0."""
+    rng = np.random.default_rng(4)
+    schema = random_schema(rng, max_size=12)
+    kids = [f"{p}{i}" for p in "abc" for i in (1, 2)]
+    geo = Hierarchy.from_parents(
+        ["S", "a", "b", "c", *kids], [None, "S", "S", "S"] + [k[0] for k in kids]
+    )
+    cat = schema.categories()
+    t = Table(geo, cat, rng.integers(0, 15, (geo.leaves.size, schema.size)))
+    items = [Measurement(0, Query.marginal(schema, "total"), None)]
+    items += [
+        Measurement(d, Query.marginal(schema, "detailed"), Gaussian(rho=0.3)) for d in range(3)
+    ]
+    projector = TableProjector(t, Workload(items))
+    v = projector.query_variances(Query("all", [[str(cat.ids[cat.root])]]))  # not a marginal
+    assert v[geo.root, 0] == 0.0
+    assert (v >= 0).all() and (np.delete(v, geo.root) > 0).all()
+    np.testing.assert_allclose(v, projector.query_variances(Query.marginal(schema, "total")))

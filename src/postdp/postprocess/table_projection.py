@@ -28,7 +28,7 @@ import numpy as np
 from postdp._typing import FloatArray
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
-from postdp.postprocess._solvers.marginal_basis import MarginalBasis, table_schema
+from postdp.postprocess._solvers.marginal_basis import MarginalBasis, held_at_zero, table_schema
 from postdp.postprocess._solvers.table_tree import TreeGLS
 from postdp.tables import Query, Table, TableMeasurements, Workload, category_matrix
 from postdp.tables.bypass import check_budget_scale
@@ -183,8 +183,7 @@ class TableProjector:
         out = np.empty((geo.n, query.size))
         for position, P in self._dense().covariances():
             out[position] = np.einsum("ai,ij,aj->a", Q, P, Q)
-        result: FloatArray = out[geo.layout.position]
-        return result
+        return held_at_zero(out[geo.layout.position])
 
     def _answers(self, measurements: TableMeasurements, d: int, B: int) -> FloatArray:
         self._dense()  # the stacked 0/1 matrices of each level
@@ -287,15 +286,12 @@ def _smoothed_variances(projector: TableProjector) -> FloatArray:
         full = np.empty((geo.n, cat.n))
         full[:, cat.root] = total[:, 0]
         full[:, cat.leaves] = cells
-        full[full < 1e-12 * max(1.0, float(full.max()))] = 0.0  # fixed by invariants
-        return full
+        return held_at_zero(full)
     C = category_matrix(cat).astype(np.float64)  # category node x detailed cell
     out = np.empty((geo.n, cat.n))  # layout order
     for k, P in projector._dense().covariances():
         out[k] = np.einsum("ai,ij,aj->a", C, P, C)
-    variances: FloatArray = out[geo.layout.position]
-    variances[variances < 1e-12 * max(1.0, float(variances.max()))] = 0.0  # fixed by invariants
-    return variances
+    return held_at_zero(out[geo.layout.position])
 
 
 def answered(m: TableMeasurements, scale: FloatArray | None) -> TableMeasurements:

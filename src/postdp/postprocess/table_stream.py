@@ -34,7 +34,7 @@ import numpy as np
 
 from postdp._typing import FloatArray
 from postdp.errors import ValidationError
-from postdp.postprocess._solvers.marginal_basis import MarginalBasis, table_schema
+from postdp.postprocess._solvers.marginal_basis import MarginalBasis, held_at_zero, table_schema
 from postdp.postprocess._solvers.table_tree import TreeGLS
 from postdp.postprocess.table_projection import answered, level_answers, level_matrices
 from postdp.postprocess.table_topdown import top_down_table
@@ -242,7 +242,7 @@ class _Solver:
             for name, Q in matrices:
                 out[name][k] = np.einsum("ai,ij,aj->a", Q, P, Q)
         position = self.geo.layout.position
-        return {name: v[position] for name, v in out.items()}
+        return {name: held_at_zero(v[position]) for name, v in out.items()}
 
     def covariance_at(self, node: int) -> list[FloatArray]:
         """The final covariance of geounit ``node`` (row in id order), per type in the

@@ -330,8 +330,20 @@ class MarginalBasis:
             for k, e in zip(others, outside, strict=True):
                 full = full * e.reshape([1] + [e.size if i == k else 1 for i in range(K)])
             total += full
-        out: FloatArray = total.reshape(geo.n, marginal.size)
-        return out
+        return held_at_zero(total.reshape(geo.n, marginal.size))
+
+
+def held_at_zero(variances: FloatArray) -> FloatArray:
+    """``variances`` with the rounding residue of the counts an invariant fixes set to 0.
+
+    Those variances are exactly 0, but the sums that give them leave a residue of either
+    sign (about 1e-15 of the largest); a value below 1e-12 times the largest (at least 1)
+    is taken for such a residue, so no variance is negative and no standard deviation NaN.
+    """
+    out = np.asarray(variances, dtype=np.float64)
+    floor = 1e-12 * max(1.0, float(out.max())) if out.size else 0.0
+    out[out < floor] = 0.0
+    return out
 
 
 def identifies_cells(marginals: list[Marginal]) -> bool:
