@@ -95,6 +95,8 @@ def test_rows_of_one_block_add_up_and_integer_geocodes_are_padded(tmp_path):
         (lambda f: f.assign(geocode=["11001000100100", "1100100010010x"]), "geocode: every"),
         (lambda f: f.assign(geocode=["1100100010010011", "12"]), "15-digit GEOID"),
         (lambda f: f.iloc[:0], "no block histograms"),
+        (lambda f: f.assign(geocode=["990010001001001", "110010001001002"]), r"FIPS.*\['99'\]"),
+        (lambda f: f.assign(geocode=["720010001001001", "110010001001002"]), r"FIPS.*\['72'\]"),
     ],
 )
 def test_bad_histograms_are_refused_naming_the_column(tmp_path, change, needle):

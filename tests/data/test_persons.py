@@ -59,6 +59,8 @@ def test_each_person_lands_in_its_cell():
         ({"TABTRACTCE": ["100", "000100", "000200", "1234567"]}, "TABTRACTCE"),
         ({"TABBLK": ["2001", "1001", "2000", "3012"]}, "TABBLK"),
         ({"CENHISP": [1, 1.5, 1, 1]}, "CENHISP"),
+        ({"TABBLKST": ["99", "11", "11", "10"]}, r"TABBLKST: not a FIPS code .*\['99'\]"),
+        ({"TABBLKST": ["00", "11", "11", "10"]}, r"TABBLKST: not a FIPS code .*\['00'\]"),
     ],
 )
 def test_bad_records_are_refused_naming_the_column(change, message, tmp_path):

@@ -118,3 +118,15 @@ def test_unknown_states_are_refused():
         synthetic_population(["72"])
     with pytest.raises(ValidationError, match="2-digit FIPS"):
         synthetic_population(["99"])
+
+
+def test_the_bundled_counties_cover_exactly_the_spine_states():
+    """One rule for state codes (issue 41): the states the synthetic population draws from
+    (the bundled 2010 county file, Puerto Rico left out) are the spine's 50 states and DC."""
+    from postdp.data import load_p1
+    from postdp.data._states import STATE_FIPS
+
+    p1 = load_p1("us-county")
+    geo = p1.geography
+    found = {str(geo.ids[i])[:2] for i in geo.leaves} - {"72"}
+    assert found == STATE_FIPS and len(STATE_FIPS) == 51

@@ -32,6 +32,34 @@ def test_stochastic_round_keeps_integers_and_shape():
         stochastic_round([np.nan], rng=0)
 
 
+def test_stochastic_round_refuses_values_float64_cannot_round():
+    """Issue 41: ``[1e19, 2.5]`` came back as the int64 minimum; beyond 2**52 a float has no
+    fractional part to round, the limit postdp holds everywhere else (``round_consistent``)."""
+    for big in (1e19, -1e19, 2.0**52, -(2.0**52)):
+        with pytest.raises(ValidationError, match=r"`x` must stay below 2\*\*52"):
+            stochastic_round([big, 2.5], rng=0)
+    below = 2.0**52 - 0.5  # the largest magnitude still holding a half
+    out = stochastic_round([below, -below], rng=0)
+    assert abs(out[0] - below) < 1 and abs(out[1] + below) < 1
+
+
+@given(
+    st.lists(
+        st.floats(min_value=-(2.0**52) + 1, max_value=2.0**52 - 1, allow_nan=False),
+        min_size=1,
+        max_size=20,
+    )
+)
+@settings(max_examples=200)
+def test_stochastic_round_is_within_one_for_every_accepted_input(xs):
+    out = stochastic_round(xs, rng=1)
+    x = np.asarray(xs)
+    assert out.dtype == np.int64
+    np.testing.assert_array_equal(
+        np.minimum(np.abs(out - np.floor(x)), np.abs(out - np.ceil(x))), 0
+    )
+
+
 @pytest.mark.parametrize("name", ["star", "unequal", "zeros", "chain"])
 def test_round_consistent_sums_exactly_and_stays_within_one(name):
     h = CATALOGUE[name]()

@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from postdp.data._persons import block_table
+from postdp.data._states import check_states
 from postdp.errors import ValidationError
 from postdp.tables import Schema, Table
 
@@ -156,6 +157,7 @@ def _batches(path: str | os.PathLike[str], schema: Schema, states: Sequence[str]
         if frame.empty:
             continue
         block = _geoids(frame["geocode"])
+        check_states(np.unique(block.astype("U2")).tolist(), "geocode (its first two digits)")
         keep = np.ones(block.size, dtype=bool)
         if states is not None:  # a range filter may let a neighbouring code through
             keep = np.isin(block.astype("U2"), list(states))

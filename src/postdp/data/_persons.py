@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 from scipy import sparse
 
+from postdp.data._states import check_states
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
 from postdp.tables import Schema, Table
@@ -52,8 +53,9 @@ def tabulate_persons(records: pd.DataFrame) -> Table:
     Raises
     ------
     ValidationError
-        For a missing column, a code of the wrong width or out of range, or a block whose
-        first digit is not its block group (the message names the column, never a count).
+        For a missing column, a code of the wrong width or out of range (a state not one of
+        the 50 and DC), or a block whose first digit is not its block group (the message
+        names the column, never a count).
 
     Examples
     --------
@@ -75,6 +77,7 @@ def tabulate_persons(records: pd.DataFrame) -> Table:
     parts = {c: _codes(records[c], c, w) for c, w in GEOGRAPHY.items()}
     if (parts["TABBLK"].str[0] != parts["TABBLKGRPCE"]).any():
         raise ValidationError("TABBLK: a block's first digit must be its block group (TABBLKGRPCE)")
+    check_states(parts["TABBLKST"].unique(), "TABBLKST")
     codes = {c: _attribute(records[c], c, lo, hi) for c, (lo, hi) in ATTRIBUTES.items()}
     cell = ((codes["GQTYPE_PL"] * 2 + codes["VOTING_AGE"] - 1) * 2 + codes["CENHISP"] - 1) * 63
     cell = cell + codes["CENRACE"] - 1
@@ -198,7 +201,9 @@ def person_states(path: str | os.PathLike[str]) -> list[str]:
             raise ValidationError("TABBLK: a block's first digit must be its block group")
         for c, (lo, hi) in ATTRIBUTES.items():
             _attribute(frame[c], c, lo, hi)
-        found |= set(parts["TABBLKST"].unique())
+        states = set(parts["TABBLKST"].unique())
+        check_states(states, "TABBLKST")
+        found |= states
     if not rows:
         raise ValidationError(f"{str(path)!r}: no person records")
     return sorted(found)

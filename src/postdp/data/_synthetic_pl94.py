@@ -23,6 +23,7 @@ from collections.abc import Sequence
 import numpy as np
 from scipy import sparse
 
+from postdp.data._states import STATE_FIPS
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
 from postdp.tables import Table
@@ -46,7 +47,7 @@ def _counties(states: Sequence[str] | None) -> tuple[list[str], np.ndarray, np.n
     p1 = load_p1("us-county")
     geo = p1.geography
     leaf_ids = [str(geo.ids[i]) for i in geo.leaves]
-    keep = [i for i, c in enumerate(leaf_ids) if c[:2] != "72"]  # 50 states + DC
+    keep = [i for i, c in enumerate(leaf_ids) if c[:2] in STATE_FIPS]  # 50 states + DC
     if states is not None:
         wanted = {str(s).zfill(2) for s in states}
         known = {leaf_ids[i][:2] for i in keep}
@@ -78,8 +79,7 @@ def synthetic_states() -> list[str]:
     >>> len(s), s[:3], "72" in s
     (51, ['01', '02', '04'], False)
     """
-    fips, _, _ = _counties(None)
-    return sorted({c[:2] for c in fips})
+    return sorted(STATE_FIPS)
 
 
 def tallies(populations: np.ndarray) -> np.ndarray:

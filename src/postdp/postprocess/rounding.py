@@ -18,7 +18,8 @@ def stochastic_round(x: ArrayLike, *, rng: RNGLike = None) -> IntArray:
     Parameters
     ----------
     x : array_like
-        Finite values, any shape.
+        Finite values, any shape; real values below 2**52 in magnitude (float64 holds no
+        fractional part beyond it; integer arrays are taken whole).
     rng : int, numpy.random.Generator, SeedSequence or None
 
     Returns
@@ -26,6 +27,11 @@ def stochastic_round(x: ArrayLike, *, rng: RNGLike = None) -> IntArray:
     ndarray of int64, same shape
         ⌊x⌋ + 1 with probability x - ⌊x⌋, else ⌊x⌋; so E[result] = x. Integers come back
         unchanged.
+
+    Raises
+    ------
+    ValidationError
+        For a non-finite value, or a real value of magnitude 2**52 or more.
 
     Notes
     -----
@@ -40,6 +46,11 @@ def stochastic_round(x: ArrayLike, *, rng: RNGLike = None) -> IntArray:
     values = _validation.real_array("x", x)
     if values.dtype == np.int64:
         return values.astype(np.int64)  # a copy
+    if np.abs(values).max(initial=0.0) >= _MAX_ABS:
+        raise ValidationError(
+            "`x` must stay below 2**52 in magnitude to be rounded (float64 holds no "
+            "fractional part beyond that)"
+        )
     gen = _rng.as_generator(rng)
     low = np.floor(values)
     return (low + (gen.random(values.shape) < values - low)).astype(np.int64)
