@@ -47,7 +47,7 @@ import socket
 import sys
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -160,9 +160,7 @@ def same_input(record: dict[str, Any], input_sha256: str, content: str | None) -
     return content is not None and record.get(CONTENT_KEY) == content
 
 
-def spent_on(
-    records: list[dict[str, Any]], input_sha256: str, content: str | None = None
-) -> Spent:
+def spent_on(records: list[dict[str, Any]], input_sha256: str, content: str | None = None) -> Spent:
     """Budget recorded for releases of this input (sequential composition): records whose
     ``input_sha256`` is the input's bytes digest or whose content digest is ``content``.
 
@@ -333,10 +331,8 @@ def _announce(path: Path, holder: str, cleanup: list[Callable[[], None]]) -> Non
             return
 
         def remove() -> None:
-            try:
+            with suppress(OSError):
                 target.unlink()
-            except OSError:
-                pass
 
         cleanup.append(remove)
 
@@ -520,6 +516,10 @@ def publish(
     finally:
         with sigint_held():
             _remove(temporaries)
+    from postdp.cli._io import remove_stale_temporaries
+
+    remove_stale_temporaries(output)  # reached only once both are in place
+    remove_stale_temporaries(statement_file)
 
 
 def _record_and_place(
@@ -632,10 +632,7 @@ class Reservation:
     def id(self) -> str:
         return str(self.base["reservation"])
 
-    def close(self, status: str, record: dict[str, Any] | None = None) -> None:
-        """Append the outcome (``published`` with the full ``record``, ``drawn, not
-        published`` or ``withdrawn``) under the lock. Raises OSError if it cannot be
-        written (the reservation then keeps counting)."""
+    def _entry(self, status: str, record: dict[str, Any] | None) -> dict[str, Any]:
         entry = {**self.base, **(record or {})}
         entry.update(
             status=status,
@@ -645,9 +642,41 @@ class Reservation:
         if status == WITHDRAWN:  # counts nothing, also for readers without reservations
             entry["budget"] = {"epsilon": 0.0, "rho": 0.0}
             entry["reserved_budget"] = self.base["budget"]
+        return entry
+
+    def close(self, status: str, record: dict[str, Any] | None = None) -> None:
+        """Append the outcome (``drawn, not published`` or ``withdrawn``; ``published``
+        goes through :meth:`publish`) under the lock. Raises OSError if it cannot be
+        written (the reservation then keeps counting)."""
         with held(self.path, "--ledger", self.holder):
-            append(self.path, entry)
+            append(self.path, self._entry(status, record))
         self.closed = status
+
+    def publish(self, record: dict[str, Any], place: Callable[[], None]) -> None:
+        """Under the lock: append ``record`` as ``published``, then ``place()`` the output.
+        If the append fails, raise :class:`NotRecordedError` (nothing placed). If ``place``
+        raises, the line is taken back, ``drawn, not published`` appended (if it can be:
+        :attr:`closed` says) and the error raised again."""
+        with held(self.path, "--ledger", self.holder):
+            try:
+                before = append(self.path, self._entry(PUBLISHED, record))
+            except OSError as exc:
+                raise NotRecordedError(exc.errno, exc.strerror) from None
+            try:
+                place()
+            except BaseException:
+                truncate(self.path, before)
+                try:
+                    append(self.path, self._entry(UNPUBLISHED, record))
+                    self.closed = UNPUBLISHED
+                except OSError:
+                    pass
+                raise
+            self.closed = PUBLISHED
+
+
+class NotRecordedError(OSError):
+    """A reservation's outcome could not be appended to its ledger."""
 
 
 def reserve(
