@@ -285,3 +285,46 @@ def test_stale_temporaries_of_killed_commands_are_removed_by_the_next_one(tmp_pa
     names = {p.name for p in tmp_path.iterdir()}
     assert not names & set(stale), names & set(stale)
     assert set(kept) <= names
+
+
+def test_a_measure_knows_records_in_another_order_or_layout_as_the_same_input(
+    tmp_path, capsys, fast_release
+):
+    import pandas as pd
+
+    from postdp.data import pl94_schema, synthetic_population
+
+    from ..nmf.conftest import small_table
+    from .test_nmf_cli import _person_records
+
+    ledger = tmp_path / "ledger.jsonl"
+
+    def earlier(source: Path, run: str) -> int:
+        argv = ["measure", "--input", str(source), "--ledger", str(ledger), "--quiet"]
+        assert main([*argv, "--output-dir", str(tmp_path / run)]) == 0, capsys.readouterr()
+        statement = json.loads((tmp_path / run / "privacy.json").read_text())
+        return int(statement["ledger"]["earlier_releases_of_this_input"])
+
+    people = _person_records(small_table(4))
+    people.to_parquet(tmp_path / "persons.parquet")
+    # the same people: rows shuffled, numbers as numbers, split into a folder by county
+    again = people.sample(frac=1.0, random_state=5).reset_index(drop=True)
+    for column in ("GQTYPE_PL", "VOTING_AGE", "CENHISP", "CENRACE"):
+        again[column] = again[column].astype("int16")
+    again["TABTRACTCE"] = again["TABTRACTCE"].astype(int)
+    again.to_parquet(tmp_path / "split", partition_cols=["TABBLKCOU"])
+    fewer = people.iloc[1:]
+    fewer.to_parquet(tmp_path / "fewer.parquet")
+    assert earlier(tmp_path / "persons.parquet", "p1") == 0
+    assert earlier(tmp_path / "split", "p2") == 1
+    assert earlier(tmp_path / "fewer.parquet", "p3") == 0  # one person less: another input
+    # block histograms: the wide form and the long form (zeros left out) are one input
+    t = synthetic_population(states=["11"], seed=3)
+    geo = t.geography
+    wide = pd.DataFrame(t.dense_cells(), columns=list(pl94_schema().cells))
+    wide.insert(0, "geocode", geo.ids[geo.leaves].astype(str))
+    wide.to_parquet(tmp_path / "wide.parquet")
+    long = wide.melt(id_vars="geocode", var_name="category", value_name="count")
+    long[long["count"] > 0].sample(frac=1.0, random_state=1).to_parquet(tmp_path / "long.parquet")
+    assert earlier(tmp_path / "wide.parquet", "h1") == 0
+    assert earlier(tmp_path / "long.parquet", "h2") == 1

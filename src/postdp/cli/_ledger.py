@@ -238,8 +238,10 @@ def check_writable(path: Path, flag: str) -> None:
 
 def holder_of(args: Any) -> str:
     """The command a lock holder names itself by: ``postdp`` and the words it was given."""
+    import shlex
+
     words = getattr(args, "_words", None)
-    text = "postdp " + " ".join(words) if words else f"postdp {getattr(args, 'command', '')}"
+    text = "postdp " + shlex.join(words) if words else f"postdp {getattr(args, 'command', '')}"
     return text if len(text) <= 300 else text[:297] + "..."
 
 
