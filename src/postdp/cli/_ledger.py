@@ -688,6 +688,7 @@ def reserve(
     *,
     target: str,
     busy: Callable[[dict[str, Any]], str],
+    keep: Callable[[Reservation], None] | None = None,
 ) -> tuple[Reservation, Spent]:
     """Under the ledger's lock: what the ledger records for the input of ``record`` (its
     ``input_sha256`` and content digest), then a ``reserved`` record of ``record``'s budget.
@@ -695,7 +696,11 @@ def reserve(
     ``target`` is where the command will write (its ``output``): a reservation of the same
     target not closed, by a process alive on this machine, means another command is
     drawing into it; ``busy(that record)`` is then raised as a CliError, before this one
-    draws or reserves anything."""
+    draws or reserves anything. ``keep(reservation)`` runs as soon as it is in the
+    ledger, with Ctrl-C held back between the two (e.g. to have it settled at the end
+    whatever happens); Ctrl-C while waiting for the lock stops the command as usual."""
+    from postdp.cli._io import sigint_held
+
     base = {
         **record,
         "status": RESERVED,
@@ -718,11 +723,15 @@ def reserve(
             ):
                 raise CliError(busy(r))
         spent = spent_on(records, str(record["input_sha256"]), record.get(CONTENT_KEY))
-        try:
-            append(path, base)
-        except OSError as exc:
-            raise CliError(
-                f"--ledger {str(path)!r}: could not reserve the budget ({exc.strerror or exc}); "
-                "nothing was drawn"
-            ) from None
-    return Reservation(path, base, holder), spent
+        reservation = Reservation(path, base, holder)
+        with sigint_held():
+            try:
+                append(path, base)
+            except OSError as exc:
+                raise CliError(
+                    f"--ledger {str(path)!r}: could not reserve the budget "
+                    f"({exc.strerror or exc}); nothing was drawn"
+                ) from None
+            if keep is not None:
+                keep(reservation)
+    return reservation, spent

@@ -270,7 +270,7 @@ def _over_memory(args: argparse.Namespace, plan: Any, n: int) -> str:
 
 def _typed_value(args: argparse.Namespace, name: str) -> str:
     """The value of a flag as the user typed it (``--max-memory 1M`` or ``--max-memory=1M``)."""
-    words = list(getattr(args, "_words", []))
+    words = [str(w) for w in getattr(args, "_words", [])]
     for i, word in enumerate(words):
         if word == name and i + 1 < len(words):
             return words[i + 1]

@@ -157,7 +157,7 @@ def run(args: argparse.Namespace, state: RunState) -> int:
     secure = not args.study
     ledger = None
     reservation = None
-    drawn: list[bool] = []  # set once the draw begins
+    began: list[bool] = []  # set once the draw begins
     if secure:
         from postdp.mechanisms.release import opendp_version
 
@@ -166,19 +166,18 @@ def run(args: argparse.Namespace, state: RunState) -> int:
         _ledger.check_writable(path, "--ledger")
         state.phase = "reserving the budget in the ledger"
         reserved = _record(args, source, digest, work, run_dir, content=content)
-        with sigint_held():  # reserved and known together, so it is always settled
-            reservation, spent = _ledger.reserve(
-                path,
-                reserved,
-                _ledger.holder_of(args),
-                target=str(run_dir),
-                busy=lambda r: (
-                    f"--output-dir {args.output_dir!r}: another postdp measure (pid "
-                    f"{r.get('pid')}, reserved {r.get('time')}) is drawing into it; nothing "
-                    "was drawn"
-                ),
-            )
-            state.cleanup.append(lambda: _settle(reservation, drawn))
+        reservation, spent = _ledger.reserve(
+            path,
+            reserved,
+            _ledger.holder_of(args),
+            target=str(run_dir),
+            busy=lambda r: (
+                f"--output-dir {args.output_dir!r}: another postdp measure (pid "
+                f"{r.get('pid')}, reserved {r.get('time')}) is drawing into it; nothing "
+                "was drawn"
+            ),
+            keep=lambda held: state.cleanup.append(lambda: _settle(held, began)),
+        )
         ledger = _ledger.LedgerUse(path, spent, [])
 
     from postdp.cli._io import remove_stale_temporaries, temporary_prefix
@@ -193,7 +192,7 @@ def run(args: argparse.Namespace, state: RunState) -> int:
     os.chmod(tmp, 0o777 & ~current_umask())
     bar = progress("states", len(states), quiet=args.quiet, unit="state")
     try:
-        drawn.append(True)
+        began.append(True)
         measure_by_state(
             tables,
             states,
@@ -287,14 +286,14 @@ def _place(
         ) from None
 
 
-def _settle(reservation: _ledger.Reservation | None, drawn: list[bool]) -> None:
+def _settle(reservation: _ledger.Reservation | None, began: list[bool]) -> None:
     """At the end of the command: close a reservation still open (the command failed or
     was interrupted): drawn, not published once the draw began, else withdrawn. A ledger
     that cannot be written keeps the reservation (it counts)."""
     if reservation is None or reservation.closed is not None:
         return
     with contextlib.suppress(OSError):
-        reservation.close(_ledger.UNPUBLISHED if drawn else _ledger.WITHDRAWN)
+        reservation.close(_ledger.UNPUBLISHED if began else _ledger.WITHDRAWN)
 
 
 def _source(args: argparse.Namespace, strategy: Any) -> tuple[list[str], Any, str, str, str]:
