@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from postdp import nmf
-from postdp.cli import main
+from postdp.cli import _ledger, main
 
 from ..nmf.conftest import check_parts, small_table
 from ._helpers import postdp_command
@@ -103,10 +103,15 @@ def test_a_secure_measure_records_one_draw(tmp_path, monkeypatch, capsys):
     args = ["measure", "--synthetic", "11", "--ledger", str(ledger), "--quiet"]
     assert main([*args, "--output-dir", str(tmp_path / "run")]) == 0
     records = [json.loads(line) for line in ledger.read_text().splitlines()]
-    assert len(records) == 1 and records[0]["budget"]["rho"] == pytest.approx(293764 / 114921)
+    # reserved before the draw, published after it: one draw, counted once
+    assert [r["status"] for r in records] == ["reserved", "published"]
+    assert len({r["reservation"] for r in records}) == 1
+    assert records[1]["budget"]["rho"] == pytest.approx(293764 / 114921)
+    spent = _ledger.spent_on(records, records[0]["input_sha256"])
+    assert spent.releases == 1 and spent.rho == pytest.approx(293764 / 114921)
     assert nmf.read(tmp_path / "run").secure is True
     assert main([*args, "--output-dir", str(tmp_path / "run")]) == 2
-    assert len(ledger.read_text().splitlines()) == 1
+    assert len(ledger.read_text().splitlines()) == 2
 
 
 def test_a_killed_measure_leaves_nothing_or_a_complete_run(tmp_path):

@@ -49,8 +49,9 @@ def run_table(args: argparse.Namespace, state: RunState, check_cap: Any) -> int:
         from postdp.mechanisms.release import opendp_version
 
         opendp = opendp_version()
+    content = _ledger.table_content(table) if secure else None
     output, ledger = _ledger.release_outputs(
-        args, loaded.paths, loaded.sha256, secure=secure, state=state
+        args, loaded.paths, loaded.sha256, secure=secure, state=state, content=content
     )
     if ledger is not None:
         check_cap(args, ledger, [m.mechanism for m in work.measurements if m.mechanism])
@@ -93,7 +94,7 @@ def run_table(args: argparse.Namespace, state: RunState, check_cap: Any) -> int:
         output,
         frame,
         ledger,
-        lambda digest: _record(args, loaded, work, output, digest, opendp),
+        lambda digest: _record(args, loaded, work, output, digest, opendp, content),
         lambda entry: _ledger.statement(entry, secure=secure, derived=[], ledger=ledger),
         done=lambda: state.written_now(str(output)),
         overwrite=args.overwrite,
@@ -150,7 +151,13 @@ def flag_design(args: argparse.Namespace) -> Any:
 
 
 def _record(
-    args: argparse.Namespace, loaded: Any, work: Any, output: Path, digest: str, opendp: str
+    args: argparse.Namespace,
+    loaded: Any,
+    work: Any,
+    output: Path,
+    digest: str,
+    opendp: str,
+    content: str | None = None,
 ) -> dict[str, Any]:
     from postdp import __version__
 
@@ -159,6 +166,7 @@ def _record(
         "time": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "input": loaded.source,
         "input_sha256": loaded.sha256,
+        **({} if content is None else {_ledger.CONTENT_KEY: content}),
         "measurements": [
             {
                 "level": m.level,

@@ -22,6 +22,7 @@ from postdp.cli._options import (
     int_list,
     refuse_hierarchy_options,
     run_bars,
+    typed,
     wants_table,
     whole,
 )
@@ -94,7 +95,8 @@ def add_parser(commands: Any) -> None:
         default=768 << 20,
         metavar="SIZE",
         help="memory the statistics and batches may take, e.g. 512M or 2G; the batch (and for "
-        "very large tables the bins) are cut to fit. Default: 768M",
+        "very large tables the bins) are cut to fit; a size that even the fewest bins and the "
+        "smallest batch do not fit is refused. Default: 768M",
     )
     parser.add_argument(
         "--entities",
@@ -166,12 +168,6 @@ def run(args: argparse.Namespace, state: RunState) -> int:
     else:
         smallest = h.leaves[np.argsort(counts[h.leaves], kind="stable")[:3]]
         entities = [str(h.ids[i]) for i in smallest]
-    out_dir = check_output_dir(
-        args.output_dir, "--output-dir", inputs=[loaded.path], overwrite=args.overwrite
-    )
-    inputs = [loaded.path] if loaded.path is not None else []
-    report_path = check_report(args, inputs=inputs, folder=out_dir)
-
     from postdp.analysis import memory_plan
 
     options = {
@@ -181,6 +177,14 @@ def run(args: argparse.Namespace, state: RunState) -> int:
         "max_memory": args.max_memory,
     }
     plan = memory_plan(h.n, bins=args.bins, **options)
+    if not plan.fits:
+        raise CliError(_over_memory(args, plan, h.n))
+    out_dir = check_output_dir(
+        args.output_dir, "--output-dir", inputs=[loaded.path], overwrite=args.overwrite
+    )
+    inputs = [loaded.path] if loaded.path is not None else []
+    report_path = check_report(args, inputs=inputs, folder=out_dir)
+
     bins_used, estimate = plan.bins, plan.peak_bytes
     note = "" if bins_used == args.bins else f" (histograms cut to {bins_used} bins to fit)"
     print(
@@ -237,6 +241,42 @@ def run(args: argparse.Namespace, state: RunState) -> int:
     )
     print_written(shown)
     return 0
+
+
+def _over_memory(args: argparse.Namespace, plan: Any, n: int) -> str:
+    """The message for a --max-memory the audit cannot keep to, even with the fewest
+    histogram bins and the smallest batch (it would be passed, not honoured)."""
+    from postdp.analysis import memory_plan
+
+    enough = args.max_memory
+    while enough < 1 << 50:
+        enough *= 2
+        if memory_plan(
+            n,
+            bins=args.bins,
+            n_draws=args.draws,
+            batch=args.batch,
+            workers=args.workers,
+            max_memory=enough,
+        ).fits:
+            break
+    return (
+        f"{typed(args, '--max-memory')} {_typed_value(args, '--max-memory')}: too small for "
+        f"an audit of {n:,} nodes, which needs about {plan.peak_bytes / 2**20:,.0f} MB "
+        f"({plan.bins} histogram bins, the smallest batch); give e.g. --max-memory "
+        f"{-(-enough // 2**20)}M"
+    )
+
+
+def _typed_value(args: argparse.Namespace, name: str) -> str:
+    """The value of a flag as the user typed it (``--max-memory 1M`` or ``--max-memory=1M``)."""
+    words = [str(w) for w in getattr(args, "_words", [])]
+    for i, word in enumerate(words):
+        if word == name and i + 1 < len(words):
+            return words[i + 1]
+        if word.startswith(name + "="):
+            return word.split("=", 1)[1]
+    return str(getattr(args, name.lstrip("-").replace("-", "_")))
 
 
 def _names(loaded: Any, id_column: str) -> Any:

@@ -48,9 +48,9 @@ def add_parser(commands: Any) -> None:
     )
     parser.add_argument(
         "--amount",
-        type=positive_float,
+        type=_amount,
         default=6.5e9,
-        help="Title I basic grants nationally, USD (a state gets its share)",
+        help="Title I basic grants nationally, USD (a state gets its share); at most 1e15",
     )
     parser.add_argument(
         "--mechanism",
@@ -172,6 +172,22 @@ def run(args: argparse.Namespace, state: RunState) -> int:
         print(line)
     print_written(shown)
     return 0
+
+
+#: The largest --amount: a thousand trillion dollars, far beyond any grant programme. The
+#: study's statistics square dollar amounts, which stop being finite numbers above about
+#: 1e154; a limit with this much room keeps every figure well inside double precision.
+MAX_AMOUNT = 1e15
+
+
+def _amount(text: str) -> float:
+    """A positive amount of dollars, at most :data:`MAX_AMOUNT`."""
+    value = positive_float(text)
+    if value > MAX_AMOUNT:
+        raise argparse.ArgumentTypeError(
+            f"must be at most {MAX_AMOUNT:g} USD (the study squares dollar amounts); got {text!r}"
+        )
+    return value
 
 
 def _typed_flags(args: argparse.Namespace) -> set[str]:

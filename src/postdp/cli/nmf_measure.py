@@ -4,6 +4,7 @@ noisy measurement files (the Census NMF layout)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import hashlib
 import json
@@ -34,10 +35,18 @@ a synthetic persons population (--synthetic 11,10: state FIPS codes; no confiden
 exists here), measured with a 2020 preset (--strategy; persons are tabulated to its cells).
 Every option and every record is checked, and the output folder, before anything is
 drawn. The run is written under a temporary name and renamed into place when complete: a
-run killed part-way leaves no RUN, and an existing RUN is never drawn into again. Without
---study the noise comes from OpenDP's exact samplers and the draw is recorded in the
-ledger (one JSON line); with --study --seed N it is reproducible on numpy's generator:
-for studies only.
+run killed part-way leaves no RUN, and an existing RUN is never drawn into again; the
+temporary folders of earlier measures into the same place that were killed are removed
+once this one is in place. Without --study the noise comes from OpenDP's exact samplers
+and the draw is recorded in the ledger (see postdp release --ledger): its budget is
+reserved there before the draw (a 'reserved' line, counted by every release and measure
+of the same input at once), the ledger's lock is not held while drawing, and the outcome is
+appended at the end: 'published', 'drawn, not published' (its budget still counts) or
+'withdrawn' (nothing was drawn). A measure killed outright leaves its reservation, which
+keeps counting: noise may have been drawn and seen. The input is known to the ledger by
+its bytes and by its content (the records or counts in any order or partitioning, read
+once more before the draw to compute it). With --study --seed N the draw is reproducible
+on numpy's generator: for studies only.
 """
 
 
@@ -135,7 +144,7 @@ def run(args: argparse.Namespace, state: RunState) -> int:
 
     with flag("--strategy", args.strategy):
         strategy = load_strategy(args.strategy)
-    states, tables, source, digest = _source(args, strategy)
+    states, tables, source, digest, content = _source(args, strategy)
     with flag("--strategy", args.strategy):
         first = tables(states[0])
         work = strategy.workload(first)  # made again, one state at a time
@@ -147,25 +156,43 @@ def run(args: argparse.Namespace, state: RunState) -> int:
         raise CliError(f"--output-dir {args.output_dir!r}: inside the input")
     secure = not args.study
     ledger = None
+    reservation = None
+    began: list[bool] = []  # set once the draw begins
     if secure:
         from postdp.mechanisms.release import opendp_version
 
         opendp_version()  # the 'release' extra, checked before the draw
         path = Path(args.ledger).expanduser().resolve() if args.ledger else _ledger.default_path()
         _ledger.check_writable(path, "--ledger")
-        _ledger.lock(path, "--ledger", state.cleanup)
-        records = _ledger.read(path, "--ledger")
-        ledger = _ledger.LedgerUse(path, _ledger.spent_on(records, digest), [])
+        state.phase = "reserving the budget in the ledger"
+        reserved = _record(args, source, digest, work, run_dir, content=content)
+        reservation, spent = _ledger.reserve(
+            path,
+            reserved,
+            _ledger.holder_of(args),
+            target=str(run_dir),
+            busy=lambda r: (
+                f"--output-dir {args.output_dir!r}: another postdp measure (pid "
+                f"{r.get('pid')}, reserved {r.get('time')}) is drawing into it; nothing "
+                "was drawn"
+            ),
+            keep=lambda held: state.cleanup.append(lambda: _settle(held, began)),
+        )
+        ledger = _ledger.LedgerUse(path, spent, [])
 
+    from postdp.cli._io import remove_stale_temporaries, temporary_prefix
     from postdp.cli._options import progress
     from postdp.nmf import measure_by_state
 
     state.phase = "drawing the noise and writing it, state by state"
     state.pending = [str(run_dir)]
-    tmp = Path(tempfile.mkdtemp(dir=run_dir.parent, prefix=f".{run_dir.name}.", suffix=".tmp"))
+    tmp = Path(
+        tempfile.mkdtemp(dir=run_dir.parent, prefix=temporary_prefix(run_dir), suffix=".tmp")
+    )
     os.chmod(tmp, 0o777 & ~current_umask())
     bar = progress("states", len(states), quiet=args.quiet, unit="state")
     try:
+        began.append(True)
         measure_by_state(
             tables,
             states,
@@ -179,7 +206,7 @@ def run(args: argparse.Namespace, state: RunState) -> int:
             progress=lambda stage, done, total: bar.update(done - bar.n),
         )
         bar.close()
-        record = _record(args, source, digest, work, run_dir)
+        record = _record(args, source, digest, work, run_dir, content=content)
         statement = _ledger.statement(record, secure=secure, derived=[], ledger=ledger)
         statement["strategy"] = strategy.name
         if work.neighbours == "bounded":
@@ -201,20 +228,13 @@ def run(args: argparse.Namespace, state: RunState) -> int:
             )
         (tmp / "privacy.json").write_text(json.dumps(statement, indent=2) + "\n", encoding="utf-8")
         with sigint_held():  # recorded and placed together
-            if ledger is not None:
-                _ledger.append(ledger.path, record)
-            try:
-                os.rename(tmp, run_dir)
-            except OSError as exc:
-                raise CliError(
-                    f"--output-dir {args.output_dir!r}: appeared meanwhile ({exc.strerror}); "
-                    "nothing was written there"
-                ) from None
+            _place(args, tmp, run_dir, reservation, record)
             state.pending = []
             state.written.append(str(run_dir))
     finally:
         bar.close()
         shutil.rmtree(tmp, ignore_errors=True)
+    remove_stale_temporaries(run_dir)
     if not args.quiet:
         drawn = "secure (OpenDP)" if secure else "STUDY (numpy, not a private release)"
         print(
@@ -226,9 +246,59 @@ def run(args: argparse.Namespace, state: RunState) -> int:
     return 0
 
 
-def _source(args: argparse.Namespace, strategy: Any) -> tuple[list[str], Any, str, str]:
-    """The states, ``tables(state)``, a description and a SHA-256 of the input; every state
-    and record checked here, before anything is drawn."""
+def _place(
+    args: argparse.Namespace,
+    tmp: Path,
+    run_dir: Path,
+    reservation: _ledger.Reservation | None,
+    record: dict[str, Any],
+) -> None:
+    """Rename the finished run into place and (secure path) close its reservation as
+    published; if the folder appeared meanwhile, the reservation is closed as drawn, not
+    published, and the message says so (Ctrl-C held back by the caller)."""
+    if reservation is None:
+        try:
+            os.rename(tmp, run_dir)
+        except OSError as exc:
+            raise CliError(
+                f"--output-dir {args.output_dir!r}: appeared meanwhile ({exc.strerror}); "
+                "nothing was written there"
+            ) from None
+        return
+    try:
+        reservation.publish(record, lambda: os.rename(tmp, run_dir))
+    except _ledger.NotRecordedError as exc:
+        raise CliError(
+            f"--ledger {str(reservation.path)!r}: could not record the draw "
+            f"({exc.strerror or exc}); nothing was published (its reservation stays in the "
+            "ledger and counts)"
+        ) from None
+    except OSError as exc:
+        said = (
+            "records this draw as drawn, not published"
+            if reservation.closed == _ledger.UNPUBLISHED
+            else "keeps this draw's reservation"
+        )
+        raise CliError(
+            f"--output-dir {args.output_dir!r}: appeared meanwhile ({exc.strerror}); nothing "
+            f"was written there; the ledger {str(reservation.path)!r} {said} (its budget "
+            "counts: the noise was drawn)"
+        ) from None
+
+
+def _settle(reservation: _ledger.Reservation | None, began: list[bool]) -> None:
+    """At the end of the command: close a reservation still open (the command failed or
+    was interrupted): drawn, not published once the draw began, else withdrawn. A ledger
+    that cannot be written keeps the reservation (it counts)."""
+    if reservation is None or reservation.closed is not None:
+        return
+    with contextlib.suppress(OSError):
+        reservation.close(_ledger.UNPUBLISHED if began else _ledger.WITHDRAWN)
+
+
+def _source(args: argparse.Namespace, strategy: Any) -> tuple[list[str], Any, str, str, str]:
+    """The states, ``tables(state)``, a description, a SHA-256 of the input's bytes and one
+    of its content; every state and record checked here, before anything is drawn."""
     from postdp.errors import ValidationError
 
     if args.input is not None:
@@ -272,7 +342,8 @@ def _source(args: argparse.Namespace, strategy: Any) -> tuple[list[str], Any, st
             return read_histograms(path, schema, states=[state])
 
         kind = "person records" if persons else "block histograms"
-        return states, tables, f"{kind} {path.resolve()}", digest.hexdigest()
+        content = _persons_content(path) if persons else _histograms_content(path, schema)
+        return states, tables, f"{kind} {path.resolve()}", digest.hexdigest(), content
     from postdp.data import synthetic_population, synthetic_states
 
     states = [s.zfill(2) for s in args.synthetic]
@@ -292,7 +363,86 @@ def _source(args: argparse.Namespace, strategy: Any) -> tuple[list[str], Any, st
         return strategy.tabulate(synthetic_population(states=[state], seed=args.population_seed))
 
     source = f"synthetic population states={','.join(states)} seed={args.population_seed}"
-    return states, synthetic, source, hashlib.sha256(source.encode()).hexdigest()
+    # each state's population is drawn on its own: the same states in any order, one content
+    same = f"synthetic population states={','.join(sorted(states))} seed={args.population_seed}"
+    content = hashlib.sha256(same.encode()).hexdigest()
+    return states, synthetic, source, hashlib.sha256(source.encode()).hexdigest(), content
+
+
+def _mix(x: Any) -> Any:
+    """A 64-bit mixing function (splitmix64's finaliser) on an array of uint64."""
+    import numpy as np
+
+    x = x ^ (x >> np.uint64(30))
+    x = x * np.uint64(0xBF58476D1CE4E5B9)
+    x = x ^ (x >> np.uint64(27))
+    x = x * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+_KEYS = (0x9E3779B97F4A7C15, 0xD1B54A32D192ED03)
+
+
+def _multiset_digest(kind: str, batches: Any) -> str:
+    """SHA-256 of a multiset of (key, attribute) pairs with multiplicities, whatever their
+    order, batching or files: each pair hashed to 128 bits (two 64-bit mixes), the hashes
+    summed (modulo 2**64) with their multiplicities. ``batches`` yields (keys, attributes,
+    multiplicities) as int64 arrays."""
+    import numpy as np
+
+    sums = [np.uint64(0), np.uint64(0)]
+    total = 0
+    with np.errstate(over="ignore"):
+        for keys, attributes, weights in batches:
+            k = np.asarray(keys, dtype=np.int64).astype(np.uint64)
+            a = np.asarray(attributes, dtype=np.int64).astype(np.uint64)
+            w = np.asarray(weights, dtype=np.int64).astype(np.uint64)
+            total += int(np.asarray(weights, dtype=np.int64).sum())
+            for j, seed in enumerate(_KEYS):
+                h = _mix(k ^ _mix(a + np.uint64(seed)))
+                sums[j] = np.uint64(sums[j] + np.sum(h * w, dtype=np.uint64))
+    text = f"postdp input content v1\n{kind}\n{total}\n{int(sums[0])}\n{int(sums[1])}\n"
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _persons_content(path: Path) -> str:
+    """The content digest of person records (checked already): each person's block and
+    characteristics, as a multiset (any row order, file split or partitioning)."""
+    import numpy as np
+    import pandas as pd
+    import pyarrow.dataset as ds
+
+    from postdp.data import PERSON_COLUMNS
+
+    def batches() -> Any:
+        data = ds.dataset(str(path), format="parquet", partitioning="hive")
+        for batch in data.to_batches(columns=list(PERSON_COLUMNS), batch_size=1 << 20):
+            frame = batch.to_pandas()
+            if frame.empty:
+                continue
+            n = {c: pd.to_numeric(frame[c].astype(str)).to_numpy(np.int64) for c in frame}
+            block = n["TABBLKST"] * 10**3 + n["TABBLKCOU"]
+            block = (block * 10**6 + n["TABTRACTCE"]) * 10 + n["TABBLKGRPCE"]
+            block = block * 10**4 + n["TABBLK"]
+            person = ((n["GQTYPE_PL"] * 10 + n["VOTING_AGE"]) * 10 + n["CENHISP"]) * 100
+            yield block, person + n["CENRACE"], np.ones(block.size, dtype=np.int64)
+
+    return _multiset_digest("person records", batches())
+
+
+def _histograms_content(path: Path, schema: Any) -> str:
+    """The content digest of block histograms (checked already): each block's count of
+    each cell, whatever the form (wide or long), row order or partitioning."""
+    import numpy as np
+
+    from postdp.data._histograms import _batches
+
+    def batches() -> Any:
+        for block, cell, count in _batches(path, schema, None):
+            keys = np.asarray(block).astype(str).astype(np.int64)
+            yield keys, np.asarray(cell, dtype=np.int64), np.asarray(count, dtype=np.int64)
+
+    return _multiset_digest("block histograms", batches())
 
 
 def _built_once(tables: Any, state: str, table: Any) -> Any:
@@ -368,7 +518,13 @@ def _check_run(text: str) -> Path:
 
 
 def _record(
-    args: argparse.Namespace, source: str, digest: str, work: Any, run_dir: Path
+    args: argparse.Namespace,
+    source: str,
+    digest: str,
+    work: Any,
+    run_dir: Path,
+    *,
+    content: str | None = None,
 ) -> dict[str, Any]:
     from postdp import __version__
 
@@ -377,6 +533,7 @@ def _record(
         "time": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "input": source,
         "input_sha256": digest,
+        **({} if content is None else {_ledger.CONTENT_KEY: content}),
         "measurements": [
             {
                 "level": m.level,

@@ -47,7 +47,8 @@ Every release also writes <output>.privacy.json: the budget per level (or query)
 Without --study the noise comes from OpenDP's exact, cryptographically seeded samplers
 (needs the 'release' extra) and the release is recorded in a ledger (a JSON line per
 release; one per user by default, see --ledger), which reports the budget already spent
-on the same input (found by its SHA-256, wherever its outputs went) and enforces
+on the same input (the same bytes or the same counts, in any row order or line ending,
+wherever its outputs went) and enforces
 --budget-cap; concurrent releases wait for each other on the ledger's lock. With --study
 --seed N the draw is reproducible on numpy's generator: for studies only, never for
 publishing.
@@ -226,8 +227,9 @@ def run(args: argparse.Namespace, state: RunState) -> int:
 
         opendp = opendp_version()  # fails here, not after drawing, if OpenDP is missing
 
+    content = _ledger.hierarchy_content(h) if secure else None
     output, ledger = _ledger.release_outputs(
-        args, [loaded.path], loaded.sha256, secure=secure, state=state
+        args, [loaded.path], loaded.sha256, secure=secure, state=state, content=content
     )
     if ledger is not None:
         _check_cap(args, ledger, mechanisms)
@@ -288,7 +290,9 @@ def run(args: argparse.Namespace, state: RunState) -> int:
         output,
         table,
         ledger,
-        lambda digest: _record(args, loaded, mechanisms, result.budget, output, digest, opendp),
+        lambda digest: _record(
+            args, loaded, mechanisms, result.budget, output, digest, opendp, content
+        ),
         lambda entry: _ledger.statement(
             entry, secure=secure, derived=derived, public=list(public or []), ledger=ledger
         ),
@@ -374,9 +378,9 @@ def _check_cap(args: argparse.Namespace, ledger: _ledger.LedgerUse, mechanisms: 
         raise CliError(
             f"--budget-cap {args.budget_cap:g}: the ledger {str(ledger.path)!r}"
             + "".join(f" and the older ledger {str(p)!r}" for p in ledger.also_read)
-            + f" record {spent.releases} earlier release(s) of this input; with this one the "
-            "budget "
-            f"would be epsilon = {total:.6g}"
+            + f" record {spent.releases} earlier release(s) of this input"
+            + (f" ({spent.pending} of them still drawing or killed)" if spent.pending else "")
+            + f"; with this one the budget would be epsilon = {total:.6g}"
         )
 
 
@@ -388,6 +392,7 @@ def _record(
     output: Path,
     output_sha: str,
     opendp: str,
+    content: str | None = None,
 ) -> dict[str, Any]:
     from postdp import __version__
 
@@ -396,6 +401,7 @@ def _record(
         "time": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "input": "bundled:county_populations_2010" if loaded.bundled else str(loaded.path),
         "input_sha256": loaded.sha256,
+        **({} if content is None else {_ledger.CONTENT_KEY: content}),
         "levels": [
             {
                 "level": label,

@@ -1,0 +1,330 @@
+"""A secure ``postdp measure`` reserves its budget in the ledger and draws without the
+ledger's lock; the ledger says what became of every draw; a waiting command is told which
+command holds the lock; killed commands' temporaries are removed by the next one into the
+same place (issue 41)."""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import select
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import postdp.nmf
+from postdp.cli import _ledger, main
+from tests.cli._helpers import TABLE, postdp_command
+
+pytest.importorskip("opendp")
+
+RHO = 293764 / 114921  # the persons preset's budget
+
+
+@pytest.fixture
+def fast_release(monkeypatch):
+    """OpenDP's sampler stood in by a fast integer draw (these tests are about the
+    bookkeeping, not the sampler); returns the list of draws made."""
+    from postdp.mechanisms import _base
+
+    rng = np.random.default_rng(0)
+    calls = []
+
+    def release(self, x):
+        calls.append(1)
+        return np.asarray(x) + rng.integers(-3, 4, size=np.shape(x))
+
+    monkeypatch.setattr(_base.NoiseMechanism, "release", release)
+    return calls
+
+
+def _records(ledger: Path) -> list[dict]:
+    return [json.loads(line) for line in ledger.read_text().splitlines()]
+
+
+def _measure(tmp_path: Path, ledger: Path, run: str = "run") -> list[str]:
+    return [
+        "measure",
+        "--synthetic",
+        "11",
+        "--ledger",
+        str(ledger),
+        "--quiet",
+        "--output-dir",
+        str(tmp_path / run),
+    ]
+
+
+def _dead_pid() -> int:
+    proc = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return int(proc.stdout)
+
+
+def test_the_draw_runs_outside_the_lock_on_a_counted_reservation(
+    tmp_path, monkeypatch, fast_release
+):
+    ledger = tmp_path / "ledger.jsonl"
+    real = postdp.nmf.measure_by_state
+    seen = {}
+
+    def draw(*args, **kwargs):
+        # another command can take the lock now, and the ledger already counts this draw
+        fd = os.open(ledger.parent, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # raises if the lock is held
+        finally:
+            os.close(fd)
+        records = _records(ledger)
+        seen["status"] = [r["status"] for r in records]
+        seen["spent"] = _ledger.spent_on(records, records[0]["input_sha256"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(postdp.nmf, "measure_by_state", draw)
+    assert main(_measure(tmp_path, ledger)) == 0
+    assert seen["status"] == ["reserved"]
+    assert seen["spent"].releases == 1 and seen["spent"].pending == 1
+    assert seen["spent"].rho == pytest.approx(RHO)
+    records = _records(ledger)
+    assert [r["status"] for r in records] == ["reserved", "published"]
+    assert records[0]["pid"] == os.getpid() and "measure --synthetic 11" in records[0]["command"]
+    spent = _ledger.spent_on(records, records[0]["input_sha256"])
+    assert (spent.releases, spent.pending) == (1, 0) and spent.rho == pytest.approx(RHO)
+    assert not (tmp_path / "ledger.jsonl.lock").exists()  # the holder's note is gone
+
+
+def test_a_waiting_release_names_the_command_holding_the_lock(tmp_path):
+    (tmp_path / "good.csv").write_text(TABLE)
+    ledger = tmp_path / "ledger.jsonl"
+    cleanup: list = []
+    _ledger.lock(ledger, "--ledger", cleanup, holder="postdp measure --synthetic 11 -o big")
+    try:
+        proc = subprocess.Popen(
+            [
+                *postdp_command(),
+                *["release", "--input", str(tmp_path / "good.csv")],
+                *["-o", str(tmp_path / "out.csv"), "--ledger", str(ledger)],
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        ready, _, _ = select.select([proc.stderr], [], [], 120)
+        line = proc.stderr.readline() if ready else ""
+    finally:
+        while cleanup:
+            cleanup.pop()()
+    _, rest = proc.communicate(timeout=120)
+    assert proc.returncode == 0, rest
+    assert line.startswith(f"postdp: waiting for the ledger {str(ledger)!r}"), line
+    assert f"(pid {os.getpid()}: postdp measure --synthetic 11 -o big)" in line, line
+    assert len(_records(ledger)) == 1
+
+
+def test_a_measure_beaten_to_its_folder_says_its_draw_is_recorded_unpublished(
+    tmp_path, monkeypatch, capsys, fast_release
+):
+    ledger = tmp_path / "ledger.jsonl"
+    run = tmp_path / "run"
+    real = postdp.nmf.measure_by_state
+
+    def draw_while_another_writes(*args, **kwargs):
+        out = real(*args, **kwargs)
+        run.mkdir()
+        (run / "theirs").write_text("another command's run\n")
+        return out
+
+    monkeypatch.setattr(postdp.nmf, "measure_by_state", draw_while_another_writes)
+    assert main(_measure(tmp_path, ledger)) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "nothing was written there" in err
+    assert "records this draw as drawn, not published (its budget counts" in err
+    assert sorted(p.name for p in run.iterdir()) == ["theirs"]
+    records = _records(ledger)
+    assert [r["status"] for r in records] == ["reserved", "drawn, not published"]
+    spent = _ledger.spent_on(records, records[0]["input_sha256"])
+    assert (spent.releases, spent.pending) == (1, 0) and spent.rho == pytest.approx(RHO)
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+def test_a_live_reservation_of_the_folder_refuses_a_second_measure_before_it_draws(
+    tmp_path, capsys, fast_release
+):
+    ledger = tmp_path / "ledger.jsonl"
+    theirs = {
+        "time": "2030-01-01T00:00:00+00:00",
+        "input": "synthetic population states=10 seed=0",
+        "input_sha256": "0" * 64,
+        "budget": {"epsilon": 0.0, "rho": RHO},
+        "output": str(tmp_path / "run"),
+        "status": "reserved",
+        "reservation": "abc",
+        "pid": os.getppid(),  # alive: it runs these tests
+        "host": os.uname().nodename,
+        "command": "postdp measure --synthetic 10 --output-dir run",
+    }
+    ledger.write_text(json.dumps(theirs) + "\n")
+    assert main(_measure(tmp_path, ledger)) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "is drawing into it; nothing was drawn" in err
+    assert f"pid {os.getppid()}" in err
+    assert fast_release == [] and not (tmp_path / "run").exists()
+    assert len(_records(ledger)) == 1
+    # killed (its process gone): it no longer blocks the folder, but its budget counts
+    theirs.update(pid=_dead_pid(), input_sha256=_records(ledger)[0]["input_sha256"])
+    assert main([*_measure(tmp_path, ledger), "--ledger", str(tmp_path / "other.jsonl")]) == 0
+    own = _records(tmp_path / "other.jsonl")[0]
+    theirs.update(input_sha256=own["input_sha256"])
+    ledger.write_text(json.dumps(theirs) + "\n")
+    assert main(_measure(tmp_path, ledger, "run2")) == 0
+    statement = json.loads((tmp_path / "run2" / "privacy.json").read_text())
+    assert statement["ledger"]["earlier_releases_of_this_input"] == 1
+    assert statement["ledger"]["earlier_budget"]["rho"] == pytest.approx(RHO)
+
+
+def test_a_failed_measure_withdraws_or_keeps_its_reservation(
+    tmp_path, monkeypatch, capsys, fast_release
+):
+    ledger = tmp_path / "ledger.jsonl"
+    import postdp.cli.nmf_measure as command
+
+    # fails before the draw: the reservation is withdrawn and counts nothing
+    def no_folder(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(command.tempfile, "mkdtemp", no_folder)
+    assert main(_measure(tmp_path, ledger)) == 2
+    monkeypatch.undo()
+    from postdp.mechanisms import _base
+
+    monkeypatch.setattr(_base.NoiseMechanism, "release", lambda self, x: np.asarray(x))
+    records = _records(ledger)
+    assert [r["status"] for r in records] == ["reserved", "withdrawn"]
+    assert _ledger.spent_on(records, records[0]["input_sha256"]).releases == 0
+
+    # fails during the draw: drawn, not published, and it counts
+    def broken(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(postdp.nmf, "measure_by_state", broken)
+    assert main(_measure(tmp_path, ledger)) == 2
+    records = _records(ledger)
+    assert [r["status"] for r in records][2:] == ["reserved", "drawn, not published"]
+    spent = _ledger.spent_on(records, records[0]["input_sha256"])
+    assert spent.releases == 1 and spent.rho == pytest.approx(RHO)
+    capsys.readouterr()
+
+
+def test_stale_temporaries_of_killed_commands_are_removed_by_the_next_one(tmp_path, capsys):
+    # the names postdp gives its temporaries: .<name>.<host>-<pid>.<random>.tmp
+    tag = hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
+    dead, alive = _dead_pid(), os.getppid()
+    day_old = time.time() - 2 * 24 * 3600
+    stale = [
+        f".run.{tag}-{dead}.k1.tmp",  # a killed measure's folder
+        ".run.abcd_123.tmp",  # an older postdp's, untouched for two days
+        f".out.csv.{tag}-{dead}.x1y2z3.tmp",  # a killed release's output ...
+        f".out.csv.privacy.json.{tag}-{dead}.q9.tmp",  # ... and statement
+    ]
+    kept = [
+        f".run.{tag}-{alive}.k2.tmp",  # a live process's
+        ".run.efgh_456.tmp",  # an older postdp's, recent: it may be running
+        f".runs.{tag}-{dead}.k3.tmp",  # another name's
+        ".run.notours",
+        f".out.csv.{tag}-{dead}.note",
+    ]
+    for name in stale + kept:
+        path = tmp_path / name
+        if name.startswith(".run"):
+            path.mkdir()
+            (path / "part").write_text("x")
+        else:
+            path.write_text("x")
+    os.utime(tmp_path / ".run.abcd_123.tmp", (day_old, day_old))
+    study = ["--study", "--seed", "1"]
+    assert (
+        main(
+            [
+                "measure",
+                "--synthetic",
+                "11",
+                *study,
+                "--quiet",
+                "--output-dir",
+                str(tmp_path / "run"),
+            ]
+        )
+        == 0
+    )
+    (tmp_path / "good.csv").write_text(TABLE)
+    assert (
+        main(
+            [
+                "release",
+                "--input",
+                str(tmp_path / "good.csv"),
+                "-o",
+                str(tmp_path / "out.csv"),
+                *study,
+            ]
+        )
+        == 0
+    )
+    capsys.readouterr()
+    names = {p.name for p in tmp_path.iterdir()}
+    assert not names & set(stale), names & set(stale)
+    assert set(kept) <= names
+
+
+def test_a_measure_knows_records_in_another_order_or_layout_as_the_same_input(
+    tmp_path, capsys, fast_release
+):
+    import pandas as pd
+
+    from postdp.data import pl94_schema, synthetic_population
+
+    from ..nmf.conftest import small_table
+    from .test_nmf_cli import _person_records
+
+    ledger = tmp_path / "ledger.jsonl"
+
+    def earlier(source: Path, run: str) -> int:
+        argv = ["measure", "--input", str(source), "--ledger", str(ledger), "--quiet"]
+        assert main([*argv, "--output-dir", str(tmp_path / run)]) == 0, capsys.readouterr()
+        statement = json.loads((tmp_path / run / "privacy.json").read_text())
+        return int(statement["ledger"]["earlier_releases_of_this_input"])
+
+    people = _person_records(small_table(4))
+    people.to_parquet(tmp_path / "persons.parquet")
+    # the same people: rows shuffled, numbers as numbers, split into a folder by county
+    again = people.sample(frac=1.0, random_state=5).reset_index(drop=True)
+    for column in ("GQTYPE_PL", "VOTING_AGE", "CENHISP", "CENRACE"):
+        again[column] = again[column].astype("int16")
+    again["TABTRACTCE"] = again["TABTRACTCE"].astype(int)
+    again.to_parquet(tmp_path / "split", partition_cols=["TABBLKCOU"])
+    fewer = people.iloc[1:]
+    fewer.to_parquet(tmp_path / "fewer.parquet")
+    assert earlier(tmp_path / "persons.parquet", "p1") == 0
+    assert earlier(tmp_path / "split", "p2") == 1
+    assert earlier(tmp_path / "fewer.parquet", "p3") == 0  # one person less: another input
+    # block histograms: the wide form and the long form (zeros left out) are one input
+    t = synthetic_population(states=["11"], seed=3)
+    geo = t.geography
+    wide = pd.DataFrame(t.dense_cells(), columns=list(pl94_schema().cells))
+    wide.insert(0, "geocode", geo.ids[geo.leaves].astype(str))
+    wide.to_parquet(tmp_path / "wide.parquet")
+    long = wide.melt(id_vars="geocode", var_name="category", value_name="count")
+    long[long["count"] > 0].sample(frac=1.0, random_state=1).to_parquet(tmp_path / "long.parquet")
+    assert earlier(tmp_path / "wide.parquet", "h1") == 0
+    assert earlier(tmp_path / "long.parquet", "h2") == 1
