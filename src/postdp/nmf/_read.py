@@ -16,7 +16,7 @@ from postdp._typing import FloatArray, IntArray
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
 from postdp.nmf import _layout as layout
-from postdp.nmf._io import NO_UPPER, _pyarrow
+from postdp.nmf._io import NO_UPPER, _pyarrow, _sigma_squared
 from postdp.nmf._workload import budget_scale, rebuild_workload
 from postdp.tables import (
     CountBounds,
@@ -153,7 +153,7 @@ def read(
         frames.append((level[0], level[1]))
     geo, position = _geography(frames, manifest)
     study = (run / STUDY_MARKER).is_file()
-    return _measurements(geo, position, frames, schema, manifest, study)
+    return _measurements(geo, position, frames, schema, manifest, study, run / layout.MANIFEST)
 
 
 def _run(run_dir: str | os.PathLike[str]) -> Path:
@@ -254,7 +254,7 @@ def _part(
         frame["_len"] = np.diff(offsets)
         for j, column in enumerate(dims.reshape(len(table), width).T):
             frame[f"_s{j}"] = column
-        pieces.append((frame, np.asarray(value.flatten(), dtype=np.int64)))
+        pieces.append((frame, _numbers(value.flatten())))
     if not pieces:
         empty = pd.DataFrame({c: pd.Series(dtype=object) for c in keep})
         for c in ("_start", "_len", *(f"_s{j}" for j in range(len(schema.names)))):
@@ -264,6 +264,15 @@ def _part(
     frame["geocode"] = frame["geocode"].astype(str)
     frame["query_name"] = frame["query_name"].astype(str).map(layout.strip_suffix)
     return frame, flat
+
+
+def _numbers(values: Any) -> np.ndarray:
+    """A file's answers as int64, or float64 where the file stores floats (a run drawn with
+    a continuous mechanism, ``"answers": "float64"`` in its manifest)."""
+    import pyarrow as pa
+
+    floating = pa.types.is_floating(values.type)
+    return np.asarray(values, dtype=np.float64 if floating else np.int64)
 
 
 def _joined(pieces: list[Rows]) -> Rows:
@@ -317,6 +326,7 @@ def _measurements(
     schema: Schema,
     manifest: Any,
     study: bool,
+    manifest_path: Path | None = None,
 ) -> TableMeasurements:
     order: list[tuple[int, str, bool]] = []
     found: dict[tuple[int, str, bool], tuple[FloatArray, float, str, FloatArray | None]] = {}
@@ -353,12 +363,16 @@ def _measurements(
             + ", ".join(sorted(skipped)),
             stacklevel=3,
         )
-    work = rebuild_workload(order, found, schema, manifest)
+    work = rebuild_workload(
+        order, found, schema, manifest, where=manifest_path or "the run's manifest",
+        depth=len(frames),
+    )  # fmt: skip
     noisy = [m for m in work.measurements if not m.public]
-    index = {(m.level, m.query.name, m.public): i for i, m in enumerate(work.measurements)}
-    values: list[Any] = [None] * len(order)
-    for key in order:
-        values[index[key]] = found[key][0]
+    for m in noisy:  # recorded in the manifest, answered by none of the geounits read
+        if (m.level, m.query.name, False) not in found:
+            nan = np.full((geo.levels[m.level].size, m.query.size), np.nan)
+            found[(m.level, m.query.name, False)] = (nan, _sigma_squared(m), "", None)
+    values = [found[(m.level, m.query.name, m.public)][0] for m in work.measurements]
     cat = schema.categories()
     cells: Any = sparse.csr_array((geo.leaves.size, cat.leaves.size), dtype=np.int64)
     secure = manifest.get("path", "secure") == "secure" if manifest else not study
