@@ -138,11 +138,11 @@ def write(
     for m, values in zip(work.measurements, measurements.values, strict=True):
         if not m.public and scale is not None:
             values = values[scale[geo.levels[m.level]] > 0]  # the others have none
-        discrete = m.mechanism is not None and m.mechanism.discrete
-        if discrete and not np.array_equal(values, np.round(values)):
+        noise = m.mechanism
+        if noise is not None and noise.discrete and not np.array_equal(values, np.round(values)):
             raise ValidationError(
                 f"query {m.query.name!r} at level {m.level}: the answers of a discrete "
-                f"mechanism ({m.mechanism.name}) must be whole numbers; these are not"
+                f"mechanism ({noise.name}) must be whole numbers; these are not"
             )
     run.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=run.parent, prefix=f".{run.name}.", suffix=".tmp"))

@@ -21,7 +21,11 @@ GLS code of ``uscensusbureau/DAS_2020_Redistricting_Production_Code`` and
   budget, an exact fraction); ``Constraint`` adds ``sign`` (``=``, ``<=``, ``>=``).
 
 postdp reads and writes ``value`` as a Parquet list of int64 (the Census's first release
-stored it binary-encoded for a Spark decoder; the layout is otherwise the same).
+stored it binary-encoded for a Spark decoder; the layout is otherwise the same), except
+the ``DPQuery`` answers of a run drawn with a continuous mechanism (Laplace, Gaussian):
+float64, which its manifest records (``"answers": "float64"``). postdp's manifest
+(:data:`MANIFEST`, version :data:`VERSION`) records what the files cannot: each
+measurement's mechanism, parameter and exact cost (see :func:`postdp.nmf.write`).
 """
 
 from __future__ import annotations

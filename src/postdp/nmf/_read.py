@@ -100,14 +100,21 @@ def read(
         and the schema's cells, with **unknown counts** (zero: an NMF holds no true
         counts). Queries are the marginals named (suffixes such as ``_dpq`` dropped);
         ``=`` constraints on marginals are public measurements; a geounit found only in
-        ``Constraint`` (one the spine bypassed) has NaN answers.
+        ``Constraint`` (one the spine bypassed) has NaN answers. A run postdp wrote
+        (manifest version 2) comes back with the measurements it records, in their order:
+        the same mechanisms, parameters, weights, neighbours and exact rho (a recorded
+        query no geounit read answers has NaN answers); an earlier postdp's run with each
+        query's exact rho from the run's rho and ``plb``; a run without a manifest (the
+        Census's) with discrete Gaussian noise of rho 1 / variance (bounded neighbours).
 
     Raises
     ------
     ValidationError
         For a folder that is not a run, a subtree it lacks, a query that is not a marginal
-        of the schema, answers of the wrong length, or a query whose variance differs
-        between geounits of one level.
+        of the schema, answers of the wrong length, a query whose variance differs
+        between geounits of one level, a manifest of a newer version or whose ``levels``
+        leave out a level folder of the run, or a query of the files that the manifest
+        does not describe.
 
     Examples
     --------

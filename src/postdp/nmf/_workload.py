@@ -5,11 +5,10 @@ variances are not its level's."""
 
 from __future__ import annotations
 
-from fractions import Fraction
-from typing import Any
-
 import re
+from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -17,9 +16,9 @@ from postdp._typing import FloatArray
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
 from postdp.mechanisms import DiscreteGaussian, Gaussian
+from postdp.nmf._io import MECHANISMS, _sigma_squared
 from postdp.tables import Measurement, Query, Schema, Workload
 from postdp.tables.bypass import only_children
-from postdp.nmf._io import MECHANISMS, _sigma_squared
 
 
 def rebuild_workload(
@@ -128,7 +127,9 @@ def _recorded(
     same mechanism objects, weights, neighbours and exact rho as written."""
     neighbours = manifest.get("neighbours")
     if neighbours not in ("add-remove", "bounded"):
-        raise ValidationError(f"{where}: `neighbours` {neighbours!r} is not a neighbouring relation")
+        raise ValidationError(
+            f"{where}: `neighbours` {neighbours!r} is not a neighbouring relation"
+        )
     entries = manifest["measurements"]
     if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
         raise ValidationError(f"{where}: `measurements` must be a list of records")
@@ -141,9 +142,9 @@ def _recorded(
         keyed[key] = e
     for d, name, public in order:
         if (d, name, public) not in keyed:
-            kind = "invariant" if public else "noisy query"
+            what = "invariant" if public else "noisy query"
             raise ValidationError(
-                f"{where}: level {d}, {kind} {name!r}: in the run's files but not in the "
+                f"{where}: level {d}, {what} {name!r}: in the run's files but not in the "
                 "manifest's measurements (its noise cannot be rebuilt)"
             )
     items: list[Measurement] = []

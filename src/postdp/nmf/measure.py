@@ -26,10 +26,10 @@ from postdp.nmf import _layout as layout
 from postdp.nmf._io import (
     _atomic_text,
     _geocodes,
-    continuous,
     _pyarrow,
     _shares,
     _total,
+    continuous,
     run_manifest,
     write_levels,
 )
