@@ -164,14 +164,19 @@ def test_writer_refuses_what_the_layout_cannot_hold(measured, tmp_path):
     run = nmf.write(measured, tmp_path / "b")
     with pytest.raises(ValidationError, match="not an empty folder"):
         nmf.write(measured, run)
-    from postdp import Gaussian
+    import dataclasses
+
+    from postdp import Geometric
     from postdp.tables import Measurement, Query, Workload
 
     t = small_table()
-    work = Workload([Measurement(d, Query.marginal(pl94_schema(), "total"), Gaussian(rho=1.0))
+    work = Workload([Measurement(d, Query.marginal(pl94_schema(), "total"), Geometric(epsilon=1.0))
                      for d in range(6)])  # fmt: skip
-    with pytest.raises(ValidationError, match="whole-number"):
-        nmf.write(measure(t, work, secure=False, rng=0), tmp_path / "c")
+    m = measure(t, work, secure=False, rng=0)
+    m = dataclasses.replace(m, values=(m.values[0] + 0.5, *m.values[1:]))
+    with pytest.raises(ValidationError, match="whole numbers"):
+        nmf.write(m, tmp_path / "c")  # a discrete mechanism's answers (Laplace's may be floats)
+    assert not (tmp_path / "c").exists()
 
 
 def test_published_quirks_are_read(tmp_path):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Sequence
 from fractions import Fraction
@@ -15,6 +16,7 @@ import numpy as np
 from postdp._typing import FloatArray, IntArray
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
+from postdp.mechanisms import DiscreteGaussian, Gaussian, Geometric, Laplace, Mechanism
 from postdp.nmf import _layout as layout
 from postdp.tables import Marginal, Measurement, Schema, TableMeasurements, Workload
 
@@ -48,7 +50,10 @@ def write(
     measurements : TableMeasurements
         One draw (no draw axes) of a table whose detailed cells are a :class:`Schema`'s,
         every query a marginal of it (e.g. ``load_strategy("pl94-2020-persons")``'s
-        workload); noisy answers must be whole numbers (discrete noise).
+        workload), each noisy one drawn with a :class:`~postdp.mechanisms.Laplace`,
+        :class:`~postdp.mechanisms.Geometric`, :class:`~postdp.mechanisms.Gaussian` or
+        :class:`~postdp.mechanisms.DiscreteGaussian`; the answers of the discrete ones must
+        be whole numbers.
     run_dir : path
         The run's folder: ``<Geolevel>.parquet/{DPQuery,Constraint}/[State=NNN/]part-0.parquet``
         and ``postdp-nmf.json``, the manifest, written last.
@@ -57,7 +62,11 @@ def write(
     strategy : str, optional
         A preset's name, recorded in the manifest.
     overwrite : bool, default False
-        Replace the files of an existing run (otherwise a folder holding files is refused).
+        Replace an existing run whole: the new run is written in a temporary folder beside
+        it and swapped in at the end, so nothing of the old run remains and a failure
+        leaves the old run as it was. Otherwise a folder holding files is refused, and so
+        is, even with ``overwrite``, a folder that is not a run (files other than
+        ``<Geolevel>.parquet`` folders and no manifest).
 
     Returns
     -------
@@ -67,14 +76,25 @@ def write(
     Notes
     -----
     Geocodes are the AIAN flag ``0`` and the geounit's id (the root's is empty), so every
-    id below the second level must start with its parent's (tabulation GEOIDs do). Every
-    file is written under a temporary name and renamed into place; the manifest comes last,
-    so a folder without it is not a complete postdp run. Public (invariant) queries are
-    written as ``=`` constraints (``total_con``), noisy ones as ``DPQuery`` rows with their
-    variance and exact budget share ``plb`` (the query's share of the run's budget at its
-    level). A geounit measured with its own multiple of its level's budget
-    (``measurements.budget_scale``) has its variances divided by it, and no ``DPQuery`` rows
-    where it is 0 (as the Census writes the geounits its spine bypassed).
+    id below the second level must start with its parent's (tabulation GEOIDs do). The run
+    is written in a temporary folder beside ``run_dir`` (every file under a temporary name,
+    the manifest last) and renamed into place, so a folder without a manifest is not a
+    complete postdp run. Public (invariant) queries are written as ``=`` constraints
+    (``total_con``), noisy ones as ``DPQuery`` rows with their variance and budget share
+    ``plb`` (the query's share of the run's budget at its level). A geounit measured with
+    its own multiple of its level's budget (``measurements.budget_scale``) has its
+    variances divided by it, and no ``DPQuery`` rows where it is 0 (as the Census writes
+    the geounits its spine bypassed).
+
+    The manifest (version 2) records, for every measurement in the workload's order, its
+    level, query and mechanism (null for a public one), the mechanism's parameter
+    (``epsilon`` or ``rho``, the float's shortest exact text) and its ``cost`` under the
+    run's ``neighbours`` (an exact fraction for a workload :meth:`Workload.from_shares
+    <postdp.tables.Workload.from_shares>`, else the float's text): :func:`read` rebuilds
+    the same mechanisms, variances and budget from it. Answers of the continuous
+    mechanisms (Laplace, Gaussian) are not whole numbers: such a run stores every
+    ``DPQuery`` ``value`` as float64 (``"answers": "float64"`` in the manifest; int64,
+    the Census's layout, otherwise). ``Constraint`` values stay int64.
 
     Examples
     --------
@@ -105,27 +125,72 @@ def write(
         raise ValidationError(
             f"{str(run)!r} exists and is not an empty folder (overwrite=True replaces its files)"
         )
+    if run.is_dir() and any(run.iterdir()) and not _replaceable(run):
+        raise ValidationError(
+            f"{str(run)!r} is not a run (files other than <Geolevel>.parquet folders and no "
+            f"{layout.MANIFEST}): overwrite=True replaces runs only"
+        )
     work = measurements.workload
+    describe(work)  # every mechanism one the manifest can name, before anything is written
     total = _total(work)
     plb = _shares(work, total)
     scale = measurements.budget_scale
     for m, values in zip(work.measurements, measurements.values, strict=True):
         if not m.public and scale is not None:
             values = values[scale[geo.levels[m.level]] > 0]  # the others have none
-        if not m.public and not np.array_equal(values, np.round(values)):
+        noise = m.mechanism
+        if noise is not None and noise.discrete and not np.array_equal(values, np.round(values)):
             raise ValidationError(
-                f"query {m.query.name!r} at level {m.level}: the NMF holds whole-number answers "
-                "(discrete noise); these are not"
+                f"query {m.query.name!r} at level {m.level}: the answers of a discrete "
+                f"mechanism ({noise.name}) must be whole numbers; these are not"
             )
-    run.mkdir(parents=True, exist_ok=True)
-    write_levels(measurements, run, names, codes, subtree, plb)
-    subtrees = sorted(set(subtree[geo.levels[1]])) if geo.n_levels > 1 else []
-    manifest = run_manifest(measurements, names, str(geo.ids[geo.root]), total, strategy)
-    manifest["subtrees"] = subtrees
-    if measurements.budget_scale is not None:
-        manifest["budget_scale"] = "per geounit"
-    _atomic_text(run / layout.MANIFEST, json.dumps(manifest, indent=2) + "\n")
+    run.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=run.parent, prefix=f".{run.name}.", suffix=".tmp"))
+    try:
+        os.chmod(tmp, 0o777 & ~_umask())  # the mode of a folder made by mkdir
+        write_levels(measurements, tmp, names, codes, subtree, plb, floats=continuous(work))
+        subtrees = sorted(set(subtree[geo.levels[1]])) if geo.n_levels > 1 else []
+        manifest = run_manifest(measurements, names, str(geo.ids[geo.root]), total, strategy)
+        manifest["subtrees"] = subtrees
+        if measurements.budget_scale is not None:
+            manifest["budget_scale"] = "per geounit"
+        _atomic_text(tmp / layout.MANIFEST, json.dumps(manifest, indent=2) + "\n")
+        _swap_in(tmp, run)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
     return run
+
+
+def _replaceable(run: Path) -> bool:
+    """Whether a folder may be replaced by ``write(..., overwrite=True)``: it holds a
+    manifest, or nothing but ``<Geolevel>.parquet`` folders (a run without one)."""
+    if (run / layout.MANIFEST).is_file():
+        return True
+    return all(p.is_dir() and p.name.endswith(".parquet") for p in run.iterdir())
+
+
+def _swap_in(tmp: Path, run: Path) -> None:
+    """Put the finished run ``tmp`` at ``run``: renamed into place, an existing folder first
+    moved aside (and removed once the new run is in place; put back if that fails)."""
+    if not run.exists():
+        os.replace(tmp, run)
+        return
+    aside = Path(tempfile.mkdtemp(dir=run.parent, prefix=f".{run.name}.", suffix=".old"))
+    os.replace(run, aside)  # onto the empty folder just made
+    try:
+        os.replace(tmp, run)
+    except BaseException:
+        os.replace(aside, run)
+        raise
+    shutil.rmtree(aside, ignore_errors=True)
+
+
+def _umask() -> int:
+    """The process's umask (read by setting it and putting it back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def run_manifest(
@@ -134,12 +199,16 @@ def run_manifest(
     root: str,
     total: Fraction | None,
     strategy: str | None,
+    *,
+    workload: Workload | None = None,
 ) -> dict[str, Any]:
-    """What a run's manifest says of its measurements (the subtrees added by the caller)."""
-    work = measurements.workload
+    """What a run's manifest says of its measurements (the subtrees added by the caller);
+    ``workload``: the whole run's (default ``measurements.workload``), when
+    ``measurements`` hold only some of its levels."""
+    work = measurements.workload if workload is None else workload
     return {
         "format": "postdp noisy measurements",
-        "version": 1,
+        "version": layout.VERSION,
         "levels": list(names),
         "root": root,
         "schema": layout.schema_to_json(_schema_of(measurements)),
@@ -148,7 +217,51 @@ def run_manifest(
         "mechanism": _mechanism_name(work),
         "path": "secure" if measurements.secure else "study",
         "strategy": strategy,
+        "answers": "float64" if continuous(work) else "int64",
+        "measurements": describe(work),
     }
+
+
+#: The mechanisms a run's manifest names, by their ``name``, and the parameter of each.
+MECHANISMS: dict[str, tuple[type[Mechanism], str]] = {
+    Laplace.name: (Laplace, "epsilon"),
+    Geometric.name: (Geometric, "epsilon"),
+    Gaussian.name: (Gaussian, "rho"),
+    DiscreteGaussian.name: (DiscreteGaussian, "rho"),
+}
+
+
+def describe(work: Workload) -> list[dict[str, Any]]:
+    """Every measurement of ``work`` as the manifest records it (in the workload's order):
+    level, query, mechanism (None for a public one), its parameter (the float's shortest
+    text, which reads back to the same float), its ``cost`` under the workload's neighbours
+    (the exact fraction where ``work.exact_rho`` has one, else the float's text) and its
+    least-squares ``weight`` where one is set."""
+    out: list[dict[str, Any]] = []
+    for i, m in enumerate(work.measurements):
+        entry: dict[str, Any] = {"level": m.level, "query": m.query.name, "mechanism": None}
+        if m.mechanism is not None:
+            if MECHANISMS.get(m.mechanism.name, (None,))[0] is not type(m.mechanism):
+                raise ValidationError(
+                    f"query {m.query.name!r} at level {m.level}: a run holds noise of "
+                    f"{', '.join(MECHANISMS)}; got {type(m.mechanism).__name__}"
+                )
+            key = MECHANISMS[m.mechanism.name][1]
+            exact = None if work.exact_rho is None else work.exact_rho[i]
+            spent = float(getattr(work.cost(m), key))
+            entry["mechanism"] = m.mechanism.name
+            entry[key] = repr(float(getattr(m.mechanism, key)))
+            entry["cost"] = {key: repr(spent) if exact is None else str(exact)}
+            if m.weight is not None:
+                entry["weight"] = repr(float(m.weight))
+        out.append(entry)
+    return out
+
+
+def continuous(work: Workload) -> bool:
+    """Whether a noisy measurement of ``work`` has non-integral answers (Laplace,
+    Gaussian): the run's ``DPQuery`` answers are then float64."""
+    return any(m.mechanism is not None and not m.mechanism.discrete for m in work.measurements)
 
 
 def write_levels(
@@ -161,12 +274,17 @@ def write_levels(
     *,
     offset: int = 0,
     file: str = layout.PART,
+    floats: bool | None = None,
 ) -> None:
     """Write each level d of ``measurements`` as the run's level ``d + offset``: one file
     (named ``file``) per partition (``subtree``: each geounit's partition code; the run's
     root level has none) and kind, renamed into place. A subtree's own root level
-    (``offset`` > 0) is left to the top's measurements."""
+    (``offset`` > 0) is left to the top's measurements. ``floats``: the ``DPQuery``
+    answers as float64 (default: where ``measurements`` hold a continuous mechanism's;
+    pass the whole run's :func:`continuous` when writing part of it)."""
     pa, pq = _pyarrow()
+    if floats is None:
+        floats = continuous(measurements.workload)
     schema = _schema_of(measurements)
     geo = measurements.table.geography
     work = measurements.workload
@@ -190,7 +308,7 @@ def write_levels(
                     rows, factors = rows[factors > 0], factors[factors > 0]
                 frame = _frame(
                     pa, schema, kind, items, measurements.values, codes[nodes[rows]], rows, plb,
-                    factors,
+                    factors, floats=floats and kind == layout.DPQUERY,
                 )  # fmt: skip
                 if kind == layout.CONSTRAINT and measurements.bounds:
                     frame = _with_bounds(
@@ -275,14 +393,16 @@ def _frame(
     rows: IntArray,
     plb: list[str],
     factors: FloatArray | None = None,
+    *,
+    floats: bool = False,
 ) -> Any:
     """The Arrow table of one partition: a row per geounit and query (geounit-major);
     ``factors``: each geounit's multiple of its level's budget (its variances divided by
-    it)."""
+    it); ``floats``: answers as float64 (else int64)."""
     n = rows.size
     cols: dict[str, list[Any]] = {c: [] for c in layout.columns(schema, kind)}
     if not items:
-        return pa.table({c: pa.array([], type=_arrow_type(pa, c)) for c in cols})
+        return pa.table({c: pa.array([], type=_arrow_type(pa, c, floats)) for c in cols})
     k = len(items)
     cols["geocode"] = np.repeat(geocodes, k).tolist()
     shapes = []
@@ -298,7 +418,7 @@ def _frame(
         cols[a] = cols[a] * n
     cols["query_shape"] = shapes * n
     sizes = np.array([np.shape(values[i])[-1] for i, _ in items])
-    flat = _flat_values(values, [i for i, _ in items], rows, sizes)
+    flat = _flat_values(values, [i for i, _ in items], rows, sizes, floats=floats)
     offsets = np.concatenate([[0], np.cumsum(np.tile(sizes, n))]).astype(
         np.int32 if flat.size < 2**31 else np.int64
     )
@@ -328,12 +448,17 @@ def _frame(
 
 
 def _flat_values(
-    values: tuple[FloatArray, ...], which: list[int], rows: IntArray, sizes: IntArray
-) -> IntArray:
-    """The answers of measurements ``which`` at ``rows`` as one int64 vector, geounit-major
-    and queries in order, cast straight into place (no copy per query: a block level's
-    answers are the run's largest arrays)."""
-    out = np.empty((rows.size, int(sizes.sum())), dtype=np.int64)
+    values: tuple[FloatArray, ...],
+    which: list[int],
+    rows: IntArray,
+    sizes: IntArray,
+    *,
+    floats: bool = False,
+) -> Any:
+    """The answers of measurements ``which`` at ``rows`` as one int64 vector (float64 with
+    ``floats``), geounit-major and queries in order, cast straight into place (no copy per
+    query: a block level's answers are the run's largest arrays)."""
+    out = np.empty((rows.size, int(sizes.sum())), dtype=np.float64 if floats else np.int64)
     start = 0
     for i, width in zip(which, sizes.tolist(), strict=True):
         source = np.asarray(values[i])
@@ -405,8 +530,10 @@ def _bypassed(pa: Any, schema: Schema, frame: Any, geocodes: Any) -> Any:
     return pa.concat_tables([frame, pa.table(table).select(frame.column_names)])
 
 
-def _arrow_type(pa: Any, column: str) -> Any:
-    """The Arrow type of a column of the layout."""
+def _arrow_type(pa: Any, column: str, floats: bool = False) -> Any:
+    """The Arrow type of a column of the layout (``floats``: float64 answers)."""
+    if column == "value" and floats:
+        return pa.list_(pa.float64())
     if column in ("query_shape", "value"):
         return pa.list_(pa.int64())
     return pa.float64() if column == "variance" else pa.string()

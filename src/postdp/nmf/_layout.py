@@ -21,7 +21,11 @@ GLS code of ``uscensusbureau/DAS_2020_Redistricting_Production_Code`` and
   budget, an exact fraction); ``Constraint`` adds ``sign`` (``=``, ``<=``, ``>=``).
 
 postdp reads and writes ``value`` as a Parquet list of int64 (the Census's first release
-stored it binary-encoded for a Spark decoder; the layout is otherwise the same).
+stored it binary-encoded for a Spark decoder; the layout is otherwise the same), except
+the ``DPQuery`` answers of a run drawn with a continuous mechanism (Laplace, Gaussian):
+float64, which its manifest records (``"answers": "float64"``). postdp's manifest
+(:data:`MANIFEST`, version :data:`VERSION`) records what the files cannot: each
+measurement's mechanism, parameter and exact cost (see :func:`postdp.nmf.write`).
 """
 
 from __future__ import annotations
@@ -58,6 +62,10 @@ LEVELS_2020 = ("US", "State", "County", "Tract", "Block_Group", "Block")
 SUFFIX_LEN = 4
 #: Written last by postdp into a run it wrote (the published runs have none).
 MANIFEST = "postdp-nmf.json"
+#: The manifest version this postdp writes, and the newest it reads (1: the run's rho,
+#: neighbours and one mechanism name; 2 adds each measurement's mechanism, parameter and
+#: cost, and the type of the noisy answers).
+VERSION = 2
 #: The one file postdp writes in each folder of a run.
 PART = "part-0.parquet"
 
@@ -173,7 +181,12 @@ def schema_from_json(data: Any) -> Schema:
 
 
 def read_manifest(run: Path) -> dict[str, Any] | None:
-    """The manifest postdp wrote into a run, or None for a run written by others."""
+    """The manifest postdp wrote into a run, or None for a run written by others.
+
+    Refused (one line naming the manifest): a manifest of a version above :data:`VERSION`
+    (written by a newer postdp: what it adds cannot be read here), and one whose
+    ``levels`` do not name every ``<Geolevel>.parquet`` folder of the run, or name one the
+    run lacks (a level left out would be dropped without a word)."""
     path = run / MANIFEST
     if not path.is_file():
         return None
@@ -183,4 +196,23 @@ def read_manifest(run: Path) -> dict[str, Any] | None:
         raise ValidationError(f"{path}: not a readable manifest ({err})") from None
     if not isinstance(data, dict):
         raise ValidationError(f"{path}: not a readable manifest")
+    version = data.get("version")
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise ValidationError(f"{path}: manifest version {version!r} is not a version number")
+    if version > VERSION:
+        raise ValidationError(
+            f"{path}: manifest version {version}; this postdp reads versions 1 to {VERSION} "
+            "(upgrade postdp to read this run)"
+        )
+    levels = data.get("levels")
+    if not isinstance(levels, list) or not levels or not all(isinstance(n, str) for n in levels):
+        raise ValidationError(f"{path}: `levels` must be a list of geolevel names")
+    folders = sorted(p.name for p in run.glob("*.parquet") if p.is_dir())
+    named = [f"{n}.parquet" for n in levels]
+    left_out = [f for f in folders if f not in named]
+    if left_out:
+        raise ValidationError(f"{path}: `levels` leaves out the run's folders {left_out}")
+    absent = [f for f in named if f not in folders]
+    if absent:
+        raise ValidationError(f"{path}: `levels` names folders the run lacks: {absent}")
     return data

@@ -16,7 +16,7 @@ from postdp._typing import FloatArray, IntArray
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
 from postdp.nmf import _layout as layout
-from postdp.nmf._io import NO_UPPER, _pyarrow
+from postdp.nmf._io import NO_UPPER, _pyarrow, _sigma_squared
 from postdp.nmf._workload import budget_scale, rebuild_workload
 from postdp.tables import (
     CountBounds,
@@ -100,14 +100,21 @@ def read(
         and the schema's cells, with **unknown counts** (zero: an NMF holds no true
         counts). Queries are the marginals named (suffixes such as ``_dpq`` dropped);
         ``=`` constraints on marginals are public measurements; a geounit found only in
-        ``Constraint`` (one the spine bypassed) has NaN answers.
+        ``Constraint`` (one the spine bypassed) has NaN answers. A run postdp wrote
+        (manifest version 2) comes back with the measurements it records, in their order:
+        the same mechanisms, parameters, weights, neighbours and exact rho (a recorded
+        query no geounit read answers has NaN answers); an earlier postdp's run with each
+        query's exact rho from the run's rho and ``plb``; a run without a manifest (the
+        Census's) with discrete Gaussian noise of rho 1 / variance (bounded neighbours).
 
     Raises
     ------
     ValidationError
         For a folder that is not a run, a subtree it lacks, a query that is not a marginal
-        of the schema, answers of the wrong length, or a query whose variance differs
-        between geounits of one level.
+        of the schema, answers of the wrong length, a query whose variance differs
+        between geounits of one level, a manifest of a newer version or whose ``levels``
+        leave out a level folder of the run, or a query of the files that the manifest
+        does not describe.
 
     Examples
     --------
@@ -153,7 +160,7 @@ def read(
         frames.append((level[0], level[1]))
     geo, position = _geography(frames, manifest)
     study = (run / STUDY_MARKER).is_file()
-    return _measurements(geo, position, frames, schema, manifest, study)
+    return _measurements(geo, position, frames, schema, manifest, study, run / layout.MANIFEST)
 
 
 def _run(run_dir: str | os.PathLike[str]) -> Path:
@@ -254,7 +261,7 @@ def _part(
         frame["_len"] = np.diff(offsets)
         for j, column in enumerate(dims.reshape(len(table), width).T):
             frame[f"_s{j}"] = column
-        pieces.append((frame, np.asarray(value.flatten(), dtype=np.int64)))
+        pieces.append((frame, _numbers(value.flatten())))
     if not pieces:
         empty = pd.DataFrame({c: pd.Series(dtype=object) for c in keep})
         for c in ("_start", "_len", *(f"_s{j}" for j in range(len(schema.names)))):
@@ -264,6 +271,15 @@ def _part(
     frame["geocode"] = frame["geocode"].astype(str)
     frame["query_name"] = frame["query_name"].astype(str).map(layout.strip_suffix)
     return frame, flat
+
+
+def _numbers(values: Any) -> np.ndarray:
+    """A file's answers as int64, or float64 where the file stores floats (a run drawn with
+    a continuous mechanism, ``"answers": "float64"`` in its manifest)."""
+    import pyarrow as pa
+
+    floating = pa.types.is_floating(values.type)
+    return np.asarray(values, dtype=np.float64 if floating else np.int64)
 
 
 def _joined(pieces: list[Rows]) -> Rows:
@@ -317,6 +333,7 @@ def _measurements(
     schema: Schema,
     manifest: Any,
     study: bool,
+    manifest_path: Path | None = None,
 ) -> TableMeasurements:
     order: list[tuple[int, str, bool]] = []
     found: dict[tuple[int, str, bool], tuple[FloatArray, float, str, FloatArray | None]] = {}
@@ -353,12 +370,16 @@ def _measurements(
             + ", ".join(sorted(skipped)),
             stacklevel=3,
         )
-    work = rebuild_workload(order, found, schema, manifest)
+    work = rebuild_workload(
+        order, found, schema, manifest, where=manifest_path or "the run's manifest",
+        depth=len(frames),
+    )  # fmt: skip
     noisy = [m for m in work.measurements if not m.public]
-    index = {(m.level, m.query.name, m.public): i for i, m in enumerate(work.measurements)}
-    values: list[Any] = [None] * len(order)
-    for key in order:
-        values[index[key]] = found[key][0]
+    for m in noisy:  # recorded in the manifest, answered by none of the geounits read
+        if (m.level, m.query.name, False) not in found:
+            nan = np.full((geo.levels[m.level].size, m.query.size), np.nan)
+            found[(m.level, m.query.name, False)] = (nan, _sigma_squared(m), "", None)
+    values = [found[(m.level, m.query.name, m.public)][0] for m in work.measurements]
     cat = schema.categories()
     cells: Any = sparse.csr_array((geo.leaves.size, cat.leaves.size), dtype=np.int64)
     secure = manifest.get("path", "secure") == "secure" if manifest else not study

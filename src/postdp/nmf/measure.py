@@ -29,6 +29,7 @@ from postdp.nmf._io import (
     _pyarrow,
     _shares,
     _total,
+    continuous,
     run_manifest,
     write_levels,
 )
@@ -146,6 +147,7 @@ def measure_by_state(
         _by_subtree(
             state_table, below, run, names, total, secure, streams[k],
             code=code, depth=1, cut_blocks=cut_blocks, bounds=held, scale=scale,
+            floats=continuous(work),
         )  # fmt: skip
         report("states", k + 1, len(states))
         del state_table
@@ -160,8 +162,8 @@ def measure_by_state(
         budget_scale=scale, budget_checked=True,
     )  # fmt: skip
     codes, subtree = _geocodes(geo)
-    write_levels(m, run, names, codes, subtree, _shares(upper, total))
-    manifest = run_manifest(m, names, root, total, strategy.name)
+    write_levels(m, run, names, codes, subtree, _shares(upper, total), floats=continuous(work))
+    manifest = run_manifest(m, names, root, total, strategy.name, workload=work)
     manifest["subtrees"] = sorted({"0" + s for s in state_ids})
     if bypass:
         manifest["budget_scale"] = "single-child bypass"
@@ -183,13 +185,15 @@ def _by_subtree(
     cut_blocks: int,
     bounds: tuple[CountBounds, ...] = (),
     scale: Any = None,
+    floats: bool = False,
 ) -> None:
     """Measure and write the subtree ``sub`` rooted at run level ``depth`` (its root's own
     measurements are written above it) in partition ``code``: whole when it has at most
     ``cut_blocks`` blocks or no level below its children, else its children's own
     measurements, then each child's subtree the same way. A subtree's levels go to
     ``part-<its root's geocode>.parquet`` (a state's: ``part-0.parquet``); ``scale``: its
-    geounits' budget factors (checked with the whole state's)."""
+    geounits' budget factors (checked with the whole state's); ``floats``: the run's answers
+    are float64 (a continuous mechanism's)."""
     codes, _ = _geocodes(sub.geography, rooted=False)
     file = layout.PART if depth == 1 else f"part-{codes[sub.geography.root]}.parquet"
     where = np.full(codes.size, code)
@@ -198,7 +202,10 @@ def _by_subtree(
             sub, work, secure=secure, rng=rng, bounds=bounds, budget_scale=scale,
             budget_checked=True,
         )  # fmt: skip
-        write_levels(m, run, names, codes, where, _shares(work, total), offset=depth, file=file)
+        write_levels(
+            m, run, names, codes, where, _shares(work, total), offset=depth, file=file,
+            floats=floats,
+        )  # fmt: skip
         return
     children, subs = sub.split_at(1)
     upper, lower = work.split_at(1)
@@ -212,7 +219,7 @@ def _by_subtree(
     codes, _ = _geocodes(children.geography, rooted=False)
     write_levels(
         m, run, names, codes, np.full(codes.size, code), _shares(upper, total), offset=depth,
-        file=file,
+        file=file, floats=floats,
     )  # fmt: skip
     del m, children
     for k in range(len(subs)):
@@ -222,6 +229,7 @@ def _by_subtree(
             code=code, depth=depth + 1, cut_blocks=cut_blocks,
             bounds=_slice(bounds, sub.geography, child.geography),
             scale=None if scale is None else scale[_rows(sub.geography, child.geography)],
+            floats=floats,
         )  # fmt: skip
 
 
