@@ -120,7 +120,11 @@ def facility_bounds(
     nursing_upper = np.full((geography.n, 16), np.inf)
     nursing_upper[:, 2 * _NURSING] = 0.0  # hhgq x votingage: (nursing, under 18)
     nursing = CountBounds(
-        "hhgq * votingage", np.zeros((geography.n, 16)), nursing_upper, name="nurse_nva_0"
+        "hhgq * votingage",
+        np.zeros((geography.n, 16)),
+        nursing_upper,
+        name="nurse_nva_0",
+        sides="upper",  # a zero, no lower bound: the Census's one-sided nurse_nva_0
     )
     return hhgq, nursing
 
