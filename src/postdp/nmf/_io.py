@@ -75,7 +75,11 @@ def write(
     variance and exact budget share ``plb`` (the query's share of the run's budget at its
     level). A geounit measured with its own multiple of its level's budget
     (``measurements.budget_scale``) has its variances divided by it, and no ``DPQuery`` rows
-    where it is 0 (as the Census writes the geounits its spine bypassed).
+    where it is 0 (as the Census writes the geounits its spine bypassed). Structural bounds
+    (``measurements.bounds``) are ``Constraint`` rows at every geounit of every level, in
+    the Census's names: ``<name>_lb_con`` and ``<name>_ub_con`` for a bound of
+    ``sides="both"`` (``hhgq_total``), one ``<name>_con`` for ``sides="upper"``
+    (``nurse_nva_0``).
 
     Examples
     --------

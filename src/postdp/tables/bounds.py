@@ -75,7 +75,7 @@ class CountBounds:
         if (upper[finite] != np.rint(upper[finite])).any():
             raise ValidationError("`upper` must hold whole numbers or inf")
         if self.sides == "upper" and (lower > 0).any():
-            raise ValidationError("bounds with sides='upper' have no lower bound: `lower` must be 0")
+            raise ValidationError("bounds of sides='upper' have no lower bound: `lower` must be 0")
         object.__setattr__(self, "lower", lower)
         object.__setattr__(self, "upper", upper)
 
