@@ -75,9 +75,11 @@ def facility_bounds(
     -------
     tuple of CountBounds
         ``hhgq_total`` on the ``hhgq`` marginal (type k at least its facilities, 0 where
-        there is none; household persons 0 where there is no housing unit) and
-        ``nurse_nva_0`` on ``hhgq * votingage`` (no one under 18 in nursing), for every
-        geounit (facilities summed up the geography).
+        there is none; household persons 0 where there is no housing unit; ``sides="both"``,
+        written as the Census's ``hhgq_total_lb_con`` / ``_ub_con`` pair) and
+        ``nurse_nva_0`` on ``hhgq * votingage`` (no one under 18 in nursing; an upper bound
+        alone, ``sides="upper"``, written as ``nurse_nva_0_con``), for every geounit
+        (facilities summed up the geography).
 
     Raises
     ------
@@ -120,7 +122,11 @@ def facility_bounds(
     nursing_upper = np.full((geography.n, 16), np.inf)
     nursing_upper[:, 2 * _NURSING] = 0.0  # hhgq x votingage: (nursing, under 18)
     nursing = CountBounds(
-        "hhgq * votingage", np.zeros((geography.n, 16)), nursing_upper, name="nurse_nva_0"
+        "hhgq * votingage",
+        np.zeros((geography.n, 16)),
+        nursing_upper,
+        name="nurse_nva_0",
+        sides="upper",  # a zero, no lower bound: the Census's one-sided nurse_nva_0
     )
     return hhgq, nursing
 

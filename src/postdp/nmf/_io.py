@@ -14,6 +14,7 @@ from typing import Any, cast
 import numpy as np
 
 from postdp._typing import FloatArray, IntArray
+from postdp._validation import MAX_COUNT
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
 from postdp.mechanisms import DiscreteGaussian, Gaussian, Geometric, Laplace, Mechanism
@@ -84,7 +85,10 @@ def write(
     ``plb`` (the query's share of the run's budget at its level). A geounit measured with
     its own multiple of its level's budget (``measurements.budget_scale``) has its
     variances divided by it, and no ``DPQuery`` rows where it is 0 (as the Census writes
-    the geounits its spine bypassed).
+    the geounits its spine bypassed). Structural bounds (``measurements.bounds``) are
+    ``Constraint`` rows at every geounit of every level, in the Census's names:
+    ``<name>_lb_con`` and ``<name>_ub_con`` for a bound of ``sides="both"``
+    (``hhgq_total``), one ``<name>_con`` for ``sides="upper"`` (``nurse_nva_0``).
 
     The manifest (version 2) records, for every measurement in the workload's order, its
     level, query and mechanism (null for a public one), the mechanism's parameter
@@ -468,32 +472,46 @@ def _flat_values(
     return out.reshape(-1)
 
 
-#: An upper bound written for "none" (the Census writes 99,999 per facility; a reader takes
-#: this or more as no bound).
+#: The least upper bound a reader takes as none: the Census writes 99,999 persons per
+#: facility (``querybase_constraints.py`` in uscensusbureau/DAS_2020_Redistricting_Production_Code),
+#: so a group-quarters type with a facility has a bound of 99,999 or more.
 NO_UPPER = 99999
+#: What postdp writes for no upper bound: 2**52, more than any count postdp holds (a
+#: table's counts add up to less, :data:`postdp._validation.MAX_COUNT`). A reader that
+#: imposes every ``<=`` row (google-research/census-bluedown's ``nonlinear_solver.py``
+#: does, on the households of a whole state too) is never held by it, as by the Census's
+#: 99,999 per facility; postdp's reader takes it as none (it is above :data:`NO_UPPER`).
+NONE_WRITTEN = MAX_COUNT
 
 
 def _with_bounds(
     pa: Any, schema: Schema, frame: Any, bounds: Any, geocodes: Any, nodes: IntArray
 ) -> Any:
     """``frame`` (a partition's ``Constraint`` rows) with the structural bounds of its
-    geounits: ``<name>_lb_con`` (``>=``, where some lower bound is positive) and
-    ``<name>_ub_con`` (``<=``, where some upper bound is finite; none written as
-    :data:`NO_UPPER`), as the 2020 runs' ``hhgq_total_lb_con`` / ``hhgq_total_ub_con``; a
-    bound with one side is ``<name>_con`` (``nurse_nva_0_con``)."""
+    geounits, in the Census's names at every geounit of every level, whatever the values:
+    a bound of ``sides="both"`` as the pair ``<name>_lb_con`` (``>=``) and
+    ``<name>_ub_con`` (``<=``, none written as :data:`NONE_WRITTEN`), as the 2020 runs'
+    ``hhgq_total_lb_con`` / ``hhgq_total_ub_con``; one of ``sides="upper"`` as
+    ``<name>_con`` (``<=``), as their ``nurse_nva_0_con``.
+
+    Both published readers need the pair at every geounit: google-research/census-bluedown
+    looks up ``hhgq_total_lb_con`` and ``hhgq_total_ub_con`` by exact name for every
+    geounit, the nation and the states included (``constants.py``, ``root.py``,
+    ``constrain.py``, ``nonlinear_postprocessing.py``), and the Census's GLS code
+    (uscensusbureau/DAS_2020_GLS_Uncertainty_Evaluation ``GLS/main_two_pass_alg.py``) takes
+    a level's geounits from its ``Constraint`` rows and keeps only those with one."""
     pieces = [frame]
     for item in bounds:
         marginal = schema.marginal(item.query)
         attrs = layout.attribute_columns(marginal)
         lower, upper = item.lower[nodes], item.upper[nodes]
-        sides = (("_lb_con", ">=", lower, (lower > 0).any()),
-                 ("_ub_con", "<=", np.where(np.isfinite(upper), upper, NO_UPPER),
-                  np.isfinite(upper).any()))  # fmt: skip
-        both = sides[0][3] and sides[1][3]
-        for suffix, sign, values, used in sides:
-            if not used:
-                continue
-            suffix = suffix if both else "_con"  # one side: the name alone, as nurse_nva_0_con
+        upper = np.where(np.isfinite(upper), upper, NONE_WRITTEN)
+        sides = (
+            (("_con", "<=", upper),)
+            if item.sides == "upper"
+            else (("_lb_con", ">=", lower), ("_ub_con", "<=", upper))
+        )
+        for suffix, sign, values in sides:
             n, size = values.shape
             value = pa.ListArray.from_arrays(
                 np.arange(n + 1, dtype=np.int32) * size, values.astype(np.int64).reshape(-1)

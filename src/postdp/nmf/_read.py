@@ -359,8 +359,9 @@ def _measurements(
             np.vstack([lower, np.zeros((geo.n - lower.shape[0], lower.shape[1]))]),
             np.vstack([upper, np.full((geo.n - upper.shape[0], upper.shape[1]), np.inf)]),
             name=name,
+            sides=_sides(lower, used),
         )
-        for (name, query), (lower, upper, _) in held.items()
+        for (name, query), (lower, upper, used) in held.items()
         if (lower > 0).any() or np.isfinite(upper).any()  # else it bounds nothing
     )
     skipped -= {q for *_, used in held.values() for q in used}
@@ -399,7 +400,9 @@ def _collect_bounds(
     """Fold a level's ``>=`` / ``<=`` constraints on marginals of the schema (named by their
     attribute columns: ``hhgq_total_lb_con`` on ``hhgq``) into ``held``: per (name without
     ``_lb``/``_ub`` and suffix, marginal) the lower and upper bounds of every geounit (0 and
-    inf where none is given; an upper bound of 99,999 or more is none)."""
+    inf where none is given; an upper bound of 99,999 or more is none) and the row names
+    read. The Census's pair and the one-sided ``hhgq_total_con`` that earlier postdp
+    versions wrote where no upper bound was finite fold into one bound by their base name."""
     for (name, sign), group in rows.groupby(["query_name", "sign"], sort=False):
         terms = [str(group[a].iloc[0]) for a in schema.names if str(group[a].iloc[0]) != "*"]
         query = " * ".join(terms) if terms else "total"
@@ -427,6 +430,14 @@ def _collect_bounds(
             upper[rows_at] = np.minimum(upper[rows_at], values)
         used.add(str(name))
         held[(base, query)] = (lower, upper, used)
+
+
+def _sides(lower: FloatArray, names: set[str]) -> str:
+    """How a bound read was stated: ``"both"`` when any of its rows is half of an
+    ``_lb_con`` / ``_ub_con`` pair or it has a positive lower bound, else ``"upper"`` (a
+    lone ``<name>_con`` upper bound, as the Census's ``nurse_nva_0_con``)."""
+    paired = any(layout.strip_suffix(n).endswith(("_lb", "_ub")) for n in names)
+    return "both" if paired or (lower > 0).any() else "upper"
 
 
 def _placed(

@@ -270,6 +270,7 @@ def _top_bounds(per_state: list[list[CountBounds]]) -> tuple[CountBounds, ...]:
                 np.vstack([lower.sum(axis=0), lower]),
                 np.vstack([upper.sum(axis=0), upper]),
                 name=items[0].name,
+                sides=items[0].sides,
             )
         )
     return tuple(out)

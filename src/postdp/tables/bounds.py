@@ -34,6 +34,11 @@ class CountBounds:
         numbers where finite, 0 <= lower <= upper.
     name : str, default ""
         What the bounds are (e.g. ``"hhgq_total"``).
+    sides : {"both", "upper"}, default "both"
+        How a noisy measurement file states them, whatever the values: ``"both"``, a
+        lower and an upper bound at every geounit (``<name>_lb_con`` and
+        ``<name>_ub_con``, as the Census's ``hhgq_total``); ``"upper"``, an upper bound
+        alone (``<name>_con``, as the Census's ``nurse_nva_0``; ``lower`` must be 0).
 
     Examples
     --------
@@ -50,8 +55,11 @@ class CountBounds:
     lower: FloatArray
     upper: FloatArray
     name: str = field(default="", kw_only=True)
+    sides: str = field(default="both", kw_only=True)
 
     def __post_init__(self) -> None:
+        if self.sides not in ("both", "upper"):
+            raise ValidationError(f"`sides` must be 'both' or 'upper'; got {self.sides!r}")
         lower = np.asarray(self.lower, dtype=np.float64)
         upper = np.asarray(self.upper, dtype=np.float64)
         if lower.ndim != 2 or lower.shape != upper.shape:
@@ -66,6 +74,8 @@ class CountBounds:
         finite = np.isfinite(upper)
         if (upper[finite] != np.rint(upper[finite])).any():
             raise ValidationError("`upper` must hold whole numbers or inf")
+        if self.sides == "upper" and (lower > 0).any():
+            raise ValidationError("bounds of sides='upper' have no lower bound: `lower` must be 0")
         object.__setattr__(self, "lower", lower)
         object.__setattr__(self, "upper", upper)
 
@@ -116,7 +126,9 @@ class CountBounds:
         [[0.0, 2.0]]
         """
         rows = np.asarray(geounits, dtype=np.int64)
-        return CountBounds(self.query, self.lower[rows], self.upper[rows], name=self.name)
+        return CountBounds(
+            self.query, self.lower[rows], self.upper[rows], name=self.name, sides=self.sides
+        )
 
     def violation(self, schema: Schema, histograms: ArrayLike) -> float:
         """The largest amount by which histograms break the bounds (0 when they hold).
