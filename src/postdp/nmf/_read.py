@@ -281,15 +281,20 @@ def bad_answer(values: np.ndarray, discrete: bool | np.ndarray) -> tuple[int, st
     True
     """
     v = np.asarray(values)
+    if not v.size:
+        return None
+    sound = v.min() > -IMPLAUSIBLE and v.max() < IMPLAUSIBLE  # NaN compares False: not sound
+    if sound and (v.dtype.kind != "f" or not np.any(discrete) or np.array_equal(v, np.rint(v))):
+        return None  # the common case, without a mask per test
     huge = (v >= IMPLAUSIBLE) | (v <= -IMPLAUSIBLE)
     if v.dtype.kind != "f":
-        tests = [(huge, f"is {IMPLAUSIBLE:_} or more in size (no count is)")]
+        tests = [(huge, "is 2**62 or more in size (no count is)")]
     else:
         finite = np.isfinite(v)
         tests = [
             (np.isnan(v), "is not a number (NaN)"),
             (np.isinf(v), "is infinite"),
-            (huge & finite, f"is {IMPLAUSIBLE:_} or more in size (no count is)"),
+            (huge & finite, "is 2**62 or more in size (no count is)"),
             (np.asarray(discrete) & finite & (v != np.rint(v)),
              "is not a whole number (the run's mechanism is discrete)"),
         ]  # fmt: skip
@@ -446,7 +451,7 @@ def _numbers(table: Any, value: Any, offsets: np.ndarray, path: Path, discrete: 
     if pa.types.is_integer(raw.type):
         numbers = np.asarray(raw.to_numpy())
         found = bad_answer(numbers, False)
-        flat = numbers.astype(np.int64) if found is None else numbers
+        flat = numbers.astype(np.int64, copy=False) if found is None else numbers
     else:
         flat = np.asarray(raw.to_numpy(), dtype=np.float64)
         names = table.column("query_name").combine_chunks().dictionary_encode()
@@ -589,13 +594,17 @@ def _count(
         if not isinstance(recorded, dict):
             continue
         (dp, _), (con, _) = frames[d]
-        seen: dict[str, set[str]] = {}
-        for frame in (dp, con):
-            for name, geocodes in frame.groupby("_file", observed=True)["geocode"]:
-                code = layout.subtree_of(Path(str(name)).parent.name) or ""
-                seen.setdefault(code, set()).update(geocodes)
+        geocodes, parts = [], []
+        for frame in (dp, con):  # each row's geocode and its file's partition code
+            of_file = [layout.subtree_of(Path(str(c)).parent.name) or "" for c in
+                       frame["_file"].cat.categories]  # fmt: skip
+            geocodes.append(frame["geocode"].to_numpy(dtype=object))
+            parts.append(np.asarray([*of_file, ""], dtype=object)[frame["_file"].cat.codes])
+        each, _ = pd.factorize(np.concatenate(geocodes))
+        _, first = np.unique(each, return_index=True)  # a geounit's partition: its first row's
+        seen = pd.Series(np.concatenate(parts)[first]).value_counts().to_dict()
         for code in chosen:
-            want, have = recorded.get(code), len(seen.get(code, ()))
+            want, have = recorded.get(code), int(seen.get(code, 0))
             if want is None or have == want:
                 continue
             where = run / f"{names[d]}.parquet" / layout.DPQUERY / layout.folder(code)
