@@ -293,7 +293,8 @@ def test_a_missing_geounit_with_siblings_is_refused_before_its_solve(tmp_path):
     con_path = run / "Block.parquet" / "Constraint" / "State=011" / "part-0.parquet"
     con = pd.read_parquet(con_path)
     row = dp[(dp["geocode"] == first) & dp["query_name"].str.startswith("total")]
-    row = row.drop(columns=["variance", "plb"]).assign(sign=">=", value=[[0]])
+    row = row.drop(columns=["variance", "plb"])
+    row = row.assign(query_name="total_nonneg_con", sign=">=", value=[[0]])  # as if bypassed
     pd.concat([con, row], ignore_index=True).to_parquet(con_path, index=False)  # still found
     with pytest.raises(ValidationError, match="only child"):
         nmf.postprocess(run, tmp_path / "out", method="topdown-2020")

@@ -156,6 +156,7 @@ def write(
         subtrees = sorted(set(subtree[geo.levels[1]])) if geo.n_levels > 1 else []
         manifest = run_manifest(measurements, names, str(geo.ids[geo.root]), total, strategy)
         manifest["subtrees"] = subtrees
+        manifest["geounits"] = geounit_counts(names, subtree, geo)
         if measurements.budget_scale is not None:
             manifest["budget_scale"] = "per geounit"
         _atomic_text(tmp / layout.MANIFEST, json.dumps(manifest, indent=2) + "\n")
@@ -266,6 +267,17 @@ def continuous(work: Workload) -> bool:
     """Whether a noisy measurement of ``work`` has non-integral answers (Laplace,
     Gaussian): the run's ``DPQuery`` answers are then float64."""
     return any(m.mechanism is not None and not m.mechanism.discrete for m in work.measurements)
+
+
+def geounit_counts(names: Sequence[str], subtree: Any, geo: Hierarchy) -> dict[str, dict[str, int]]:
+    """The manifest's ``geounits``: per level below the root (its name), the number of
+    geounits of each subtree (its partition code), measured or bypassed, so that a reader
+    finds a geounit whose rows were all deleted."""
+    out: dict[str, dict[str, int]] = {}
+    for d in range(1, geo.n_levels):
+        codes, counts = np.unique(subtree[geo.levels[d]].astype(str), return_counts=True)
+        out[names[d]] = {str(c): int(n) for c, n in zip(codes, counts, strict=True)}
+    return out
 
 
 def write_levels(
@@ -528,8 +540,12 @@ def _with_bounds(
     return pa.concat_tables(pieces)
 
 
+#: The ``Constraint`` row (total >= 0) that marks a geounit measured with no budget.
+BYPASS_QUERY = "total_nonneg_con"
+
+
 def _bypassed(pa: Any, schema: Schema, frame: Any, geocodes: Any) -> Any:
-    """``frame`` with a ``total_nonneg_con`` row (total >= 0, true of any histogram) for
+    """``frame`` with a :data:`BYPASS_QUERY` row (total >= 0, true of any histogram) for
     each geounit measured with no budget, so that it appears in ``Constraint`` (as the
     Census's bypassed geounits do) and a reader finds it between its parent and children."""
     n = len(geocodes)
@@ -537,7 +553,7 @@ def _bypassed(pa: Any, schema: Schema, frame: Any, geocodes: Any) -> Any:
     attrs = layout.attribute_columns(marginal)
     table = {
         "geocode": pa.array(geocodes, pa.string()),
-        "query_name": pa.array(["total_nonneg_con"] * n, pa.string()),
+        "query_name": pa.array([BYPASS_QUERY] * n, pa.string()),
         **{a: pa.array([attrs[a]] * n, pa.string()) for a in schema.names},
         "query_shape": pa.array([list(marginal.shape)] * n, pa.list_(pa.int64())),
         "value": pa.ListArray.from_arrays(
@@ -583,7 +599,9 @@ GROUP_VALUES = 1 << 22
 
 def _atomic_parquet(pq: Any, table: Any, path: Path, values: int | None = None) -> None:
     """Write ``table`` under a temporary name, then rename it into place; ``values``: the
-    answers it holds (row groups are then sized to hold about GROUP_VALUES each)."""
+    answers it holds (row groups are then sized to hold about GROUP_VALUES each). Every
+    page carries its CRC-32 (Parquet's page checksum), which the reader verifies: a byte
+    changed inside a page is refused, not read as another number."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".", suffix=".tmp")
     os.close(fd)
@@ -591,7 +609,7 @@ def _atomic_parquet(pq: Any, table: Any, path: Path, values: int | None = None) 
     if values:
         rows = max(1024, GROUP_VALUES * len(table) // values)
     try:
-        pq.write_table(table, tmp, row_group_size=rows)
+        pq.write_table(table, tmp, row_group_size=rows, write_page_checksum=True)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

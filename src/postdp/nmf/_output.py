@@ -241,11 +241,22 @@ def start(out: Path, plan: dict[str, Any]) -> None:
 
 
 def fingerprint(run: Path) -> str:
-    """SHA-256 over the run's files: their paths and sizes (a changed run is not resumed)."""
+    """SHA-256 over the run's files: each one's path and the SHA-256 of its bytes, so that
+    a run changed in any byte (a file edited in place, its size kept) is not resumed.
+
+    Hidden files and folders (a killed writer's temporaries) are left out. Every byte is
+    read once per post-processing: SHA-256 streams at 0.3 to 2 GB/s (0.09 s for the
+    53 MB synthetic District run on a loaded 2-core machine, whose ``blue`` took 95 s and
+    whose every read 2 to 5 s), so the 25 GB of a national run take 15 s to 1.5 min, a
+    small share of reading and decoding the same files, which post-processing does at
+    least once. Hashing only the Parquet footers (sizes, row counts, min/max statistics)
+    would be cheaper but would miss an answer changed within its page's range.
+    """
     digest = hashlib.sha256()
     for p in sorted(run.rglob("*")):
-        if p.is_file() and not p.name.startswith("."):
-            digest.update(f"{p.relative_to(run).as_posix()}:{p.stat().st_size}\n".encode())
+        rel = p.relative_to(run)
+        if p.is_file() and not any(part.startswith(".") for part in rel.parts):
+            digest.update(f"{rel.as_posix()}:{sha256(p)}\n".encode())
     return digest.hexdigest()
 
 

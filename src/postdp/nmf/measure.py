@@ -119,6 +119,7 @@ def measure_by_state(
     names = tuple(strategy.levels)
     streams = [None] * (len(states) + 1) if secure else _rng.spawn(rng, len(states) + 1)
     rows, state_ids, top_bounds, top_scale = [], [], [], []
+    geounits: dict[str, dict[str, int]] = {}  # per level and subtree: the manifest's counts
     report = progress or (lambda stage, done, total: None)
     root, upper, total = "", None, None
     run.mkdir(parents=True, exist_ok=True)
@@ -144,6 +145,8 @@ def measure_by_state(
             scale = scale[_rows(table.geography, state_table.geography)]
         del table, top_table, subs
         code = "0" + str(state_table.geography.ids[state_table.geography.root])
+        for d, level in enumerate(state_table.geography.levels, start=1):
+            geounits.setdefault(names[d], {})[code] = int(level.size)
         _by_subtree(
             state_table, below, run, names, total, secure, streams[k],
             code=code, depth=1, cut_blocks=cut_blocks, bounds=held, scale=scale,
@@ -165,6 +168,7 @@ def measure_by_state(
     write_levels(m, run, names, codes, subtree, _shares(upper, total), floats=continuous(work))
     manifest = run_manifest(m, names, root, total, strategy.name, workload=work)
     manifest["subtrees"] = sorted({"0" + s for s in state_ids})
+    manifest["geounits"] = {n: dict(sorted(c.items())) for n, c in geounits.items()}
     if bypass:
         manifest["budget_scale"] = "single-child bypass"
     _atomic_text(run / layout.MANIFEST, json.dumps(manifest, indent=2) + "\n")
