@@ -490,3 +490,65 @@ def test_measure_builds_each_states_table_once(tmp_path, monkeypatch):
     args = ["measure", "--synthetic", "11", "--study", "--seed", "1", "--quiet"]
     assert main([*args, "--output-dir", str(tmp_path / "run")]) == 0
     assert built == [["11"]]
+
+
+def _wide(out):
+    """{geocode: row of cells} of an output folder's wide form."""
+    import pandas as pd
+
+    frame = pd.concat(
+        [pd.read_parquet(p) for p in sorted((out / "wide").rglob("part-*.parquet"))],
+        ignore_index=True,
+    )
+    return dict(zip(frame["geocode"], frame.drop(columns="geocode").to_numpy(), strict=True))
+
+
+def _states_only_run(folder):
+    """A run of the nation and three states only (two geolevels), exact shares."""
+    from postdp import Hierarchy
+    from postdp.data import pl94_schema
+    from postdp.tables import Table, Workload, measure
+
+    geo = Hierarchy.from_parents(["US", "10", "11", "24"], [None, "US", "US", "US"])
+    schema = pl94_schema()
+    rng = np.random.default_rng(3)
+    cells = np.zeros((3, schema.size), dtype=np.int64)
+    for row in range(3):
+        cells[row, rng.choice(schema.size, size=12)] += rng.integers(1, 40, size=12)
+    table = Table(geo, schema.categories(), cells)
+    queries = {"total": "1/4", "hispanic * cenrace": "1/4", "detailed": "1/2"}
+    work = Workload.from_shares(
+        {0: ("1/2", queries), 1: ("1/2", queries)}, total="2", schema=schema,
+        public=[(0, "total")],
+    )  # fmt: skip
+    return nmf.write(measure(table, work, secure=False, rng=4), folder)
+
+
+@pytest.mark.parametrize("method", ["blue", "blue,round", "blue-restore", "topdown-2020"])
+def test_postprocess_of_a_run_of_the_nation_and_its_states(tmp_path, method):
+    """Two geolevels, no level below the states: the top is the whole run, written as the
+    top partition, the same numbers as the method on the run in memory."""
+    from postdp.analysis import TableDesign
+    from postdp.nmf.runs import one_thread
+    from postdp.postprocess import top_down_2020
+
+    run = _states_only_run(tmp_path / "run")
+    args = ["postprocess", str(run), "--method", method, "--quiet"]
+    seed = ["--seed", "5"] if "round" in method else []
+    assert main([*args, *seed, "--output-dir", str(tmp_path / "out")]) == 0
+    got = _wide(tmp_path / "out")
+    m = nmf.read(run)
+    with one_thread():
+        if method == "topdown-2020":
+            estimate = top_down_2020(m)
+        else:
+            estimate = TableDesign(m.table, m.workload, method).solve(m, rng=5 if seed else None)
+    geo = m.table.geography
+    assert sorted(got) == ["", "010", "011", "024"]
+    scale = max(1.0, float(np.abs(estimate).max()))
+    for g in range(geo.n):
+        code = "" if g == geo.root else "0" + str(geo.ids[g])
+        if method in ("blue", "blue-restore"):
+            np.testing.assert_allclose(got[code], estimate[g], rtol=0, atol=1e-9 * scale)
+        else:
+            assert np.array_equal(got[code], estimate[g]), code

@@ -221,6 +221,16 @@ def _blue(run: Path, top: TableMeasurements, codes: list[str], writer: Writer, r
     assert writer.queries is not None
     schema = schema_of(top)
     wanted = [Query.marginal(schema, q) for q in writer.queries]
+    if _top_only(writer):  # the nation and its states only: the top is the whole run
+        from postdp.postprocess import TableProjector
+
+        refuse_missing(top)
+        projector = TableProjector(top.table, top.workload, budget_scale=top.budget_scale)
+        variances = {q.name: projector.query_variances(q) for q in wanted}
+        writer.top(top.table.geography, projector(top), order, variances)
+        report("top", 1, len(codes) + 1)
+        report("subtrees", len(codes), len(codes))  # nothing below the states
+        return
     parts = project_by_subtree(top, subtree, method="blue", variances=wanted)
     upper, variances = next(parts)
     writer.top(top.table.geography, upper, order, variances)
@@ -250,6 +260,9 @@ def _whole(
     upper = estimate[_rows_of(geo, top.table.geography)]
     writer.top(top.table.geography, upper, _state_order(top, codes))
     report("top", 1, len(codes) + 1)
+    if _top_only(writer):  # the nation and its states only: nothing below the states
+        report("subtrees", len(codes), len(codes))
+        return
     _, subs = m.table.split_at(1)  # each state's subtree, from the run already in memory
     by_state = {str(s.geography.ids[s.geography.root]): s.geography for s in subs}
     for k, code in enumerate(_state_order(top, codes), start=1):
@@ -280,6 +293,11 @@ def _amc(
     summary, totals = amc(m, released, method=method, replicates=k, rng=seed, levels=list(names))
     write_amc(summary, totals, out / "amc")
     report("amc", k, k)
+
+
+def _top_only(writer: Writer) -> bool:
+    """Whether the run is its top alone: the nation and the states, no level below them."""
+    return len(writer.names) <= 2
 
 
 def _geocode_of(geo: Hierarchy, node: int) -> str:
