@@ -392,3 +392,23 @@ def test_blue_from_files_equals_blue_in_memory_when_the_states_do_not_identify_t
     frame = frame[frame["query_name"] == "detailed"]
     for g, v in zip(frame["geocode"], frame["std_dev"], strict=True):
         np.testing.assert_allclose(np.asarray(v), sd[g], rtol=1e-7, atol=1e-7, err_msg=g)
+
+
+def test_topdown_2020_refuses_a_root_whose_queries_do_not_identify_the_cells(tmp_path):
+    """The nation measured by ``total`` and ``votingage`` only: its least squares has no
+    unique answer (production measured ``detailed`` there); refused in one line, in memory
+    and from the files, not a LinAlgError from the solver."""
+    from postdp.postprocess import check_top_down_2020
+
+    m, run = _shares_run(tmp_path, counties_table(), {0: {"total": "1/2", "votingage": "1/2"}})
+    for attempt in (
+        lambda: top_down_2020(m),
+        lambda: check_top_down_2020(m.table, m.workload),
+        lambda: nmf.postprocess(run, tmp_path / "out", method="topdown-2020"),
+    ):
+        with pytest.raises(ValidationError, match="root's noisy queries") as err:
+            attempt()
+        assert "\n" not in str(err.value) and "total, votingage" in str(err.value)
+    below_root = nmf.below(nmf.read(run, states=["010"]))
+    fixed = top_down_2020(_shares_run(tmp_path / "b", counties_table(), {})[0])[1]
+    assert top_down_2020(below_root, root=fixed)[0].tolist() == fixed.tolist()  # root given
