@@ -552,3 +552,40 @@ def test_postprocess_of_a_run_of_the_nation_and_its_states(tmp_path, method):
             np.testing.assert_allclose(got[code], estimate[g], rtol=0, atol=1e-9 * scale)
         else:
             assert np.array_equal(got[code], estimate[g]), code
+
+
+def test_an_unseeded_round_records_its_seed_and_resumes_to_the_same_bytes(
+    small_run, tmp_path, capsys
+):
+    """``blue-restore,round`` without --seed: a seed drawn from OS entropy is recorded in
+    the plan; a run killed after some partitions (one state's files and the manifest
+    deleted) and resumed by the same command is the uninterrupted run, byte for byte (every
+    state still the sum of its counties), and so is a run given the recorded seed."""
+    import shutil
+
+    args = ["postprocess", str(small_run), "--method", "blue-restore,round"]
+    assert main([*args, "--output-dir", str(tmp_path / "a")]) == 0
+    plan = json.loads((tmp_path / "a" / "postdp-postprocess.json").read_text())
+    seed = plan["seed"]
+    assert isinstance(seed, int) and 0 <= seed < 2**63 and plan["seed_drawn"] is True
+    assert f"seed {seed} drawn" in capsys.readouterr().err
+    files = json.loads((tmp_path / "a" / "postdp-manifest.json").read_text())["files"]
+    shutil.copytree(tmp_path / "a", tmp_path / "b")
+    (tmp_path / "b" / "postdp-manifest.json").unlink()
+    killed = [p for p in (tmp_path / "b").rglob("part-0.parquet") if "State=011" in p.parts]
+    assert len(killed) == 2 * 5  # long and wide of the state and its 4 levels below
+    for path in killed:
+        path.unlink()
+    assert main([*args, "--quiet", "--output-dir", str(tmp_path / "b")]) == 0
+    for name, digest in files.items():
+        assert (tmp_path / "b" / name).read_bytes() == (tmp_path / "a" / name).read_bytes(), name
+    resumed = json.loads((tmp_path / "b" / "postdp-manifest.json").read_text())
+    assert resumed["files"] == files and resumed["seed"] == seed
+    wide = _wide(tmp_path / "b")
+    for state in ("010", "011"):
+        county = [g for g in wide if len(g) == 6 and g.startswith(state)]
+        assert np.array_equal(sum(wide[g] for g in county), wide[state])
+    seeded = ["--quiet", "--seed", str(seed), "--output-dir", str(tmp_path / "c")]
+    assert main([*args, *seeded]) == 0
+    again = json.loads((tmp_path / "c" / "postdp-manifest.json").read_text())["files"]
+    assert again == files

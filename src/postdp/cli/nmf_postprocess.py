@@ -4,6 +4,7 @@ measurement files (no privacy cost), partition by partition, resumable."""
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,8 @@ blue-restore (the BLUE restored to nonnegative family by family), blue-restore-2
 same, each family rounded by the 2020 rounder as it goes down: integral, holding the run's
 structural constraints), or another table
 post-processing (project, project-nonneg, topdown), each optionally followed by ",round"
-(seeded by --seed).
+(seeded by --seed; without --seed a seed is drawn from the operating system's entropy and
+recorded in OUT/postdp-postprocess.json, and a resume reuses it).
 
 Writes OUT/long/<Geolevel>.parquet/State=NNN/part-0.parquet (geocode, category, estimate;
 a cell left out is 0) and OUT/wide/... (geocode, one column per cell), one partition for the
@@ -49,7 +51,12 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("run_dir", metavar="RUN", help="the run's folder")
     parser.add_argument("--method", required=True, help="topdown-2020, blue, blue-restore, ...")
     parser.add_argument("--output-dir", required=True, metavar="OUT", help="the estimates' folder")
-    parser.add_argument("--seed", type=whole(0, 2**63 - 1), help="seed of a ',round' step")
+    parser.add_argument(
+        "--seed",
+        type=whole(0, 2**63 - 1),
+        help="seed of a ',round' step or --amc; default: drawn from the operating system's "
+        "entropy and recorded in OUT/postdp-postprocess.json (a resume reuses it)",
+    )
     parser.add_argument(
         "--scheduler",
         metavar="ADDRESS",
@@ -160,7 +167,16 @@ def run(args: argparse.Namespace, state: RunState) -> int:
     state.pending = []
     state.written.append(str(out))
     if not args.quiet:
-        print(f"wrote {out}: {len(codes) + 1} partitions, --method {args.method}", file=sys.stderr)
+        drawn = ""
+        if args.seed is None and (rounded or args.amc is not None):
+            from postdp.nmf._output import SPEC
+
+            seed = json.loads((out / SPEC).read_text(encoding="utf-8"))["seed"]
+            drawn = f" (seed {seed} drawn, recorded in {out / SPEC})"
+        print(
+            f"wrote {out}: {len(codes) + 1} partitions, --method {args.method}{drawn}",
+            file=sys.stderr,
+        )
     return 0
 
 

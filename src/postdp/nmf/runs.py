@@ -14,7 +14,7 @@ The *top* (the root and the states) is one partition; each spine subtree below a
 another. Every partition's files are written under temporary names and renamed into place,
 so a run killed at any moment leaves only complete partitions; running the same command
 again skips them and gives the same bytes (every method is deterministic, a rounding step
-given ``seed``).
+seeded by ``seed`` or, given none, by a seed drawn once and recorded in the plan).
 
 How each method is partitioned:
 
@@ -51,7 +51,7 @@ from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
 from postdp.nmf import _layout as layout
 from postdp.nmf._io import _atomic_text
-from postdp.nmf._output import DONE, FORMS, STD, Writer, fingerprint, sha256, start
+from postdp.nmf._output import DONE, FORMS, SPEC, STD, Writer, fingerprint, sha256, start
 from postdp.nmf._read import read, subtrees
 from postdp.nmf._subtree import below, one_thread, refuse_missing, schema_of
 from postdp.nmf._topdown_tasks import run_topdown
@@ -94,7 +94,11 @@ def postprocess(
         post-processing of :data:`postdp.analysis.TABLE_STEPS`, optionally followed by
         ``",round"``.
     seed : int, optional
-        Seeds the rounding of ``",round"`` (the other steps are deterministic).
+        Seeds the rounding of ``",round"`` and ``amc``'s draws (the other steps are
+        deterministic). Without one, a random step gets a seed drawn from the operating
+        system's entropy, recorded in ``OUT/postdp-postprocess.json`` (``"seed"``, with
+        ``"seed_drawn": true``); resuming the same call into the same folder reuses it, so
+        the resumed output is the same bits as an uninterrupted one.
     scheduler : dask.distributed.Client, optional
         Runs ``topdown-2020``'s subtrees as Dask tasks (each ships the run's path, its
         subtree code and its state's histogram, and writes its own files).
@@ -161,6 +165,9 @@ def postprocess(
         "amc": amc,
         **({"cut_blocks": cut_blocks} if method == "topdown-2020" else {}),
     }
+    if seed is None and (rounded or amc):  # a random step: its seed recorded for a resume
+        plan["seed"] = seed = _drawn_seed(out, plan)
+        plan[SEED_DRAWN] = True
     start(out, plan)
     manifest = layout.read_manifest(run)
     names = tuple(manifest["levels"]) if manifest else layout.LEVELS_2020[: _depth(run)]
@@ -186,6 +193,30 @@ def postprocess(
     }
     _atomic_text(out / DONE, json.dumps(manifest, indent=2) + "\n")
     return out
+
+
+#: The plan's key marking a seed drawn from OS entropy (no ``seed`` given): a resume reuses it.
+SEED_DRAWN = "seed_drawn"
+
+
+def _drawn_seed(out: Path, plan: dict[str, Any]) -> int:
+    """The seed of a random step given none: the one an unfinished post-processing of the
+    same plan in ``out`` drew (so that a resume gives the same bits), else a new one from
+    the operating system's entropy."""
+    import secrets
+
+    try:
+        old = json.loads((out / SPEC).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        old = None
+    if isinstance(old, dict) and old.get(SEED_DRAWN) is True:
+        seed = old.get("seed")
+        same = {k: v for k, v in old.items() if k not in ("seed", SEED_DRAWN)} == {
+            k: v for k, v in plan.items() if k != "seed"
+        }
+        if same and isinstance(seed, int) and not isinstance(seed, bool) and seed >= 0:
+            return seed
+    return secrets.randbits(63)
 
 
 #: The steps that weigh each geounit by its own budget (a run with the spine's bypass).
