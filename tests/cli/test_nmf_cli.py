@@ -589,3 +589,28 @@ def test_an_unseeded_round_records_its_seed_and_resumes_to_the_same_bytes(
     assert main([*args, *seeded]) == 0
     again = json.loads((tmp_path / "c" / "postdp-manifest.json").read_text())["files"]
     assert again == files
+
+
+@pytest.mark.parametrize("method", ["topdown-2020", "blue", "blue-restore"])
+def test_a_damaged_run_is_blamed_on_the_run_and_leaves_no_output(
+    small_run, tmp_path, capsys, monkeypatch, method
+):
+    """A file of the run deleted (a state's tracts): exit 2, one line that names the run as
+    typed (not --output-dir), and no output folder (nor the parents the command made); the
+    run repaired, the same command succeeds into the same --output-dir."""
+    import shutil
+
+    shutil.copytree(small_run, tmp_path / "run")
+    monkeypatch.chdir(tmp_path)
+    damaged = tmp_path / "run" / "Tract.parquet" / "DPQuery" / "State=011" / "part-0.parquet"
+    kept = damaged.read_bytes()
+    damaged.unlink()
+    argv = ["postprocess", "run", "--method", method, "--quiet", "--output-dir", "new/out"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("postdp postprocess: error: RUN 'run': ") and err.count("\n") == 1, err
+    assert "--output-dir" not in err and "Traceback" not in err
+    assert not (tmp_path / "new").exists()
+    damaged.write_bytes(kept)
+    assert main(argv) == 0
+    assert (tmp_path / "new" / "out" / "postdp-manifest.json").is_file()

@@ -409,6 +409,33 @@ def test_topdown_2020_refuses_a_root_whose_queries_do_not_identify_the_cells(tmp
         with pytest.raises(ValidationError, match="root's noisy queries") as err:
             attempt()
         assert "\n" not in str(err.value) and "total, votingage" in str(err.value)
+    assert not (tmp_path / "out").exists()  # refused before the output folder is made
     below_root = nmf.below(nmf.read(run, states=["010"]))
     fixed = top_down_2020(_shares_run(tmp_path / "b", counties_table(), {})[0])[1]
     assert top_down_2020(below_root, root=fixed)[0].tolist() == fixed.tolist()  # root given
+
+
+def test_a_run_refused_while_solving_leaves_no_output_of_this_call(run, tmp_path):
+    """A subtree of the run refused after the output folder was made: a RunError naming the
+    run, a folder this call made removed (and the parents it made), an empty folder it was
+    given emptied; the run repaired, the same call succeeds there."""
+    import shutil
+
+    from postdp.nmf.runs import RunError
+
+    broken = tmp_path / "broken"
+    shutil.copytree(run, broken)
+    tract = broken / "Tract.parquet" / "DPQuery" / "State=011" / "part-0.parquet"
+    kept = tract.read_bytes()
+    tract.unlink()
+    with pytest.raises(RunError) as err:
+        nmf.postprocess(broken, tmp_path / "made" / "out", method="blue")
+    assert str(err.value).startswith(f"run {str(broken)!r}: ") and "\n" not in str(err.value)
+    assert not (tmp_path / "made").exists()
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(RunError):
+        nmf.postprocess(broken, tmp_path / "empty", method="topdown-2020")
+    assert (tmp_path / "empty").is_dir() and not any((tmp_path / "empty").iterdir())
+    tract.write_bytes(kept)
+    nmf.postprocess(broken, tmp_path / "empty", method="topdown-2020")
+    assert (tmp_path / "empty" / "postdp-manifest.json").is_file()

@@ -136,18 +136,23 @@ def run(args: argparse.Namespace, state: RunState) -> int:
         bars[stage].n = done
         bars[stage].refresh()
 
+    from postdp.nmf.runs import RunError
+
     try:
         with flag("--output-dir", args.output_dir):
-            postprocess(
-                run_dir,
-                out,
-                method=args.method,
-                seed=args.seed,
-                scheduler=client,
-                amc=args.amc or 0,
-                cut_blocks=args.cut_blocks,
-                progress=tick,
-            )
+            try:
+                postprocess(
+                    run_dir,
+                    out,
+                    method=args.method,
+                    seed=args.seed,
+                    scheduler=client,
+                    amc=args.amc or 0,
+                    cut_blocks=args.cut_blocks,
+                    progress=tick,
+                )
+            except RunError as exc:  # the run's files, not the output folder
+                raise CliError(f"RUN {args.run_dir!r}: {exc.problem}") from None
     except Exception as exc:
         if type(exc).__name__ != "KilledWorker":  # dask.distributed's: a worker died
             raise

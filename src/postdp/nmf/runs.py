@@ -41,7 +41,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -57,7 +58,7 @@ from postdp.nmf._subtree import below, one_thread, refuse_missing, schema_of
 from postdp.nmf._topdown_tasks import run_topdown
 from postdp.tables import Query, TableMeasurements
 
-__all__ = ["METHODS", "postprocess"]
+__all__ = ["METHODS", "RunError", "postprocess"]
 
 #: What :func:`postprocess` does partition by partition (every other table step: whole run).
 METHODS = ("topdown-2020", "blue")
@@ -125,6 +126,17 @@ def postprocess(
     pathlib.Path
         The output folder.
 
+    Raises
+    ------
+    RunError
+        A :class:`~postdp.errors.ValidationError` for the run's files: what they hold or
+        lack (its manifest, its top levels, a subtree met later). The run's manifest and
+        top are read, and the method's own checks run on them, before the output folder is
+        made; a subtree refused later leaves no output folder that this call made.
+    ValidationError
+        For a bad option, a method the run does not fit, or an output folder that holds
+        other files or another post-processing.
+
     Examples
     --------
     >>> import tempfile
@@ -153,12 +165,18 @@ def postprocess(
         raise ValidationError(f"`seed` must be a nonnegative integer; got {seed!r}")
     run = Path(run_dir)
     out = Path(output_dir)
-    codes = subtrees(run)
-    top = read(run, levels=2)
+    with _reading(run_dir):  # the run checked before the output folder is touched
+        codes = subtrees(run)
+        top = read(run, levels=2)
+        manifest = layout.read_manifest(run)
+        names = tuple(manifest["levels"]) if manifest else layout.LEVELS_2020[: _depth(run)]
+        schema = schema_of(top)
+        digest = fingerprint(run)
     check_budgets(run, top, step)
+    check_fits(step, top)
     plan = {
         "run": str(run.resolve()),
-        "run_fingerprint": fingerprint(run),
+        "run_fingerprint": digest,
         "method": method,
         "seed": seed,
         "forms": [*FORMS, STD] if method == "blue" else list(FORMS),
@@ -168,23 +186,26 @@ def postprocess(
     if seed is None and (rounded or amc):  # a random step: its seed recorded for a resume
         plan["seed"] = seed = _drawn_seed(out, plan)
         plan[SEED_DRAWN] = True
+    made = _made_by_start(out)
     start(out, plan)
-    manifest = layout.read_manifest(run)
-    names = tuple(manifest["levels"]) if manifest else layout.LEVELS_2020[: _depth(run)]
-    schema = schema_of(top)
     queries = _queries(top) if method == "blue" else None
     writer = Writer(out, names, schema, queries)
     report = progress or (lambda stage, done, total: None)
     total = len(codes) + 1
-    with one_thread():
-        if method == "topdown-2020":
-            run_topdown(run, top, _state_order(top, codes), writer, scheduler, report, cut_blocks)
-        elif method == "blue":
-            _blue(run, top, codes, writer, report)
-        else:
-            _whole(run, top, codes, writer, method, seed, report)
-    if amc:
-        _amc(run, out, names, method, amc, seed, report)
+    try:
+        with one_thread(), _reading(run_dir):  # what the run's subtrees hold or lack
+            if method == "topdown-2020":
+                order = _state_order(top, codes)
+                run_topdown(run, top, order, writer, scheduler, report, cut_blocks)
+            elif method == "blue":
+                _blue(run, top, codes, writer, report)
+            else:
+                _whole(run, top, codes, writer, method, seed, report)
+        if amc:
+            _amc(run_dir, out, names, method, amc, seed, report)
+    except RunError:
+        made()  # nothing left of this call's output folder behind a bad run
+        raise
     files = sorted(p.relative_to(out).as_posix() for p in out.rglob("*.parquet") if p.is_file())
     manifest = {
         **plan,
@@ -193,6 +214,66 @@ def postprocess(
     }
     _atomic_text(out / DONE, json.dumps(manifest, indent=2) + "\n")
     return out
+
+
+class RunError(ValidationError):
+    """A post-processing refused for its run's files (what they hold or lack), not for its
+    options or its output folder: ``run`` is the run's folder as given, ``problem`` what is
+    wrong with it."""
+
+    def __init__(self, run: str, problem: str) -> None:
+        super().__init__(run, problem)
+        self.run, self.problem = run, problem
+
+    def __str__(self) -> str:
+        return f"run {self.run!r}: {self.problem}"
+
+
+@contextmanager
+def _reading(run_dir: str | os.PathLike[str]) -> Iterator[None]:
+    """Refusals met while reading and solving the run's measurements, as the run's."""
+    try:
+        yield
+    except RunError:
+        raise
+    except ValidationError as exc:
+        raise RunError(str(run_dir), str(exc)) from exc
+
+
+def _made_by_start(out: Path) -> Callable[[], None]:
+    """What undoes :func:`start`'s folder: the highest folder of ``out``'s path it will
+    create removed, or an empty folder it will use emptied again (a folder holding a
+    post-processing to resume is left as it is)."""
+    import shutil
+
+    if out.is_dir():
+        if any(out.iterdir()):
+            return lambda: None
+
+        def empty() -> None:
+            for child in list(out.iterdir()):
+                shutil.rmtree(child) if child.is_dir() else child.unlink(missing_ok=True)
+
+        return empty
+    highest = out.absolute()
+    while not highest.parent.exists() and highest.parent != highest:
+        highest = highest.parent
+    return lambda: shutil.rmtree(highest, ignore_errors=True)
+
+
+def check_fits(step: str, top: TableMeasurements) -> None:
+    """Refuse, before the output folder is made, a step whose own checks the run's
+    workload fails (e.g. ``topdown-2020`` on a nation that its queries do not pin)."""
+    from postdp.postprocess import check_blue_restore, check_top_down, check_top_down_2020
+
+    checks = {
+        "topdown": check_top_down,
+        "blue-restore": check_blue_restore,
+        "topdown-2020": check_top_down_2020,
+        "blue-restore-2020": check_blue_restore,
+    }
+    if step in checks:
+        checks[step](top.table, top.workload)
 
 
 #: The plan's key marking a seed drawn from OS entropy (no ``seed`` given): a resume reuses it.
@@ -303,7 +384,13 @@ def _whole(
 
 
 def _amc(
-    run: Path, out: Path, names: tuple[str, ...], method: str, k: int, seed: int | None, report: Any
+    run_dir: str | os.PathLike[str],
+    out: Path,
+    names: tuple[str, ...],
+    method: str,
+    k: int,
+    seed: int | None,
+    report: Any,
 ) -> None:
     """The AMC tables from the written release (the stand-in truth), unless already there."""
     from postdp.nmf.amc import amc, write_amc
@@ -312,7 +399,8 @@ def _amc(
         return
     import pandas as pd
 
-    m = read(run)
+    with _reading(run_dir):
+        m = read(run_dir)
     geo = m.table.geography
     index = {_geocode_of(geo, g): g for g in range(geo.n)}
     released = np.zeros((geo.n, m.table.categories.leaves.size), dtype=np.int64)
