@@ -4,9 +4,11 @@ post-processing killed at any moment resumes to the same bytes."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -614,3 +616,35 @@ def test_a_damaged_run_is_blamed_on_the_run_and_leaves_no_output(
     damaged.write_bytes(kept)
     assert main(argv) == 0
     assert (tmp_path / "new" / "out" / "postdp-manifest.json").is_file()
+
+
+def test_ctrl_c_while_the_dask_workers_start_is_one_line(small_run, tmp_path):
+    """SIGINT to the whole process group (as a terminal's Ctrl-C) once the LocalCluster's
+    first worker process exists: exit 130 and postdp's one line, no worker's traceback nor
+    Dask's logs."""
+    pytest.importorskip("dask.distributed")
+    psutil = pytest.importorskip("psutil")
+    import postdp
+
+    here = str(Path(postdp.__file__).resolve().parents[1])  # this postdp, from any folder
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([here, os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen(
+        [*postdp_command(), "postprocess", str(small_run), "--method", "topdown-2020",
+         "--scheduler", "local", "--workers", "2", "--quiet", "--output-dir", "o"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True, env=env,
+    )  # fmt: skip
+    parent = psutil.Process(proc.pid)
+    deadline = time.monotonic() + 120
+    started = False
+    while not started and proc.poll() is None and time.monotonic() < deadline:
+        try:
+            started = any("spawn_main" in " ".join(c.cmdline()) for c in parent.children(True))
+        except psutil.Error:
+            pass
+        time.sleep(0.02)
+    assert started, "no Dask worker process started"
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert err.count("\n") == 1 and err.startswith("postdp: interrupted while "), err
