@@ -3,6 +3,7 @@ post-processing killed at any moment resumes to the same bytes."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -579,7 +580,7 @@ def test_an_unseeded_round_records_its_seed_and_resumes_to_the_same_bytes(
     for path in killed:
         path.unlink()
     assert main([*args, "--quiet", "--output-dir", str(tmp_path / "b")]) == 0
-    for name, digest in files.items():
+    for name in files:
         assert (tmp_path / "b" / name).read_bytes() == (tmp_path / "a" / name).read_bytes(), name
     resumed = json.loads((tmp_path / "b" / "postdp-manifest.json").read_text())
     assert resumed["files"] == files and resumed["seed"] == seed
@@ -638,10 +639,8 @@ def test_ctrl_c_while_the_dask_workers_start_is_one_line(small_run, tmp_path):
     deadline = time.monotonic() + 120
     started = False
     while not started and proc.poll() is None and time.monotonic() < deadline:
-        try:
+        with contextlib.suppress(psutil.Error):
             started = any("spawn_main" in " ".join(c.cmdline()) for c in parent.children(True))
-        except psutil.Error:
-            pass
         time.sleep(0.02)
     assert started, "no Dask worker process started"
     os.killpg(proc.pid, signal.SIGINT)

@@ -324,7 +324,8 @@ class _Plan:
                 }
             )
         root_noisy = [m.query for m in work.measurements if m.level == 0 and not m.public]
-        if not root_fixed and not identifies_cells([q.marginal_of for q in root_noisy]):
+        pins = identifies_cells([q.marginal_of for q in root_noisy if q.marginal_of])
+        if not root_fixed and not pins:
             raise ValidationError(
                 "topdown-2020: the root's noisy queries "
                 f"({', '.join(q.name for q in root_noisy) or 'none'}) do not identify every "
