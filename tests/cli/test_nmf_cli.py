@@ -3,10 +3,13 @@ post-processing killed at any moment resumes to the same bytes."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -495,3 +498,157 @@ def test_measure_builds_each_states_table_once(tmp_path, monkeypatch):
     args = ["measure", "--synthetic", "11", "--study", "--seed", "1", "--quiet"]
     assert main([*args, "--output-dir", str(tmp_path / "run")]) == 0
     assert built == [["11"]]
+
+
+def _wide(out):
+    """{geocode: row of cells} of an output folder's wide form."""
+    import pandas as pd
+
+    frame = pd.concat(
+        [pd.read_parquet(p) for p in sorted((out / "wide").rglob("part-*.parquet"))],
+        ignore_index=True,
+    )
+    return dict(zip(frame["geocode"], frame.drop(columns="geocode").to_numpy(), strict=True))
+
+
+def _states_only_run(folder):
+    """A run of the nation and three states only (two geolevels), exact shares."""
+    from postdp import Hierarchy
+    from postdp.data import pl94_schema
+    from postdp.tables import Table, Workload, measure
+
+    geo = Hierarchy.from_parents(["US", "10", "11", "24"], [None, "US", "US", "US"])
+    schema = pl94_schema()
+    rng = np.random.default_rng(3)
+    cells = np.zeros((3, schema.size), dtype=np.int64)
+    for row in range(3):
+        cells[row, rng.choice(schema.size, size=12)] += rng.integers(1, 40, size=12)
+    table = Table(geo, schema.categories(), cells)
+    queries = {"total": "1/4", "hispanic * cenrace": "1/4", "detailed": "1/2"}
+    work = Workload.from_shares(
+        {0: ("1/2", queries), 1: ("1/2", queries)}, total="2", schema=schema,
+        public=[(0, "total")],
+    )  # fmt: skip
+    return nmf.write(measure(table, work, secure=False, rng=4), folder)
+
+
+@pytest.mark.parametrize("method", ["blue", "blue,round", "blue-restore", "topdown-2020"])
+def test_postprocess_of_a_run_of_the_nation_and_its_states(tmp_path, method):
+    """Two geolevels, no level below the states: the top is the whole run, written as the
+    top partition, the same numbers as the method on the run in memory."""
+    from postdp.analysis import TableDesign
+    from postdp.nmf.runs import one_thread
+    from postdp.postprocess import top_down_2020
+
+    run = _states_only_run(tmp_path / "run")
+    args = ["postprocess", str(run), "--method", method, "--quiet"]
+    seed = ["--seed", "5"] if "round" in method else []
+    assert main([*args, *seed, "--output-dir", str(tmp_path / "out")]) == 0
+    got = _wide(tmp_path / "out")
+    m = nmf.read(run)
+    with one_thread():
+        if method == "topdown-2020":
+            estimate = top_down_2020(m)
+        else:
+            estimate = TableDesign(m.table, m.workload, method).solve(m, rng=5 if seed else None)
+    geo = m.table.geography
+    assert sorted(got) == ["", "010", "011", "024"]
+    scale = max(1.0, float(np.abs(estimate).max()))
+    for g in range(geo.n):
+        code = "" if g == geo.root else "0" + str(geo.ids[g])
+        if method in ("blue", "blue-restore"):
+            np.testing.assert_allclose(got[code], estimate[g], rtol=0, atol=1e-9 * scale)
+        else:
+            assert np.array_equal(got[code], estimate[g]), code
+
+
+def test_an_unseeded_round_records_its_seed_and_resumes_to_the_same_bytes(
+    small_run, tmp_path, capsys
+):
+    """``blue-restore,round`` without --seed: a seed drawn from OS entropy is recorded in
+    the plan; a run killed after some partitions (one state's files and the manifest
+    deleted) and resumed by the same command is the uninterrupted run, byte for byte (every
+    state still the sum of its counties), and so is a run given the recorded seed."""
+    import shutil
+
+    args = ["postprocess", str(small_run), "--method", "blue-restore,round"]
+    assert main([*args, "--output-dir", str(tmp_path / "a")]) == 0
+    plan = json.loads((tmp_path / "a" / "postdp-postprocess.json").read_text())
+    seed = plan["seed"]
+    assert isinstance(seed, int) and 0 <= seed < 2**63 and plan["seed_drawn"] is True
+    assert f"seed {seed} drawn" in capsys.readouterr().err
+    files = json.loads((tmp_path / "a" / "postdp-manifest.json").read_text())["files"]
+    shutil.copytree(tmp_path / "a", tmp_path / "b")
+    (tmp_path / "b" / "postdp-manifest.json").unlink()
+    killed = [p for p in (tmp_path / "b").rglob("part-0.parquet") if "State=011" in p.parts]
+    assert len(killed) == 2 * 5  # long and wide of the state and its 4 levels below
+    for path in killed:
+        path.unlink()
+    assert main([*args, "--quiet", "--output-dir", str(tmp_path / "b")]) == 0
+    for name in files:
+        assert (tmp_path / "b" / name).read_bytes() == (tmp_path / "a" / name).read_bytes(), name
+    resumed = json.loads((tmp_path / "b" / "postdp-manifest.json").read_text())
+    assert resumed["files"] == files and resumed["seed"] == seed
+    wide = _wide(tmp_path / "b")
+    for state in ("010", "011"):
+        county = [g for g in wide if len(g) == 6 and g.startswith(state)]
+        assert np.array_equal(sum(wide[g] for g in county), wide[state])
+    seeded = ["--quiet", "--seed", str(seed), "--output-dir", str(tmp_path / "c")]
+    assert main([*args, *seeded]) == 0
+    again = json.loads((tmp_path / "c" / "postdp-manifest.json").read_text())["files"]
+    assert again == files
+
+
+@pytest.mark.parametrize("method", ["topdown-2020", "blue", "blue-restore"])
+def test_a_damaged_run_is_blamed_on_the_run_and_leaves_no_output(
+    small_run, tmp_path, capsys, monkeypatch, method
+):
+    """A file of the run deleted (a state's tracts): exit 2, one line that names the run as
+    typed (not --output-dir), and no output folder (nor the parents the command made); the
+    run repaired, the same command succeeds into the same --output-dir."""
+    import shutil
+
+    shutil.copytree(small_run, tmp_path / "run")
+    monkeypatch.chdir(tmp_path)
+    damaged = tmp_path / "run" / "Tract.parquet" / "DPQuery" / "State=011" / "part-0.parquet"
+    kept = damaged.read_bytes()
+    damaged.unlink()
+    argv = ["postprocess", "run", "--method", method, "--quiet", "--output-dir", "new/out"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("postdp postprocess: error: RUN 'run': ") and err.count("\n") == 1, err
+    assert "--output-dir" not in err and "Traceback" not in err
+    assert not (tmp_path / "new").exists()
+    damaged.write_bytes(kept)
+    assert main(argv) == 0
+    assert (tmp_path / "new" / "out" / "postdp-manifest.json").is_file()
+
+
+def test_ctrl_c_while_the_dask_workers_start_is_one_line(small_run, tmp_path):
+    """SIGINT to the whole process group (as a terminal's Ctrl-C) once the LocalCluster's
+    first worker process exists: exit 130 and postdp's one line, no worker's traceback nor
+    Dask's logs."""
+    pytest.importorskip("dask.distributed")
+    psutil = pytest.importorskip("psutil")
+    import postdp
+
+    here = str(Path(postdp.__file__).resolve().parents[1])  # this postdp, from any folder
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([here, os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen(
+        [*postdp_command(), "postprocess", str(small_run), "--method", "topdown-2020",
+         "--scheduler", "local", "--workers", "2", "--quiet", "--output-dir", "o"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True, env=env,
+    )  # fmt: skip
+    parent = psutil.Process(proc.pid)
+    deadline = time.monotonic() + 120
+    started = False
+    while not started and proc.poll() is None and time.monotonic() < deadline:
+        with contextlib.suppress(psutil.Error):
+            started = any("spawn_main" in " ".join(c.cmdline()) for c in parent.children(True))
+        time.sleep(0.02)
+    assert started, "no Dask worker process started"
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert err.count("\n") == 1 and err.startswith("postdp: interrupted while "), err

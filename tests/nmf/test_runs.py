@@ -342,3 +342,101 @@ def test_dask_runs_the_county_tasks_of_cut_states(county_run, tmp_path):
     a = json.loads((local / "postdp-manifest.json").read_text())["files"]
     assert json.loads((remote / "postdp-manifest.json").read_text())["files"] == a
     assert seen[-1][0] == "subtrees" and seen[-1][1] == seen[-1][2] > 2 + 5  # cut again
+
+
+def _shares_run(tmp_path, table, over, *, public=((0, "total"), (1, "total")), rng=1):
+    """A run measured with exact shares (read back exactly): every level measures ``total``,
+    ``hispanic * cenrace``, ``votingage`` and ``detailed`` but those in ``over`` (level ->
+    {query: share})."""
+    from postdp.data import pl94_schema
+    from postdp.tables import Workload, measure
+
+    full = {"total": "1/4", "hispanic * cenrace": "1/4", "votingage": "1/4", "detailed": "1/4"}
+    n = table.geography.n_levels
+    levels = {d: (f"1/{n}", over.get(d, full)) for d in range(n)}
+    work = Workload.from_shares(levels, total="10", schema=pl94_schema(), public=list(public))
+    m = measure(table, work, secure=False, rng=rng)
+    return m, nmf.write(m, tmp_path / "run")
+
+
+@pytest.mark.parametrize(
+    "state_queries",
+    [{"total": 1}, {"votingage": "1/2", "hispanic * cenrace": "1/2"}],
+    ids=["total", "two-marginals"],
+)
+def test_blue_from_files_equals_blue_in_memory_when_the_states_do_not_identify_the_cells(
+    tmp_path, state_queries
+):
+    """The states' queries do not identify their cells (their counties' do): the BLUE of
+    the whole table exists, and the run's, solved state by state, is the same numbers (the
+    top's basis was once taken from a tree of the top alone, which refused its states as
+    unidentified leaves)."""
+    from postdp.postprocess import TableProjector
+    from postdp.tables import Query
+
+    m, run = _shares_run(tmp_path, counties_table(), {1: state_queries})
+    out = nmf.postprocess(run, tmp_path / "out", method="blue")
+    got = _estimates(out)
+    with one_thread():
+        whole = _by_geocode(m, TableDesign(m.table, m.workload, "blue").solve(m))
+    assert got.keys() == whole.keys()
+    scale = max(1.0, max(float(np.abs(r).max()) for r in whole.values()))
+    for g, row in whole.items():
+        np.testing.assert_allclose(got[g], row, atol=1e-9 * scale, rtol=0, err_msg=g)
+    schema = m.workload.measurements[0].query.marginal_of.schema
+    sd = _by_geocode(
+        m,
+        np.sqrt(TableProjector(m.table, m.workload).query_variances(
+            Query.marginal(schema, "detailed")).clip(0)),
+    )  # fmt: skip
+    frame = _estimates(out, "std_dev")
+    frame = frame[frame["query_name"] == "detailed"]
+    for g, v in zip(frame["geocode"], frame["std_dev"], strict=True):
+        np.testing.assert_allclose(np.asarray(v), sd[g], rtol=1e-7, atol=1e-7, err_msg=g)
+
+
+def test_topdown_2020_refuses_a_root_whose_queries_do_not_identify_the_cells(tmp_path):
+    """The nation measured by ``total`` and ``votingage`` only: its least squares has no
+    unique answer (production measured ``detailed`` there); refused in one line, in memory
+    and from the files, not a LinAlgError from the solver."""
+    from postdp.postprocess import check_top_down_2020
+
+    m, run = _shares_run(tmp_path, counties_table(), {0: {"total": "1/2", "votingage": "1/2"}})
+    for attempt in (
+        lambda: top_down_2020(m),
+        lambda: check_top_down_2020(m.table, m.workload),
+        lambda: nmf.postprocess(run, tmp_path / "out", method="topdown-2020"),
+    ):
+        with pytest.raises(ValidationError, match="root's noisy queries") as err:
+            attempt()
+        assert "\n" not in str(err.value) and "total, votingage" in str(err.value)
+    assert not (tmp_path / "out").exists()  # refused before the output folder is made
+    below_root = nmf.below(nmf.read(run, states=["010"]))
+    fixed = top_down_2020(_shares_run(tmp_path / "b", counties_table(), {})[0])[1]
+    assert top_down_2020(below_root, root=fixed)[0].tolist() == fixed.tolist()  # root given
+
+
+def test_a_run_refused_while_solving_leaves_no_output_of_this_call(run, tmp_path):
+    """A subtree of the run refused after the output folder was made: a RunError naming the
+    run, a folder this call made removed (and the parents it made), an empty folder it was
+    given emptied; the run repaired, the same call succeeds there."""
+    import shutil
+
+    from postdp.nmf.runs import RunError
+
+    broken = tmp_path / "broken"
+    shutil.copytree(run, broken)
+    tract = broken / "Tract.parquet" / "DPQuery" / "State=011" / "part-0.parquet"
+    kept = tract.read_bytes()
+    tract.unlink()
+    with pytest.raises(RunError) as err:
+        nmf.postprocess(broken, tmp_path / "made" / "out", method="blue")
+    assert str(err.value).startswith(f"run {str(broken)!r}: ") and "\n" not in str(err.value)
+    assert not (tmp_path / "made").exists()
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(RunError):
+        nmf.postprocess(broken, tmp_path / "empty", method="topdown-2020")
+    assert (tmp_path / "empty").is_dir() and not any((tmp_path / "empty").iterdir())
+    tract.write_bytes(kept)
+    nmf.postprocess(broken, tmp_path / "empty", method="topdown-2020")
+    assert (tmp_path / "empty" / "postdp-manifest.json").is_file()

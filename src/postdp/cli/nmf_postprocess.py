@@ -4,7 +4,11 @@ measurement files (no privacy cost), partition by partition, resumable."""
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +28,8 @@ blue-restore (the BLUE restored to nonnegative family by family), blue-restore-2
 same, each family rounded by the 2020 rounder as it goes down: integral, holding the run's
 structural constraints), or another table
 post-processing (project, project-nonneg, topdown), each optionally followed by ",round"
-(seeded by --seed).
+(seeded by --seed; without --seed a seed is drawn from the operating system's entropy and
+recorded in OUT/postdp-postprocess.json, and a resume reuses it).
 
 Writes OUT/long/<Geolevel>.parquet/State=NNN/part-0.parquet (geocode, category, estimate;
 a cell left out is 0) and OUT/wide/... (geocode, one column per cell), one partition for the
@@ -49,12 +54,18 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("run_dir", metavar="RUN", help="the run's folder")
     parser.add_argument("--method", required=True, help="topdown-2020, blue, blue-restore, ...")
     parser.add_argument("--output-dir", required=True, metavar="OUT", help="the estimates' folder")
-    parser.add_argument("--seed", type=whole(0, 2**63 - 1), help="seed of a ',round' step")
+    parser.add_argument(
+        "--seed",
+        type=whole(0, 2**63 - 1),
+        help="seed of a ',round' step or --amc; default: drawn from the operating system's "
+        "entropy and recorded in OUT/postdp-postprocess.json (a resume reuses it)",
+    )
     parser.add_argument(
         "--scheduler",
         metavar="ADDRESS",
-        help="run topdown-2020's subtrees on Dask: 'local' (a LocalCluster) or a scheduler "
-        "address such as tcp://host:8786",
+        help="run topdown-2020's subtrees on Dask: 'local' (a LocalCluster, whose workers' "
+        "own output is not shown: postdp reports a failed task, a dead worker or Ctrl-C in "
+        "one line) or a scheduler address such as tcp://host:8786",
     )
     parser.add_argument("--workers", type=whole(1, 1024), default=2, help="LocalCluster processes")
     parser.add_argument(
@@ -115,6 +126,8 @@ def run(args: argparse.Namespace, state: RunState) -> int:
 
     with flag("--method", args.method):
         check_budgets(run_dir, top, step)
+    if args.scheduler is not None:
+        state.phase = "starting the Dask workers (--scheduler)"
     client, cluster = _scheduler(args)
     from postdp.nmf import postprocess
 
@@ -129,18 +142,23 @@ def run(args: argparse.Namespace, state: RunState) -> int:
         bars[stage].n = done
         bars[stage].refresh()
 
+    from postdp.nmf.runs import RunError
+
     try:
         with flag("--output-dir", args.output_dir):
-            postprocess(
-                run_dir,
-                out,
-                method=args.method,
-                seed=args.seed,
-                scheduler=client,
-                amc=args.amc or 0,
-                cut_blocks=args.cut_blocks,
-                progress=tick,
-            )
+            try:
+                postprocess(
+                    run_dir,
+                    out,
+                    method=args.method,
+                    seed=args.seed,
+                    scheduler=client,
+                    amc=args.amc or 0,
+                    cut_blocks=args.cut_blocks,
+                    progress=tick,
+                )
+            except RunError as exc:  # the run's files, not the output folder
+                raise CliError(f"RUN {args.run_dir!r}: {exc.problem}") from None
     except Exception as exc:
         if type(exc).__name__ != "KilledWorker":  # dask.distributed's: a worker died
             raise
@@ -153,14 +171,20 @@ def run(args: argparse.Namespace, state: RunState) -> int:
     finally:
         for bar in bars.values():
             bar.close()
-        if client is not None:
-            client.close()
-        if cluster is not None:
-            cluster.close()
+        _close_quietly(client, cluster)  # after an interrupt too: postdp's one line only
     state.pending = []
     state.written.append(str(out))
     if not args.quiet:
-        print(f"wrote {out}: {len(codes) + 1} partitions, --method {args.method}", file=sys.stderr)
+        drawn = ""
+        if args.seed is None and (rounded or args.amc is not None):
+            from postdp.nmf._output import SPEC
+
+            seed = json.loads((out / SPEC).read_text(encoding="utf-8"))["seed"]
+            drawn = f" (seed {seed} drawn, recorded in {out / SPEC})"
+        print(
+            f"wrote {out}: {len(codes) + 1} partitions, --method {args.method}{drawn}",
+            file=sys.stderr,
+        )
     return 0
 
 
@@ -174,11 +198,66 @@ def _scheduler(args: argparse.Namespace) -> tuple[Any, Any]:
     except ImportError:
         raise CliError("--scheduler: needs Dask (pip install 'postdp[dask]')") from None
     if args.scheduler == "local":
-        cluster = distributed.LocalCluster(
-            n_workers=args.workers, threads_per_worker=1, processes=True, dashboard_address=None
-        )
-        return distributed.Client(cluster), cluster
+        from postdp.cli._io import sigint_held
+
+        made: list[Any] = []
+        try:
+            # Ctrl-C waits for the cluster (so that it is closed, not left half started);
+            # the workers get it too (the terminal sends it to every process of the job) and
+            # would print their tracebacks: their standard error is the null device
+            with sigint_held(), _stderr_to_null():
+                made.append(
+                    distributed.LocalCluster(
+                        n_workers=args.workers,
+                        threads_per_worker=1,
+                        processes=True,
+                        dashboard_address=None,
+                    )
+                )
+                made.insert(0, distributed.Client(made[0]))
+        except BaseException:
+            _close_quietly(*made)
+            raise
+        return made[0], made[1]
     try:
         return distributed.Client(args.scheduler, timeout="10s"), None
     except OSError as exc:
         raise CliError(f"--scheduler {args.scheduler!r}: cannot connect ({exc})") from None
+
+
+@contextmanager
+def _stderr_to_null() -> Iterator[None]:
+    """File descriptor 2 on the null device over a block: the processes started in it (a
+    LocalCluster's workers) keep it, so that their logs and their tracebacks when Ctrl-C
+    reaches them are not shown (postdp reports a task's error, a dead worker and an
+    interrupt itself, in one line)."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, 2)
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(null)
+
+
+def _close_quietly(client: Any, cluster: Any) -> None:
+    """Close a Dask client and its cluster after an interrupt or an error, without the
+    logs and tracebacks of the workers being stopped (postdp says what happened)."""
+    import logging
+
+    loggers = [logging.getLogger(n) for n in ("distributed", "tornado", "asyncio")]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.CRITICAL + 1)
+    try:
+        for part in (client, cluster):
+            if part is not None:
+                with suppress(Exception):
+                    part.close()
+    finally:
+        for lg, level in zip(loggers, levels, strict=True):
+            lg.setLevel(level)

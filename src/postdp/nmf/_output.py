@@ -128,6 +128,8 @@ class Writer:
         pa, pq = _pyarrow()
         if all(self._path(f, level, code, part).is_file() for f in self.forms):
             return
+        if not self.out.is_dir():  # removed behind a refused run: a late task writes nothing
+            raise FileNotFoundError(f"{str(self.out)!r}: the output folder is gone")
         integral = bool(np.array_equal(values, np.rint(values)))
         values = values.astype(np.int64) if integral else values
         cells = self.schema.cells

@@ -70,13 +70,19 @@ def run_topdown(
             report("subtrees", done, known)
         return
     as_completed: Any = importlib.import_module("dask.distributed").as_completed  # untyped
-    running = as_completed([scheduler.submit(f, *a, pure=False) for f, a in tasks])
-    for future in running:
-        more = follow(future.result())
-        for function, args in more:
-            running.add(scheduler.submit(function, *args, pure=False))
-        done, known = done + 1, known + len(more)
-        report("subtrees", done, known)
+    submitted = [scheduler.submit(f, *a, pure=False) for f, a in tasks]
+    running = as_completed(submitted)
+    try:
+        for future in running:
+            more = follow(future.result())
+            for function, args in more:
+                submitted.append(scheduler.submit(function, *args, pure=False))
+                running.add(submitted[-1])
+            done, known = done + 1, known + len(more)
+            report("subtrees", done, known)
+    except BaseException:
+        scheduler.cancel(submitted)  # a refused subtree (or Ctrl-C) ends the run's tasks
+        raise
 
 
 def _part(args: tuple[Any, ...]) -> tuple[str, str | None]:

@@ -14,7 +14,7 @@ The *top* (the root and the states) is one partition; each spine subtree below a
 another. Every partition's files are written under temporary names and renamed into place,
 so a run killed at any moment leaves only complete partitions; running the same command
 again skips them and gives the same bytes (every method is deterministic, a rounding step
-given ``seed``).
+seeded by ``seed`` or, given none, by a seed drawn once and recorded in the plan).
 
 How each method is partitioned:
 
@@ -41,7 +41,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -51,13 +52,13 @@ from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
 from postdp.nmf import _layout as layout
 from postdp.nmf._io import _atomic_text
-from postdp.nmf._output import DONE, FORMS, STD, Writer, fingerprint, sha256, start
+from postdp.nmf._output import DONE, FORMS, SPEC, STD, Writer, fingerprint, sha256, start
 from postdp.nmf._read import read, subtrees
 from postdp.nmf._subtree import below, one_thread, refuse_missing, schema_of
 from postdp.nmf._topdown_tasks import run_topdown
 from postdp.tables import Query, TableMeasurements
 
-__all__ = ["METHODS", "postprocess"]
+__all__ = ["METHODS", "RunError", "postprocess"]
 
 #: What :func:`postprocess` does partition by partition (every other table step: whole run).
 METHODS = ("topdown-2020", "blue")
@@ -94,7 +95,11 @@ def postprocess(
         post-processing of :data:`postdp.analysis.TABLE_STEPS`, optionally followed by
         ``",round"``.
     seed : int, optional
-        Seeds the rounding of ``",round"`` (the other steps are deterministic).
+        Seeds the rounding of ``",round"`` and ``amc``'s draws (the other steps are
+        deterministic). Without one, a random step gets a seed drawn from the operating
+        system's entropy, recorded in ``OUT/postdp-postprocess.json`` (``"seed"``, with
+        ``"seed_drawn": true``); resuming the same call into the same folder reuses it, so
+        the resumed output is the same bits as an uninterrupted one.
     scheduler : dask.distributed.Client, optional
         Runs ``topdown-2020``'s subtrees as Dask tasks (each ships the run's path, its
         subtree code and its state's histogram, and writes its own files).
@@ -120,6 +125,17 @@ def postprocess(
     -------
     pathlib.Path
         The output folder.
+
+    Raises
+    ------
+    RunError
+        A :class:`~postdp.errors.ValidationError` for the run's files: what they hold or
+        lack (its manifest, its top levels, a subtree met later). The run's manifest and
+        top are read, and the method's own checks run on them, before the output folder is
+        made; a subtree refused later leaves no output folder that this call made.
+    ValidationError
+        For a bad option, a method the run does not fit, or an output folder that holds
+        other files or another post-processing.
 
     Examples
     --------
@@ -149,35 +165,47 @@ def postprocess(
         raise ValidationError(f"`seed` must be a nonnegative integer; got {seed!r}")
     run = Path(run_dir)
     out = Path(output_dir)
-    codes = subtrees(run)
-    top = read(run, levels=2)
+    with _reading(run_dir):  # the run checked before the output folder is touched
+        codes = subtrees(run)
+        top = read(run, levels=2)
+        manifest = layout.read_manifest(run)
+        names = tuple(manifest["levels"]) if manifest else layout.LEVELS_2020[: _depth(run)]
+        schema = schema_of(top)
+        digest = fingerprint(run)
     check_budgets(run, top, step)
+    check_fits(step, top)
     plan = {
         "run": str(run.resolve()),
-        "run_fingerprint": fingerprint(run),
+        "run_fingerprint": digest,
         "method": method,
         "seed": seed,
         "forms": [*FORMS, STD] if method == "blue" else list(FORMS),
         "amc": amc,
         **({"cut_blocks": cut_blocks} if method == "topdown-2020" else {}),
     }
+    if seed is None and (rounded or amc):  # a random step: its seed recorded for a resume
+        plan["seed"] = seed = _drawn_seed(out, plan)
+        plan[SEED_DRAWN] = True
+    made = _made_by_start(out)
     start(out, plan)
-    manifest = layout.read_manifest(run)
-    names = tuple(manifest["levels"]) if manifest else layout.LEVELS_2020[: _depth(run)]
-    schema = schema_of(top)
     queries = _queries(top) if method == "blue" else None
     writer = Writer(out, names, schema, queries)
     report = progress or (lambda stage, done, total: None)
     total = len(codes) + 1
-    with one_thread():
-        if method == "topdown-2020":
-            run_topdown(run, top, _state_order(top, codes), writer, scheduler, report, cut_blocks)
-        elif method == "blue":
-            _blue(run, top, codes, writer, report)
-        else:
-            _whole(run, top, codes, writer, method, seed, report)
-    if amc:
-        _amc(run, out, names, method, amc, seed, report)
+    try:
+        with one_thread(), _reading(run_dir):  # what the run's subtrees hold or lack
+            if method == "topdown-2020":
+                order = _state_order(top, codes)
+                run_topdown(run, top, order, writer, scheduler, report, cut_blocks)
+            elif method == "blue":
+                _blue(run, top, codes, writer, report)
+            else:
+                _whole(run, top, codes, writer, method, seed, report)
+        if amc:
+            _amc(run_dir, out, names, method, amc, seed, report)
+    except RunError:
+        made()  # nothing left of this call's output folder behind a bad run
+        raise
     files = sorted(p.relative_to(out).as_posix() for p in out.rglob("*.parquet") if p.is_file())
     manifest = {
         **plan,
@@ -186,6 +214,90 @@ def postprocess(
     }
     _atomic_text(out / DONE, json.dumps(manifest, indent=2) + "\n")
     return out
+
+
+class RunError(ValidationError):
+    """A post-processing refused for its run's files (what they hold or lack), not for its
+    options or its output folder: ``run`` is the run's folder as given, ``problem`` what is
+    wrong with it."""
+
+    def __init__(self, run: str, problem: str) -> None:
+        super().__init__(run, problem)
+        self.run, self.problem = run, problem
+
+    def __str__(self) -> str:
+        return f"run {self.run!r}: {self.problem}"
+
+
+@contextmanager
+def _reading(run_dir: str | os.PathLike[str]) -> Iterator[None]:
+    """Refusals met while reading and solving the run's measurements, as the run's."""
+    try:
+        yield
+    except RunError:
+        raise
+    except ValidationError as exc:
+        raise RunError(str(run_dir), str(exc)) from exc
+
+
+def _made_by_start(out: Path) -> Callable[[], None]:
+    """What undoes :func:`start`'s folder: the highest folder of ``out``'s path it will
+    create removed, or an empty folder it will use emptied again (a folder holding a
+    post-processing to resume is left as it is)."""
+    import shutil
+
+    if out.is_dir():
+        if any(out.iterdir()):
+            return lambda: None
+
+        def empty() -> None:
+            for child in list(out.iterdir()):
+                shutil.rmtree(child) if child.is_dir() else child.unlink(missing_ok=True)
+
+        return empty
+    highest = out.absolute()
+    while not highest.parent.exists() and highest.parent != highest:
+        highest = highest.parent
+    return lambda: shutil.rmtree(highest, ignore_errors=True)
+
+
+def check_fits(step: str, top: TableMeasurements) -> None:
+    """Refuse, before the output folder is made, a step whose own checks the run's
+    workload fails (e.g. ``topdown-2020`` on a nation that its queries do not pin)."""
+    from postdp.postprocess import check_blue_restore, check_top_down, check_top_down_2020
+
+    checks = {
+        "topdown": check_top_down,
+        "blue-restore": check_blue_restore,
+        "topdown-2020": check_top_down_2020,
+        "blue-restore-2020": check_blue_restore,
+    }
+    if step in checks:
+        checks[step](top.table, top.workload)
+
+
+#: The plan's key marking a seed drawn from OS entropy (no ``seed`` given): a resume reuses it.
+SEED_DRAWN = "seed_drawn"
+
+
+def _drawn_seed(out: Path, plan: dict[str, Any]) -> int:
+    """The seed of a random step given none: the one an unfinished post-processing of the
+    same plan in ``out`` drew (so that a resume gives the same bits), else a new one from
+    the operating system's entropy."""
+    import secrets
+
+    try:
+        old = json.loads((out / SPEC).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        old = None
+    if isinstance(old, dict) and old.get(SEED_DRAWN) is True:
+        seed = old.get("seed")
+        same = {k: v for k, v in old.items() if k not in ("seed", SEED_DRAWN)} == {
+            k: v for k, v in plan.items() if k != "seed"
+        }
+        if same and isinstance(seed, int) and not isinstance(seed, bool) and seed >= 0:
+            return seed
+    return secrets.randbits(63)
 
 
 #: The steps that weigh each geounit by its own budget (a run with the spine's bypass).
@@ -221,6 +333,16 @@ def _blue(run: Path, top: TableMeasurements, codes: list[str], writer: Writer, r
     assert writer.queries is not None
     schema = schema_of(top)
     wanted = [Query.marginal(schema, q) for q in writer.queries]
+    if _top_only(writer):  # the nation and its states only: the top is the whole run
+        from postdp.postprocess import TableProjector
+
+        refuse_missing(top)
+        projector = TableProjector(top.table, top.workload, budget_scale=top.budget_scale)
+        variances = {q.name: projector.query_variances(q) for q in wanted}
+        writer.top(top.table.geography, projector(top), order, variances)
+        report("top", 1, len(codes) + 1)
+        report("subtrees", len(codes), len(codes))  # nothing below the states
+        return
     parts = project_by_subtree(top, subtree, method="blue", variances=wanted)
     upper, variances = next(parts)
     writer.top(top.table.geography, upper, order, variances)
@@ -250,6 +372,9 @@ def _whole(
     upper = estimate[_rows_of(geo, top.table.geography)]
     writer.top(top.table.geography, upper, _state_order(top, codes))
     report("top", 1, len(codes) + 1)
+    if _top_only(writer):  # the nation and its states only: nothing below the states
+        report("subtrees", len(codes), len(codes))
+        return
     _, subs = m.table.split_at(1)  # each state's subtree, from the run already in memory
     by_state = {str(s.geography.ids[s.geography.root]): s.geography for s in subs}
     for k, code in enumerate(_state_order(top, codes), start=1):
@@ -259,7 +384,13 @@ def _whole(
 
 
 def _amc(
-    run: Path, out: Path, names: tuple[str, ...], method: str, k: int, seed: int | None, report: Any
+    run_dir: str | os.PathLike[str],
+    out: Path,
+    names: tuple[str, ...],
+    method: str,
+    k: int,
+    seed: int | None,
+    report: Any,
 ) -> None:
     """The AMC tables from the written release (the stand-in truth), unless already there."""
     from postdp.nmf.amc import amc, write_amc
@@ -268,7 +399,8 @@ def _amc(
         return
     import pandas as pd
 
-    m = read(run)
+    with _reading(run_dir):
+        m = read(run_dir)
     geo = m.table.geography
     index = {_geocode_of(geo, g): g for g in range(geo.n)}
     released = np.zeros((geo.n, m.table.categories.leaves.size), dtype=np.int64)
@@ -280,6 +412,11 @@ def _amc(
     summary, totals = amc(m, released, method=method, replicates=k, rng=seed, levels=list(names))
     write_amc(summary, totals, out / "amc")
     report("amc", k, k)
+
+
+def _top_only(writer: Writer) -> bool:
+    """Whether the run is its top alone: the nation and the states, no level below them."""
+    return len(writer.names) <= 2
 
 
 def _geocode_of(geo: Hierarchy, node: int) -> str:

@@ -34,7 +34,12 @@ import numpy as np
 
 from postdp._typing import FloatArray
 from postdp.errors import ValidationError
-from postdp.postprocess._solvers.marginal_basis import MarginalBasis, held_at_zero, table_schema
+from postdp.postprocess._solvers.marginal_basis import (
+    MarginalBasis,
+    held_at_zero,
+    table_schema,
+    workload_basis,
+)
 from postdp.postprocess._solvers.table_tree import TreeGLS
 from postdp.postprocess.table_projection import answered, level_answers, level_matrices
 from postdp.postprocess.table_topdown import top_down_table
@@ -274,8 +279,9 @@ def _blue(
     B = int(np.prod(lead)) if lead else 1
     basis: Any = None
     if table_schema(cat, top.workload) is not None:
-        plain = MarginalBasis(geo, top.workload)
-        basis = (plain.bases, plain.ranks, {})  # with the block matrices, made once
+        # the top's basis only: its leaves stand for subtrees, so the top alone need not
+        # identify their cells (a tree built on it without them could not be solved)
+        basis = workload_basis(top.workload)  # with the block matrices, made once
     lay = geo.layout
     slot = lay.position[geo.leaves] - int(lay.bounds[-2])  # each subtree's place in `below`
     solvers: list[_Solver | None] = []

@@ -67,7 +67,7 @@ from postdp.postprocess._solvers.family_passes import (
 )
 from postdp.postprocess._solvers.family_totals import largest_remainders as _largest_remainders
 from postdp.postprocess._solvers.family_totals import pass_zero
-from postdp.postprocess._solvers.marginal_basis import table_schema
+from postdp.postprocess._solvers.marginal_basis import identifies_cells, table_schema
 from postdp.postprocess._solvers.nested_rounding import (
     PRODUCTION_ROUNDERS,
     round_nested,
@@ -142,9 +142,10 @@ def top_down_2020(
     Raises
     ------
     ValidationError
-        For a table that is not a schema table measured by marginals, a level below the root
-        without a noisy ``total``, public queries other than ``total``, or rounder queries
-        that do not nest.
+        For a table that is not a schema table measured by marginals, a root (not fixed by
+        ``root``) whose noisy queries do not identify every detailed cell, a level below
+        the root without a noisy ``total``, public queries other than ``total``, or rounder
+        queries that do not nest.
 
     Examples
     --------
@@ -321,6 +322,16 @@ class _Plan:
                     "noisy": [i for i, _ in noisy],
                     "other_ids": [i for i, _ in others],
                 }
+            )
+        root_noisy = [m.query for m in work.measurements if m.level == 0 and not m.public]
+        pins = identifies_cells([q.marginal_of for q in root_noisy if q.marginal_of])
+        if not root_fixed and not pins:
+            raise ValidationError(
+                "topdown-2020: the root's noisy queries "
+                f"({', '.join(q.name for q in root_noisy) or 'none'}) do not identify every "
+                "detailed cell, so its least squares has no unique answer (the 2020 "
+                "production measured 'detailed' at the nation); measure queries at level 0 "
+                "that identify the cells"
             )
         self.chain, self.cell_weight = rounder_chain(schema, rounders)
         self.structural = StructuralPlan(schema, bounds, table.geography.n, self.chain)

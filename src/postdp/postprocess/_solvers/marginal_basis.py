@@ -411,6 +411,25 @@ def _place(term: FloatArray, tau: tuple[int, ...], K: int) -> FloatArray:
     return term.reshape(shape)
 
 
+def workload_basis(
+    workload: Workload,
+) -> tuple[list[FloatArray], list[int], dict[object, FloatArray]]:
+    """The attribute bases and ranks of ``workload``'s marginals, as ``MarginalBasis(...,
+    basis=)`` takes them (with an empty cache of block matrices): the basis alone, no tree
+    built, so a workload that solves nothing by itself (a top whose leaf level's queries do
+    not identify the cells, its subtrees below them) gives one."""
+    schema = marginal_workload(workload)
+    if schema is None:
+        raise ValueError("the workload is not made of marginals of one schema")
+    marginals = [m.query.marginal_of for m in workload.measurements]
+    bases, ranks = [], []
+    for k, n in enumerate(schema.shape):
+        U, r = _attribute_basis([q.factors[k] for q in marginals if q is not None], n)
+        bases.append(U)
+        ranks.append(r)
+    return bases, ranks, {}
+
+
 def _spans(basis: FloatArray, r: int, factors: list[FloatArray | None]) -> bool:
     """Whether the first ``r`` columns of ``basis`` span the rows of every non-identity
     factor (an attribute basis built for another workload)."""
