@@ -187,17 +187,12 @@ def check_step_fits(
 ) -> None:
     """The post-processing's own checks of the workload, before anything is drawn: an error
     names ``option`` as typed (the workload itself was checked with its own flags)."""
-    from postdp.postprocess import check_blue_restore, check_top_down, check_top_down_2020
+    from postdp.postprocess import check_step
 
-    checks = {
-        "topdown": check_top_down,
-        "blue-restore": check_blue_restore,
-        "topdown-2020": check_top_down_2020,
-        "blue-restore-2020": check_blue_restore,
-    }
-    if step in checks:
-        with flag(option, getattr(args, option[2:].replace("-", "_"))):
-            checks[step](table, work)
+    if step is None:
+        return
+    with flag(option, getattr(args, option[2:].replace("-", "_"))):
+        check_step(step, table, work)
 
 
 def long_form(table: Any, measurements: Any, released: Any, *, secure: bool) -> Any:

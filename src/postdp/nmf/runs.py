@@ -264,16 +264,9 @@ def _made_by_start(out: Path) -> Callable[[], None]:
 def check_fits(step: str, top: TableMeasurements) -> None:
     """Refuse, before the output folder is made, a step whose own checks the run's
     workload fails (e.g. ``topdown-2020`` on a nation that its queries do not pin)."""
-    from postdp.postprocess import check_blue_restore, check_top_down, check_top_down_2020
+    from postdp.postprocess import check_step
 
-    checks = {
-        "topdown": check_top_down,
-        "blue-restore": check_blue_restore,
-        "topdown-2020": check_top_down_2020,
-        "blue-restore-2020": check_blue_restore,
-    }
-    if step in checks:
-        checks[step](top.table, top.workload)
+    check_step(step, top.table, top.workload)
 
 
 #: The plan's key marking a seed drawn from OS entropy (no ``seed`` given): a resume reuses it.

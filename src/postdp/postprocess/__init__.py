@@ -11,6 +11,7 @@ from typing import Any
 
 from postdp._deprecation import renamed
 from postdp.postprocess._kkt import ProjectionReport, kkt_report
+from postdp.postprocess._project_tables import check_step
 from postdp.postprocess.chain import (
     ElementwiseChain,
     PostProcessChain,
@@ -62,6 +63,7 @@ __all__ = [
     "TableProjector",
     "blue_restore",
     "check_blue_restore",
+    "check_step",
     "check_top_down",
     "check_top_down_2020",
     "clamp",

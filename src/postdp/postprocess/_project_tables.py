@@ -10,9 +10,53 @@ import numpy as np
 from postdp._typing import ArrayLike, FloatArray
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
-from postdp.tables import TableMeasurements
+from postdp.tables import Table, TableMeasurements, Workload
 
-__all__ = ["kkt_measurements", "project_measurements"]
+__all__ = ["check_step", "kkt_measurements", "project_measurements"]
+
+
+def check_step(step: str, table: Table, workload: Workload) -> None:
+    """Run a table post-processing step's own checks of a design, before any draw or solve.
+
+    Parameters
+    ----------
+    step : str
+        One step of a method (``"blue"``, ``"topdown-2020"``, ...); the steps with checks of
+        their own are ``topdown``, ``blue-restore``, ``topdown-2020`` and
+        ``blue-restore-2020``, the others need none.
+    table : Table
+        Supplies the geography and categories (its counts are not read).
+    workload : Workload
+
+    Returns
+    -------
+    None
+        The design passes the step's checks.
+
+    Raises
+    ------
+    ValidationError
+        Where the step cannot run on this design (e.g. ``topdown-2020`` on a root whose
+        noisy queries do not identify its cells).
+
+    Examples
+    --------
+    >>> from postdp.data import load_p1, load_strategy
+    >>> t = load_p1("us-county")
+    >>> check_step("topdown-2020", t, load_strategy("pl94-2020-p1").workload(t))
+    """
+    from postdp.postprocess.table_restore import check_blue_restore
+    from postdp.postprocess.table_topdown import check_top_down
+    from postdp.postprocess.topdown_2020 import check_top_down_2020
+
+    checks = {
+        "topdown": check_top_down,
+        "blue-restore": check_blue_restore,
+        "topdown-2020": check_top_down_2020,
+        "blue-restore-2020": check_blue_restore,
+    }
+    if step in checks:
+        checks[step](table, workload)
 
 
 def project_measurements(
