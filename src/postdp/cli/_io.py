@@ -5,14 +5,8 @@ path (creatable, writable, not an input, not there already unless ``--overwrite`
 then write each file to a temporary name in its own folder and ``os.replace`` it into place
 (a folder output is filled under a temporary name, its manifest written last, then renamed).
 An interrupted or failed write removes its temporary files and leaves what was there before.
-
-A process killed outright cannot remove its temporaries. Their names say whose they are,
-``.<name>.<host>-<pid>.<random>.tmp`` (:func:`temporary_prefix`; ``<host>`` is 8 hex digits
-of the machine's name), and a command that has put ``<name>`` in place removes the stale
-ones of the same ``<name>`` (:func:`remove_stale_temporaries`): those of this machine whose
-process is gone, and those it cannot check (another machine's, or the older names without
-a pid, ``.<name>.<random>.tmp``) once untouched for a day. A live process's temporaries,
-and anything not named so, are never touched.
+The temporaries' names, and the removal of those that killed commands left, are
+:mod:`postdp.cli._temporaries`'.
 """
 
 from __future__ import annotations
@@ -22,11 +16,8 @@ import hashlib
 import io
 import json
 import os
-import re
 import shutil
-import socket
 import tempfile
-import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -34,6 +25,12 @@ from pathlib import Path
 from typing import Any
 
 from postdp.cli._options import CliError
+from postdp.cli._temporaries import (
+    current_umask,
+    new_temporary,
+    remove_stale_temporaries,
+    temporary_prefix,
+)
 
 __all__ = [
     "MANIFEST",
@@ -278,86 +275,6 @@ def atomic_file(
             if tmp is not None and tmp.exists():
                 tmp.unlink()
     remove_stale_temporaries(path)  # reached only when it was put in place
-
-
-def _host_tag() -> str:
-    return hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
-
-
-def temporary_prefix(path: Path) -> str:
-    """The start of the name of a temporary beside ``path``: ``.<name>.<host>-<pid>.``."""
-    return f".{path.name}.{_host_tag()}-{os.getpid()}."
-
-
-#: How long a temporary whose process cannot be checked is left alone (seconds).
-STALE_AFTER = 24 * 3600
-
-
-def remove_stale_temporaries(path: Path) -> list[Path]:
-    """Remove the stale temporaries of ``path`` left beside it by killed commands (see the
-    module notes for the rule); return what was removed. Best effort: errors are ignored."""
-    from postdp.cli._ledger import pid_alive
-
-    new = re.compile(r"([0-9a-f]{8})-(\d+)\.[A-Za-z0-9_]+")
-    old = re.compile(r"[A-Za-z0-9_]{8}")
-    start, host = f".{path.name}.", _host_tag()
-    removed = []
-    try:
-        entries = list(os.scandir(path.parent))
-    except OSError:
-        return []
-    for entry in entries:
-        name = entry.name
-        if not (name.startswith(start) and name.endswith(".tmp")):
-            continue
-        middle = name[len(start) : -len(".tmp")]
-        try:
-            age = time.time() - entry.stat(follow_symlinks=False).st_mtime
-        except OSError:
-            continue
-        match = new.fullmatch(middle)
-        if match and match.group(1) == host:
-            pid = int(match.group(2))
-            stale = pid != os.getpid() and not pid_alive(pid)
-        elif match or old.fullmatch(middle):
-            stale = age > STALE_AFTER
-        else:
-            continue
-        if not stale:
-            continue
-        target = Path(entry.path)
-        try:
-            if entry.is_dir(follow_symlinks=False):
-                shutil.rmtree(target)
-            else:
-                target.unlink()
-        except OSError:
-            continue
-        removed.append(target)
-    return removed
-
-
-def new_temporary(path: Path) -> Path:
-    """An empty temporary file beside ``path`` with the mode a new file gets from the umask
-    (``mkstemp`` alone makes it private to the owner): see :data:`MODES`."""
-    handle, name = tempfile.mkstemp(dir=path.parent, prefix=temporary_prefix(path), suffix=".tmp")
-    try:
-        os.chmod(name, 0o666 & ~current_umask())
-    finally:
-        os.close(handle)
-    return Path(name)
-
-
-#: The permission policy of every file and folder postdp writes: what ``touch`` and
-#: ``mkdir`` would give under the process's umask (0644 and 0755 under the usual 022).
-MODES = "files 0666 & ~umask, folders 0777 & ~umask"
-
-
-def current_umask() -> int:
-    """The process's umask (read by setting it and putting it back)."""
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
 
 
 def place(tmp: Path, path: Path, *, exclusive: bool) -> None:

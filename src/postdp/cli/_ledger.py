@@ -7,71 +7,50 @@ not the output: one ledger per user (see :func:`default_path`; ``--ledger`` or t
 ``POSTDP_LEDGER`` environment variable name another), so every release of the same input
 is found in it wherever its outputs went.
 
-*The same input.* A record holds two digests of its input: ``input_sha256``, of the
-file's bytes, and ``input_content_sha256``, of its content: the counts (or the person
-records) read, in a canonical order (:func:`hierarchy_content`, :func:`table_content`;
-``postdp measure`` has its own, :mod:`postdp.cli.nmf_measure`). A record counts against an
-input when either digest matches, so the same counts saved with CRLF line endings, another
-column order or rows in another order are the same input. Records written before the
-content digest existed have only ``input_sha256``: they still count for an input of the
-same bytes, but not for a re-saved copy of it (their content was never recorded).
+*The same input.* A record holds two digests of its input, of its bytes and of its
+content; a record counts against an input when either matches (:func:`same_input`; the
+digests are :mod:`postdp.cli._ledger_content`'s).
 
-*The lock.* A release holds an exclusive lock on the ledger from the budget check to the
-append, so concurrent releases are serialised: the second sees the first's record (and
-``--budget-cap`` counts it). The holder writes who it is (pid, host, command) to
-``<ledger>.lock`` while it holds the lock, so a command that waits says which command it
-waits for. The append and the moves of the output and its privacy statement into place
-happen together, with Ctrl-C held back; a release that cannot be recorded leaves nothing
-behind.
+*The lock.* A release holds the ledger's exclusive lock (:mod:`postdp.cli._ledger_lock`)
+from the budget check to the append, so concurrent releases are serialised. The append and
+the moves of the output and its privacy statement into place happen together, with Ctrl-C
+held back; a release that cannot be recorded leaves nothing behind.
 
-*Reservations.* A secure ``postdp measure`` draws for minutes to hours, so it does not hold
-the lock while it draws: under the lock it appends a ``reserved`` record (its budget,
-input, output folder, pid and command), which counts against every cap at once; it draws
-without the lock; then, under the lock again, it appends the outcome with the same
-``reservation`` id: ``published``, ``drawn, not published`` (the draw was made but its run
-was not put in place, e.g. another command created the folder first; its budget still
-counts: the noise existed on disk) or ``withdrawn`` (nothing was drawn; the budget no
-longer counts). A reservation counts once, with the status of its last record. A measure
-that is killed leaves its reservation ``reserved``: it keeps counting, as noise may have
-been drawn and seen. (postdp versions before reservations count each line of a
-reservation separately: more than was spent, never less.)
+*Reservations.* A secure ``postdp measure`` reserves its budget before it draws, without
+the lock, and appends the outcome afterwards (:mod:`postdp.cli._ledger_reservations`); the
+records of one reservation count once, with the status of its last record.
 """
 
 from __future__ import annotations
 
-import datetime as dt
-import hashlib
 import json
 import os
-import socket
 import sys
-import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from postdp.cli._ledger_content import hierarchy_content, table_content
+from postdp.cli._ledger_lock import holder_of, lock
 from postdp.cli._options import CliError
 
 __all__ = [
     "CONTENT_KEY",
     "LEDGER_NAME",
     "LedgerUse",
-    "Reservation",
     "Spent",
     "append",
     "default_path",
     "hierarchy_content",
-    "reserve",
     "spent_on",
     "table_content",
 ]
 
-#: The record's field with the digest of its input's content (see the module notes).
+#: The record's field with the digest of its input's content (:mod:`postdp.cli._ledger_content`).
 CONTENT_KEY = "input_content_sha256"
 
-#: The statuses of a reservation's records (see the module notes).
+#: The statuses of a reservation's records (:mod:`postdp.cli._ledger_reservations`).
 RESERVED, PUBLISHED, UNPUBLISHED, WITHDRAWN = (
     "reserved",
     "published",
@@ -184,46 +163,6 @@ def spent_on(records: list[dict[str, Any]], input_sha256: str, content: str | No
     )
 
 
-# -- the content of an input -----------------------------------------------------------------
-_CONTENT_VERSION = b"postdp input content v1\n"
-
-
-def hierarchy_content(h: Any) -> str:
-    """SHA-256 of a hierarchy's content: each leaf's id and count, ordered by id.
-
-    The inner nodes' counts are the sums of the leaves' (checked when the hierarchy was
-    built), so the leaves say who is counted; the tree above them, the order of the rows
-    and how the file spells them (line endings, quoting, ``5`` or ``5.0``) do not enter.
-    """
-    import numpy as np
-
-    leaves = np.asarray(h.leaves)
-    ids = np.asarray(h.ids)[leaves].astype(str)
-    counts = np.asarray(h.counts, dtype=np.float64)[leaves]
-    order = np.argsort(ids, kind="stable")
-    digest = hashlib.sha256(_CONTENT_VERSION + b"hierarchy\n")
-    for i in order:
-        digest.update(f"{ids[i]}\t{float(counts[i])!r}\n".encode())
-    return digest.hexdigest()
-
-
-def table_content(table: Any) -> str:
-    """SHA-256 of a table's content: the detailed counts of every leaf geounit, rows
-    ordered by geounit id and columns by category code (as :func:`hierarchy_content`)."""
-    import numpy as np
-
-    geo, cat = table.geography, table.categories
-    rows = np.asarray(geo.ids)[np.asarray(geo.leaves)].astype(str)
-    columns = np.asarray(cat.ids)[np.asarray(cat.leaves)].astype(str)
-    by_row, by_column = np.argsort(rows, kind="stable"), np.argsort(columns, kind="stable")
-    cells = np.asarray(table.dense_cells(), dtype=np.int64)[by_row][:, by_column]
-    digest = hashlib.sha256(_CONTENT_VERSION + b"table\n")
-    digest.update("\t".join(columns[by_column]).encode() + b"\n")
-    digest.update("\t".join(rows[by_row]).encode() + b"\n")
-    digest.update(np.ascontiguousarray(cells).astype("<i8").tobytes())
-    return digest.hexdigest()
-
-
 def check_writable(path: Path, flag: str) -> None:
     """Raise unless the ledger can be appended to (checked before anything is drawn)."""
     from postdp.cli._io import _probe
@@ -234,148 +173,6 @@ def check_writable(path: Path, flag: str) -> None:
         if not os.access(path, os.W_OK):
             raise CliError(f"{flag} {str(path)!r}: cannot be written")
     _probe(path.parent, flag, str(path))
-
-
-def holder_of(args: Any) -> str:
-    """The command a lock holder names itself by: ``postdp`` and the words it was given."""
-    import shlex
-
-    words = getattr(args, "_words", None)
-    text = "postdp " + shlex.join(words) if words else f"postdp {getattr(args, 'command', '')}"
-    return text if len(text) <= 300 else text[:297] + "..."
-
-
-def _holder_file(path: Path) -> Path:
-    return path.with_name(path.name + ".lock")
-
-
-def pid_alive(pid: int, host: str | None = None) -> bool:
-    """Whether process ``pid`` runs on this machine (True when that cannot be told: another
-    host, or a system where asking could harm the process)."""
-    if host is not None and host != socket.gethostname():
-        return True
-    if sys.platform == "win32" or pid <= 0:  # pragma: no cover - os.kill(pid, 0) kills there
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # e.g. another user's process: it exists
-        return True
-    return True
-
-
-def _who_holds(path: Path) -> str:
-    """``another postdp command (pid N: postdp ...)`` from the holder file, or a plain
-    phrase when the holder has not written it yet or has died."""
-    try:
-        held = json.loads(_holder_file(path).read_text(encoding="utf-8"))
-        pid, host, command = int(held["pid"]), str(held["host"]), str(held["command"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return "another postdp command holds it"
-    if not pid_alive(pid, host):
-        return "another postdp command holds it"
-    where = "" if host == socket.gethostname() else f" on {host}"
-    return f"another postdp command holds it (pid {pid}{where}: {command})"
-
-
-def lock(
-    path: Path, flag: str, cleanup: list[Callable[[], None]], holder: str | None = None
-) -> None:
-    """Take the exclusive lock of a ledger, waiting for another postdp command that holds
-    it; the function that lets it go is added to ``cleanup`` before the wait, so an
-    interrupt never leaves it held.
-
-    The lock is taken on the ledger's folder (an advisory ``flock``); on Windows, on a
-    ``<ledger>.lock`` file beside it. Once held, ``holder`` (the command, see
-    :func:`holder_of`) is written with the pid and host to ``<ledger>.lock`` (POSIX), removed
-    again before the lock goes, so a command that waits can say which command it waits
-    for; a holder killed outright leaves the file, which the next holder overwrites and a
-    waiting command ignores once its pid is gone."""
-    from postdp.cli._io import sigint_held
-
-    if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
-        target, mode = path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT
-    else:
-        target, mode = path.parent, os.O_RDONLY
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with sigint_held():
-            fd = os.open(target, mode, 0o666)
-            cleanup.append(lambda: os.close(fd))  # closing the descriptor lets the lock go
-    except OSError as exc:
-        raise CliError(
-            f"{flag} {str(path)!r}: cannot take its lock on {str(target)!r} ({exc.strerror})"
-        ) from None
-    _acquire(fd, path)
-    if holder is not None and sys.platform != "win32":
-        _announce(path, holder, cleanup)
-
-
-def _announce(path: Path, holder: str, cleanup: list[Callable[[], None]]) -> None:
-    """Write who holds the lock to ``<ledger>.lock`` (best effort: a folder that allows
-    the ledger but not this file only loses the name in the waiting message)."""
-    from postdp.cli._io import sigint_held
-
-    target = _holder_file(path)
-    text = json.dumps(
-        {
-            "pid": os.getpid(),
-            "host": socket.gethostname(),
-            "command": holder,
-            "since": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        }
-    )
-    with sigint_held():
-        try:
-            target.write_text(text + "\n", encoding="utf-8")
-        except OSError:
-            return
-
-        def remove() -> None:
-            with suppress(OSError):
-                target.unlink()
-
-        cleanup.append(remove)
-
-
-@contextmanager
-def held(path: Path, flag: str, holder: str | None) -> Iterator[None]:
-    """Hold the ledger's lock over a block (see :func:`lock`)."""
-    from postdp.cli._io import sigint_held
-
-    cleanup: list[Callable[[], None]] = []
-    try:
-        lock(path, flag, cleanup, holder)
-        yield
-    finally:
-        with sigint_held():
-            while cleanup:
-                cleanup.pop()()
-
-
-def _acquire(fd: int, path: Path) -> None:
-    if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
-        import msvcrt
-        import time
-
-        while True:
-            try:
-                msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
-                return
-            except OSError:
-                time.sleep(0.1)
-    import fcntl
-
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        print(
-            f"postdp: waiting for the ledger {str(path)!r}: {_who_holds(path)}",
-            file=sys.stderr,
-            flush=True,
-        )
-        fcntl.flock(fd, fcntl.LOCK_EX)
 
 
 def append(path: Path, record: dict[str, Any]) -> int:
@@ -485,7 +282,8 @@ def publish(
     a move fails (without ``overwrite``, a file that another process created meanwhile),
     the record is taken back and a statement this release created is removed.
     """
-    from postdp.cli._io import fsync_file, new_temporary, sha256, sigint_held
+    from postdp.cli._io import fsync_file, sha256, sigint_held
+    from postdp.cli._temporaries import new_temporary
 
     statement_file = statement_path(output)
     exclusive = not overwrite
@@ -518,7 +316,7 @@ def publish(
     finally:
         with sigint_held():
             _remove(temporaries)
-    from postdp.cli._io import remove_stale_temporaries
+    from postdp.cli._temporaries import remove_stale_temporaries
 
     remove_stale_temporaries(output)  # reached only once both are in place
     remove_stale_temporaries(statement_file)
@@ -617,121 +415,3 @@ def release_outputs(
             also.append(beside)
         records += extra
     return output, LedgerUse(ledger, spent_on(records, input_sha256, content), also)
-
-
-# -- reservations (postdp measure) ----------------------------------------------------------
-@dataclass
-class Reservation:
-    """A budget reserved in a ledger by a command that draws without holding its lock
-    (see the module notes); :meth:`close` appends its outcome."""
-
-    path: Path
-    base: dict[str, Any]  # the reservation's record (its id in "reservation")
-    holder: str
-    closed: str | None = None
-
-    @property
-    def id(self) -> str:
-        return str(self.base["reservation"])
-
-    def _entry(self, status: str, record: dict[str, Any] | None) -> dict[str, Any]:
-        entry = {**self.base, **(record or {})}
-        entry.update(
-            status=status,
-            reservation=self.id,
-            time=dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        )
-        if status == WITHDRAWN:  # counts nothing, also for readers without reservations
-            entry["budget"] = {"epsilon": 0.0, "rho": 0.0}
-            entry["reserved_budget"] = self.base["budget"]
-        return entry
-
-    def close(self, status: str, record: dict[str, Any] | None = None) -> None:
-        """Append the outcome (``drawn, not published`` or ``withdrawn``; ``published``
-        goes through :meth:`publish`) under the lock. Raises OSError if it cannot be
-        written (the reservation then keeps counting)."""
-        with held(self.path, "--ledger", self.holder):
-            append(self.path, self._entry(status, record))
-        self.closed = status
-
-    def publish(self, record: dict[str, Any], place: Callable[[], None]) -> None:
-        """Under the lock: append ``record`` as ``published``, then ``place()`` the output.
-        If the append fails, raise :class:`NotRecordedError` (nothing placed). If ``place``
-        raises, the line is taken back, ``drawn, not published`` appended (if it can be:
-        :attr:`closed` says) and the error raised again."""
-        with held(self.path, "--ledger", self.holder):
-            try:
-                before = append(self.path, self._entry(PUBLISHED, record))
-            except OSError as exc:
-                raise NotRecordedError(exc.errno, exc.strerror) from None
-            try:
-                place()
-            except BaseException:
-                truncate(self.path, before)
-                try:
-                    append(self.path, self._entry(UNPUBLISHED, record))
-                    self.closed = UNPUBLISHED
-                except OSError:
-                    pass
-                raise
-            self.closed = PUBLISHED
-
-
-class NotRecordedError(OSError):
-    """A reservation's outcome could not be appended to its ledger."""
-
-
-def reserve(
-    path: Path,
-    record: dict[str, Any],
-    holder: str,
-    *,
-    target: str,
-    busy: Callable[[dict[str, Any]], str],
-    keep: Callable[[Reservation], None] | None = None,
-) -> tuple[Reservation, Spent]:
-    """Under the ledger's lock: what the ledger records for the input of ``record`` (its
-    ``input_sha256`` and content digest), then a ``reserved`` record of ``record``'s budget.
-
-    ``target`` is where the command will write (its ``output``): a reservation of the same
-    target not closed, by a process alive on this machine, means another command is
-    drawing into it; ``busy(that record)`` is then raised as a CliError, before this one
-    draws or reserves anything. ``keep(reservation)`` runs as soon as it is in the
-    ledger, with Ctrl-C held back between the two (e.g. to have it settled at the end
-    whatever happens); Ctrl-C while waiting for the lock stops the command as usual."""
-    from postdp.cli._io import sigint_held
-
-    base = {
-        **record,
-        "status": RESERVED,
-        "reservation": uuid.uuid4().hex,
-        "pid": os.getpid(),
-        "host": socket.gethostname(),
-        "command": holder,
-    }
-    with held(path, "--ledger", holder):
-        records = read(path, "--ledger")
-        last: dict[str, dict[str, Any]] = {}
-        for r in records:
-            if r.get("reservation") is not None:
-                last[str(r["reservation"])] = r
-        for r in last.values():
-            if (
-                r.get("status") == RESERVED
-                and r.get("output") == target
-                and pid_alive(int(r.get("pid", 0)), r.get("host"))
-            ):
-                raise CliError(busy(r))
-        spent = spent_on(records, str(record["input_sha256"]), record.get(CONTENT_KEY))
-        reservation = Reservation(path, base, holder)
-        with sigint_held():
-            try:
-                append(path, base)
-            except OSError as exc:
-                raise CliError(
-                    f"--ledger {str(path)!r}: could not reserve the budget "
-                    f"({exc.strerror or exc}); nothing was drawn"
-                ) from None
-            if keep is not None:
-                keep(reservation)
-    return reservation, spent

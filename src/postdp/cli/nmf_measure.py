@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime as dt
-import hashlib
 import json
 import os
 import shutil
@@ -15,9 +14,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from postdp.cli import _ledger
-from postdp.cli._io import RunState, current_umask, sigint_held
+from postdp.cli import _ledger, _measure_inputs
+from postdp.cli._io import RunState, sigint_held
+from postdp.cli._ledger_lock import holder_of
+from postdp.cli._ledger_reservations import NotRecordedError, Reservation, reserve
 from postdp.cli._options import CliError, flag, ids, probability, whole
+from postdp.cli._temporaries import current_umask
 
 __all__ = ["add_parser", "run"]
 
@@ -144,13 +146,13 @@ def run(args: argparse.Namespace, state: RunState) -> int:
 
     with flag("--strategy", args.strategy):
         strategy = load_strategy(args.strategy)
-    states, tables, source, digest, content = _source(args, strategy)
+    states, tables, source, digest, content = _measure_inputs.source(args, strategy)
     with flag("--strategy", args.strategy):
         first = tables(states[0])
         work = strategy.workload(first)  # made again, one state at a time
     tables = _built_once(tables, states[0], first)
     del first  # held by `tables` until the run takes it, then freed
-    bounds = _facilities(args, strategy)
+    bounds = _measure_inputs.facilities(args, strategy)
     run_dir = _check_run(args.output_dir)
     if args.input and Path(args.input).expanduser().resolve() in (run_dir, *run_dir.parents):
         raise CliError(f"--output-dir {args.output_dir!r}: inside the input")
@@ -166,10 +168,10 @@ def run(args: argparse.Namespace, state: RunState) -> int:
         _ledger.check_writable(path, "--ledger")
         state.phase = "reserving the budget in the ledger"
         reserved = _record(args, source, digest, work, run_dir, content=content)
-        reservation, spent = _ledger.reserve(
+        reservation, spent = reserve(
             path,
             reserved,
-            _ledger.holder_of(args),
+            holder_of(args),
             target=str(run_dir),
             busy=lambda r: (
                 f"--output-dir {args.output_dir!r}: another postdp measure (pid "
@@ -180,8 +182,8 @@ def run(args: argparse.Namespace, state: RunState) -> int:
         )
         ledger = _ledger.LedgerUse(path, spent, [])
 
-    from postdp.cli._io import remove_stale_temporaries, temporary_prefix
     from postdp.cli._options import progress
+    from postdp.cli._temporaries import remove_stale_temporaries, temporary_prefix
     from postdp.nmf import measure_by_state
 
     state.phase = "drawing the noise and writing it, state by state"
@@ -250,7 +252,7 @@ def _place(
     args: argparse.Namespace,
     tmp: Path,
     run_dir: Path,
-    reservation: _ledger.Reservation | None,
+    reservation: Reservation | None,
     record: dict[str, Any],
 ) -> None:
     """Rename the finished run into place and (secure path) close its reservation as
@@ -267,7 +269,7 @@ def _place(
         return
     try:
         reservation.publish(record, lambda: os.rename(tmp, run_dir))
-    except _ledger.NotRecordedError as exc:
+    except NotRecordedError as exc:
         raise CliError(
             f"--ledger {str(reservation.path)!r}: could not record the draw "
             f"({exc.strerror or exc}); nothing was published (its reservation stays in the "
@@ -286,7 +288,7 @@ def _place(
         ) from None
 
 
-def _settle(reservation: _ledger.Reservation | None, began: list[bool]) -> None:
+def _settle(reservation: Reservation | None, began: list[bool]) -> None:
     """At the end of the command: close a reservation still open (the command failed or
     was interrupted): drawn, not published once the draw began, else withdrawn. A ledger
     that cannot be written keeps the reservation (it counts)."""
@@ -294,155 +296,6 @@ def _settle(reservation: _ledger.Reservation | None, began: list[bool]) -> None:
         return
     with contextlib.suppress(OSError):
         reservation.close(_ledger.UNPUBLISHED if began else _ledger.WITHDRAWN)
-
-
-def _source(args: argparse.Namespace, strategy: Any) -> tuple[list[str], Any, str, str, str]:
-    """The states, ``tables(state)``, a description, a SHA-256 of the input's bytes and one
-    of its content; every state and record checked here, before anything is drawn."""
-    from postdp.errors import ValidationError
-
-    if args.input is not None:
-        from postdp.data import (
-            PERSON_COLUMNS,
-            histogram_states,
-            person_states,
-            read_histograms,
-            read_persons,
-            tabulate_persons,
-        )
-
-        path = Path(args.input).expanduser()
-        if not path.exists():
-            raise CliError(f"--input {args.input!r}: no such file or folder")
-        with flag("--input", args.input):
-            columns = _columns(path)
-            persons = all(c in columns for c in PERSON_COLUMNS)
-            if not persons and "geocode" not in columns:
-                raise ValidationError(
-                    "neither person records (the PPMF columns TABBLKST ... CENRACE) nor block "
-                    "histograms (a 'geocode' column)"
-                )
-            schema = strategy.schema
-            states = person_states(path) if persons else histogram_states(path, schema)
-        if persons and strategy.name == "pl94-2020-units":
-            raise CliError(
-                f"--strategy {args.strategy!r}: person records tabulate the persons schema "
-                "(pl94-2020-persons, or its race cells: pl94-2020-p1); give block histograms "
-                "for the units preset"
-            )
-        digest = hashlib.sha256()
-        files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
-        for f in files:
-            digest.update(f.relative_to(path).as_posix().encode() if f != path else b"")
-            digest.update(f.read_bytes())
-
-        def tables(state: str) -> Any:
-            if persons:
-                return strategy.tabulate(tabulate_persons(read_persons(path, states=[state])))
-            return read_histograms(path, schema, states=[state])
-
-        kind = "person records" if persons else "block histograms"
-        content = _persons_content(path) if persons else _histograms_content(path, schema)
-        return states, tables, f"{kind} {path.resolve()}", digest.hexdigest(), content
-    from postdp.data import synthetic_population, synthetic_states
-
-    states = [s.zfill(2) for s in args.synthetic]
-    if strategy.name == "pl94-2020-units":
-        raise CliError(
-            f"--strategy {args.strategy!r}: the synthetic population is of persons "
-            "(pl94-2020-persons or pl94-2020-p1); give block histograms for the units preset"
-        )
-    with flag("--synthetic", ",".join(args.synthetic)):
-        if len(set(states)) != len(states):
-            raise ValidationError("a state is named twice")
-        unknown = sorted(set(states) - set(synthetic_states()))
-        if unknown:  # every state checked before any draw
-            raise ValidationError(f"not a FIPS code of the 50 states and DC: {unknown}")
-
-    def synthetic(state: str) -> Any:
-        return strategy.tabulate(synthetic_population(states=[state], seed=args.population_seed))
-
-    source = f"synthetic population states={','.join(states)} seed={args.population_seed}"
-    # each state's population is drawn on its own: the same states in any order, one content
-    same = f"synthetic population states={','.join(sorted(states))} seed={args.population_seed}"
-    content = hashlib.sha256(same.encode()).hexdigest()
-    return states, synthetic, source, hashlib.sha256(source.encode()).hexdigest(), content
-
-
-def _mix(x: Any) -> Any:
-    """A 64-bit mixing function (splitmix64's finaliser) on an array of uint64."""
-    import numpy as np
-
-    x = x ^ (x >> np.uint64(30))
-    x = x * np.uint64(0xBF58476D1CE4E5B9)
-    x = x ^ (x >> np.uint64(27))
-    x = x * np.uint64(0x94D049BB133111EB)
-    return x ^ (x >> np.uint64(31))
-
-
-_KEYS = (0x9E3779B97F4A7C15, 0xD1B54A32D192ED03)
-
-
-def _multiset_digest(kind: str, batches: Any) -> str:
-    """SHA-256 of a multiset of (key, attribute) pairs with multiplicities, whatever their
-    order, batching or files: each pair hashed to 128 bits (two 64-bit mixes), the hashes
-    summed (modulo 2**64) with their multiplicities. ``batches`` yields (keys, attributes,
-    multiplicities) as int64 arrays."""
-    import numpy as np
-
-    sums = [np.uint64(0), np.uint64(0)]
-    total = 0
-    with np.errstate(over="ignore"):
-        for keys, attributes, weights in batches:
-            k = np.asarray(keys, dtype=np.int64).astype(np.uint64)
-            a = np.asarray(attributes, dtype=np.int64).astype(np.uint64)
-            w = np.asarray(weights, dtype=np.int64).astype(np.uint64)
-            total += int(np.asarray(weights, dtype=np.int64).sum())
-            for j, seed in enumerate(_KEYS):
-                h = _mix(k ^ _mix(a + np.uint64(seed)))
-                sums[j] = np.uint64(sums[j] + np.sum(h * w, dtype=np.uint64))
-    text = f"postdp input content v1\n{kind}\n{total}\n{int(sums[0])}\n{int(sums[1])}\n"
-    return hashlib.sha256(text.encode()).hexdigest()
-
-
-def _persons_content(path: Path) -> str:
-    """The content digest of person records (checked already): each person's block and
-    characteristics, as a multiset (any row order, file split or partitioning)."""
-    import numpy as np
-    import pandas as pd
-    import pyarrow.dataset as ds
-
-    from postdp.data import PERSON_COLUMNS
-
-    def batches() -> Any:
-        data = ds.dataset(str(path), format="parquet", partitioning="hive")
-        for batch in data.to_batches(columns=list(PERSON_COLUMNS), batch_size=1 << 20):
-            frame = batch.to_pandas()
-            if frame.empty:
-                continue
-            n = {c: pd.to_numeric(frame[c].astype(str)).to_numpy(np.int64) for c in frame}
-            block = n["TABBLKST"] * 10**3 + n["TABBLKCOU"]
-            block = (block * 10**6 + n["TABTRACTCE"]) * 10 + n["TABBLKGRPCE"]
-            block = block * 10**4 + n["TABBLK"]
-            person = ((n["GQTYPE_PL"] * 10 + n["VOTING_AGE"]) * 10 + n["CENHISP"]) * 100
-            yield block, person + n["CENRACE"], np.ones(block.size, dtype=np.int64)
-
-    return _multiset_digest("person records", batches())
-
-
-def _histograms_content(path: Path, schema: Any) -> str:
-    """The content digest of block histograms (checked already): each block's count of
-    each cell, whatever the form (wide or long), row order or partitioning."""
-    import numpy as np
-
-    from postdp.data._histograms import _batches
-
-    def batches() -> Any:
-        for block, cell, count in _batches(path, schema, None):
-            keys = np.asarray(block).astype(str).astype(np.int64)
-            yield keys, np.asarray(cell, dtype=np.int64), np.asarray(count, dtype=np.int64)
-
-    return _multiset_digest("block histograms", batches())
 
 
 def _built_once(tables: Any, state: str, table: Any) -> Any:
@@ -454,51 +307,6 @@ def _built_once(tables: Any, state: str, table: Any) -> Any:
         return held.pop(code) if code in held else tables(code)
 
     return build
-
-
-def _facilities(args: argparse.Namespace, strategy: Any) -> Any:
-    """``bounds(table)`` for --facilities (checked here, before anything is drawn), or None."""
-    if args.facilities is None:
-        return None
-    if strategy.name != "pl94-2020-persons":
-        raise CliError(
-            f"--facilities {args.facilities!r}: the facility constraints are the persons "
-            f"preset's (pl94-2020-persons); --strategy is {strategy.name!r}"
-        )
-    from postdp.data import facility_bounds, read_facilities, synthetic_facilities
-
-    if args.facilities == "synthetic":
-        if args.synthetic is None:
-            raise CliError(
-                "--facilities 'synthetic': derived from the synthetic population; give a "
-                "facilities file with --input"
-            )
-        seed = args.population_seed
-        return lambda t: facility_bounds(synthetic_facilities(t, seed=seed), t.geography)
-    path = Path(args.facilities).expanduser()
-    if not path.is_file():
-        raise CliError(f"--facilities {args.facilities!r}: no such file")
-    from postdp.data import check_facilities
-
-    with flag("--facilities", args.facilities):
-        check_facilities(path)  # every row, before the draw
-
-    def bounds(table: Any) -> Any:
-        counts, known = read_facilities(path, table.geography)
-        return facility_bounds(counts, table.geography, known=known)
-
-    return bounds
-
-
-def _columns(path: Path) -> list[str]:
-    """The column names of a Parquet file or folder (its partition keys included)."""
-    import pyarrow.dataset as ds
-
-    try:
-        names: list[str] = ds.dataset(str(path), format="parquet", partitioning="hive").schema.names
-    except (OSError, ValueError) as exc:  # pyarrow's errors subclass these
-        raise CliError(f"--input {str(path)!r}: not Parquet ({exc})") from None
-    return names
 
 
 def _check_run(text: str) -> Path:

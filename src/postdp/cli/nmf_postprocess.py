@@ -17,6 +17,10 @@ from postdp.cli._options import CliError, flag, progress, whole
 
 __all__ = ["add_parser", "run"]
 
+#: The plan that :func:`postdp.nmf.postprocess` writes into its output folder, with the
+#: seed it drew when none was given (``"seed"``; its ``seed`` parameter documents the file).
+PLAN = "postdp-postprocess.json"
+
 DESCRIPTION = """\
 Post-process a run of noisy measurement files (written by `postdp measure`, by
 postdp.nmf.write, or published by the Census Bureau) into every geounit's detailed
@@ -177,10 +181,8 @@ def run(args: argparse.Namespace, state: RunState) -> int:
     if not args.quiet:
         drawn = ""
         if args.seed is None and (rounded or args.amc is not None):
-            from postdp.nmf._output import SPEC
-
-            seed = json.loads((out / SPEC).read_text(encoding="utf-8"))["seed"]
-            drawn = f" (seed {seed} drawn, recorded in {out / SPEC})"
+            seed = json.loads((out / PLAN).read_text(encoding="utf-8"))["seed"]
+            drawn = f" (seed {seed} drawn, recorded in {out / PLAN})"
         print(
             f"wrote {out}: {len(codes) + 1} partitions, --method {args.method}{drawn}",
             file=sys.stderr,

@@ -19,7 +19,7 @@ from postdp.data._facilities import (
     read_facilities,
     synthetic_facilities,
 )
-from postdp.data._histograms import histogram_states, read_histograms
+from postdp.data._histograms import histogram_batches, histogram_states, read_histograms
 from postdp.data._p1 import P1_TABLES, load_p1, synthetic_table
 from postdp.data._persons import PERSON_COLUMNS, person_states, read_persons, tabulate_persons
 from postdp.data._pl94 import pl94_schema
@@ -36,6 +36,7 @@ __all__ = [
     "check_facilities",
     "county_hierarchy",
     "facility_bounds",
+    "histogram_batches",
     "histogram_states",
     "load_county_populations",
     "load_p1",

@@ -19,7 +19,7 @@ block, which person records cannot show.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -30,7 +30,7 @@ from postdp.data._states import check_states
 from postdp.errors import ValidationError
 from postdp.tables import Schema, Table
 
-__all__ = ["histogram_states", "read_histograms"]
+__all__ = ["histogram_batches", "histogram_states", "read_histograms"]
 
 _BATCH = 1 << 23  # values per batch read (64 MB as floats)
 
@@ -128,6 +128,48 @@ def histogram_states(path: str | os.PathLike[str], schema: Schema) -> list[str]:
     if not rows:
         raise ValidationError(f"{str(path)!r}: no block histograms")
     return sorted(found)
+
+
+def histogram_batches(
+    path: str | os.PathLike[str], schema: Schema, *, states: Sequence[str] | None = None
+) -> Iterator[tuple[Any, Any, Any]]:
+    """The rows of block histograms in a Parquet file or folder (see the module notes),
+    batch by batch, every value checked as it is read: what :func:`read_histograms`
+    tabulates, without holding it all in memory.
+
+    Parameters
+    ----------
+    path : path
+        A Parquet file or folder (any Hive partitioning), wide or long form.
+    schema : Schema
+        Whose cells the columns (wide) or ``category`` values (long) name.
+    states : sequence of str, optional
+        2-digit FIPS codes; the rows of other states are skipped. All states by default.
+
+    Returns
+    -------
+    iterator of (numpy.ndarray, numpy.ndarray, numpy.ndarray)
+        Per batch of rows: the blocks' 15-digit GEOIDs (str), the cells' indices in
+        ``schema.cells`` (int64) and their counts (int64). A block of one batch or cell
+        may appear again in another (the counts add up); a wide row's cells of count 0 are
+        left out, and a block with no count at all comes once, as cell 0 with count 0.
+
+    Raises
+    ------
+    ValidationError
+        As :func:`histogram_states`, when the batch that holds the bad value is read.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from postdp.data import units_schema
+    >>> f = tempfile.mkdtemp() + "/h.parquet"
+    >>> pd.DataFrame({"geocode": ["110010001001001", "100010401001000"],
+    ...               "vacant": [3, 0], "occupied": [40, 0]}).to_parquet(f)
+    >>> [(b.tolist(), c.tolist(), n.tolist()) for b, c, n in histogram_batches(f, units_schema())]
+    [(['110010001001001', '110010001001001', '100010401001000'], [0, 1, 0], [3, 40, 0])]
+    """
+    yield from _batches(path, schema, states)
 
 
 def _batches(path: str | os.PathLike[str], schema: Schema, states: Sequence[str] | None) -> Any:

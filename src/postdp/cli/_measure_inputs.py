@@ -1,0 +1,138 @@
+"""What ``postdp measure`` reads: its records (``--input`` or ``--synthetic``) and its
+facilities (``--facilities``), each checked whole before anything is drawn.
+
+:func:`source` gives the states, a function that builds one state's table at a time, a
+description of the input and its two digests for the ledger (bytes and content,
+:mod:`postdp.cli._ledger_content`); :func:`facilities` gives the structural constraints'
+bounds of a table, or None.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+from pathlib import Path
+from typing import Any
+
+from postdp.cli._ledger_content import histograms_content, persons_content
+from postdp.cli._options import CliError, flag
+
+__all__ = ["facilities", "source"]
+
+
+def source(args: argparse.Namespace, strategy: Any) -> tuple[list[str], Any, str, str, str]:
+    """The states, ``tables(state)``, a description, a SHA-256 of the input's bytes and one
+    of its content; every state and record checked here, before anything is drawn."""
+    from postdp.errors import ValidationError
+
+    if args.input is not None:
+        from postdp.data import (
+            PERSON_COLUMNS,
+            histogram_states,
+            person_states,
+            read_histograms,
+            read_persons,
+            tabulate_persons,
+        )
+
+        path = Path(args.input).expanduser()
+        if not path.exists():
+            raise CliError(f"--input {args.input!r}: no such file or folder")
+        with flag("--input", args.input):
+            columns = _columns(path)
+            persons = all(c in columns for c in PERSON_COLUMNS)
+            if not persons and "geocode" not in columns:
+                raise ValidationError(
+                    "neither person records (the PPMF columns TABBLKST ... CENRACE) nor block "
+                    "histograms (a 'geocode' column)"
+                )
+            schema = strategy.schema
+            states = person_states(path) if persons else histogram_states(path, schema)
+        if persons and strategy.name == "pl94-2020-units":
+            raise CliError(
+                f"--strategy {args.strategy!r}: person records tabulate the persons schema "
+                "(pl94-2020-persons, or its race cells: pl94-2020-p1); give block histograms "
+                "for the units preset"
+            )
+        digest = hashlib.sha256()
+        files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+        for f in files:
+            digest.update(f.relative_to(path).as_posix().encode() if f != path else b"")
+            digest.update(f.read_bytes())
+
+        def tables(state: str) -> Any:
+            if persons:
+                return strategy.tabulate(tabulate_persons(read_persons(path, states=[state])))
+            return read_histograms(path, schema, states=[state])
+
+        kind = "person records" if persons else "block histograms"
+        content = persons_content(path) if persons else histograms_content(path, schema)
+        return states, tables, f"{kind} {path.resolve()}", digest.hexdigest(), content
+    from postdp.data import synthetic_population, synthetic_states
+
+    states = [s.zfill(2) for s in args.synthetic]
+    if strategy.name == "pl94-2020-units":
+        raise CliError(
+            f"--strategy {args.strategy!r}: the synthetic population is of persons "
+            "(pl94-2020-persons or pl94-2020-p1); give block histograms for the units preset"
+        )
+    with flag("--synthetic", ",".join(args.synthetic)):
+        if len(set(states)) != len(states):
+            raise ValidationError("a state is named twice")
+        unknown = sorted(set(states) - set(synthetic_states()))
+        if unknown:  # every state checked before any draw
+            raise ValidationError(f"not a FIPS code of the 50 states and DC: {unknown}")
+
+    def synthetic(state: str) -> Any:
+        return strategy.tabulate(synthetic_population(states=[state], seed=args.population_seed))
+
+    source = f"synthetic population states={','.join(states)} seed={args.population_seed}"
+    # each state's population is drawn on its own: the same states in any order, one content
+    same = f"synthetic population states={','.join(sorted(states))} seed={args.population_seed}"
+    content = hashlib.sha256(same.encode()).hexdigest()
+    return states, synthetic, source, hashlib.sha256(source.encode()).hexdigest(), content
+
+
+def facilities(args: argparse.Namespace, strategy: Any) -> Any:
+    """``bounds(table)`` for --facilities (checked here, before anything is drawn), or None."""
+    if args.facilities is None:
+        return None
+    if strategy.name != "pl94-2020-persons":
+        raise CliError(
+            f"--facilities {args.facilities!r}: the facility constraints are the persons "
+            f"preset's (pl94-2020-persons); --strategy is {strategy.name!r}"
+        )
+    from postdp.data import facility_bounds, read_facilities, synthetic_facilities
+
+    if args.facilities == "synthetic":
+        if args.synthetic is None:
+            raise CliError(
+                "--facilities 'synthetic': derived from the synthetic population; give a "
+                "facilities file with --input"
+            )
+        seed = args.population_seed
+        return lambda t: facility_bounds(synthetic_facilities(t, seed=seed), t.geography)
+    path = Path(args.facilities).expanduser()
+    if not path.is_file():
+        raise CliError(f"--facilities {args.facilities!r}: no such file")
+    from postdp.data import check_facilities
+
+    with flag("--facilities", args.facilities):
+        check_facilities(path)  # every row, before the draw
+
+    def bounds(table: Any) -> Any:
+        counts, known = read_facilities(path, table.geography)
+        return facility_bounds(counts, table.geography, known=known)
+
+    return bounds
+
+
+def _columns(path: Path) -> list[str]:
+    """The column names of a Parquet file or folder (its partition keys included)."""
+    import pyarrow.dataset as ds
+
+    try:
+        names: list[str] = ds.dataset(str(path), format="parquet", partitioning="hive").schema.names
+    except (OSError, ValueError) as exc:  # pyarrow's errors subclass these
+        raise CliError(f"--input {str(path)!r}: not Parquet ({exc})") from None
+    return names
