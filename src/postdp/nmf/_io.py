@@ -1,4 +1,6 @@
-"""Writing and reading noisy measurements in the Census NMF layout (see :mod:`._layout`)."""
+"""Writing noisy measurements in the Census NMF layout (see :mod:`._layout`): the files of
+a run, renamed into place, and its manifest (what it records: :mod:`._manifest`; the
+structural bounds' rows: :mod:`._bounds`); read back by :mod:`._read`."""
 
 from __future__ import annotations
 
@@ -14,14 +16,21 @@ from typing import Any, cast
 import numpy as np
 
 from postdp._typing import FloatArray, IntArray
-from postdp._validation import MAX_COUNT
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
-from postdp.mechanisms import DiscreteGaussian, Gaussian, Geometric, Laplace, Mechanism
 from postdp.nmf import _layout as layout
+from postdp.nmf._bounds import _with_bounds
+from postdp.nmf._manifest import (
+    _schema_of,
+    _total,
+    continuous,
+    describe,
+    geounit_counts,
+    run_manifest,
+)
 from postdp.tables import Marginal, Measurement, Schema, TableMeasurements, Workload
 
-__all__ = ["run_manifest", "write", "write_levels"]
+__all__ = ["write", "write_levels"]
 
 
 def _pyarrow() -> Any:
@@ -198,88 +207,6 @@ def _umask() -> int:
     return mask
 
 
-def run_manifest(
-    measurements: TableMeasurements,
-    names: Sequence[str],
-    root: str,
-    total: Fraction | None,
-    strategy: str | None,
-    *,
-    workload: Workload | None = None,
-) -> dict[str, Any]:
-    """What a run's manifest says of its measurements (the subtrees added by the caller);
-    ``workload``: the whole run's (default ``measurements.workload``), when
-    ``measurements`` hold only some of its levels."""
-    work = measurements.workload if workload is None else workload
-    return {
-        "format": "postdp noisy measurements",
-        "version": layout.VERSION,
-        "levels": list(names),
-        "root": root,
-        "schema": layout.schema_to_json(_schema_of(measurements)),
-        "rho": None if total is None else str(total),
-        "neighbours": work.neighbours,
-        "mechanism": _mechanism_name(work),
-        "path": "secure" if measurements.secure else "study",
-        "strategy": strategy,
-        "answers": "float64" if continuous(work) else "int64",
-        "measurements": describe(work),
-    }
-
-
-#: The mechanisms a run's manifest names, by their ``name``, and the parameter of each.
-MECHANISMS: dict[str, tuple[type[Mechanism], str]] = {
-    Laplace.name: (Laplace, "epsilon"),
-    Geometric.name: (Geometric, "epsilon"),
-    Gaussian.name: (Gaussian, "rho"),
-    DiscreteGaussian.name: (DiscreteGaussian, "rho"),
-}
-
-
-def describe(work: Workload) -> list[dict[str, Any]]:
-    """Every measurement of ``work`` as the manifest records it (in the workload's order):
-    level, query, mechanism (None for a public one), its parameter (the float's shortest
-    text, which reads back to the same float), its ``cost`` under the workload's neighbours
-    (the exact fraction where ``work.exact_rho`` has one, else the float's text) and its
-    least-squares ``weight`` where one is set."""
-    out: list[dict[str, Any]] = []
-    for i, m in enumerate(work.measurements):
-        entry: dict[str, Any] = {"level": m.level, "query": m.query.name, "mechanism": None}
-        if m.mechanism is not None:
-            if MECHANISMS.get(m.mechanism.name, (None,))[0] is not type(m.mechanism):
-                raise ValidationError(
-                    f"query {m.query.name!r} at level {m.level}: a run holds noise of "
-                    f"{', '.join(MECHANISMS)}; got {type(m.mechanism).__name__}"
-                )
-            key = MECHANISMS[m.mechanism.name][1]
-            exact = None if work.exact_rho is None else work.exact_rho[i]
-            spent = float(getattr(work.cost(m), key))
-            entry["mechanism"] = m.mechanism.name
-            entry[key] = repr(float(getattr(m.mechanism, key)))
-            entry["cost"] = {key: repr(spent) if exact is None else str(exact)}
-            if m.weight is not None:
-                entry["weight"] = repr(float(m.weight))
-        out.append(entry)
-    return out
-
-
-def continuous(work: Workload) -> bool:
-    """Whether a noisy measurement of ``work`` has non-integral answers (Laplace,
-    Gaussian): the run's ``DPQuery`` answers are then float64."""
-    return any(m.mechanism is not None and not m.mechanism.discrete for m in work.measurements)
-
-
-def geounit_counts(names: Sequence[str], subtree: Any, geo: Hierarchy) -> dict[str, dict[str, int]]:
-    """The manifest's ``geounits``: per level below the root (its name), the number of
-    geounits of each subtree (its partition code), measured or bypassed, so that a reader
-    finds a geounit whose rows were all deleted."""
-    out: dict[str, dict[str, int]] = {}
-    for d in range(1, geo.n_levels):
-        codes, counts = np.unique(subtree[geo.levels[d]].astype(str), return_counts=True)
-        out[names[d]] = {str(c): int(n) for c, n in zip(codes, counts, strict=True)}
-    return out
-
-
 def write_levels(
     measurements: TableMeasurements,
     run: Path,
@@ -297,7 +224,7 @@ def write_levels(
     root level has none) and kind, renamed into place. A subtree's own root level
     (``offset`` > 0) is left to the top's measurements. ``floats``: the ``DPQuery``
     answers as float64 (default: where ``measurements`` hold a continuous mechanism's;
-    pass the whole run's :func:`continuous` when writing part of it)."""
+    pass the whole run's :func:`~._manifest.continuous` when writing part of it)."""
     pa, pq = _pyarrow()
     if floats is None:
         floats = continuous(measurements.workload)
@@ -339,19 +266,6 @@ def write_levels(
                 _atomic_parquet(pq, frame, where / file, held)
 
 
-def _schema_of(measurements: TableMeasurements) -> Schema:
-    marginals = [m.query.marginal_of for m in measurements.workload.measurements]
-    schemas = {(q.schema.names, q.schema.cells): q.schema for q in marginals if q is not None}
-    cat = measurements.table.categories
-    cells = tuple(str(cat.ids[j]) for j in cat.leaves)
-    if len(schemas) != 1 or any(q is None for q in marginals):
-        raise ValidationError("the NMF layout holds marginals of one schema; these queries are not")
-    schema = next(iter(schemas.values()))
-    if schema.cells != cells:
-        raise ValidationError("the table's detailed cells are not the schema's")
-    return schema
-
-
 def _geocodes(geo: Hierarchy, *, rooted: bool = True) -> tuple[Any, Any]:
     """Every geounit's geocode (flag 0 + id; root '') and its subtree code (flag + the
     level-1 ancestor's id). ``rooted=False``: a state's subtree (its root the state)."""
@@ -386,17 +300,6 @@ def _geocodes(geo: Hierarchy, *, rooted: bool = True) -> tuple[Any, Any]:
                 f"subtree id {code[1:]!r} must be letters and digits (a partition folder)"
             )
     return codes, subtree
-
-
-def _total(work: Workload) -> Fraction | None:
-    if work.exact_rho is None:
-        return None
-    return sum((r for r in work.exact_rho if r is not None), Fraction(0))
-
-
-def _mechanism_name(work: Workload) -> str:
-    kinds = {m.mechanism.name for m in work.measurements if m.mechanism is not None}
-    return kinds.pop() if len(kinds) == 1 else "mixed"
 
 
 def _frame(
@@ -482,62 +385,6 @@ def _flat_values(
         out[:, start : start + width] = source if rows.size == source.shape[0] else source[rows]
         start += width
     return out.reshape(-1)
-
-
-#: The least upper bound a reader takes as none: the Census writes 99,999 persons per
-#: facility (``querybase_constraints.py`` in uscensusbureau/DAS_2020_Redistricting_Production_Code),
-#: so a group-quarters type with a facility has a bound of 99,999 or more.
-NO_UPPER = 99999
-#: What postdp writes for no upper bound: 2**52, more than any count postdp holds (a
-#: table's counts add up to less, :data:`postdp._validation.MAX_COUNT`). A reader that
-#: imposes every ``<=`` row (google-research/census-bluedown's ``nonlinear_solver.py``
-#: does, on the households of a whole state too) is never held by it, as by the Census's
-#: 99,999 per facility; postdp's reader takes it as none (it is above :data:`NO_UPPER`).
-NONE_WRITTEN = MAX_COUNT
-
-
-def _with_bounds(
-    pa: Any, schema: Schema, frame: Any, bounds: Any, geocodes: Any, nodes: IntArray
-) -> Any:
-    """``frame`` (a partition's ``Constraint`` rows) with the structural bounds of its
-    geounits, in the Census's names at every geounit of every level, whatever the values:
-    a bound of ``sides="both"`` as the pair ``<name>_lb_con`` (``>=``) and
-    ``<name>_ub_con`` (``<=``, none written as :data:`NONE_WRITTEN`), as the 2020 runs'
-    ``hhgq_total_lb_con`` / ``hhgq_total_ub_con``; one of ``sides="upper"`` as
-    ``<name>_con`` (``<=``), as their ``nurse_nva_0_con``.
-
-    Both published readers need the pair at every geounit: google-research/census-bluedown
-    looks up ``hhgq_total_lb_con`` and ``hhgq_total_ub_con`` by exact name for every
-    geounit, the nation and the states included (``constants.py``, ``root.py``,
-    ``constrain.py``, ``nonlinear_postprocessing.py``), and the Census's GLS code
-    (uscensusbureau/DAS_2020_GLS_Uncertainty_Evaluation ``GLS/main_two_pass_alg.py``) takes
-    a level's geounits from its ``Constraint`` rows and keeps only those with one."""
-    pieces = [frame]
-    for item in bounds:
-        marginal = schema.marginal(item.query)
-        attrs = layout.attribute_columns(marginal)
-        lower, upper = item.lower[nodes], item.upper[nodes]
-        upper = np.where(np.isfinite(upper), upper, NONE_WRITTEN)
-        sides = (
-            (("_con", "<=", upper),)
-            if item.sides == "upper"
-            else (("_lb_con", ">=", lower), ("_ub_con", "<=", upper))
-        )
-        for suffix, sign, values in sides:
-            n, size = values.shape
-            value = pa.ListArray.from_arrays(
-                np.arange(n + 1, dtype=np.int32) * size, values.astype(np.int64).reshape(-1)
-            )
-            table = {
-                "geocode": pa.array(geocodes, pa.string()),
-                "query_name": pa.array([(item.name or item.query) + suffix] * n, pa.string()),
-                **{a: pa.array([attrs[a]] * n, pa.string()) for a in schema.names},
-                "query_shape": pa.array([list(marginal.shape)] * n, pa.list_(pa.int64())),
-                "value": value.cast(frame.schema.field("value").type),
-                "sign": pa.array([sign] * n, pa.string()),
-            }
-            pieces.append(pa.table(table).select(frame.column_names))
-    return pa.concat_tables(pieces)
 
 
 #: The ``Constraint`` row (total >= 0) that marks a geounit measured with no budget.

@@ -16,7 +16,8 @@ from postdp._typing import FloatArray
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
 from postdp.mechanisms import DiscreteGaussian, Gaussian
-from postdp.nmf._io import MECHANISMS, _sigma_squared
+from postdp.nmf._io import _sigma_squared
+from postdp.nmf._manifest import MECHANISMS
 from postdp.tables import Measurement, Query, Schema, Workload
 from postdp.tables.bypass import only_children
 

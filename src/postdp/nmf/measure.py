@@ -23,16 +23,8 @@ from postdp._typing import RNGLike
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
 from postdp.nmf import _layout as layout
-from postdp.nmf._io import (
-    _atomic_text,
-    _geocodes,
-    _pyarrow,
-    _shares,
-    _total,
-    continuous,
-    run_manifest,
-    write_levels,
-)
+from postdp.nmf._io import _atomic_text, _geocodes, _pyarrow, _shares, write_levels
+from postdp.nmf._manifest import _total, continuous, run_manifest
 from postdp.tables import CountBounds, Table, measure, single_child_bypass
 from postdp.tables.bypass import check_budget_scale
 
