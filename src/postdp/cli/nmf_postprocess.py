@@ -17,10 +17,6 @@ from postdp.cli._options import CliError, flag, progress, whole
 
 __all__ = ["add_parser", "run"]
 
-#: The plan that :func:`postdp.nmf.postprocess` writes into its output folder, with the
-#: seed it drew when none was given (``"seed"``; its ``seed`` parameter documents the file).
-PLAN = "postdp-postprocess.json"
-
 DESCRIPTION = """\
 Post-process a run of noisy measurement files (written by `postdp measure`, by
 postdp.nmf.write, or published by the Census Bureau) into every geounit's detailed
@@ -133,7 +129,7 @@ def run(args: argparse.Namespace, state: RunState) -> int:
     if args.scheduler is not None:
         state.phase = "starting the Dask workers (--scheduler)"
     client, cluster = _scheduler(args)
-    from postdp.nmf import postprocess
+    from postdp.nmf import PLAN_FILE, postprocess
 
     state.phase = "post-processing"
     state.pending = [str(out)]
@@ -181,8 +177,8 @@ def run(args: argparse.Namespace, state: RunState) -> int:
     if not args.quiet:
         drawn = ""
         if args.seed is None and (rounded or args.amc is not None):
-            seed = json.loads((out / PLAN).read_text(encoding="utf-8"))["seed"]
-            drawn = f" (seed {seed} drawn, recorded in {out / PLAN})"
+            seed = json.loads((out / PLAN_FILE).read_text(encoding="utf-8"))["seed"]
+            drawn = f" (seed {seed} drawn, recorded in {out / PLAN_FILE})"
         print(
             f"wrote {out}: {len(codes) + 1} partitions, --method {args.method}{drawn}",
             file=sys.stderr,

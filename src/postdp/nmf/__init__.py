@@ -13,6 +13,7 @@ layout's facts and sources.
 
 from postdp.nmf._io import write
 from postdp.nmf._layout import LEVELS_2020
+from postdp.nmf._output import PLAN_FILE
 from postdp.nmf._read import read, subtrees
 from postdp.nmf._subtree import below
 from postdp.nmf.amc import amc
@@ -22,6 +23,7 @@ from postdp.nmf.synthetic import synthetic_run
 
 __all__ = [
     "LEVELS_2020",
+    "PLAN_FILE",
     "amc",
     "below",
     "measure_by_state",

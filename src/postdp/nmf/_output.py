@@ -29,7 +29,10 @@ from postdp.nmf import _layout as layout
 from postdp.nmf._io import _atomic_parquet, _atomic_text, _pyarrow
 from postdp.tables import Schema
 
-SPEC = "postdp-postprocess.json"
+#: The plan :func:`postdp.nmf.postprocess` writes first into its output folder: the method,
+#: options, the run's fingerprint and the seed (drawn and recorded when none is given), so
+#: that the same call resumes it and another is refused.
+PLAN_FILE = "postdp-postprocess.json"
 DONE = "postdp-manifest.json"
 FORMS = ("long", "wide")
 STD = "std_dev"
@@ -218,7 +221,7 @@ def geocode(geo_id: str, code: str) -> str:
 
 def start(out: Path, plan: dict[str, Any]) -> None:
     """Begin or resume: a new folder gets the plan; one with the same plan is resumed."""
-    spec = out / SPEC
+    spec = out / PLAN_FILE
     if out.exists() and not out.is_dir():
         raise ValidationError(f"{str(out)!r} exists and is not a folder")
     if out.is_dir() and any(out.iterdir()):

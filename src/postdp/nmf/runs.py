@@ -52,7 +52,7 @@ from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
 from postdp.nmf import _layout as layout
 from postdp.nmf._io import _atomic_text
-from postdp.nmf._output import DONE, FORMS, SPEC, STD, Writer, fingerprint, sha256, start
+from postdp.nmf._output import DONE, FORMS, PLAN_FILE, STD, Writer, fingerprint, sha256, start
 from postdp.nmf._read import read, subtrees
 from postdp.nmf._subtree import below, one_thread, refuse_missing, schema_of
 from postdp.nmf._topdown_tasks import run_topdown
@@ -280,7 +280,7 @@ def _drawn_seed(out: Path, plan: dict[str, Any]) -> int:
     import secrets
 
     try:
-        old = json.loads((out / SPEC).read_text(encoding="utf-8"))
+        old = json.loads((out / PLAN_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         old = None
     if isinstance(old, dict) and old.get(SEED_DRAWN) is True:
