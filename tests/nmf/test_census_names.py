@@ -28,6 +28,8 @@ What the published readers expect, read in their sources (facts in our own words
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -179,6 +181,20 @@ def test_the_reader_gets_the_same_bounds_from_the_census_form(tmp_path):
             con.loc[con["query_name"] == "hhgq_total_lb_con", "query_name"] = "hhgq_total_con"
             _rewrite(path, con)
     check(nmf.read(run))
+
+    # the Census's own nurse_nva_0_con: "=" 0 on its recodes gqNursingTotal x nonvoting, one
+    # value per geounit (postdp wrote "<=" on hhgq x votingage): the same zero is read
+    for path in sorted(run.glob("*.parquet/Constraint/**/*.parquet")):
+        con = pq.read_table(path).to_pandas()
+        at = con["query_name"] == "nurse_nva_0_con"
+        assert at.any()
+        con.loc[at, ["hhgq", "votingage", "sign"]] = ["gqNursingTotal", "nonvoting", "="]
+        con.loc[at, "query_shape"] = pd.Series([[1, 1, 1, 1]] * at.sum(), index=con.index[at])
+        con.loc[at, "value"] = pd.Series([[0]] * at.sum(), index=con.index[at])
+        _rewrite(path, con)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # read, not left out with a warning
+        check(nmf.read(run))
 
 
 def _truth(table, query: str) -> dict[str, np.ndarray]:

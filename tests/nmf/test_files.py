@@ -182,16 +182,22 @@ def test_writer_refuses_what_the_layout_cannot_hold(measured, tmp_path):
 def test_published_quirks_are_read(tmp_path):
     """No manifest (the workload from the variances, bounded neighbours), the group-quarters
     constraints read (``hhgq_total_lb_con`` / ``_ub_con``: lower 0, upper 99,999 read as
-    none, so no bound at all), a constraint on the Census's own recodes kept out with a
-    warning, and a single-child bypass (``top=1``): the District's one county only in
+    none, so no bound at all), the Census's structural zero on its own recodes read as
+    postdp's bound, and a single-child bypass (``top=1``): the District's one county only in
     Constraint (budget factor 0), the state measured with the county's budget as well
     (smaller variances; with no manifest its variance is read as its level's)."""
     plain = nmf.read(nmf.synthetic_run(tmp_path / "plain", states=["11"], seed=3))
     run = nmf.synthetic_run(tmp_path / "quirky", states=["11"], seed=3, quirks=True)
     assert not (run / "postdp-nmf.json").exists()
-    with pytest.warns(UserWarning, match="left out: nurse_nva_0$"):
-        got = nmf.read(run)
-    assert got.bounds == ()  # lower 0 and upper 99,999 bound nothing: no bound is kept
+    got = nmf.read(run)
+    # lower 0 and upper 99,999 bound nothing: no group-quarters bound is kept; the Census's
+    # nurse_nva_0_con (= 0 on its recodes gqNursingTotal x nonvoting) is the zero on
+    # (nursing, under 18) of hhgq x votingage at every geounit
+    (nurse,) = got.bounds
+    assert (nurse.name, nurse.query, nurse.sides) == ("nurse_nva_0", "hhgq * votingage", "upper")
+    assert (nurse.upper[:, 2 * 3] == 0).all()  # hhgq level 3 (nursing), under 18
+    assert np.isinf(np.delete(nurse.upper, 2 * 3, axis=1)).all()
+    assert not (nurse.lower > 0).any()
     assert got.secure is False  # the study-path marker file
     assert got.workload.neighbours == "bounded"
     factor = single_child_bypass(plain.table, plain.workload, top=1)

@@ -96,13 +96,7 @@ def _collect_bounds(
             continue
         base = layout.strip_suffix(str(name))
         base = base[:-3] if base.endswith(("_lb", "_ub")) else base
-        n = int(nodes.max(initial=-1)) + 1
-        lower, upper, used = held.setdefault(
-            (base, query), (np.zeros((0, size)), np.zeros((0, size)), set())
-        )
-        if lower.shape[0] < n:  # grow to cover this level's geounits
-            lower = np.vstack([lower, np.zeros((n - lower.shape[0], size))])
-            upper = np.vstack([upper, np.full((n - upper.shape[0], size), np.inf)])
+        lower, upper, used = _grown(held, (base, query), nodes, size)
         starts = group["_start"].to_numpy(dtype=np.int64)
         values = flat[starts[:, None] + np.arange(size)].astype(np.float64)
         rows_at = nodes[[where[g] for g in group["geocode"]]]
@@ -113,6 +107,63 @@ def _collect_bounds(
             upper[rows_at] = np.minimum(upper[rows_at], values)
         used.add(str(name))
         held[(base, query)] = (lower, upper, used)
+
+
+#: The Census's one-level recodes that its structural zeros name, as the level of postdp's
+#: 2020 schema each picks (``nurse_nva_0_con``: ``gqNursingTotal`` x ``nonvoting``, "no
+#: one under 18 in a nursing facility"; DAS production code, ``Constraints_PL94.py``).
+CENSUS_LEVELS = {("hhgq", "gqNursingTotal"): "nursing", ("votingage", "nonvoting"): "under 18"}
+
+
+def _collect_zeros(
+    rows: pd.DataFrame,
+    flat: np.ndarray,
+    schema: Schema,
+    nodes: IntArray,
+    where: dict[str, int],
+    held: dict[tuple[str, str], tuple[FloatArray, FloatArray, set[str]]],
+) -> None:
+    """Fold a level's ``=`` 0 constraints on one cell named by the Census's recodes
+    (:data:`CENSUS_LEVELS`; the Census's ``nurse_nva_0_con``) into ``held`` as the upper
+    bound 0 on that cell of the marginal of the attributes they name (``hhgq *
+    votingage``), the form postdp writes (``sides="upper"``); other rows are left alone."""
+    levels = {a.name: a.levels for a in schema.attributes}
+    for name, group in rows.groupby("query_name", sort=False):
+        first = group.iloc[0]
+        named = [(a, str(first[a])) for a in schema.names if str(first[a]) != "*"]
+        if not named or any(k not in CENSUS_LEVELS for k in named):
+            continue
+        picked = [(a, CENSUS_LEVELS[(a, r)]) for a, r in named]
+        if any(lvl not in levels.get(a, ()) for a, lvl in picked):
+            continue
+        starts = group["_start"].to_numpy(dtype=np.int64)
+        if (group["_len"].to_numpy() != 1).any() or flat[starts].any():
+            continue  # a zero of one cell, or not this rule
+        query = " * ".join(a for a, _ in picked)
+        marginal = schema.marginal(query)
+        chosen = dict(picked)  # the marginal's shape has 1 for an attribute summed out
+        index = tuple(levels[a].index(chosen[a]) if a in chosen else 0 for a in schema.names)
+        cell = int(np.ravel_multi_index(index, marginal.shape))
+        key = (layout.strip_suffix(str(name)), query)
+        lower, upper, used = _grown(held, key, nodes, marginal.size)
+        upper[nodes[[where[g] for g in group["geocode"]]], cell] = 0.0
+        used.add(str(name))
+        held[key] = (lower, upper, used)
+
+
+def _grown(
+    held: dict[tuple[str, str], tuple[FloatArray, FloatArray, set[str]]],
+    key: tuple[str, str],
+    nodes: IntArray,
+    size: int,
+) -> tuple[FloatArray, FloatArray, set[str]]:
+    """The bounds ``held`` has for ``key`` (none: 0 and inf), grown to cover ``nodes``."""
+    n = int(nodes.max(initial=-1)) + 1
+    lower, upper, used = held.setdefault(key, (np.zeros((0, size)), np.zeros((0, size)), set()))
+    if lower.shape[0] < n:
+        lower = np.vstack([lower, np.zeros((n - lower.shape[0], size))])
+        upper = np.vstack([upper, np.full((n - upper.shape[0], size), np.inf)])
+    return lower, upper, used
 
 
 def _sides(lower: FloatArray, names: set[str]) -> str:

@@ -17,7 +17,7 @@ from postdp._typing import FloatArray, IntArray
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
 from postdp.nmf import _layout as layout
-from postdp.nmf._bounds import _collect_bounds, _is_marginal, _sides
+from postdp.nmf._bounds import _collect_bounds, _collect_zeros, _is_marginal, _sides
 from postdp.nmf._checks import (
     Rows,
     _account,
@@ -383,7 +383,9 @@ def _measurements(
                 marginals = {q for q in names if _is_marginal(schema, str(q))}
                 named = frame["query_name"].isin(marginals).to_numpy(dtype=bool)
                 skipped |= set(frame.loc[~(equal & named), "query_name"])
-                _collect_bounds(frame[~equal], flat, schema, geo.levels[d], position[d], held)
+                at = (flat, schema, geo.levels[d], position[d], held)
+                _collect_bounds(frame[~equal], *at)
+                _collect_zeros(frame[equal & ~named], *at)  # the Census's nurse_nva_0_con
                 frame = frame[equal & named]
             for name, rows in frame.groupby("query_name", sort=False):
                 key = (d, str(name), public)

@@ -41,7 +41,9 @@ def synthetic_run(
         rebuilds the workload from the variances), the group-quarters constraints on every
         block as the Census writes them (``hhgq_total_lb_con`` with sign ``>=`` and 0,
         ``hhgq_total_ub_con`` with ``<=`` and 99,999), a constraint on the Census's own
-        recodes (``nurse_nva_0_con``, which postdp leaves out with a warning), and a
+        recodes at every geounit of every level (``nurse_nva_0_con``, ``=`` 0 on
+        ``gqNursingTotal`` x ``nonvoting``, the block's zero summed up as the Census's
+        files have it), and a
         single-child bypass (:func:`postdp.tables.single_child_bypass` with ``top=1``, so
         that a one-state run has one: a state with one county measured with the county's
         budget too, its variances smaller, the county present only in ``Constraint``; the
@@ -111,21 +113,29 @@ def _add_quirks(run: Path) -> None:
                     }
                 )
             )
-        extra.append(
-            pd.DataFrame(
+        con = pd.concat([con, *extra], ignore_index=True)
+        pq.write_table(pa.Table.from_pandas(dp, preserve_index=False), where / layout.PART)
+        pq.write_table(pa.Table.from_pandas(con, preserve_index=False), con_path)
+    for level in layout.LEVELS_2020:  # the nursing zero at every geounit of every level
+        for con_path in sorted((run / f"{level}.parquet" / layout.CONSTRAINT).rglob("*.parquet")):
+            dp_path = run / con_path.relative_to(run).as_posix().replace(
+                layout.CONSTRAINT, layout.DPQUERY, 1
+            )
+            con = pq.read_table(con_path).to_pandas()
+            dp = pq.read_table(dp_path).to_pandas() if dp_path.is_file() else con.iloc[:0]
+            codes = pd.unique(pd.concat([dp["geocode"], con["geocode"]]))
+            nurse = pd.DataFrame(
                 {
-                    "geocode": blocks,
-                    "query_name": "nurse_nva_0_con",  # on the Census's recodes: not read
+                    "geocode": codes,
+                    "query_name": "nurse_nva_0_con",  # the Census's recodes
                     "hhgq": "gqNursingTotal",
                     "votingage": "nonvoting",
                     "hispanic": "*",
                     "cenrace": "*",
-                    "query_shape": [[1, 1, 1, 1]] * blocks.size,
-                    "value": [[0]] * blocks.size,
+                    "query_shape": [[1, 1, 1, 1]] * codes.size,
+                    "value": [[0]] * codes.size,
                     "sign": "=",
                 }
             )
-        )
-        con = pd.concat([con, *extra], ignore_index=True)
-        pq.write_table(pa.Table.from_pandas(dp, preserve_index=False), where / layout.PART)
-        pq.write_table(pa.Table.from_pandas(con, preserve_index=False), con_path)
+            con = pd.concat([con, nurse], ignore_index=True)
+            pq.write_table(pa.Table.from_pandas(con, preserve_index=False), con_path)
