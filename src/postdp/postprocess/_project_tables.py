@@ -41,9 +41,19 @@ def check_step(step: str, table: Table, workload: Workload) -> None:
 
     Examples
     --------
-    >>> from postdp.data import load_p1, load_strategy
-    >>> t = load_p1("us-county")
-    >>> check_step("topdown-2020", t, load_strategy("pl94-2020-p1").workload(t))
+    >>> from postdp import Gaussian, Hierarchy
+    >>> from postdp.tables import Attribute, Measurement, Query, Schema, Table, Workload
+    >>> s = Schema([Attribute("a", ["0", "1"]), Attribute("b", ["x", "y"])])
+    >>> geo = Hierarchy.from_parents(["S", "p", "q"], [None, "S", "S"])
+    >>> t = Table(geo, s.categories(), [[1, 2, 3, 4], [5, 6, 7, 8]])
+    >>> w = Workload([Measurement(0, Query.marginal(s, "total"), Gaussian(rho=0.5)),
+    ...               Measurement(1, Query.marginal(s, "detailed"), Gaussian(rho=0.5))])
+    >>> check_step("blue", t, w)  # no checks of its own
+    >>> try:
+    ...     check_step("topdown-2020", t, w)  # the root's total does not pin its cells
+    ... except ValueError:
+    ...     print("refused")
+    refused
     """
     from postdp.postprocess.table_restore import check_blue_restore
     from postdp.postprocess.table_topdown import check_top_down
