@@ -23,6 +23,7 @@ from postdp.data._histograms import histogram_batches, histogram_states, read_hi
 from postdp.data._p1 import P1_TABLES, load_p1, synthetic_table
 from postdp.data._persons import PERSON_COLUMNS, person_states, read_persons, tabulate_persons
 from postdp.data._pl94 import pl94_schema
+from postdp.data._pl94_tables import PL94_TABLES, geography_names, pl94_tables
 from postdp.data._strategies import Strategy, load_strategy, p1_schema, units_schema
 from postdp.data._synthetic_pl94 import synthetic_population, synthetic_states
 from postdp.errors import ValidationError
@@ -32,10 +33,12 @@ __all__ = [
     "FACILITY_COLUMNS",
     "P1_TABLES",
     "PERSON_COLUMNS",
+    "PL94_TABLES",
     "Strategy",
     "check_facilities",
     "county_hierarchy",
     "facility_bounds",
+    "geography_names",
     "histogram_batches",
     "histogram_states",
     "load_county_populations",
@@ -46,6 +49,7 @@ __all__ = [
     "p1_schema",
     "person_states",
     "pl94_schema",
+    "pl94_tables",
     "read_facilities",
     "read_histograms",
     "read_persons",

@@ -14,6 +14,7 @@ from postdp.tables._noise import TableMeasurements, measure
 from postdp.tables._table import Table, category_matrix, expand
 from postdp.tables.bounds import CountBounds
 from postdp.tables.bypass import single_child_bypass
+from postdp.tables.published import Block, PublishedTable
 from postdp.tables.rounding_plan import RoundingPlan, rounding_plan
 from postdp.tables.schema import Attribute, Marginal, Recode, Schema
 from postdp.tables.spine import FANOUT_CUTOFF, aian_branches, optimised_block_groups
@@ -22,9 +23,11 @@ from postdp.tables.workload import Measurement, Query, Workload
 __all__ = [
     "FANOUT_CUTOFF",
     "Attribute",
+    "Block",
     "CountBounds",
     "Marginal",
     "Measurement",
+    "PublishedTable",
     "Query",
     "Recode",
     "RoundingPlan",

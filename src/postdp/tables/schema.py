@@ -361,17 +361,7 @@ class Marginal:
             raise ValidationError(
                 f"histograms must have {self.schema.size} cells on the last axis; got {x.shape}"
             )
-        lead = x.shape[:-1]
-        out = x.reshape(*lead, *self.schema.shape)
-        base = len(lead)
-        for k, factor in enumerate(self.factors):
-            if factor is None:
-                continue
-            if factor.shape[0] == 1 and (factor == 1).all():  # summed out
-                out = out.sum(axis=base + k, keepdims=True)
-            else:
-                out = np.moveaxis(np.tensordot(out, factor, axes=([base + k], [1])), -1, base + k)
-        return out.reshape(*lead, self.size)
+        return apply_factors(x, self.schema.shape, self.factors)
 
     def cell_groups(self) -> IntArray:
         """The count each detailed cell falls in, shape (schema.size,); -1 for a cell no
@@ -440,6 +430,26 @@ class Marginal:
         member.sort_indices()
         cells = np.asarray(self.schema.cells, dtype=object)[member.indices]
         return [p.tolist() for p in np.split(cells, member.indptr[1:-1])]
+
+
+def apply_factors(
+    x: FloatArray, shape: tuple[int, ...], factors: Sequence[FloatArray | None]
+) -> FloatArray:
+    """A Kronecker product of per-attribute factors applied to histograms ``x`` of shape
+    (..., prod(shape)), attribute by attribute (None: the attribute kept): shape (...,
+    prod of the factors' rows)."""
+    lead = x.shape[:-1]
+    out = x.reshape(*lead, *shape)
+    base = len(lead)
+    for k, factor in enumerate(factors):
+        if factor is None:
+            continue
+        if factor.shape[0] == 1 and (factor == 1).all():  # summed out
+            out = out.sum(axis=base + k, keepdims=True)
+        else:
+            out = np.moveaxis(np.tensordot(out, factor, axes=([base + k], [1])), -1, base + k)
+    rows = [n if f is None else f.shape[0] for n, f in zip(shape, factors, strict=True)]
+    return out.reshape(*lead, math.prod(rows))
 
 
 def _refines(fine: Marginal, coarse: Marginal) -> bool:
