@@ -21,6 +21,7 @@ _COMMANDS = (
     "release",
     "measure",
     "postprocess",
+    "tabulate",
     "audit",
     "posterior",
     "fairness",

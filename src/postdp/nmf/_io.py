@@ -452,6 +452,7 @@ def _atomic_parquet(pq: Any, table: Any, path: Path, values: int | None = None) 
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".", suffix=".tmp")
     os.close(fd)
+    usual_mode(tmp)
     rows = None
     if values:
         rows = max(1024, GROUP_VALUES * len(table) // values)
@@ -465,6 +466,7 @@ def _atomic_parquet(pq: Any, table: Any, path: Path, values: int | None = None) 
 
 def _atomic_text(path: Path, text: str) -> None:
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".", suffix=".tmp")
+    usual_mode(tmp)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
@@ -472,3 +474,11 @@ def _atomic_text(path: Path, text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def usual_mode(path: str | Path) -> None:
+    """Give a temporary file (``mkstemp``: mode 0600) the mode a new file gets under the
+    process's umask, so that the file renamed into place reads like any other."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    os.chmod(path, 0o666 & ~mask)

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from postdp._typing import FloatArray
+from postdp._typing import FloatArray, NumArray
 from postdp.errors import ValidationError
 from postdp.tables.schema import Schema, apply_factors
 
@@ -168,7 +168,7 @@ class PublishedTable:
         """Rows of the table."""
         return sum(b.size for b in self.blocks)
 
-    def apply(self, x: FloatArray) -> FloatArray:
+    def apply(self, x: NumArray) -> NumArray:
         """The table of histograms ``x`` of shape (..., cells): shape (..., size), columns in
         :attr:`codes` order (whole numbers stay whole)."""
         x = np.asarray(x)

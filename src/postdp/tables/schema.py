@@ -441,13 +441,14 @@ def apply_factors(
     lead = x.shape[:-1]
     out = x.reshape(*lead, *shape)
     base = len(lead)
-    for k, factor in enumerate(factors):
-        if factor is None:
-            continue
-        if factor.shape[0] == 1 and (factor == 1).all():  # summed out
-            out = out.sum(axis=base + k, keepdims=True)
-        else:
-            out = np.moveaxis(np.tensordot(out, factor, axes=([base + k], [1])), -1, base + k)
+    summed = [
+        k for k, f in enumerate(factors) if f is not None and f.shape[0] == 1 and (f == 1).all()
+    ]
+    if summed:  # the cheap reductions first: the factors below then act on fewer counts
+        out = out.sum(axis=tuple(base + k for k in summed), keepdims=True)
+    given = {k: f for k, f in enumerate(factors) if f is not None and k not in summed}
+    for k, factor in sorted(given.items(), key=lambda kf: kf[1].shape[0] / kf[1].shape[1]):
+        out = np.moveaxis(np.tensordot(out, factor, axes=([base + k], [1])), -1, base + k)
     rows = [n if f is None else f.shape[0] for n, f in zip(shape, factors, strict=True)]
     return out.reshape(*lead, math.prod(rows))
 

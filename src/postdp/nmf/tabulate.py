@@ -1,0 +1,398 @@
+"""The P.L. 94-171 tables of a post-processed run: the product census data users read.
+
+:func:`tabulate` turns the output folder of :func:`postdp.nmf.postprocess` (any method,
+integral or not) into the 2020 redistricting tables (:func:`postdp.data.pl94_tables`: P1 to
+P5 from a persons release, H1 from a units release), one file per geolevel, streamed
+partition by partition (memory: one batch of a partition's rows, never a level):
+
+- ``<Geolevel>.csv`` and ``<Geolevel>.parquet``: one row per geounit with ``GEOID`` (the
+  Census's tabulation GEOID as text: state 2, county 5, tract 11, block group 12, block
+  15 digits; ``US`` for the nation), ``NAME`` (the Census's name of the nation, a state or
+  county; a tract, block group or block named inside its county; empty where postdp does
+  not know the county), ``AIAN_BRANCH`` (True for the part of a geounit on the American
+  Indian and Alaska Native branch of the 2020 spine, whose GEOID repeats the other part's),
+  ``GEOLEVEL`` (the level's name), then every variable (``P1_001N`` ...), each followed by
+  ``<variable>_moe``, its 90% margin of error, where the release carries one (its ``moe``
+  form: exact for ``blue``, from approximate Monte Carlo replicates for an integral method
+  post-processed with ``amc``); an invariant's margin of error is 0;
+- ``variables.csv``: every variable's table, label, universe and unit.
+
+Counts are whole numbers (int64) for an integral method, real numbers for the others.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from postdp.errors import ValidationError
+from postdp.nmf._io import _pyarrow, usual_mode
+from postdp.nmf._output import DONE, PLAN_FILE, sha256
+from postdp.tables import PublishedTable
+
+__all__ = ["geounit_names", "tabulate", "tabulated_levels"]
+
+#: Rows read from a partition at a time (2,016 cells: about 130 MB of float64).
+BATCH_ROWS = 8192
+#: The moe form's column of a variable.
+MOE_SUFFIX = "_moe"
+_ID_COLUMNS = ("GEOID", "NAME", "AIAN_BRANCH", "GEOLEVEL")
+
+
+def tabulated_levels(release: str | os.PathLike[str]) -> list[str]:
+    """The geolevels of a post-processed run, root first.
+
+    Parameters
+    ----------
+    release : path
+        A finished :func:`postdp.nmf.postprocess` output folder.
+
+    Returns
+    -------
+    list of str
+    """
+    return list(_Release(Path(release)).levels)
+
+
+def tabulate(
+    release: str | os.PathLike[str],
+    output_dir: str | os.PathLike[str],
+    *,
+    tables: Sequence[str] | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> list[Path]:
+    """Write the P.L. 94-171 tables of a post-processed run, one file per geolevel.
+
+    Parameters
+    ----------
+    release : path
+        A finished :func:`postdp.nmf.postprocess` output folder (its manifest written and
+        every file's SHA-256 as the manifest records it; a changed file is refused).
+    output_dir : path
+        An existing folder; ``<Geolevel>.csv``, ``<Geolevel>.parquet`` and
+        ``variables.csv`` are written into it, each under a temporary name renamed into
+        place (existing ones replaced).
+    tables : sequence of str, optional
+        Some of P1..P5 (a persons release) or H1 (a units release); default every table
+        the release's cells make.
+    progress : callable, optional
+        ``progress(level, done, total)`` as a level starts (``done`` 0) and after each of
+        its partition files.
+
+    Returns
+    -------
+    list of pathlib.Path
+        The files written.
+
+    Raises
+    ------
+    ValidationError
+        For a folder that is not a finished post-processing, a file changed since, a
+        table the release's cells do not make, or a margin-of-error file whose geounits
+        are not the estimates'.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from postdp.nmf import postprocess, synthetic_run
+    >>> tmp = tempfile.mkdtemp()
+    >>> run = synthetic_run(tmp + "/run", states=["11"], seed=0)
+    >>> out = postprocess(run, tmp + "/out", method="topdown-2020")
+    >>> files = tabulate(out, tmp, tables=["P1"])
+    >>> county = pd.read_parquet(tmp + "/County.parquet")
+    >>> county.loc[0, ["GEOID", "NAME"]].tolist()
+    ['11001', 'District of Columbia, District of Columbia']
+    """
+    found = _Release(Path(release))
+    chosen = found.tables(tables)
+    folder = Path(output_dir)
+    if not folder.is_dir():
+        raise ValidationError(f"{str(folder)!r} is not a folder")
+    if folder.resolve() == found.path.resolve() or found.path.resolve() in folder.resolve().parents:
+        raise ValidationError(f"{str(folder)!r} is inside the release; write the tables elsewhere")
+    found.verify()
+    written = [_write_variables(chosen, folder / "variables.csv")]
+    for level in found.levels:
+        files = found.files(level)
+        if progress is not None:
+            progress(level, 0, len(files))
+        with _LevelWriter(folder, level, _columns(chosen, found.has_moe), found.integral) as out:
+            for k, path in enumerate(files):
+                for frame in found.rows(level, path, chosen):
+                    out.write(frame)
+                if progress is not None:
+                    progress(level, k + 1, len(files))
+        written += out.paths
+    return written
+
+
+class _Release:
+    """A finished post-processing folder: its plan, levels, files and forms."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        if not (path / PLAN_FILE).is_file():
+            raise ValidationError(f"{str(path)!r} is not a postdp post-processing output")
+        if not (path / DONE).is_file():
+            raise ValidationError(
+                f"{str(path)!r}: the post-processing is not finished (no {DONE}); run the "
+                "same postdp postprocess command again to finish it"
+            )
+        try:
+            self.plan = json.loads((path / PLAN_FILE).read_text(encoding="utf-8"))
+            self.manifest = json.loads((path / DONE).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            raise ValidationError(f"{str(path)!r}: its plan or manifest is unreadable") from None
+        from postdp.analysis.table_design import INTEGRAL_STEPS, parse_table_steps
+
+        step, rounded = parse_table_steps(str(self.plan.get("method", "")))
+        self.integral = bool(rounded or step in INTEGRAL_STEPS)
+        wide = path / "wide"
+        found = {p.name.removesuffix(".parquet") for p in wide.glob("*.parquet")}
+        from postdp.nmf._layout import LEVELS_2020
+
+        order = [n for n in LEVELS_2020 if n in found]
+        self.levels = order + sorted(found - set(order))
+        if not self.levels:
+            raise ValidationError(f"{str(path)!r}: no wide form to tabulate")
+        self.has_moe = (path / "moe").is_dir()
+        first = self.files(self.levels[0])
+        if not first:
+            raise ValidationError(f"{str(path)!r}: level {self.levels[0]} has no files")
+        _, pq = _pyarrow()
+        names = pq.read_schema(first[0]).names
+        self.cells = tuple(c for c in names if c not in ("geocode", "total", "State"))
+
+    def tables(self, names: Sequence[str] | None) -> list[PublishedTable]:
+        from postdp.data import pl94_tables
+
+        every = pl94_tables()
+        fits = [t for t in every.values() if t.schema.cells == self.cells]
+        if names is None:
+            if not fits:
+                raise ValidationError(
+                    f"{str(self.path)!r}: its cells are not those of the 2020 persons or "
+                    "units histograms; no P.L. 94-171 table is made from them"
+                )
+            return fits
+        chosen = pl94_tables(names)  # refuses an unknown name
+        for name, table in chosen.items():
+            if table not in fits:
+                raise ValidationError(
+                    f"table {name} is made from the {table.unit} histogram's cells; this "
+                    "release holds other cells"
+                )
+        return list(chosen.values())
+
+    def files(self, level: str, form: str = "wide") -> list[Path]:
+        root = self.path / form / f"{level}.parquet"
+        return sorted(
+            p
+            for p in root.rglob("*.parquet")
+            if p.is_file() and not any(s.startswith(".") for s in p.relative_to(root).parts)
+        )
+
+    def verify(self) -> None:
+        """Every file the manifest lists has the SHA-256 it records."""
+        for name, digest in self.manifest.get("files", {}).items():
+            path = self.path / name
+            if not path.is_file() or sha256(path) != digest:
+                raise ValidationError(
+                    f"{str(path)!r} changed or is missing since the post-processing "
+                    "finished; post-process the run again"
+                )
+
+    def rows(self, level: str, path: Path, tables: list[PublishedTable]) -> Iterator[pd.DataFrame]:
+        """The tables' rows of one partition file, a batch at a time."""
+        _, pq = _pyarrow()
+        wide = pq.ParquetFile(path)
+        moe = self._moe_of(level, path)
+        columns = ["geocode", *self.cells]
+        for batch in wide.iter_batches(batch_size=BATCH_ROWS, columns=columns):
+            geocodes = np.asarray(batch.column(0).to_pylist(), dtype=object)
+            cells = np.column_stack(
+                [batch.column(j + 1).to_numpy() for j in range(len(self.cells))]
+            )
+            values = cells.astype(np.int64) if self.integral else cells.astype(np.float64)
+            frame = _identify(geocodes, level)
+            parts: dict[str, Any] = {}
+            margins = None if moe is None else moe.reindex(geocodes)
+            if margins is not None and margins.isna().all(axis=1).any():
+                raise ValidationError(
+                    f"{str(path)!r}: its margins of error miss some of its geounits"
+                )
+            for table in tables:
+                counts = table.apply(values)
+                for j, code in enumerate(table.codes):
+                    parts[code] = counts[:, j]
+                    if margins is not None:
+                        parts[code + MOE_SUFFIX] = margins[code + MOE_SUFFIX].to_numpy()
+            yield pd.concat([frame, pd.DataFrame(parts)], axis=1)
+
+    def _moe_of(self, level: str, path: Path) -> pd.DataFrame | None:
+        """The moe form's rows of the geounits of a wide partition file (by geocode)."""
+        if not self.has_moe:
+            return None
+        relative = path.relative_to(self.path / "wide")
+        twin = self.path / "moe" / relative
+        sources = [twin] if twin.is_file() else self.files(level, "moe")
+        if not sources:
+            raise ValidationError(f"{str(self.path)!r}: no margins of error for level {level}")
+        _, pq = _pyarrow()
+        frames = [pq.read_table(p).to_pandas() for p in sources]
+        frame = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+        indexed: pd.DataFrame = frame.set_index("geocode")
+        return indexed
+
+
+def _identify(geocodes: Any, level: str) -> pd.DataFrame:
+    """GEOID, NAME, AIAN_BRANCH and GEOLEVEL of geocodes (an AIAN flag, then the GEOID)."""
+    geoids = np.array([g[1:] if g else "US" for g in geocodes], dtype=object)
+    branch = np.array([g.startswith("1") for g in geocodes], dtype=bool)
+    return pd.DataFrame(
+        {
+            "GEOID": pd.array(geoids, dtype="string"),
+            "NAME": pd.Series(geounit_names(list(geoids)), dtype="string"),
+            "AIAN_BRANCH": branch,
+            "GEOLEVEL": pd.array([level] * len(geoids), dtype="string"),
+        }
+    )
+
+
+def geounit_names(geoids: Sequence[str]) -> list[str]:
+    """The Census's names of geounits by GEOID: the nation, states and counties as
+    published; a tract ``Census Tract 1.01``, a block group ``Block Group 1`` and a block
+    ``Block 1001`` each followed by the names above it; ``""`` where the county is unknown.
+
+    Parameters
+    ----------
+    geoids : sequence of str
+        GEOIDs of 2 (state), 5 (county), 11 (tract), 12 (block group) or 15 (block) digits,
+        or ``"US"``.
+
+    Returns
+    -------
+    list of str
+
+    Examples
+    --------
+    >>> geounit_names(["US", "13207", "11001000101", "110010001011", "110010001011003"])[1:3]
+    ['Monroe County, Georgia', 'Census Tract 1.01, District of Columbia, District of Columbia']
+    """
+    from postdp.data import geography_names
+
+    known = geography_names()
+    out = []
+    for g in geoids:
+        g = str(g)
+        if len(g) <= 5 or g == "US":
+            out.append(known.get(g, ""))
+            continue
+        county = known.get(g[:5], "")
+        if not county:
+            out.append("")
+            continue
+        code = g[5:11]
+        number = str(int(code[:4])) + ("" if code[4:] == "00" else "." + code[4:])
+        parts = [f"Census Tract {number}", county]
+        if len(g) >= 12:
+            parts.insert(0, f"Block Group {g[11]}")
+        if len(g) == 15:
+            parts.insert(0, f"Block {g[11:]}")
+        out.append(", ".join(parts))
+    return out
+
+
+def _columns(tables: list[PublishedTable], moe: bool) -> list[str]:
+    out = list(_ID_COLUMNS)
+    for table in tables:
+        for code in table.codes:
+            out += [code, code + MOE_SUFFIX] if moe else [code]
+    return out
+
+
+def _write_variables(tables: list[PublishedTable], path: Path) -> Path:
+    rows = [
+        {
+            "variable": code,
+            "table": t.name,
+            "title": t.title,
+            "label": label,
+            "universe": t.universe,
+            "unit": t.unit,
+            "margin_of_error": f"{code}{MOE_SUFFIX} (90%, {t.unit})",
+        }
+        for t in tables
+        for code, label in zip(t.codes, t.labels, strict=True)
+    ]
+    return _atomic_csv(pd.DataFrame(rows), path)
+
+
+def _atomic_csv(frame: pd.DataFrame, path: Path) -> Path:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".", suffix=".tmp")
+    os.close(fd)
+    usual_mode(tmp)
+    try:
+        frame.to_csv(tmp, index=False)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+class _LevelWriter:
+    """A level's CSV and Parquet files, appended a batch at a time under temporary names
+    and renamed into place when the level is complete."""
+
+    def __init__(self, folder: Path, level: str, columns: list[str], integral: bool) -> None:
+        pa, _ = _pyarrow()
+        self.paths = [folder / f"{level}.csv", folder / f"{level}.parquet"]
+        self.columns = columns
+        count = pa.int64() if integral else pa.float64()
+        fields = [
+            pa.field(c, pa.string() if c in ("GEOID", "NAME", "GEOLEVEL") else pa.bool_())
+            for c in _ID_COLUMNS
+        ]
+        fields += [
+            pa.field(c, pa.float64() if c.endswith(MOE_SUFFIX) else count)
+            for c in columns[len(_ID_COLUMNS) :]
+        ]
+        self.schema = pa.schema(fields)
+        self.tmp: list[Path] = []
+
+    def __enter__(self) -> _LevelWriter:
+        _, pq = _pyarrow()
+        for p in self.paths:
+            fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=".", suffix=".tmp")
+            os.close(fd)
+            usual_mode(tmp)
+            self.tmp.append(Path(tmp))
+        self.csv = open(self.tmp[0], "w", encoding="utf-8", newline="")
+        self.csv.write(",".join(self.columns) + "\n")
+        self.parquet = pq.ParquetWriter(self.tmp[1], self.schema, write_page_checksum=True)
+        return self
+
+    def write(self, frame: pd.DataFrame) -> None:
+        pa, _ = _pyarrow()
+        frame = frame[self.columns]
+        frame.to_csv(self.csv, index=False, header=False)
+        self.parquet.write_table(pa.Table.from_pandas(frame, self.schema, preserve_index=False))
+
+    def __exit__(self, kind: Any, *_: Any) -> None:
+        self.csv.close()
+        self.parquet.close()
+        try:
+            if kind is None:
+                for tmp, path in zip(self.tmp, self.paths, strict=True):
+                    os.replace(tmp, path)
+        finally:
+            for tmp in self.tmp:
+                tmp.unlink(missing_ok=True)

@@ -1,0 +1,130 @@
+"""postdp.nmf.tabulate: a post-processed run's P.L. 94-171 tables, one file per geolevel."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from postdp import nmf
+from postdp.data import pl94_tables
+from postdp.errors import ValidationError
+from postdp.nmf.tabulate import geounit_names, tabulate
+
+from .conftest import small_table
+
+
+@pytest.fixture(scope="module")
+def released(measured, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("tabulate")
+    run = nmf.write(measured, tmp / "run")
+    return {
+        "topdown-2020": nmf.postprocess(run, tmp / "topdown", method="topdown-2020"),
+        "blue": nmf.postprocess(run, tmp / "blue", method="blue"),
+    }
+
+
+@pytest.fixture(scope="module")
+def tabulated(released, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("tables")
+    tabulate(released["topdown-2020"], folder)
+    return folder
+
+
+def _wide(out, level):
+    frame = pd.read_parquet(out / "wide" / f"{level}.parquet")
+    return frame.drop(columns=[c for c in ("State", "total") if c in frame]).set_index("geocode")
+
+
+def test_every_level_gets_a_csv_and_a_parquet_file_with_census_ids_and_names(tabulated):
+    county = pd.read_parquet(tabulated / "County.parquet")
+    assert county["GEOID"].tolist() == ["10001", "11001"]
+    assert county["NAME"].tolist() == [
+        "Kent County, Delaware",
+        "District of Columbia, District of Columbia",
+    ]
+    assert county["GEOLEVEL"].eq("County").all() and not county["AIAN_BRANCH"].any()
+    assert pd.api.types.is_string_dtype(county["GEOID"])
+    us = pd.read_parquet(tabulated / "US.parquet")
+    assert us[["GEOID", "NAME"]].values.tolist() == [["US", "United States"]]
+    blocks = pd.read_parquet(tabulated / "Block.parquet")
+    assert blocks["GEOID"].str.len().eq(15).all()
+    assert blocks["NAME"].iloc[0] == (
+        "Block 1000, Block Group 1, Census Tract 0, Kent County, Delaware"
+    )
+    for level in ("US", "State", "County", "Tract", "Block_Group", "Block"):
+        csv = pd.read_csv(tabulated / f"{level}.csv", dtype={"GEOID": str}, keep_default_na=False)
+        parquet = pd.read_parquet(tabulated / f"{level}.parquet")
+        assert list(csv.columns) == list(parquet.columns)
+        assert csv["GEOID"].tolist() == parquet["GEOID"].tolist()
+        counts = [c for c in parquet.columns if c[:1] in "PH" and c[1].isdigit()]
+        np.testing.assert_array_equal(csv[counts].to_numpy(), parquet[counts].to_numpy())
+    variables = pd.read_csv(tabulated / "variables.csv")
+    assert len(variables) == 71 + 73 + 71 + 73 + 10
+    assert variables.loc[0].tolist()[:4] == ["P1_001N", "P1", "Race", "Total"]
+
+
+def test_the_tables_are_the_tabulation_of_the_released_histograms(released, tabulated):
+    tables = pl94_tables(["P1", "P2", "P3", "P4", "P5"])
+    for level in ("State", "Tract", "Block"):
+        wide = _wide(released["topdown-2020"], level)
+        got = pd.read_parquet(tabulated / f"{level}.parquet").set_index("GEOID")
+        cells = wide.to_numpy()
+        for table in tables.values():
+            expected = table.apply(cells)
+            ids = [g[1:] for g in wide.index]
+            np.testing.assert_array_equal(got.loc[ids, list(table.codes)].to_numpy(), expected)
+            assert got[list(table.codes)].dtypes.eq(np.int64).all()
+
+
+def test_the_state_totals_are_the_invariant_true_totals(tabulated):
+    truth = small_table()
+    geo = truth.geography
+    states = pd.read_parquet(tabulated / "State.parquet").set_index("GEOID")
+    for state in ("10", "11"):
+        node = int(np.flatnonzero(geo.ids == state)[0])
+        assert states.loc[state, "P1_001N"] == truth.detailed()[node].sum()
+
+
+def test_a_real_valued_release_is_tabulated_as_real_numbers(released, tmp_path):
+    tabulate(released["blue"], tmp_path, tables=["P1"])
+    tract = pd.read_parquet(tmp_path / "Tract.parquet")
+    assert tract["P1_001N"].dtype == np.float64
+    wide = _wide(released["blue"], "Tract")
+    np.testing.assert_allclose(
+        tract.set_index("GEOID")["P1_001N"].to_numpy(), wide.to_numpy().sum(axis=1)
+    )
+
+
+def test_refuses_an_unfinished_or_changed_release_and_tables_it_cannot_make(released, tmp_path):
+    out = released["topdown-2020"]
+    with pytest.raises(ValidationError, match="H1 is made from the housing units"):
+        tabulate(out, tmp_path, tables=["H1"])
+    with pytest.raises(ValidationError, match="not a postdp post-processing"):
+        tabulate(tmp_path, tmp_path)
+    copy = tmp_path / "copy"
+    import shutil
+
+    shutil.copytree(out, copy)
+    manifest = json.loads((copy / "postdp-manifest.json").read_text())
+    changed = copy / next(f for f in manifest["files"] if f.startswith("wide/County"))
+    data = bytearray(changed.read_bytes())
+    data[-20] ^= 1
+    changed.write_bytes(bytes(data))
+    with pytest.raises(ValidationError, match="changed or is missing"):
+        tabulate(copy, tmp_path)
+    (copy / "postdp-manifest.json").unlink()
+    with pytest.raises(ValidationError, match="not finished"):
+        tabulate(copy, tmp_path)
+    assert not list(tmp_path.glob("*.parquet")) and not list(tmp_path.glob(".*.tmp"))
+
+
+def test_geounit_names_below_the_county():
+    assert geounit_names(["11001000101", "110010002011", "110010002011003", "99001000100"]) == [
+        "Census Tract 1.01, District of Columbia, District of Columbia",
+        "Block Group 1, Census Tract 2.01, District of Columbia, District of Columbia",
+        "Block 1003, Block Group 1, Census Tract 2.01, District of Columbia, District of Columbia",
+        "",
+    ]
