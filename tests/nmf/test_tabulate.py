@@ -128,3 +128,13 @@ def test_geounit_names_below_the_county():
         "Block 1003, Block Group 1, Census Tract 2.01, District of Columbia, District of Columbia",
         "",
     ]
+
+
+def test_an_aian_branch_part_keeps_its_geoid_and_is_marked():
+    """The Census's geocodes: the AIAN flag, then the GEOID (``1`` on the AIAN branch)."""
+    from postdp.nmf.tabulate import _identify
+
+    frame = _identify(["", "040", "140", "140005", "040005"], "County")
+    assert frame["GEOID"].tolist() == ["US", "40", "40", "40005", "40005"]
+    assert frame["AIAN_BRANCH"].tolist() == [False, False, True, True, False]
+    assert frame["NAME"].iloc[3] == frame["NAME"].iloc[4] == "Atoka County, Oklahoma"
