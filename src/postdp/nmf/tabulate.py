@@ -39,7 +39,8 @@ from postdp.tables import PublishedTable
 
 __all__ = ["geounit_names", "tabulate", "tabulated_levels"]
 
-#: Rows read from a partition at a time (2,016 cells: about 130 MB of float64).
+#: Rows read from a partition at a time (2,016 cells: about 130 MB of float64; a level's
+#: margins of error are held whole only where they are not stored beside its estimates).
 BATCH_ROWS = 8192
 #: The moe form's column of a variable.
 MOE_SUFFIX = "_moe"
@@ -213,7 +214,7 @@ class _Release:
         """The tables' rows of one partition file, a batch at a time."""
         _, pq = _pyarrow()
         wide = pq.ParquetFile(path)
-        moe = self._moe_of(level, path)
+        margins = self._margins(level, path, wide.metadata.num_rows)
         columns = ["geocode", *self.cells]
         for batch in wide.iter_batches(batch_size=BATCH_ROWS, columns=columns):
             geocodes = np.asarray(batch.column(0).to_pylist(), dtype=object)
@@ -221,35 +222,57 @@ class _Release:
                 [batch.column(j + 1).to_numpy() for j in range(len(self.cells))]
             )
             values = cells.astype(np.int64) if self.integral else cells.astype(np.float64)
-            frame = _identify(geocodes, level)
+            moe = None if margins is None else margins(geocodes)
             parts: dict[str, Any] = {}
-            margins = None if moe is None else moe.reindex(geocodes)
-            if margins is not None and margins.isna().all(axis=1).any():
-                raise ValidationError(
-                    f"{str(path)!r}: its margins of error miss some of its geounits"
-                )
             for table in tables:
                 counts = table.apply(values)
                 for j, code in enumerate(table.codes):
                     parts[code] = counts[:, j]
-                    if margins is not None:
-                        parts[code + MOE_SUFFIX] = margins[code + MOE_SUFFIX].to_numpy()
-            yield pd.concat([frame, pd.DataFrame(parts)], axis=1)
+                    if moe is not None:
+                        if code + MOE_SUFFIX not in moe:
+                            raise ValidationError(
+                                f"{str(path)!r}: no margin of error of {code} in the release"
+                            )
+                        parts[code + MOE_SUFFIX] = moe[code + MOE_SUFFIX].to_numpy()
+            yield pd.concat([_identify(geocodes, level), pd.DataFrame(parts)], axis=1)
 
-    def _moe_of(self, level: str, path: Path) -> pd.DataFrame | None:
-        """The moe form's rows of the geounits of a wide partition file (by geocode)."""
+    def _margins(self, level: str, path: Path, rows: int) -> Callable[[Any], pd.DataFrame] | None:
+        """The moe form's rows for each batch of a wide partition file: its twin file read
+        in step (the same geounits in the same order, as ``blue`` writes them), else the
+        level's margins joined by geocode (as the approximate Monte Carlo writes them)."""
         if not self.has_moe:
             return None
-        relative = path.relative_to(self.path / "wide")
-        twin = self.path / "moe" / relative
-        sources = [twin] if twin.is_file() else self.files(level, "moe")
+        _, pq = _pyarrow()
+        twin = self.path / "moe" / path.relative_to(self.path / "wide")
+        if twin.is_file() and pq.ParquetFile(twin).metadata.num_rows == rows:
+            batches = pq.ParquetFile(twin).iter_batches(batch_size=BATCH_ROWS)
+
+            def in_step(geocodes: Any) -> pd.DataFrame:
+                frame: pd.DataFrame = next(batches).to_pandas()
+                if frame["geocode"].tolist() != list(geocodes):
+                    raise ValidationError(
+                        f"{str(twin)!r}: its geounits are not those of {str(path)!r}"
+                    )
+                return frame
+
+            return in_step
+        sources = self.files(level, "moe")
         if not sources:
             raise ValidationError(f"{str(self.path)!r}: no margins of error for level {level}")
-        _, pq = _pyarrow()
         frames = [pq.read_table(p).to_pandas() for p in sources]
-        frame = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
-        indexed: pd.DataFrame = frame.set_index("geocode")
-        return indexed
+        joined = pd.concat(frames, ignore_index=True).set_index("geocode")
+
+        def by_geocode(geocodes: Any) -> pd.DataFrame:
+            missing = ~pd.Index(geocodes).isin(joined.index)
+            if missing.any():
+                raise ValidationError(
+                    f"{str(self.path)!r}: no margins of error for geounit "
+                    f"{geocodes[int(np.argmax(missing))]!r} of level {level}"
+                )
+            picked: pd.DataFrame = joined.loc[list(geocodes)]
+            return picked
+
+        return by_geocode
 
 
 def _identify(geocodes: Any, level: str) -> pd.DataFrame:
