@@ -69,7 +69,7 @@ def run(args: argparse.Namespace, state: RunState) -> int:
             pl94_tables(tables)
     release = Path(args.release).expanduser()
     with flag("OUT", args.release):
-        levels = tabulated_levels(release)
+        levels, margins = tabulated_levels(release)
     inside = Path(args.output_dir).expanduser().resolve()
     if inside == release.resolve() or release.resolve() in inside.parents:
         raise CliError(f"--output-dir {args.output_dir!r}: inside the release; name another folder")

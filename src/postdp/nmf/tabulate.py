@@ -47,8 +47,9 @@ MOE_SUFFIX = "_moe"
 _ID_COLUMNS = ("GEOID", "NAME", "AIAN_BRANCH", "GEOLEVEL")
 
 
-def tabulated_levels(release: str | os.PathLike[str]) -> list[str]:
-    """The geolevels of a post-processed run, root first.
+def tabulated_levels(release: str | os.PathLike[str]) -> tuple[list[str], bool]:
+    """The geolevels of a post-processed run, root first, and whether it carries margins
+    of error (its ``moe`` form).
 
     Parameters
     ----------
@@ -57,9 +58,11 @@ def tabulated_levels(release: str | os.PathLike[str]) -> list[str]:
 
     Returns
     -------
-    list of str
+    levels : list of str
+    margins : bool
     """
-    return list(_Release(Path(release)).levels)
+    found = _Release(Path(release))
+    return list(found.levels), found.has_moe
 
 
 def tabulate(
