@@ -194,14 +194,16 @@ def significance(
     flagged = tested & (z > v.critical)
     count = f"{v.flagged:,} of {v.tested:,}"
     fixed = int((~tested).sum())
-    chance = f"~{v.expected_flagged:,.0f} expected by chance alone"
+    expected = v.expected_flagged
+    shown = f"{expected:,.0f}" if expected >= 10 else f"{expected:.2g}"
+    chance = f"~{shown} expected by chance alone"
     if not v.tested:
         verdict = Headline("verdict", "nothing to test", "every count is fixed by an invariant")
     elif v.detected:
         verdict = Headline(
             "verdict",
             "systematic bias",
-            f"{count} {what} have a significant bias, {chance}; the largest: {v.worst}, "
+            f"{count} {what} have a significant bias, {chance}; worst: {v.worst}, "
             f"{v.worst_bias:+,.4g} {unit} (±{v.worst_half_width:,.2g})",
         )
     else:
