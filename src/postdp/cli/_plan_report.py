@@ -58,9 +58,7 @@ def plan_report(
         ),
     ]
     if plan.given_objective is not None:
-        headline.append(
-            Headline("--compare split", f"{plan.given_objective:.4g} {error}", "")
-        )
+        headline.append(Headline("--compare split", f"{plan.given_objective:.4g} {error}", ""))
     if args.objective == "mae":
         headline.append(
             Headline(

@@ -68,8 +68,8 @@ def section203_headlines(tag: str, rep: Any, truth: FloatArray) -> list[Headline
         Headline(
             f"mean decision error ({tag})",
             f"{err.mean():.3f}",
-            f"probability (0 to 1) that a record's decision flips, averaged over {truth.size:,} records "
-            f"({int(truth.sum()):,} covered)",
+            f"probability (0 to 1) that a record's decision flips, averaged over "
+            f"{truth.size:,} records ({int(truth.sum()):,} covered)",
         ),
         Headline(
             f"fairness bound α ({tag})",
