@@ -80,7 +80,7 @@ def audit_captions(
     >>> from postdp.analysis import ReleaseDesign, simulate
     >>> h = Hierarchy.from_parents(["T", "a", "b"], [None, "T", "T"], [3, 1, 2])
     >>> res = simulate(ReleaseDesign(h, Laplace(1.0)), n_draws=50, rng=0, raw=["a"])
-    >>> audit_captions(res)["residuals"][2].split(".")[0]
+    >>> audit_captions(res)["residuals"][2].split(";")[0]
     'One panel: the errors (persons) of node a over the simulated releases'
     """
     shown = result.ids if names is None else np.asarray(names, dtype=object)

@@ -167,11 +167,15 @@ class Audit:
         )
         if self.family is None:
             return report
+        h = self.design.hierarchy
+        named = dict(zip(map(str, h.ids), geounit_names(h, self.names), strict=True))
+        by_family = self.family.copy()
+        by_family.insert(1, "name", [named[str(p)] for p in by_family["parent"]])
         family = ReportTable(
             "Wasserstein distance by family",
-            self.family,
-            "Mean W1 distance of each family's child errors to the Laplace noise, with the "
-            "family size n ([zhu2021], Fig. 5).",
+            by_family,
+            "Mean W1 distance (persons) of each family's child errors to the Laplace noise, "
+            "with the family size n and the noise scale ([zhu2021], Fig. 5).",
         )
         return dataclasses.replace(report, tables=[*report.tables, family])
 

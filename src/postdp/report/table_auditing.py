@@ -28,7 +28,8 @@ CAPTIONS = {
         "Error of each geounit's total against its size, by level",
         "Mean absolute error of the released total population of every geounit against its "
         "true size, one colour per geographic level, with the size-bin means.",
-        "Each point is a geounit's mean absolute error over the simulated releases; the line "
+        "Each point is a geounit's mean absolute error (persons) over the simulated releases; "
+        "the line "
         "is that level's MAE per size bin (table_metrics). Both axes are logarithmic: a flat "
         "cloud means errors that do not grow with size, so relative errors fall as places "
         "grow. With n draws each point is itself known to about 1.96·sd/√n.",
