@@ -42,6 +42,8 @@ def test_page_examples_run(page, tmp_path, monkeypatch, capsys):
                 continue  # installs and other shell lines are not ours to run here
             status = main(shlex.split(line)[2:])
             assert status == 0, (line, capsys.readouterr().err)
+    # issue 42: no example is one the tool itself warns against
+    assert "at a corner" not in capsys.readouterr().out, page
 
 
 def test_pages_have_examples():

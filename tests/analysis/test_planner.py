@@ -91,10 +91,22 @@ def test_frontier_follows_the_gaussian_scaling_law():
     )
     scaled = f["optimal"] * f["total"]
     np.testing.assert_allclose(scaled, scaled.iloc[0], rtol=1e-6)
-    shares = f[["share_0", "share_1", "share_2"]].to_numpy() / f["total"].to_numpy()[:, None]
+    shares = f[["budget_0", "budget_1", "budget_2"]].to_numpy() / f["total"].to_numpy()[:, None]
     np.testing.assert_allclose(shares, shares[[0]].repeat(3, axis=0), atol=1e-4)
     assert (f["optimal"] <= f["equal"] * (1 + 1e-9)).all()
     assert (f["optimal"] <= f["given"] * (1 + 1e-9)).all()
+
+
+def test_frontier_columns_name_the_budgets_they_hold():
+    """Issue 42: the frontier's per-level columns hold budgets (they add up to the total, not
+    to 1), so they are named ``budget_<d>``; no column is called a share."""
+    from postdp.analysis import budget_frontier
+
+    h = postdp.Hierarchy.from_parents(["T", "a", "b"], [None, "T", "T"])
+    f = budget_frontier([0.5, 2.0], h, mechanism="gaussian", weights=[1, 1])
+    per_level = [c for c in f.columns if c.startswith(("budget_", "share_"))]
+    assert per_level == ["budget_0", "budget_1"]
+    np.testing.assert_allclose(f[per_level].sum(axis=1), f["total"], rtol=1e-9)
 
 
 def test_table_plan_beats_every_point_of_a_grid():

@@ -140,8 +140,8 @@ def test_the_filter_box_filters(browser):
 
 
 def test_the_filter_box_matches_one_column_when_named(browser):
-    """``column=text`` matches that column only (issue 27): ``level=1`` keeps the rows of
-    level 1, and a node's id asked of the level column matches nothing."""
+    """``column=text`` matches that column only (issue 27): ``level=state`` keeps the rows
+    of the states, and a node's id asked of the level column matches nothing."""
     from selenium.webdriver.common.by import By
 
     table = _nodes_table(browser)
@@ -151,18 +151,19 @@ def test_the_filter_box_matches_one_column_when_named(browser):
     levels = _column(browser, table, "level")
     ids = _column(browser, table, "id")
     box.clear()
-    box.send_keys("level=1")
+    box.send_keys("level=state")  # levels by name (issue 42): US, State, County
     shown = _column(browser, table, "level")
-    ones = [v for v in levels if float(v) == 1]
-    assert shown and {float(v) for v in shown} == {1.0} and len(shown) == len(ones)
+    states = [v for v in levels if v == "State"]
+    assert shown and set(shown) == {"State"} and len(shown) == len(states)
     status = browser.find_element(By.ID, table.replace("-data", "-status")).text
     assert status == f"{len(shown)} of {len(ids)} rows"
     box.clear()
-    box.send_keys(f"level={ids[-1]}")  # an id, but not a level
+    county = next(i for i in ids if len(i) == 5)
+    box.send_keys(f"level={county}")  # an id, but not a level
     assert _column(browser, table, "id") == []
     box.clear()
-    box.send_keys(f"id={ids[-1]}")
-    assert _column(browser, table, "id") == [ids[-1]]
+    box.send_keys(f"id={county}")
+    assert _column(browser, table, "id") == [county]
     box.clear()
     box.send_keys(" ")
 
@@ -261,5 +262,61 @@ def test_every_report_kind_shows_a_number_within_1400_px(every_kind):
             assert found, kind
             for table, column, left in found:
                 assert left < 1400, (kind, table, column, left)
+    finally:
+        driver.quit()
+
+
+_FIRST_SCREEN = """
+    const verdict = document.getElementById('verdict');
+    if (!verdict) return null;
+    const box = verdict.getBoundingClientRect();
+    const title = document.querySelector('h1').getBoundingClientRect();
+    // everything a reader meets besides the title: sections, cards, tables, figures
+    const others = Array.from(document.querySelectorAll(
+        'main section, .card, table, figure, p.meta, nav'))
+        .map(e => e.getBoundingClientRect().top);
+    return [box.top, box.bottom, title.bottom, Math.min(...others), window.innerHeight,
+            verdict.innerText];
+"""
+
+_SIGNIFICANT = """
+    const counts = [];
+    for (const e of document.querySelectorAll('#verdict .detail, .card')) {
+        const m = e.innerText.match(/([0-9][0-9,]*) of ([0-9][0-9,]*)/);
+        if (m && /significant/.test(e.innerText)) counts.push(m[1] + ' of ' + m[2]);
+    }
+    const yes = Array.from(document.querySelectorAll('table')).map(t => {
+        const heads = Array.from(t.tHead.rows[0].cells).map(c => c.textContent.trim());
+        const k = heads.indexOf('significant');
+        return k < 0 ? null : Array.from(t.tBodies[0].rows)
+            .filter(r => r.cells[k].textContent === 'yes').length;
+    }).filter(n => n !== null);
+    return [counts, yes, document.body.innerText.split('|bias|/SE >').length - 1];
+"""
+
+
+def test_every_report_opens_on_its_verdict_and_states_one_significance_count(every_kind):
+    """Issue 42: at 1,400 x 900 the verdict is on the first screen, right under the title
+    and above everything else; an audit page (hierarchy or table) states one count of
+    significant biases (the verdict's and its card's are the same number, which the table's
+    ``significant`` column counts) and its test's threshold once."""
+    driver = _driver()
+    try:
+        driver.set_window_size(1400, 900)
+        for kind, path in every_kind.items():
+            driver.get(path.as_uri())
+            found = driver.execute_script(_FIRST_SCREEN)
+            assert found is not None, kind
+            top, bottom, title, others, height, text = found
+            assert title <= top and bottom <= height, (kind, found)
+            assert top < others, (kind, found)
+            assert "verdict" in text, kind
+            if kind not in ("audit", "table"):
+                continue
+            counts, yes, thresholds = driver.execute_script(_SIGNIFICANT)
+            assert len(counts) == 2 and len(set(counts)) == 1, (kind, counts)
+            flagged = int(counts[0].split(" of ")[0].replace(",", ""))
+            assert yes == [flagged], (kind, yes, counts)
+            assert thresholds == 1, kind
     finally:
         driver.quit()

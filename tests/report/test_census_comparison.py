@@ -75,7 +75,7 @@ def test_the_verdict_says_mixed_when_no_estimator_wins_every_level():
     b[geo.levels[5], 0] += 2  # b worse at blocks
     c = compare_estimators({"a": a, "b": b}, table, schema=pl94_schema(), queries=["total"])
     assert c.verdict().value == "mixed: no estimator best at every level"
-    assert "2: a 2, b 0" in c.verdict().detail
+    assert "2: a 2 persons, b 0 persons" in c.verdict().detail  # with its unit (issue 42)
     same = compare_estimators(
         {"a": truth, "b": truth}, table, schema=pl94_schema(), queries=["total"]
     )

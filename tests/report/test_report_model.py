@@ -105,7 +105,8 @@ def test_audit_report_puts_the_largest_bias_first():
     nodes = rep.tables[1].frame
     z = np.abs(res.bias) / res.bias_se
     assert nodes["id"].iloc[0] == h.ids[int(np.argmax(z))]
-    assert rep.headline[1].value.endswith(f"at {h.ids[int(np.argmax(z))]}")
+    assert rep.headline[2].label == "largest |bias| / SE"
+    assert rep.headline[2].value.endswith(f"at {h.ids[int(np.argmax(z))]}")
     # (P+) with counts at 0 is biased upward: the verdict says so, naming the worst count
     assert rep.headline[0].label == "verdict" and rep.headline[0].value == "systematic bias"
     assert f"worst: {h.ids[int(np.argmax(z))]}" in rep.headline[0].detail
@@ -129,7 +130,8 @@ def test_audit_report_shows_names_beside_ids():
     assert nodes.columns[:3].tolist() == ["id", "name", "level"]
     assert dict(zip(nodes["id"], nodes["name"], strict=True))["a"] == "Alpha County"
     z = np.abs(res.bias) / res.bias_se
-    assert rep.headline[1].value.endswith(f"at {names[int(np.argmax(z))]}")
+    worst = int(np.argmax(z))
+    assert rep.headline[2].value.endswith(f"at {names[worst]} ({h.ids[worst]})")
     with pytest.raises(ValidationError, match="one name per node"):
         audit_report(res, design, figures=[], names=names[:2])
 

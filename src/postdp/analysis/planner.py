@@ -292,7 +292,8 @@ def budget_frontier(
     -------
     pandas.DataFrame
         One row per total: ``total``, ``optimal`` and ``equal`` objectives, ``given`` (the
-        ``compare`` split scaled to the total, NaN without it), and ``share_<d>`` per level.
+        ``compare`` split scaled to the total, NaN without it), and ``budget_<d>`` per level:
+        the budget (epsilon or rho, not a fraction) the plan gives level ``d`` at that total.
 
     Examples
     --------
@@ -328,7 +329,7 @@ def budget_frontier(
             "equal": plan.equal_objective,
             "given": np.nan if plan.given_objective is None else plan.given_objective,
         }
-        row.update({f"share_{d}": float(b) for d, b in enumerate(plan.shares)})
+        row.update({f"budget_{d}": float(b) for d, b in enumerate(plan.shares)})
         rows.append(row)
     return pd.DataFrame(rows)
 

@@ -254,7 +254,8 @@ class MonteCarloResult:
         m = int(tested.sum())
         worst = int(np.argmax(z))
         df = self.n_draws - 1  # bias / SE of a mean of n draws: Student t, n - 1 dof
-        flagged = int((z > stats.t.isf(level / 2.0, df)).sum())
+        critical = float(stats.t.isf(level / 2.0, df))
+        flagged = int((z > critical).sum())
         expected = level * m
         spread = math.sqrt(m * level * (1.0 - level))
         limit = largest_abs_quantile(0.99, m, df=df)
@@ -270,6 +271,7 @@ class MonteCarloResult:
             worst_bias=float(self.bias[worst]),
             worst_half_width=float(1.96 * self.bias_se[worst]),
             level=level,
+            critical=critical,
         )
 
     def confidence_interval(
@@ -422,6 +424,9 @@ class BiasVerdict:
         The entity with the largest |bias| / SE, its ``worst_bias`` and the half-width
         ``worst_half_width`` of its 95% interval.
     level : float
+    critical : float
+        The |bias| / SE above which a count is flagged: the two-sided ``level`` point of
+        Student t with n - 1 degrees of freedom (NaN when not given).
 
     Examples
     --------
@@ -441,6 +446,7 @@ class BiasVerdict:
     worst_bias: float
     worst_half_width: float
     level: float
+    critical: float = math.nan
 
     def __str__(self) -> str:
         if not self.tested:

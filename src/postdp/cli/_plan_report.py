@@ -32,25 +32,33 @@ def plan_report(
     from postdp.cli._report import command_line
     from postdp.mechanisms import Budget
     from postdp.report import Headline, Report, ReportFigure, ReportTable, budget_statement
+    from postdp.report._names import level_names
 
     unit = unit_name(args)
+    levels = level_names(h)
+    error = "persons" if args.objective == "mae" else "persons²"
+    table = table.assign(level=[levels[int(d)] for d in table["level"]])
     ratio = plan.equal_objective / plan.objective if plan.objective > 0 else float("inf")
     word, detail = plan.verdict().split(": ", 1)
+    if not subject:  # a hierarchy's parts are its levels: say which is which
+        detail += " (parts: " + ", ".join(f"{d} = {n}" for d, n in enumerate(levels)) + ")"
     headline = [
         Headline("verdict", word, detail),
         Headline(
             "planned split",
             ", ".join(f"{s:.3g}" for s in plan.shares),
-            f"{unit} per level, root first; they add up to {args.total:g}",
+            f"{unit} per "
+            + ("query, in the order of the table below" if subject else "level, root first")
+            + f"; they add up to {args.total:g}",
         ),
         Headline(
             objective_name(args),
-            f"{plan.objective:.4g}",
-            f"the equal split gives {plan.equal_objective:.4g} ({ratio:.2f}x the plan)",
+            f"{plan.objective:.4g} {error}",
+            f"the equal split gives {plan.equal_objective:.4g} {error} ({ratio:.2f}x the plan)",
         ),
     ]
     if plan.given_objective is not None:
-        headline.append(Headline("--compare split", f"{plan.given_objective:.4g}", ""))
+        headline.append(Headline("--compare split", f"{plan.given_objective:.4g} {error}", ""))
     if args.objective == "mae":
         headline.append(
             Headline(
@@ -64,7 +72,8 @@ def plan_report(
         ReportTable(
             "Plan by level",
             table,
-            "Each level's share of the budget and its term of the objective at the plan.",
+            f"Each level's budget ({unit}), its share of the total (a fraction) and its term "
+            f"of the objective at the plan ({error}).",
         )
     ]
     figures = []
@@ -73,7 +82,12 @@ def plan_report(
 
         tables.append(
             ReportTable(
-                "Frontier", frontier, "The objective at the plan and at the equal split, by total."
+                "Frontier",
+                frontier,
+                f"The objective ({error}) at the plan and at the equal split, by total; "
+                f"budget_<d> is the {unit} the plan gives level d ("
+                + ", ".join(f"{d} = {n}" for d, n in enumerate(levels))
+                + ") at that total.",
             )
         )
         figures.append(

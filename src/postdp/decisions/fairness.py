@@ -119,12 +119,8 @@ class FairnessReport:
         >>> rep.alpha_verdict().split(":")[0]
         'unfair'
         """
-        from postdp.analysis import largest_abs_quantile
-
         value = self.absolute_alpha if absolute else self.alpha
-        q = largest_abs_quantile(0.99, int(self.bias.size), df=self.n_draws - 1)
-        top = np.sort(self.bias_se)[-2:]
-        bound = q * float(top.sum() if top.size == 2 else 2 * top.sum())
+        bound = self.alpha_noise_bound()
         shown, limit = _number(value, unit), _number(bound, unit)
         if value > bound:
             return (
@@ -135,6 +131,24 @@ class FairnessReport:
             f"no unfairness detected: α {shown} is within {limit}, what simulation noise "
             "alone can give (99%)"
         )
+
+    def alpha_noise_bound(self) -> float:
+        """The most that Monte Carlo noise alone gives α (99%): q x (the two largest SEs),
+        q the 99% point of the largest of n absolute Student t values (see
+        :meth:`alpha_verdict`, which compares α with it).
+
+        Examples
+        --------
+        >>> rep = FairnessReport(np.zeros(3), np.zeros(3), np.array([1.0, 2.0, 3.0]),
+        ...                      np.zeros(3), 1000)
+        >>> round(rep.alpha_noise_bound() / (2.0 + 3.0), 2)  # q, for 3 values and 999 dof
+        2.94
+        """
+        from postdp.analysis import largest_abs_quantile
+
+        q = largest_abs_quantile(0.99, int(self.bias.size), df=self.n_draws - 1)
+        top = np.sort(self.bias_se)[-2:]
+        return q * float(top.sum() if top.size == 2 else 2 * top.sum())
 
     def cost_of_privacy(self, amount: float = 1.0) -> float:
         """B+ = Σ_{i: B^i < 0} |B^i| × amount (Definition 4), for shares.

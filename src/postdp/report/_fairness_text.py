@@ -35,13 +35,14 @@ CAPTIONS = {
 
 
 def title1_headlines(tag: str, rep: Any, name: str, big: int) -> list[Headline]:
-    floor = 1.96 * float(np.median(rep.bias_se))
+    noise = rep.alpha_noise_bound()
+    reading = "above it: unfair" if rep.alpha > noise else "within it: no unfairness shown"
     return [
         Headline(
             f"fairness bound α ({tag})",
             _dollars(rep.alpha),
-            f"largest minus smallest bias of an allotment; a bias is known to ± ${floor:,.0f} "
-            "(1.96 × median SE), so α below a few times that is simulation noise",
+            "largest minus smallest bias of an allotment, in dollars; simulation noise alone "
+            f"gives up to {_dollars(noise)} (99%, from the two largest SEs) ({reading})",
         ),
         Headline(
             f"dollars misallocated ({tag})",
@@ -67,13 +68,20 @@ def section203_headlines(tag: str, rep: Any, truth: FloatArray) -> list[Headline
         Headline(
             f"mean decision error ({tag})",
             f"{err.mean():.3f}",
-            f"probability a record's decision flips, averaged over {truth.size:,} records "
-            f"({int(truth.sum()):,} covered)",
+            f"probability (0 to 1) that a record's decision flips, averaged over "
+            f"{truth.size:,} records ({int(truth.sum()):,} covered)",
         ),
         Headline(
             f"fairness bound α ({tag})",
             f"{rep.absolute_alpha:.3f}",
-            "largest minus smallest decision-error probability",
+            "largest minus smallest decision-error probability; simulation noise alone gives "
+            f"up to {rep.alpha_noise_bound():.3f} (99%) ("
+            + (
+                "above it: unfair"
+                if rep.absolute_alpha > rep.alpha_noise_bound()
+                else "within it: no unfairness shown"
+            )
+            + ")",
         ),
         Headline(
             f"records with errors above 0.1 ({tag})",

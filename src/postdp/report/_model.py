@@ -217,6 +217,17 @@ class Report:
         default_factory=lambda: _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     )
 
+    @property
+    def verdicts(self) -> list[Headline]:
+        """The headlines labelled ``verdict`` (or ``verdict (...)``, one per setting): the page
+        shows them first, under its title, before anything else."""
+        return [h for h in self.headline if _is_verdict(h)]
+
+    @property
+    def cards(self) -> list[Headline]:
+        """The other headlines, shown as cards under the verdict."""
+        return [h for h in self.headline if not _is_verdict(h)]
+
     def to_html(self) -> str:
         """The report as one HTML document (CSS, script and images inline)."""
         from importlib.metadata import version
@@ -261,6 +272,10 @@ class Report:
         finally:
             tmp.unlink(missing_ok=True)
         return target
+
+
+def _is_verdict(headline: Headline) -> bool:
+    return headline.label == "verdict" or headline.label.startswith("verdict (")
 
 
 def format_value(value: float) -> str:

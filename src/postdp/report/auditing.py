@@ -23,7 +23,8 @@ from postdp._typing import RNGLike
 from postdp.analysis import MonteCarloResult, ReleaseDesign, TableDesign, simulate
 from postdp.errors import ValidationError
 from postdp.report._model import Report, ReportFigure, ReportTable
-from postdp.report.audit_pages import CAPTIONS, audit_report
+from postdp.report._names import geounit_names
+from postdp.report.audit_pages import audit_captions, audit_report
 from postdp.report.table_auditing import TableAudit, table_audit
 
 __all__ = ["Audit", "audit"]
@@ -102,8 +103,10 @@ class Audit:
 
     @property
     def captions(self) -> dict[str, tuple[str, str, str]]:
-        """(title, alt text, caption) of each figure, by name (or its first word)."""
-        return CAPTIONS
+        """(title, alt text, caption) of each figure, by name (or its first word), said of
+        the figures :meth:`figures` draws (the nodes and series they show)."""
+        names = geounit_names(self.design.hierarchy, self.names)
+        return audit_captions(self.result, [k for k, _ in self.shifted], names=names)
 
     def figures(self) -> dict[str, Any]:
         """The audit's figures by name (matplotlib Axes): ``residuals``, ``bias_by_count``
@@ -164,11 +167,15 @@ class Audit:
         )
         if self.family is None:
             return report
+        h = self.design.hierarchy
+        named = dict(zip(map(str, h.ids), geounit_names(h, self.names), strict=True))
+        by_family = self.family.copy()
+        by_family.insert(1, "name", [named[str(p)] for p in by_family["parent"]])
         family = ReportTable(
             "Wasserstein distance by family",
-            self.family,
-            "Mean W1 distance of each family's child errors to the Laplace noise, with the "
-            "family size n ([zhu2021], Fig. 5).",
+            by_family,
+            "Mean W1 distance (persons) of each family's child errors to the Laplace noise, "
+            "with the family size n and the noise scale ([zhu2021], Fig. 5).",
         )
         return dataclasses.replace(report, tables=[*report.tables, family])
 

@@ -20,6 +20,7 @@ from postdp.analysis import (
 )
 from postdp.errors import ValidationError
 from postdp.report._model import Headline, Report, ReportFigure, ReportTable, format_value
+from postdp.report._names import level_names
 from postdp.tables import Table
 from postdp.tables.schema import Schema
 
@@ -70,7 +71,8 @@ class EstimatorComparison:
         mae = self.total_mae().iloc[1:]
         mae = mae[(mae.max(axis=1) - mae.min(axis=1)) > 1e-9 * (1 + mae.max(axis=1))]
         detail = "; ".join(
-            f"{level}: " + ", ".join(f"{e} {format_value(float(v))}" for e, v in row.items())
+            f"{level}: "
+            + ", ".join(f"{e} {format_value(float(v))} persons" for e, v in row.items())
             for level, row in mae.iterrows()
         )
         if mae.empty:
@@ -120,8 +122,8 @@ class EstimatorComparison:
             ReportTable(
                 "Metrics by query, level and size",
                 self.metrics,
-                caption="Percent errors leave out true zeros; TVD only where the groups "
-                "partition the persons.",
+                caption="MAE and RMSE in persons; percent errors leave out true zeros; TVD "
+                "only where the groups partition the persons.",
             )
         ]
         if self.reliability:
@@ -133,7 +135,8 @@ class EstimatorComparison:
             self.figures()["mae_by_level"],
             title="MAE of total population by level",
             alt="mean absolute error of the total by geographic level, one line per estimator",
-            caption="Lower is better; each point pools every size bin of the level.",
+            caption="Lower is better; each point pools every size bin of the level. Errors in "
+            "persons.",
         )
         return Report(
             title=title or "Estimators side by side: the Census Bureau's yardsticks",
@@ -206,7 +209,7 @@ def compare_estimators(
     if not released:
         raise ValidationError("`released` must name at least one estimator")
     geo = table.geography
-    names = list(levels) if levels is not None else [str(d) for d in range(geo.n_levels)]
+    names = list(levels) if levels is not None else level_names(geo)
     frames, reliability = [], {}
     for name, values in released.items():
         frame = census_metrics(

@@ -296,7 +296,8 @@ class FairnessStudy:
                 "the simulated releases ([fioretto2021], Def. 2); α is the largest minus the "
                 "smallest bias (Def. 3).",
                 "α is a maximum over many Monte Carlo estimates, so simulation noise alone "
-                "makes it positive: compare it with the floor in its card.",
+                "makes it positive: its card and the verdict compare it with the most that "
+                "noise alone gives.",
             ),
             command=command,
         )

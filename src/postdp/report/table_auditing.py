@@ -18,7 +18,8 @@ import pandas as pd
 
 from postdp.analysis import MonteCarloResult, TableDesign
 from postdp.report._model import Headline, Report, ReportFigure, ReportTable, format_value
-from postdp.report.audit_pages import budget_statement, verdict_headline
+from postdp.report._names import geounit_names, level_names
+from postdp.report.audit_pages import budget_statement, significance
 
 __all__ = ["TableAudit", "table_audit"]
 
@@ -27,7 +28,8 @@ CAPTIONS = {
         "Error of each geounit's total against its size, by level",
         "Mean absolute error of the released total population of every geounit against its "
         "true size, one colour per geographic level, with the size-bin means.",
-        "Each point is a geounit's mean absolute error over the simulated releases; the line "
+        "Each point is a geounit's mean absolute error (persons) over the simulated releases; "
+        "the line "
         "is that level's MAE per size bin (table_metrics). Both axes are logarithmic: a flat "
         "cloud means errors that do not grow with size, so relative errors fall as places "
         "grow. With n draws each point is itself known to about 1.96·sd/√n.",
@@ -121,6 +123,7 @@ class TableAudit:
         source: str = "table",
         command: str = "",
         cells_source: str = "",
+        unit: str = "persons",
     ) -> Report:
         """The audit's HTML page (the same as ``postdp audit --table ... --report``).
 
@@ -132,6 +135,8 @@ class TableAudit:
             The table's name as shown on the page.
         command, cells_source : str
             The command line shown, and where the full cell table is.
+        unit : str, default "persons"
+            What the table counts: every error on the page is in it.
 
         Returns
         -------
@@ -143,35 +148,51 @@ class TableAudit:
         by_diversity = self.by_diversity
         design, result, work = self.design, self.result, self.design.workload
         geo, cat = design.table.geography, design.table.categories
+        levels = level_names(geo)
+        where = geounit_names(geo)
+        geo_index = np.repeat(np.arange(geo.n), cat.n)
+        level_of = np.asarray(levels, dtype=object)
+        place = np.array(
+            [w if w == str(i) else f"{w} ({i})" for w, i in zip(where, geo.ids, strict=True)],
+            dtype=object,
+        )[geo_index]
+        names = place + ", " + cells["category"].astype(str).to_numpy(dtype=object)
+        (verdict, count), flagged = significance(result, names, unit=unit, what="cells")
         z = np.abs(result.bias) / np.maximum(result.bias_se, 1e-300)
         z = np.where(result.bias_se > 0, z, 0.0)
         order = np.argsort(-z, kind="stable")
         worst = cells.iloc[int(order[0])]
         floor = 1.96 * float(np.median(result.bias_se))
         deepest = by_size[by_size["level"] == by_size["level"].max()].iloc[0]
-        public = [f"{m.query.name} at level {m.level}" for m in work.measurements if m.public]
-        names = (cells["geo_id"].astype(str) + ", " + cells["label"].astype(str)).to_numpy()
+        public = [f"{m.query.name} at {levels[m.level]}" for m in work.measurements if m.public]
+        shown = cells.copy()
+        shown.insert(1, "name", where[geo_index])
+        shown["level"] = level_of[shown["level"].to_numpy(dtype=int)]
+        shown.insert(5, "significant", np.where(flagged, "yes", "no"))
+        summary = summary.assign(level=level_of[summary["level"].to_numpy(dtype=int)])
+        by_size = by_size.assign(level=level_of[by_size["level"].to_numpy(dtype=int)])
+        if "level" in by_diversity.columns:
+            by_diversity = by_diversity.assign(
+                level=level_of[by_diversity["level"].to_numpy(dtype=int)]
+            )
         headline = [
-            verdict_headline(result, names),
+            verdict,
+            count,
             Headline(
                 "largest |bias| / SE",
-                f"{format_value(float(worst['bias']))} at {worst['geo_id']} {worst['category']}",
-                f"95% interval ± {1.96 * float(worst['bias_se']):.3g}; "
+                f"{format_value(float(worst['bias']))} {unit} at {names[order[0]]}",
+                f"95% interval ± {1.96 * float(worst['bias_se']):.3g} {unit}; "
                 f"|bias|/SE = {z[order[0]]:.3g}",
             ),
             Headline(
                 "Monte Carlo floor of a bias",
-                f"± {format_value(floor)}",
+                f"± {format_value(floor)} {unit}",
                 f"1.96 × the median SE over {result.n_draws:,} draws",
             ),
             Headline(
-                "cells with a significant bias",
-                f"{int((z > 1.96).sum()):,} of {z.size:,}",
-                "|bias| > 1.96 SE; about 5% are expected by chance when there is no bias",
-            ),
-            Headline(
-                f"smallest geounits at level {deepest['level']} ({deepest['size']} people)",
-                f"MAE {deepest['mae']:.3g}",
+                f"smallest geounits, {levels[int(deepest['level'])]} level "
+                f"({deepest['size']} {unit})",
+                f"MAE {deepest['mae']:.3g} {unit}",
                 f"MAPE {deepest['mape']:.3g}%, mean TVD {deepest['tvd']:.3g}",
             ),
         ]
@@ -179,27 +200,43 @@ class TableAudit:
             ReportTable(
                 "Errors by level and size (Census Bureau metrics)",
                 by_size,
-                "Per geographic level and population-size bin: MAE, RMSE, MAPE, signed percent "
-                "error, share over 10%, TVD and agreement of the largest group.",
+                f"Per geographic level and population-size bin: MAE and RMSE in {unit}, MAPE, "
+                "signed percent error, share over 10%, TVD and agreement of the largest group.",
             ),
             ReportTable(
-                "Budget by level and query", work.cost_frame(), "Each measurement and its cost."
+                "Budget by level and query",
+                (lambda f: f.assign(level=level_of[f["level"].to_numpy(dtype=int)]))(
+                    work.cost_frame()
+                ),
+                "Each measurement and its cost.",
             ),
-            ReportTable("Errors by level and category", summary, "Mean |bias|, RMSE and MAE."),
+            ReportTable(
+                "Errors by level and category",
+                summary,
+                f"Mean |bias|, RMSE and MAE, in {unit}.",
+            ),
             ReportTable(
                 "Cells",
-                cells.iloc[order].reset_index(drop=True),
-                "One row per (geounit, category), the largest |bias|/SE first.",
+                shown.iloc[order].reset_index(drop=True),
+                f"One row per (geounit, category), the largest |bias|/SE first: bias, MAE and "
+                f"RMSE in {unit}, variance and MSE in {unit}²; significant is the test of the "
+                "verdict's count (filter significant=yes).",
                 source=cells_source,
             ),
         ]
         if len(by_diversity):
-            tables.insert(2, ReportTable("Errors by diversity", by_diversity, ""))
+            tables.insert(
+                2,
+                ReportTable(
+                    "Errors by diversity", by_diversity, f"Signed errors in {unit}, by quintile."
+                ),
+            )
         return Report(
             title="Audit of a table release design",
             summary=(
-                f"{result.n_draws:,} simulated releases of table {source}: {geo.n:,} geounits x "
-                f"{cat.n} categories, post-processing {design.postprocess}."
+                f"{result.n_draws:,} simulated releases of table {source}: {geo.n:,} geounits "
+                f"({', '.join(levels)}) x {cat.n} categories, post-processing "
+                f"{design.postprocess}."
             ),
             design={
                 "table": (
