@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 
 from postdp import nmf
-from postdp.data import pl94_tables
+from postdp.data import geoid_names, pl94_tables
 from postdp.errors import ValidationError
-from postdp.nmf.tabulate import geounit_names, tabulate
+from postdp.nmf.tabulate import tabulate
 
 from .conftest import small_table
 
@@ -121,8 +121,8 @@ def test_refuses_an_unfinished_or_changed_release_and_tables_it_cannot_make(rele
     assert not list(tmp_path.glob("*.parquet")) and not list(tmp_path.glob(".*.tmp"))
 
 
-def test_geounit_names_below_the_county():
-    assert geounit_names(["11001000101", "110010002011", "110010002011003", "99001000100"]) == [
+def test_geoid_names_below_the_county():
+    assert geoid_names(["11001000101", "110010002011", "110010002011003", "99001000100"]) == [
         "Census Tract 1.01, District of Columbia, District of Columbia",
         "Block Group 1, Census Tract 2.01, District of Columbia, District of Columbia",
         "Block 1003, Block Group 1, Census Tract 2.01, District of Columbia, District of Columbia",

@@ -446,7 +446,7 @@ class BiasVerdict:
     worst_bias: float
     worst_half_width: float
     level: float
-    critical: float = math.nan
+    critical: float = field(default=math.nan, kw_only=True)
 
     def __str__(self) -> str:
         if not self.tested:

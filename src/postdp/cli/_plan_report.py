@@ -30,9 +30,9 @@ def plan_report(
 ) -> Any:
     """The plan's HTML report (built before anything is written)."""
     from postdp.cli._report import command_line
+    from postdp.data import level_names
     from postdp.mechanisms import Budget
     from postdp.report import Headline, Report, ReportFigure, ReportTable, budget_statement
-    from postdp.report._names import level_names
 
     unit = unit_name(args)
     levels = level_names(h)

@@ -102,8 +102,15 @@ def run(args: argparse.Namespace, state: RunState) -> int:
         for bar in bars.values():
             bar.close()
     if not args.quiet:
+        note = (
+            "with margins of error (<variable>_moe, 90%)"
+            if margins
+            else "no margins of error: the release has none (post-process with --method "
+            "blue, or an integral method with --amc K)"
+        )
         print(
-            f"wrote {out}: {len(levels)} geolevels ({', '.join(levels)}), {len(written)} files",
+            f"wrote {out}: {len(levels)} geolevels ({', '.join(levels)}), "
+            f"{len(written)} files; {note}",
             file=sys.stderr,
         )
     return 0

@@ -23,7 +23,13 @@ from postdp.data._histograms import histogram_batches, histogram_states, read_hi
 from postdp.data._p1 import P1_TABLES, load_p1, synthetic_table
 from postdp.data._persons import PERSON_COLUMNS, person_states, read_persons, tabulate_persons
 from postdp.data._pl94 import pl94_schema
-from postdp.data._pl94_tables import PL94_TABLES, geography_names, pl94_tables
+from postdp.data._pl94_tables import (
+    PL94_TABLES,
+    geography_names,
+    geoid_names,
+    level_names,
+    pl94_tables,
+)
 from postdp.data._strategies import Strategy, load_strategy, p1_schema, units_schema
 from postdp.data._synthetic_pl94 import synthetic_population, synthetic_states
 from postdp.errors import ValidationError
@@ -39,8 +45,10 @@ __all__ = [
     "county_hierarchy",
     "facility_bounds",
     "geography_names",
+    "geoid_names",
     "histogram_batches",
     "histogram_states",
+    "level_names",
     "load_county_populations",
     "load_p1",
     "load_section203",

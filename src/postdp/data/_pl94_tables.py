@@ -36,11 +36,12 @@ from postdp.data._p1 import _file, p1_categories
 from postdp.data._pl94 import pl94_schema
 from postdp.data._strategies import units_schema
 from postdp.errors import ValidationError
+from postdp.hierarchy import Hierarchy
 from postdp.tables import category_matrix
 from postdp.tables.published import Block, PublishedTable
 from postdp.tables.schema import Schema
 
-__all__ = ["PL94_TABLES", "geography_names", "pl94_tables"]
+__all__ = ["PL94_TABLES", "geography_names", "geoid_names", "level_names", "pl94_tables"]
 
 #: The tables :func:`pl94_tables` builds, in the Census's order.
 PL94_TABLES = ("P1", "P2", "P3", "P4", "P5", "H1")
@@ -180,4 +181,89 @@ def geography_names() -> dict[str, str]:
     for geo_id, name in zip(counties["geo_id"], counties["name"], strict=True):
         out.setdefault(geo_id[:2], name.rsplit(", ", 1)[-1])
     out.update(zip(counties["geo_id"], counties["name"], strict=True))
+    return out
+
+
+def geoid_names(geoids: Sequence[str]) -> list[str]:
+    """The Census's names of geounits by GEOID: the nation, states and counties as
+    published; a tract ``Census Tract 1.01``, a block group ``Block Group 1`` and a block
+    ``Block 1001`` each followed by the names above it; ``""`` where the county is unknown.
+
+    Parameters
+    ----------
+    geoids : sequence of str
+        GEOIDs of 2 (state), 5 (county), 11 (tract), 12 (block group) or 15 (block) digits,
+        or ``"US"``.
+
+    Returns
+    -------
+    list of str
+
+    Examples
+    --------
+    >>> geoid_names(["US", "13207", "11001000101", "110010001011", "110010001011003"])[1:3]
+    ['Monroe County, Georgia', 'Census Tract 1.01, District of Columbia, District of Columbia']
+    """
+    known = geography_names()
+    out = []
+    for g in geoids:
+        g = str(g)
+        if len(g) <= 5 or g == "US":
+            out.append(known.get(g, ""))
+            continue
+        county = known.get(g[:5], "")
+        if not county:
+            out.append("")
+            continue
+        code = g[5:11]
+        number = str(int(code[:4])) + ("" if code[4:] == "00" else "." + code[4:])
+        parts = [f"Census Tract {number}", county]
+        if len(g) >= 12:
+            parts.insert(0, f"Block Group {g[11]}")
+        if len(g) == 15:
+            parts.insert(0, f"Block {g[11:]}")
+        out.append(", ".join(parts))
+    return out
+
+
+#: Level name of a GEOID by its number of digits (the Census's summary levels).
+_BY_LENGTH = {2: "State", 5: "County", 11: "Tract", 12: "Block Group", 15: "Block"}
+
+
+def level_names(geography: Hierarchy) -> list[str]:
+    """The name of each level of ``geography``, root first.
+
+    Parameters
+    ----------
+    geography : Hierarchy
+
+    Returns
+    -------
+    list of str
+
+    A level whose ids are all GEOIDs of one length is named for that length (2 digits:
+    ``State``, 5: ``County``, 11: ``Tract``, 12: ``Block Group``, 15: ``Block``); a root
+    with id ``US`` is ``US``. Any other level keeps its number (``"0"``, ``"1"`` ...).
+
+    Examples
+    --------
+    >>> h = Hierarchy.from_parents(["US", "13", "13207"], [None, "US", "13"])
+    >>> level_names(h)
+    ['US', 'State', 'County']
+    >>> level_names(Hierarchy.from_parents(["T", "a"], [None, "T"]))
+    ['0', '1']
+    """
+    out = []
+    ids = geography.ids
+    for d, nodes in enumerate(geography.levels):
+        codes = [str(i) for i in ids[nodes]]
+        lengths = {len(c) for c in codes}
+        name = str(d)
+        if d == 0 and codes == ["US"]:
+            name = "US"
+        elif len(lengths) == 1 and all(c.isdigit() for c in codes):
+            name = _BY_LENGTH.get(lengths.pop(), name)
+        out.append(name)
+    if len(set(out)) != len(out):  # two levels with one name: numbers tell them apart
+        return [str(d) for d in range(len(out))]
     return out

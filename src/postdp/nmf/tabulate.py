@@ -32,12 +32,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from postdp.data import geoid_names
 from postdp.errors import ValidationError
 from postdp.nmf._io import _pyarrow, usual_mode
 from postdp.nmf._output import DONE, PLAN_FILE, sha256
 from postdp.tables import PublishedTable
 
-__all__ = ["geounit_names", "tabulate", "tabulated_levels"]
+__all__ = ["tabulate", "tabulated_levels"]
 
 #: Rows read from a partition at a time (2,016 cells: about 130 MB of float64; a level's
 #: margins of error are held whole only where they are not stored beside its estimates).
@@ -285,55 +286,11 @@ def _identify(geocodes: Any, level: str) -> pd.DataFrame:
     return pd.DataFrame(
         {
             "GEOID": pd.array(geoids, dtype="string"),
-            "NAME": pd.Series(geounit_names(list(geoids)), dtype="string"),
+            "NAME": pd.Series(geoid_names(list(geoids)), dtype="string"),
             "AIAN_BRANCH": branch,
             "GEOLEVEL": pd.array([level] * len(geoids), dtype="string"),
         }
     )
-
-
-def geounit_names(geoids: Sequence[str]) -> list[str]:
-    """The Census's names of geounits by GEOID: the nation, states and counties as
-    published; a tract ``Census Tract 1.01``, a block group ``Block Group 1`` and a block
-    ``Block 1001`` each followed by the names above it; ``""`` where the county is unknown.
-
-    Parameters
-    ----------
-    geoids : sequence of str
-        GEOIDs of 2 (state), 5 (county), 11 (tract), 12 (block group) or 15 (block) digits,
-        or ``"US"``.
-
-    Returns
-    -------
-    list of str
-
-    Examples
-    --------
-    >>> geounit_names(["US", "13207", "11001000101", "110010001011", "110010001011003"])[1:3]
-    ['Monroe County, Georgia', 'Census Tract 1.01, District of Columbia, District of Columbia']
-    """
-    from postdp.data import geography_names
-
-    known = geography_names()
-    out = []
-    for g in geoids:
-        g = str(g)
-        if len(g) <= 5 or g == "US":
-            out.append(known.get(g, ""))
-            continue
-        county = known.get(g[:5], "")
-        if not county:
-            out.append("")
-            continue
-        code = g[5:11]
-        number = str(int(code[:4])) + ("" if code[4:] == "00" else "." + code[4:])
-        parts = [f"Census Tract {number}", county]
-        if len(g) >= 12:
-            parts.insert(0, f"Block Group {g[11]}")
-        if len(g) == 15:
-            parts.insert(0, f"Block {g[11:]}")
-        out.append(", ".join(parts))
-    return out
 
 
 def _columns(tables: list[PublishedTable], moe: bool) -> list[str]:

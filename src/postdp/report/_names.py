@@ -2,60 +2,23 @@
 
 A report shows the geographic level by its name (``US``, ``State``, ``County``, ``Tract``,
 ``Block Group``, ``Block``) when the ids of that level are Census GEOIDs of one length, and a
-geounit by its name where postdp knows it: the names given with the data, else the states of
-the bundled 2010 county file and the counties of the bundled 2020 P1 file (``"Monroe County,
-Georgia"``), tracts and block groups spelled as the Census spells them from their codes. A
-county (or anything deeper) named without its state gets the state's name after a comma.
+geounit by its name where postdp knows it: the names given with the data, else the nation,
+states and counties of :func:`postdp.data.geography_names` (``"Monroe County, Georgia"``),
+tracts and block groups spelled as the Census spells them from their codes. A county (or
+anything deeper) named without its state gets the state's name after a comma.
 """
 
 from __future__ import annotations
 
-import functools
 import re
 from collections.abc import Sequence
-from importlib import resources
 
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
 
 from postdp.hierarchy import Hierarchy
 
-__all__ = ["geounit_names", "level_names"]
-
-#: Level name of a GEOID by its number of digits (the Census's summary levels).
-_BY_LENGTH = {2: "State", 5: "County", 11: "Tract", 12: "Block Group", 15: "Block"}
-
-
-def level_names(geography: Hierarchy) -> list[str]:
-    """The name of each level of ``geography``, root first.
-
-    A level whose ids are all GEOIDs of one length is named for that length (2 digits:
-    ``State``, 5: ``County``, 11: ``Tract``, 12: ``Block Group``, 15: ``Block``); a root
-    with id ``US`` is ``US``. Any other level keeps its number (``"0"``, ``"1"`` ...).
-
-    Examples
-    --------
-    >>> h = Hierarchy.from_parents(["US", "13", "13207"], [None, "US", "13"])
-    >>> level_names(h)
-    ['US', 'State', 'County']
-    >>> level_names(Hierarchy.from_parents(["T", "a"], [None, "T"]))
-    ['0', '1']
-    """
-    out = []
-    ids = geography.ids
-    for d, nodes in enumerate(geography.levels):
-        codes = [str(i) for i in ids[nodes]]
-        lengths = {len(c) for c in codes}
-        name = str(d)
-        if d == 0 and codes == ["US"]:
-            name = "US"
-        elif len(lengths) == 1 and all(c.isdigit() for c in codes):
-            name = _BY_LENGTH.get(lengths.pop(), name)
-        out.append(name)
-    if len(set(out)) != len(out):  # two levels with one name: numbers tell them apart
-        return [str(d) for d in range(len(out))]
-    return out
+__all__ = ["geounit_names"]
 
 
 def geounit_names(
@@ -100,30 +63,18 @@ def geounit_names(
     return out
 
 
-@functools.cache
 def _bundled() -> dict[str, str]:
-    """GEOID -> name: the nation and states (bundled 2010 file) and the counties (2020 P1)."""
-    files = resources.files("postdp.data").joinpath("_files")
-    with files.joinpath("county_populations_2010.csv").open("rb") as handle:
-        pops = pd.read_csv(handle, dtype=str, keep_default_na=False, usecols=["id", "name"])
-    out = dict(zip(pops["id"], pops["name"], strict=True))
-    out = {k: v for k, v in out.items() if len(k) != 5}  # its counties lack their state
-    with files.joinpath("p1_2020_us_county.csv.gz").open("rb") as handle:
-        counties = pd.read_csv(
-            handle, dtype=str, keep_default_na=False, usecols=["geo_id", "name"],
-            compression="gzip",
-        )  # fmt: skip
-    out.update(zip(counties["geo_id"], counties["name"], strict=True))
-    return out
+    """GEOID -> name of the nation, states and counties (:func:`postdp.data.geography_names`)."""
+    from postdp.data import geography_names
+
+    return geography_names()
 
 
 def _spelled(code: str) -> str:
-    """A tract (11 digits) or block group (12) as the Census names it, without the county:
-    ``Census Tract 301.01`` / ``Block Group 1, Census Tract 301.01``; else ""."""
+    """A tract (11 digits) or block group (12) as the Census names it, inside its county
+    when postdp knows the county (:func:`postdp.data.geoid_names`); else ""."""
+    from postdp.data import geoid_names
+
     if not re.fullmatch(r"[0-9]{11,12}", code):
         return ""
-    tract = code[5:11]
-    number = str(int(tract[:4])) + ("" if tract[4:] == "00" else "." + tract[4:])
-    county = _bundled().get(code[:5], "")
-    text = f"Census Tract {number}" + (f", {county}" if county else "")
-    return text if len(code) == 11 else f"Block Group {code[11]}, {text}"
+    return geoid_names([code])[0]

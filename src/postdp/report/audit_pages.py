@@ -10,11 +10,12 @@ import pandas as pd
 
 from postdp._typing import ArrayLike
 from postdp.analysis import MonteCarloResult, ReleaseDesign
+from postdp.data import level_names
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
 from postdp.mechanisms import Budget
 from postdp.report._model import Headline, Report, ReportFigure, ReportTable, format_value
-from postdp.report._names import geounit_names, level_names
+from postdp.report._names import geounit_names
 
 __all__ = ["audit_captions", "audit_report", "budget_statement", "significance", "size_bins"]
 

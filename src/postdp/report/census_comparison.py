@@ -18,9 +18,9 @@ from postdp.analysis import (
     census_metrics,
     reliability_threshold,
 )
+from postdp.data import level_names
 from postdp.errors import ValidationError
 from postdp.report._model import Headline, Report, ReportFigure, ReportTable, format_value
-from postdp.report._names import level_names
 from postdp.tables import Table
 from postdp.tables.schema import Schema
 

@@ -17,8 +17,9 @@ import numpy as np
 import pandas as pd
 
 from postdp.analysis import MonteCarloResult, TableDesign
+from postdp.data import level_names
 from postdp.report._model import Headline, Report, ReportFigure, ReportTable, format_value
-from postdp.report._names import geounit_names, level_names
+from postdp.report._names import geounit_names
 from postdp.report.audit_pages import budget_statement, significance
 
 __all__ = ["TableAudit", "table_audit"]
