@@ -288,7 +288,7 @@ def test_postprocess_amc_writes_margins(small_run, tmp_path, capsys):
     args = ["postprocess", str(small_run), "--method", "topdown-2020", "--quiet"]
     assert main([*args, "--output-dir", str(tmp_path / "o"), "--amc", "2", "--seed", "3"]) == 0
     totals = pd.read_parquet(tmp_path / "o" / "amc" / "totals.parquet")
-    assert {"geo_id", "level", "moe90"} <= set(totals.columns)
+    assert {"geo_id", "level", "moe"} <= set(totals.columns)
     assert main([*args[:3], "blue", "--output-dir", str(tmp_path / "p"), "--amc", "2"]) == 2
     assert "--amc 2" in capsys.readouterr().err
 

@@ -24,7 +24,7 @@ def test_amc_spread_matches_an_independent_monte_carlo(measured):
     )
     geo = measured.table.geography
     assert (totals["rmse"][geo.depth <= 1] == 0).all()  # the invariant totals never move
-    assert np.allclose(totals["moe90"], 1.6448536269514722 * totals["rmse"])
+    assert np.allclose(totals["moe"], 1.6448536269514722 * totals["rmse"])
     from scipy import sparse
 
     stand_in = Table(geo, measured.table.categories, sparse.csr_array(released[geo.leaves]))

@@ -196,9 +196,10 @@ def test_blue_writes_the_standard_deviation_of_every_query(measured, run, tmp_pa
     )
     col = long["category"].cat.codes.to_numpy()
     want = np.array([cells[g][j] for g, j in zip(long["geocode"], col, strict=True)])
-    np.testing.assert_allclose(long["std_dev"].to_numpy(), want, rtol=1e-7, atol=1e-6)
+    moe = 1.6448536269514722 * want  # the long form's moe: 90%, each cell's
+    np.testing.assert_allclose(long["moe"].to_numpy(), moe, rtol=1e-7, atol=1e-6)
     plan = json.loads((out / "postdp-postprocess.json").read_text())
-    assert plan["forms"] == ["long", "wide", "std_dev"]
+    assert plan["forms"] == ["long", "wide", "std_dev", "moe"]
 
 
 def test_whole_run_methods_are_written_by_partition(measured, run, tmp_path):

@@ -9,7 +9,15 @@ from postdp import Gaussian, Hierarchy
 from postdp.errors import ValidationError
 from postdp.postprocess import TableProjector, project_by_subtree
 from postdp.postprocess.table_topdown import top_down_table
-from postdp.tables import Measurement, Query, Table, TableMeasurements, Workload, measure
+from postdp.tables import (
+    Measurement,
+    PublishedTable,
+    Query,
+    Table,
+    TableMeasurements,
+    Workload,
+    measure,
+)
 
 from ._reference import random_schema, random_terms, random_tree, small_pl94_state
 
@@ -153,7 +161,8 @@ def test_the_2020_preset_by_county_equals_the_whole_state():
 
 
 def _check_variances(measurements, cut, queries):
-    """Streamed variances of ``queries`` against the whole table's query_variances."""
+    """Streamed variances of ``queries`` (or published tables) against the whole table's
+    query_variances (table_variances)."""
     top, subs = split(measurements, cut)
     parts = list(project_by_subtree(top, subs.__getitem__, variances=queries))
     geo = measurements.table.geography
@@ -166,7 +175,10 @@ def _check_variances(measurements, cut, queries):
         rows = [index[str(g)] for g in table.geography.ids]
         assert set(var) == {q.name for q in queries}
         for q in queries:
-            expected = whole.query_variances(q)[rows]
+            if isinstance(q, PublishedTable):
+                expected = whole.table_variances(q)[rows]
+            else:
+                expected = whole.query_variances(q)[rows]
             assert var[q.name].shape == expected.shape
             scale = max(1.0, float(expected.max()))  # 0 for invariants, up to rounding
             np.testing.assert_allclose(var[q.name], expected, rtol=1e-9, atol=1e-9 * scale)

@@ -34,9 +34,17 @@ recorded in OUT/postdp-postprocess.json, and a resume reuses it).
 Writes OUT/long/<Geolevel>.parquet/State=NNN/part-0.parquet (geocode, category, estimate;
 a cell left out is 0) and OUT/wide/... (geocode, one column per cell), one partition for the
 nation and the states and one per state subtree, each written under a temporary name and
-renamed into place; OUT/postdp-manifest.json (every file's SHA-256) is written last. blue
-adds its standard deviations (from the design alone): a std_dev column in the long form and
-OUT/std_dev/... (geocode, query_name, query_shape, std_dev: a row per geounit and query). A run
+renamed into place; OUT/postdp-manifest.json (every file's SHA-256) is written last.
+
+Margins of error ("moe") are 90%: 1.645 standard errors. blue adds its exact ones (from the
+design alone, no privacy cost): OUT/moe/... in the wide form's partitions (geocode and
+<variable>_moe for every row of the P.L. 94-171 tables over the run's schema: P1_001N_moe ...
+P5_010N_moe for a persons run, H1_001N_moe ... for a units run; each row's variance from its
+cells' covariances; 0 for an invariant), a moe column in the long form (each cell's), and
+OUT/std_dev/... (geocode, query_name, query_shape, std_dev: the standard deviations of every
+measured marginal, a row per geounit and query, in the measurement files' layout). An
+integral method gets the same OUT/moe/... from --amc K (the replicates' root mean square
+error around the release, times 1.645). A run of another schema has no moe form. A run
 killed at any moment is resumed by the same command: finished partitions are kept and the
 result is the same, byte for byte. topdown-2020 solves the subtrees one at a time (one
 state's measurements in memory), or as Dask tasks with --scheduler (local: a LocalCluster
@@ -72,9 +80,11 @@ def add_parser(commands: Any) -> None:
         "--amc",
         type=whole(2, 10_000),
         metavar="K",
-        help="approximate Monte Carlo margins of error: the release taken as the truth, "
-        "measured and post-processed again K times (numpy, seeded by --seed; in memory, "
-        "for a state or a few); writes OUT/amc/summary.parquet and OUT/amc/totals.parquet",
+        help="approximate Monte Carlo margins of error (90%%) of an integral method: the "
+        "release taken as the truth, measured and post-processed again K times (numpy, "
+        "seeded by --seed; in memory, for a state or a few); writes OUT/moe/... (every "
+        "P1-P5 or H1 row's <variable>_moe, each geounit), OUT/amc/summary.parquet and "
+        "OUT/amc/totals.parquet (each geounit's total's moe)",
     )
     parser.add_argument(
         "--cut-blocks",

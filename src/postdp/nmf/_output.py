@@ -4,12 +4,16 @@ the run's layout, written atomically, and the plan that a resumed run must match
 Forms, per geographic level and partition:
 
 - ``long``: ``geocode``, ``category`` (dictionary of the schema's cells), ``estimate``;
-  the zero estimates left out; a ``std_dev`` column (the estimate's standard deviation)
-  when the method has one;
+  the zero estimates left out; a ``moe`` column (the estimate's 90% margin of error) when
+  the method has exact variances (``blue``);
 - ``wide``: ``geocode`` and one column per detailed cell;
-- ``std_dev`` (methods with standard deviations): one row per geounit and query with
+- ``std_dev`` (methods with exact variances): one row per geounit and query with
   ``geocode``, ``query_name``, ``query_shape`` and ``std_dev`` (its counts' standard
-  deviations, a list in C order: the layout of the noisy measurement files' ``value``).
+  deviations, a list in C order: the layout of the noisy measurement files' ``value``);
+- ``moe`` (``blue``, exact; an integral method with ``amc``, from its replicates): one row
+  per geounit, ``geocode`` and ``<variable>_moe`` for every row of the published tables
+  over the run's schema (:func:`moe_tables`: P1 to P5 for persons, H1 for housing units),
+  the 90% margin of error, :data:`Z90` times the standard error (0 for an invariant).
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
 from postdp.nmf import _layout as layout
 from postdp.nmf._io import _atomic_parquet, _atomic_text, _pyarrow
-from postdp.tables import Schema
+from postdp.tables import PublishedTable, Schema
 
 #: The plan :func:`postdp.nmf.postprocess` writes first into its output folder: the method,
 #: options, the run's fingerprint and the seed (drawn and recorded when none is given), so
@@ -36,13 +40,57 @@ PLAN_FILE = "postdp-postprocess.json"
 DONE = "postdp-manifest.json"
 FORMS = ("long", "wide")
 STD = "std_dev"
+#: The margins of error of the published tables' rows (``<variable>_moe``, 90%).
+MOE = "moe"
+#: The z of a 90% margin of error (the Census Bureau's margins are 90%): moe = Z90 x s.e.
+Z90 = 1.6448536269514722
+
+
+def moe_tables(schema: Schema) -> list[PublishedTable]:
+    """The published tables whose margins of error a post-processing of ``schema``'s runs
+    writes: those of :func:`postdp.data.pl94_tables` over the same cells (P1 to P5 for the
+    2020 persons schema, H1 for the units schema), none for another schema."""
+    from postdp.data import pl94_tables
+
+    return [
+        t
+        for t in pl94_tables().values()
+        if t.schema.shape == schema.shape and t.schema.cells == schema.cells
+    ]
+
+
+def moe_columns(tables: Sequence[PublishedTable]) -> list[str]:
+    """The moe form's columns after ``geocode``: ``<variable>_moe`` in table order."""
+    return [f"{code}_moe" for t in tables for code in t.codes]
+
+
+def write_moe(path: Path, geocodes: Sequence[str], columns: list[str], moe: FloatArray) -> None:
+    """One partition's moe file: ``geocode`` and a float column per published row."""
+    pa, pq = _pyarrow()
+    table = pa.table(
+        {
+            "geocode": pa.array(list(geocodes), pa.string()),
+            **{c: pa.array(np.asarray(moe[:, j], np.float64)) for j, c in enumerate(columns)},
+        }
+    )
+    _atomic_parquet(pq, table, path)
+
+
+def sibling(out: Path, path: Path, form: str) -> Path:
+    """The file of form ``form`` for the same geolevel, partition and part as ``path``, a
+    file of another form in ``out`` (as :func:`form_path` places them: the form the first
+    folder below ``out``, the rest the same for every form)."""
+    rel = path.relative_to(out)
+    return out / form / Path(*rel.parts[1:])
 
 
 class Writer:
     """The output folder's partitions: each level's files in every form, written atomically.
 
     ``queries``: the queries whose standard deviations the method gives, by name (their
-    shapes), or None: no ``std_dev`` form and no ``std_dev`` column."""
+    shapes), or None: no ``std_dev`` form and no ``moe`` column. ``tables``: with
+    ``queries``, the published tables whose rows' margins of error go to the ``moe`` form
+    (their variances under their names); none: no ``moe`` form."""
 
     def __init__(
         self,
@@ -50,9 +98,13 @@ class Writer:
         names: tuple[str, ...],
         schema: Schema,
         queries: dict[str, tuple[int, ...]] | None = None,
+        tables: Sequence[PublishedTable] = (),
     ) -> None:
         self.out, self.names, self.schema, self.queries = out, tuple(names), schema, queries
+        self.tables = tuple(tables) if queries is not None else ()
         self.forms = FORMS if queries is None else (*FORMS, STD)
+        if self.tables:
+            self.forms = (*self.forms, MOE)
 
     def _path(self, form: str, level: int, code: str | None, part: str | None = None) -> Path:
         return form_path(self.out, form, self.names[level], code, part)
@@ -147,8 +199,13 @@ class Writer:
         if self.queries is not None:
             assert variances is not None
             sd = np.sqrt(np.maximum(variances["detailed"], 0.0))
-            long[STD] = pa.array(sd[rows, cols])
+            long[MOE] = pa.array(Z90 * sd[rows, cols])
             self._std(pa, pq, self._path(STD, level, code, part), geocodes, variances)
+            if self.tables:
+                se = [np.sqrt(np.maximum(variances[t.name], 0.0)) for t in self.tables]
+                moe = Z90 * np.concatenate(se, axis=1)
+                path = self._path(MOE, level, code, part)
+                write_moe(path, geocodes, moe_columns(self.tables), moe)
         wide = pa.table(
             {
                 "geocode": pa.array(geocodes, pa.string()),

@@ -7,6 +7,7 @@ detailed histogram and writes it as partitioned Parquet in the run's own layout:
     OUT/long/<Geolevel>.parquet/[State=NNN/]part-0.parquet   geocode, category, estimate
     OUT/wide/<Geolevel>.parquet/[State=NNN/]part-0.parquet   geocode, one column per cell
     OUT/std_dev/<Geolevel>.parquet/...      (``blue``) geocode, query_name, query_shape, std_dev
+    OUT/moe/<Geolevel>.parquet/...          (``blue``; ``amc``) geocode, <variable>_moe, ...
     OUT/postdp-postprocess.json    what is being computed (written first)
     OUT/postdp-manifest.json       every file and its SHA-256 (written last: complete)
 
@@ -31,10 +32,19 @@ How each method is partitioned:
   (:func:`postdp.postprocess.project_by_subtree`: each subtree read twice, once for its
   summary and once below the top's answer), with the exact standard deviation of every
   measured marginal, ``total`` and ``detailed`` at every geounit (the long form's
-  ``std_dev`` column: each cell's).
+  ``moe`` column: each cell's 90% margin of error), and the exact 90% margin of error of
+  every row of the published tables over the run's schema (the ``moe`` form: P1 to P5 for
+  a persons run, H1 for a units run; each row's variance from its cells' covariances).
 - any other table post-processing (``blue-restore``, ``blue-restore-2020``, ``project``,
   ``project-nonneg``, ``topdown``, with ``,round``): solved on the whole run at once
   (memory grows with it), written partition by partition.
+
+Margins of error are 90% (1.645 standard errors) wherever they are written, in columns
+named ``moe`` or ``<variable>_moe``. An integral method has them with ``amc``: the Census
+Bureau's approximate Monte Carlo writes the ``moe`` form (the same columns as ``blue``'s,
+from the replicates' spread around the release) beside ``OUT/amc/``. A run of a schema
+without published tables (neither the 2020 persons nor the units schema) gets no ``moe``
+form.
 """
 
 from __future__ import annotations
@@ -52,7 +62,18 @@ from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
 from postdp.nmf import _layout as layout
 from postdp.nmf._io import _atomic_text
-from postdp.nmf._output import DONE, FORMS, PLAN_FILE, STD, Writer, fingerprint, sha256, start
+from postdp.nmf._output import (
+    DONE,
+    FORMS,
+    MOE,
+    PLAN_FILE,
+    STD,
+    Writer,
+    fingerprint,
+    moe_tables,
+    sha256,
+    start,
+)
 from postdp.nmf._read import read, subtrees
 from postdp.nmf._subtree import below, one_thread, refuse_missing, schema_of
 from postdp.nmf._topdown_tasks import run_topdown
@@ -107,8 +128,10 @@ def postprocess(
         With K >= 2: approximate Monte Carlo margins of error (:func:`postdp.nmf.amc`,
         study path seeded by ``seed``): the release taken as the truth, measured and
         post-processed again K times, in memory; ``OUT/amc/summary.parquet`` (the error by
-        query, level and size bin) and ``OUT/amc/totals.parquet`` (each geounit's margin of
-        error of its total). Needs an integral method.
+        query, level and size bin), ``OUT/amc/totals.parquet`` (each geounit's 90% margin
+        of error ``moe`` of its total) and the ``moe`` form (every published table row's
+        90% margin of error, each geounit, the same layout as ``wide``). Needs an integral
+        method.
     cut_blocks : int, default 50_000
         ``topdown-2020``: a state with more blocks is cut at its counties -- one task
         solves it down to its counties, then consecutive counties of at most
@@ -174,12 +197,16 @@ def postprocess(
         digest = fingerprint(run)
     check_budgets(run, top, step)
     check_fits(step, top)
+    tables = moe_tables(schema)
+    forms = [*FORMS, STD] if method == "blue" else list(FORMS)
+    if tables and (method == "blue" or amc):
+        forms.append(MOE)
     plan = {
         "run": str(run.resolve()),
         "run_fingerprint": digest,
         "method": method,
         "seed": seed,
-        "forms": [*FORMS, STD] if method == "blue" else list(FORMS),
+        "forms": forms,
         "amc": amc,
         **({"cut_blocks": cut_blocks} if method == "topdown-2020" else {}),
     }
@@ -189,7 +216,7 @@ def postprocess(
     made = _made_by_start(out)
     start(out, plan)
     queries = _queries(top) if method == "blue" else None
-    writer = Writer(out, names, schema, queries)
+    writer = Writer(out, names, schema, queries, tables if method == "blue" else ())
     report = progress or (lambda stage, done, total: None)
     total = len(codes) + 1
     try:
@@ -202,7 +229,7 @@ def postprocess(
             else:
                 _whole(run, top, codes, writer, method, seed, report)
         if amc:
-            _amc(run_dir, out, names, method, amc, seed, report)
+            _amc(run_dir, out, names, method, amc, seed, report, tables)
     except RunError:
         made()  # nothing left of this call's output folder behind a bad run
         raise
@@ -325,18 +352,19 @@ def _blue(run: Path, top: TableMeasurements, codes: list[str], writer: Writer, r
 
     assert writer.queries is not None
     schema = schema_of(top)
-    wanted = [Query.marginal(schema, q) for q in writer.queries]
+    wanted: list[Any] = [Query.marginal(schema, q) for q in writer.queries]
     if _top_only(writer):  # the nation and its states only: the top is the whole run
         from postdp.postprocess import TableProjector
 
         refuse_missing(top)
         projector = TableProjector(top.table, top.workload, budget_scale=top.budget_scale)
         variances = {q.name: projector.query_variances(q) for q in wanted}
+        variances.update({t.name: projector.table_variances(t) for t in writer.tables})
         writer.top(top.table.geography, projector(top), order, variances)
         report("top", 1, len(codes) + 1)
         report("subtrees", len(codes), len(codes))  # nothing below the states
         return
-    parts = project_by_subtree(top, subtree, method="blue", variances=wanted)
+    parts = project_by_subtree(top, subtree, method="blue", variances=[*wanted, *writer.tables])
     upper, variances = next(parts)
     writer.top(top.table.geography, upper, order, variances)
     report("top", 1, len(codes) + 1)
@@ -384,8 +412,12 @@ def _amc(
     k: int,
     seed: int | None,
     report: Any,
+    tables: list[Any],
 ) -> None:
-    """The AMC tables from the written release (the stand-in truth), unless already there."""
+    """The AMC tables and the ``moe`` form from the written release (the stand-in truth),
+    unless already there (the ``moe`` files are written before the AMC tables, so a run
+    killed between them does the AMC again, with the same seed and numbers)."""
+    from postdp.nmf._output import moe_columns, sibling, write_moe
     from postdp.nmf.amc import amc, write_amc
 
     if all((out / "amc" / f"{n}.parquet").is_file() for n in ("summary", "totals")):
@@ -397,12 +429,23 @@ def _amc(
     geo = m.table.geography
     index = {_geocode_of(geo, g): g for g in range(geo.n)}
     released = np.zeros((geo.n, m.table.categories.leaves.size), dtype=np.int64)
-    for path in sorted((out / "wide").rglob("part-*.parquet")):
+    wide = sorted((out / "wide").rglob("part-*.parquet"))
+    parts = []
+    for path in wide:
         frame = pd.read_parquet(path)
-        rows = [index[str(g)] for g in frame["geocode"]]
-        released[rows] = frame.drop(columns="geocode").to_numpy()
+        codes = [str(g) for g in frame["geocode"]]
+        rows = [index[g] for g in codes]
+        parts.append((path, codes, rows))
+        cells = frame.drop(columns=[c for c in frame.columns if c in ("geocode", "State")])
+        released[rows] = cells.to_numpy()
     report("amc", 0, k)
-    summary, totals = amc(m, released, method=method, replicates=k, rng=seed, levels=list(names))
+    summary, totals, moe = amc(
+        m, released, method=method, replicates=k, rng=seed, levels=list(names), tables=tables
+    )
+    if tables:
+        columns = moe_columns(tables)
+        for path, codes, rows in parts:  # the moe form in the wide form's partitions
+            write_moe(sibling(out, path, MOE), codes, columns, moe[rows])
     write_amc(summary, totals, out / "amc")
     report("amc", k, k)
 

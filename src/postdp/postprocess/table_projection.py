@@ -32,6 +32,7 @@ from postdp.postprocess._solvers.marginal_basis import MarginalBasis, held_at_ze
 from postdp.postprocess._solvers.table_tree import TreeGLS
 from postdp.tables import Query, Table, TableMeasurements, Workload, category_matrix
 from postdp.tables.bypass import check_budget_scale
+from postdp.tables.published import PublishedTable
 
 __all__ = ["TableProjector", "project_table"]
 
@@ -185,9 +186,85 @@ class TableProjector:
             out[position] = np.einsum("ai,ij,aj->a", Q, P, Q)
         return held_at_zero(out[geo.layout.position])
 
+    def table_variances(self, table: PublishedTable) -> FloatArray:
+        """Variance of every row of a published table at every geounit, from the design
+        alone (the squares of its margins of error over 1.645 at 90%).
+
+        A row is a sum of detailed cells, and rows overlap (P1's total holds every other
+        row): its variance is that of the sum, the cells' covariances included, not the
+        sum of the cells' variances.
+
+        Parameters
+        ----------
+        table : PublishedTable
+            A table over a schema whose cells are this table's detailed cells (e.g.
+            :func:`postdp.data.pl94_tables` for the 2020 persons schema).
+
+        Returns
+        -------
+        ndarray, shape (geography.n, table.size)
+            Rows in the order of ``geography.ids``, columns in :attr:`PublishedTable.codes`
+            order; 0 where an invariant fixes the row (the state total under the 2020
+            invariants).
+
+        Raises
+        ------
+        ValidationError
+            If the table's schema cells are not this table's detailed cells.
+
+        Notes
+        -----
+        With a marginal basis (every query a marginal of the schema) each block of rows,
+        a Kronecker product, is computed as a marginal is (no c x c matrix); otherwise
+        Q P Q' with the dense c x c covariance P of each geounit.
+
+        Examples
+        --------
+        >>> from postdp import Gaussian, Hierarchy
+        >>> from postdp.tables import (Attribute, Block, Measurement, PublishedTable, Query,
+        ...                            Schema, Table, Workload)
+        >>> s = Schema([Attribute("a", ["0", "1"]), Attribute("b", ["x", "y"])])
+        >>> geo = Hierarchy.from_parents(["S", "p", "q"], [None, "S", "S"])
+        >>> t = Table(geo, s.categories(), [[1, 2, 3, 4], [5, 6, 7, 8]])
+        >>> w = Workload([Measurement(d, Query.marginal(s, "detailed"), Gaussian(rho=0.5))
+        ...               for d in (0, 1)])
+        >>> tab = PublishedTable("T", "All", "everyone", s,
+        ...     [Block(["T_1", "T_2"], [np.ones((1, 2)), np.array([[1.0, 1], [1, 0]])])],
+        ...     ["Total", "x"])
+        >>> TableProjector(t, w).table_variances(tab).round(4).tolist()[1]
+        [2.6667, 1.3333]
+        """
+        basis = self._basis
+        schema = table.schema
+        if (
+            basis is not None
+            and basis.schema.shape == schema.shape
+            and basis.schema.cells == schema.cells
+        ):
+            return np.concatenate([basis.marginal_variances(b) for b in table.blocks], axis=1)
+        geo = self.table.geography
+        Q = table_matrix(table, self.table.categories)
+        out = np.empty((geo.n, table.size))
+        for position, P in self._dense().covariances():
+            out[position] = np.einsum("ai,ij,aj->a", Q, P, Q)
+        return held_at_zero(out[geo.layout.position])
+
     def _answers(self, measurements: TableMeasurements, d: int, B: int) -> FloatArray:
         self._dense()  # the stacked 0/1 matrices of each level
         return level_answers(self.table.geography, self._levels[d], measurements, d, B)
+
+
+def table_matrix(table: PublishedTable, categories: Hierarchy) -> FloatArray:
+    """A published table's (rows, detailed cells) matrix with its columns in the order of
+    ``categories``' leaves (the order of an estimate's cells), matched by cell name."""
+    leaves = [str(categories.ids[j]) for j in categories.leaves]
+    cells = table.schema.cells
+    if sorted(leaves) != sorted(cells):
+        raise ValidationError(
+            f"table {table.name}: its schema's cells are not the detailed cells of the table"
+        )
+    where = {c: j for j, c in enumerate(cells)}
+    return table.matrix()[:, [where[c] for c in leaves]]
 
 
 def level_matrices(

@@ -41,10 +41,16 @@ from postdp.postprocess._solvers.marginal_basis import (
     workload_basis,
 )
 from postdp.postprocess._solvers.table_tree import TreeGLS
-from postdp.postprocess.table_projection import answered, level_answers, level_matrices
+from postdp.postprocess.table_projection import (
+    answered,
+    level_answers,
+    level_matrices,
+    table_matrix,
+)
 from postdp.postprocess.table_topdown import top_down_table
 from postdp.tables import Measurement, Query, TableMeasurements, Workload
 from postdp.tables.bypass import uniform_budget
+from postdp.tables.published import PublishedTable
 
 __all__ = ["project_by_subtree"]
 
@@ -56,7 +62,7 @@ def project_by_subtree(
     subtree: Callable[[int], TableMeasurements],
     *,
     method: str = "blue",
-    variances: Sequence[Query] = (),
+    variances: Sequence[Query | PublishedTable] = (),
 ) -> Iterator[Any]:
     """(P) or top-down of a large table, holding the top and one subtree at a time.
 
@@ -78,11 +84,13 @@ def project_by_subtree(
         ``"blue"``: (P), generalised least squares, the same numbers as
         :class:`~postdp.postprocess.TableProjector` on the whole table. ``"top-down"``:
         the same numbers as :func:`~postdp.top_down` on the whole table.
-    variances : sequence of Query, default ()
-        With ``"blue"``: queries whose estimates' variances to compute as well, for every
-        geounit (from the design alone: they cost no privacy). For a schema table each must
-        be a marginal of the schema (:meth:`Query.marginal`). Equal to
-        :meth:`TableProjector.query_variances` on the whole table.
+    variances : sequence of Query or PublishedTable, default ()
+        With ``"blue"``: queries, or published tables (:func:`postdp.data.pl94_tables`),
+        whose estimates' variances to compute as well, for every geounit (from the design
+        alone: they cost no privacy); names unique. For a schema table a query must be a
+        marginal of the schema (:meth:`Query.marginal`) and a table over the schema's
+        cells. Equal to :meth:`TableProjector.query_variances` and
+        :meth:`TableProjector.table_variances` on the whole table.
 
     Returns
     -------
@@ -91,7 +99,8 @@ def project_by_subtree(
         each subtree's, (..., its geounits, n_detailed), its root included (equal to the
         top's row for it), k = 0, 1, ... Rows in each geography's id order. The work is
         done as the iterator is consumed. With ``variances``, each item is the histograms
-        and a dict from query name to variances, shape (geounits, query size), same rows.
+        and a dict from query (or table) name to variances, shape (geounits, query size),
+        same rows.
 
     Raises
     ------
@@ -148,13 +157,31 @@ def project_by_subtree(
         return _top_down(top, subtree)
     schema = table_schema(top.table.categories, top.workload)
     for q in wanted:
+        if isinstance(q, PublishedTable):
+            if schema is not None and not _fits(q, schema):
+                raise ValidationError(
+                    f"`variances`: table {q.name!r} is not over the table's schema's cells"
+                )
+            if schema is None:
+                table_matrix(q, top.table.categories)  # refused unless over the table's cells
+            continue
         if not isinstance(q, Query):
-            raise TypeError(f"`variances` must hold Query objects; got {type(q).__name__}")
+            raise TypeError(
+                f"`variances` must hold Query or PublishedTable objects; got {type(q).__name__}"
+            )
         if schema is not None and (q.marginal_of is None or q.marginal_of.schema != schema):
             raise ValidationError(
                 f"`variances`: query {q.name!r} is not a marginal of the table's schema"
             )
+    names = [q.name for q in wanted]
+    if len(set(names)) != len(names):
+        raise ValidationError(f"`variances`: names must be unique; got {names}")
     return _blue(top, subtree, wanted)
+
+
+def _fits(table: PublishedTable, schema: Any) -> bool:
+    """Whether a published table's blocks apply to ``schema``'s cells as they are."""
+    return bool(table.schema.shape == schema.shape and table.schema.cells == schema.cells)
 
 
 def _lead(measurements: TableMeasurements) -> tuple[int, ...]:
@@ -234,15 +261,30 @@ class _Solver:
         return [self.tree.upward(self._ys(m, B))]
 
     def variances(
-        self, queries: list[Query], m: TableMeasurements, root: list[FloatArray] | None = None
+        self,
+        queries: list[Query | PublishedTable],
+        m: TableMeasurements,
+        root: list[FloatArray] | None = None,
     ) -> dict[str, FloatArray]:
-        """Each query's variances at every geounit (rows in id order); ``root``: the root's
-        final covariance (per type in the marginal basis) from the larger tree."""
+        """Each query's (or published table's rows') variances at every geounit (rows in id
+        order); ``root``: the root's final covariance (per type in the marginal basis) from
+        the larger tree."""
         if hasattr(self, "marginal"):
-            marginals = [(q.name, q.marginal_of) for q in queries]
-            return {n: self.marginal.marginal_variances(q, root) for n, q in marginals if q}
+            basis = self.marginal
+            out: dict[str, FloatArray] = {}
+            for q in queries:
+                if isinstance(q, PublishedTable):  # its blocks: disjoint rows, in turn
+                    parts = [basis.marginal_variances(b, root) for b in q.blocks]
+                    out[q.name] = np.concatenate(parts, axis=1)
+                elif q.marginal_of is not None:
+                    out[q.name] = basis.marginal_variances(q.marginal_of, root)
+            return out
         out = {q.name: np.empty((self.geo.n, q.size)) for q in queries}
-        matrices = [(q.name, q.matrix(m.table.categories)) for q in queries]
+        cat = m.table.categories
+        matrices = [
+            (q.name, table_matrix(q, cat) if isinstance(q, PublishedTable) else q.matrix(cat))
+            for q in queries
+        ]
         for k, P in self.tree.covariances(None if root is None else root[0]):
             for name, Q in matrices:
                 out[name][k] = np.einsum("ai,ij,aj->a", Q, P, Q)
@@ -272,7 +314,9 @@ class _Solver:
 
 
 def _blue(
-    top: TableMeasurements, subtree: Callable[[int], TableMeasurements], queries: list[Query]
+    top: TableMeasurements,
+    subtree: Callable[[int], TableMeasurements],
+    queries: list[Query | PublishedTable],
 ) -> Iterator[Any]:
     geo, cat = top.table.geography, top.table.categories
     lead = _lead(top)

@@ -29,7 +29,8 @@ from __future__ import annotations
 
 import itertools
 import math
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -40,6 +41,21 @@ from postdp.tables import Workload
 from postdp.tables.schema import Marginal, Schema
 
 __all__ = ["MarginalBasis", "identifies_cells", "marginal_workload", "table_schema"]
+
+
+class Factored(Protocol):
+    """Counts that are one Kronecker product of a factor per schema attribute (None: the
+    attribute kept): a :class:`~postdp.tables.schema.Marginal`, or a
+    :class:`~postdp.tables.Block` of a published table's rows (which may overlap)."""
+
+    @property
+    def factors(self) -> Sequence[FloatArray | None]: ...
+
+    @property
+    def shape(self) -> tuple[int, ...]: ...
+
+    @property
+    def size(self) -> int: ...
 
 
 def marginal_workload(workload: Workload) -> Schema | None:
@@ -296,10 +312,15 @@ class MarginalBasis:
         return self._covs[t]
 
     def marginal_variances(
-        self, marginal: Marginal, root: list[FloatArray] | None = None
+        self, marginal: Factored, root: list[FloatArray] | None = None
     ) -> FloatArray:
         """Variance of every count of ``marginal`` at every geounit, shape (geography.n,
         marginal.size), rows in the order of geography.ids (from the design alone).
+
+        ``marginal`` is any Kronecker product of one factor per attribute: a schema's
+        marginal, or a block of a published table's rows (:class:`postdp.tables.Block`,
+        whose rows overlap: a row's variance is that of the sum of its cells, covariances
+        included, not the sum of their variances).
 
         ``root``: per type, the root's final block covariance when this tree is a subtree
         solved below a larger one's answer (:meth:`type_covariances` of that tree).
