@@ -23,6 +23,7 @@ def released(measured, tmp_path_factory):
     return {
         "topdown-2020": nmf.postprocess(run, tmp / "topdown", method="topdown-2020"),
         "blue": nmf.postprocess(run, tmp / "blue", method="blue"),
+        "amc": nmf.postprocess(run, tmp / "amc", method="topdown-2020", amc=3, seed=5),
     }
 
 
@@ -138,3 +139,45 @@ def test_an_aian_branch_part_keeps_its_geoid_and_is_marked():
     assert frame["GEOID"].tolist() == ["US", "40", "40", "40005", "40005"]
     assert frame["AIAN_BRANCH"].tolist() == [False, False, True, True, False]
     assert frame["NAME"].iloc[3] == frame["NAME"].iloc[4] == "Atoka County, Oklahoma"
+
+
+@pytest.mark.parametrize("method", ["blue", "amc"])
+def test_every_variable_carries_the_margin_of_error_the_release_holds(released, method, tmp_path):
+    """``blue``: exact; an integral method with ``amc``: from its replicates. Each count is
+    followed by its ``_moe`` column, the release's moe form for that geounit; the state
+    totals are invariants: margin 0."""
+    out = released[method]
+    tabulate(out, tmp_path)
+    for level in ("State", "Tract", "Block"):
+        got = pd.read_parquet(tmp_path / f"{level}.parquet").set_index("GEOID")
+        moe = pd.read_parquet(out / "moe" / f"{level}.parquet").set_index("geocode")
+        moe.index = [g[1:] for g in moe.index]
+        codes = [c for c in got.columns if c[:1] in "PH" and not c.endswith("_moe")]
+        assert [c for c in got.columns if c.endswith("_moe")] == [c + "_moe" for c in codes]
+        columns = list(got.columns)
+        assert all(columns[columns.index(c) + 1] == c + "_moe" for c in codes)
+        np.testing.assert_array_equal(
+            got[[c + "_moe" for c in codes]].to_numpy(),
+            moe.loc[got.index, [c + "_moe" for c in codes]].to_numpy(),
+        )
+        assert (got[[c + "_moe" for c in codes]].to_numpy() >= 0).all()
+    states = pd.read_parquet(tmp_path / "State.parquet")
+    assert (states["P1_001N_moe"] == 0).all()
+    tract = pd.read_parquet(tmp_path / "Tract.parquet")
+    assert (tract["P1_003N_moe"] > 0).all()
+
+
+def test_the_tables_refuse_margins_of_error_of_other_geounits(released, tmp_path):
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(released["blue"], copy)
+    for path in (copy / "moe" / "Tract.parquet").rglob("*.parquet"):
+        frame = pd.read_parquet(path)
+        frame.iloc[::-1].to_parquet(path, index=False)  # another order than the estimates'
+    manifest = json.loads((copy / "postdp-manifest.json").read_text())
+    manifest["files"] = {k: v for k, v in manifest["files"].items() if not k.startswith("moe/")}
+    (copy / "postdp-manifest.json").write_text(json.dumps(manifest))
+    (tmp_path / "t").mkdir()
+    with pytest.raises(ValidationError, match="its geounits are not those of"):
+        tabulate(copy, tmp_path / "t")

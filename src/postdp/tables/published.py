@@ -9,7 +9,7 @@ attribute but race summed out, race by a 71 x 63 factor), P2 three (the total, t
 Hispanic count, the non-Hispanic rows by race). A block is applied to a batch of
 histograms attribute by attribute, never as a full matrix, and the same factors give the
 exact variance of its rows under generalised least squares in the marginal basis
-(:meth:`postdp.postprocess.TableProjector.query_variances`), where a row's variance is not
+(:meth:`postdp.postprocess.TableProjector.table_variances`), where a row's variance is not
 the sum of its cells' variances.
 
 :func:`postdp.data.pl94_tables` builds the 2020 P.L. 94-171 tables P1 to P5 and H1 with
