@@ -97,6 +97,9 @@ def test_a_real_valued_release_is_tabulated_as_real_numbers(released, tmp_path):
     np.testing.assert_allclose(
         tract.set_index("GEOID")["P1_001N"].to_numpy(), wide.to_numpy().sum(axis=1)
     )
+    csv = pd.read_csv(tmp_path / "Tract.csv", dtype={"GEOID": str})
+    assert (csv["P1_003N"].astype(str).str.split(".").str[1].str.len() <= 4).all()
+    np.testing.assert_allclose(csv["P1_003N"], tract["P1_003N"], rtol=0, atol=5.01e-5)
 
 
 def test_refuses_an_unfinished_or_changed_release_and_tables_it_cannot_make(released, tmp_path):

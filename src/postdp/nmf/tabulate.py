@@ -17,7 +17,8 @@ partition by partition (memory: one batch of a partition's rows, never a level):
   post-processed with ``amc``); an invariant's margin of error is 0;
 - ``variables.csv``: every variable's table, label, universe and unit.
 
-Counts are whole numbers (int64) for an integral method, real numbers for the others.
+Counts are whole numbers (int64) for an integral method, real numbers for the others; the CSV
+files write real numbers with 4 decimals, the Parquet files in full.
 """
 
 from __future__ import annotations
@@ -43,6 +44,9 @@ __all__ = ["tabulate", "tabulated_levels"]
 #: Rows read from a partition at a time (2,016 cells: about 130 MB of float64; a level's
 #: margins of error are held whole only where they are not stored beside its estimates).
 BATCH_ROWS = 8192
+#: Real numbers in the CSV files (margins of error; the counts of a real-valued method): 4
+#: decimals (the Parquet files hold every bit).
+CSV_FLOAT = "%.4f"
 #: The moe form's column of a variable.
 MOE_SUFFIX = "_moe"
 _ID_COLUMNS = ("GEOID", "NAME", "AIAN_BRANCH", "GEOLEVEL")
@@ -366,7 +370,7 @@ class _LevelWriter:
     def write(self, frame: pd.DataFrame) -> None:
         pa, _ = _pyarrow()
         frame = frame[self.columns]
-        frame.to_csv(self.csv, index=False, header=False)
+        frame.to_csv(self.csv, index=False, header=False, float_format=CSV_FLOAT)
         self.parquet.write_table(pa.Table.from_pandas(frame, self.schema, preserve_index=False))
 
     def __exit__(self, kind: Any, *_: Any) -> None:
