@@ -2,10 +2,13 @@
 
 Post-processing costs no privacy and may be redone by anyone from the noisy measurement
 files. :func:`postprocess` reads a run (:func:`postdp.nmf.read`), estimates every geounit's
-detailed histogram and writes it as partitioned Parquet in the run's own layout:
+detailed histogram and writes it as partitioned Parquet, a folder per spine subtree
+named by its code alone (``011``, not the run's ``State=011``: see
+:mod:`postdp.nmf._output`):
 
-    OUT/long/<Geolevel>.parquet/[State=NNN/]part-0.parquet   geocode, category, estimate
-    OUT/wide/<Geolevel>.parquet/[State=NNN/]part-0.parquet   geocode, one column per cell
+    OUT/wide/<Geolevel>.parquet/[NNN/]part-0.parquet   geocode, total, one column per cell
+    OUT/long/<Geolevel>.parquet/[NNN/]part-0.parquet   (integral methods) geocode, category,
+                                   estimate; the cells of estimate 0 left out
     OUT/std_dev/<Geolevel>.parquet/...      (``blue``) geocode, query_name, query_shape, std_dev
     OUT/postdp-postprocess.json    what is being computed (written first)
     OUT/postdp-manifest.json       every file and its SHA-256 (written last: complete)
@@ -30,8 +33,7 @@ How each method is partitioned:
 - ``blue``: the BLUE of the whole run, streamed state by state
   (:func:`postdp.postprocess.project_by_subtree`: each subtree read twice, once for its
   summary and once below the top's answer), with the exact standard deviation of every
-  measured marginal, ``total`` and ``detailed`` at every geounit (the long form's
-  ``std_dev`` column: each cell's).
+  measured marginal, ``total`` and ``detailed`` at every geounit (the ``std_dev`` form).
 - any other table post-processing (``blue-restore``, ``blue-restore-2020``, ``project``,
   ``project-nonneg``, ``topdown``, with ``,round``): solved on the whole run at once
   (memory grows with it), written partition by partition.
@@ -52,7 +54,16 @@ from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
 from postdp.nmf import _layout as layout
 from postdp.nmf._io import _atomic_text
-from postdp.nmf._output import DONE, FORMS, PLAN_FILE, STD, Writer, fingerprint, sha256, start
+from postdp.nmf._output import (
+    DONE,
+    PLAN_FILE,
+    TOTAL,
+    Writer,
+    fingerprint,
+    forms_of,
+    sha256,
+    start,
+)
 from postdp.nmf._read import read, subtrees
 from postdp.nmf._subtree import below, one_thread, refuse_missing, schema_of
 from postdp.nmf._topdown_tasks import run_topdown
@@ -146,15 +157,20 @@ def postprocess(
     >>> out = postprocess(run, tmp + "/out", method="topdown-2020")
     >>> sorted(p.name for p in (out / "long").iterdir())[:2]
     ['Block.parquet', 'Block_Group.parquet']
+    >>> import pandas as pd
+    >>> county = pd.read_parquet(out / "wide" / "County.parquet")  # folder 011/: no State
+    >>> county["geocode"].tolist(), list(county.columns[:2])
+    (['011001'], ['geocode', 'total'])
     """
     from postdp.analysis.table_design import INTEGRAL_STEPS, parse_table_steps
 
     step, rounded = parse_table_steps(method)
     if step is None:
         raise ValidationError(f"`method` {method!r}: post-processing needs a step")
+    integral = rounded or step in INTEGRAL_STEPS  # whole numbers: int64 and a long form
     if isinstance(amc, bool) or not isinstance(amc, int) or amc == 1 or amc < 0:
         raise ValidationError(f"`amc` must be 0 or an integer >= 2; got {amc!r}")
-    if amc and not (rounded or step in INTEGRAL_STEPS):
+    if amc and not integral:
         raise ValidationError(
             f"`amc` takes the release as the truth, so it needs whole numbers: "
             f"{method!r} is not integral (add ',round')"
@@ -179,7 +195,8 @@ def postprocess(
         "run_fingerprint": digest,
         "method": method,
         "seed": seed,
-        "forms": [*FORMS, STD] if method == "blue" else list(FORMS),
+        "forms": list(forms_of(integral, method == "blue")),
+        "partition_folders": "subtree code",  # an earlier postdp's State=NNN: not resumed
         "amc": amc,
         **({"cut_blocks": cut_blocks} if method == "topdown-2020" else {}),
     }
@@ -189,7 +206,7 @@ def postprocess(
     made = _made_by_start(out)
     start(out, plan)
     queries = _queries(top) if method == "blue" else None
-    writer = Writer(out, names, schema, queries)
+    writer = Writer(out, names, schema, queries, integral=integral)
     report = progress or (lambda stage, done, total: None)
     total = len(codes) + 1
     try:
@@ -400,7 +417,7 @@ def _amc(
     for path in sorted((out / "wide").rglob("part-*.parquet")):
         frame = pd.read_parquet(path)
         rows = [index[str(g)] for g in frame["geocode"]]
-        released[rows] = frame.drop(columns="geocode").to_numpy()
+        released[rows] = frame.drop(columns=["geocode", TOTAL]).to_numpy()
     report("amc", 0, k)
     summary, totals = amc(m, released, method=method, replicates=k, rng=seed, levels=list(names))
     write_amc(summary, totals, out / "amc")
