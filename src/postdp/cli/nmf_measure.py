@@ -218,6 +218,7 @@ def run(args: argparse.Namespace, state: RunState) -> int:
             bounds=bounds,
             bypass=args.bypass,
             progress=lambda stage, done, total: bar.update(done - bar.n),
+            population_seed=args.population_seed if args.synthetic is not None else None,
         )
         bar.close()
         record = _record(args, source, digest, work, run_dir, content=content)
