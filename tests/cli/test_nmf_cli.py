@@ -267,10 +267,10 @@ def test_the_p1_preset_measures_persons_on_the_race_cells(tmp_path, capsys, spy)
     assert main(["postprocess", str(tmp_path / "run"), "--method", "topdown-2020",
                  "--output-dir", str(tmp_path / "out"), "--quiet"]) == 0  # fmt: skip
     wide = {
-        level: pd.read_parquet(tmp_path / "out" / "wide" / f"{level}.parquet").drop(columns="State")
+        level: pd.read_parquet(tmp_path / "out" / "wide" / f"{level}.parquet")
         for level in ("State", "County", "Block")
     }
-    assert list(wide["Block"].columns) == ["geocode", *p1.schema.cells]
+    assert list(wide["Block"].columns) == ["geocode", "total", *p1.schema.cells]
     cells = list(p1.schema.cells)
     assert (wide["Block"][cells].to_numpy() >= 0).all()
     for upper, lower in (("State", "County"), ("County", "Block")):
@@ -508,7 +508,10 @@ def _wide(out):
         [pd.read_parquet(p) for p in sorted((out / "wide").rglob("part-*.parquet"))],
         ignore_index=True,
     )
-    return dict(zip(frame["geocode"], frame.drop(columns="geocode").to_numpy(), strict=True))
+    cells = frame.drop(columns=["geocode", "total"]).to_numpy()
+    scale = max(1.0, float(np.abs(cells).max(initial=0)))
+    np.testing.assert_allclose(frame["total"], cells.sum(axis=1), rtol=0, atol=1e-9 * scale)
+    return dict(zip(frame["geocode"], cells, strict=True))
 
 
 def _states_only_run(folder):
@@ -580,7 +583,7 @@ def test_an_unseeded_round_records_its_seed_and_resumes_to_the_same_bytes(
     files = json.loads((tmp_path / "a" / "postdp-manifest.json").read_text())["files"]
     shutil.copytree(tmp_path / "a", tmp_path / "b")
     (tmp_path / "b" / "postdp-manifest.json").unlink()
-    killed = [p for p in (tmp_path / "b").rglob("part-0.parquet") if "State=011" in p.parts]
+    killed = [p for p in (tmp_path / "b").rglob("part-0.parquet") if "011" in p.parts]
     assert len(killed) == 2 * 5  # long and wide of the state and its 4 levels below
     for path in killed:
         path.unlink()
@@ -652,3 +655,53 @@ def test_ctrl_c_while_the_dask_workers_start_is_one_line(small_run, tmp_path):
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
     assert err.count("\n") == 1 and err.startswith("postdp: interrupted while "), err
+
+
+@pytest.mark.parametrize("typed", [["10,11"], ["10", "11"], ["10", "11,24"]])
+def test_measure_takes_synthetic_states_by_commas_or_spaces(tmp_path, monkeypatch, typed):
+    """``--synthetic 10,11`` and ``--synthetic 10 11`` name the same states (the library
+    call stood in by one that records them, so nothing is drawn)."""
+    import postdp.nmf
+
+    seen = []
+
+    def record(tables, states, run_dir, **kwargs):
+        seen.append(list(states))
+        raise postdp.errors.ValidationError("stopped by the test")
+
+    monkeypatch.setattr(postdp.nmf, "measure_by_state", record)
+    argv = ["measure", "--synthetic", *typed, "--study", "--seed", "1", "--quiet"]
+    assert main([*argv, "--output-dir", str(tmp_path / "run")]) == 2
+    assert seen == [["10", "11", "24"][: 2 + (len(typed) == 2 and "," in typed[1])]]
+
+
+@pytest.mark.parametrize("typed", [["11", "99"], ["11", "x1"], ["11,"]])
+def test_measure_refuses_a_bad_synthetic_state_in_one_line(tmp_path, capsys, spy, typed):
+    argv = ["measure", "--synthetic", *typed, "--study", "--seed", "1"]
+    assert main([*argv, "--output-dir", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--synthetic" in err and "Traceback" not in err
+    assert spy == [] and not (tmp_path / "run").exists()
+
+
+def test_progress_in_a_log_is_one_plain_line_per_partition(small_run, tmp_path, capsys):
+    """Standard error not a terminal (here captured, as a log file): no bar, no carriage
+    return or escape sequence, one line per state measured and per partition solved, and
+    the last line says what was written where."""
+    argv = ["measure", "--synthetic", "11", "--study", "--seed", "1"]
+    assert main([*argv, "--output-dir", str(tmp_path / "run")]) == 0
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "\r" not in err
+    lines = err.splitlines()
+    assert lines[:-1] == ["State 011: done (1/1)"]
+    assert lines[-1].startswith(f"wrote {tmp_path / 'run'}: ")
+    argv = ["postprocess", str(small_run), "--method", "topdown-2020"]
+    assert main([*argv, "--output-dir", str(tmp_path / "out")]) == 0
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "\r" not in err
+    assert err.splitlines() == [
+        "nation and states: done (1/3)",
+        "subtrees: done (1/2)",
+        "subtrees: done (2/2)",
+        f"wrote {tmp_path / 'out'}: long/, wide/ (3 partitions), --method topdown-2020",
+    ]

@@ -26,7 +26,10 @@ def _estimates(out, form="wide"):
         ignore_index=True,
     )
     if form == "wide":
-        return dict(zip(frame["geocode"], frame.drop(columns="geocode").to_numpy(), strict=True))
+        cells = frame.drop(columns=["geocode", "total"]).to_numpy()
+        scale = max(1.0, float(np.abs(cells).max(initial=0)))
+        np.testing.assert_allclose(frame["total"], cells.sum(axis=1), rtol=0, atol=1e-9 * scale)
+        return dict(zip(frame["geocode"], cells, strict=True))
     return frame
 
 
@@ -85,7 +88,7 @@ def test_cut_subtrees_give_the_same_numbers(county_run, tmp_path, cut_blocks):
     lengths = check_parts(cut / "wide" / "Block.parquet", batched=True)
     assert lengths >= ({12, 13} if cut_blocks == 1 else {6})  # tracts, block groups; counties
     if cut_blocks == 5:
-        batch = cut / "wide" / "Block.parquet" / "State=010" / "part-010001.parquet"
+        batch = cut / "wide" / "Block.parquet" / "010" / "part-010001.parquet"
         heads = {g[:6] for g in pd.read_parquet(batch, columns=["geocode"])["geocode"]}
         assert heads == {"010001", "010003"}
     assert check_parts(cut / "wide" / "County.parquet") == {0}
@@ -166,9 +169,9 @@ def test_blue_by_state_equals_the_whole_table_gls(measured, run, tmp_path):
 
 def test_blue_writes_the_standard_deviation_of_every_query(measured, run, tmp_path):
     """``blue``'s margins of error: the ``std_dev`` form (a row per geounit and query, the
-    run's marginals, ``total`` and ``detailed``) and the long form's ``std_dev`` column are
-    the square roots of the whole table's exact GLS variances (TableProjector, itself
-    checked against a Monte Carlo); the invariant state totals have 0."""
+    run's marginals, ``total`` and ``detailed``) holds the square roots of the whole
+    table's exact GLS variances (TableProjector, itself checked against a Monte Carlo); the
+    invariant state totals have 0. Real-valued, ``blue`` writes no long form."""
     from postdp.postprocess import TableProjector
     from postdp.tables import Query
 
@@ -190,16 +193,9 @@ def test_blue_writes_the_standard_deviation_of_every_query(measured, run, tmp_pa
             np.testing.assert_allclose(got[g, q], exact[g], rtol=1e-7, atol=1e-6)
     states = [g for g in codes if len(g) == 3]
     assert all(got[g, "total"][0] < 1e-6 for g in [*states, ""])
-    long = _estimates(out, "long")
-    cells = _by_geocode(
-        measured, np.sqrt(projector.query_variances(Query.marginal(schema, "detailed")))
-    )
-    col = long["category"].cat.codes.to_numpy()
-    want = np.array([cells[g][j] for g, j in zip(long["geocode"], col, strict=True)])
-    moe = 1.6448536269514722 * want  # the long form's moe: 90%, each cell's
-    np.testing.assert_allclose(long["moe"].to_numpy(), moe, rtol=1e-7, atol=1e-6)
+    assert not (out / "long").exists()
     plan = json.loads((out / "postdp-postprocess.json").read_text())
-    assert plan["forms"] == ["long", "wide", "std_dev", "moe"]
+    assert plan["forms"] == ["wide", "std_dev", "moe"]
 
 
 def test_whole_run_methods_are_written_by_partition(measured, run, tmp_path):
@@ -440,3 +436,31 @@ def test_a_run_refused_while_solving_leaves_no_output_of_this_call(run, tmp_path
     tract.write_bytes(kept)
     nmf.postprocess(broken, tmp_path / "empty", method="topdown-2020")
     assert (tmp_path / "empty" / "postdp-manifest.json").is_file()
+
+
+@pytest.mark.parametrize("method", ["blue", "topdown-2020"])
+def test_pandas_reads_an_output_level_with_string_geocodes_and_totals(run, tmp_path, method):
+    """``pd.read_parquet`` of a level's folder: ``geocode`` as written (strings keeping
+    the AIAN flag's 0), no integer ``State`` column inferred from the partition folders, a
+    ``total`` equal to the row's sum at every geounit; a real-valued method (``blue``)
+    writes no long form (it would list every cell, negative ones included), an integral
+    one a long form without zero cells."""
+    out = nmf.postprocess(run, tmp_path / "out", method=method)
+    for level in ("County", "Block"):
+        frame = pd.read_parquet(out / "wide" / f"{level}.parquet")
+        assert list(frame.columns[:2]) == ["geocode", "total"] and "State" not in frame
+        assert all(isinstance(g, str) and g.startswith("0") for g in frame["geocode"])
+        assert {g[:3] for g in frame["geocode"]} == {"010", "011"}
+        cells = frame.drop(columns=["geocode", "total"]).to_numpy()
+        scale = max(1.0, float(np.abs(cells).max(initial=0)))
+        np.testing.assert_allclose(frame["total"], cells.sum(axis=1), rtol=0, atol=1e-9 * scale)
+        assert frame["total"].dtype.kind == ("f" if method == "blue" else "i")
+    if method == "blue":
+        assert (cells < 0).any()  # real-valued: its cells hold negative estimates
+        assert not (out / "long").exists()
+        assert not any(
+            "long/" in f for f in json.loads((out / "postdp-manifest.json").read_text())["files"]
+        )
+    else:
+        long = pd.read_parquet(out / "long" / "Block.parquet")
+        assert "State" not in long and (long["estimate"] > 0).all()

@@ -285,8 +285,22 @@ def add_output_options(parser: argparse.ArgumentParser, *, quiet: bool = True) -
         parser.add_argument("--quiet", action="store_true", help="no progress bars")
 
 
-def progress(label: str, total: int | None, *, quiet: bool, unit: str = "step") -> Any:
-    """A tqdm progress bar on stderr (rates and ETA; plain lines when not a terminal)."""
+def progress(
+    label: str,
+    total: int | None,
+    *,
+    quiet: bool,
+    unit: str = "step",
+    lines: bool = False,
+    name: Callable[[int], str] | None = None,
+) -> Any:
+    """A tqdm progress bar on stderr (rates and ETA).
+
+    ``lines``: when stderr is not a terminal (a log file, a pipe), no bar and no escape
+    codes but one plain line each time the count grows, ``<what>: done (<n>/<total>)``,
+    ``<what>`` being ``name(n)`` (e.g. ``State 011``) or ``label``."""
+    if lines and not quiet and not _terminal(sys.stderr):
+        return _Lines(label, total, name)
     from tqdm import tqdm
 
     return tqdm(
@@ -299,6 +313,42 @@ def progress(label: str, total: int | None, *, quiet: bool, unit: str = "step") 
         mininterval=0.5,
         dynamic_ncols=True,
     )
+
+
+def _terminal(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):  # no isatty, or a closed stream
+        return False
+
+
+class _Lines:
+    """The part of a tqdm bar that the commands use, writing one plain line per step done
+    (for a log: no carriage returns, no cursor moves)."""
+
+    def __init__(self, label: str, total: int | None, name: Callable[[int], str] | None) -> None:
+        self.label, self.total, self.name = label, total, name
+        self.n = self._shown = 0
+
+    def update(self, k: int = 1) -> None:
+        self.n += k
+        self.refresh()
+
+    def refresh(self) -> None:
+        if self.n > self._shown:
+            self._shown = self.n
+            what = self.name(self.n) if self.name is not None else self.label
+            of = "" if self.total is None else f"/{self.total}"
+            print(f"{what}: done ({self.n}{of})", file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        """Nothing to clear: every line written stays."""
+
+    def __enter__(self) -> _Lines:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 @contextmanager

@@ -33,22 +33,22 @@ them as often as needed with `postdp postprocess RUN` (no privacy cost).
 The input is person records (--input: Parquet with the 2020 PPMF columns, read and
 tabulated one state at a time), block histograms (--input: Parquet with a 'geocode' column
 and the cells of the strategy's schema, wide or long, as postdp postprocess writes them) or
-a synthetic persons population (--synthetic 11,10: state FIPS codes; no confidential data
-exists here), measured with a 2020 preset (--strategy; persons are tabulated to its cells).
-Every option and every record is checked, and the output folder, before anything is
-drawn. The run is written under a temporary name and renamed into place when complete: a
-run killed part-way leaves no RUN, and an existing RUN is never drawn into again; the
-temporary folders of earlier measures into the same place that were killed are removed
-once this one is in place. Without --study the noise comes from OpenDP's exact samplers
-and the draw is recorded in the ledger (see postdp release --ledger): its budget is
-reserved there before the draw (a 'reserved' line, counted by every release and measure
+a synthetic persons population (--synthetic 11,10 or --synthetic 11 10: state FIPS codes;
+no confidential data exists here), measured with a 2020 preset (--strategy; persons are
+tabulated to its cells). Every option and every record is checked, and the output folder,
+before anything is drawn. The run is written under a temporary name and renamed into place
+when complete: a run killed part-way leaves no RUN, and an existing RUN is never drawn into
+again; the temporary folders of earlier measures into the same place that were killed are
+removed once this one is in place. Without --study the noise comes from OpenDP's exact
+samplers and the draw is recorded in the ledger (see postdp release --ledger): its budget
+is reserved there before the draw (a 'reserved' line, counted by every release and measure
 of the same input at once), the ledger's lock is not held while drawing, and the outcome is
 appended at the end: 'published', 'drawn, not published' (its budget still counts) or
 'withdrawn' (nothing was drawn). A measure killed outright leaves its reservation, which
-keeps counting: noise may have been drawn and seen. The input is known to the ledger by
-its bytes and by its content (the records or counts in any order or partitioning, read
-once more before the draw to compute it). With --study --seed N the draw is reproducible
-on numpy's generator: for studies only.
+keeps counting: noise may have been drawn and seen. The input is known to the ledger by its
+bytes and by its content (the records or counts in any order or partitioning, read once
+more before the draw to compute it). With --study --seed N the draw is reproducible on
+numpy's generator: for studies only.
 """
 
 
@@ -63,8 +63,11 @@ def add_parser(commands: Any) -> None:
     source.add_argument(
         "--synthetic",
         type=ids,
+        nargs="+",
+        action="extend",
         metavar="STATES",
-        help="comma-separated state FIPS codes of the synthetic persons population",
+        help="state FIPS codes of the synthetic persons population, separated by commas or "
+        "spaces (--synthetic 10,11 or --synthetic 10 11)",
     )
     source.add_argument(
         "--input",
@@ -135,6 +138,8 @@ def add_parser(commands: Any) -> None:
 
 def run(args: argparse.Namespace, state: RunState) -> int:
     """Validate, check the folder, draw, write the run, record it."""
+    if args.synthetic is not None:  # each word typed, split at its commas: one list
+        args.synthetic = [code for word in args.synthetic for code in word]
     if args.seed is not None and not args.study:
         raise CliError("--seed: only with --study (the release path cannot be seeded)")
     if args.study and args.seed is None:
@@ -192,7 +197,14 @@ def run(args: argparse.Namespace, state: RunState) -> int:
         tempfile.mkdtemp(dir=run_dir.parent, prefix=temporary_prefix(run_dir), suffix=".tmp")
     )
     os.chmod(tmp, 0o777 & ~current_umask())
-    bar = progress("states", len(states), quiet=args.quiet, unit="state")
+    bar = progress(
+        "states",
+        len(states),
+        quiet=args.quiet,
+        unit="state",
+        lines=True,  # in a log: "State 011: done (1/2)" as each state is written
+        name=lambda done: f"State 0{states[done - 1]}",
+    )
     try:
         began.append(True)
         measure_by_state(
@@ -206,6 +218,7 @@ def run(args: argparse.Namespace, state: RunState) -> int:
             bounds=bounds,
             bypass=args.bypass,
             progress=lambda stage, done, total: bar.update(done - bar.n),
+            population_seed=args.population_seed if args.synthetic is not None else None,
         )
         bar.close()
         record = _record(args, source, digest, work, run_dir, content=content)

@@ -31,20 +31,28 @@ post-processing (project, project-nonneg, topdown), each optionally followed by 
 (seeded by --seed; without --seed a seed is drawn from the operating system's entropy and
 recorded in OUT/postdp-postprocess.json, and a resume reuses it).
 
-Writes OUT/long/<Geolevel>.parquet/State=NNN/part-0.parquet (geocode, category, estimate;
-a cell left out is 0) and OUT/wide/... (geocode, one column per cell), one partition for the
-nation and the states and one per state subtree, each written under a temporary name and
-renamed into place; OUT/postdp-manifest.json (every file's SHA-256) is written last.
+Writes, for every geolevel, the wide form OUT/wide/<Geolevel>.parquet/NNN/part-0.parquet
+(geocode, total, one column per cell: every cell of every geounit; NNN the subtree's code,
+the folder named without the run's State= so that pandas.read_parquet of a level's folder
+reads geocode as the string it is and adds no partition column) and, for an integral
+method (topdown-2020, blue-restore-2020, any step with ',round'), the long form OUT/long/...
+(geocode, category, estimate; the cells of estimate 0 left out: a cell not listed is 0).
+A real-valued method (blue, blue-restore, project, ...) writes no long form: its wide form
+holds every cell. One partition for the nation and the states and one per state subtree,
+each file written under a temporary name and renamed into place; OUT/postdp-manifest.json
+(every file's SHA-256) is written last.
 
 Margins of error ("moe") are 90%: 1.645 standard errors. blue adds its exact ones (from the
 design alone, no privacy cost): OUT/moe/... in the wide form's partitions (geocode and
 <variable>_moe for every row of the P.L. 94-171 tables over the run's schema: P1_001N_moe ...
 P5_010N_moe for a persons run, H1_001N_moe ... for a units run; each row's variance from its
-cells' covariances; 0 for an invariant), a moe column in the long form (each cell's), and
-OUT/std_dev/... (geocode, query_name, query_shape, std_dev: the standard deviations of every
-measured marginal, a row per geounit and query, in the measurement files' layout). An
-integral method gets the same OUT/moe/... from --amc K (the replicates' root mean square
-error around the release, times 1.645). A run of another schema has no moe form. A run
+cells' covariances; 0 for an invariant), and OUT/std_dev/... (geocode, query_name,
+query_shape, std_dev: the standard deviations of every measured marginal, a row per geounit
+and query, in the measurement files' layout). An integral method gets the same OUT/moe/...
+from --amc K (the replicates' root mean square error around the release, times 1.645). A
+run of another schema has no moe form; `postdp tabulate OUT` makes the tables with their
+margins. Progress: a bar on a terminal; when standard error is not a terminal (a log), one
+plain line per partition solved; the last line says what was written where. A run
 killed at any moment is resumed by the same command: finished partitions are kept and the
 result is the same, byte for byte. topdown-2020 solves the subtrees one at a time (one
 state's measurements in memory), or as Dask tasks with --scheduler (local: a LocalCluster
@@ -146,8 +154,9 @@ def run(args: argparse.Namespace, state: RunState) -> int:
     bars: dict[str, Any] = {}
 
     def tick(stage: str, done: int, total: int) -> None:
-        if stage not in bars:
-            bars[stage] = progress(stage, total, quiet=args.quiet, unit="partition")
+        if stage not in bars:  # in a log: a line per solve done, "subtrees: done (2/51)"
+            label = STAGES.get(stage, stage)
+            bars[stage] = progress(label, total, quiet=args.quiet, unit="partition", lines=True)
         bars[stage].total = total  # grows when a large state is cut into its counties
         bars[stage].n = done
         bars[stage].refresh()
@@ -185,15 +194,21 @@ def run(args: argparse.Namespace, state: RunState) -> int:
     state.pending = []
     state.written.append(str(out))
     if not args.quiet:
+        plan = json.loads((out / PLAN_FILE).read_text(encoding="utf-8"))
         drawn = ""
         if args.seed is None and (rounded or args.amc is not None):
-            seed = json.loads((out / PLAN_FILE).read_text(encoding="utf-8"))["seed"]
-            drawn = f" (seed {seed} drawn, recorded in {out / PLAN_FILE})"
+            drawn = f" (seed {plan['seed']} drawn, recorded in {out / PLAN_FILE})"
+        forms = [f"{f}/" for f in plan["forms"]] + (["amc/"] if args.amc else [])
         print(
-            f"wrote {out}: {len(codes) + 1} partitions, --method {args.method}{drawn}",
+            f"wrote {out}: {', '.join(forms)} ({len(codes) + 1} partitions), --method "
+            f"{args.method}{drawn}",
             file=sys.stderr,
         )
     return 0
+
+
+#: What each stage of :func:`postdp.nmf.postprocess` reports, as its progress shows it.
+STAGES = {"top": "nation and states", "subtrees": "subtrees", "amc": "AMC replicates"}
 
 
 def _scheduler(args: argparse.Namespace) -> tuple[Any, Any]:

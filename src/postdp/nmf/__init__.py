@@ -7,7 +7,9 @@ table's measurements as the Census published its 2020 ones
 more spine subtrees of such a run (postdp's or the Census's) back into
 :class:`~postdp.tables.TableMeasurements`, and :func:`synthetic_run` makes a small run for
 tests and documentation; :func:`postprocess` turns a run into estimates, partition by
-partition and resumably (:mod:`postdp.nmf.runs`). See :mod:`postdp.nmf._layout` for the
+partition and resumably (:mod:`postdp.nmf.runs`); :func:`synthetic_truth` rebuilds a
+synthetic run's true table from its manifest and :func:`evaluate` measures a
+post-processing against it (:mod:`postdp.nmf.study`). See :mod:`postdp.nmf._layout` for the
 layout's facts and sources.
 """
 
@@ -19,6 +21,7 @@ from postdp.nmf._subtree import below
 from postdp.nmf.amc import amc
 from postdp.nmf.measure import measure_by_state
 from postdp.nmf.runs import postprocess
+from postdp.nmf.study import evaluate, synthetic_truth
 from postdp.nmf.synthetic import synthetic_run
 
 __all__ = [
@@ -26,10 +29,12 @@ __all__ = [
     "PLAN_FILE",
     "amc",
     "below",
+    "evaluate",
     "measure_by_state",
     "postprocess",
     "read",
     "subtrees",
     "synthetic_run",
+    "synthetic_truth",
     "write",
 ]

@@ -50,6 +50,26 @@ def run_manifest(
     }
 
 
+#: The manifest's entry of a run measured from :func:`postdp.data.synthetic_population`.
+SYNTHETIC = "synthetic"
+
+
+def synthetic_record(
+    states: Sequence[str], population_seed: int, rng: Any, *, drawn_by: str
+) -> dict[str, Any]:
+    """What a run of a synthetic population records of it: the generator, the states, the
+    population's seed, the noise's (``rng`` when an integer, else None: the secure path or
+    a generator, not reproducible from the manifest) and the function that drew it."""
+    seedable = isinstance(rng, (int, np.integer)) and not isinstance(rng, bool)
+    return {
+        "generator": "postdp.data.synthetic_population",
+        "states": [str(s) for s in states],
+        "population_seed": int(population_seed),
+        "noise_seed": int(rng) if seedable else None,
+        "drawn_by": drawn_by,
+    }
+
+
 #: The mechanisms a run's manifest names, by their ``name``, and the parameter of each.
 MECHANISMS: dict[str, tuple[type[Mechanism], str]] = {
     Laplace.name: (Laplace, "epsilon"),

@@ -1,13 +1,25 @@
-"""The output folder of :func:`postdp.nmf.postprocess` (private): each partition's files in
-the run's layout, written atomically, and the plan that a resumed run must match.
+"""The output folder of :func:`postdp.nmf.postprocess` (private): each partition's files,
+written atomically, and the plan that a resumed run must match.
 
-Forms, per geographic level and partition:
+Files, per form and geographic level: ``OUT/<form>/<Geolevel>.parquet/part-0.parquet`` for
+the nation, ``OUT/<form>/<Geolevel>.parquet/<code>/part-*.parquet`` below it, ``<code>`` the
+spine subtree's 3-character code (``011``). The folders are named by the code alone, not
+``State=011`` (the run's Census layout): a reader that infers Hive partitions
+(``pandas.read_parquet`` of a level's folder) then adds no integer ``State`` column and reads
+``geocode`` as the string it is.
 
-- ``long``: ``geocode``, ``category`` (dictionary of the schema's cells), ``estimate``;
-  the zero estimates left out; a ``moe`` column (the estimate's 90% margin of error) when
-  the method has exact variances (``blue``);
-- ``wide``: ``geocode`` and one column per detailed cell;
-- ``std_dev`` (methods with exact variances): one row per geounit and query with
+Forms:
+
+- ``wide`` (every method): ``geocode``, ``total`` (the geounit's total: the sum of its
+  cells) and one column per detailed cell; int64 for an integral method, float64 for a
+  real-valued one. It holds every cell of every geounit.
+- ``long`` (integral methods only: ``topdown-2020``, ``blue-restore-2020``, any step with
+  ``,round``): ``geocode``, ``category`` (dictionary of the schema's cells) and
+  ``estimate``, the cells of estimate 0 left out (a cell not listed is 0). A real-valued
+  method (``blue``, ``blue-restore``, ``project``, ...) writes no long form: its cells are
+  almost never 0, so it would list every cell of every geounit (628 MB for the District of
+  Columbia's ``blue``), negative ones included; its wide form holds them all.
+- ``std_dev`` (methods with standard deviations): one row per geounit and query with
   ``geocode``, ``query_name``, ``query_shape`` and ``std_dev`` (its counts' standard
   deviations, a list in C order: the layout of the noisy measurement files' ``value``);
 - ``moe`` (``blue``, exact; an integral method with ``amc``, from its replicates): one row
@@ -84,13 +96,24 @@ def sibling(out: Path, path: Path, form: str) -> Path:
     return out / form / Path(*rel.parts[1:])
 
 
+#: The wide form's column of each geounit's total (the sum of its cells).
+TOTAL = "total"
+
+
+def forms_of(integral: bool, std: bool) -> tuple[str, ...]:
+    """The forms written: ``wide`` always, ``long`` for an integral method only, and
+    ``std_dev`` for a method with standard deviations."""
+    return (*(FORMS if integral else ("wide",)), *((STD,) if std else ()))
+
+
 class Writer:
     """The output folder's partitions: each level's files in every form, written atomically.
 
     ``queries``: the queries whose standard deviations the method gives, by name (their
-    shapes), or None: no ``std_dev`` form and no ``moe`` column. ``tables``: with
-    ``queries``, the published tables whose rows' margins of error go to the ``moe`` form
-    (their variances under their names); none: no ``moe`` form."""
+    shapes), or None: no ``std_dev`` form; ``tables``: with ``queries``, the published
+    tables whose rows' margins of error go to the ``moe`` form (their variances under their
+    names), none: no ``moe`` form; ``integral``: the method's estimates are whole numbers
+    (written as int64, with a long form), else real-valued (float64, no long form)."""
 
     def __init__(
         self,
@@ -99,10 +122,15 @@ class Writer:
         schema: Schema,
         queries: dict[str, tuple[int, ...]] | None = None,
         tables: Sequence[PublishedTable] = (),
+        *,
+        integral: bool = True,
     ) -> None:
         self.out, self.names, self.schema, self.queries = out, tuple(names), schema, queries
+        if TOTAL in schema.cells:
+            raise ValidationError(f"a cell named {TOTAL!r} would clash with the wide form's total")
+        self.integral = integral
         self.tables = tuple(tables) if queries is not None else ()
-        self.forms = FORMS if queries is None else (*FORMS, STD)
+        self.forms = forms_of(integral, queries is not None)
         if self.tables:
             self.forms = (*self.forms, MOE)
 
@@ -185,9 +213,28 @@ class Writer:
             return
         if not self.out.is_dir():  # removed behind a refused run: a late task writes nothing
             raise FileNotFoundError(f"{str(self.out)!r}: the output folder is gone")
-        integral = bool(np.array_equal(values, np.rint(values)))
-        values = values.astype(np.int64) if integral else values
+        if self.integral and not np.array_equal(values, np.rint(values)):
+            raise ValueError("an integral method gave estimates that are not whole numbers")
+        values = np.asarray(values, dtype=np.int64 if self.integral else np.float64)
         cells = self.schema.cells
+        if self.queries is not None:
+            assert variances is not None
+            self._std(pa, pq, self._path(STD, level, code, part), geocodes, variances)
+            if self.tables:
+                se = [np.sqrt(np.maximum(variances[t.name], 0.0)) for t in self.tables]
+                moe = Z90 * np.concatenate(se, axis=1)
+                path = self._path(MOE, level, code, part)
+                write_moe(path, geocodes, moe_columns(self.tables), moe)
+        wide = pa.table(
+            {
+                "geocode": pa.array(geocodes, pa.string()),
+                TOTAL: pa.array(values.sum(axis=1)),
+                **{c: pa.array(values[:, j]) for j, c in enumerate(cells)},
+            }
+        )
+        _atomic_parquet(pq, wide, self._path("wide", level, code, part))
+        if "long" not in self.forms:
+            return
         rows, cols = np.nonzero(values)
         long = {
             "geocode": pa.array(np.asarray(geocodes, dtype=object)[rows], pa.string()),
@@ -200,19 +247,6 @@ class Writer:
             assert variances is not None
             sd = np.sqrt(np.maximum(variances["detailed"], 0.0))
             long[MOE] = pa.array(Z90 * sd[rows, cols])
-            self._std(pa, pq, self._path(STD, level, code, part), geocodes, variances)
-            if self.tables:
-                se = [np.sqrt(np.maximum(variances[t.name], 0.0)) for t in self.tables]
-                moe = Z90 * np.concatenate(se, axis=1)
-                path = self._path(MOE, level, code, part)
-                write_moe(path, geocodes, moe_columns(self.tables), moe)
-        wide = pa.table(
-            {
-                "geocode": pa.array(geocodes, pa.string()),
-                **{c: pa.array(values[:, j]) for j, c in enumerate(cells)},
-            }
-        )
-        _atomic_parquet(pq, wide, self._path("wide", level, code, part))
         _atomic_parquet(pq, pa.table(long), self._path("long", level, code, part))
 
     def _std(
@@ -247,19 +281,21 @@ class Writer:
 
 
 def form_path(out: Path, form: str, level: str, code: str | None, part: str | None) -> Path:
-    """The file of one form, geolevel (its name), partition and part."""
+    """The file of one form, geolevel (its name), partition (its folder named by the
+    subtree code alone, not the run's ``State=`` form) and part."""
     where = out / form / f"{level}.parquet"
     name = layout.PART if part is None else f"part-{part}.parquet"
-    return (where if code is None else where / layout.folder(code)) / name
+    return (where if code is None else where / code) / name
 
 
 def written(path: Path, geocodes: Sequence[str]) -> Any:
-    """The wide rows of ``geocodes`` in a written file, in their order (int64)."""
+    """The cells of ``geocodes`` in a written wide file, in their order (int64; its
+    ``total`` left out)."""
 
     _, pq = _pyarrow()
     frame = pq.read_table(path, filters=[("geocode", "in", list(geocodes))]).to_pandas()
     frame = frame.set_index("geocode").reindex(list(geocodes))
-    return frame.drop(columns=[c for c in frame.columns if c == "State"]).to_numpy(np.int64)
+    return frame.drop(columns=TOTAL).to_numpy(np.int64)
 
 
 def _pick(

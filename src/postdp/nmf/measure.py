@@ -24,7 +24,7 @@ from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
 from postdp.nmf import _layout as layout
 from postdp.nmf._io import _atomic_text, _geocodes, _pyarrow, _shares, write_levels
-from postdp.nmf._manifest import _total, continuous, run_manifest
+from postdp.nmf._manifest import SYNTHETIC, _total, continuous, run_manifest, synthetic_record
 from postdp.tables import CountBounds, Table, measure, single_child_bypass
 from postdp.tables.bypass import check_budget_scale
 
@@ -43,6 +43,7 @@ def measure_by_state(
     bounds: Callable[[Table], Sequence[CountBounds]] | None = None,
     bypass: bool = False,
     progress: Callable[[str, int, int], None] | None = None,
+    population_seed: int | None = None,
 ) -> Path:
     """Measure each state's table with a preset strategy and write the run, one state at a
     time.
@@ -80,6 +81,12 @@ def measure_by_state(
         have no ``DPQuery`` rows.
     progress : callable, optional
         ``progress("states", done, total)`` after each state.
+    population_seed : int, optional
+        Where ``tables`` builds the synthetic population
+        (``strategy.tabulate(synthetic_population(states=[state], seed=population_seed))``):
+        its seed, recorded with the states and the noise's seed (``rng`` when an integer;
+        None on the secure path) in the manifest's ``"synthetic"`` entry, from which
+        :func:`postdp.nmf.synthetic_truth` rebuilds the population measured.
 
     Returns
     -------
@@ -163,6 +170,10 @@ def measure_by_state(
     manifest["geounits"] = {n: dict(sorted(c.items())) for n, c in geounits.items()}
     if bypass:
         manifest["budget_scale"] = "single-child bypass"
+    if population_seed is not None:
+        manifest[SYNTHETIC] = synthetic_record(
+            states, population_seed, rng, drawn_by="postdp.nmf.measure_by_state"
+        )
     _atomic_text(run / layout.MANIFEST, json.dumps(manifest, indent=2) + "\n")
     return run
 

@@ -2,10 +2,13 @@
 
 Post-processing costs no privacy and may be redone by anyone from the noisy measurement
 files. :func:`postprocess` reads a run (:func:`postdp.nmf.read`), estimates every geounit's
-detailed histogram and writes it as partitioned Parquet in the run's own layout:
+detailed histogram and writes it as partitioned Parquet, a folder per spine subtree
+named by its code alone (``011``, not the run's ``State=011``: see
+:mod:`postdp.nmf._output`):
 
-    OUT/long/<Geolevel>.parquet/[State=NNN/]part-0.parquet   geocode, category, estimate
-    OUT/wide/<Geolevel>.parquet/[State=NNN/]part-0.parquet   geocode, one column per cell
+    OUT/wide/<Geolevel>.parquet/[NNN/]part-0.parquet   geocode, total, one column per cell
+    OUT/long/<Geolevel>.parquet/[NNN/]part-0.parquet   (integral methods) geocode, category,
+                                   estimate; the cells of estimate 0 left out
     OUT/std_dev/<Geolevel>.parquet/...      (``blue``) geocode, query_name, query_shape, std_dev
     OUT/moe/<Geolevel>.parquet/...          (``blue``; ``amc``) geocode, <variable>_moe, ...
     OUT/postdp-postprocess.json    what is being computed (written first)
@@ -31,10 +34,10 @@ How each method is partitioned:
 - ``blue``: the BLUE of the whole run, streamed state by state
   (:func:`postdp.postprocess.project_by_subtree`: each subtree read twice, once for its
   summary and once below the top's answer), with the exact standard deviation of every
-  measured marginal, ``total`` and ``detailed`` at every geounit (the long form's
-  ``moe`` column: each cell's 90% margin of error), and the exact 90% margin of error of
-  every row of the published tables over the run's schema (the ``moe`` form: P1 to P5 for
-  a persons run, H1 for a units run; each row's variance from its cells' covariances).
+  measured marginal, ``total`` and ``detailed`` at every geounit (the ``std_dev`` form),
+  and the exact 90% margin of error of every row of the published tables over the run's
+  schema (the ``moe`` form: P1 to P5 for a persons run, H1 for a units run; each row's
+  variance from its cells' covariances).
 - any other table post-processing (``blue-restore``, ``blue-restore-2020``, ``project``,
   ``project-nonneg``, ``topdown``, with ``,round``): solved on the whole run at once
   (memory grows with it), written partition by partition.
@@ -64,12 +67,12 @@ from postdp.nmf import _layout as layout
 from postdp.nmf._io import _atomic_text
 from postdp.nmf._output import (
     DONE,
-    FORMS,
     MOE,
     PLAN_FILE,
-    STD,
+    TOTAL,
     Writer,
     fingerprint,
+    forms_of,
     moe_tables,
     sha256,
     start,
@@ -169,15 +172,20 @@ def postprocess(
     >>> out = postprocess(run, tmp + "/out", method="topdown-2020")
     >>> sorted(p.name for p in (out / "long").iterdir())[:2]
     ['Block.parquet', 'Block_Group.parquet']
+    >>> import pandas as pd
+    >>> county = pd.read_parquet(out / "wide" / "County.parquet")  # folder 011/: no State
+    >>> county["geocode"].tolist(), list(county.columns[:2])
+    (['011001'], ['geocode', 'total'])
     """
     from postdp.analysis.table_design import INTEGRAL_STEPS, parse_table_steps
 
     step, rounded = parse_table_steps(method)
     if step is None:
         raise ValidationError(f"`method` {method!r}: post-processing needs a step")
+    integral = rounded or step in INTEGRAL_STEPS  # whole numbers: int64 and a long form
     if isinstance(amc, bool) or not isinstance(amc, int) or amc == 1 or amc < 0:
         raise ValidationError(f"`amc` must be 0 or an integer >= 2; got {amc!r}")
-    if amc and not (rounded or step in INTEGRAL_STEPS):
+    if amc and not integral:
         raise ValidationError(
             f"`amc` takes the release as the truth, so it needs whole numbers: "
             f"{method!r} is not integral (add ',round')"
@@ -198,7 +206,7 @@ def postprocess(
     check_budgets(run, top, step)
     check_fits(step, top)
     tables = moe_tables(schema)
-    forms = [*FORMS, STD] if method == "blue" else list(FORMS)
+    forms = list(forms_of(integral, method == "blue"))
     if tables and (method == "blue" or amc):
         forms.append(MOE)
     plan = {
@@ -207,6 +215,7 @@ def postprocess(
         "method": method,
         "seed": seed,
         "forms": forms,
+        "partition_folders": "subtree code",  # an earlier postdp's State=NNN: not resumed
         "amc": amc,
         **({"cut_blocks": cut_blocks} if method == "topdown-2020" else {}),
     }
@@ -216,7 +225,9 @@ def postprocess(
     made = _made_by_start(out)
     start(out, plan)
     queries = _queries(top) if method == "blue" else None
-    writer = Writer(out, names, schema, queries, tables if method == "blue" else ())
+    writer = Writer(
+        out, names, schema, queries, tables if method == "blue" else (), integral=integral
+    )
     report = progress or (lambda stage, done, total: None)
     total = len(codes) + 1
     try:
@@ -436,8 +447,7 @@ def _amc(
         codes = [str(g) for g in frame["geocode"]]
         rows = [index[g] for g in codes]
         parts.append((path, codes, rows))
-        cells = frame.drop(columns=[c for c in frame.columns if c in ("geocode", "State")])
-        released[rows] = cells.to_numpy()
+        released[rows] = frame.drop(columns=["geocode", TOTAL]).to_numpy()
     report("amc", 0, k)
     summary, totals, moe = amc(
         m, released, method=method, replicates=k, rng=seed, levels=list(names), tables=tables

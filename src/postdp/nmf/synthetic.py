@@ -7,12 +7,14 @@ file ``STUDY-PATH.txt`` (which :func:`postdp.nmf.read` reports as ``secure=False
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
 
 from postdp.nmf import _layout as layout
-from postdp.nmf._io import _pyarrow, write
+from postdp.nmf._io import _atomic_text, _pyarrow, write
+from postdp.nmf._manifest import SYNTHETIC, synthetic_record
 from postdp.nmf._read import STUDY_MARKER
 
 __all__ = ["synthetic_run"]
@@ -35,7 +37,9 @@ def synthetic_run(
     states : sequence of str, default ("11",)
         State FIPS codes of :func:`postdp.data.synthetic_population`.
     seed : int, default 0
-        Seeds the population and the noise (numpy's generator: not a private release).
+        Seeds the population and the noise (numpy's generator: not a private release);
+        recorded in the manifest (:func:`postdp.nmf.synthetic_truth` rebuilds the
+        population from it).
     quirks : bool, default False
         Make the run look like a published Census run: no postdp manifest (so the reader
         rebuilds the workload from the variances), the group-quarters constraints on every
@@ -72,6 +76,11 @@ def synthetic_run(
     scale = single_child_bypass(table, work, top=1) if quirks else None
     m = measure(table, work, secure=False, rng=seed, budget_scale=scale)
     run = write(m, run_dir, strategy=s.name)
+    manifest = json.loads((run / layout.MANIFEST).read_text(encoding="utf-8"))
+    manifest[SYNTHETIC] = synthetic_record(
+        list(states), seed, seed, drawn_by="postdp.nmf.synthetic_run"
+    )
+    _atomic_text(run / layout.MANIFEST, json.dumps(manifest, indent=2) + "\n")
     (run / STUDY_MARKER).write_text(
         "Drawn on postdp's study path (numpy's generator) from a synthetic population: "
         "not a private release.\n",
