@@ -27,7 +27,6 @@ import numpy as np
 
 from postdp import nmf
 from postdp.data import load_strategy, pl94_tables, synthetic_population
-from postdp.nmf._layout import LEVELS_2020
 from postdp.postprocess import top_down_2020
 from postdp.tables import measure
 
@@ -64,7 +63,7 @@ def one_run(states: list[str], seed: int, replicates: int, amc_seed: int) -> dic
         nodes = geo.levels[d]
         e, w = error[nodes], moe[nodes]
         positive = w > 0
-        out[LEVELS_2020[d]] = (
+        out[nmf.LEVELS_2020[d]] = (
             int(positive.sum()),
             float(np.mean(e[positive] <= w[positive])) if positive.any() else float("nan"),
             int(np.sum(~positive & (e > 0))),
@@ -87,13 +86,13 @@ def main() -> None:
         print(f"seed {seed}: release and {args.replicates} replicates in {r['seconds']:.0f} s")
         head = ("level", "rows moe>0", "covered", "moe=0, missed", "rows")
         print("  {:<12} {:>10} {:>8} {:>14} {:>8}".format(*head))
-        for level in LEVELS_2020:
+        for level in nmf.LEVELS_2020:
             if level in r:
                 n, share, missed, total = r[level]
                 print(f"  {level:<12} {n:>10} {share:>8.3f} {missed:>14} {total:>8}")
     if len(results) > 1:
         print("across seeds (mean, standard error):")
-        for level in LEVELS_2020:
+        for level in nmf.LEVELS_2020:
             shares = np.array([r[level][1] for r in results if level in r])
             if shares.size and np.isfinite(shares).all():
                 se = shares.std(ddof=1) / np.sqrt(shares.size)
