@@ -41,9 +41,11 @@ from postdp.tables import PublishedTable
 
 __all__ = ["tabulate", "tabulated_levels"]
 
-#: Rows read from a partition at a time (2,016 cells: about 130 MB of float64; a level's
-#: margins of error are held whole only where they are not stored beside its estimates).
-BATCH_ROWS = 8192
+#: Rows read from a partition at a time (2,016 cells: 33 MB of float64 per copy; the
+#: tabulation of three synthetic states peaked at 0.50 GB with it, 1.12 GB with 8,192 rows,
+#: and was no slower). A level's margins of error are held whole only where they are not
+#: stored beside its estimates.
+BATCH_ROWS = 2048
 #: Real numbers in the CSV files (margins of error; the counts of a real-valued method): 4
 #: decimals (the Parquet files hold every bit).
 CSV_FLOAT = "%.4f"
