@@ -65,3 +65,13 @@ def test_tabulate_refuses_bad_input_in_one_line_before_writing(release, tmp_path
         assert needle in err and err.count("\n") == 1, err
     assert not (tmp_path / "t").exists()
     assert not list(release.glob("x*"))
+
+
+def test_progress_in_a_log_is_one_plain_line_per_partition(release, tmp_path, capsys):
+    """stderr is not a terminal under pytest: no bar, no escape codes, a line per file."""
+    assert main(["tabulate", str(release), "--output-dir", str(tmp_path / "t")]) == 0
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "\r" not in err
+    lines = err.strip().splitlines()
+    assert lines[:3] == ["US: done (1/1)", "State: done (1/2)", "State: done (2/2)"]
+    assert len(lines) == 1 + 5 * 2 + 1 and lines[-1].startswith("wrote ")

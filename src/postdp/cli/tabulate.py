@@ -29,8 +29,9 @@ where the release has one: exact for --method blue, from the AMC replicates of
 `postdp postprocess --amc K` for an integral method; 0 for an invariant), TABLES/
 variables.csv (each variable's table, label, universe and unit) and
 TABLES/postdp-manifest.json. The folder is written under a temporary name and renamed into
-place when complete. Read GEOID as text: pd.read_csv(path, dtype={"GEOID": str}); the
-Parquet files keep it text.
+place when complete. Progress: a bar per geolevel on a terminal; in a log, one plain line
+per partition tabulated; the last line says what was written where. Read GEOID as text:
+pd.read_csv(path, dtype={"GEOID": str}); the Parquet files keep it text.
 """
 
 
@@ -84,7 +85,7 @@ def run(args: argparse.Namespace, state: RunState) -> int:
         if level not in bars:
             for bar in bars.values():
                 bar.close()
-            bars[level] = progress(level, total, quiet=args.quiet, unit="partition")
+            bars[level] = progress(level, total, quiet=args.quiet, unit="partition", lines=True)
         bars[level].n = done
         bars[level].refresh()
 
