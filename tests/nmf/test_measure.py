@@ -122,10 +122,13 @@ def test_a_run_measured_by_county_reads_and_post_processes_whole(tmp_path):
     for cut in (100_000, 1):
         out = nmf.postprocess(run, tmp_path / f"out{cut}", method="topdown-2020", cut_blocks=cut)
         states = pd.read_parquet(out / "wide" / "State.parquet")
-        for code, row in zip(
-            states["geocode"], states.drop(columns=["geocode", "State"]).to_numpy(), strict=True
+        for code, row, total in zip(
+            states["geocode"],
+            states.drop(columns=["geocode", "total"]).to_numpy(),
+            states["total"],
+            strict=True,
         ):
-            assert row.sum() == truth[code[1:]]
+            assert row.sum() == total == truth[code[1:]]
 
 
 def test_state_by_state_refuses_before_drawing(tmp_path):
