@@ -14,3 +14,15 @@ def _ledger_of_this_test(tmp_path, monkeypatch):
     """Secure releases made by a test (or a doctest, or a command it runs) record themselves
     in a ledger of that test, never in the user's own (postdp's default is per user)."""
     monkeypatch.setenv("POSTDP_LEDGER", str(tmp_path / "postdp-ledger.jsonl"))
+
+
+@pytest.fixture(autouse=True)
+def _figures_closed_after_each_test():
+    """Every figure a test or doctest drew is closed after it: pyplot keeps figures until
+    closed, and the 21st open one warns (an error here), whichever test left the others."""
+    import sys
+
+    yield
+    pyplot = sys.modules.get("matplotlib.pyplot")
+    if pyplot is not None:
+        pyplot.close("all")
