@@ -176,3 +176,35 @@ def test_postprocess_amc_writes_the_moe_form(measured, run, tmp_path):
         )
     plan = json.loads((out / "postdp-postprocess.json").read_text())
     assert plan["forms"] == ["long", "wide", "moe"]
+
+
+@pytest.mark.statistical
+def test_amc_margins_cover_the_truth_as_a_t_interval(measured):
+    """Coverage of AMC margins against the truth. For a linear unbiased method the AMC's
+    mean square of K replicates is sigma^2 chi2_K / K, drawn from its own noise and so
+    independent of the release's error N(0, sigma^2): a row is covered with probability
+    P(|t_K| <= 1.645), 0.8251 for K = 4 (the Student t law; Gaussian approximation of the
+    discrete Gaussian noise). Over 16 independent (release, AMC) pairs, the mean share of
+    covered P1 and P5 rows equals it within z = 3 standard errors of the 16 shares."""
+    from scipy import stats
+
+    tables = [pl94_tables()["P1"], pl94_tables()["P5"]]
+    table, work = measured.table, measured.workload
+    projector = TableProjector(table, work)
+    noisy = np.concatenate([projector.table_variances(t) for t in tables], axis=1) > 0
+    truth = np.concatenate([t.apply(_truth(table)) for t in tables], axis=1)
+    stand_in = top_down_2020(measured)  # the AMC of a linear method does not read it
+    k = 4
+    shares = []
+    for j in range(16):
+        draw = measure(table, work, secure=False, rng=3000 + j)
+        rows = np.concatenate([t.apply(projector(draw)) for t in tables], axis=1)
+        _, _, moe = nmf.amc(
+            draw, stand_in, method="blue", replicates=k, rng=4000 + j, queries=["total"],
+            tables=tables,
+        )  # fmt: skip
+        shares.append(np.mean(np.abs(rows - truth)[noisy] <= moe[noisy]))
+    shares = np.asarray(shares)
+    theory = 2 * stats.t.cdf(Z90, df=k) - 1
+    se = shares.std(ddof=1) / np.sqrt(shares.size)
+    assert abs(shares.mean() - theory) <= 3 * se, (shares.mean(), theory, se)
