@@ -7,6 +7,9 @@ Every function takes the data first (a result object or arrays), options keyword
 from postdp.plots._common import save_figure
 from postdp.plots.audit import (
     plot_bias_by_count,
+    plot_diversity_errors,
+    plot_errors_by_size,
+    plot_estimator_comparison,
     plot_nonneg_bias,
     plot_residuals,
     plot_wasserstein,
@@ -19,11 +22,6 @@ from postdp.plots.decisions import (
 )
 from postdp.plots.planning import plot_budget_frontier
 from postdp.plots.posterior import plot_posterior
-from postdp.plots.tables import (
-    plot_diversity_errors,
-    plot_errors_by_size,
-    plot_estimator_comparison,
-)
 
 __all__ = [
     "plot_allotment_bias",
