@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from postdp.cli._common import check_values, prepare, public_ids
@@ -138,19 +142,72 @@ def _check_extras(args: argparse.Namespace) -> None:
         )
 
 
+@dataclass
+class _Subject:
+    """What an audit needs of its input, hierarchy or table: the design, the input files
+    (never overwritten), the audit's own options, and the parts of the output that differ by
+    kind (the manifest, the report's sources, the closing summary, the memory estimate and
+    the stream it goes to)."""
+
+    design: Any
+    inputs: list[Path]
+    options: dict[str, Any]
+    manifest: dict[str, Any]
+    report_options: Callable[[Path], dict[str, Any]]
+    summary: Callable[[Any], None]
+    memory: str
+    memory_stream: Any = None
+
+
 def run(args: argparse.Namespace, state: RunState) -> int:
     """Validate everything, check the folder, simulate, then write the folder at once."""
-    import numpy as np
-
-    from postdp.analysis import ReleaseDesign
-
     _check_extras(args)
     check_weights(args)
     if wants_table(args):
         refuse_hierarchy_options(args, "audit")
-        from postdp.cli._audit_table import run_table_audit
+        subject = _table(args, state)
+    else:
+        subject = _hierarchy(args, state)
+    out_dir = check_output_dir(
+        args.output_dir, "--output-dir", inputs=subject.inputs, overwrite=args.overwrite
+    )
+    report_path = check_report(args, inputs=subject.inputs, folder=out_dir)
+    print(subject.memory, file=subject.memory_stream or sys.stdout, flush=True)
+    from postdp.report import audit
 
-        return run_table_audit(args, state)
+    state.phase = "simulating"
+    with run_bars(state, quiet=args.quiet) as tick:
+        audited = audit(
+            subject.design,
+            n_draws=args.draws,
+            rng=args.seed,
+            batch=args.batch,
+            workers=args.workers,
+            max_memory=args.max_memory,
+            progress=tick,
+            **subject.options,
+        )
+    shown = write_study(
+        args,
+        state,
+        out_dir,
+        report_path,
+        audited,
+        manifest=subject.manifest,
+        report_options=subject.report_options(out_dir),  # no machine path on a shared page
+    )
+    subject.summary(audited)
+    print_written(shown)
+    return 0
+
+
+def _hierarchy(args: argparse.Namespace, state: RunState) -> _Subject:
+    """A hierarchy's design and audit options, every one checked before anything is drawn
+    (the shifted counts, the entities, the memory the runs need)."""
+    import numpy as np
+
+    from postdp.analysis import ReleaseDesign, memory_plan
+
     loaded, mechanisms = prepare(args, state)
     h = loaded.hierarchy
     counts = h.counts
@@ -168,56 +225,43 @@ def run(args: argparse.Namespace, state: RunState) -> int:
     else:
         smallest = h.leaves[np.argsort(counts[h.leaves], kind="stable")[:3]]
         entities = [str(h.ids[i]) for i in smallest]
-    from postdp.analysis import memory_plan
-
-    options = {
-        "n_draws": args.draws,
-        "batch": args.batch,
-        "workers": args.workers,
-        "max_memory": args.max_memory,
-    }
-    plan = memory_plan(h.n, bins=args.bins, **options)
+    plan = memory_plan(
+        h.n,
+        bins=args.bins,
+        n_draws=args.draws,
+        batch=args.batch,
+        workers=args.workers,
+        max_memory=args.max_memory,
+    )
     if not plan.fits:
         raise CliError(_over_memory(args, plan, h.n))
-    out_dir = check_output_dir(
-        args.output_dir, "--output-dir", inputs=[loaded.path], overwrite=args.overwrite
-    )
-    inputs = [loaded.path] if loaded.path is not None else []
-    report_path = check_report(args, inputs=inputs, folder=out_dir)
+    note = "" if plan.bins == args.bins else f" (histograms cut to {plan.bins} bins to fit)"
+    simulations = 1 + len([s for s in args.shifts if s])
 
-    bins_used, estimate = plan.bins, plan.peak_bytes
-    note = "" if bins_used == args.bins else f" (histograms cut to {bins_used} bins to fit)"
-    print(
-        f"memory: about {estimate / 2**20:,.0f} MB for the statistics and batches of each of "
-        f"{1 + len([s for s in args.shifts if s])} simulations{note}",
-        flush=True,
-    )
-    from postdp.report import audit
-
-    with run_bars(state, quiet=args.quiet) as tick:
-        result = audit(
-            design,
-            n_draws=args.draws,
-            shifts=args.shifts,
-            entities=entities,
-            rng=args.seed,
-            bins=args.bins,
-            batch=args.batch,
-            workers=args.workers,
-            max_memory=args.max_memory,
-            progress=tick,
-            names=_names(loaded, args.id),
+    def summary(audited: Any) -> None:
+        base = audited.result
+        worst = int(np.argmax(np.abs(base.bias) / np.maximum(base.bias_se, 1e-300)))
+        print(
+            f"audited {h.n} nodes over {base.n_draws} draws (study path, seed {args.seed}); "
+            f"design: {args.mechanism} noise, post-processing "
+            f"{','.join(map(str, design.steps)) or 'none'}; budget {design.budget}"
         )
-    base = result.result
+        print(
+            f"largest |bias|/SE: node {h.ids[worst]!r}, bias {base.bias[worst]:.4g} "
+            f"(SE {base.bias_se[worst]:.2g}); mean MSE {base.mse.mean():.4g}"
+        )
 
     suffix = ".parquet" if args.format == "parquet" else ".csv"
-    shown = write_study(
-        args,
-        state,
-        out_dir,
-        report_path,
-        result,
-        manifest={
+    return _Subject(
+        design,
+        [loaded.path] if loaded.path is not None else [],
+        {
+            "shifts": args.shifts,
+            "entities": entities,
+            "bins": args.bins,
+            "names": _names(loaded, args.id),
+        },
+        {
             "command": "postdp audit",
             "mechanism": args.mechanism,
             "budget": str(design.budget),
@@ -226,21 +270,98 @@ def run(args: argparse.Namespace, state: RunState) -> int:
             "seed": args.seed,
             "input": "bundled" if loaded.bundled else str(loaded.path),
         },
-        report_options={"source": f"{out_dir.name}/audit{suffix}"},  # no machine path
+        lambda out_dir: {"source": f"{out_dir.name}/audit{suffix}"},
+        summary,
+        f"memory: about {plan.peak_bytes / 2**20:,.0f} MB for the statistics and batches of "
+        f"each of {simulations} simulations{note}",
     )
 
-    worst = int(np.argmax(np.abs(base.bias) / np.maximum(base.bias_se, 1e-300)))
-    print(
-        f"audited {h.n} nodes over {base.n_draws} draws (study path, seed {args.seed}); "
-        f"design: {args.mechanism} noise, post-processing "
-        f"{','.join(map(str, design.steps)) or 'none'}; budget {design.budget}"
+
+def _table(args: argparse.Namespace, state: RunState) -> _Subject:
+    """A table's design (``--postprocess`` one step, optionally ``,round``) and audit
+    options, checked before anything is drawn. The draws run through the same
+    :func:`postdp.report.audit` and streaming engine as a hierarchy's, so the results
+    depend on --seed alone (not on --batch or --workers) and memory is bounded by
+    --max-memory."""
+    import numpy as np
+
+    from postdp.analysis import TableDesign, memory_plan
+    from postdp.cli._release_table import flag_design
+    from postdp.cli._tables import check_step_fits, check_steps, load_table, workload
+
+    state.phase = "reading the table"
+    loaded = load_table(args)
+    table = loaded.table
+    state.phase = "checking the options"
+    work = workload(args, table)
+    step, rounded = check_steps(args.postprocess)
+    step = step or "project"
+    check_step_fits(args, table, work, step)
+    with flag_design(args):
+        design = TableDesign(table, work, step + (",round" if rounded else ""))
+    geo, cat = table.geography, table.categories
+    plan = memory_plan(
+        design,
+        n_draws=args.draws,
+        batch=args.batch,
+        bins=args.bins,
+        workers=args.workers,
+        max_memory=args.max_memory,
     )
-    print(
-        f"largest |bias|/SE: node {h.ids[worst]!r}, bias {base.bias[worst]:.4g} "
-        f"(SE {base.bias_se[worst]:.2g}); mean MSE {base.mse.mean():.4g}"
+    if plan.peak_bytes > args.max_memory:
+        raise CliError(
+            f"--max-memory {args.max_memory}: a table audit of {geo.n:,} geounits x {cat.n} "
+            f"categories needs about {plan.peak_bytes / 2**20:,.0f} MB"
+        )
+
+    def summary(audited: Any) -> None:
+        result, cells, summary, by_size = (
+            audited.result,
+            audited.cells,
+            audited.summary,
+            audited.by_size,
+        )
+        z = np.abs(result.bias) / np.maximum(result.bias_se, 1e-300)
+        worst = int(np.argmax(np.where(result.bias_se > 0, z, 0.0)))
+        row = cells.iloc[worst]
+        print(
+            f"audited table {loaded.source}: {geo.n:,} geounits x {cat.n} categories over "
+            f"{args.draws} draws (study path, seed {args.seed}); post-processing "
+            f"{design.postprocess}; budget {work.budget}"
+        )
+        print(
+            f"largest |bias|/SE: {row['geo_id']} {row['category']}, bias {row['bias']:.4g} "
+            f"(SE {row['bias_se']:.2g})"
+        )
+        per_level = summary.groupby("level")["rmse"].apply(lambda r: float(np.sqrt((r**2).mean())))
+        print("RMSE by level: " + ", ".join(f"{d}: {v:.4g}" for d, v in per_level.items()))
+        small = by_size[by_size["level"] == by_size["level"].max()].iloc[0]
+        print(
+            f"smallest geounits at the deepest level ({small['size']} people): MAE "
+            f"{small['mae']:.3g}, MAPE {small['mape']:.3g}%, mean TVD {small['tvd']:.3g}"
+        )
+
+    return _Subject(
+        design,
+        loaded.paths,
+        {"bins": plan.bins},
+        {
+            "command": "postdp audit --table",
+            "input": loaded.source,
+            "budget": str(work.budget),
+            "postprocess": design.postprocess,
+            "draws": args.draws,
+            "seed": args.seed,
+        },
+        lambda out_dir: {
+            "source": Path(loaded.source).name,
+            "cells_source": f"{out_dir.name}/table_audit.csv",
+        },
+        summary,
+        f"estimated memory: {plan.peak_bytes / 2**20:,.0f} MB ({geo.n:,} geounits x "
+        f"{cat.n} categories, {args.workers} process(es))",
+        sys.stderr,
     )
-    print_written(shown)
-    return 0
 
 
 def _over_memory(args: argparse.Namespace, plan: Any, n: int) -> str:
