@@ -237,3 +237,9 @@ def _category_nodes(cat: Any) -> dict[frozenset[int], list[int]]:
     for node, row in enumerate(category_matrix(cat)):
         out.setdefault(frozenset(np.flatnonzero(row).tolist()), []).append(node)
     return out
+
+
+def flag_design(args: argparse.Namespace) -> Any:
+    """Errors of a table's design name --design as typed, or --epsilon/--rho (the detailed
+    cells per level) when no design file was given."""
+    return flag("--design" if args.design else "--epsilon/--rho", args.design or "per level")

@@ -286,8 +286,13 @@ def _table(args: argparse.Namespace, state: RunState) -> _Subject:
     import numpy as np
 
     from postdp.analysis import TableDesign, memory_plan
-    from postdp.cli._release_table import flag_design
-    from postdp.cli._tables import check_step_fits, check_steps, load_table, workload
+    from postdp.cli._tables import (
+        check_step_fits,
+        check_steps,
+        flag_design,
+        load_table,
+        workload,
+    )
 
     state.phase = "reading the table"
     loaded = load_table(args)

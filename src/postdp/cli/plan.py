@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -116,46 +118,41 @@ def add_parser(commands: Any) -> None:
     parser.set_defaults(func=run)
 
 
+@dataclass
+class _Subject:
+    """What a plan needs of its input, hierarchy or table: what is planned over (passed to
+    the planners), its geography, the input files, the parts the budget is split over (the
+    levels, or a table's measured queries) and how the options and the output name them."""
+
+    over: Any
+    geography: Any
+    inputs: list[Path]
+    n_parts: int
+    parts: str  # "level (3), root first" or "measured query (3), in the order of ..."
+    variance: dict[str, Any]  # options of plan_budget
+    mae: dict[str, Any]  # options of plan_mae_budget
+    probe: Callable[[Any], Any]  # the design of --postprocess with a given mechanism
+    frame: Callable[[Any], Any]  # the plan's table (one row per part)
+    heading: str  # "over 3 levels", "over 3 measured queries of SOURCE"
+    about: tuple[str, str] | None = None  # a table's description on the report
+
+
 def run(args: argparse.Namespace, state: RunState) -> int:
     """Check everything, plan, write the plan atomically."""
-    from postdp.hierarchy import Hierarchy
-
     _check_objective_options(args)
-    if args.table is not None or args.categories is not None or args.design is not None:
-        from postdp.cli._plan_table import run_table
-
-        return run_table(args, state)
-    if args.ignore_columns is not None:
-        raise CliError("--ignore-columns: applies to a table given as --input with --categories")
-    state.phase = "reading the hierarchy"
-    if args.input is None:
-        from postdp.data import county_hierarchy
-
-        h, inputs = county_hierarchy(), []
-    else:
-        frame, path, _ = read_table(args.input, "--input", args.encoding)
-        for option in ("--id", "--parent"):
-            if getattr(args, option[2:]) not in frame.columns:
-                raise CliError(f"{option} {getattr(args, option[2:])!r}: no such column")
-        count = args.count if args.objective == "mae" else None
-        if count is not None and count not in frame.columns:
-            raise CliError(f"--count {count!r}: no such column (--objective mae reads counts)")
-        with flag("--input", args.input):
-            h = Hierarchy.from_frame(frame, id=args.id, parent=args.parent, count=count)
-        inputs = [path]
-    if args.objective == "mae":
-        if args.mechanism not in ("laplace", "gaussian"):
-            raise CliError(
-                f"--mechanism {args.mechanism}: --objective mae needs continuous noise "
-                "(laplace or gaussian)"
-            )
-        if args.frontier is not None:
-            raise CliError("--frontier: plots the variance objective; leave out --objective mae")
-    L = h.n_levels
+    table = args.table is not None or args.categories is not None or args.design is not None
+    subject = _table(args, state) if table else _hierarchy(args, state)
+    if args.objective == "mae" and args.mechanism not in ("laplace", "gaussian"):
+        raise CliError(
+            f"--mechanism {args.mechanism}: --objective mae needs continuous noise "
+            "(laplace or gaussian)"
+        )
+    if args.objective == "mae" and args.frontier is not None:
+        raise CliError("--frontier: plots the variance objective; leave out --objective mae")
     for option, values in (("--weights", args.weights), ("--compare", args.compare)):
-        if values is not None and len(values) != L:
+        if values is not None and len(values) != subject.n_parts:
             shown = ",".join(f"{v:g}" for v in values)
-            raise CliError(f"{option} {shown!r}: needs one value per level ({L}), root first")
+            raise CliError(f"{option} {shown!r}: needs one value per {subject.parts}")
     if args.compare is not None and abs(sum(args.compare) - args.total) > 1e-9 * args.total:
         shown = ",".join(f"{v:g}" for v in args.compare)
         raise CliError(
@@ -165,6 +162,7 @@ def run(args: argparse.Namespace, state: RunState) -> int:
     if args.weights is not None and (min(args.weights) < 0 or sum(args.weights) <= 0):
         shown = ",".join(f"{v:g}" for v in args.weights)
         raise CliError(f"--weights {shown!r}: must be nonnegative and not all zero")
+    inputs = subject.inputs
     output = check_output_file(
         args.output, typed(args, "--output", "-o"), inputs=inputs, overwrite=args.overwrite
     )
@@ -191,39 +189,38 @@ def run(args: argparse.Namespace, state: RunState) -> int:
     report_path = check_report(args, inputs=inputs, others=outputs)
     from postdp.analysis import plan_budget, plan_mae_budget
 
-    state.phase = "planning"
     if args.objective == "mae":
-        from postdp.analysis import ReleaseDesign
         from postdp.mechanisms import Gaussian, Laplace
 
         probe = Laplace(1.0) if args.mechanism == "laplace" else Gaussian(rho=1.0)
-        public = None if args.public is None else [str(h.ids[h.root])]
         with flag("--postprocess", args.postprocess):  # checked before any draw
-            ReleaseDesign(h, probe, args.postprocess, public=public)
+            subject.probe(probe)
+    state.phase = "planning"
+    if args.objective == "mae":
         with (
             flag("--total", f"{args.total:g}"),
             progress("planning", None, quiet=False, unit="split") as bar,
         ):
             plan = plan_mae_budget(
-                h,
+                subject.over,
                 args.postprocess,
                 total=args.total,
                 mechanism=args.mechanism,
                 weights=args.weights,
-                public=public,
                 draws=args.draws,
                 compare=args.compare,
                 progress=bar.update,
+                **subject.mae,
             )
     else:
         with flag("--total", f"{args.total:g}"):
             plan = plan_budget(
-                h,
+                subject.over,
                 total=args.total,
                 mechanism=args.mechanism,
                 weights=args.weights,
-                public_root=args.public == "root",
                 compare=args.compare,
+                **subject.variance,
             )
     frontier = None
     if args.frontier is not None:
@@ -233,17 +230,18 @@ def run(args: argparse.Namespace, state: RunState) -> int:
         with flag("--frontier", ",".join(f"{t:g}" for t in args.frontier)):
             frontier = budget_frontier(
                 args.frontier,
-                h,
+                subject.over,
                 mechanism=args.mechanism,
                 weights=args.weights,
-                public_root=args.public == "root",
                 compare=args.compare,
+                **subject.variance,
             )
-    table = plan.to_frame()
-    table.insert(1, "nodes", [lvl.size for lvl in h.levels])
-    report = None if report_path is None else _report(args, h, plan, table, frontier)
+    table_out = subject.frame(plan)
+    report = None
+    if report_path is not None:
+        report = _report(args, subject.geography, plan, table_out, frontier, subject.about)
     state.phase = f"writing {output}"
-    write_atomic(output, lambda tmp: table.to_csv(tmp, index=False), overwrite=args.overwrite)
+    write_atomic(output, lambda tmp: table_out.to_csv(tmp, index=False), overwrite=args.overwrite)
     state.written.append(str(output))
     if frontier is not None and frontier_out is not None:
         write_atomic(
@@ -263,14 +261,19 @@ def run(args: argparse.Namespace, state: RunState) -> int:
         )
         state.written.append(str(figure))
     write_report(report_path, report, state, overwrite=args.overwrite)
-    unit = _unit(args)
     out = sys.stdout
-    print(f"split of {unit} = {args.total:g} over {L} levels ({args.mechanism}):", file=out)
-    print("  " + ", ".join(f"level {d}: {s:.4g}" for d, s in enumerate(plan.shares)), file=out)
-    ratio = plan.equal_objective / plan.objective if plan.objective > 0 else float("inf")
-    what = _objective(args)
     print(
-        f"{what} {plan.objective:.4g}; equal split {plan.equal_objective:.4g}"
+        f"split of {_unit(args)} = {args.total:g} {subject.heading} ({args.mechanism}):",
+        file=out,
+    )
+    if subject.about is None:
+        print("  " + ", ".join(f"level {d}: {s:.4g}" for d, s in enumerate(plan.shares)), file=out)
+    else:
+        for row in table_out.itertuples():
+            print(f"  level {row.level} {row.query}: {row.budget:.4g} ({row.share:.1%})", file=out)
+    ratio = plan.equal_objective / plan.objective if plan.objective > 0 else float("inf")
+    print(
+        f"{_objective(args)} {plan.objective:.4g}; equal split {plan.equal_objective:.4g}"
         f" ({ratio:.2f}x the plan)",
         file=out,
     )
@@ -285,6 +288,117 @@ def run(args: argparse.Namespace, state: RunState) -> int:
             )
     print(f"wrote {', '.join(state.written)}", file=out)
     return 0
+
+
+def _hierarchy(args: argparse.Namespace, state: RunState) -> _Subject:
+    """A hierarchy's levels (the bundled counties, or --input's id and parent columns; its
+    counts too with --objective mae)."""
+    from postdp.hierarchy import Hierarchy
+
+    if args.ignore_columns is not None:
+        raise CliError("--ignore-columns: applies to a table given as --input with --categories")
+    state.phase = "reading the hierarchy"
+    if args.input is None:
+        from postdp.data import county_hierarchy
+
+        h, inputs = county_hierarchy(), []
+    else:
+        frame, path, _ = read_table(args.input, "--input", args.encoding)
+        for option in ("--id", "--parent"):
+            if getattr(args, option[2:]) not in frame.columns:
+                raise CliError(f"{option} {getattr(args, option[2:])!r}: no such column")
+        count = args.count if args.objective == "mae" else None
+        if count is not None and count not in frame.columns:
+            raise CliError(f"--count {count!r}: no such column (--objective mae reads counts)")
+        with flag("--input", args.input):
+            h = Hierarchy.from_frame(frame, id=args.id, parent=args.parent, count=count)
+        inputs = [path]
+    public = None if args.public is None else [str(h.ids[h.root])]
+
+    def probe(mechanism: Any) -> Any:
+        from postdp.analysis import ReleaseDesign
+
+        return ReleaseDesign(h, mechanism, args.postprocess, public=public)
+
+    def frame_of(plan: Any) -> Any:
+        out = plan.to_frame()
+        out.insert(1, "nodes", [lvl.size for lvl in h.levels])
+        return out
+
+    L = h.n_levels
+    return _Subject(
+        h,
+        h,
+        inputs,
+        L,
+        f"level ({L}), root first",
+        {"public_root": args.public == "root"},
+        {"public": public},
+        probe,
+        frame_of,
+        f"over {L} levels",
+    )
+
+
+def _table(args: argparse.Namespace, state: RunState) -> _Subject:
+    """A table's measured queries: the detailed cells at every level (with --public root,
+    the root's total held exactly), or the noisy measurements of --design."""
+    from postdp.cli._tables import load_table, workload
+    from postdp.mechanisms import Geometric
+    from postdp.tables import Measurement, Query, Workload
+
+    given = {"--frontier": args.frontier, "--figure": args.figure}
+    option = next((o for o, value in given.items() if value), None)
+    if option is not None:
+        raise CliError(f"{option}: draws a hierarchy's frontier; not for a table")
+    state.phase = "reading the table"
+    loaded = load_table(args)
+    table = loaded.table
+    if args.design is not None:
+        queries: Any = workload(args, table)
+        noisy = [(m.level, m.query) for m in queries.measurements if not m.public]
+    else:
+        detailed = Query.detailed(table.categories)
+        noisy = [(d, detailed) for d in range(table.geography.n_levels)]
+        queries = noisy
+        if args.public == "root":
+            root = str(table.categories.ids[table.categories.root])
+            items = [Measurement(d, q, Geometric(1.0)) for d, q in noisy]
+            queries = Workload([*items, Measurement(0, Query("total", [[root]]), None)])
+    public = [(m.level, m.query) for m in getattr(queries, "measurements", []) if m.public]
+
+    def probe(mechanism: Any) -> Any:
+        from postdp.analysis import TableDesign
+
+        work = Workload([*(Measurement(d, q, mechanism) for d, q in noisy),
+                         *(Measurement(d, q, None) for d, q in public)])  # fmt: skip
+        return TableDesign(table, work, args.postprocess)
+
+    def frame_of(plan: Any) -> Any:
+        out = plan.to_frame()
+        out["level"] = [d for d, _ in noisy]
+        out.insert(1, "query", [q.name for _, q in noisy])
+        out.insert(2, "geounits", [table.geography.levels[d].size for d, _ in noisy])
+        return out
+
+    geo = table.geography
+    return _Subject(
+        table,
+        geo,
+        loaded.paths,
+        len(noisy),
+        f"measured query ({len(noisy)}), in the order of the levels (root first) and of --design",
+        {"queries": queries},
+        {"public": public, "queries": noisy},
+        probe,
+        frame_of,
+        f"over {len(noisy)} measured queries of {loaded.source}",
+        (
+            f"{loaded.source}: {geo.n:,} geounits in {geo.n_levels} levels x "
+            f"{table.categories.n} categories",
+            f"the {len(noisy)} measured queries of table {loaded.source}",
+        ),
+    )
 
 
 def _check_objective_options(args: argparse.Namespace) -> None:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from postdp.cli import _ledger
-from postdp.cli._common import add_interval, interval_seed, level_labels, prepare, public_ids
+from postdp.cli._common import add_interval, interval_seed, prepare, public_ids
 from postdp.cli._io import RunState
 from postdp.cli._options import (
     CliError,
@@ -26,6 +26,15 @@ from postdp.cli._options import (
     refuse_hierarchy_options,
     wants_table,
     whole,
+)
+from postdp.cli._release_margins import hierarchy_margins, table_margins
+from postdp.cli._release_report import (
+    check_cap,
+    hierarchy_record,
+    hierarchy_report,
+    report_ledger,
+    table_record,
+    table_report,
 )
 
 __all__ = ["add_parser", "run"]
@@ -169,13 +178,73 @@ def _check_options(args: argparse.Namespace) -> None:
     check_weights(args)
 
 
-def run(args: argparse.Namespace, state: RunState) -> int:
-    """Validate everything, check the outputs, draw, post-process, record and write."""
-    _check_options(args)
-    if wants_table(args):
-        from postdp.cli._release_table import run_table
+@dataclass
+class _Release:
+    """A release checked and ready to draw, hierarchy or table: its input files and their
+    hash, the mechanisms its budget cap counts, and the parts that differ by kind (the
+    content key of the ledger, the draw and the frame written, the ledger record, the
+    public ids of the statement, the closing report)."""
 
-        return run_table(args, state, _check_cap)
+    inputs: list[Any]
+    sha256: str
+    mechanisms: list[Any]
+    content: Callable[[], str]
+    draw: Callable[[bool], Any]  # secure -> the frame to write
+    record: Callable[[Path, str, str, str | None], dict[str, Any]]
+    report: Callable[[Path, bool, Any], None]
+    budget: Callable[[], Any]  # the budget spent, once drawn
+    derived: list[str] = field(default_factory=list)
+    public: list[str] | None = None
+
+
+def run(args: argparse.Namespace, state: RunState) -> int:
+    """Validate every option and input, check every output path, draw, post-process,
+    record and write atomically: nothing that can fail on the user's input fails after
+    the noise is drawn."""
+    _check_options(args)
+    release = _table(args, state) if wants_table(args) else _hierarchy(args, state)
+    secure = not args.study
+    opendp = ""
+    if secure:
+        from postdp.mechanisms.release import opendp_version
+
+        opendp = opendp_version()  # fails here, not after drawing, if OpenDP is missing
+    content = release.content() if secure else None
+    output, ledger = _ledger.release_outputs(
+        args, release.inputs, release.sha256, secure=secure, state=state, content=content
+    )
+    if ledger is not None:
+        check_cap(args, ledger, release.mechanisms)
+
+    state.phase = "drawing the noise"
+    frame = release.draw(secure)
+
+    state.phase = f"writing {output}"
+    state.pending = [str(output)]
+    _ledger.publish(
+        output,
+        frame,
+        ledger,
+        lambda digest: release.record(output, digest, opendp, content),
+        lambda entry: _ledger.statement(
+            entry,
+            secure=secure,
+            derived=release.derived,
+            public=release.public,
+            ledger=ledger,
+        ),
+        done=lambda: state.written_now(str(output)),
+        overwrite=args.overwrite,
+    )
+    release.report(output, secure, ledger)
+    if ledger is not None:
+        report_ledger(args, ledger, release.budget())
+    return 0
+
+
+def _hierarchy(args: argparse.Namespace, state: RunState) -> _Release:
+    """A hierarchy release: one mechanism per level, a post-processing chain (or seed 003's
+    Bayesian rule), --keep columns and the intervals, every one checked here."""
     loaded, mechanisms = prepare(args, state)
     h = loaded.hierarchy
     frame = loaded.frame
@@ -211,7 +280,7 @@ def run(args: argparse.Namespace, state: RunState) -> int:
         )
     if args.uncertainty == "replicates" and bayes:
         raise CliError("--uncertainty replicates: use --uncertainty posterior with bayes")
-    margin = _margins(args, h, mechanisms, public) if args.uncertainty == "gls" else None
+    margin = hierarchy_margins(args, h, mechanisms, public) if args.uncertainty == "gls" else None
     design = None
     if args.uncertainty == "replicates":
         from postdp.analysis import ReleaseDesign
@@ -220,87 +289,160 @@ def run(args: argparse.Namespace, state: RunState) -> int:
             design = ReleaseDesign(
                 h, mechanisms, args.postprocess, public=public, weights=args.weights
             )
-    secure = not args.study
-    opendp = ""
-    if secure:
-        from postdp.mechanisms.release import opendp_version
+    drawn: dict[str, Any] = {}
 
-        opendp = opendp_version()  # fails here, not after drawing, if OpenDP is missing
+    def draw(secure: bool) -> Any:
+        from postdp.hierarchy import add_noise
 
-    content = _ledger.hierarchy_content(h) if secure else None
-    output, ledger = _ledger.release_outputs(
-        args, [loaded.path], loaded.sha256, secure=secure, state=state, content=content
-    )
-    if ledger is not None:
-        _check_cap(args, ledger, mechanisms)
+        result = add_noise(h, mechanisms, secure=secure, rng=None if secure else args.seed)
+        drawn["result"] = result
+        table = result.to_frame(include_truth=args.audit, study=args.study)
+        if chain.steps:
+            state.phase = "post-processing"
+            released = chain(result.values, rng=None if secure else args.seed)
+            drawn["consistent"] = is_consistent(released, h)
+            table.insert(list(table.columns).index("noisy_count") + 1, "released_count", released)
+            if margin is not None:
+                add_interval(
+                    table, "released_count", released - margin, released + margin, args.ci_level
+                )
+        if args.uncertainty == "posterior":
+            from postdp.bayes import hierarchy_credible_intervals
 
-    from postdp.hierarchy import add_noise
-
-    state.phase = "drawing the noise"
-    result = add_noise(h, mechanisms, secure=secure, rng=None if secure else args.seed)
-    table = result.to_frame(include_truth=args.audit, study=args.study)
-    consistent = None
-    if chain.steps:
-        state.phase = "post-processing"
-        released = chain(result.values, rng=None if secure else args.seed)
-        consistent = is_consistent(released, h)
-        table.insert(list(table.columns).index("noisy_count") + 1, "released_count", released)
-        if margin is not None:
-            add_interval(
-                table, "released_count", released - margin, released + margin, args.ci_level
+            state.phase = "sampling the posterior"
+            post = hierarchy_credible_intervals(
+                table["released_count"].to_numpy(),
+                h,
+                mechanisms,
+                level=args.ci_level,
+                rng=interval_seed(args, secure),
             )
-    if args.uncertainty == "posterior":
-        from postdp.bayes import hierarchy_credible_intervals
+            add_interval(table, "released_count", post.low, post.high, args.ci_level)
+        if design is not None:
+            from postdp.analysis import replicate_intervals
 
-        state.phase = "sampling the posterior"
-        post = hierarchy_credible_intervals(
-            table["released_count"].to_numpy(),
-            h,
-            mechanisms,
-            level=args.ci_level,
-            rng=interval_seed(args, secure),
-        )
-        add_interval(table, "released_count", post.low, post.high, args.ci_level)
-    if design is not None:
-        from postdp.analysis import replicate_intervals
-
-        state.phase = "replicating the release"
-        column = "released_count" if chain.steps else "noisy_count"
-        ci = replicate_intervals(
-            table[column].to_numpy(),
-            design,
-            replicates=args.replicates,
-            level=args.ci_level,
-            secure=secure,
-            rng=interval_seed(args, secure),
-        )
-        add_interval(table, column, ci.low, ci.high, args.ci_level)
-    for position, column in enumerate(keep, start=2):
-        table.insert(position, column, frame[column].to_numpy())
-
-    state.phase = f"writing {output}"
-    state.pending = [str(output)]
+            state.phase = "replicating the release"
+            column = "released_count" if chain.steps else "noisy_count"
+            ci = replicate_intervals(
+                table[column].to_numpy(),
+                design,
+                replicates=args.replicates,
+                level=args.ci_level,
+                secure=secure,
+                rng=interval_seed(args, secure),
+            )
+            add_interval(table, column, ci.low, ci.high, args.ci_level)
+        for position, column in enumerate(keep, start=2):
+            table.insert(position, column, frame[column].to_numpy())
+        return table
 
     derived = []
     if public:
         from postdp.hierarchy import derived_public
 
         derived = derived_public(h, public=public)
-    _ledger.publish(
-        output,
-        table,
-        ledger,
-        lambda digest: _record(
-            args, loaded, mechanisms, result.budget, output, digest, opendp, content
+    return _Release(
+        [loaded.path],
+        loaded.sha256,
+        mechanisms,
+        lambda: _ledger.hierarchy_content(h),
+        draw,
+        lambda output, digest, opendp, content: hierarchy_record(
+            args, loaded, mechanisms, drawn["result"].budget, output, digest, opendp, content
         ),
-        lambda entry: _ledger.statement(
-            entry, secure=secure, derived=derived, public=list(public or []), ledger=ledger
+        lambda output, secure, ledger: hierarchy_report(
+            args,
+            loaded,
+            mechanisms,
+            drawn["result"],
+            chain,
+            drawn.get("consistent"),
+            output,
         ),
-        done=lambda: state.written_now(str(output)),
-        overwrite=args.overwrite,
+        lambda: drawn["result"].budget,
+        derived,
+        list(public or []),
     )
-    _report(args, loaded, mechanisms, result, chain, consistent, output, ledger)
-    return 0
+
+
+def _table(args: argparse.Namespace, state: RunState) -> _Release:
+    """A table release: a histogram per geounit measured by a workload (--design, or the
+    detailed cells at every level), one post-processing step (optionally ``,round``), the
+    long or wide form, and the intervals, every one checked here."""
+    import numpy as np
+
+    from postdp.analysis import TableDesign
+    from postdp.cli._tables import (
+        check_step_fits,
+        check_steps,
+        flag_design,
+        load_table,
+        long_form,
+        wide_form,
+        workload,
+    )
+
+    state.phase = "reading the table"
+    loaded = load_table(args)
+    table = loaded.table
+    state.phase = "checking the options"
+    work = workload(args, table)
+    step, rounded = check_steps(args.postprocess)
+    check_step_fits(args, table, work, step)
+    with flag_design(args):
+        design = TableDesign(table, work, args.postprocess)
+    if rounded and args.uncertainty is not None:
+        raise CliError(
+            f"--uncertainty {args.uncertainty}: the intervals are for real-valued releases; "
+            "drop ',round' from --postprocess to get them"
+        )
+    shape = (table.geography.n, table.categories.n)
+    margin = table_margins(args, step, design.projector, work, shape)
+
+    def draw(secure: bool) -> Any:
+        from postdp.tables import category_matrix, measure
+
+        measured = measure(table, work, secure=secure, rng=None if secure else args.seed)
+        released = None
+        if step is not None:
+            state.phase = "post-processing"
+            rounding = None if secure else np.random.SeedSequence([int(args.seed), 2])
+            full = design.solve(measured, rng=rounding) @ category_matrix(table.categories).T
+            released = np.rint(full).astype(np.int64) if rounded else full.round(6)
+        shaped = long_form if args.format == "long" else wide_form
+        frame = shaped(table, measured, released, secure=secure)
+        if args.uncertainty == "replicates" and released is not None:
+            from postdp.analysis import replicate_intervals
+
+            state.phase = "replicating the release"
+            ci = replicate_intervals(
+                released,
+                design,
+                replicates=args.replicates,
+                level=args.ci_level,
+                secure=secure,
+                rng=interval_seed(args, secure),
+            )
+            low, high = ci.low.round(6).reshape(-1), ci.high.round(6).reshape(-1)
+            add_interval(frame, "released_count", low, high, args.ci_level)
+        if margin is not None and released is not None:
+            low = (released - margin).round(6).reshape(-1)
+            high = (released + margin).round(6).reshape(-1)
+            add_interval(frame, "released_count", low, high, args.ci_level)
+        return frame
+
+    return _Release(
+        loaded.paths,
+        loaded.sha256,
+        [m.mechanism for m in work.measurements if m.mechanism],
+        lambda: _ledger.table_content(table),
+        draw,
+        lambda output, digest, opendp, content: table_record(
+            args, loaded, work, output, digest, opendp, content
+        ),
+        lambda output, secure, ledger: table_report(args, loaded, work, output, secure),
+        lambda: work.budget,
+    )
 
 
 class _BayesChain:
@@ -332,164 +474,3 @@ def _bayes_chain(args: argparse.Namespace, h: Any, mechanisms: list[Any], public
     if args.weights != "equal":
         raise CliError("--weights: applies to projections, not to --postprocess bayes")
     return _BayesChain(h, mechanisms)
-
-
-def _margins(args: argparse.Namespace, h: Any, mechanisms: list[Any], public: Any) -> Any:
-    """Half-widths of the exact GLS intervals of a hierarchy release, or None (checked
-    before anything is drawn)."""
-    if args.uncertainty is None:
-        return None
-    option = f"--uncertainty {args.uncertainty}"
-    if args.postprocess.replace(" ", "") != "project":
-        raise CliError(f"{option}: exact GLS margins are for --postprocess project alone")
-    variances = {m.variance() for m in mechanisms}
-    if args.weights != "inverse-variance" and len(variances) > 1:
-        raise CliError(
-            f"{option}: the levels' noise differs, so (P) is least squares only with "
-            "--weights inverse-variance"
-        )
-    root = str(h.ids[h.root])
-    if public not in (None, [root]):
-        raise CliError(f"{option}: margins allow --public root only")
-    import numpy as np
-    from scipy import stats
-
-    from postdp.postprocess.table_variance import hierarchy_variances
-
-    z = float(stats.norm.isf((1 - args.ci_level) / 2))
-    return z * np.sqrt(hierarchy_variances(h, mechanisms, public_root=public is not None))
-
-
-def _total_epsilon(epsilon: float, rho: float, delta: float) -> float:
-    from postdp.mechanisms import Budget
-
-    return Budget(epsilon=epsilon, rho=rho).to_approx_dp(delta)
-
-
-def _check_cap(args: argparse.Namespace, ledger: _ledger.LedgerUse, mechanisms: list[Any]) -> None:
-    if args.budget_cap is None:
-        return
-    spent = ledger.spent
-    from postdp.mechanisms import Budget
-
-    this = Budget.compose(m.privacy_cost() for m in mechanisms)
-    total = _total_epsilon(spent.epsilon + this.epsilon, spent.rho + this.rho, args.delta)
-    if total > args.budget_cap * (1 + 1e-12):
-        raise CliError(
-            f"--budget-cap {args.budget_cap:g}: the ledger {str(ledger.path)!r}"
-            + "".join(f" and the older ledger {str(p)!r}" for p in ledger.also_read)
-            + f" record {spent.releases} earlier release(s) of this input"
-            + (f" ({spent.pending} of them still drawing or killed)" if spent.pending else "")
-            + f"; with this one the budget would be epsilon = {total:.6g}"
-        )
-
-
-def _record(
-    args: argparse.Namespace,
-    loaded: Any,
-    mechanisms: list[Any],
-    budget: Any,
-    output: Path,
-    output_sha: str,
-    opendp: str,
-    content: str | None = None,
-) -> dict[str, Any]:
-    from postdp import __version__
-
-    labels = level_labels(loaded.frame, loaded.hierarchy)
-    return {
-        "time": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "input": "bundled:county_populations_2010" if loaded.bundled else str(loaded.path),
-        "input_sha256": loaded.sha256,
-        **({} if content is None else {_ledger.CONTENT_KEY: content}),
-        "levels": [
-            {
-                "level": label,
-                "mechanism": m.name,
-                "epsilon": m.privacy_cost().epsilon,
-                "rho": m.privacy_cost().rho,
-                "sensitivity": m.sensitivity,
-            }
-            for label, m in zip(labels, mechanisms, strict=True)
-        ],
-        "budget": {"epsilon": budget.epsilon, "rho": budget.rho},
-        "postprocess": args.postprocess,
-        "public": args.public or [],
-        "output": str(output),
-        "contains_true_counts": bool(args.audit),
-        "output_sha256": output_sha,
-        "postdp_version": __version__,
-        "opendp_version": opendp,
-    }
-
-
-def _report(
-    args: argparse.Namespace,
-    loaded: Any,
-    mechanisms: list[Any],
-    result: Any,
-    chain: Any,
-    consistent: bool | None,
-    output: Path,
-    ledger: _ledger.LedgerUse | None,
-) -> None:
-    h = loaded.hierarchy
-    labels = level_labels(loaded.frame, h)
-    costs = [m.privacy_cost() for m in mechanisms]
-    parts = " + ".join(
-        f"{label} {c.epsilon if c.rho == 0 else c.rho:g}"
-        for label, c in zip(labels, costs, strict=True)
-    )
-    out = sys.stdout
-    if args.study:
-        seed = "a fresh seed" if args.seed is None else f"seed {args.seed}"
-        print(
-            f"study-path draw of {h.n} counts ({args.mechanism}, numpy, {seed}) to {output}: "
-            "NOT a private release, do not publish it (its rows say path = study)",
-            file=out,
-        )
-    else:
-        print(
-            f"released {h.n} noisy counts ({args.mechanism}, secure OpenDP release path) to "
-            f"{output}",
-            file=out,
-        )
-    if consistent is not None:
-        print(
-            f"post-processing: {','.join(map(str, chain.steps))}; column released_count is "
-            + (
-                "consistent (every parent = sum of its children)"
-                if consistent
-                else "NOT consistent (end the chain with a projection, or a projection and round)"
-            ),
-            file=out,
-        )
-    if args.public and args.allow_derived_public:
-        from postdp.cli._common import public_ids
-        from postdp.hierarchy import derived_public
-
-        derived = derived_public(h, public=public_ids(args, h) or [])
-        if derived:
-            print(f"also published exactly (derived from --public): {', '.join(derived)}")
-    if args.audit:
-        print(
-            f"postdp release: warning: --audit: {output} holds the TRUE counts (column "
-            "true_count; its rows say path = ...+audit): confidential, never publish it",
-            file=sys.stderr,
-        )
-    heading = "privacy budget spent" if not args.study else "budget this design would spend"
-    print(f"{heading}: {result.budget}", file=out)
-    print(f"  sequential composition over {h.n_levels} levels: {parts}", file=out)
-    if result.budget.rho > 0:
-        eps = result.budget.to_approx_dp(args.delta)
-        print(f"  as (epsilon, delta)-DP: epsilon = {eps:.6g} at delta = {args.delta:g}")
-    if ledger is not None:
-        spent = ledger.spent
-        total = _total_epsilon(
-            spent.epsilon + result.budget.epsilon, spent.rho + result.budget.rho, args.delta
-        )
-        print(
-            f"ledger {ledger.path}: {spent.releases} earlier release(s) of this input; "
-            f"cumulative budget now epsilon = {total:.6g}"
-            + ("" if result.budget.rho == 0 and spent.rho == 0 else f" at delta = {args.delta:g}")
-        )
