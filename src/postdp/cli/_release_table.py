@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from postdp import privacy
 from postdp.cli import _ledger
 from postdp.cli._common import add_interval, interval_seed
 from postdp.cli._io import RunState
@@ -49,7 +50,7 @@ def run_table(args: argparse.Namespace, state: RunState, check_cap: Any) -> int:
         from postdp.mechanisms.release import opendp_version
 
         opendp = opendp_version()
-    content = _ledger.table_content(table) if secure else None
+    content = privacy.table_content(table) if secure else None
     output, ledger = _ledger.release_outputs(
         args, loaded.paths, loaded.sha256, secure=secure, state=state, content=content
     )
@@ -95,7 +96,7 @@ def run_table(args: argparse.Namespace, state: RunState, check_cap: Any) -> int:
         frame,
         ledger,
         lambda digest: _record(args, loaded, work, output, digest, opendp, content),
-        lambda entry: _ledger.statement(entry, secure=secure, derived=[], ledger=ledger),
+        lambda entry: privacy.statement(entry, secure=secure, derived=[], ledger=ledger),
         done=lambda: state.written_now(str(output)),
         overwrite=args.overwrite,
     )
@@ -166,7 +167,7 @@ def _record(
         "time": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "input": loaded.source,
         "input_sha256": loaded.sha256,
-        **({} if content is None else {_ledger.CONTENT_KEY: content}),
+        **({} if content is None else {privacy.CONTENT_KEY: content}),
         "measurements": [
             {
                 "level": m.level,
@@ -192,7 +193,7 @@ def _report(
     work: Any,
     output: Path,
     secure: bool,
-    ledger: _ledger.LedgerUse | None,
+    ledger: privacy.LedgerUse | None,
 ) -> None:
     table = loaded.table
     n_cells = table.geography.n * table.categories.n

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from postdp import privacy
 from postdp.cli import _ledger
 from postdp.cli._common import add_interval, interval_seed, level_labels, prepare, public_ids
 from postdp.cli._io import RunState
@@ -227,7 +228,7 @@ def run(args: argparse.Namespace, state: RunState) -> int:
 
         opendp = opendp_version()  # fails here, not after drawing, if OpenDP is missing
 
-    content = _ledger.hierarchy_content(h) if secure else None
+    content = privacy.hierarchy_content(h) if secure else None
     output, ledger = _ledger.release_outputs(
         args, [loaded.path], loaded.sha256, secure=secure, state=state, content=content
     )
@@ -293,7 +294,7 @@ def run(args: argparse.Namespace, state: RunState) -> int:
         lambda digest: _record(
             args, loaded, mechanisms, result.budget, output, digest, opendp, content
         ),
-        lambda entry: _ledger.statement(
+        lambda entry: privacy.statement(
             entry, secure=secure, derived=derived, public=list(public or []), ledger=ledger
         ),
         done=lambda: state.written_now(str(output)),
@@ -366,15 +367,15 @@ def _total_epsilon(epsilon: float, rho: float, delta: float) -> float:
     return Budget(epsilon=epsilon, rho=rho).to_approx_dp(delta)
 
 
-def _check_cap(args: argparse.Namespace, ledger: _ledger.LedgerUse, mechanisms: list[Any]) -> None:
+def _check_cap(args: argparse.Namespace, ledger: privacy.LedgerUse, mechanisms: list[Any]) -> None:
     if args.budget_cap is None:
         return
     spent = ledger.spent
     from postdp.mechanisms import Budget
 
     this = Budget.compose(m.privacy_cost() for m in mechanisms)
-    total = _total_epsilon(spent.epsilon + this.epsilon, spent.rho + this.rho, args.delta)
-    if total > args.budget_cap * (1 + 1e-12):
+    total = privacy.over_cap(spent, this, args.budget_cap, args.delta)
+    if total is not None:
         raise CliError(
             f"--budget-cap {args.budget_cap:g}: the ledger {str(ledger.path)!r}"
             + "".join(f" and the older ledger {str(p)!r}" for p in ledger.also_read)
@@ -401,7 +402,7 @@ def _record(
         "time": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "input": "bundled:county_populations_2010" if loaded.bundled else str(loaded.path),
         "input_sha256": loaded.sha256,
-        **({} if content is None else {_ledger.CONTENT_KEY: content}),
+        **({} if content is None else {privacy.CONTENT_KEY: content}),
         "levels": [
             {
                 "level": label,
@@ -431,7 +432,7 @@ def _report(
     chain: Any,
     consistent: bool | None,
     output: Path,
-    ledger: _ledger.LedgerUse | None,
+    ledger: privacy.LedgerUse | None,
 ) -> None:
     h = loaded.hierarchy
     labels = level_labels(loaded.frame, h)
