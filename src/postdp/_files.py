@@ -201,7 +201,7 @@ def fsync_file(path: Path) -> None:
             os.close(fd)
 
 
-def write_atomic(path: Path, write: Callable[[Path], None], *, exclusive: bool = False) -> None:
+def write_atomic(path: Path, write: Callable[[Path], Any], *, exclusive: bool = False) -> None:
     """Write ``path`` through ``write(tmp)`` (``tmp`` a temporary beside it) and move it into
     place (see :func:`atomic_file`); an error leaves what was at ``path`` before."""
     with atomic_file(path, exclusive=exclusive) as tmp:

@@ -30,7 +30,7 @@ import math
 import os
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -370,24 +370,66 @@ class Ledger:
             with sigint_held():
                 append(self.path, entry)
 
-    def _published(self, reservation: str, record: dict[str, Any]) -> bool:
-        """Under the lock, append ``record`` as the publication of the draw recorded with
-        ``reservation`` (it then counts once); False if the ledger holds no such draw."""
+    def publish(
+        self,
+        cost: Budget,
+        record: dict[str, Any],
+        place: Callable[[dict[str, Any]], None],
+        *,
+        drawn: str | None = None,
+    ) -> dict[str, Any]:
+        """Record the publication of a draw and put its output in place, together.
+
+        Under the ledger's lock: when the ledger holds the draw ``drawn`` (the id that
+        :func:`postdp.tables.measure` gave it), the publication is appended as its last
+        record, so it counts once; otherwise the release is refused if it would pass the cap
+        and appended as a new one. Then ``place(entry)`` puts the output in place; if it
+        raises, the line is taken back.
+
+        Parameters
+        ----------
+        cost : Budget
+            The release's privacy cost (when it was not recorded before).
+        record : dict
+            Its record (``input_sha256``, ``output``, ``output_sha256``, ...).
+        place : callable
+            Called with the entry appended (e.g. to write it into a privacy statement).
+        drawn : str, optional
+            The id of the draw's record.
+
+        Returns
+        -------
+        dict
+            The entry appended.
+
+        Raises
+        ------
+        BudgetCapError
+            If a release not recorded before would pass the cap (nothing is placed).
+        """
+        check_writable(self.path, "ledger")
         with held(self.path, "ledger", f"postdp (python, pid {os.getpid()})"):
-            drawn = [r for r in read(self.path, "ledger") if r.get("reservation") == reservation]
-            if not drawn:
-                return False
-            entry = {
-                **drawn[0],
-                **record,
-                "status": PUBLISHED,
-                "reservation": reservation,
-                "budget": drawn[0]["budget"],
+            records = read(self.path, "ledger")
+            earlier = [r for r in records if drawn is not None and r.get("reservation") == drawn]
+            entry: dict[str, Any] = {
                 "time": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+                "postdp_version": _postdp_version(),
             }
+            if earlier:
+                entry = {**earlier[0], **entry, **record, "budget": earlier[0]["budget"]}
+                entry.update(status=PUBLISHED, reservation=drawn)
+            else:
+                content = record.get(CONTENT_KEY)
+                self._refuse(spent_on(records, str(record["input_sha256"]), content), cost)
+                entry.update(record, budget={"epsilon": cost.epsilon, "rho": cost.rho})
             with sigint_held():
-                append(self.path, entry)
-            return True
+                before = append(self.path, entry)
+                try:
+                    place(entry)
+                except BaseException:
+                    truncate(self.path, before)
+                    raise
+            return entry
 
 
 def _postdp_version() -> str:
