@@ -108,6 +108,7 @@ def test_import_postdp_is_light():
 LAYERS = [
     [
         "postdp._deprecation",
+        "postdp._files",
         "postdp._rng",
         "postdp._validation",
         "postdp.errors",
@@ -118,7 +119,7 @@ LAYERS = [
         "postdp._kernels",
         "postdp._table_kernels",
     ],
-    ["postdp.mechanisms"],
+    ["postdp.mechanisms", "postdp.privacy"],  # a release and its accounting, together
     ["postdp.hierarchy"],
     ["postdp.tables"],
     ["postdp.postprocess"],

@@ -30,6 +30,7 @@ _LAZY = {
     "Geometric": "postdp.mechanisms",
     "Laplace": "postdp.mechanisms",
     "Mechanism": "postdp.mechanisms",
+    "Ledger": "postdp.privacy",
     "Hierarchy": "postdp.hierarchy",
     "NoisyCounts": "postdp.hierarchy",
     "add_noise": "postdp.hierarchy",
@@ -60,6 +61,7 @@ _SUBPACKAGES = (
     "nmf",
     "plots",
     "postprocess",
+    "privacy",
 )
 
 __all__ = [
@@ -69,6 +71,7 @@ __all__ = [
     "Geometric",
     "Hierarchy",
     "Laplace",
+    "Ledger",
     "Mechanism",
     "NoisyCounts",
     "ReleaseDesign",
@@ -90,6 +93,7 @@ __all__ = [
     "plan_budget",
     "plots",
     "postprocess",
+    "privacy",
     "project",
     "project_sum",
     "round",
@@ -129,6 +133,7 @@ if TYPE_CHECKING:  # what static checkers and IDEs see
         nmf,
         plots,
         postprocess,
+        privacy,
     )
     from postdp.analysis import ReleaseDesign, simulate
     from postdp.bayes import finucan_mode
@@ -156,4 +161,5 @@ if TYPE_CHECKING:  # what static checkers and IDEs see
         top_down,
         translated_ramp,
     )
+    from postdp.privacy import Ledger
     from postdp.report import audit

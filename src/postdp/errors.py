@@ -9,6 +9,7 @@ from __future__ import annotations
 
 __all__ = [
     "AmbiguousIdWarning",
+    "BudgetCapError",
     "BudgetError",
     "ConvergenceError",
     "ConvergenceWarning",
@@ -40,6 +41,11 @@ class InfeasibleConstraintsError(PostdpError, ValueError):
 
 class BudgetError(PostdpError, ValueError):
     """A privacy budget is invalid or cannot be combined or converted as asked."""
+
+
+class BudgetCapError(BudgetError):
+    """A release refused before anything was drawn: with what its ledger records for the
+    same input, it would spend more than the ledger's cap (:class:`postdp.Ledger`)."""
 
 
 class UnboundedMomentError(PostdpError, ValueError):

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from postdp.cli import _ledger, main
+from postdp import privacy as _ledger
+from postdp.cli import main
 from tests.cli._helpers import TABLE
 
 pytest.importorskip("opendp")
@@ -100,7 +101,7 @@ def test_a_table_with_rows_and_columns_reordered_is_the_same_input(tmp_path, cap
 def test_old_records_without_a_content_digest_still_count_for_the_same_bytes(tmp_path, capsys):
     # a ledger line written before the content digest existed: it has input_sha256 only
     (tmp_path / "good.csv").write_text(TABLE)
-    from postdp.cli._io import sha256
+    from postdp._files import sha256
 
     old = {
         "time": "2024-01-01T00:00:00+00:00",

@@ -15,7 +15,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from postdp.cli import _ledger, main
+from postdp.cli import main
+from postdp.privacy import _ledger
 from tests.cli._helpers import TABLE, postdp_command
 
 pytest.importorskip("opendp")
@@ -186,7 +187,7 @@ def test_interrupt_scan_over_the_final_phase(tmp_path, capsys):
     out, statement = tmp_path / "out.csv", tmp_path / "out.csv.privacy.json"
     ledger = tmp_path / "ledger.jsonl"
     argv = _release_args(tmp_path, "out.csv", "--ledger", str(ledger), "--overwrite")
-    cli = str(Path(_ledger.__file__).parent)
+    cli = str(Path(_ledger.__file__).parents[1])  # the package: cli, privacy, _files
 
     def run(stop_at: int | None) -> tuple[int, int]:
         """Run once, interrupting at the stop_at-th line after publish() starts; return

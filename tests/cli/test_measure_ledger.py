@@ -20,7 +20,8 @@ import numpy as np
 import pytest
 
 import postdp.nmf
-from postdp.cli import _ledger, main
+from postdp import privacy as _ledger
+from postdp.cli import main
 from tests.cli._helpers import TABLE, postdp_command
 
 pytest.importorskip("opendp")

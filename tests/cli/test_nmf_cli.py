@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from postdp import nmf
-from postdp.cli import _ledger, main
+from postdp import privacy as _ledger
+from postdp.cli import main
 
 from ..nmf.conftest import check_parts, small_table
 from ._helpers import postdp_command

@@ -15,10 +15,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from postdp import nmf
+from postdp._files import fingerprint
 from postdp.cli import main
 from postdp.data import load_strategy
 from postdp.errors import ValidationError
-from postdp.nmf._output import fingerprint
 from postdp.tables import measure
 
 from .conftest import small_table

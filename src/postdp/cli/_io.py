@@ -5,8 +5,8 @@ path (creatable, writable, not an input, not there already unless ``--overwrite`
 then write each file to a temporary name in its own folder and ``os.replace`` it into place
 (a folder output is filled under a temporary name, its manifest written last, then renamed).
 An interrupted or failed write removes its temporary files and leaves what was there before.
-The temporaries' names, and the removal of those that killed commands left, are
-:mod:`postdp.cli._temporaries`'.
+The atomic writes themselves, the temporaries' names and the removal of those that killed
+commands left are :mod:`postdp._files`', shared with the library.
 """
 
 from __future__ import annotations
@@ -18,29 +18,28 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from postdp.cli._options import CliError
-from postdp.cli._temporaries import (
+from postdp._files import (
+    atomic_file,
     current_umask,
-    new_temporary,
     remove_stale_temporaries,
+    sigint_held,
     temporary_prefix,
 )
+from postdp._files import probe as _probe
+from postdp.cli._options import CliError
 
 __all__ = [
     "MANIFEST",
     "OutputDir",
     "RunState",
-    "atomic_file",
     "check_output_dir",
     "check_output_file",
     "read_table",
-    "sha256",
 ]
 
 #: Written last into every output folder; a folder without it was not written by postdp.
@@ -75,19 +74,6 @@ class RunState:
         if self.pending:
             text += f"; not written (earlier files left as they were): {', '.join(self.pending)}"
         return text
-
-
-def sha256(path: Path) -> str:
-    """SHA-256 of a file's bytes (Ctrl-C waits until the file is closed again)."""
-    digest = hashlib.sha256()
-    with sigint_held():
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            while block := os.read(fd, 1 << 20):
-                digest.update(block)
-        finally:
-            os.close(fd)
-    return digest.hexdigest()
 
 
 # -- input --------------------------------------------------------------------------------
@@ -170,25 +156,6 @@ def parse_counts(column: Any, ids: Sequence[str], *, integers: bool, flag: str, 
 
 
 # -- output paths -------------------------------------------------------------------------
-def _probe(folder: Path, flag: str, shown: str) -> None:
-    """Raise unless a file can be created in ``folder`` (or in its nearest existing parent)."""
-    target = folder
-    while not target.exists():
-        if target.parent == target:
-            break
-        target = target.parent
-    if not target.is_dir():
-        raise CliError(f"{flag} {shown!r}: {str(target)!r} is not a folder")
-    try:
-        handle, name = tempfile.mkstemp(dir=target, prefix=".postdp-probe-")
-    except OSError as exc:
-        raise CliError(
-            f"{flag} {shown!r}: cannot write in {str(target)!r} ({exc.strerror})"
-        ) from None
-    os.close(handle)
-    os.unlink(name)
-
-
 def _same(a: Path, b: Path) -> bool:
     if a.resolve() == b.resolve():
         return True
@@ -248,102 +215,6 @@ def check_output_dir(text: str, flag: str, *, inputs: Sequence[Path], overwrite:
             raise CliError(f"{flag} {text!r}: give a folder of its own, not this one")
     _probe(path.parent, flag, text)
     return path
-
-
-@contextmanager
-def atomic_file(
-    path: Path, done: Callable[[], None] | None = None, *, exclusive: bool = False
-) -> Iterator[Path]:
-    """Yield a temporary path beside ``path``; on success it is moved to ``path`` atomically
-    and ``done()`` runs (e.g. to record that ``path`` is written), with Ctrl-C held back
-    until both are over, so an interrupt never falls between the two. ``exclusive``: the
-    move fails (FileExistsError) if ``path`` exists by then (another process wrote it after
-    the checks) instead of replacing it."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = None
-    try:
-        with sigint_held():  # created and known together, so it is always removed
-            tmp = new_temporary(path)
-        yield tmp
-        fsync_file(tmp)
-        with sigint_held():
-            place(tmp, path, exclusive=exclusive)
-            if done is not None:
-                done()
-    finally:
-        with sigint_held():
-            if tmp is not None and tmp.exists():
-                tmp.unlink()
-    remove_stale_temporaries(path)  # reached only when it was put in place
-
-
-def place(tmp: Path, path: Path, *, exclusive: bool) -> None:
-    """Move ``tmp`` to ``path``; with ``exclusive``, never over an existing file: a hard
-    link creates the name only if it is free (where the file system has no hard links, the
-    name is reserved with O_EXCL first)."""
-    if not exclusive:
-        os.replace(tmp, path)
-        return
-    try:
-        os.link(tmp, path)
-    except FileExistsError:
-        raise
-    except OSError:
-        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-        os.replace(tmp, path)
-    else:
-        os.unlink(tmp)
-
-
-_HELD: dict[str, Any] = {"depth": 0, "pending": False, "previous": None}
-
-
-@contextmanager
-def sigint_held() -> Iterator[None]:
-    """Hold back Ctrl-C over a block (file moves and their records): an interrupt that
-    arrives inside is delivered when the block ends.
-
-    Python runs signal handlers in the main thread whichever thread the system hands the
-    signal to, so the handler itself is swapped for one that only notes the interrupt
-    (masking SIGINT in the main thread is not enough: a BLAS or progress-bar thread can
-    take the signal, and the handler then still runs inside the block)."""
-    import signal
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    if _HELD["depth"] == 0:
-
-        def note(signum: int, frame: object) -> None:
-            _HELD["pending"] = True
-
-        _HELD["pending"] = False
-        _HELD["previous"] = signal.signal(signal.SIGINT, note)
-    _HELD["depth"] += 1
-    try:
-        yield
-    finally:
-        _HELD["depth"] -= 1
-        if _HELD["depth"] == 0:
-            previous = _HELD["previous"]
-            signal.signal(signal.SIGINT, previous)
-            if _HELD["pending"]:
-                _HELD["pending"] = False
-                if callable(previous):
-                    previous(signal.SIGINT, None)
-                elif previous != signal.SIG_IGN:
-                    raise KeyboardInterrupt
-
-
-def fsync_file(path: Path) -> None:
-    """Flush a written file to disk (its descriptor is never left open by Ctrl-C)."""
-    with sigint_held():
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
 
 
 def write_atomic(

@@ -3,8 +3,8 @@ facilities (``--facilities``), each checked whole before anything is drawn.
 
 :func:`source` gives the states, a function that builds one state's table at a time, a
 description of the input and its two digests for the ledger (bytes and content,
-:mod:`postdp.cli._ledger_content`); :func:`facilities` gives the structural constraints'
-bounds of a table, or None.
+:func:`persons_content`, :func:`histograms_content`); :func:`facilities` gives the
+structural constraints' bounds of a table, or None.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from postdp.cli._ledger_content import histograms_content, persons_content
 from postdp.cli._options import CliError, flag
+from postdp.privacy import multiset_digest
 
 __all__ = ["facilities", "source"]
 
@@ -136,3 +136,43 @@ def _columns(path: Path) -> list[str]:
     except (OSError, ValueError) as exc:  # pyarrow's errors subclass these
         raise CliError(f"--input {str(path)!r}: not Parquet ({exc})") from None
     return names
+
+
+def persons_content(path: Path) -> str:
+    """The content digest of person records (checked already): each person's block and
+    characteristics, as a multiset (any row order, file split or partitioning)."""
+    import numpy as np
+    import pandas as pd
+    import pyarrow.dataset as ds
+
+    from postdp.data import PERSON_COLUMNS
+
+    def batches() -> Any:
+        data = ds.dataset(str(path), format="parquet", partitioning="hive")
+        for batch in data.to_batches(columns=list(PERSON_COLUMNS), batch_size=1 << 20):
+            frame = batch.to_pandas()
+            if frame.empty:
+                continue
+            n = {c: pd.to_numeric(frame[c].astype(str)).to_numpy(np.int64) for c in frame}
+            block = n["TABBLKST"] * 10**3 + n["TABBLKCOU"]
+            block = (block * 10**6 + n["TABTRACTCE"]) * 10 + n["TABBLKGRPCE"]
+            block = block * 10**4 + n["TABBLK"]
+            person = ((n["GQTYPE_PL"] * 10 + n["VOTING_AGE"]) * 10 + n["CENHISP"]) * 100
+            yield block, person + n["CENRACE"], np.ones(block.size, dtype=np.int64)
+
+    return multiset_digest("person records", batches())
+
+
+def histograms_content(path: Path, schema: Any) -> str:
+    """The content digest of block histograms (checked already): each block's count of
+    each cell, whatever the form (wide or long), row order or partitioning."""
+    import numpy as np
+
+    from postdp.data import histogram_batches
+
+    def batches() -> Any:
+        for block, cell, count in histogram_batches(path, schema):
+            keys = np.asarray(block).astype(str).astype(np.int64)
+            yield keys, np.asarray(cell, dtype=np.int64), np.asarray(count, dtype=np.int64)
+
+    return multiset_digest("block histograms", batches())

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from postdp.cli import _ledger
+from postdp import privacy
 from postdp.cli._common import level_labels
 from postdp.cli._options import CliError
 
@@ -30,15 +30,15 @@ def total_epsilon(epsilon: float, rho: float, delta: float) -> float:
     return Budget(epsilon=epsilon, rho=rho).to_approx_dp(delta)
 
 
-def check_cap(args: argparse.Namespace, ledger: _ledger.LedgerUse, mechanisms: list[Any]) -> None:
+def check_cap(args: argparse.Namespace, ledger: privacy.LedgerUse, mechanisms: list[Any]) -> None:
     if args.budget_cap is None:
         return
     spent = ledger.spent
     from postdp.mechanisms import Budget
 
     this = Budget.compose(m.privacy_cost() for m in mechanisms)
-    total = total_epsilon(spent.epsilon + this.epsilon, spent.rho + this.rho, args.delta)
-    if total > args.budget_cap * (1 + 1e-12):
+    total = privacy.over_cap(spent, this, args.budget_cap, args.delta)
+    if total is not None:
         raise CliError(
             f"--budget-cap {args.budget_cap:g}: the ledger {str(ledger.path)!r}"
             + "".join(f" and the older ledger {str(p)!r}" for p in ledger.also_read)
@@ -65,7 +65,7 @@ def hierarchy_record(
         "time": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "input": "bundled:county_populations_2010" if loaded.bundled else str(loaded.path),
         "input_sha256": loaded.sha256,
-        **({} if content is None else {_ledger.CONTENT_KEY: content}),
+        **({} if content is None else {privacy.CONTENT_KEY: content}),
         "levels": [
             {
                 "level": label,
@@ -148,7 +148,7 @@ def hierarchy_report(
         print(f"  as (epsilon, delta)-DP: epsilon = {eps:.6g} at delta = {args.delta:g}")
 
 
-def report_ledger(args: argparse.Namespace, ledger: _ledger.LedgerUse, budget: Any) -> None:
+def report_ledger(args: argparse.Namespace, ledger: privacy.LedgerUse, budget: Any) -> None:
     """The ledger's line of a secure release: earlier releases of the input and the budget
     spent on it with this one."""
     spent = ledger.spent
@@ -176,7 +176,7 @@ def table_record(
         "time": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "input": loaded.source,
         "input_sha256": loaded.sha256,
-        **({} if content is None else {_ledger.CONTENT_KEY: content}),
+        **({} if content is None else {privacy.CONTENT_KEY: content}),
         "measurements": [
             {
                 "level": m.level,

@@ -14,12 +14,12 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from postdp.cli import _ledger, _measure_inputs
-from postdp.cli._io import RunState, sigint_held
-from postdp.cli._ledger_lock import holder_of
-from postdp.cli._ledger_reservations import NotRecordedError, Reservation, reserve
+from postdp import privacy
+from postdp._files import current_umask, sigint_held
+from postdp.cli import _measure_inputs
+from postdp.cli._io import RunState
 from postdp.cli._options import CliError, flag, ids, probability, whole
-from postdp.cli._temporaries import current_umask
+from postdp.privacy import NotRecordedError, Reservation, holder_of, reserve
 
 __all__ = ["add_parser", "run"]
 
@@ -169,8 +169,8 @@ def run(args: argparse.Namespace, state: RunState) -> int:
         from postdp.mechanisms.release import opendp_version
 
         opendp_version()  # the 'release' extra, checked before the draw
-        path = Path(args.ledger).expanduser().resolve() if args.ledger else _ledger.default_path()
-        _ledger.check_writable(path, "--ledger")
+        path = Path(args.ledger).expanduser().resolve() if args.ledger else privacy.default_path()
+        privacy.check_writable(path, "--ledger")
         state.phase = "reserving the budget in the ledger"
         reserved = _record(args, source, digest, work, run_dir, content=content)
         reservation, spent = reserve(
@@ -185,10 +185,10 @@ def run(args: argparse.Namespace, state: RunState) -> int:
             ),
             keep=lambda held: state.cleanup.append(lambda: _settle(held, began)),
         )
-        ledger = _ledger.LedgerUse(path, spent, [])
+        ledger = privacy.LedgerUse(path, spent, [])
 
+    from postdp._files import remove_stale_temporaries, temporary_prefix
     from postdp.cli._options import progress
-    from postdp.cli._temporaries import remove_stale_temporaries, temporary_prefix
     from postdp.nmf import measure_by_state
 
     state.phase = "drawing the noise and writing it, state by state"
@@ -222,7 +222,7 @@ def run(args: argparse.Namespace, state: RunState) -> int:
         )
         bar.close()
         record = _record(args, source, digest, work, run_dir, content=content)
-        statement = _ledger.statement(record, secure=secure, derived=[], ledger=ledger)
+        statement = privacy.statement(record, secure=secure, derived=[], ledger=ledger)
         statement["strategy"] = strategy.name
         if work.neighbours == "bounded":
             statement["neighbouring_relation"] = (
@@ -291,7 +291,7 @@ def _place(
     except OSError as exc:
         said = (
             "records this draw as drawn, not published"
-            if reservation.closed == _ledger.UNPUBLISHED
+            if reservation.closed == privacy.UNPUBLISHED
             else "keeps this draw's reservation"
         )
         raise CliError(
@@ -308,7 +308,7 @@ def _settle(reservation: Reservation | None, began: list[bool]) -> None:
     if reservation is None or reservation.closed is not None:
         return
     with contextlib.suppress(OSError):
-        reservation.close(_ledger.UNPUBLISHED if began else _ledger.WITHDRAWN)
+        reservation.close(privacy.UNPUBLISHED if began else privacy.WITHDRAWN)
 
 
 def _built_once(tables: Any, state: str, table: Any) -> Any:
@@ -354,7 +354,7 @@ def _record(
         "time": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
         "input": source,
         "input_sha256": digest,
-        **({} if content is None else {_ledger.CONTENT_KEY: content}),
+        **({} if content is None else {privacy.CONTENT_KEY: content}),
         "measurements": [
             {
                 "level": m.level,

@@ -221,7 +221,7 @@ def _scheduler(args: argparse.Namespace) -> tuple[Any, Any]:
     except ImportError:
         raise CliError("--scheduler: needs Dask (pip install 'postdp[dask]')") from None
     if args.scheduler == "local":
-        from postdp.cli._io import sigint_held
+        from postdp._files import sigint_held
 
         made: list[Any] = []
         try:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from postdp import privacy
 from postdp.cli import _ledger
 from postdp.cli._common import add_interval, interval_seed, prepare, public_ids
 from postdp.cli._io import RunState
@@ -226,7 +227,7 @@ def run(args: argparse.Namespace, state: RunState) -> int:
         frame,
         ledger,
         lambda digest: release.record(output, digest, opendp, content),
-        lambda entry: _ledger.statement(
+        lambda entry: privacy.statement(
             entry,
             secure=secure,
             derived=release.derived,
@@ -345,7 +346,7 @@ def _hierarchy(args: argparse.Namespace, state: RunState) -> _Release:
         [loaded.path],
         loaded.sha256,
         mechanisms,
-        lambda: _ledger.hierarchy_content(h),
+        lambda: privacy.hierarchy_content(h),
         draw,
         lambda output, digest, opendp, content: hierarchy_record(
             args, loaded, mechanisms, drawn["result"].budget, output, digest, opendp, content
@@ -435,7 +436,7 @@ def _table(args: argparse.Namespace, state: RunState) -> _Release:
         loaded.paths,
         loaded.sha256,
         [m.mechanism for m in work.measurements if m.mechanism],
-        lambda: _ledger.table_content(table),
+        lambda: privacy.table_content(table),
         draw,
         lambda output, digest, opendp, content: table_record(
             args, loaded, work, output, digest, opendp, content

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Sequence
-from typing import ClassVar, TypeVar
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, ClassVar, TypeVar
 
 import numpy as np
 
@@ -19,6 +19,10 @@ from postdp import _rng, _validation
 from postdp._typing import ArrayLike, FloatArray, NumArray, RNGLike, SizeLike
 from postdp.errors import ValidationError
 from postdp.mechanisms.budget import Budget
+
+if TYPE_CHECKING:
+    from postdp.mechanisms.restriction import Restriction
+    from postdp.privacy import Ledger
 
 
 class Mechanism(ABC):
@@ -179,13 +183,17 @@ class Mechanism(ABC):
         if filled:
             yield buffer[:filled].copy()
 
-    def release(self, x: ArrayLike) -> NumArray:
+    def release(self, x: ArrayLike, *, ledger: Ledger | None = None) -> NumArray:
         """Add noise for publication with OpenDP's exact, cryptographically seeded sampler.
 
         Parameters
         ----------
         x : array_like, shape (..., n)
             True values; integers for the discrete mechanisms (integers in, integers out).
+        ledger : Ledger, optional
+            Record the release in this :class:`~postdp.privacy.Ledger` (the digests of ``x``
+            and of the output, the mechanism and its cost; no value of either), refusing it
+            before anything is drawn if it would pass the ledger's cap. None: not recorded.
 
         Returns
         -------
@@ -196,10 +204,49 @@ class Mechanism(ABC):
         ------
         ImportError
             If OpenDP (the ``release`` extra) is not installed.
+        BudgetCapError
+            If ``ledger`` has a cap that this release would pass (nothing is drawn).
         """
         from postdp.mechanisms.release import opendp_release
 
-        return opendp_release(self, self._values(x))
+        values = self._values(x)
+        return recorded(self, values, lambda: opendp_release(self, values), ledger)
+
+
+def recorded(
+    mechanism: Mechanism | Restriction,
+    values: NumArray,
+    draw: Callable[[], NumArray],
+    ledger: Ledger | None,
+) -> NumArray:
+    """``draw()``, recorded in ``ledger`` (when given) as a release of ``mechanism`` on
+    ``values``: refused before the draw if it would pass the ledger's cap."""
+    if ledger is None:
+        return draw()
+    from postdp.mechanisms.release import opendp_version
+    from postdp.privacy import CONTENT_KEY, Ledger, array_content
+
+    if not isinstance(ledger, Ledger):
+        raise TypeError(f"`ledger` must be a Ledger or None; got {type(ledger).__name__}")
+    digest = array_content(values)
+    cost = mechanism.privacy_cost()
+    noise = mechanism if isinstance(mechanism, Mechanism) else mechanism.mechanism
+    name = noise.name if noise is mechanism else f"restriction of {noise.name}"
+    record = {
+        "input": f"array of shape {list(np.shape(values))}",
+        "input_sha256": digest,
+        CONTENT_KEY: digest,
+        "mechanism": name,
+        "sensitivity": noise.sensitivity,
+        "epsilon": cost.epsilon,
+        "rho": cost.rho,
+        "path": "secure",
+        "opendp_version": opendp_version(),
+    }
+    with ledger.recording(cost, record) as entry:
+        out = draw()
+        entry["output_sha256"] = array_content(out)
+    return out
 
 
 #: Noise scale per unit of sensitivity, b/Δ or σ/Δ, that postdp accepts. Below the lower

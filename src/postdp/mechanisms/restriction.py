@@ -5,17 +5,21 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
 from postdp import _rng, _validation
 from postdp._typing import ArrayLike, FloatArray, NumArray, RNGLike, SizeLike
 from postdp.errors import ValidationError
+from postdp.mechanisms._base import recorded
 from postdp.mechanisms.budget import Budget
 from postdp.mechanisms.geometric import Geometric
 from postdp.mechanisms.laplace import Laplace
 from postdp.mechanisms.partial_moments import noise_law, positive_part_mean, tail_mean
+
+if TYPE_CHECKING:
+    from postdp.privacy import Ledger
 
 __all__ = ["Restriction"]
 
@@ -130,13 +134,16 @@ class Restriction:
         values = _validation.float_array("q", q)
         return np.asarray(1.0 - m.cdf(0.0, loc=values), dtype=np.float64)
 
-    def release(self, x: ArrayLike) -> NumArray:
+    def release(self, x: ArrayLike, *, ledger: Ledger | None = None) -> NumArray:
         """Nonnegative draws for publication: OpenDP's exact sampler, redrawn until >= 0.
 
         Parameters
         ----------
         x : array_like
             True values (integers for geometric noise).
+        ledger : Ledger, optional
+            Record the release (cost 2ε) in this ledger, refused before drawing if it would
+            pass its cap (see :meth:`Mechanism.release <postdp.mechanisms.Mechanism.release>`).
 
         Returns
         -------
@@ -163,15 +170,19 @@ class Restriction:
                 "restricted release refused: some values would need more than a million draws "
                 f"on average (acceptance {float(accept.min()):.2g}); true counts are >= 0"
             )
-        flat = values.reshape(-1)
-        out = np.empty_like(flat)
-        pending = np.arange(flat.size)
-        while pending.size:
-            draws = m.release(flat[pending])
-            kept = draws >= 0
-            out[pending[kept]] = draws[kept]
-            pending = pending[~kept]
-        return out.reshape(values.shape)
+
+        def draw() -> NumArray:
+            flat = values.reshape(-1)
+            out = np.empty_like(flat)
+            pending = np.arange(flat.size)
+            while pending.size:
+                draws = m.release(flat[pending])
+                kept = draws >= 0
+                out[pending[kept]] = draws[kept]
+                pending = pending[~kept]
+            return out.reshape(values.shape)
+
+        return recorded(self, values, draw, ledger)
 
     def sample(self, x: ArrayLike, *, rng: RNGLike = None, size: SizeLike = None) -> NumArray:
         """Exact draws of x + N conditioned on being >= 0 (study path).

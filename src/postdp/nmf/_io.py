@@ -11,10 +11,11 @@ import tempfile
 from collections.abc import Sequence
 from fractions import Fraction
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
+from postdp._files import current_umask, write_atomic, write_text
 from postdp._typing import FloatArray, IntArray
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
@@ -29,6 +30,9 @@ from postdp.nmf._manifest import (
     run_manifest,
 )
 from postdp.tables import Marginal, Measurement, Schema, TableMeasurements, Workload
+
+if TYPE_CHECKING:
+    from postdp.privacy import Ledger
 
 __all__ = ["write", "write_levels"]
 
@@ -52,6 +56,7 @@ def write(
     levels: Sequence[str] | None = None,
     strategy: str | None = None,
     overwrite: bool = False,
+    ledger: Ledger | None = None,
 ) -> Path:
     """Write one draw of a schema table's noisy measurements in the Census NMF layout.
 
@@ -77,6 +82,12 @@ def write(
         leaves the old run as it was. Otherwise a folder holding files is refused, and so
         is, even with ``overwrite``, a folder that is not a run (files other than
         ``<Geolevel>.parquet`` folders and no manifest).
+    ledger : Ledger, optional
+        Record the run's publication in this :class:`~postdp.privacy.Ledger` and write its
+        privacy statement, ``privacy.json``, into the run (secure measurements only). A
+        draw that :func:`postdp.tables.measure` recorded in the same ledger counts once;
+        one it did not is refused with :class:`~postdp.errors.BudgetCapError`, before
+        anything is put in place, if it would pass the ledger's cap.
 
     Returns
     -------
@@ -130,6 +141,16 @@ def write(
             f"write one draw at a time (index it: m[0]); got draws {measurements.draws}"
         )
     _schema_of(measurements)  # checked before anything is written
+    if ledger is not None:
+        from postdp.privacy import Ledger
+
+        if not isinstance(ledger, Ledger):
+            raise TypeError(f"`ledger` must be a Ledger or None; got {type(ledger).__name__}")
+        if not measurements.secure:
+            raise ValidationError(
+                "`ledger` records releases: these measurements are a study-path draw "
+                "(secure=False), not one"
+            )
     geo = measurements.table.geography
     names = layout.level_names(geo.n_levels, levels)
     codes, subtree = _geocodes(geo)
@@ -160,7 +181,7 @@ def write(
     run.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(dir=run.parent, prefix=f".{run.name}.", suffix=".tmp"))
     try:
-        os.chmod(tmp, 0o777 & ~_umask())  # the mode of a folder made by mkdir
+        os.chmod(tmp, 0o777 & ~current_umask())  # the mode of a folder made by mkdir
         write_levels(measurements, tmp, names, codes, subtree, plb, floats=continuous(work))
         subtrees = sorted(set(subtree[geo.levels[1]])) if geo.n_levels > 1 else []
         manifest = run_manifest(measurements, names, str(geo.ids[geo.root]), total, strategy)
@@ -169,7 +190,12 @@ def write(
         if measurements.budget_scale is not None:
             manifest["budget_scale"] = "per geounit"
         _atomic_text(tmp / layout.MANIFEST, json.dumps(manifest, indent=2) + "\n")
-        _swap_in(tmp, run)
+        if ledger is None:
+            _swap_in(tmp, run)
+        else:
+            from postdp.nmf._publish import publish
+
+            publish(measurements, tmp, run, ledger, swap=_swap_in)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -198,13 +224,6 @@ def _swap_in(tmp: Path, run: Path) -> None:
         os.replace(aside, run)
         raise
     shutil.rmtree(aside, ignore_errors=True)
-
-
-def _umask() -> int:
-    """The process's umask (read by setting it and putting it back)."""
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
 
 
 def write_levels(
@@ -445,40 +464,20 @@ GROUP_VALUES = 1 << 22
 
 
 def _atomic_parquet(pq: Any, table: Any, path: Path, values: int | None = None) -> None:
-    """Write ``table`` under a temporary name, then rename it into place; ``values``: the
-    answers it holds (row groups are then sized to hold about GROUP_VALUES each). Every
-    page carries its CRC-32 (Parquet's page checksum), which the reader verifies: a byte
-    changed inside a page is refused, not read as another number."""
+    """Write ``table`` under a temporary name, then rename it into place
+    (:func:`postdp._files.write_atomic`); ``values``: the answers it holds (row groups are
+    then sized to hold about GROUP_VALUES each). Every page carries its CRC-32 (Parquet's
+    page checksum), which the reader verifies: a byte changed inside a page is refused, not
+    read as another number."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".", suffix=".tmp")
-    os.close(fd)
-    usual_mode(tmp)
     rows = None
     if values:
         rows = max(1024, GROUP_VALUES * len(table) // values)
-    try:
-        pq.write_table(table, tmp, row_group_size=rows, write_page_checksum=True)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(
+        path,
+        lambda tmp: pq.write_table(table, tmp, row_group_size=rows, write_page_checksum=True),
+    )
 
 
 def _atomic_text(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".", suffix=".tmp")
-    usual_mode(tmp)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def usual_mode(path: str | Path) -> None:
-    """Give a temporary file (``mkstemp``: mode 0600) the mode a new file gets under the
-    process's umask, so that the file renamed into place reads like any other."""
-    mask = os.umask(0o022)
-    os.umask(mask)
-    os.chmod(path, 0o666 & ~mask)
+    write_text(path, text)

@@ -30,7 +30,6 @@ Forms:
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -336,31 +335,3 @@ def start(out: Path, plan: dict[str, Any]) -> None:
         return
     out.mkdir(parents=True, exist_ok=True)
     _atomic_text(spec, json.dumps(plan, indent=2) + "\n")
-
-
-def fingerprint(run: Path) -> str:
-    """SHA-256 over the run's files: each one's path and the SHA-256 of its bytes, so that
-    a run changed in any byte (a file edited in place, its size kept) is not resumed.
-
-    Hidden files and folders (a killed writer's temporaries) are left out. Every byte is
-    read once per post-processing: SHA-256 streams at 0.3 to 2 GB/s (0.09 s for the
-    53 MB synthetic District run on a loaded 2-core machine, whose ``blue`` took 95 s and
-    whose every read 2 to 5 s), so the 25 GB of a national run take 15 s to 1.5 min, a
-    small share of reading and decoding the same files, which post-processing does at
-    least once. Hashing only the Parquet footers (sizes, row counts, min/max statistics)
-    would be cheaper but would miss an answer changed within its page's range.
-    """
-    digest = hashlib.sha256()
-    for p in sorted(run.rglob("*")):
-        rel = p.relative_to(run)
-        if p.is_file() and not any(part.startswith(".") for part in rel.parts):
-            digest.update(f"{rel.as_posix()}:{sha256(p)}\n".encode())
-    return digest.hexdigest()
-
-
-def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while block := handle.read(1 << 20):
-            digest.update(block)
-    return digest.hexdigest()

@@ -61,6 +61,7 @@ from typing import Any
 
 import numpy as np
 
+from postdp._files import fingerprint, sha256
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
 from postdp.nmf import _layout as layout
@@ -71,10 +72,8 @@ from postdp.nmf._output import (
     PLAN_FILE,
     TOTAL,
     Writer,
-    fingerprint,
     forms_of,
     moe_tables,
-    sha256,
     start,
 )
 from postdp.nmf._read import read, subtrees

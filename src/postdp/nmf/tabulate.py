@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -33,10 +32,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from postdp._files import new_temporary, sha256, write_atomic
 from postdp.data import geoid_names
 from postdp.errors import ValidationError
-from postdp.nmf._io import _pyarrow, usual_mode
-from postdp.nmf._output import DONE, PLAN_FILE, sha256
+from postdp.nmf._io import _pyarrow
+from postdp.nmf._output import DONE, PLAN_FILE
 from postdp.tables import PublishedTable
 
 __all__ = ["tabulate", "tabulated_levels"]
@@ -325,15 +325,7 @@ def _write_variables(tables: list[PublishedTable], path: Path) -> Path:
 
 
 def _atomic_csv(frame: pd.DataFrame, path: Path) -> Path:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".", suffix=".tmp")
-    os.close(fd)
-    usual_mode(tmp)
-    try:
-        frame.to_csv(tmp, index=False)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_atomic(path, lambda tmp: frame.to_csv(tmp, index=False))
     return path
 
 
@@ -360,10 +352,7 @@ class _LevelWriter:
     def __enter__(self) -> _LevelWriter:
         _, pq = _pyarrow()
         for p in self.paths:
-            fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=".", suffix=".tmp")
-            os.close(fd)
-            usual_mode(tmp)
-            self.tmp.append(Path(tmp))
+            self.tmp.append(new_temporary(p))
         self.csv = open(self.tmp[0], "w", encoding="utf-8", newline="")
         self.csv.write(",".join(self.columns) + "\n")
         self.parquet = pq.ParquetWriter(self.tmp[1], self.schema, write_page_checksum=True)

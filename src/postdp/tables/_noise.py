@@ -6,7 +6,7 @@ import math
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -20,6 +20,9 @@ from postdp.tables._table import Table
 from postdp.tables.bounds import CountBounds
 from postdp.tables.bypass import check_budget_scale, level_rho
 from postdp.tables.workload import Query, Workload
+
+if TYPE_CHECKING:
+    from postdp.privacy import Ledger
 
 _CHUNK = 1 << 22  # study-path noise drawn in pieces of about this many values
 
@@ -48,6 +51,9 @@ class TableMeasurements:
         Per geounit (id order), the multiple of its level's budget it was measured with
         (:func:`postdp.tables.single_child_bypass`): its noisy answers have its level's
         variance divided by it, and are NaN where it is 0. None: 1 everywhere.
+    recorded : str or None, default None
+        The id of its record in a :class:`~postdp.privacy.Ledger` (``measure(...,
+        ledger=)``), so that writing it with the same ledger counts it once.
 
     Examples
     --------
@@ -67,6 +73,7 @@ class TableMeasurements:
     secure: bool
     bounds: tuple[CountBounds, ...] = ()
     budget_scale: FloatArray | None = None
+    recorded: str | None = None
 
     @property
     def budget(self) -> Budget:
@@ -160,6 +167,7 @@ def measure(
     bounds: Sequence[CountBounds] = (),
     budget_scale: ArrayLike | None = None,
     budget_checked: bool = False,
+    ledger: Ledger | None = None,
 ) -> TableMeasurements:
     """Answer every query of ``workload`` on ``table``, adding each measurement's noise.
 
@@ -186,6 +194,13 @@ def measure(
         a piece of it measured apart (a nation's states, one state's subtree): budget moves
         across the cut, so a path of the piece alone may spend more than its own levels';
         only their form is checked here.
+    ledger : Ledger, optional
+        Secure path only: record the draw in this :class:`~postdp.privacy.Ledger` (the
+        table's content digest, every measurement's mechanism and cost, the workload's
+        budget, a digest of the answers; no count), refused with
+        :class:`~postdp.errors.BudgetCapError` before anything is drawn if it would pass
+        the ledger's cap. The record is a draw not yet published; :func:`postdp.nmf.write`
+        with the same ledger records its publication, counted once with it.
 
     Returns
     -------
@@ -246,18 +261,68 @@ def measure(
             m.mechanism._values(truth.reshape(-1))  # checked before any draw
         answers.append(truth)
     streams = None if secure else _rng.spawn(rng, len(answers))
-    values = []
-    for i, (m, truth) in enumerate(zip(workload.measurements, answers, strict=True)):
-        if m.mechanism is None:
-            out = truth.astype(np.float64)
-            if size is not None:
-                out = np.broadcast_to(out, (size, *out.shape)).copy()
-        else:
-            own = None if scale is None else scale[geo.levels[m.level]]
-            stream = None if streams is None else streams[i]
-            out = _noisy(m.mechanism, truth, own, stream, size)
-        values.append(out)
-    return TableMeasurements(table, workload, tuple(values), secure, tuple(bounds), scale)
+
+    def draw() -> list[Any]:
+        values = []
+        for i, (m, truth) in enumerate(zip(workload.measurements, answers, strict=True)):
+            if m.mechanism is None:
+                out = truth.astype(np.float64)
+                if size is not None:
+                    out = np.broadcast_to(out, (size, *out.shape)).copy()
+            else:
+                own = None if scale is None else scale[geo.levels[m.level]]
+                stream = None if streams is None else streams[i]
+                out = _noisy(m.mechanism, truth, own, stream, size)
+            values.append(out)
+        return values
+
+    if ledger is None:
+        values, entry = draw(), None
+    else:
+        values, entry = _recorded(table, workload, secure, draw, ledger)
+    return TableMeasurements(table, workload, tuple(values), secure, tuple(bounds), scale, entry)
+
+
+def _recorded(
+    table: Table, workload: Workload, secure: bool, draw: Any, ledger: Ledger
+) -> tuple[list[Any], str]:
+    """``draw()`` recorded in ``ledger`` as a drawn, unpublished release of ``workload`` on
+    ``table`` (refused before the draw over the ledger's cap); the record's id."""
+    import hashlib
+
+    from postdp.mechanisms.release import opendp_version
+    from postdp.privacy import CONTENT_KEY, Ledger, array_content, new_reservation, table_content
+
+    if not isinstance(ledger, Ledger):
+        raise TypeError(f"`ledger` must be a Ledger or None; got {type(ledger).__name__}")
+    if not secure:
+        raise ValidationError(
+            "`ledger` records releases: a study-path draw (secure=False) is not one"
+        )
+    content = table_content(table)
+    record = {
+        "input": "table",
+        "input_sha256": content,
+        CONTENT_KEY: content,
+        **new_reservation(),
+        "measurements": [
+            {
+                "level": m.level,
+                "query": m.query.name,
+                "mechanism": "public" if m.mechanism is None else m.mechanism.name,
+                "epsilon": 0.0 if m.mechanism is None else m.mechanism.privacy_cost().epsilon,
+                "rho": 0.0 if m.mechanism is None else m.mechanism.privacy_cost().rho,
+            }
+            for m in workload.measurements
+        ],
+        "path": "secure",
+        "opendp_version": opendp_version(),
+    }
+    with ledger.recording(workload.budget, record) as entry:
+        values = draw()
+        digests = "".join(array_content(v) for v in values)
+        entry["output_sha256"] = hashlib.sha256(digests.encode()).hexdigest()
+    return values, str(entry["reservation"])
 
 
 def _noisy(mechanism: Any, truth: IntArray, own: FloatArray | None, stream: Any, size: Any) -> Any:

@@ -1,27 +1,27 @@
-"""The content digest of an input: what makes two files the same input to the ledger.
+"""The content digest of an input: what makes two inputs the same input to the ledger.
 
 A ledger record holds two digests of its input: ``input_sha256``, of the file's bytes, and
-``input_content_sha256`` (:data:`postdp.cli._ledger.CONTENT_KEY`), of its content: the
+``input_content_sha256`` (:data:`~postdp.privacy.CONTENT_KEY`), of its content: the
 counts or the records read, in a canonical order or as a multiset, so the same counts saved
 with CRLF line endings, another column order, rows in another order or (``postdp
 measure``'s Parquet) another partitioning are the same input. A record counts against an
-input when either digest matches (:func:`postdp.cli._ledger.same_input`). Records written
+input when either digest matches (:func:`~postdp.privacy.same_input`). Records written
 before the content digest existed have only ``input_sha256``: they still count for an input
 of the same bytes, but not for a re-saved copy of it (their content was never recorded).
 
 ``postdp release`` digests a hierarchy (:func:`hierarchy_content`) or a table
-(:func:`table_content`); ``postdp measure`` digests person records
-(:func:`persons_content`) or block histograms (:func:`histograms_content`), read once more
-before the draw.
+(:func:`table_content`, also :func:`postdp.tables.measure`'s input); ``postdp measure``
+digests person records or block histograms as multisets (:func:`multiset_digest`), read once
+more before the draw; :meth:`Mechanism.release <postdp.mechanisms.Mechanism.release>`
+digests its array (:func:`array_content`).
 """
 
 from __future__ import annotations
 
 import hashlib
-from pathlib import Path
 from typing import Any
 
-__all__ = ["hierarchy_content", "histograms_content", "persons_content", "table_content"]
+__all__ = ["array_content", "hierarchy_content", "multiset_digest", "table_content"]
 
 _CONTENT_VERSION = b"postdp input content v1\n"
 
@@ -76,11 +76,21 @@ def _mix(x: Any) -> Any:
 _KEYS = (0x9E3779B97F4A7C15, 0xD1B54A32D192ED03)
 
 
-def _multiset_digest(kind: str, batches: Any) -> str:
+def multiset_digest(kind: str, batches: Any) -> str:
     """SHA-256 of a multiset of (key, attribute) pairs with multiplicities, whatever their
     order, batching or files: each pair hashed to 128 bits (two 64-bit mixes), the hashes
     summed (modulo 2**64) with their multiplicities. ``batches`` yields (keys, attributes,
-    multiplicities) as int64 arrays."""
+    multiplicities) as int64 arrays; ``kind`` names what they are.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> a = multiset_digest("pairs", [(np.array([1, 2]), np.array([5, 6]), np.array([1, 1]))])
+    >>> b = multiset_digest("pairs", [(np.array([2]), np.array([6]), np.array([1])),
+    ...                               (np.array([1]), np.array([5]), np.array([1]))])
+    >>> a == b
+    True
+    """
     import numpy as np
 
     sums = [np.uint64(0), np.uint64(0)]
@@ -98,41 +108,21 @@ def _multiset_digest(kind: str, batches: Any) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def persons_content(path: Path) -> str:
-    """The content digest of person records (checked already): each person's block and
-    characteristics, as a multiset (any row order, file split or partitioning)."""
-    import numpy as np
-    import pandas as pd
-    import pyarrow.dataset as ds
+def array_content(values: Any) -> str:
+    """SHA-256 of an array's content: its shape and its values as little-endian int64 (an
+    integer array) or float64, in C order, so the same counts give the same digest whatever
+    their dtype's width or memory layout.
 
-    from postdp.data import PERSON_COLUMNS
-
-    def batches() -> Any:
-        data = ds.dataset(str(path), format="parquet", partitioning="hive")
-        for batch in data.to_batches(columns=list(PERSON_COLUMNS), batch_size=1 << 20):
-            frame = batch.to_pandas()
-            if frame.empty:
-                continue
-            n = {c: pd.to_numeric(frame[c].astype(str)).to_numpy(np.int64) for c in frame}
-            block = n["TABBLKST"] * 10**3 + n["TABBLKCOU"]
-            block = (block * 10**6 + n["TABTRACTCE"]) * 10 + n["TABBLKGRPCE"]
-            block = block * 10**4 + n["TABBLK"]
-            person = ((n["GQTYPE_PL"] * 10 + n["VOTING_AGE"]) * 10 + n["CENHISP"]) * 100
-            yield block, person + n["CENRACE"], np.ones(block.size, dtype=np.int64)
-
-    return _multiset_digest("person records", batches())
-
-
-def histograms_content(path: Path, schema: Any) -> str:
-    """The content digest of block histograms (checked already): each block's count of
-    each cell, whatever the form (wide or long), row order or partitioning."""
+    Examples
+    --------
+    >>> array_content([1, 2, 3]) == array_content(__import__("numpy").array([1, 2, 3], "i4"))
+    True
+    """
     import numpy as np
 
-    from postdp.data import histogram_batches
-
-    def batches() -> Any:
-        for block, cell, count in histogram_batches(path, schema):
-            keys = np.asarray(block).astype(str).astype(np.int64)
-            yield keys, np.asarray(cell, dtype=np.int64), np.asarray(count, dtype=np.int64)
-
-    return _multiset_digest("block histograms", batches())
+    a = np.asarray(values)
+    kind = "<i8" if a.dtype.kind in "iub" else "<f8"
+    digest = hashlib.sha256(_CONTENT_VERSION + b"array\n")
+    digest.update(f"{kind}\t{a.shape}\n".encode())
+    digest.update(np.ascontiguousarray(a.astype(kind)).tobytes())
+    return digest.hexdigest()

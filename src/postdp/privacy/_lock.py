@@ -2,10 +2,10 @@
 
 A release holds an exclusive lock on the ledger from the budget check to the append, so
 concurrent releases are serialised: the second sees the first's record (and
-``--budget-cap`` counts it); a measure holds it while it reserves and while it settles
-(:mod:`postdp.cli._ledger_reservations`). The holder writes who it is (pid, host, command)
-to ``<ledger>.lock`` while it holds the lock, so a command that waits says which command it
-waits for.
+``--budget-cap`` or a :class:`~postdp.privacy.Ledger`'s cap counts it); a measure holds it
+while it reserves and while it settles (:mod:`postdp.privacy._reservations`). The holder
+writes who it is (pid, host, command) to ``<ledger>.lock`` while it holds the lock, so a
+command that waits says which command it waits for.
 """
 
 from __future__ import annotations
@@ -20,9 +20,8 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
-from postdp.cli._io import sigint_held
-from postdp.cli._options import CliError
-from postdp.cli._pids import pid_alive
+from postdp._files import pid_alive, sigint_held
+from postdp.errors import ValidationError
 
 __all__ = ["held", "holder_of", "lock"]
 
@@ -77,7 +76,7 @@ def lock(
             fd = os.open(target, mode, 0o666)
             cleanup.append(lambda: os.close(fd))  # closing the descriptor lets the lock go
     except OSError as exc:
-        raise CliError(
+        raise ValidationError(
             f"{flag} {str(path)!r}: cannot take its lock on {str(target)!r} ({exc.strerror})"
         ) from None
     _acquire(fd, path)

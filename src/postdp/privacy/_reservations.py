@@ -1,14 +1,14 @@
 """Reservations: a ledger's budget taken before a long draw made without its lock.
 
 A secure ``postdp measure`` draws for minutes to hours, so it does not hold the ledger's
-lock (:mod:`postdp.cli._ledger_lock`) while it draws: under the lock it appends a
+lock (:mod:`postdp.privacy._lock`) while it draws: under the lock it appends a
 ``reserved`` record (its budget, input, output folder, pid and command), which counts
 against every cap at once; it draws without the lock; then, under the lock again, it
 appends the outcome with the same ``reservation`` id: ``published``, ``drawn, not
 published`` (the draw was made but its run was not put in place, e.g. another command
 created the folder first; its budget still counts: the noise existed on disk) or
 ``withdrawn`` (nothing was drawn; the budget no longer counts). A reservation counts once,
-with the status of its last record (:func:`postdp.cli._ledger.spent_on`). A measure that is
+with the status of its last record (:func:`postdp.privacy.spent_on`). A measure that is
 killed leaves its reservation ``reserved``: it keeps counting, as noise may have been drawn
 and seen. (postdp versions before reservations count each line of a reservation
 separately: more than was spent, never less.)
@@ -25,8 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from postdp.cli._io import sigint_held
-from postdp.cli._ledger import (
+from postdp._files import pid_alive, sigint_held
+from postdp.errors import ValidationError
+from postdp.privacy._ledger import (
     CONTENT_KEY,
     PUBLISHED,
     RESERVED,
@@ -38,9 +39,7 @@ from postdp.cli._ledger import (
     spent_on,
     truncate,
 )
-from postdp.cli._ledger_lock import held
-from postdp.cli._options import CliError
-from postdp.cli._pids import pid_alive
+from postdp.privacy._lock import held
 
 __all__ = ["NotRecordedError", "Reservation", "reserve"]
 
@@ -144,14 +143,14 @@ def reserve(
                 and r.get("output") == target
                 and pid_alive(int(r.get("pid", 0)), r.get("host"))
             ):
-                raise CliError(busy(r))
+                raise ValidationError(busy(r))
         spent = spent_on(records, str(record["input_sha256"]), record.get(CONTENT_KEY))
         reservation = Reservation(path, base, holder)
         with sigint_held():
             try:
                 append(path, base)
             except OSError as exc:
-                raise CliError(
+                raise ValidationError(
                     f"--ledger {str(path)!r}: could not reserve the budget "
                     f"({exc.strerror or exc}); nothing was drawn"
                 ) from None
