@@ -234,7 +234,7 @@ def run(args: argparse.Namespace, state: RunState) -> int:
     if ledger is not None:
         _check_cap(args, ledger, mechanisms)
 
-    from postdp.hierarchy import add_noise
+    from postdp.tables import add_noise
 
     state.phase = "drawing the noise"
     result = add_noise(h, mechanisms, secure=secure, rng=None if secure else args.seed)
