@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from postdp._typing import FloatArray
+from postdp._typing import FloatArray, IntArray
 from postdp.analysis.design import ReleaseDesign, TableDesign
 from postdp.analysis.planner import BudgetPlan, _mechanism, given_split
 from postdp.errors import ValidationError
@@ -183,16 +183,11 @@ def mae_levels(
     """Each level's size-binned MAE as a function of the split (common random numbers)."""
     releases = crn_releases(hierarchy, postprocess, mechanism, public, draws, rng)
     truth = np.asarray(hierarchy.counts, dtype=np.float64)
-    edges = np.asarray(bins)
-    size_bin = np.searchsorted(edges, truth, side="right") - 1
-    groups = [
-        [members for b in range(edges.size) if (members := nodes[size_bin[nodes] == b]).size]
-        for nodes in hierarchy.levels
-    ]
+    groups = _size_groups(truth, hierarchy.levels, bins)
 
     def level_means(shares: FloatArray) -> FloatArray:
         per_node = np.abs(releases(shares) - truth).mean(axis=0)
-        return np.array([np.mean([per_node[g].mean() for g in level]) for level in groups])
+        return _binned_means(per_node, groups)
 
     return level_means
 
@@ -268,12 +263,7 @@ def table_mae_levels(
     chosen = cat.leaves if categories is None else cat.index(list(categories))
     truth = table.counts()[:, chosen].astype(np.float64)
     totals = table.counts()[:, cat.root]
-    edges = np.asarray(bins)
-    size_bin = np.searchsorted(edges, totals, side="right") - 1
-    groups = [
-        [members for b in range(edges.size) if (members := nodes[size_bin[nodes] == b]).size]
-        for nodes in geo.levels
-    ]
+    groups = _size_groups(totals, geo.levels, bins)
     full = category_matrix(cat).T[:, chosen].astype(np.float64)  # detailed -> chosen nodes
 
     def level_means(shares: FloatArray) -> FloatArray:
@@ -287,7 +277,7 @@ def table_mae_levels(
         design = TableDesign(table, work, postprocess)
         released = design.solve(draw, rng=rng) @ full  # (draws, geounits, chosen)
         per_node = np.abs(released - truth).mean(axis=(0, 2))
-        return np.array([np.mean([per_node[g].mean() for g in level]) for level in groups])
+        return _binned_means(per_node, groups)
 
     return level_means
 
@@ -300,6 +290,24 @@ def _workload(
         for (d, q), b in zip(queries, shares, strict=True)
     ]
     return Workload([*fixed, *noisy])
+
+
+def _size_groups(
+    totals: FloatArray, levels: Sequence[IntArray], bins: Sequence[int]
+) -> list[list[IntArray]]:
+    """Each level's nodes grouped by the size bin of their true total (empty bins left
+    out): the groups both the hierarchy's and the table's objectives average over."""
+    edges = np.asarray(bins)
+    size_bin = np.searchsorted(edges, totals, side="right") - 1
+    return [
+        [members for b in range(edges.size) if (members := nodes[size_bin[nodes] == b]).size]
+        for nodes in levels
+    ]
+
+
+def _binned_means(per_node: FloatArray, groups: list[list[IntArray]]) -> FloatArray:
+    """Each level's mean over its size bins of the bins' mean error (each bin counts once)."""
+    return np.array([np.mean([per_node[g].mean() for g in level]) for level in groups])
 
 
 def plan_on_simplex(
