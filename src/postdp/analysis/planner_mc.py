@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from postdp._typing import FloatArray, IntArray
+from postdp._typing import FloatArray, IntArray, NumArray
 from postdp.analysis.design import ReleaseDesign, TableDesign
 from postdp.analysis.planner import BudgetPlan, _mechanism, given_split
 from postdp.errors import ValidationError
@@ -293,7 +293,7 @@ def _workload(
 
 
 def _size_groups(
-    totals: FloatArray, levels: Sequence[IntArray], bins: Sequence[int]
+    totals: NumArray, levels: Sequence[IntArray], bins: Sequence[int]
 ) -> list[list[IntArray]]:
     """Each level's nodes grouped by the size bin of their true total (empty bins left
     out): the groups both the hierarchy's and the table's objectives average over."""
