@@ -32,8 +32,8 @@ _LAZY = {
     "Mechanism": "postdp.mechanisms",
     "Ledger": "postdp.privacy",
     "Hierarchy": "postdp.hierarchy",
-    "NoisyCounts": "postdp.hierarchy",
-    "add_noise": "postdp.hierarchy",
+    "NoisyCounts": "postdp.tables",
+    "add_noise": "postdp.tables",
     "finucan_mode": "postdp.bayes",
     "clamp": "postdp.postprocess",
     "kkt_report": "postdp.postprocess",
@@ -137,7 +137,7 @@ if TYPE_CHECKING:  # what static checkers and IDEs see
     )
     from postdp.analysis import ReleaseDesign, simulate
     from postdp.bayes import finucan_mode
-    from postdp.hierarchy import Hierarchy, NoisyCounts, add_noise
+    from postdp.hierarchy import Hierarchy
     from postdp.mechanisms import (
         Budget,
         DiscreteGaussian,
@@ -163,3 +163,4 @@ if TYPE_CHECKING:  # what static checkers and IDEs see
     )
     from postdp.privacy import Ledger
     from postdp.report import audit
+    from postdp.tables import NoisyCounts, add_noise

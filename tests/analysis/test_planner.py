@@ -109,10 +109,20 @@ def test_frontier_columns_name_the_budgets_they_hold():
     np.testing.assert_allclose(f[per_level].sum(axis=1), f["total"], rtol=1e-9)
 
 
+def test_the_table_planner_is_reached_through_plan_budget_only():
+    """The deprecated ``plan_table_budget`` alias is deleted, not kept."""
+    import postdp.analysis
+    import postdp.analysis.planner
+
+    assert not hasattr(postdp.analysis, "plan_table_budget")
+    assert not hasattr(postdp.analysis.planner, "plan_table_budget")
+    with pytest.raises(AttributeError):
+        postdp.analysis.plan_table_budget  # noqa: B018
+
+
 def test_table_plan_beats_every_point_of_a_grid():
     """Three measured queries on a small P1-shaped table (Laplace, so variances scale as
     1/eps^2 per query): the plan is no worse than the best split of a 30 x 30 grid."""
-    from postdp.analysis.planner import plan_table_budget
     from postdp.data import synthetic_table
     from postdp.tables import Query
 
@@ -124,7 +134,9 @@ def test_table_plan_beats_every_point_of_a_grid():
         (2, Query.detailed(cat)),
     ]
     total = 2.0
-    plan = plan_table_budget(queries, t, total=total, mechanism="laplace", weights=[0, 1, 1])
+    plan = postdp.plan_budget(
+        t, queries=queries, total=total, mechanism="laplace", weights=[0, 1, 1], starts=4
+    )
     assert plan.shares.sum() == pytest.approx(total)
     assert plan.objective <= plan.equal_objective
 

@@ -183,7 +183,10 @@ def test_adjusted_replicate_intervals_cover_at_their_level():
         assert abs(p.mean() - 0.8) <= Z * se, (type(design).__name__, p.mean(), se)
 
 
-def test_table_replicate_intervals_old_spelling_warns_and_agrees():
+def test_table_replicate_intervals_repeat_with_their_seed_and_refuse_a_hierarchy_step():
+    """The table case of ``replicate_intervals`` (the deprecated ``table_replicate_intervals``
+    spelling is gone): the same seed gives the same intervals, and a hierarchy-only step is
+    refused by the table design before anything is drawn."""
     from postdp import Gaussian
     from postdp.analysis import TableDesign, replicate_intervals
     from postdp.data import synthetic_table
@@ -193,11 +196,11 @@ def test_table_replicate_intervals_old_spelling_warns_and_agrees():
     w = Workload([Measurement(d, Query.detailed(t.categories), Gaussian(rho=1)) for d in range(3)])
     design = TableDesign(t, w, "topdown")
     released = design.run(rng=0)[0]
-    with pytest.warns(DeprecationWarning, match=r"use postdp\.analysis\.replicate_intervals"):
-        old = postdp.analysis.table_replicate_intervals
-    ci = old(released, t, w, postprocess="topdown", replicates=10, rng=3)
-    new = replicate_intervals(released, design, replicates=10, rng=3)
-    np.testing.assert_array_equal(ci.low, new.low)
-    np.testing.assert_array_equal(ci.high, new.high)
+    first = replicate_intervals(released, design, replicates=10, rng=3)
+    again = replicate_intervals(released, design, replicates=10, rng=3)
+    np.testing.assert_array_equal(first.low, again.low)
+    np.testing.assert_array_equal(first.high, again.high)
+    assert first.low.shape == released.shape and (first.low <= first.high).all()
+    assert not hasattr(postdp.analysis, "table_replicate_intervals")
     with pytest.raises(ValidationError, match="a table post-processing is one of"):
-        old(released, t, w, postprocess="clamp")
+        TableDesign(t, w, "clamp")

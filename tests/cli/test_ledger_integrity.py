@@ -130,17 +130,17 @@ def test_concurrent_releases_to_one_absent_output_never_replace_each_other(tmp_p
 def test_an_output_that_appears_after_the_checks_is_not_replaced(tmp_path, monkeypatch):
     # another process creates the output while this release draws: the release must not
     # replace it, must take back its ledger line and leave no privacy statement of its own
-    import postdp.hierarchy
+    import postdp.tables
 
     (tmp_path / "good.csv").write_text(TABLE)
     out = tmp_path / "out.csv"
-    real = postdp.hierarchy.add_noise
+    real = postdp.tables.add_noise
 
     def draw_while_another_writes(*args, **kwargs):
         out.write_text("another process's release\n")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(postdp.hierarchy, "add_noise", draw_while_another_writes)
+    monkeypatch.setattr(postdp.tables, "add_noise", draw_while_another_writes)
     ledger = tmp_path / "ledger.jsonl"
     ledger.write_text("")
     assert main(_release_args(tmp_path, "out.csv", "--ledger", str(ledger))) == 2

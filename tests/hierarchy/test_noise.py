@@ -64,3 +64,26 @@ def test_errors(small):
     floats = Hierarchy.from_parents(["T", "a"], [None, "T"], [1.5, 1.5])
     with pytest.raises(ValidationError, match=r"`counts` must hold integers; got 1.5 at index 0"):
         add_noise(floats, Geometric(1.0), secure=False, rng=0)
+
+
+@pytest.mark.parametrize(
+    "mechanisms",
+    [
+        [Geometric(0.5), Geometric(1.0), Geometric(2.0)],
+        [Laplace(0.5), Laplace(1.0), Laplace(2.0)],
+        [Gaussian(rho=0.5), Gaussian(rho=1.0), Gaussian(rho=2.0)],
+    ],
+)
+def test_a_hierarchy_is_noised_as_its_one_cell_table_is_measured(small, mechanisms):
+    """``add_noise`` is the one-cell case of ``postdp.tables.measure``: one total per
+    geounit measured at every level draws the same noise from the same seed."""
+    from postdp.tables import Measurement, Query, Table, Workload, measure
+
+    cell = Hierarchy.from_parents(["total"], [None])
+    table = Table(small, cell, small.counts[small.is_leaf].reshape(-1, 1))
+    work = Workload([Measurement(d, Query.detailed(cell), m) for d, m in enumerate(mechanisms)])
+    measured = measure(table, work, secure=False, rng=11)
+    ours = add_noise(small, mechanisms, secure=False, rng=11)
+    for nodes, answers in zip(small.levels, measured.values, strict=True):
+        np.testing.assert_array_equal(ours.values[nodes], answers[:, 0])
+    assert ours.budget == measured.budget

@@ -135,7 +135,7 @@ def test_blue_restore_2020_is_an_integral_step():
     """``blue-restore-2020`` (blue_restore with ``integral=True``): a table design's step,
     already integral (``,round`` after it refused), the measurements' bounds held."""
     from postdp.analysis import TableDesign
-    from postdp.analysis.table_design import parse_table_steps
+    from postdp.analysis.design import parse_table_steps
 
     table, work = _gq_state(4, blocks=2)
     bounds = facility_bounds(synthetic_facilities(table, seed=4), table.geography)

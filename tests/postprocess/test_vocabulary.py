@@ -113,13 +113,16 @@ def test_plan_budget_takes_a_table_with_its_workload():
     )
     by_workload = postdp.plan_budget(t, queries=work, total=3.0, mechanism="laplace", starts=1)
     pairs = [(m.level, m.query) for m in work.measurements if not m.public]
-    from postdp.analysis.planner import plan_table_budget
-
-    by_pairs = plan_table_budget(
-        pairs, t, total=3.0, mechanism="laplace", public=[(0, work.measurements[0].query)], starts=1
+    # the workload's own mechanisms are not read: only its pairs and its public queries
+    regauged = Workload(
+        [work.measurements[0]] + [Measurement(d, q, Laplace(epsilon=9.0)) for d, q in pairs]
     )
-    np.testing.assert_allclose(by_workload.shares, by_pairs.shares, rtol=1e-12)
+    again = postdp.plan_budget(t, queries=regauged, total=3.0, mechanism="laplace", starts=1)
+    np.testing.assert_allclose(by_workload.shares, again.shares, rtol=1e-12)
     assert by_workload.shares.size == 3
+    # the public total is held exact: without it the same split is judged worse
+    by_pairs = postdp.plan_budget(t, queries=pairs, total=3.0, mechanism="laplace", starts=1)
+    assert by_workload.objective < by_pairs.objective
 
 
 @pytest.mark.parametrize(
@@ -136,8 +139,3 @@ def test_the_table_twins_warn_naming_the_new_call(name, call):
     with pytest.warns(DeprecationWarning, match="use " + re.escape(call)):
         old = getattr(postdp.postprocess, name)
     assert callable(old)
-
-
-def test_plan_table_budget_warns():
-    with pytest.warns(DeprecationWarning, match=r"postdp\.plan_budget\(table, queries="):
-        assert callable(postdp.analysis.plan_table_budget)

@@ -330,7 +330,7 @@ def test_simulate_runs_top_down_and_rounding_on_a_schema_table():
     """``simulate`` with a schema table and the steps topdown,round: the public root total
     is released exactly in every draw (bias and variance 0), every count has draws."""
     import postdp
-    from postdp.analysis.table_design import TableDesign
+    from postdp.analysis.design import TableDesign
 
     table, workload = _schema_case(3)
     geo = table.geography

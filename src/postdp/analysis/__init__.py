@@ -1,9 +1,6 @@
 """Auditing release designs: Monte Carlo simulation, the closed-form theory of the seeds,
 budget planning and an empirical privacy audit."""
 
-from typing import Any
-
-from postdp._deprecation import renamed
 from postdp._intervals import ConfidenceInterval
 from postdp.analysis.census_metrics import (
     ReliabilityThreshold,
@@ -12,15 +9,15 @@ from postdp.analysis.census_metrics import (
     reliability_threshold,
     summary_queries,
 )
-from postdp.analysis.design import ReleaseDesign
+from postdp.analysis.design import ReleaseDesign, TableDesign
 from postdp.analysis.memory import MemoryPlan, memory_plan
 from postdp.analysis.montecarlo import simulate
 from postdp.analysis.planner import BudgetPlan, budget_frontier, plan_budget
 from postdp.analysis.planner_mc import plan_mae_budget
 from postdp.analysis.privacy_audit import PrivacyAudit, audit_privacy
+from postdp.analysis.replicates import replicate_intervals
 from postdp.analysis.result import BiasVerdict, MonteCarloResult, largest_abs_quantile
 from postdp.analysis.simulation import ChunkRelease, Simulation, SimulationDesign
-from postdp.analysis.table_design import TableDesign
 from postdp.analysis.table_metrics import (
     SIZE_BINS,
     table_error_metrics,
@@ -42,7 +39,6 @@ from postdp.analysis.uncertainty import (
     gls_intervals,
     interval_coverage,
     ps_intervals,
-    replicate_intervals,
     table_interval_coverage,
 )
 
@@ -89,21 +85,3 @@ __all__ = [
     "table_metric_sums",
     "table_metrics_from_sums",
 ]
-
-# The table twins (0.2): one release with a DeprecationWarning naming the call to use.
-_RENAMED = {
-    "plan_table_budget": (
-        "postdp.analysis.planner",
-        "postdp.plan_budget(table, queries=..., total=...)",
-    ),
-    "table_replicate_intervals": (
-        "postdp.analysis.table_replicates",
-        "postdp.analysis.replicate_intervals(released, TableDesign(table, workload, ...))",
-    ),
-}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _RENAMED:
-        return renamed("postdp.analysis", name, _RENAMED)
-    raise AttributeError(f"module 'postdp.analysis' has no attribute {name!r}")

@@ -1,28 +1,47 @@
-"""A release design: noise per level plus a post-processing chain, on a hierarchy."""
+"""Release designs: what a release does, as a design the Monte Carlo engine can run.
+
+One class to call, :class:`ReleaseDesign`: on a :class:`~postdp.hierarchy.Hierarchy` it is
+noise per level plus a post-processing chain; on a :class:`~postdp.tables.Table` and its
+:class:`~postdp.tables.Workload` it builds a :class:`TableDesign` (a workload measured on
+the table, then one post-processing, optionally rounded). A hierarchy of counts is the
+one-cell table; its design keeps the fast path of the tree's own kernels (level-by-level
+noise into one batch, the chain's prepared projectors), and the raw errors and public
+invariants those kernels give.
+
+:func:`postdp.simulate` runs either with the same streaming, seeded and batch-invariant
+engine: a table design's entities are the (geounit, category node) counts, and beside the
+per-count statistics it adds up, per geounit, the sums behind the Census Bureau's error
+metrics (:func:`postdp.analysis.table_metric_sums`), so :meth:`TableDesign.metrics` gives
+them for any number of draws with memory that does not grow with the draws.
+"""
 
 from __future__ import annotations
 
 from abc import ABCMeta
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import numpy.typing as npt
+import pandas as pd
+from scipy import sparse
 
 from postdp import _validation
 from postdp._typing import ArrayLike, FloatArray, IntArray, NumArray, RNGLike
 from postdp.analysis.simulation import ChunkRelease, Simulation
+from postdp.analysis.table_metrics import SIZE_BINS, table_metric_sums, table_metrics_from_sums
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy, PublicSpec, public_values
 from postdp.mechanisms import Budget, NoiseMechanism, expand_mechanisms
 from postdp.postprocess import PostProcessChain, Step, inverse_variance_weights, parse_steps
-from postdp.tables import Table
+from postdp.tables import Table, TableMeasurements, Workload, category_matrix, measure
+from postdp.tables.bypass import check_budget_scale
 
-__all__ = ["ReleaseDesign", "register_table_design"]
+if TYPE_CHECKING:
+    from postdp.analysis.result import MonteCarloResult
 
-#: The class that builds a table's design (``postdp.analysis.table_design`` registers it).
-_TABLE_DESIGN: list[type] = []
+__all__ = ["INTEGRAL_STEPS", "TABLE_STEPS", "ReleaseDesign", "TableDesign", "parse_table_steps"]
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -73,8 +92,8 @@ class ReleaseDesign(metaclass=ABCMeta):
     """
 
     def __new__(cls, hierarchy: Any = None, *args: Any, **kwargs: Any) -> Any:
-        if _TABLE_DESIGN and isinstance(hierarchy, Table):  # one class to call
-            return _TABLE_DESIGN[0](hierarchy, *args, **kwargs)
+        if isinstance(hierarchy, Table):  # one class to call
+            return TableDesign(hierarchy, *args, **kwargs)
         return object.__new__(cls)
 
     hierarchy: Hierarchy
@@ -305,9 +324,388 @@ class _HierarchySimulation:
         return ChunkRelease(released, raw=before)
 
 
-def register_table_design(table_design: type) -> None:
-    """Make ``ReleaseDesign(table, workload, ...)`` build a ``table_design`` (and
-    ``isinstance(it, ReleaseDesign)`` true); called once by
-    :mod:`postdp.analysis.table_design`."""
-    ReleaseDesign.register(table_design)
-    _TABLE_DESIGN[:] = [table_design]
+#: Arrays of a table's (geounits x category nodes) size alive while one draw is solved.
+_SOLVE_ARRAYS = 12
+
+#: The post-processing steps of a table design (each may be followed by ``,round``).
+TABLE_STEPS = (
+    "project",
+    "project-nonneg",
+    "topdown",
+    "blue",
+    "blue-restore",
+    "topdown-2020",
+    "blue-restore-2020",
+)
+#: The steps whose output is already integral.
+INTEGRAL_STEPS = ("topdown-2020", "blue-restore-2020")
+#: The steps that weigh each geounit by its own budget (``budget_scale``).
+_PER_GEOUNIT = ("project", "blue", "blue-restore", "topdown-2020", "blue-restore-2020")
+
+
+def parse_table_steps(text: str) -> tuple[str | None, bool]:
+    """The step of a table post-processing string and whether ``round`` follows it.
+
+    Parameters
+    ----------
+    text : str
+        ``"none"``, or one of :data:`TABLE_STEPS`, optionally followed by ``",round"``.
+
+    Returns
+    -------
+    step : str or None
+    rounded : bool
+
+    Raises
+    ------
+    ValidationError
+        For anything else.
+
+    Examples
+    --------
+    >>> parse_table_steps("topdown,round")
+    ('topdown', True)
+    """
+    steps = [s.strip() for s in str(text).split(",") if s.strip() and s.strip() != "none"]
+    rounded = bool(steps) and steps[-1] == "round"
+    if rounded:
+        steps = steps[:-1]
+    integral = bool(steps) and steps[0] in INTEGRAL_STEPS
+    bad = len(steps) > 1 or any(s not in TABLE_STEPS for s in steps) or (rounded and not steps)
+    if bad or (rounded and integral):
+        raise ValidationError(
+            f"a table post-processing is one of {', '.join(TABLE_STEPS)}, optionally followed "
+            "by round (project or blue: least squares over every measured count, the best "
+            "linear unbiased estimate; project-nonneg: the same with every cell >= 0; "
+            "topdown: level by level, nonnegative; blue-restore: the BLUE made nonnegative "
+            "family by family; topdown-2020: the Census Bureau's production TopDown, already "
+            "integral; blue-restore-2020: blue-restore with each family rounded by the 2020 "
+            "rounder as it goes down, integral, the structural bounds held; round: consistent "
+            f"integers, unbiased); got {text!r}"
+        )
+    return (steps[0] if steps else None), rounded
+
+
+def _blue_restore_2020(measurements: TableMeasurements) -> FloatArray:
+    from postdp.postprocess import blue_restore
+
+    out: FloatArray = blue_restore(measurements, integral=True)
+    return out
+
+
+def _top_down_2020(measurements: TableMeasurements) -> FloatArray:
+    from postdp.postprocess import top_down_2020
+
+    out: FloatArray = top_down_2020(measurements).astype(np.float64)
+    return out
+
+
+@dataclass(frozen=True, eq=False)
+class TableDesign:
+    """A table release design: measure ``workload`` on ``table``, then post-process.
+
+    Parameters
+    ----------
+    table : Table
+        The truth of the simulations.
+    workload : Workload
+    postprocess : str, default "project"
+        One of :data:`TABLE_STEPS` (or ``"none"``: the measured counts only, which cover
+        only the measured queries), optionally followed by ``",round"``. Checked here, with
+        the workload (e.g. top-down's requirements), before anything is drawn.
+    budget_scale : array_like, shape (geography.n,), optional
+        Each geounit's multiple of its level's budget (the production spine's bypass,
+        :func:`postdp.tables.single_child_bypass`), checked here to spend no more than the
+        workload on any path; the steps that weigh each geounit by its own budget
+        (``project``, ``blue``, ``blue-restore``, ``topdown-2020``, ``blue-restore-2020``)
+        are then the only ones taken.
+
+    Examples
+    --------
+    >>> from postdp import Geometric, Hierarchy
+    >>> from postdp.tables import Measurement, Query, Table, Workload
+    >>> geo = Hierarchy.from_parents(["S", "a", "b"], [None, "S", "S"])
+    >>> cat = Hierarchy.from_parents(["T", "x", "y"], [None, "T", "T"])
+    >>> t = Table(geo, cat, [[3, 4], [5, 6]])
+    >>> w = Workload([Measurement(d, Query.detailed(cat), Geometric(epsilon=1.0))
+    ...               for d in range(2)])
+    >>> TableDesign(t, w, "topdown,round").run(rng=0, size=2).shape  # every count
+    (2, 3, 3)
+    """
+
+    table: Table
+    workload: Workload
+    postprocess: str = "project"
+    budget_scale: ArrayLike | None = field(default=None, kw_only=True)
+    step: str | None = field(init=False)
+    rounded: bool = field(init=False)
+    projector: Any = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.table, Table):
+            raise TypeError(f"`table` must be a Table; got {type(self.table).__name__}")
+        if not isinstance(self.workload, Workload):
+            raise TypeError(f"`workload` must be a Workload; got {type(self.workload).__name__}")
+        step, rounded = parse_table_steps(self.postprocess)
+        object.__setattr__(self, "step", step)
+        object.__setattr__(self, "rounded", rounded)
+        scale = check_budget_scale(self.budget_scale, self.table.geography, self.workload)
+        object.__setattr__(self, "budget_scale", scale)
+        if scale is not None and step not in (None, *_PER_GEOUNIT):
+            raise ValidationError(
+                f"postprocess {self.postprocess!r} weighs every geounit of a level alike; "
+                f"with `budget_scale` use one of {_PER_GEOUNIT}"
+            )
+        from postdp.postprocess import (
+            TableNonnegProjector,
+            TableProjector,
+            blue_restore,
+            check_blue_restore,
+            check_top_down,
+            check_top_down_2020,
+            top_down,
+        )
+
+        projector: Any = None
+        if step in ("project", "blue"):
+            projector = TableProjector(self.table, self.workload, budget_scale=scale)
+        elif step == "project-nonneg":
+            projector = TableNonnegProjector(self.table, self.workload)
+        elif step == "topdown":
+            check_top_down(self.table, self.workload)
+            projector = top_down
+        elif step == "blue-restore":
+            check_blue_restore(self.table, self.workload)
+            projector = blue_restore
+        elif step == "topdown-2020":
+            check_top_down_2020(self.table, self.workload)
+            projector = _top_down_2020
+        elif step == "blue-restore-2020":
+            check_blue_restore(self.table, self.workload)
+            projector = _blue_restore_2020
+        object.__setattr__(self, "projector", projector)
+
+    @property
+    def budget(self) -> Budget:
+        """Privacy cost of the workload."""
+        return self.workload.budget
+
+    @property
+    def solve_bytes(self) -> int:
+        """Bytes one draw's post-processing holds (about 12 arrays of geounits x category
+        nodes float64), counted once per worker by :func:`postdp.analysis.memory_plan`."""
+        return self.table.geography.n * self.table.categories.n * 8 * _SOLVE_ARRAYS
+
+    @property
+    def n_entities(self) -> int:
+        """Counts simulated: every (geounit, category node)."""
+        return self.table.geography.n * self.table.categories.n
+
+    @property
+    def entity_ids(self) -> npt.NDArray[np.object_]:
+        """``"geo_id:category"`` of every count, geounits major."""
+        geo, cat = self.table.geography, self.table.categories
+        g = np.repeat(geo.ids.astype(str), cat.n).astype(object)
+        return np.asarray(g + ":" + np.tile(cat.ids.astype(str), geo.n).astype(object))
+
+    def entity_index(self, ids: list[str]) -> IntArray:
+        """Positions of ``"geo_id:category"`` ids among :attr:`entity_ids`."""
+        where = pd.Index(self.entity_ids).get_indexer(pd.Index(ids))
+        if (where < 0).any():
+            raise ValidationError(
+                f"unknown counts {[i for i, w in zip(ids, where, strict=True) if w < 0]}; "
+                "name them 'geo_id:category'"
+            )
+        return np.asarray(where, dtype=np.int64)
+
+    def solve(self, measurements: TableMeasurements, *, rng: RNGLike = None) -> FloatArray:
+        """The post-processed detailed histograms of every geounit.
+
+        Parameters
+        ----------
+        measurements : TableMeasurements
+        rng : int, numpy.random.Generator, SeedSequence or None
+            For the rounding (when the design rounds).
+
+        Returns
+        -------
+        ndarray, shape (..., geography.n, n_detailed)
+        """
+        if self.projector is None:
+            raise ValidationError("a design without post-processing has no released table")
+        detailed: FloatArray = self.projector(measurements)
+        if not self.rounded:
+            return detailed
+        from postdp.postprocess import round as round_values
+
+        rounded: FloatArray = round_values(detailed, self.table, rng=rng).astype(np.float64)
+        return rounded
+
+    def run(
+        self, truth: ArrayLike | None = None, *, rng: RNGLike = None, size: int = 1
+    ) -> FloatArray:
+        """``size`` independent releases (study path): every (geounit, category node).
+
+        Parameters
+        ----------
+        truth : array_like, shape (leaf geounits, detailed cells), optional
+            The detailed cells to release (default: the table's), as ``Table(cells=...)``.
+        rng : int, numpy.random.Generator, SeedSequence or None
+        size : int, default 1
+
+        Returns
+        -------
+        ndarray, shape (size, geography.n, categories.n)
+        """
+        from postdp import _rng
+
+        noise, rounding = _rng.spawn(rng, 2)
+        table = self._table_for(truth)
+        draws = measure(
+            table, self.workload, secure=False, rng=noise, size=size,
+            budget_scale=self.budget_scale, budget_checked=True,
+        )  # fmt: skip
+        full: FloatArray = self.solve(draws, rng=rounding) @ self._category_matrix.T
+        return full
+
+    @property
+    def _category_matrix(self) -> FloatArray:
+        C: FloatArray = category_matrix(self.table.categories).astype(np.float64)
+        return C
+
+    @property
+    def steps(self) -> tuple[str, ...]:
+        """The post-processing steps in order, e.g. ``("project-nonneg", "round")`` (a
+        hierarchy design's :attr:`ReleaseDesign.steps` hold parsed steps)."""
+        return tuple(s for s in (self.step, "round" if self.rounded else None) if s)
+
+    def _table_for(self, truth: ArrayLike | None) -> Table:
+        """The design's table, or the same geography and categories holding ``truth``."""
+        if truth is None:
+            return self.table
+        if sparse.issparse(truth):
+            return replace(self.table, cells=truth)  # type: ignore[arg-type]
+        return replace(self.table, cells=np.asarray(truth))
+
+    def _truth(self, truth: ArrayLike | None) -> NumArray:
+        out: NumArray = self._table_for(truth).counts().reshape(-1)
+        return out
+
+    def error_scale(self) -> FloatArray:
+        """Half-width of each count's error histogram: 8 noise standard deviations of the
+        count measured directly from the detailed cells at every level (a generous bound
+        for the post-processed estimate)."""
+        geo, cat = self.table.geography, self.table.categories
+        var = np.zeros(cat.leaves.size)
+        for m in self.workload.measurements:
+            if not m.public:
+                var = np.maximum(var, m.variance)
+        per_node = self._category_matrix @ var * geo.n_levels  # category node x (levels of noise)
+        return np.asarray(np.tile(8.0 * np.sqrt(np.maximum(per_node, 1e-12)), geo.n))
+
+    def simulation(self, truth: ArrayLike | None = None, *, raw: bool = False) -> Simulation:
+        """The prepared Monte Carlo run of this design (the engine's protocol,
+        :mod:`postdp.analysis.simulation`): on the table's counts or ``truth``, with the design's
+        post-processing, adding the per-geounit sums behind the Census Bureau's metrics.
+
+        Parameters
+        ----------
+        truth : array_like, shape (leaf geounits, detailed cells), optional
+            The detailed cells simulated (default: the table's).
+        raw : bool, default False
+            Errors before post-processing are not available for tables.
+
+        Returns
+        -------
+        Simulation
+
+        Raises
+        ------
+        ValidationError
+            For a ``truth`` of the wrong shape, ``raw``, or a design without
+            post-processing.
+        """
+        if raw or self.step is None:
+            raise ValidationError(
+                "a TableDesign is simulated with its post-processing and without `raw`"
+            )
+        table = self._table_for(truth)
+        return _TableSimulation(self, table, self._truth(truth), self.error_scale())
+
+    def frame(self, result: MonteCarloResult) -> pd.DataFrame:
+        """The result's per-count frame with ``geo_id``, ``level`` and ``category`` columns
+        in place of the ``id`` column.
+
+        Parameters
+        ----------
+        result : MonteCarloResult
+            Of :func:`postdp.simulate` on this design.
+
+        Returns
+        -------
+        pandas.DataFrame
+        """
+        frame = result.to_frame()
+        geo, cat = self.table.geography, self.table.categories
+        frame.insert(0, "geo_id", np.repeat(geo.ids, cat.n))
+        frame.insert(1, "level", np.repeat(geo.depth, cat.n))
+        frame.insert(2, "category", np.tile(cat.ids, geo.n))
+        return frame.drop(columns="id")
+
+    def metrics(
+        self,
+        result: MonteCarloResult,
+        *,
+        truth: ArrayLike | None = None,
+        bins: tuple[int, ...] = SIZE_BINS,
+    ) -> tuple[pd.DataFrame, pd.DataFrame]:
+        """The Census Bureau's metrics by level and size bin, and by diversity quintile,
+        over every draw of ``result`` (see :func:`postdp.analysis.table_error_metrics`).
+
+        Parameters
+        ----------
+        result : MonteCarloResult
+        truth : array_like, optional
+            The detailed cells the result was simulated on, when not the table's.
+        bins : tuple of int, default (0, 10, 100, 1000, 10000)
+
+        Returns
+        -------
+        by_size, by_diversity : pandas.DataFrame
+        """
+        if not result.extra:
+            raise ValidationError("`result` holds no table metric sums (simulate a TableDesign)")
+        return table_metrics_from_sums(result.extra, self._table_for(truth), bins=bins)
+
+
+@dataclass(frozen=True)
+class _TableSimulation:
+    """A table design's prepared run: measure, post-process, expand every category node."""
+
+    design: TableDesign
+    table: Table
+    truth: NumArray
+    error_scale: FloatArray
+
+    def release(
+        self, seeds: Sequence[np.random.SeedSequence], sizes: Sequence[int], raw: IntArray
+    ) -> ChunkRelease:
+        """Every count of each chunk's releases, and each chunk's per-geounit metric sums."""
+        design = self.design
+        parts, extra = [], []
+        for seed, rows in zip(seeds, sizes, strict=True):
+            noise, rounding = (np.random.default_rng(s) for s in seed.spawn(2))
+            draws = measure(
+                self.table, design.workload, secure=False, rng=noise, size=rows,
+                budget_scale=design.budget_scale, budget_checked=True,
+            )  # fmt: skip
+            detailed = design.solve(draws, rng=rounding)
+            extra.append(table_metric_sums(detailed, self.table))
+            parts.append((detailed @ design._category_matrix.T).reshape(rows, -1))
+        values = np.ascontiguousarray(np.concatenate(parts), dtype=np.float64)
+        return ChunkRelease(values, extra=tuple(extra))
+
+
+# One design class: ReleaseDesign(table, workload, ...) builds a TableDesign, and
+# isinstance(a TableDesign, ReleaseDesign) holds.
+ReleaseDesign.register(TableDesign)

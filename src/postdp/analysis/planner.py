@@ -25,7 +25,7 @@ from postdp.hierarchy import Hierarchy
 from postdp.mechanisms import DiscreteGaussian, Gaussian, Geometric, Laplace, Mechanism
 from postdp.tables import Query, Table, Workload
 
-__all__ = ["BudgetPlan", "budget_frontier", "plan_budget", "plan_table_budget"]
+__all__ = ["BudgetPlan", "budget_frontier", "plan_budget"]
 
 Family = Literal["geometric", "laplace", "gaussian", "discrete-gaussian"]
 _PURE = {"geometric": Geometric, "laplace": Laplace}
@@ -178,7 +178,7 @@ def plan_budget(
         if isinstance(queries, Workload):
             public = [(m.level, m.query) for m in queries.measurements if m.public]
             queries = [(m.level, m.query) for m in queries.measurements if not m.public]
-        return plan_table_budget(
+        return _plan_queries(
             queries,
             over,
             total=total,
@@ -334,61 +334,28 @@ def budget_frontier(
     return pd.DataFrame(rows)
 
 
-def plan_table_budget(
+def _plan_queries(
     queries: Sequence[tuple[int, Query]],
     table: Table,
     *,
     total: float,
-    mechanism: Family = "geometric",
-    weights: Sequence[float] | None = None,
-    categories: Sequence[str] | None = None,
-    public: Sequence[tuple[int, Query]] = (),
-    compare: Sequence[float] | None = None,
-    starts: int = 4,
-    rng: int = 0,
+    mechanism: Family,
+    weights: Sequence[float] | None,
+    categories: Sequence[str] | None,
+    public: Sequence[tuple[int, Query]],
+    compare: Sequence[float] | None,
+    starts: int,
+    rng: int,
 ) -> BudgetPlan:
-    """The split of ``total`` across a table's measured queries that minimises (P)'s variance.
+    """The table case of :func:`plan_budget`: the split of ``total`` across a table's
+    measured queries that minimises (P)'s variance.
 
     Each (geographic level, query) pair gets a share b_k of the total (queries at one level
     compose sequentially, levels too: the shares add up to the table's budget); (P) is
     generalised least squares over every measurement, and the objective is
     Σ_d w_d x the mean exact variance (``TableProjector.variances``) of the chosen category
-    nodes of level d's geounits, from the design alone.
-
-    Parameters
-    ----------
-    queries : sequence of (int, Query)
-        The measured (level, query) pairs, each to receive a share.
-    table : Table
-        Supplies the geography and the category tree (its counts are not read).
-    total : float
-        Epsilon (geometric, laplace) or rho (gaussian, discrete-gaussian) to split.
-    mechanism : {"geometric", "laplace", "gaussian", "discrete-gaussian"}
-    weights : sequence of float, optional
-        Per geographic level (root first); default: the leaf level only.
-    categories : sequence of str, optional
-        Category node ids whose variances count (default: the detailed cells).
-    public : sequence of (int, Query)
-        Queries published exactly (e.g. the state totals); they cost nothing.
-    compare : sequence of float, optional
-        A split (one budget per query, adding up to ``total``) to evaluate too.
-    starts : int, default 4
-    rng : int, default 0
-
-    Returns
-    -------
-    BudgetPlan
-        ``shares`` in the order of ``queries``; ``level_variances`` per geographic level.
-
-    Examples
-    --------
-    >>> from postdp.data import synthetic_table
-    >>> from postdp.tables import Query
-    >>> t = synthetic_table((2, 3), leaf_mean=100, rng=0)
-    >>> qs = [(d, Query.detailed(t.categories)) for d in range(3)]
-    >>> plan = plan_table_budget(qs, t, total=3.0, mechanism="gaussian", starts=1)
-    >>> bool(plan.objective <= plan.equal_objective), plan.shares.size
-    (True, 3)
+    nodes of level d's geounits, from the design alone. ``public`` pairs are published
+    exactly and cost nothing.
     """
     from postdp.postprocess import TableProjector
     from postdp.tables import Measurement, Workload

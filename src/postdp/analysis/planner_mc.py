@@ -4,7 +4,9 @@ The exact planner (:mod:`postdp.analysis.planner`) minimises (P) variances, whic
 alone determines. For (P+), top-down, clamping or rounding the error depends on the counts
 and must be simulated. Here one fixed set of standard noise draws (and one fixed seed for a
 rounding step) is scaled by each candidate split's noise scales, so the objective is a
-deterministic function of the split and every split is judged on the same noise; it is
+deterministic function of the split and every split is judged on the same noise (a
+hierarchy's draws go through its release chain, a table's through its measured queries and
+its :class:`~postdp.analysis.TableDesign`); it is
 minimised by Nelder-Mead over the simplex (a softmax parametrisation), from the equal split
 and two random starts. Continuous noise only (Laplace, Gaussian): discrete noise would make
 the objective piecewise constant. A plan computed from true counts depends on them: it is a
@@ -18,11 +20,20 @@ from typing import Any, Literal
 
 import numpy as np
 
-from postdp._typing import FloatArray
+from postdp._typing import FloatArray, IntArray, NumArray
+from postdp.analysis.design import ReleaseDesign, TableDesign
 from postdp.analysis.planner import BudgetPlan, _mechanism, given_split
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
-from postdp.tables import Query, Table
+from postdp.tables import (
+    Measurement,
+    Query,
+    Table,
+    TableMeasurements,
+    Workload,
+    category_matrix,
+    measure,
+)
 
 __all__ = ["plan_mae_budget"]
 
@@ -135,8 +146,6 @@ def _plan_table(
     rng: int,
     progress: Callable[[], object] | None,
 ) -> BudgetPlan:
-    from postdp.analysis.planner_table_mc import table_mae_levels
-
     if not queries:
         raise ValidationError("`queries` is required for a table: the (level, query) pairs")
     L = table.geography.n_levels
@@ -174,16 +183,11 @@ def mae_levels(
     """Each level's size-binned MAE as a function of the split (common random numbers)."""
     releases = crn_releases(hierarchy, postprocess, mechanism, public, draws, rng)
     truth = np.asarray(hierarchy.counts, dtype=np.float64)
-    edges = np.asarray(bins)
-    size_bin = np.searchsorted(edges, truth, side="right") - 1
-    groups = [
-        [members for b in range(edges.size) if (members := nodes[size_bin[nodes] == b]).size]
-        for nodes in hierarchy.levels
-    ]
+    groups = _size_groups(truth, hierarchy.levels, bins)
 
     def level_means(shares: FloatArray) -> FloatArray:
         per_node = np.abs(releases(shares) - truth).mean(axis=0)
-        return np.array([np.mean([per_node[g].mean() for g in level]) for level in groups])
+        return _binned_means(per_node, groups)
 
     return level_means
 
@@ -199,8 +203,6 @@ def crn_releases(
     """The released draws (shape (draws, n)) as a function of the per-level split, on
     common random numbers (the same standard noise, the same rounding draws, at every
     split)."""
-    from postdp.analysis.design import ReleaseDesign
-
     if mechanism not in ("laplace", "gaussian"):
         raise ValidationError(f"`mechanism` must be 'laplace' or 'gaussian'; got {mechanism!r}")
     if hierarchy.counts is None:
@@ -220,6 +222,92 @@ def crn_releases(
         return np.asarray(released, dtype=np.float64)
 
     return releases
+
+
+def table_mae_levels(
+    table: Table,
+    queries: Sequence[tuple[int, Query]],
+    postprocess: str,
+    *,
+    mechanism: str,
+    public: Sequence[tuple[int, Query]],
+    categories: Sequence[str] | None,
+    bins: Sequence[int],
+    draws: int,
+    rng: int,
+) -> Callable[[FloatArray], FloatArray]:
+    """Each geographic level's MAE of the released category counts, averaged over the
+    geounits' size bins (each non-empty bin counts equally), as a function of the budget
+    of each measured query: one fixed set of standard noise draws per query, scaled by the
+    split's noise scales (and the rounding's draws fixed), so splits are compared on the
+    same noise.
+
+    Memory: ``draws`` x every measured answer x 8 bytes for the standard noise, plus one
+    post-processed release of ``draws`` draws at a time.
+    """
+    if mechanism not in ("laplace", "gaussian"):
+        raise ValidationError(f"`mechanism` must be 'laplace' or 'gaussian'; got {mechanism!r}")
+    if draws < 10:
+        raise ValidationError(f"`draws` must be at least 10; got {draws}")
+    fixed = [Measurement(d, q, None) for d, q in public]
+    exact = Workload([*fixed, *(Measurement(d, q, None) for d, q in queries)])
+    answers = measure(table, exact, secure=False, rng=0).values  # exact: every query public
+    TableDesign(table, _workload(fixed, queries, mechanism, np.ones(len(queries))), postprocess)
+    gen = np.random.default_rng(rng)
+    standard = [
+        gen.laplace(0.0, 1.0, (draws, *a.shape)) if mechanism == "laplace"
+        else gen.normal(size=(draws, *a.shape))
+        for a in answers[len(fixed):]
+    ]  # fmt: skip
+    cat, geo = table.categories, table.geography
+    chosen = cat.leaves if categories is None else cat.index(list(categories))
+    truth = table.counts()[:, chosen].astype(np.float64)
+    totals = table.counts()[:, cat.root]
+    groups = _size_groups(totals, geo.levels, bins)
+    full = category_matrix(cat).T[:, chosen].astype(np.float64)  # detailed -> chosen nodes
+
+    def level_means(shares: FloatArray) -> FloatArray:
+        work = _workload(fixed, queries, mechanism, shares)
+        values: list[Any] = [np.broadcast_to(a, (draws, *a.shape)) for a in answers[: len(fixed)]]
+        for a, z, m in zip(
+            answers[len(fixed) :], standard, work.measurements[len(fixed) :], strict=True
+        ):
+            values.append(a + z * m.mechanism.noise_scale)  # type: ignore[union-attr]
+        draw = TableMeasurements(table, work, tuple(values), False)
+        design = TableDesign(table, work, postprocess)
+        released = design.solve(draw, rng=rng) @ full  # (draws, geounits, chosen)
+        per_node = np.abs(released - truth).mean(axis=(0, 2))
+        return _binned_means(per_node, groups)
+
+    return level_means
+
+
+def _workload(
+    fixed: list[Measurement], queries: Sequence[tuple[int, Query]], mechanism: str, shares: Any
+) -> Workload:
+    noisy = [
+        Measurement(d, q, _mechanism(mechanism, float(b)))
+        for (d, q), b in zip(queries, shares, strict=True)
+    ]
+    return Workload([*fixed, *noisy])
+
+
+def _size_groups(
+    totals: NumArray, levels: Sequence[IntArray], bins: Sequence[int]
+) -> list[list[IntArray]]:
+    """Each level's nodes grouped by the size bin of their true total (empty bins left
+    out): the groups both the hierarchy's and the table's objectives average over."""
+    edges = np.asarray(bins)
+    size_bin = np.searchsorted(edges, totals, side="right") - 1
+    return [
+        [members for b in range(edges.size) if (members := nodes[size_bin[nodes] == b]).size]
+        for nodes in levels
+    ]
+
+
+def _binned_means(per_node: FloatArray, groups: list[list[IntArray]]) -> FloatArray:
+    """Each level's mean over its size bins of the bins' mean error (each bin counts once)."""
+    return np.array([np.mean([per_node[g].mean() for g in level]) for level in groups])
 
 
 def plan_on_simplex(

@@ -5,10 +5,11 @@ Two interval methods for hierarchies:
 - ``"gls"``: exact normal intervals for (P) when it is least squares (equal noise per level,
   or inverse-variance weights), from the design alone
   (:func:`postdp.postprocess.table_variance.hierarchy_variances`).
-- ``"replicates"``: for any post-processing chain ((P+), top-down, clamp, ramps, rounding).
-  The released counts stand in for the truth: the design is run again on them ``R`` times
-  (fresh noise, the same post-processing), and the replicate errors e* = replicate -
-  stand-in give the basic bootstrap interval [r - q(1 - a/2), r - q(a/2)] around each
+- ``"replicates"``: for any post-processing chain ((P+), top-down, clamp, ramps, rounding;
+  :func:`~postdp.analysis.replicates.replicate_intervals`). The released counts stand in
+  for the truth: the design is run again on them ``R`` times (fresh noise, the same
+  post-processing), and the replicate errors e* = replicate - stand-in give the basic
+  bootstrap interval [r - q(1 - a/2), r - q(a/2)] around each
   released count r. This is the approach of the Census Bureau's 2020 uncertainty
   replicates. Centring on the replicate errors subtracts the chain's bias at the stand-in,
   which corrects the bias of (P+) and clamping ([zhu2021] Thm 9, [mcglinchey2020] §3) as far as the
@@ -32,15 +33,10 @@ import pandas as pd
 
 from postdp import _rng, _validation
 from postdp._intervals import ConfidenceInterval
-from postdp._typing import ArrayLike, FloatArray, IntArray, NumArray, RNGLike
-from postdp.analysis.design import ReleaseDesign
-from postdp.analysis.table_design import TableDesign
+from postdp._typing import ArrayLike, FloatArray, IntArray, RNGLike
+from postdp.analysis.design import ReleaseDesign, TableDesign
+from postdp.analysis.replicates import replicate_intervals
 from postdp.analysis.table_metrics import SIZE_BINS
-from postdp.analysis.table_replicates import (
-    _replicate_options,
-    design_replicate_intervals,
-    replicate_tail,
-)
 from postdp.errors import ValidationError
 from postdp.mechanisms import Geometric, Laplace
 from postdp.tables import Table, Workload
@@ -49,105 +45,10 @@ __all__ = [
     "gls_intervals",
     "interval_coverage",
     "ps_intervals",
-    "replicate_intervals",
     "table_interval_coverage",
 ]
 
 Method = Literal["gls", "replicates", "posterior"]
-
-
-def replicate_intervals(
-    released: ArrayLike,
-    design: ReleaseDesign | TableDesign,
-    *,
-    replicates: int = 200,
-    level: float = 0.9,
-    secure: bool = False,
-    rng: RNGLike = None,
-    adjust: bool = False,
-) -> ConfidenceInterval:
-    """Replicate intervals around released counts, for any post-processing chain.
-
-    Parameters
-    ----------
-    released : array_like, shape (..., n) or (..., geography.n, categories.n)
-        Released counts of the design's hierarchy, or of every (geounit, category node) of
-        a table design (as :meth:`TableDesign.run` gives them); draws on leading axes are
-        allowed.
-    design : ReleaseDesign or TableDesign
-        The design that produced them (mechanisms or workload, post-processing, public
-        nodes or queries). A table's stand-in truth is its released leaf geounits'
-        detailed cells, rounded and clipped at 0.
-    replicates : int, default 200
-        R, the number of re-runs. Memory: R x n x 8 bytes per released vector (tables: R x
-        geounits x category nodes x 4 bytes).
-    level : float, default 0.9
-    secure : bool, default False
-        Draw the replicate noise with OpenDP's samplers (the release path's hygiene: no
-        numpy generator near a publication; ``rng`` must then be None).
-    rng : int, numpy.random.Generator, SeedSequence or None
-    adjust : bool, default False
-        Correct for the finite number of replicates: with R of them an interval between
-        the replicate errors' quantiles covers about (R - 1) / (R + 1) x ``level`` for a
-        linear estimator (0.856 for R = 40 at 0.9); ``adjust`` widens the quantile levels
-        so that it covers ``level`` (:func:`~postdp.analysis.table_replicates.replicate_tail`).
-
-    Returns
-    -------
-    ConfidenceInterval
-        ``low`` and ``high`` of the shape of ``released``.
-
-    Examples
-    --------
-    >>> from postdp import Geometric, Hierarchy
-    >>> from postdp.analysis import ReleaseDesign
-    >>> h = Hierarchy.from_parents(["T", "a", "b"], [None, "T", "T"], [30, 10, 20])
-    >>> d = ReleaseDesign(h, Geometric(1.0), "project-nonneg,round")
-    >>> ci = replicate_intervals(d.run(rng=0)[0], d, replicates=100, rng=1)
-    >>> bool((ci.low <= ci.high).all()), ci.level
-    (True, 0.9)
-    """
-    if isinstance(design, TableDesign):
-        return design_replicate_intervals(
-            released,
-            design,
-            replicates=replicates,
-            level=level,
-            secure=secure,
-            rng=rng,
-            adjust=adjust,
-        )
-    r = _validation.real_array("released", released).astype(np.float64)
-    h = design.hierarchy
-    if r.ndim == 0 or r.shape[-1] != h.n:
-        raise ValidationError(f"`released` must have shape (..., {h.n}); got {r.shape}")
-    R = _replicate_options(replicates, level, secure, rng)
-    rows = r.reshape(-1, h.n)
-    gen = None if secure else _rng.as_generator(rng)
-    tail = replicate_tail(level, R, adjust=adjust)
-    low, high = np.empty_like(rows), np.empty_like(rows)
-    for i, row in enumerate(rows):
-        stand_in = h.aggregate(np.where(h.is_leaf, np.maximum(np.rint(row), 0), 0).astype(np.int64))
-        again = _rerun(design, stand_in, R, gen)
-        q_low, q_high = np.quantile(again - stand_in, [tail, 1.0 - tail], axis=0)
-        low[i], high[i] = row - q_high, row - q_low
-    return ConfidenceInterval(low.reshape(r.shape), high.reshape(r.shape), level)
-
-
-def _rerun(
-    design: ReleaseDesign, truth: NumArray, R: int, gen: np.random.Generator | None
-) -> FloatArray:
-    """R runs of the design on ``truth``: numpy's generator, or OpenDP when ``gen`` is None."""
-    if gen is not None:
-        return np.asarray(design.run(truth, rng=gen, size=R), dtype=np.float64)
-    h = design.hierarchy
-    noisy = np.empty((R, h.n), dtype=design.noise_dtype())
-    for d, nodes in enumerate(h.levels):
-        m = design.per_level[d]
-        noisy[:, nodes] = m.release(np.broadcast_to(truth[nodes], (R, nodes.size)).copy())
-    if not design.steps:
-        return noisy.astype(np.float64)
-    return np.asarray(design.chain(truth)(noisy), dtype=np.float64)
 
 
 def gls_intervals(
@@ -425,14 +326,8 @@ def table_interval_coverage(
         if method == "gls":
             low, high = full - z * sd, full + z * sd
         else:
-            ci = design_replicate_intervals(
-                full,
-                design,
-                replicates=replicates,
-                level=level,
-                secure=False,
-                rng=gen,
-                adjust=adjust,
+            ci = replicate_intervals(
+                full, design, replicates=replicates, level=level, rng=gen, adjust=adjust
             )
             low, high = ci.low, ci.high
         covered[k] = ((low <= truth) & (truth <= high))[free]

@@ -167,8 +167,8 @@ def _measurement(entry: Any, table: Any, n_levels: int) -> Any:
 
 def check_steps(text: str) -> tuple[str | None, bool]:
     """The post-processing of a table release or audit (validated): the step or None, and
-    whether ``round`` follows it (:func:`postdp.analysis.table_design.parse_table_steps`)."""
-    from postdp.analysis.table_design import parse_table_steps
+    whether ``round`` follows it (:func:`postdp.analysis.design.parse_table_steps`)."""
+    from postdp.analysis.design import parse_table_steps
     from postdp.errors import ValidationError
 
     try:

@@ -111,7 +111,7 @@ def add_parser(commands: Any) -> None:
 
 def run(args: argparse.Namespace, state: RunState) -> int:
     """Check the run, the method and the folder; then post-process, partition by partition."""
-    from postdp.analysis.table_design import INTEGRAL_STEPS, parse_table_steps
+    from postdp.analysis.design import INTEGRAL_STEPS, parse_table_steps
     from postdp.nmf import read, subtrees
 
     state.phase = "checking the options"

@@ -293,7 +293,7 @@ def _hierarchy(args: argparse.Namespace, state: RunState) -> _Release:
     drawn: dict[str, Any] = {}
 
     def draw(secure: bool) -> Any:
-        from postdp.hierarchy import add_noise
+        from postdp.tables import add_noise
 
         result = add_noise(h, mechanisms, secure=secure, rng=None if secure else args.seed)
         drawn["result"] = result

@@ -1,4 +1,5 @@
-"""Hierarchies of geographic units, their constraints, and noisy releases of their counts."""
+"""Hierarchies of geographic units and their constraints (their noisy releases:
+:func:`postdp.tables.add_noise`, a hierarchy being the one-cell table)."""
 
 from postdp.hierarchy._constraints import (
     PublicNodes,
@@ -13,16 +14,13 @@ from postdp.hierarchy._constraints import (
     resolve_public,
 )
 from postdp.hierarchy._layout import Layout
-from postdp.hierarchy._noise import NoisyCounts, add_noise
 from postdp.hierarchy._tree import Hierarchy
 
 __all__ = [
     "Hierarchy",
     "Layout",
-    "NoisyCounts",
     "PublicNodes",
     "PublicSpec",
-    "add_noise",
     "check_feasible",
     "components",
     "constraint_matrix",

@@ -176,7 +176,7 @@ def postprocess(
     >>> county["geocode"].tolist(), list(county.columns[:2])
     (['011001'], ['geocode', 'total'])
     """
-    from postdp.analysis.table_design import INTEGRAL_STEPS, parse_table_steps
+    from postdp.analysis.design import INTEGRAL_STEPS, parse_table_steps
 
     step, rounded = parse_table_steps(method)
     if step is None:

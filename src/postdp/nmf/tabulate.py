@@ -161,7 +161,7 @@ class _Release:
             self.manifest = json.loads((path / DONE).read_text(encoding="utf-8"))
         except (OSError, ValueError):
             raise ValidationError(f"{str(path)!r}: its plan or manifest is unreadable") from None
-        from postdp.analysis.table_design import INTEGRAL_STEPS, parse_table_steps
+        from postdp.analysis.design import INTEGRAL_STEPS, parse_table_steps
 
         step, rounded = parse_table_steps(str(self.plan.get("method", "")))
         self.integral = bool(rounded or step in INTEGRAL_STEPS)

@@ -7,10 +7,11 @@ category tree (e.g. the 2020 redistricting table P1: Total > one race / two or m
 :meth:`Query.marginal` (:func:`rounding_plan` says what a rounding promises for each
 marginal, nested or crossing). A :class:`Workload` says which category queries are measured at which
 geographic level with which mechanism; :func:`measure` draws their noisy answers, and
-:func:`postdp.project` makes them consistent both ways.
+:func:`postdp.project` makes them consistent both ways. A hierarchy of counts is the
+one-cell table: :func:`add_noise` draws the noise of its nodes, level by level.
 """
 
-from postdp.tables._noise import TableMeasurements, measure
+from postdp.tables._noise import NoisyCounts, TableMeasurements, add_noise, measure
 from postdp.tables._table import Table, category_matrix, expand
 from postdp.tables.bounds import CountBounds
 from postdp.tables.bypass import single_child_bypass
@@ -27,6 +28,7 @@ __all__ = [
     "CountBounds",
     "Marginal",
     "Measurement",
+    "NoisyCounts",
     "PublishedTable",
     "Query",
     "Recode",
@@ -35,6 +37,7 @@ __all__ = [
     "Table",
     "TableMeasurements",
     "Workload",
+    "add_noise",
     "aian_branches",
     "category_matrix",
     "expand",
