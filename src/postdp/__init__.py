@@ -1,8 +1,9 @@
 """postdp: publish differentially private counts and know what the noise and its
 post-processing do to them and to the decisions made from them.
 
-The names below are loaded on first use (PEP 562), so ``import postdp`` and the command line
-start without importing scipy, pandas or OpenDP.
+The names below, and every public subpackage (``postdp.tables``, ``postdp.report``, ...),
+are loaded on first use (PEP 562), so ``import postdp`` and the command line start without
+importing scipy, pandas or OpenDP.
 
 Examples
 --------
@@ -52,6 +53,7 @@ _LAZY = {
 _SUBPACKAGES = (
     "analysis",
     "bayes",
+    "cli",
     "data",
     "decisions",
     "errors",
@@ -60,6 +62,10 @@ _SUBPACKAGES = (
     "nmf",
     "plots",
     "postprocess",
+    "references",
+    "report",
+    "reproduce",
+    "tables",
 )
 
 __all__ = [
@@ -78,6 +84,7 @@ __all__ = [
     "audit",
     "bayes",
     "clamp",
+    "cli",
     "data",
     "decisions",
     "errors",
@@ -92,10 +99,14 @@ __all__ = [
     "postprocess",
     "project",
     "project_sum",
+    "references",
+    "report",
+    "reproduce",
     "round",
     "round_consistent",
     "simulate",
     "stochastic_round",
+    "tables",
     "top_down",
     "translated_ramp",
 ]
@@ -121,6 +132,7 @@ if TYPE_CHECKING:  # what static checkers and IDEs see
     from postdp import (
         analysis,
         bayes,
+        cli,
         data,
         decisions,
         errors,
@@ -129,6 +141,10 @@ if TYPE_CHECKING:  # what static checkers and IDEs see
         nmf,
         plots,
         postprocess,
+        references,
+        report,
+        reproduce,
+        tables,
     )
     from postdp.analysis import ReleaseDesign, simulate
     from postdp.bayes import finucan_mode

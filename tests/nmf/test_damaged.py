@@ -16,10 +16,9 @@ import pytest
 
 from postdp import nmf
 from postdp.cli import main
-from postdp.data import load_strategy
 from postdp.errors import ValidationError
 from postdp.nmf._output import fingerprint
-from postdp.tables import measure
+from postdp.tables import load_strategy, measure
 
 from .conftest import small_table
 
