@@ -5,7 +5,7 @@ Run by hand (never collected by pytest)::
     python benchmarks/bench_amc_coverage.py                          # defaults below
     python benchmarks/bench_amc_coverage.py --seeds 1 2 --replicates 10
 
-For each seed: the synthetic population of ``--states`` (``postdp.data.synthetic_population``
+For each seed: the synthetic population of ``--states`` (``postdp.nmf.synthetic_population``
 with that seed) measured with the 2020 persons preset (noise seeded by the same seed, as
 ``postdp measure --synthetic ... --study --seed S`` and ``postdp.nmf.synthetic_run`` do),
 post-processed by ``topdown-2020``, then ``postdp.nmf.amc`` with ``--replicates`` K (seed
@@ -26,9 +26,10 @@ import time
 import numpy as np
 
 from postdp import nmf
-from postdp.data import load_strategy, pl94_tables, synthetic_population
+from postdp.data import pl94_tables
+from postdp.nmf import synthetic_population
 from postdp.postprocess import top_down_2020
-from postdp.tables import measure
+from postdp.tables import load_strategy, measure
 
 TABLES = [pl94_tables()[n] for n in ("P1", "P2", "P3", "P4", "P5")]
 

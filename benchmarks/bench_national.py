@@ -8,7 +8,7 @@ Run by hand (never collected by pytest)::
     python benchmarks/bench_national.py --states all --strategy pl94-2020-p1  # P1-shaped
 
 Drives the public command line on the synthetic persons population
-(``postdp.data.synthetic_population``, the 2020 tallies) with the 2020 persons preset, or
+(``postdp.nmf.synthetic_population``, the 2020 tallies) with the 2020 persons preset, or
 with postdp's P1-shaped preset (``--strategy pl94-2020-p1``: the persons budget on the 63
 race cells):
 
@@ -40,8 +40,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from postdp.data import synthetic_states
-from postdp.nmf import read, subtrees
+from postdp.nmf import read, subtrees, synthetic_states
 
 NATION_BLOCKS = 8_132_968
 

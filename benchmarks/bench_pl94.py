@@ -11,7 +11,7 @@ Run by hand (never collected by pytest)::
     python benchmarks/bench_pl94.py --states 4 --aian 0.05    # the AIAN spine (Arizona)
 
 Study path (numpy draws from fixed seeds). For each state: the synthetic 2020 population
-(``postdp.data.synthetic_population``), the persons preset's workload
+(``postdp.nmf.synthetic_population``), the persons preset's workload
 (``load_strategy("pl94-2020-persons").workload``: exact shares, discrete Gaussian noise, US
 and state totals invariant), the noisy measurements drawn once per run (``measure``: the
 noise floor), then on those same measurements:
@@ -64,16 +64,18 @@ import tracemalloc
 import numpy as np
 
 import postdp
-from postdp.data import (
-    facility_bounds,
-    load_strategy,
-    pl94_schema,
-    synthetic_facilities,
-    synthetic_population,
-)
+from postdp.data import facility_bounds, synthetic_facilities
+from postdp.nmf import synthetic_population
 from postdp.postprocess import blue_restore
 from postdp.report import compare_estimators
-from postdp.tables import aian_branches, measure, optimised_block_groups, single_child_bypass
+from postdp.tables import (
+    aian_branches,
+    load_strategy,
+    measure,
+    optimised_block_groups,
+    pl94_schema,
+    single_child_bypass,
+)
 
 LEVELS = ["US", "State", "County", "Tract", "Block group", "Block"]
 AIAN_LEVELS = ["US", "State", "Branch", "County", "Tract", "Block group", "Block"]

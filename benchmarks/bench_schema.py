@@ -29,7 +29,7 @@ Also timed: the variance of every count of the 11 marginals at every geounit
 (``TableProjector.query_variances``, the margins of error of every published cell).
 
 With ``--stream FIPS``: the synthetic 2020 population of one state
-(``postdp.data.synthetic_population([FIPS])``; 42, Pennsylvania: 67 counties, ~3,300
+(``postdp.nmf.synthetic_population([FIPS])``; 42, Pennsylvania: 67 counties, ~3,300
 tracts, ~9,400 block groups, ~320,000 blocks) under the persons preset (or ``--strategy``),
 released subtree by subtree: the table and workload cut at the tracts (``--cut 3``; 2 for
 the counties) with ``Table.split_at`` and ``Workload.split_at``, each subtree's answers
@@ -59,9 +59,9 @@ from scipy import sparse
 
 import postdp
 from postdp import Gaussian, Hierarchy
-from postdp.data import load_strategy, pl94_schema, synthetic_population
+from postdp.nmf import synthetic_population
 from postdp.postprocess import TableProjector, blue_restore, project_by_subtree
-from postdp.tables import Measurement, Query, Table, Workload, measure
+from postdp.tables import Measurement, Query, Table, Workload, load_strategy, measure, pl94_schema
 
 MARGINALS = [
     "total",
@@ -253,7 +253,7 @@ def main() -> None:
     parser.add_argument("--counties", type=int, default=60)
     parser.add_argument(
         "--strategy",
-        help="a preset (postdp.data.load_strategy), e.g. pl94-2020-persons: its exact shares, "
+        help="a preset (postdp.tables.load_strategy), e.g. pl94-2020-persons: its exact shares, "
         "discrete Gaussian noise and invariants (needs --block-groups and --blocks)",
     )
     parser.add_argument(

@@ -1,8 +1,9 @@
 """postdp: publish differentially private counts and know what the noise and its
 post-processing do to them and to the decisions made from them.
 
-The names below are loaded on first use (PEP 562), so ``import postdp`` and the command line
-start without importing scipy, pandas or OpenDP.
+The names below, and every public subpackage (``postdp.tables``, ``postdp.report``, ...),
+are loaded on first use (PEP 562), so ``import postdp`` and the command line start without
+importing scipy, pandas or OpenDP.
 
 Examples
 --------
@@ -53,6 +54,7 @@ _LAZY = {
 _SUBPACKAGES = (
     "analysis",
     "bayes",
+    "cli",
     "data",
     "decisions",
     "errors",
@@ -62,6 +64,10 @@ _SUBPACKAGES = (
     "plots",
     "postprocess",
     "privacy",
+    "references",
+    "report",
+    "reproduce",
+    "tables",
 )
 
 __all__ = [
@@ -81,6 +87,7 @@ __all__ = [
     "audit",
     "bayes",
     "clamp",
+    "cli",
     "data",
     "decisions",
     "errors",
@@ -96,10 +103,14 @@ __all__ = [
     "privacy",
     "project",
     "project_sum",
+    "references",
+    "report",
+    "reproduce",
     "round",
     "round_consistent",
     "simulate",
     "stochastic_round",
+    "tables",
     "top_down",
     "translated_ramp",
 ]
@@ -125,6 +136,7 @@ if TYPE_CHECKING:  # what static checkers and IDEs see
     from postdp import (
         analysis,
         bayes,
+        cli,
         data,
         decisions,
         errors,
@@ -134,6 +146,10 @@ if TYPE_CHECKING:  # what static checkers and IDEs see
         plots,
         postprocess,
         privacy,
+        references,
+        report,
+        reproduce,
+        tables,
     )
     from postdp.analysis import ReleaseDesign, simulate
     from postdp.bayes import finucan_mode

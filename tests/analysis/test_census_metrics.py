@@ -13,9 +13,8 @@ import pytest
 
 from postdp import Hierarchy
 from postdp.analysis import census_metrics, p2_groups, reliability_threshold, summary_queries
-from postdp.data import pl94_schema
 from postdp.errors import ValidationError
-from postdp.tables import Table
+from postdp.tables import Table, pl94_schema
 
 SCHEMA = pl94_schema()
 

@@ -293,7 +293,8 @@ def test_a_measure_knows_records_in_another_order_or_layout_as_the_same_input(
 ):
     import pandas as pd
 
-    from postdp.data import pl94_schema, synthetic_population
+    from postdp.nmf import synthetic_population
+    from postdp.tables import pl94_schema
 
     from ..nmf.conftest import small_table
     from .test_nmf_cli import _person_records

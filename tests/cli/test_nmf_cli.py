@@ -40,8 +40,7 @@ def _killed(args, cwd, delay):
 
 @pytest.fixture(scope="module")
 def small_run(tmp_path_factory):
-    from postdp.data import load_strategy
-    from postdp.tables import measure
+    from postdp.tables import load_strategy, measure
 
     t = small_table()
     m = measure(t, load_strategy("pl94-2020-persons").workload(t), secure=False, rng=2)
@@ -206,7 +205,8 @@ def test_measure_reads_block_histograms(tmp_path, capsys, spy):
     units preset, or a file that is neither, are refused before any draw."""
     import pandas as pd
 
-    from postdp.data import pl94_schema, synthetic_population
+    from postdp.nmf import synthetic_population
+    from postdp.tables import pl94_schema
 
     t = synthetic_population(states=["11"], seed=3)
     geo = t.geography
@@ -250,7 +250,7 @@ def test_the_p1_preset_measures_persons_on_the_race_cells(tmp_path, capsys, spy)
     then releases integral, consistent race histograms with the state totals exact."""
     import pandas as pd
 
-    from postdp.data import load_strategy
+    from postdp.tables import load_strategy
 
     p1 = load_strategy("pl94-2020-p1")
     table = small_table(4)
@@ -325,7 +325,8 @@ def test_measure_writes_the_facility_constraints_and_topdown_holds_them(tmp_path
     naming --facilities, exit 2) before anything is drawn."""
     import pandas as pd
 
-    from postdp.data import FACILITY_COLUMNS, facility_bounds, pl94_schema, synthetic_facilities
+    from postdp.data import FACILITY_COLUMNS, facility_bounds, synthetic_facilities
+    from postdp.tables import pl94_schema
 
     t = small_table(5)
     geo = t.geography
@@ -434,8 +435,7 @@ def test_measure_bypass_writes_the_spines_budgets_and_postprocess_reads_them(tmp
     parent's histogram for each bypassed geounit."""
     import pandas as pd
 
-    from postdp.data import load_strategy, pl94_schema
-    from postdp.tables import single_child_bypass
+    from postdp.tables import load_strategy, pl94_schema, single_child_bypass
 
     t = small_table(2)
     geo = t.geography
@@ -486,16 +486,16 @@ def test_measure_bypass_writes_the_spines_budgets_and_postprocess_reads_them(tmp
 def test_measure_builds_each_states_table_once(tmp_path, monkeypatch):
     """The first state's table, built to check the design before any draw, is the one
     measured (not built a second time)."""
-    import postdp.data
+    import postdp.nmf
 
-    real = postdp.data.synthetic_population
+    real = postdp.nmf.synthetic_population
     built = []
 
     def counted(*args, **kwargs):
         built.append(kwargs.get("states"))
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(postdp.data, "synthetic_population", counted)
+    monkeypatch.setattr(postdp.nmf, "synthetic_population", counted)
     args = ["measure", "--synthetic", "11", "--study", "--seed", "1", "--quiet"]
     assert main([*args, "--output-dir", str(tmp_path / "run")]) == 0
     assert built == [["11"]]
@@ -518,8 +518,7 @@ def _wide(out):
 def _states_only_run(folder):
     """A run of the nation and three states only (two geolevels), exact shares."""
     from postdp import Hierarchy
-    from postdp.data import pl94_schema
-    from postdp.tables import Table, Workload, measure
+    from postdp.tables import Table, Workload, measure, pl94_schema
 
     geo = Hierarchy.from_parents(["US", "10", "11", "24"], [None, "US", "US", "US"])
     schema = pl94_schema()

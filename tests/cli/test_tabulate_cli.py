@@ -15,8 +15,7 @@ from ..nmf.conftest import small_table
 
 @pytest.fixture(scope="module")
 def release(tmp_path_factory):
-    from postdp.data import load_strategy
-    from postdp.tables import measure
+    from postdp.tables import load_strategy, measure
 
     tmp = tmp_path_factory.mktemp("tabulate-cli")
     t = small_table()

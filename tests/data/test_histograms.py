@@ -6,14 +6,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from postdp.data import (
-    histogram_states,
-    pl94_schema,
-    read_histograms,
-    synthetic_population,
-    units_schema,
-)
+from postdp.data import histogram_states, read_histograms
 from postdp.errors import ValidationError
+from postdp.nmf import synthetic_population
+from postdp.tables import pl94_schema, units_schema
 
 
 @pytest.fixture(scope="module")

@@ -6,8 +6,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from postdp.data import person_states, pl94_schema, read_persons, tabulate_persons
+from postdp.data import person_states, read_persons, tabulate_persons
 from postdp.errors import ValidationError
+from postdp.tables import pl94_schema
 
 
 def _records(**changes):

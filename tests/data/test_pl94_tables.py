@@ -15,9 +15,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from postdp.data import geography_names, pl94_tables, tabulate_persons, units_schema
+from postdp.data import geography_names, pl94_tables, tabulate_persons
 from postdp.errors import ValidationError
-from postdp.tables import Block, PublishedTable
+from postdp.tables import Block, PublishedTable, units_schema
 
 RACES = {
     "White": 0,

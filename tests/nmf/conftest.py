@@ -6,8 +6,7 @@ import numpy as np
 import pytest
 
 from postdp import Hierarchy
-from postdp.data import load_strategy, pl94_schema
-from postdp.tables import Table, measure
+from postdp.tables import Table, load_strategy, measure, pl94_schema
 
 
 def small_table(seed: int = 0) -> Table:

@@ -38,14 +38,9 @@ import pytest
 from scipy import sparse
 
 from postdp import nmf
-from postdp.data import (
-    facility_bounds,
-    load_strategy,
-    pl94_schema,
-    synthetic_facilities,
-    synthetic_population,
-)
-from postdp.tables import Marginal, measure
+from postdp.data import facility_bounds, synthetic_facilities
+from postdp.nmf import synthetic_population
+from postdp.tables import Marginal, load_strategy, measure, pl94_schema
 
 from .conftest import counties_table
 

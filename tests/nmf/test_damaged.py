@@ -17,9 +17,8 @@ import pytest
 from postdp import nmf
 from postdp._files import fingerprint
 from postdp.cli import main
-from postdp.data import load_strategy
 from postdp.errors import ValidationError
-from postdp.tables import measure
+from postdp.tables import load_strategy, measure
 
 from .conftest import small_table
 

@@ -14,9 +14,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from postdp import nmf
-from postdp.data import load_strategy, pl94_schema
 from postdp.errors import ValidationError
-from postdp.tables import measure, single_child_bypass
+from postdp.tables import load_strategy, measure, pl94_schema, single_child_bypass
 
 from .conftest import small_table
 

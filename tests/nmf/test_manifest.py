@@ -14,11 +14,10 @@ import pandas as pd
 import pytest
 
 from postdp import DiscreteGaussian, Gaussian, Geometric, Laplace, nmf
-from postdp.data import pl94_schema
 from postdp.errors import ValidationError
 from postdp.nmf import _io
 from postdp.postprocess.table_projection import project_table
-from postdp.tables import Measurement, Query, Workload, measure, single_child_bypass
+from postdp.tables import Measurement, Query, Workload, measure, pl94_schema, single_child_bypass
 
 from .conftest import small_table
 

@@ -7,8 +7,9 @@ import pandas as pd
 import pytest
 
 from postdp import nmf
-from postdp.data import load_strategy, synthetic_population
 from postdp.errors import ValidationError
+from postdp.nmf import synthetic_population
+from postdp.tables import load_strategy
 
 from .conftest import check_parts, counties_table, small_table
 

@@ -46,8 +46,7 @@ def run(measured, tmp_path_factory):
 
 
 def test_the_persons_schema_gets_p1_to_p5_and_the_units_schema_h1():
-    from postdp.data import pl94_schema, units_schema
-    from postdp.tables import Attribute, Schema
+    from postdp.tables import Attribute, Schema, pl94_schema, units_schema
 
     assert [t.name for t in moe_tables(pl94_schema())] == ["P1", "P2", "P3", "P4", "P5"]
     assert [t.name for t in moe_tables(units_schema())] == ["H1"]

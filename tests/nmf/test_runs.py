@@ -58,8 +58,7 @@ def test_topdown_2020_by_state_equals_the_whole_table(measured, run, tmp_path):
 
 @pytest.fixture(scope="module")
 def county_run(tmp_path_factory):
-    from postdp.data import load_strategy
-    from postdp.tables import measure
+    from postdp.tables import load_strategy, measure
 
     t = counties_table()
     m = measure(t, load_strategy("pl94-2020-persons").workload(t), secure=False, rng=11)
@@ -344,8 +343,7 @@ def _shares_run(tmp_path, table, over, *, public=((0, "total"), (1, "total")), r
     """A run measured with exact shares (read back exactly): every level measures ``total``,
     ``hispanic * cenrace``, ``votingage`` and ``detailed`` but those in ``over`` (level ->
     {query: share})."""
-    from postdp.data import pl94_schema
-    from postdp.tables import Workload, measure
+    from postdp.tables import Workload, measure, pl94_schema
 
     full = {"total": "1/4", "hispanic * cenrace": "1/4", "votingage": "1/4", "detailed": "1/4"}
     n = table.geography.n_levels

@@ -26,7 +26,8 @@ def test_the_manifest_rebuilds_the_population_and_the_draw(dc_run, tmp_path):
     """The manifest records the states and both seeds; the truth rebuilt from it is the
     population measured (its state total the run's invariant), and measuring it again
     with the recorded noise seed draws the run's answers."""
-    from postdp.data import load_strategy, synthetic_population
+    from postdp.nmf import synthetic_population
+    from postdp.tables import load_strategy
 
     record = json.loads((dc_run / "postdp-nmf.json").read_text())["synthetic"]
     assert record["states"] == ["11"]
@@ -60,7 +61,7 @@ def test_a_run_without_a_synthetic_population_has_no_truth(tmp_path):
     from .conftest import small_table
 
     t = small_table()
-    from postdp.data import load_strategy
+    from postdp.tables import load_strategy
 
     m = measure(t, load_strategy("pl94-2020-persons").workload(t), secure=False, rng=1)
     run = nmf.write(m, tmp_path / "run")

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from postdp import Gaussian, Hierarchy
-from postdp.data import facility_bounds, load_strategy, synthetic_facilities
+from postdp.data import facility_bounds, synthetic_facilities
 from postdp.errors import ValidationError
 from postdp.postprocess import blue_restore, top_down_2020
 from postdp.postprocess.table_projection import project_table
@@ -31,6 +31,7 @@ from postdp.tables import (
     TableMeasurements,
     Workload,
     aian_branches,
+    load_strategy,
     measure,
 )
 from tests.postprocess._reference import qp_simplex

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from postdp.errors import ConvergenceError, ValidationError
-from postdp.postprocess._solvers.nested_rounding import round_nested
+from postdp.postprocess.topdown2020.rounding import round_nested
 
 
 def _cost(out, x, chain, cell_w, total_w):

@@ -13,10 +13,9 @@ import pytest
 import postdp
 from postdp import simulate
 from postdp.analysis import TableDesign
-from postdp.data import pl94_schema
 from postdp.errors import ValidationError
 from postdp.postprocess import check_top_down_2020, top_down_2020
-from postdp.tables import Measurement, Query, Workload, measure
+from postdp.tables import Measurement, Query, Workload, measure, pl94_schema
 from tests.tables._reference import small_pl94_state
 
 
@@ -110,7 +109,7 @@ def test_the_default_rounders_are_the_production_queries_on_the_schema():
     """``rounders=None``: the production rounder queries, each without the attributes the
     schema lacks (design notes section 1.6 for the persons list)."""
     from postdp.postprocess import ROUNDER_QUERIES
-    from postdp.postprocess._solvers.nested_rounding import schema_rounders
+    from postdp.postprocess.topdown2020.rounding import schema_rounders
     from postdp.tables import Schema
 
     persons = pl94_schema()
@@ -126,8 +125,8 @@ def test_table_p1_runs_through_topdown_2020_with_its_own_rounders(seed):
     """The P1-shaped preset (63 race cells): integral, nonnegative, consistent, the nation's
     and the states' totals exact; the default rounders are ``("detailed",)``; the persons
     schema's default is the production list."""
-    from postdp.data import load_strategy
     from postdp.postprocess import ROUNDER_QUERIES
+    from postdp.tables import load_strategy
 
     persons, work = small_pl94_state(seed, people=60)
     m = measure(persons, work, secure=False, rng=seed)

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from postdp import Hierarchy
-from postdp.data import facility_bounds, load_strategy, pl94_schema, synthetic_facilities
+from postdp.data import facility_bounds, synthetic_facilities
 from postdp.errors import ValidationError
 from postdp.postprocess import blue_restore, top_down_2020
-from postdp.tables import CountBounds, Table, measure
+from postdp.tables import CountBounds, Table, load_strategy, measure, pl94_schema
 
 
 def _gq_state(seed, blocks=4):
@@ -153,15 +153,15 @@ def test_totals_the_bounds_cannot_hold_fall_back_to_the_flow(monkeypatch):
     with them (they are then the L1-closest that can); when it cannot -- forced here by
     handing pass 1 totals out of its cells' reach -- the totals come from the flow over the
     bounded rows, and the release still meets every bound, integral and consistent."""
-    import postdp.postprocess.topdown_2020 as td
-    from postdp.postprocess._solvers import nested_rounding
+    from postdp.postprocess.topdown2020 import driver as td
+    from postdp.postprocess.topdown2020 import rounding
 
     table, work = _gq_state(2)
     geo, s = table.geography, pl94_schema()
     bounds = facility_bounds(synthetic_facilities(table, seed=2), geo)
     m = measure(table, work, secure=False, rng=7)
     flows = []
-    real_round = nested_rounding.round_nested
+    real_round = rounding.round_nested
 
     def spy(x, chain, **options):
         flows.append(options["cell_weight"] == 0.0)

@@ -12,10 +12,9 @@ import pytest
 
 import postdp
 from postdp import Geometric, Ledger
-from postdp.data import load_strategy
 from postdp.errors import BudgetCapError, ValidationError
 from postdp.privacy import array_content, statement, table_content, write_statement
-from postdp.tables import measure
+from postdp.tables import load_strategy, measure
 from tests.nmf.conftest import small_table
 
 pytest.importorskip("opendp")

@@ -9,10 +9,9 @@ import numpy as np
 import pytest
 
 import postdp
-from postdp.data import pl94_schema
 from postdp.errors import ValidationError
 from postdp.report import compare_estimators
-from postdp.tables import measure
+from postdp.tables import measure, pl94_schema
 from tests.tables._reference import small_pl94_state
 
 pytest.importorskip("matplotlib")

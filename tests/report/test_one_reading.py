@@ -164,9 +164,8 @@ def test_the_fairness_verdict_is_computed_from_its_card():
 
 
 def test_the_census_comparison_page_puts_its_verdict_first():
-    from postdp.data import pl94_schema
     from postdp.report import compare_estimators
-    from postdp.tables import Table
+    from postdp.tables import Table, pl94_schema
 
     s = pl94_schema()
     geo = Hierarchy.from_parents(["S", "a", "b"], [None, "S", "S"])

@@ -251,8 +251,7 @@ def small_pl94_state(seed, people=30):
     tracts > 3 block groups > 4 blocks of ``people`` each, from one sparse race mix), and
     the persons preset's workload on it."""
     from postdp import Hierarchy
-    from postdp.data import load_strategy, pl94_schema
-    from postdp.tables import Table
+    from postdp.tables import Table, load_strategy, pl94_schema
 
     s = pl94_schema()
     rng = np.random.default_rng(seed)

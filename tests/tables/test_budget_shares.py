@@ -10,9 +10,8 @@ from fractions import Fraction
 
 import pytest
 
-from postdp.data import pl94_schema
 from postdp.errors import ValidationError
-from postdp.tables import Workload
+from postdp.tables import Workload, pl94_schema
 
 LEVELS = {  # geolevel share, then each query's share of it (section 1.3 columns)
     0: ("104/4099", {"cenrace": "52/4097", "hispanic": "26/4097", "votingage": "26/4097",

@@ -1,5 +1,5 @@
 """Top-down's family split for schema tables (issue 23): each parent's children solved
-jointly in the parent's positive cells (``postdp.postprocess._solvers.family_nnls``), equal to
+jointly in the parent's positive cells (``postdp.postprocess.topdown2020.family``), equal to
 Clarabel on random families, to the dense (c x c) coupled path on random schema tables,
 with its KKT certificate, by pivoting and by the primal active-set fallback alike."""
 
@@ -11,13 +11,12 @@ import pytest
 from scipy import linalg
 
 from postdp import Gaussian
-from postdp.data import pl94_schema
 from postdp.hierarchy import Hierarchy
 from postdp.postprocess import table_topdown as topdown_module
-from postdp.postprocess._solvers import family_nnls as _family_nnls
-from postdp.postprocess._solvers import root_nnls as _root_nnls
 from postdp.postprocess.table_topdown import top_down_table
-from postdp.tables import Measurement, Query, Table, Workload, measure
+from postdp.postprocess.topdown2020 import family as _family_nnls
+from postdp.postprocess.topdown2020 import root as _root_nnls
+from postdp.tables import Measurement, Query, Table, Workload, measure, pl94_schema
 from postdp.tables.schema import Marginal
 from tests.tables._reference import (
     CLARABEL_TIGHT,

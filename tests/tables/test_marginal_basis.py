@@ -8,10 +8,9 @@ import numpy as np
 import pytest
 
 from postdp import Gaussian, Hierarchy, Laplace
-from postdp.data import pl94_schema
 from postdp.postprocess import TableProjector
 from postdp.postprocess.table_projection import project_table
-from postdp.tables import Measurement, Query, Table, Workload, expand, measure
+from postdp.tables import Measurement, Query, Table, Workload, expand, measure, pl94_schema
 from tests.tables._reference import (
     assert_equals_dense_gls,
     assert_top_down_matches_reference,
@@ -201,7 +200,7 @@ def test_variances_held_by_invariants_are_zero_never_negative():
     and ``sqrt`` of a negative one made the written standard deviation NaN. Every variance
     is >= 0 and the invariants' are exactly 0, in both covariance paths (marginal basis and
     dense tree), for every marginal of the schema the preset measures."""
-    from postdp.data import load_strategy
+    from postdp.tables import load_strategy
     from tests.nmf.conftest import small_table
 
     t = small_table()

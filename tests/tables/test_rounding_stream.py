@@ -102,7 +102,7 @@ def test_round_by_subtree_refuses_what_it_cannot_round():
     shifted[1][0, 0] += 0.5
     with pytest.raises(ValidationError, match="root's values differ"):
         list(round_by_subtree(top_values, top, lambda k: (subs[k], shifted[k])))
-    from postdp.data import pl94_schema
+    from postdp.tables import pl94_schema
 
     s = pl94_schema()
     geo = Hierarchy.from_parents(["US", "a", "b"], [None, "US", "US"])

@@ -8,10 +8,19 @@ import numpy as np
 import pytest
 
 from postdp import Gaussian, Hierarchy
-from postdp.data import pl94_schema
 from postdp.errors import ValidationError
 from postdp.postprocess.table_projection import project_table
-from postdp.tables import Attribute, Measurement, Query, Recode, Schema, Table, Workload, measure
+from postdp.tables import (
+    Attribute,
+    Measurement,
+    Query,
+    Recode,
+    Schema,
+    Table,
+    Workload,
+    measure,
+    pl94_schema,
+)
 from tests.tables._reference import random_schema, random_terms
 
 # sizes from shared/research/pl94-2020-design.md ("Marginal query sizes")

@@ -9,10 +9,9 @@ import pytest
 from scipy import sparse
 
 from postdp import Gaussian, Hierarchy
-from postdp.data import pl94_schema
 from postdp.errors import HierarchyError, ValidationError
 from postdp.postprocess.table_projection import project_table
-from postdp.tables import Measurement, Query, Table, Workload, measure
+from postdp.tables import Measurement, Query, Table, Workload, measure, pl94_schema
 
 GEO = Hierarchy.from_parents(
     ["S", "a", "b", "a1", "a2", "b1", "c"], [None, "S", "S", "a", "a", "b", "S"]

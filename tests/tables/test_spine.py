@@ -9,9 +9,9 @@ import math
 import numpy as np
 import pytest
 
-from postdp.data import synthetic_population
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
+from postdp.nmf import synthetic_population
 from postdp.tables import Table, aian_branches, optimised_block_groups
 
 

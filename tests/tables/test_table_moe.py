@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from postdp import Gaussian, Hierarchy
-from postdp.data import pl94_schema, pl94_tables
+from postdp.data import pl94_tables
 from postdp.errors import ValidationError
 from postdp.postprocess import TableProjector, project_by_subtree
 from postdp.tables import (
@@ -22,6 +22,7 @@ from postdp.tables import (
     Table,
     Workload,
     measure,
+    pl94_schema,
 )
 
 from ._reference import below, random_schema, random_terms, random_tree

@@ -257,7 +257,7 @@ def test_a_persons_schema_top_down_rounds_on_its_occupied_cells():
     """2,016 cells: the fractional circulation is used without forcing; consistent both
     ways, cells and totals within 1, cells the top-down left at 0 stay 0."""
     from postdp import Gaussian
-    from postdp.data import pl94_schema
+    from postdp.tables import pl94_schema
 
     s = pl94_schema()
     rng = np.random.default_rng(3)

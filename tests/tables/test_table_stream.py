@@ -277,7 +277,7 @@ def test_a_table_cut_at_a_level_keeps_every_count(as_sparse):
 def test_a_workload_cut_at_a_level_keeps_its_budget():
     from fractions import Fraction
 
-    from postdp.data import load_strategy
+    from postdp.tables import load_strategy
 
     _, work = small_pl94_state(0)
     top, below = work.split_at(2)

@@ -2,7 +2,7 @@
 Metrics family over the redistricting queries, and the 5-point / 95% reliability threshold.
 
 Queries (``summary_queries``), on a schema with the attributes ``hhgq``, ``votingage``,
-``hispanic`` and ``cenrace`` (:func:`postdp.data.pl94_schema`), following the query list of
+``hispanic`` and ``cenrace`` (:func:`postdp.tables.pl94_schema`), following the query list of
 the Bureau's 2020 Detailed Summary Metrics (``shared/research/pl94-2020-design.md``
 section 3): ``total``; ``votingage``; ``hispanic``; ``hhgq`` (housing type: households and
 the 7 group-quarters types) and ``hhinstlevels`` (grouped: household, institutional,
@@ -80,7 +80,7 @@ def _codes(schema: Schema) -> dict[str, IntArray]:
     if missing:
         raise ValidationError(
             f"the census metrics need a schema with attributes {', '.join(_NEEDED)} "
-            f"(postdp.data.pl94_schema()); this one lacks {', '.join(missing)}"
+            f"(postdp.tables.pl94_schema()); this one lacks {', '.join(missing)}"
         )
     grids = np.unravel_index(np.arange(schema.size), schema.shape)
     return {n: np.asarray(g, dtype=np.int64) for n, g in zip(names, grids, strict=True)}
@@ -106,7 +106,7 @@ def summary_queries(schema: Schema) -> dict[str, SummaryQuery]:
     ----------
     schema : Schema
         With attributes ``hhgq``, ``votingage``, ``hispanic`` and ``cenrace`` (race levels
-        named by their races joined with ``+``, as :func:`postdp.data.pl94_schema`).
+        named by their races joined with ``+``, as :func:`postdp.tables.pl94_schema`).
 
     Returns
     -------
@@ -116,7 +116,7 @@ def summary_queries(schema: Schema) -> dict[str, SummaryQuery]:
 
     Examples
     --------
-    >>> from postdp.data import pl94_schema
+    >>> from postdp.tables import pl94_schema
     >>> q = summary_queries(pl94_schema())
     >>> q["race alone"].labels[-1], q["race alone"].matrix.shape
     ('two or more races', (7, 2016))
@@ -180,7 +180,7 @@ def p2_groups(schema: Schema) -> SummaryQuery:
 
     Examples
     --------
-    >>> from postdp.data import pl94_schema
+    >>> from postdp.tables import pl94_schema
     >>> g = p2_groups(pl94_schema())
     >>> g.labels[:2], g.partition
     (('hispanic', 'not hispanic, white'), True)
@@ -254,7 +254,7 @@ def census_metrics(
     Examples
     --------
     >>> from postdp import Hierarchy
-    >>> from postdp.data import pl94_schema
+    >>> from postdp.tables import pl94_schema
     >>> s = pl94_schema()
     >>> geo = Hierarchy.from_parents(["S", "a", "b"], [None, "S", "S"])
     >>> cells = np.zeros((2, s.size), dtype=int); cells[:, 0] = [20, 5]
@@ -398,7 +398,7 @@ def reliability_threshold(
     Examples
     --------
     >>> from postdp import Hierarchy
-    >>> from postdp.data import pl94_schema
+    >>> from postdp.tables import pl94_schema
     >>> s = pl94_schema()
     >>> geo = Hierarchy.from_parents(["S", "a", "b"], [None, "S", "S"])
     >>> cells = np.zeros((2, s.size), dtype=int); cells[0, 0] = 30; cells[1, 0] = 300

@@ -68,7 +68,7 @@ def source(args: argparse.Namespace, strategy: Any) -> tuple[list[str], Any, str
         kind = "person records" if persons else "block histograms"
         content = persons_content(path) if persons else histograms_content(path, schema)
         return states, tables, f"{kind} {path.resolve()}", digest.hexdigest(), content
-    from postdp.data import synthetic_population, synthetic_states
+    from postdp.nmf import synthetic_population, synthetic_states
 
     states = [s.zfill(2) for s in args.synthetic]
     if strategy.name == "pl94-2020-units":

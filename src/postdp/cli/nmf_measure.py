@@ -147,7 +147,7 @@ def run(args: argparse.Namespace, state: RunState) -> int:
     if args.study and args.ledger:
         raise CliError("--ledger: records secure draws; --study draws are not recorded")
     state.phase = "checking the options"
-    from postdp.data import load_strategy
+    from postdp.tables import load_strategy
 
     with flag("--strategy", args.strategy):
         strategy = load_strategy(args.strategy)

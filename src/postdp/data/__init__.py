@@ -1,4 +1,9 @@
-"""Real public-domain Census data shipped with postdp (see ``PROVENANCE.md`` beside this file)."""
+"""Real public-domain Census data shipped with postdp (see ``PROVENANCE.md`` beside this file):
+loaders of the bundled files, readers of the Census Bureau's files, and the descriptions
+they need (facility columns, state codes, the published tables). The 2020 schemas and
+production strategies are :mod:`postdp.tables`'s (:func:`postdp.tables.pl94_schema`,
+:func:`postdp.tables.load_strategy`); the synthetic 2020 population is
+:func:`postdp.nmf.synthetic_population`."""
 
 from __future__ import annotations
 
@@ -22,7 +27,6 @@ from postdp.data._facilities import (
 from postdp.data._histograms import histogram_batches, histogram_states, read_histograms
 from postdp.data._p1 import P1_TABLES, load_p1, synthetic_table
 from postdp.data._persons import PERSON_COLUMNS, person_states, read_persons, tabulate_persons
-from postdp.data._pl94 import pl94_schema
 from postdp.data._pl94_tables import (
     PL94_TABLES,
     geography_names,
@@ -30,8 +34,7 @@ from postdp.data._pl94_tables import (
     level_names,
     pl94_tables,
 )
-from postdp.data._strategies import Strategy, load_strategy, p1_schema, units_schema
-from postdp.data._synthetic_pl94 import synthetic_population, synthetic_states
+from postdp.data._states import STATE_FIPS
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
 
@@ -40,7 +43,7 @@ __all__ = [
     "P1_TABLES",
     "PERSON_COLUMNS",
     "PL94_TABLES",
-    "Strategy",
+    "STATE_FIPS",
     "check_facilities",
     "county_hierarchy",
     "facility_bounds",
@@ -52,22 +55,16 @@ __all__ = [
     "load_county_populations",
     "load_p1",
     "load_section203",
-    "load_strategy",
     "load_title1",
-    "p1_schema",
     "person_states",
-    "pl94_schema",
     "pl94_tables",
     "read_facilities",
     "read_histograms",
     "read_persons",
     "synthetic_facilities",
     "synthetic_hierarchy",
-    "synthetic_population",
-    "synthetic_states",
     "synthetic_table",
     "tabulate_persons",
-    "units_schema",
 ]
 
 

@@ -152,13 +152,13 @@ def synthetic_facilities(table: Table, *, seed: int = 0) -> IntArray:
 
     Examples
     --------
-    >>> from postdp.data import synthetic_population
+    >>> from postdp.nmf import synthetic_population
     >>> t = synthetic_population(["11"], seed=1)
     >>> f = synthetic_facilities(t, seed=1)
     >>> f.shape, bool((f[:, 1:] <= 1).all())
     ((16790, 8), True)
     """
-    from postdp.data._pl94 import pl94_schema
+    from postdp.tables import pl94_schema
 
     schema = pl94_schema()
     if table.categories.leaves.size != schema.size:

@@ -66,7 +66,7 @@ def read_histograms(
     Examples
     --------
     >>> import tempfile
-    >>> from postdp.data import units_schema
+    >>> from postdp.tables import units_schema
     >>> f = tempfile.mkdtemp() + "/h.parquet"
     >>> pd.DataFrame({"geocode": ["110010001001001", "100010401001000"],
     ...               "vacant": [3, 0], "occupied": [40, 0]}).to_parquet(f)
@@ -110,7 +110,7 @@ def histogram_states(path: str | os.PathLike[str], schema: Schema) -> list[str]:
     Examples
     --------
     >>> import tempfile
-    >>> from postdp.data import units_schema
+    >>> from postdp.tables import units_schema
     >>> f = tempfile.mkdtemp() + "/h.parquet"
     >>> pd.DataFrame({"geocode": ["110010001001001", "100010401001000"],
     ...               "vacant": [3, 0], "occupied": [40, -1]}).to_parquet(f)
@@ -162,7 +162,7 @@ def histogram_batches(
     Examples
     --------
     >>> import tempfile
-    >>> from postdp.data import units_schema
+    >>> from postdp.tables import units_schema
     >>> f = tempfile.mkdtemp() + "/h.parquet"
     >>> pd.DataFrame({"geocode": ["110010001001001", "100010401001000"],
     ...               "vacant": [3, 0], "occupied": [40, 0]}).to_parquet(f)

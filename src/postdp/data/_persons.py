@@ -6,7 +6,7 @@ The columns are those of the 2020 Privacy-Protected Microdata File (PPMF) person
 ``TABBLKGRPCE`` (block group, 1), ``TABBLK`` (block, 4, its first digit the block group),
 ``GQTYPE_PL`` (0 household, 1-7 the group-quarters types), ``VOTING_AGE`` (1 under 18, 2
 18 or over), ``CENHISP`` (1 not Hispanic, 2 Hispanic) and ``CENRACE`` (01-63, the race
-combinations in the order of :func:`postdp.data.pl94_schema`). Each person falls in the cell
+combinations in the order of :func:`postdp.tables.pl94_schema`). Each person falls in the cell
 ((GQTYPE_PL x 2 + VOTING_AGE - 1) x 2 + CENHISP - 1) x 63 + CENRACE - 1 of the 2,016.
 """
 
@@ -67,7 +67,7 @@ def tabulate_persons(records: pd.DataFrame) -> Table:
     >>> t.geography.ids[t.geography.leaves].tolist(), int(t.cells.sum())
     (['110010001001001', '110010001001002'], 3)
     """
-    from postdp.data._pl94 import pl94_schema
+    from postdp.tables import pl94_schema
 
     missing = [c for c in PERSON_COLUMNS if c not in records.columns]
     if missing:

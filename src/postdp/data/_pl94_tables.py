@@ -33,11 +33,9 @@ import numpy as np
 
 from postdp._typing import FloatArray
 from postdp.data._p1 import _file, p1_categories
-from postdp.data._pl94 import pl94_schema
-from postdp.data._strategies import units_schema
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
-from postdp.tables import category_matrix
+from postdp.tables import category_matrix, pl94_schema, units_schema
 from postdp.tables.published import Block, PublishedTable
 from postdp.tables.schema import Schema
 

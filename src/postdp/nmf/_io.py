@@ -123,7 +123,8 @@ def write(
     Examples
     --------
     >>> import tempfile
-    >>> from postdp.data import load_strategy, synthetic_population
+    >>> from postdp.nmf import synthetic_population
+    >>> from postdp.tables import load_strategy
     >>> from postdp.tables import measure
     >>> t = synthetic_population(states=["11"], seed=0)
     >>> m = measure(t, load_strategy("pl94-2020-persons").workload(t), secure=False, rng=0)

@@ -50,7 +50,7 @@ def run_manifest(
     }
 
 
-#: The manifest's entry of a run measured from :func:`postdp.data.synthetic_population`.
+#: The manifest's entry of a run measured from :func:`postdp.nmf.synthetic_population`.
 SYNTHETIC = "synthetic"
 
 
@@ -62,7 +62,7 @@ def synthetic_record(
     a generator, not reproducible from the manifest) and the function that drew it."""
     seedable = isinstance(rng, (int, np.integer)) and not isinstance(rng, bool)
     return {
-        "generator": "postdp.data.synthetic_population",
+        "generator": "postdp.nmf.synthetic_population",
         "states": [str(s) for s in states],
         "population_seed": int(population_seed),
         "noise_seed": int(rng) if seedable else None,

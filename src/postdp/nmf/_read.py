@@ -216,7 +216,7 @@ def _levels(run: Path, manifest: dict[str, Any] | None) -> tuple[str, ...]:
 
 
 def _persons() -> Schema:
-    from postdp.data import pl94_schema
+    from postdp.tables import pl94_schema
 
     return pl94_schema()
 

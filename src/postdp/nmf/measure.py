@@ -59,7 +59,7 @@ def measure_by_state(
     run_dir : path
         A new or empty folder.
     strategy : Strategy
-        A preset (:func:`postdp.data.load_strategy`).
+        A preset (:func:`postdp.tables.load_strategy`).
     secure : bool, default True
         OpenDP's release path; False: numpy's study path, reproducible from ``rng``.
     rng : int, numpy.random.Generator, SeedSequence or None
@@ -96,7 +96,8 @@ def measure_by_state(
     Examples
     --------
     >>> import tempfile
-    >>> from postdp.data import load_strategy, synthetic_population
+    >>> from postdp.nmf import synthetic_population
+    >>> from postdp.tables import load_strategy
     >>> from postdp.nmf import read
     >>> run = measure_by_state(lambda s: synthetic_population(states=[s], seed=0), ["11"],
     ...                        tempfile.mkdtemp() + "/run",

@@ -43,7 +43,7 @@ def synthetic_truth(run_dir: str | os.PathLike[str]) -> Table:
     Returns
     -------
     Table
-        ``postdp.data.synthetic_population(states, seed=population_seed)`` tabulated to the
+        ``postdp.nmf.synthetic_population(states, seed=population_seed)`` tabulated to the
         run's strategy's cells: the true counts of every geounit (a study's; never a real
         run's).
 
@@ -64,7 +64,8 @@ def synthetic_truth(run_dir: str | os.PathLike[str]) -> Table:
     >>> int(truth.counts()[truth.geography.root, 0]) == int(held[0][0, 0])  # the invariant
     True
     """
-    from postdp.data import load_strategy, synthetic_population
+    from postdp.nmf._population import synthetic_population
+    from postdp.tables import load_strategy
 
     run = Path(run_dir)
     manifest = layout.read_manifest(run)
@@ -149,11 +150,11 @@ def evaluate(
     if missing.size:
         code = next(c for c, g in row_of.items() if g == missing[0])
         raise ValidationError(f"{str(out)!r}: no estimate of geounit {code!r} in its wide form")
-    from postdp.data import load_strategy
+    from postdp.tables import load_strategy
 
     schema = load_strategy(manifest["strategy"]).schema if manifest.get("strategy") else None
     if schema is None:
-        from postdp.data import pl94_schema
+        from postdp.tables import pl94_schema
 
         schema = pl94_schema()
     return census_metrics(released, truth, schema=schema, queries=queries, levels=names)

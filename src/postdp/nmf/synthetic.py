@@ -35,7 +35,7 @@ def synthetic_run(
     run_dir : path
         A new folder (or an empty one).
     states : sequence of str, default ("11",)
-        State FIPS codes of :func:`postdp.data.synthetic_population`.
+        State FIPS codes of :func:`postdp.nmf.synthetic_population`.
     seed : int, default 0
         Seeds the population and the noise (numpy's generator: not a private release);
         recorded in the manifest (:func:`postdp.nmf.synthetic_truth` rebuilds the
@@ -67,8 +67,8 @@ def synthetic_run(
     >>> m.secure, m.table.geography.n_levels
     (False, 6)
     """
-    from postdp.data import load_strategy, synthetic_population
-    from postdp.tables import measure, single_child_bypass
+    from postdp.nmf._population import synthetic_population
+    from postdp.tables import load_strategy, measure, single_child_bypass
 
     s = load_strategy("pl94-2020-persons")
     table = synthetic_population(states=list(states), seed=seed)

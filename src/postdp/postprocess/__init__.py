@@ -44,7 +44,7 @@ from postdp.postprocess.table_restore import blue_restore, check_blue_restore
 from postdp.postprocess.table_rounding import round
 from postdp.postprocess.table_stream import project_by_subtree
 from postdp.postprocess.table_topdown import check_top_down
-from postdp.postprocess.topdown_2020 import (
+from postdp.postprocess.topdown2020 import (
     ROUNDER_QUERIES,
     check_top_down_2020,
     top_down_2020,

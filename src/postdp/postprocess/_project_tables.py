@@ -57,7 +57,7 @@ def check_step(step: str, table: Table, workload: Workload) -> None:
     """
     from postdp.postprocess.table_restore import check_blue_restore
     from postdp.postprocess.table_topdown import check_top_down
-    from postdp.postprocess.topdown_2020 import check_top_down_2020
+    from postdp.postprocess.topdown2020 import check_top_down_2020
 
     checks = {
         "topdown": check_top_down,
@@ -95,7 +95,7 @@ def project_measurements(
     if method in ("blue-restore", "topdown-2020") and not nonneg:
         raise ValidationError(f"{method!r} is nonnegative; pass nonneg=True (or use 'blue')")
     if method == "topdown-2020":
-        from postdp.postprocess.topdown_2020 import top_down_2020
+        from postdp.postprocess.topdown2020 import top_down_2020
 
         integral: FloatArray = top_down_2020(measurements).astype(np.float64)
         return integral

@@ -15,12 +15,12 @@ the next level's, each geounit weighed by its children's combined information), 
 the BLUE knows well moves little; a geounit measured with its own multiple s_j of its
 level's budget (``budget_scale``) weighs s_j H_d. Each problem is solved exactly, with
 its certificate, by the top-down family solver
-(:mod:`postdp.postprocess._solvers.family_nnls`), with b_j = H_d blue_j in place of the
+(:mod:`postdp.postprocess.topdown2020.family`), with b_j = H_d blue_j in place of the
 noisy answers' A' W y. The result is nonnegative, consistent both ways and meets every
 invariant; :func:`~postdp.round` makes it integral.
 
 Structural bounds (``bounds``, e.g. the 2020 group-quarters bounds) are rows of every
-family's restoration (:mod:`postdp.postprocess._solvers.family_box`); with ``integral=True``
+family's restoration (:mod:`postdp.postprocess.topdown2020.family`); with ``integral=True``
 each family, restored against its integral parent, is rounded by the production rounder's
 flow keeping them, so the release is whole numbers meeting every bound.
 
@@ -38,12 +38,12 @@ import numpy as np
 from postdp._typing import FloatArray
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
-from postdp.postprocess._solvers.family_level import split_level
-from postdp.postprocess._solvers.family_nnls import LevelQuadratic
 from postdp.postprocess._solvers.marginal_basis import identifies_cells, table_schema
-from postdp.postprocess._solvers.nested_rounding import round_nested, rounder_chain
-from postdp.postprocess._solvers.root_nnls import bounded_root, certified_root
-from postdp.postprocess._solvers.structural import FamilyRows, StructuralPlan, rounder_limits
+from postdp.postprocess.topdown2020.family import LevelQuadratic
+from postdp.postprocess.topdown2020.level import split_level
+from postdp.postprocess.topdown2020.root import bounded_root, certified_root
+from postdp.postprocess.topdown2020.rounding import round_nested, rounder_chain
+from postdp.postprocess.topdown2020.structural import FamilyRows, StructuralPlan, rounder_limits
 from postdp.tables import CountBounds, Measurement, Table, TableMeasurements, Workload
 from postdp.tables.bypass import only_children_unmeasured
 from postdp.tables.schema import Marginal, Schema

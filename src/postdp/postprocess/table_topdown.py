@@ -27,11 +27,11 @@ import numpy as np
 from postdp._typing import FloatArray, IntArray
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
-from postdp.postprocess._solvers.family_level import split_level
-from postdp.postprocess._solvers.family_nnls import LevelQuadratic
 from postdp.postprocess._solvers.marginal_basis import identifies_cells, table_schema
-from postdp.postprocess._solvers.root_nnls import certified_root
 from postdp.postprocess._solvers.simplex import weighted_simplex
+from postdp.postprocess.topdown2020.family import LevelQuadratic
+from postdp.postprocess.topdown2020.level import split_level
+from postdp.postprocess.topdown2020.root import certified_root
 from postdp.tables import Measurement, Query, Table, TableMeasurements, Workload
 from postdp.tables.bypass import uniform_budget
 
@@ -271,7 +271,7 @@ def _coupled_top_down(measurements: TableMeasurements) -> FloatArray:
     """Top-down when cells are coupled: the root, then each level's families all at once,
     each an exact (P+) problem (parents' histograms public, the level's own queries).
     For a schema table measured by marginals, the families below the root are solved one
-    by one in their parent's positive cells (:mod:`postdp.postprocess._solvers.family_nnls`)."""
+    by one in their parent's positive cells (:mod:`postdp.postprocess.topdown2020.family`)."""
     from postdp.postprocess.table_nonneg import TableNonnegProjector
 
     table, workload = measurements.table, measurements.workload

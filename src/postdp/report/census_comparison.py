@@ -196,7 +196,7 @@ def compare_estimators(
     --------
     >>> import numpy as np
     >>> from postdp import Hierarchy
-    >>> from postdp.data import pl94_schema
+    >>> from postdp.tables import pl94_schema
     >>> s = pl94_schema()
     >>> geo = Hierarchy.from_parents(["S", "a", "b"], [None, "S", "S"])
     >>> cells = np.zeros((2, s.size), dtype=int); cells[:, 0] = [20, 5]

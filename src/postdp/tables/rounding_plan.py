@@ -114,7 +114,7 @@ def rounding_plan(schema: Schema, rounders: Sequence[Sequence[str] | str]) -> Ro
 
     Examples
     --------
-    >>> from postdp.data import pl94_schema
+    >>> from postdp.tables import pl94_schema
     >>> plan = rounding_plan(pl94_schema(), ["hhgq", "votingage", "hhgq * votingage"])
     >>> plan.within_one, plan.set_aside
     (('hhgq', 'hhgq * votingage'), ('votingage',))

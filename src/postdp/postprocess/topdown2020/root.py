@@ -1,6 +1,6 @@
 """Top-down's root for schema tables: nonnegative least squares in the cells with the
 public marginals held, by block principal pivoting, certified (private; the families below
-are :mod:`postdp.postprocess._solvers.family_nnls`).
+are :mod:`postdp.postprocess.topdown2020.family`).
 
 The problem: minimise 1/2 x' H x - b' x subject to C x = g (the public marginals' rows)
 and x >= 0, H the root's information matrix (positive definite when its noisy marginals
@@ -19,7 +19,7 @@ from scipy import linalg
 
 from postdp._typing import FloatArray
 from postdp.errors import ConvergenceError
-from postdp.postprocess._solvers.family_nnls import (
+from postdp.postprocess.topdown2020.family import (
     _MAX_ROUNDS,
     _STALL_ROUNDS,
     BoolArray,

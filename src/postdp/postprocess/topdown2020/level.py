@@ -1,5 +1,5 @@
 """Top-down below the root for schema tables: every family of a level, one draw
-(private; the solver is :mod:`postdp.postprocess._solvers.family_nnls`)."""
+(private; the solver is :mod:`postdp.postprocess.topdown2020.family`)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,15 @@ import numpy as np
 
 from postdp._typing import FloatArray, IntArray
 from postdp.errors import ConvergenceError, ValidationError
-from postdp.postprocess._solvers.family_box import BoxResult, solve_family_box
-from postdp.postprocess._solvers.family_nnls import FamilyResult, LevelQuadratic, solve_family
-from postdp.postprocess._solvers.nested_rounding import round_nested
-from postdp.postprocess._solvers.structural import StructuralPlan, rounder_limits
+from postdp.postprocess.topdown2020.family import (
+    BoxResult,
+    FamilyResult,
+    LevelQuadratic,
+    solve_family,
+    solve_family_box,
+)
+from postdp.postprocess.topdown2020.rounding import round_nested
+from postdp.postprocess.topdown2020.structural import StructuralPlan, rounder_limits
 
 __all__ = ["split_level"]
 

@@ -1,19 +1,19 @@
 """A synthetic 2020 persons population (PL94 schema, 2,016 cells) on a synthetic block
 geography under the real 2020 counties. Synthetic: no confidential data exists here.
 
-What is real: every county's 2020 population and its 63-cell race mix (the bundled 2020
-P1 county file, ``PROVENANCE.md``). What is modelled, with the national 2020 tallies as
-targets (``shared/research/pl94-2020-design.md`` section 1.5): tracts, block groups and
-blocks per county in proportion to population (84,414 tracts, 239,780 block groups and
-about 8.13 million blocks of which about 5.89 million populated, nationally); tract and
-block-group sizes from Dirichlet shares, block sizes heavy-tailed (lognormal weights, about
-28% of blocks empty); race mixes clustered by tract around the county's (Dirichlet with
-concentration 50); Hispanic origin and voting age per tract around the national 2020
-shares (18.7% and 77.9%); group quarters: about 2% of populated blocks hold one facility of
-one of the 7 types (national 2020 shares of GQ population by type, rounded), every
-resident of such a block in it, and no one under 18 in a nursing facility (the 2020
-structural zero). Generated county by county from one seed, so a state never
-needs the nation in memory.
+What is real: every county's 2020 population and its 63-cell race mix (the bundled 2020 P1
+county file of :mod:`postdp.data`, its ``PROVENANCE.md``). What is modelled, with the
+national 2020 tallies as targets (``shared/research/pl94-2020-design.md`` section 1.5):
+tracts, block groups and blocks per county in proportion to population (84,414 tracts,
+239,780 block groups and about 8.13 million blocks of which about 5.89 million populated,
+nationally); tract and block-group sizes from Dirichlet shares, block sizes heavy-tailed
+(lognormal weights, about 28% of blocks empty); race mixes clustered by tract around the
+county's (Dirichlet with concentration 50); Hispanic origin and voting age per tract around
+the national 2020 shares (18.7% and 77.9%); group quarters: about 2% of populated blocks
+hold one facility of one of the 7 types (national 2020 shares of GQ population by type,
+rounded), every resident of such a block in it, and no one under 18 in a nursing facility
+(the 2020 structural zero). Generated county by county from one seed, so a state never needs
+the nation in memory.
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ from collections.abc import Sequence
 import numpy as np
 from scipy import sparse
 
-from postdp.data._states import STATE_FIPS
+from postdp.data import STATE_FIPS, load_p1
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
-from postdp.tables import Table
+from postdp.tables import Table, pl94_schema
 
 __all__ = ["synthetic_population", "synthetic_states", "tallies"]
 
@@ -42,8 +42,6 @@ _GQ_TYPES = np.array([0.24, 0.01, 0.15, 0.03, 0.33, 0.04, 0.20])
 
 def _counties(states: Sequence[str] | None) -> tuple[list[str], np.ndarray, np.ndarray]:
     """County FIPS codes, populations and race mixes (63 cells) of the chosen states."""
-    from postdp.data import load_p1
-
     p1 = load_p1("us-county")
     geo = p1.geography
     leaf_ids = [str(geo.ids[i]) for i in geo.leaves]
@@ -135,8 +133,6 @@ def synthetic_population(states: Sequence[str] | None = None, *, seed: int = 0) 
     >>> t.geography.n_levels, t.is_sparse
     (6, True)
     """
-    from postdp.data._pl94 import pl94_schema
-
     schema = pl94_schema()
     fips, pops, mixes = _counties(states)
     counts = tallies(pops)

@@ -1,4 +1,7 @@
-"""The 2020 redistricting (P.L. 94-171) persons schema.
+"""The schemas of the 2020 redistricting (P.L. 94-171) data: persons, table P1's races and
+units (H1).
+
+The persons schema:
 
 Facts from ``shared/research/pl94-2020-design.md`` (the Census Bureau's DAS 2020 schema,
 ``schema/attributes/hhgq_person_simple.py`` and the cenrace attribute): hhgq has 8 levels
@@ -16,7 +19,7 @@ import itertools
 
 from postdp.tables.schema import Attribute, Recode, Schema
 
-__all__ = ["pl94_schema"]
+__all__ = ["p1_schema", "pl94_schema", "units_schema"]
 
 _HHGQ = (
     "household",
@@ -69,3 +72,43 @@ def pl94_schema() -> Schema:
             Attribute("cenrace", cenrace, recodes=[numraces]),
         ]
     )
+
+
+def p1_schema() -> Schema:
+    """Table P1's race schema: the persons schema's ``cenrace`` (63 cells, with its recode
+    ``numraces``) alone.
+
+    Parameters
+    ----------
+    None
+
+    Returns
+    -------
+    Schema
+
+    Examples
+    --------
+    >>> s = p1_schema()
+    >>> s.size, s.cells[:2], s.marginal("numraces").size
+    (63, ('white', 'black'), 6)
+    """
+    return Schema([pl94_schema().attributes[-1]])
+
+
+def units_schema() -> Schema:
+    """The 2020 units (H1) schema: occupancy, 2 cells (vacant, occupied).
+
+    Parameters
+    ----------
+    None
+
+    Returns
+    -------
+    Schema
+
+    Examples
+    --------
+    >>> units_schema().cells
+    ('vacant', 'occupied')
+    """
+    return Schema([Attribute("h1", ["vacant", "occupied"])])

@@ -9,9 +9,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from postdp.data import load_p1, pl94_schema, synthetic_population
-from postdp.data._synthetic_pl94 import tallies
+from postdp.data import load_p1
 from postdp.errors import ValidationError
+from postdp.nmf import synthetic_population
+from postdp.nmf._population import tallies
+from postdp.tables import pl94_schema
 
 RACES = {
     "White": "white",

@@ -1,6 +1,8 @@
-"""The least-squares passes of the 2020 TopDown's families (private): a family's split
-with its public totals, total boxes and structural rows, certified by its KKT residual
-(:mod:`postdp.postprocess.topdown_2020`)."""
+"""The passes of the 2020 TopDown's families (private): least-squares pass 0 (the
+children's totals closest to their noisy totals, a weighted simplex projection), the later
+least-squares passes (a family's split with its public totals, total boxes and structural
+rows, certified by its KKT residual) and the rounder's first guess at the totals (largest
+remainders)."""
 
 from __future__ import annotations
 
@@ -8,14 +10,22 @@ from typing import Any
 
 import numpy as np
 
-from postdp._typing import FloatArray
+from postdp._typing import FloatArray, IntArray
 from postdp.errors import ConvergenceError
-from postdp.postprocess._solvers.family_box import solve_family_box
-from postdp.postprocess._solvers.family_nnls import LevelQuadratic, solve_family
-from postdp.postprocess._solvers.structural import FamilyRows
+from postdp.postprocess._solvers.simplex import weighted_simplex
+from postdp.postprocess.topdown2020.family import LevelQuadratic, solve_family, solve_family_box
+from postdp.postprocess.topdown2020.structural import FamilyRows
 from postdp.tables import Measurement
 
-__all__ = ["certified", "level_quadratic", "solve_pass", "total_rows", "weighted"]
+__all__ = [
+    "certified",
+    "largest_remainders",
+    "level_quadratic",
+    "pass_zero",
+    "solve_pass",
+    "total_rows",
+    "weighted",
+]
 
 
 def solve_pass(
@@ -89,3 +99,30 @@ def certified(
 
 def weighted(b: FloatArray, a: FloatArray | None) -> FloatArray:
     return b if a is None else b * a[:, None]
+
+
+def pass_zero(
+    totals: list[tuple[int, Measurement]],
+    values: list[FloatArray],
+    rows: IntArray,
+    total: float,
+    a: FloatArray | None = None,
+) -> FloatArray:
+    """Least-squares pass 0: children's totals >= 0 adding up to ``total``, closest to their
+    noisy totals (several measurements of the total combined by their weights; child j's
+    distance weighted by a_j)."""
+    weight = sum(1.0 / m.variance for _, m in totals)
+    y = sum(values[i][rows, 0] / m.variance for i, m in totals) / weight
+    h = np.ones(rows.size) if a is None else a
+    return weighted_simplex(np.asarray(y, dtype=np.float64), h, total)
+
+
+def largest_remainders(t: FloatArray, total: int) -> IntArray:
+    """Integers, each the floor or ceiling of t, adding up to ``total``, L1-closest to t."""
+    base = np.floor(t).astype(np.int64)
+    extra = total - int(base.sum())
+    if not 0 <= extra <= t.size:
+        raise ConvergenceError("the children's totals do not add up to the parent's")
+    order = np.argsort(-(t - base), kind="stable")
+    base[order[:extra]] += 1
+    return base

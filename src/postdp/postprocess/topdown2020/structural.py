@@ -20,7 +20,7 @@ from scipy import optimize, sparse
 
 from postdp._typing import FloatArray, IntArray
 from postdp.errors import ConvergenceError, ValidationError
-from postdp.postprocess._solvers.family_nnls import BoolArray
+from postdp.postprocess.topdown2020.family import BoolArray
 from postdp.tables.bounds import CountBounds
 from postdp.tables.schema import Schema
 

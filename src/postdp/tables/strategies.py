@@ -38,13 +38,14 @@ from fractions import Fraction
 import numpy as np
 import pandas as pd
 
-from postdp.data._pl94 import pl94_schema
 from postdp.errors import ValidationError
 from postdp.mechanisms import Budget
-from postdp.tables import Attribute, Query, Schema, Table, Workload
-from postdp.tables.workload import Share
+from postdp.tables._table import Table
+from postdp.tables.pl94 import p1_schema, pl94_schema, units_schema
+from postdp.tables.schema import Schema
+from postdp.tables.workload import Query, Share, Workload
 
-__all__ = ["Strategy", "load_strategy", "p1_schema", "units_schema"]
+__all__ = ["Strategy", "load_strategy"]
 
 LEVELS = ("US", "State", "County", "Tract", "Block_Group", "Block")
 
@@ -64,46 +65,6 @@ _PERSON_QUERIES = (  # query -> share per level, in LEVELS order ("0": not measu
     ("detailed", ("189/241", "230/4097", "754/4097", "241/2051", "1288/4099", "3945/4097")),
 )  # fmt: skip
 _UNIT_LEVELS = ("1/205", "1/205", "7/82", "364/1025", "1759/4100", "99/820")
-
-
-def p1_schema() -> Schema:
-    """Table P1's race schema: the persons schema's ``cenrace`` (63 cells, with its recode
-    ``numraces``) alone.
-
-    Parameters
-    ----------
-    None
-
-    Returns
-    -------
-    Schema
-
-    Examples
-    --------
-    >>> s = p1_schema()
-    >>> s.size, s.cells[:2], s.marginal("numraces").size
-    (63, ('white', 'black'), 6)
-    """
-    return Schema([pl94_schema().attributes[-1]])
-
-
-def units_schema() -> Schema:
-    """The 2020 units (H1) schema: occupancy, 2 cells (vacant, occupied).
-
-    Parameters
-    ----------
-    None
-
-    Returns
-    -------
-    Schema
-
-    Examples
-    --------
-    >>> units_schema().cells
-    ('vacant', 'occupied')
-    """
-    return Schema([Attribute("h1", ["vacant", "occupied"])])
 
 
 @dataclass(frozen=True)
@@ -198,7 +159,7 @@ class Strategy:
 
         Examples
         --------
-        >>> from postdp.data import synthetic_population
+        >>> from postdp.nmf import synthetic_population
         >>> t = synthetic_population(states=["11"], seed=0)
         >>> p1 = load_strategy("pl94-2020-p1").tabulate(t)
         >>> len(p1.categories.leaves), int(p1.counts()[0, 0]) == int(t.counts()[0, 0])
@@ -248,7 +209,7 @@ class Strategy:
 
         Examples
         --------
-        >>> from postdp.data import synthetic_population
+        >>> from postdp.nmf import synthetic_population
         >>> from postdp.tables import aian_branches
         >>> t = synthetic_population(states=["11"], seed=0)
         >>> flags = np.arange(t.geography.leaves.size) % 50 == 0

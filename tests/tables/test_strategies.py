@@ -11,10 +11,9 @@ import numpy as np
 import pytest
 
 from postdp import Hierarchy
-from postdp.data import load_strategy, pl94_schema
 from postdp.errors import ValidationError
 from postdp.mechanisms import DiscreteGaussian
-from postdp.tables import Measurement, Query, Table, Workload, measure
+from postdp.tables import Measurement, Query, Table, Workload, load_strategy, measure, pl94_schema
 
 PERSONS = load_strategy("pl94-2020-persons")
 UNITS = load_strategy("pl94-2020-units")

@@ -29,15 +29,15 @@ root (the 2020 persons design, ``load_strategy("pl94-2020-persons")``):
   rounder pass over ``total`` and the rounder queries, as in production.
 
 A cell the parent holds at 0 is 0 in every child. Every least-squares family is solved
-exactly with its KKT certificate (:mod:`postdp.postprocess._solvers.family_nnls`,
-:mod:`~postdp.postprocess._solvers.family_box`, :mod:`~postdp.postprocess._solvers.root_nnls`)
+exactly with its KKT certificate (:mod:`postdp.postprocess.topdown2020.family`,
+:mod:`~postdp.postprocess.topdown2020.root`)
 and every rounder pass is a minimum-cost flow certified optimal by its linear program's bound
-(:mod:`~postdp.postprocess._solvers.nested_rounding`), where production used Gurobi.
+(:mod:`~postdp.postprocess.topdown2020.rounding`), where production used Gurobi.
 
 The structural constraints (``bounds``; the group-quarters bounds and the no-minors-in-
 nursing zero of :func:`postdp.data.facility_bounds`) are rows of every pass: a count held at
 0 holds its cells at 0, a lower bound is an inequality row of the family solver
-(:mod:`~postdp.postprocess._solvers.family_box`); pass 1's tolerance is the smallest at
+(:mod:`~postdp.postprocess.topdown2020.family`); pass 1's tolerance is the smallest at
 which pass 0's totals can be held with them (a linear program) plus the slack; the rounder's
 first pass keeps the largest remainders' totals when the second pass can meet the bounds
 with them (they are then the L1-closest that can), else rounds the totals by a flow that
@@ -58,23 +58,23 @@ import numpy as np
 
 from postdp._typing import ArrayLike, FloatArray, IntArray
 from postdp.errors import ConvergenceError, ValidationError
-from postdp.postprocess._solvers.family_nnls import LevelQuadratic
-from postdp.postprocess._solvers.family_passes import (
+from postdp.postprocess._solvers.marginal_basis import identifies_cells, table_schema
+from postdp.postprocess.topdown2020.family import LevelQuadratic
+from postdp.postprocess.topdown2020.passes import largest_remainders as _largest_remainders
+from postdp.postprocess.topdown2020.passes import (
     level_quadratic,
+    pass_zero,
     solve_pass,
     total_rows,
     weighted,
 )
-from postdp.postprocess._solvers.family_totals import largest_remainders as _largest_remainders
-from postdp.postprocess._solvers.family_totals import pass_zero
-from postdp.postprocess._solvers.marginal_basis import identifies_cells, table_schema
-from postdp.postprocess._solvers.nested_rounding import (
+from postdp.postprocess.topdown2020.root import bounded_root, certified_root
+from postdp.postprocess.topdown2020.rounding import (
     PRODUCTION_ROUNDERS,
     round_nested,
     rounder_chain,
 )
-from postdp.postprocess._solvers.root_nnls import bounded_root, certified_root
-from postdp.postprocess._solvers.structural import (
+from postdp.postprocess.topdown2020.structural import (
     StructuralPlan,
     min_tolerance,
     rounder_limits,
@@ -150,7 +150,7 @@ def top_down_2020(
     Examples
     --------
     >>> from postdp import Hierarchy
-    >>> from postdp.data import load_strategy, pl94_schema
+    >>> from postdp.tables import load_strategy, pl94_schema
     >>> from postdp.tables import Table, measure
     >>> s = pl94_schema()
     >>> ids = ["US", "S", "C", "T", "G", "B1", "B2"]
