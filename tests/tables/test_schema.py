@@ -10,9 +10,8 @@ import pytest
 from postdp import Gaussian, Hierarchy
 from postdp.data import pl94_schema
 from postdp.errors import ValidationError
-from postdp.postprocess.table_projection import project_table
 from postdp.tables import Attribute, Measurement, Query, Recode, Schema, Table, Workload, measure
-from tests.tables._reference import random_schema, random_terms
+from tests.tables._reference import blue_table, random_schema, random_terms
 
 # sizes from shared/research/pl94-2020-design.md ("Marginal query sizes")
 PL94_SIZES = {
@@ -104,7 +103,7 @@ def test_a_schema_table_is_a_table_and_its_projection_is_least_squares():
         if m.public:
             marginal = s.marginal(m.query.name)
             np.testing.assert_array_equal(values[0], marginal.apply(detailed[geo.levels[0]]))
-    ours = project_table(draws)
+    ours = blue_table(draws)
     for k in range(2):
         one = measure(table, work, secure=False, rng=3, size=2)
         one = type(one)(one.table, one.workload, tuple(v[k] for v in one.values), False)

@@ -1,5 +1,5 @@
 """The pivoting behind (P+) for tables, one draw at a time (private; see
-:mod:`postdp.postprocess.table_nonneg`)."""
+:mod:`postdp.postprocess.nonneg`)."""
 
 from __future__ import annotations
 
