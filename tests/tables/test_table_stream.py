@@ -325,7 +325,7 @@ def test_a_county_by_county_release_of_the_2020_preset():
 def test_trees_sharing_a_shape_pool_solve_as_alone():
     """Subtrees built on one basis share their shapes; trees whose matrices differ at a
     level never mix them up (each equals its solve without the pool)."""
-    from postdp.postprocess._solvers.table_tree import TreeGLS
+    from postdp.postprocess._solvers.kalman_tree import TreeGLS
 
     rng = np.random.default_rng(2)
     pool = ({}, [])

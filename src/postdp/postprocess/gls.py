@@ -31,9 +31,9 @@ import numpy as np
 from postdp._typing import FloatArray
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
+from postdp.postprocess._solvers.kalman_tree import TreeGLS
 from postdp.postprocess._solvers.marginal_basis import MarginalBasis, held_at_zero, table_schema
 from postdp.postprocess._solvers.one_cell import one_cell
-from postdp.postprocess._solvers.table_tree import TreeGLS
 from postdp.tables import Query, Table, TableMeasurements, Workload, category_matrix
 from postdp.tables.bypass import check_budget_scale
 from postdp.tables.published import PublishedTable

@@ -35,8 +35,8 @@ import numpy.typing as npt
 from postdp._kernels import FlatTree
 from postdp._typing import FloatArray
 from postdp.errors import ValidationError
+from postdp.postprocess._solvers.nonneg_pivoting import BoolArray, Draw
 from postdp.postprocess._solvers.one_cell import one_cell
-from postdp.postprocess._solvers.table_active import BoolArray, Draw
 from postdp.postprocess.gls import TableProjector
 from postdp.tables import Table, TableMeasurements, Workload
 from postdp.tables.bypass import uniform_budget

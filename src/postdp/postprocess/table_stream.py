@@ -34,13 +34,13 @@ import numpy as np
 
 from postdp._typing import FloatArray
 from postdp.errors import ValidationError
+from postdp.postprocess._solvers.kalman_tree import TreeGLS
 from postdp.postprocess._solvers.marginal_basis import (
     MarginalBasis,
     held_at_zero,
     table_schema,
     workload_basis,
 )
-from postdp.postprocess._solvers.table_tree import TreeGLS
 from postdp.postprocess.gls import (
     answered,
     level_answers,
