@@ -13,10 +13,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+import postdp
 from postdp import DiscreteGaussian, Gaussian, Geometric, Laplace, nmf
 from postdp.errors import ValidationError
 from postdp.nmf import _io
-from postdp.postprocess.table_projection import project_table
 from postdp.tables import Measurement, Query, Workload, measure, pl94_schema, single_child_bypass
 
 from .conftest import small_table
@@ -93,8 +93,8 @@ def _check_round_trip(m, back, label: str) -> None:
         place = {str(i): j for j, i in enumerate(gb.ids[gb.levels[d]])}  # may differ)
         rows = [place[str(i)] for i in ga.ids[ga.levels[d]]]
         assert np.array_equal(np.asarray(x, dtype=np.float64), y[rows], equal_nan=True), label
-    want = _by_id(m, project_table(m, cells=True))
-    got = _by_id(back, project_table(back, cells=True))
+    want = _by_id(m, postdp.project(m, nonneg=False))
+    got = _by_id(back, postdp.project(back, nonneg=False))
     scale = max(1.0, max(float(np.abs(r).max()) for r in want.values()))
     for g, row in want.items():
         np.testing.assert_allclose(got[g], row, atol=1e-9 * scale, rtol=0, err_msg=label)
@@ -138,7 +138,7 @@ def test_blue_of_the_run_equals_blue_in_memory(family, tmp_path):
         zip(frame["geocode"], frame.drop(columns=["geocode", "total"]).to_numpy(), strict=True)
     )
     geo = m.table.geography
-    whole = project_table(m, cells=True)
+    whole = postdp.project(m, nonneg=False)
     scale = max(1.0, float(np.abs(whole).max()))
     for g in range(geo.n):
         code = "" if g == geo.root else "0" + str(geo.ids[g])

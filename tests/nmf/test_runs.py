@@ -9,12 +9,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
+import postdp
 from postdp import nmf
 from postdp.analysis import TableDesign
 from postdp.errors import ValidationError
 from postdp.nmf.runs import one_thread
 from postdp.postprocess import top_down_2020
-from postdp.postprocess.table_projection import project_table
 
 from .conftest import check_parts, counties_table
 
@@ -160,7 +160,7 @@ def test_siblings_read_together_equal_each_read_alone(county_run):
 def test_blue_by_state_equals_the_whole_table_gls(measured, run, tmp_path):
     out = nmf.postprocess(run, tmp_path / "out", method="blue")
     got = _estimates(out)
-    whole = _by_geocode(measured, project_table(measured, cells=True))
+    whole = _by_geocode(measured, postdp.project(measured, nonneg=False))
     scale = max(1.0, max(float(np.abs(r).max()) for r in whole.values()))
     for g, row in whole.items():
         np.testing.assert_allclose(got[g], row, atol=1e-8 * scale, rtol=0)
@@ -264,7 +264,7 @@ def test_a_bypassed_run_by_state_equals_the_whole_table(tmp_path, method):
         whole = (
             top_down_2020(whole_m)
             if method == "topdown-2020"
-            else project_table(whole_m, cells=True)
+            else postdp.project(whole_m, nonneg=False)
         )
     whole = _by_geocode(whole_m, whole)
     assert got.keys() == whole.keys()

@@ -23,7 +23,6 @@ from postdp import Gaussian, Hierarchy
 from postdp.data import facility_bounds, synthetic_facilities
 from postdp.errors import ValidationError
 from postdp.postprocess import blue_restore, top_down_2020
-from postdp.postprocess.table_projection import project_table
 from postdp.tables import (
     Measurement,
     Query,
@@ -35,7 +34,7 @@ from postdp.tables import (
     measure,
 )
 from tests.postprocess._reference import qp_simplex
-from tests.tables._reference import assert_equals_dense_gls, small_pl94_state
+from tests.tables._reference import assert_equals_dense_gls, blue_table, small_pl94_state
 
 PERSONS = load_strategy("pl94-2020-persons")
 
@@ -80,7 +79,7 @@ def test_no_aian_area_gives_the_tabulation_spines_release():
     m7 = _read_through(m6, branched, PERSONS.workload(branched, aian=True))
     at = _matched(branched, table)
     np.testing.assert_array_equal(top_down_2020(m7), top_down_2020(m6)[:, at])
-    np.testing.assert_allclose(project_table(m7), project_table(m6)[:, at], atol=1e-8)
+    np.testing.assert_allclose(blue_table(m7), blue_table(m6)[:, at], atol=1e-8)
     np.testing.assert_allclose(blue_restore(m7[0]), blue_restore(m6[0])[at], atol=1e-6)
 
 
@@ -125,7 +124,7 @@ def test_blue_and_blue_restore_on_the_branches():
     table, branched, work = _branched_state(4)
     g = branched.geography
     m = measure(branched, work, secure=False, rng=4)
-    est = project_table(m)
+    est = blue_table(m)
     truth = table.counts()[:, 0]
     np.testing.assert_allclose(est[g.index(["S1", "S2"]), 0], truth[1:3], atol=1e-7)
     assert abs(est[g.index(["1S1"]), 0][0] - table.counts()[[9], 0][0]) > 1e-6  # noisy

@@ -16,14 +16,13 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+import postdp
 from postdp.errors import ValidationError
 from postdp.postprocess import blue_restore, top_down_2020
 from postdp.postprocess._solvers.simplex import weighted_simplex
-from postdp.postprocess.table_projection import project_table
-from postdp.postprocess.table_topdown import top_down_table
 from postdp.tables import Measurement, TableMeasurements, Workload, measure, single_child_bypass
 from tests.postprocess._reference import qp_simplex
-from tests.tables._reference import small_pl94_state
+from tests.tables._reference import blue_table, small_pl94_state
 
 
 def _bypassed(seed, size=None):
@@ -87,7 +86,7 @@ def test_a_level_scaled_alike_is_that_level_measured_with_that_budget(level):
     scale[geo.levels[level]] = 0.5
     scaled = TableMeasurements(table, work, m.values, False, (), scale)
     plain = TableMeasurements(table, half, m.values, False)
-    np.testing.assert_allclose(project_table(scaled), project_table(plain), atol=1e-8)
+    np.testing.assert_allclose(blue_table(scaled), blue_table(plain), atol=1e-8)
     np.testing.assert_allclose(blue_restore(scaled), blue_restore(plain), atol=1e-6)
     np.testing.assert_array_equal(top_down_2020(scaled), top_down_2020(plain))
 
@@ -119,4 +118,4 @@ def test_geounits_with_no_budget_must_be_only_children():
 def test_estimators_that_weigh_a_level_alike_refuse_per_geounit_budgets():
     _, _, _, m = _bypassed(0)
     with pytest.raises(ValidationError, match="budget_scale"):
-        top_down_table(m)
+        postdp.top_down(m)

@@ -280,25 +280,6 @@ def test_restriction_cost_composes_into_a_release_budget():
     assert total.epsilon == pytest.approx(2 * 0.5 + 2 * 0.25 + 1.0)
 
 
-@pytest.mark.parametrize(
-    ("name", "home"),
-    [
-        ("Restriction", "postdp.mechanisms"),
-        ("LogLaplace", "postdp.mechanisms"),
-        ("TemperatureSearch", "postdp.decisions"),
-        ("optimal_temperature", "postdp.decisions"),
-    ],
-)
-def test_moved_names_still_work_with_a_deprecation_warning(name, home):
-    import importlib
-
-    import postdp.postprocess
-
-    with pytest.warns(DeprecationWarning, match=f"moved to {home}.{name}"):
-        old = getattr(postdp.postprocess, name)
-    assert old is getattr(importlib.import_module(home), name)
-
-
 @pytest.mark.parametrize("epsilon", [0.1, 0.4, 1.0, 3.0])
 def test_optimal_shift_for_geometric_noise_is_exact(epsilon):
     """Issue 11: 'ramp-optimal' used the Laplace alpha* = b W(1/2) on geometric noise. The

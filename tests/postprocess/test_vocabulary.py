@@ -2,8 +2,6 @@
 ``round``, ``kkt_report`` and ``plan_budget`` take a hierarchy's counts or a table, and a
 hierarchy of counts is the table with one cell per geounit."""
 
-import re
-
 import numpy as np
 import pytest
 
@@ -12,9 +10,6 @@ from postdp import Hierarchy, Laplace
 from postdp.data import synthetic_hierarchy
 from postdp.errors import ValidationError
 from postdp.postprocess import TableKKTReport, TableNonnegReport
-from postdp.postprocess.table_projection import project_table
-from postdp.postprocess.table_rounding import round_table
-from postdp.postprocess.table_topdown import top_down_table
 from postdp.tables import Measurement, Query, Table, Workload, expand, measure
 from tests.tables._reference import random_case
 
@@ -59,8 +54,8 @@ def test_the_verbs_on_tables_are_the_table_solvers(seed):
     geo, cat = table.geography, table.categories
     blue = postdp.project(measured, nonneg=False)
     assert blue.shape == (geo.n, cat.leaves.size)  # detailed cells of every geounit
-    np.testing.assert_array_equal(blue, project_table(measured, cells=True))
-    np.testing.assert_allclose(expand(blue, geo, cat), project_table(measured), atol=1e-9)
+    np.testing.assert_array_equal(blue, postdp.project(measured, nonneg=False, method="blue"))
+    assert expand(blue, geo, cat).shape == (geo.n, cat.n)
     report = postdp.kkt_report(blue, measured, nonneg=False)
     assert isinstance(report, TableKKTReport) and report.worst_relative() < 1e-9
     plus = postdp.project(measured, nonneg=True)
@@ -69,9 +64,7 @@ def test_the_verbs_on_tables_are_the_table_solvers(seed):
     assert postdp.kkt_report(blue, measured).negative > 0 or blue.min() >= 0
     down = postdp.top_down(measured) if _top_down_applies(table, workload) else None
     if down is not None:
-        np.testing.assert_array_equal(down, top_down_table(measured))
         rounded = postdp.round(down, table, rng=seed)
-        np.testing.assert_array_equal(rounded, round_table(down, table, rng=seed))
         assert (np.abs(rounded - down) < 1).all()
 
 
@@ -126,16 +119,79 @@ def test_plan_budget_takes_a_table_with_its_workload():
 
 
 @pytest.mark.parametrize(
-    ("name", "call"),
+    "name",
     [
-        ("project_table", "postdp.project(measurements, nonneg=False)"),
-        ("top_down_table", "postdp.top_down(measurements)"),
-        ("round_table", "postdp.round(values, table)"),
-        ("table_kkt_report", "postdp.kkt_report(estimate, measurements, nonneg=False)"),
-        ("table_nonneg_report", "postdp.kkt_report(estimate, measurements)"),
+        "project_table",
+        "top_down_table",
+        "round_table",
+        "table_kkt_report",
+        "table_nonneg_report",
+        "Restriction",
+        "LogLaplace",
+        "TemperatureSearch",
+        "optimal_temperature",
     ],
 )
-def test_the_table_twins_warn_naming_the_new_call(name, call):
-    with pytest.warns(DeprecationWarning, match="use " + re.escape(call)):
-        old = getattr(postdp.postprocess, name)
-    assert callable(old)
+def test_the_deprecated_aliases_are_gone(name):
+    """0.1.0 was never published: the table twins' old names and the names that moved to
+    mechanisms and decisions are not kept as aliases."""
+    with pytest.raises(AttributeError, match=name):
+        getattr(postdp.postprocess, name)
+
+
+def _one_cell_case(seed):
+    """A one-cell table with a public root and two measurements at the leaf level."""
+    h = synthetic_hierarchy((3, 4), rng=seed)
+    cat = Hierarchy.from_parents(["T"], [None])
+    table = Table(h, cat, h.counts[h.leaves][:, None])
+    cell = Query.detailed(cat)
+    leaf = h.n_levels - 1
+    work = Workload(
+        [Measurement(0, cell, None)]
+        + [Measurement(leaf, Query("total", [["T"]]), Laplace(epsilon=0.3))]
+        + [Measurement(d, cell, Laplace(epsilon=1.0)) for d in range(1, h.n_levels)]
+    )
+    return table, measure(table, work, secure=False, rng=seed, size=3)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_one_cell_table_takes_the_hierarchy_solvers(seed, monkeypatch):
+    """The one-cell table is solved as the hierarchy (its answers combined by inverse
+    variance, the public root fixed), and equals the general c x c solvers' answer."""
+    from postdp.postprocess import gls, nonneg, topdown
+    from postdp.postprocess._solvers.one_cell import one_cell
+
+    table, measured = _one_cell_case(seed)
+    counts = one_cell(measured)
+    assert counts is not None and list(counts.public) == [table.geography.ids[0]]
+    verbs = {
+        "(P)": lambda: postdp.project(measured, nonneg=False),
+        "(P+)": lambda: postdp.project(measured),
+        "top-down": lambda: postdp.top_down(measured),
+    }
+    fast = {name: verb() for name, verb in verbs.items()}
+    np.testing.assert_array_equal(fast["(P+)"][..., 0], counts.solve(nonneg=True))
+    for module in (gls, nonneg, topdown):
+        monkeypatch.setattr(module, "one_cell", lambda _m: None)
+    for name, verb in verbs.items():
+        general = verb()
+        scale = max(1.0, float(np.abs(general).max()))
+        np.testing.assert_allclose(fast[name], general, rtol=0, atol=1e-9 * scale, err_msg=name)
+    for b in range(3):
+        assert postdp.kkt_report(fast["(P+)"][b], measured[b]).worst_relative() < 1e-12
+
+
+def test_only_one_cell_tables_without_budget_factors_take_the_fast_path():
+    import dataclasses
+
+    from postdp.postprocess._solvers.one_cell import one_cell
+
+    table, workload = random_case(0)
+    assert table.categories.leaves.size > 1
+    assert one_cell(measure(table, workload, secure=False, rng=0)) is None
+    table, measured = _one_cell_case(0)
+    assert one_cell(measured) is not None
+    scaled = dataclasses.replace(measured, budget_scale=np.ones(table.geography.n))
+    assert one_cell(scaled) is None
+    unmeasured = Workload([m for m in measured.workload.measurements if m.level != 1])
+    assert one_cell(measure(table, unmeasured, secure=False, rng=0)) is None

@@ -6,10 +6,19 @@ import cvxpy as cp
 import numpy as np
 from scipy import linalg
 
+import postdp
 from postdp import Gaussian, Hierarchy, Laplace
-from postdp.tables import Measurement, Query, Table, Workload, category_matrix
+from postdp.tables import Measurement, Query, Table, Workload, category_matrix, expand
 
 CLARABEL_TIGHT = {"tol_gap_abs": 1e-12, "tol_gap_rel": 1e-12, "tol_feas": 1e-12, "max_iter": 500}
+
+
+def blue_table(measurements):
+    """(P) of table measurements at every (geounit, category node): ``postdp.project``'s
+    detailed cells expanded to the category tree."""
+    table = measurements.table
+    cells = postdp.project(measurements, nonneg=False)
+    return expand(cells, table.geography, table.categories)
 
 
 def random_tree(rng, n, prefix):
@@ -185,14 +194,13 @@ def assert_equals_dense_gls(table, workload, seed):
     """(P) and its variances equal the dense null-space GLS reference at 1e-9; returns the
     projector."""
     from postdp.postprocess import TableProjector
-    from postdp.postprocess.table_projection import project_table
     from postdp.tables import measure
 
     draws = measure(table, workload, secure=False, rng=seed)
     projector = TableProjector(table, workload)
     ref, ref_var = dense_gls(draws)
     scale = max(1.0, float(np.abs(ref).max()))
-    np.testing.assert_allclose(project_table(draws), ref, rtol=0, atol=1e-9 * scale)
+    np.testing.assert_allclose(blue_table(draws), ref, rtol=0, atol=1e-9 * scale)
     noise = max(m.variance for m in workload.measurements)
     np.testing.assert_allclose(projector.variances(), ref_var, rtol=0, atol=1e-9 * noise)
     return projector
@@ -201,10 +209,8 @@ def assert_equals_dense_gls(table, workload, seed):
 def assert_top_down_matches_reference(draws):
     """Top-down is nonnegative, consistent across geography and equal to the per-family
     Clarabel reference at 1e-6."""
-    from postdp.postprocess.table_topdown import top_down_table
-
     geo = draws.table.geography
-    ours = top_down_table(draws)
+    ours = postdp.top_down(draws)
     assert ours.min() >= 0
     kids = np.zeros_like(ours)
     np.add.at(kids, geo.parent[geo.parent >= 0], ours[geo.parent >= 0])

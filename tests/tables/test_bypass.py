@@ -13,9 +13,8 @@ import pytest
 from postdp import DiscreteGaussian, Gaussian, Hierarchy, Laplace
 from postdp.errors import ValidationError
 from postdp.postprocess import TableProjector
-from postdp.postprocess.table_projection import project_table
 from postdp.tables import Measurement, Query, Table, Workload, measure, single_child_bypass
-from tests.tables._reference import dense_gls, random_schema, random_terms
+from tests.tables._reference import blue_table, dense_gls, random_schema, random_terms
 
 # S has two counties; c1 holds one tract holding one block (a chain), c2 two tracts, t3 one
 # block. Level budgets rho 1, 2, 1, 0.5.
@@ -148,10 +147,10 @@ def test_least_squares_weighs_each_geounit_by_its_budget():
     s = single_child_bypass(table, w, top=1)
     m = measure(table, w, secure=False, rng=3, budget_scale=s)
     ref, ref_var = dense_gls(m)
-    np.testing.assert_allclose(project_table(m), ref, rtol=0, atol=1e-9 * np.abs(ref).max())
+    np.testing.assert_allclose(blue_table(m), ref, rtol=0, atol=1e-9 * np.abs(ref).max())
     projector = TableProjector(table, w, budget_scale=s)
     np.testing.assert_allclose(projector.variances(), ref_var, rtol=0, atol=1e-12)
-    est = project_table(m)
+    est = blue_table(m)
     geo = table.geography
     for child in np.flatnonzero(s == 0):  # the same persons as its parent: the same estimate
         np.testing.assert_allclose(est[child], est[geo.parent[child]], atol=1e-9)
@@ -180,7 +179,7 @@ def test_random_spines_and_schemas_equal_dense_gls(seed):
     assert projector._basis is not None
     ref, ref_var = dense_gls(m)
     scale = max(1.0, float(np.abs(ref).max()))
-    np.testing.assert_allclose(project_table(m), ref, rtol=0, atol=1e-9 * scale)
+    np.testing.assert_allclose(blue_table(m), ref, rtol=0, atol=1e-9 * scale)
     noise = max(x.variance for x in w.measurements) * 4
     np.testing.assert_allclose(projector.variances(), ref_var, rtol=0, atol=1e-9 * noise)
 

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from scipy import linalg
 
+import postdp
 from postdp import Gaussian
 from postdp.hierarchy import Hierarchy
-from postdp.postprocess import table_topdown as topdown_module
-from postdp.postprocess.table_topdown import top_down_table
+from postdp.postprocess import topdown as topdown_module
 from postdp.postprocess.topdown2020 import family as _family_nnls
 from postdp.postprocess.topdown2020 import root as _root_nnls
 from postdp.tables import Measurement, Query, Table, Workload, measure, pl94_schema
@@ -165,9 +165,9 @@ def test_schema_top_down_equals_the_dense_coupled_path(seed, monkeypatch):
     c x c matrices) to 1e-9, several draws at once."""
     table, workload = _schema_case(seed)
     draws = measure(table, workload, secure=False, rng=seed, size=2)
-    ours = top_down_table(draws)
+    ours = postdp.top_down(draws)
     monkeypatch.setattr(topdown_module, "table_schema", lambda cat, w: None)
-    dense = top_down_table(draws)
+    dense = postdp.top_down(draws)
     scale = max(1.0, float(np.abs(dense).max()))
     np.testing.assert_allclose(ours, dense, rtol=0, atol=1e-9 * scale)
     geo = table.geography
@@ -195,7 +195,7 @@ def test_pl94_family_split_on_sparse_children():
     items = [Measurement(0, Query.marginal(s, "detailed"), Gaussian(rho=1.0))]
     items += [Measurement(1, Query.marginal(s, n), Gaussian(rho=0.05)) for n in names]
     draws = measure(table, Workload(items), secure=False, rng=2)
-    out = top_down_table(draws)
+    out = postdp.top_down(draws)
     assert out.min() >= 0
     np.testing.assert_allclose(out[1:].sum(axis=0), out[0], rtol=0, atol=1e-8)
     np.testing.assert_array_equal(out[1:, out[0] == 0], 0.0)
@@ -309,7 +309,7 @@ def test_the_2020_preset_runs_top_down_with_its_state_invariants():
     does not keep it is refused before any work."""
     table, work = small_pl94_state(4)
     geo = table.geography
-    out = top_down_table(measure(table, work, secure=False, rng=5))
+    out = postdp.top_down(measure(table, work, secure=False, rng=5))
     truth = table.counts()[:, 0]
     np.testing.assert_allclose(out[:3].sum(axis=1), truth[:3], rtol=0, atol=1e-8)
     assert out.min() >= 0

@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import postdp
 from postdp import Gaussian, Hierarchy, Laplace
 from postdp.postprocess import TableProjector
-from postdp.postprocess.table_projection import project_table
 from postdp.tables import Measurement, Query, Table, Workload, expand, measure, pl94_schema
 from tests.tables._reference import (
     assert_equals_dense_gls,
@@ -58,10 +58,10 @@ def test_marginal_basis_equals_dense_gls(seed):
 def test_batched_draws_are_solved_one_by_one_alike():
     table, workload = _case(3)
     draws = measure(table, workload, secure=False, rng=1, size=(2, 3))
-    batched = project_table(draws, cells=True)
+    batched = postdp.project(draws, nonneg=False)
     assert batched.shape[:2] == (2, 3)
     one = type(draws)(draws.table, draws.workload, tuple(v[1, 2] for v in draws.values), False)
-    np.testing.assert_allclose(batched[1, 2], project_table(one, cells=True), atol=1e-9)
+    np.testing.assert_allclose(batched[1, 2], postdp.project(one, nonneg=False), atol=1e-9)
 
 
 def test_the_pl94_blocks_are_tiny():
@@ -120,7 +120,6 @@ def test_query_variances_of_a_category_tree_query():
 def test_project_on_schema_measurements_matches_clarabel(seed):
     """``postdp.project(measurements, nonneg=...)`` (SPEC section 12): (P) is the marginal
     basis, (P+) the exact table active-set solver; both equal cvxpy + Clarabel (tight)."""
-    import postdp
     from tests.tables._reference import qp_table
 
     table, workload = _case(seed)
@@ -139,7 +138,6 @@ def test_project_on_schema_measurements_matches_clarabel(seed):
 
 
 def test_project_refuses_hierarchy_options_for_tables():
-    import postdp
     from postdp.errors import ValidationError
 
     table, workload = _case(0)
@@ -154,7 +152,6 @@ def test_simulate_a_schema_table_against_theory():
     """``postdp.simulate`` accepts schema tables: the Monte Carlo bias of (P) contains 0 and
     its variance contains the exact variance of the marginal basis, count by count, through
     the simulator's own intervals (fixed seed; a handful of misses allowed by their level)."""
-    import postdp
     from postdp.analysis import TableDesign
 
     table, workload = _case(2)
@@ -173,12 +170,11 @@ def test_schema_top_down_and_nonneg_certificates(seed):
     """Exact (P+) of a schema workload with its KKT certificate at 1e-9, and top-down (the
     detailed cells measured at every level) equal to a per-family Clarabel reference."""
     from postdp.postprocess import TableNonnegProjector
-    from postdp.postprocess.table_nonneg import table_nonneg_report
 
     table, workload = _case(seed)
     draws = measure(table, workload, secure=False, rng=seed + 7)
     plus = TableNonnegProjector(table, workload)(draws)
-    assert plus.min() >= 0 and table_nonneg_report(plus, draws).worst_relative() < 1e-9
+    assert plus.min() >= 0 and postdp.kkt_report(plus, draws).worst_relative() < 1e-9
     geo = table.geography
     # top-down: public queries at the root only, and noisy detailed cells at every level
     items = [

@@ -4,20 +4,20 @@ import numpy as np
 import pytest
 from scipy import stats
 
+import postdp
 from postdp import Gaussian
 from postdp.data import load_p1
 from postdp.errors import ValidationError
 from postdp.postprocess import TableProjector
-from postdp.postprocess.table_projection import project_table
 from postdp.tables import Measurement, Query, Workload, measure
-from tests.tables._reference import qp_table, random_case
+from tests.tables._reference import blue_table, qp_table, random_case
 
 
 @pytest.mark.parametrize("seed", range(24))
 def test_gls_equals_clarabel_on_random_tables(seed):
     table, workload = random_case(seed)
     draws = measure(table, workload, secure=False, rng=seed)
-    ours = project_table(draws, cells=True)
+    ours = postdp.project(draws, nonneg=False)
     ref = qp_table(draws)
     scale = max(1.0, float(np.abs(ref).max()))
     np.testing.assert_allclose(ours, ref, rtol=0, atol=1e-6 * scale)
@@ -43,7 +43,7 @@ def test_batches_are_solved_draw_by_draw():
         for j in range(3):
             one = type(draws)(table, workload, tuple(v[i, j] for v in draws.values), False)
             np.testing.assert_allclose(batch[i, j], projector(one), rtol=0, atol=1e-9)
-    full = project_table(draws)
+    full = blue_table(draws)
     assert full.shape == (2, 3, *table.shape)
 
 
@@ -89,12 +89,10 @@ def test_projection_is_unbiased_on_pennsylvania():
 
 @pytest.mark.parametrize("seed", range(24))
 def test_kkt_report_certifies_the_estimate_and_catches_a_wrong_one(seed):
-    from postdp.postprocess.table_kkt import table_kkt_report
-
     table, workload = random_case(seed)
     draws = measure(table, workload, secure=False, rng=seed)
-    ours = project_table(draws, cells=True)
-    report = table_kkt_report(ours, draws)
+    ours = postdp.project(draws, nonneg=False)
+    report = postdp.kkt_report(ours, draws, nonneg=False)
     assert report.worst_relative() < 1e-9, report
     # move mass between two sibling leaves: still consistent, no longer optimal
     geo = table.geography
@@ -105,7 +103,7 @@ def test_kkt_report_certifies_the_estimate_and_catches_a_wrong_one(seed):
     wrong = ours.copy()
     wrong[pair[0], 0] += 1.0
     wrong[pair[1], 0] -= 1.0
-    bad = table_kkt_report(wrong, draws)
+    bad = postdp.kkt_report(wrong, draws, nonneg=False)
     assert bad.consistency < 1e-9 and bad.worst_relative() > 1e-6  # stationarity or public
 
 

@@ -9,9 +9,9 @@ noise variances; seed ``000_52243d433e48a03d.txt``, Thm 7: (P) is the GLS estima
 import numpy as np
 import pytest
 
+import postdp
 from postdp import Gaussian, Hierarchy, Laplace
 from postdp.postprocess import TableProjector
-from postdp.postprocess.table_projection import project_table
 from postdp.tables import (
     Measurement,
     Query,
@@ -77,7 +77,7 @@ def test_chain_with_a_public_total_in_the_middle():
         np.array([[11.0]]),
         np.array([[5.0, 5.0]]),
     )
-    got = project_table(TableMeasurements(table, workload, answers, False), cells=True)
+    got = postdp.project(TableMeasurements(table, workload, answers, False), nonneg=False)
     expected = np.array([5 - 1 / 6, 19 / 3 - 1 / 6])
     np.testing.assert_allclose(got, np.tile(expected, (3, 1)), rtol=1e-12)
     # every variance: the dense reference

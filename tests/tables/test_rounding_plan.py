@@ -10,7 +10,6 @@ import pytest
 
 import postdp
 from postdp import Gaussian, Hierarchy
-from postdp.postprocess.table_rounding import round_table
 from postdp.tables import (
     Attribute,
     Measurement,
@@ -88,7 +87,7 @@ def test_every_rounding_keeps_the_promised_bounds(seed, rounders):
     rng = np.random.default_rng(seed)
     marginals = [*plan.within_one, *plan.set_aside, "total", "detailed"]
     marginals += [schema.marginal(random_terms(rng, schema)).name for _ in range(3)]
-    draws = np.stack([round_table(cells, table, rng=k) for k in range(150)])
+    draws = np.stack([postdp.round(cells, table, rng=k) for k in range(150)])
     outer = [int(geo.root), *geo.leaves.tolist()]
     inner = [g for g in range(geo.n) if g not in outer]
     for name in dict.fromkeys(marginals):

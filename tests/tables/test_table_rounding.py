@@ -1,7 +1,7 @@
 """Rounding of tables: integers, consistent both ways, within 1 where promised, unbiased.
 
-Also the two facts behind what :func:`round_table` promises (see its Notes): with both
-trees three levels deep, a consistent rounding that keeps every count within 1 may not
+Also the two facts behind what :func:`postdp.round` promises for tables (see its Notes): with
+both trees three levels deep, a consistent rounding that keeps every count within 1 may not
 exist, and where one exists, none may be unbiased.
 """
 
@@ -12,10 +12,9 @@ import pytest
 from scipy.optimize import linprog
 from scipy.stats import norm
 
+import postdp
 from postdp import Hierarchy, Laplace
 from postdp.errors import ValidationError
-from postdp.postprocess.table_rounding import round_table
-from postdp.postprocess.table_topdown import top_down_table
 from postdp.tables import Measurement, Query, Table, Workload, category_matrix, measure
 from tests.analysis.test_montecarlo import _dask_client
 from tests.tables._reference import random_tree
@@ -41,7 +40,7 @@ def _assert_unbiased(mean, sd, truth, n):
 
 def _check(out, v, table):
     """Exact consistency; within 1 for every detailed cell and total of every geounit and
-    for every count of the root and of the leaf geounits (round_table's promise)."""
+    for every count of the root and of the leaf geounits (what postdp.round promises)."""
     geo, cat = table.geography, table.categories
     assert out.dtype == np.int64
     kids = np.zeros_like(out)
@@ -67,7 +66,7 @@ def test_random_tables_are_consistent_and_within_one(seed):
     table = Table(geo, cat, np.zeros((geo.leaves.size, cat.leaves.size), dtype=int))
     scale = float(10.0 ** rng.integers(0, 12))  # fractions survive up to ~1e12
     v = _consistent(rng, geo, cat.leaves.size, scale)
-    out = round_table(v[None].repeat(5, axis=0), table, rng=seed)
+    out = postdp.round(v[None].repeat(5, axis=0), table, rng=seed)
     for draw in out:
         _check(draw, v, table)
 
@@ -88,14 +87,14 @@ def test_split_by_state_keeps_every_promise(seed):
     """Each first-level subtree rounded with its boundary frozen, then the nation: the
     same guarantees as the single circulation."""
     table, v = _three_levels(seed)
-    for draw in round_table(v[None].repeat(4, axis=0), table, rng=seed, split=True):
+    for draw in postdp.round(v[None].repeat(4, axis=0), table, rng=seed, split=True):
         _check(draw, v, table)
 
 
 def test_split_by_state_is_unbiased_and_the_same_on_dask():
     table, v = _three_levels(21, n_geo=16, n_cat=5)
     n = 3000
-    out = round_table(np.broadcast_to(v, (n, *v.shape)), table, rng=2, split=True)
+    out = postdp.round(np.broadcast_to(v, (n, *v.shape)), table, rng=2, split=True)
     C = category_matrix(table.categories).astype(float)
     every = out.astype(float) @ C.T
     mean, sd = every.mean(axis=0), every.std(axis=0, ddof=1)
@@ -103,9 +102,9 @@ def test_split_by_state_is_unbiased_and_the_same_on_dask():
     _assert_unbiased(mean, sd, truth, n)
     with _dask_client() as client:
         few = np.broadcast_to(v, (3, *v.shape))
-        local = round_table(few, table, rng=5, split=True)
+        local = postdp.round(few, table, rng=5, split=True)
         np.testing.assert_array_equal(
-            round_table(few, table, rng=5, split=True, client=client), local
+            postdp.round(few, table, rng=5, split=True, client=client), local
         )
 
 
@@ -115,7 +114,7 @@ def test_integer_input_is_kept():
     cat = random_tree(rng, 6, "c")
     table = Table(geo, cat, rng.integers(0, 9, (geo.leaves.size, cat.leaves.size)))
     v = table.detailed().astype(float)
-    np.testing.assert_array_equal(round_table(v, table, rng=1), table.detailed())
+    np.testing.assert_array_equal(postdp.round(v, table, rng=1), table.detailed())
 
 
 def test_every_cell_is_unbiased():
@@ -126,7 +125,7 @@ def test_every_cell_is_unbiased():
     table = Table(geo, cat, np.zeros((geo.leaves.size, cat.leaves.size), dtype=int))
     v = _consistent(rng, geo, cat.leaves.size)
     n = 20_000
-    out = round_table(np.broadcast_to(v, (n, *v.shape)), table, rng=5).astype(float)
+    out = postdp.round(np.broadcast_to(v, (n, *v.shape)), table, rng=5).astype(float)
     C = category_matrix(cat).astype(float)
     every = out @ C.T  # every (geounit, category node) count, detailed and aggregate
     mean, sd = every.mean(axis=0), every.std(axis=0, ddof=1)
@@ -142,8 +141,8 @@ def test_a_top_down_release_rounds_to_a_consistent_table():
     work = Workload(
         [Measurement(d, Query.detailed(cat), Laplace(epsilon=1.0)) for d in range(geo.n_levels)]
     )
-    real = top_down_table(measure(table, work, secure=False, rng=3, size=4))
-    out = round_table(real, table, rng=4)
+    real = postdp.top_down(measure(table, work, secure=False, rng=3, size=4))
+    out = postdp.round(real, table, rng=4)
     assert out.min() >= 0  # nonnegative input stays nonnegative
     for draw, v in zip(out, real, strict=True):
         _check(draw, v, table)
@@ -154,14 +153,14 @@ def test_inconsistent_or_misshapen_input_is_refused():
     cat = Hierarchy.from_parents(["T", "x", "y"], [None, "T", "T"])
     table = Table(geo, cat, [[0, 0], [0, 0]])
     with pytest.raises(ValidationError, match="consistent across geography"):
-        round_table([[3.0, 2.0], [1.5, 0.5], [1.0, 1.5]], table)
+        postdp.round([[3.0, 2.0], [1.5, 0.5], [1.0, 1.5]], table)
     with pytest.raises(ValidationError, match="shape"):
-        round_table([[3.0, 2.0, 1.0]], table)
+        postdp.round([[3.0, 2.0, 1.0]], table)
     with pytest.raises(ValidationError, match="2\\*\\*52"):
-        round_table([[2.0**53, 0.0], [2.0**52, 0.0], [2.0**52, 0.0]], table)
+        postdp.round([[2.0**53, 0.0], [2.0**52, 0.0], [2.0**52, 0.0]], table)
 
 
-# --- why not every count within 1 and unbiased (see round_table's Notes) -------------------
+# --- why not every count within 1 and unbiased (see the Notes of postdp.round) -------------------
 
 _GEO = [[0, 1, 2, 3], [0, 1], [2, 3], [0], [1], [2], [3]]  # root > 2 > 2, leaves g0..g3
 _CAT = _GEO  # Total > {A, B} > 2 cells each
@@ -218,9 +217,9 @@ def test_within_one_may_exist_but_not_unbiasedly():
 @pytest.fixture
 def sparse_walk(monkeypatch):
     """Round every table on its fractional counts only (the path of wide schema tables)."""
-    from postdp.postprocess import table_rounding
+    from postdp.postprocess import rounding
 
-    monkeypatch.setattr(table_rounding, "_SPARSE_CELLS", 1)
+    monkeypatch.setattr(rounding, "_SPARSE_CELLS", 1)
 
 
 @pytest.mark.parametrize("seed", range(12))
@@ -232,7 +231,7 @@ def test_the_fractional_circulation_keeps_every_promise(seed, sparse_walk):
     v = _consistent(rng, geo, cat.leaves.size, float(10.0 ** rng.integers(0, 12)))
     v[:, rng.random(cat.leaves.size) < 0.3] = np.rint(v[:, :1])  # some integer cells
     v = geo.aggregate(np.where(geo.is_leaf[:, None], v, 0.0).T).T  # consistent again
-    for draw in round_table(v[None].repeat(4, axis=0), table, rng=seed):
+    for draw in postdp.round(v[None].repeat(4, axis=0), table, rng=seed):
         _check(draw, v, table)
 
 
@@ -242,11 +241,11 @@ def test_the_fractional_circulation_is_unbiased_and_keeps_integers(sparse_walk):
     cat = random_tree(rng, 6, "c")
     table = Table(geo, cat, rng.integers(0, 9, (geo.leaves.size, cat.leaves.size)))
     np.testing.assert_array_equal(
-        round_table(table.detailed().astype(float), table, rng=1), table.detailed()
+        postdp.round(table.detailed().astype(float), table, rng=1), table.detailed()
     )
     v = _consistent(rng, geo, cat.leaves.size)
     n = 4000
-    out = round_table(np.broadcast_to(v, (n, *v.shape)), table, rng=5).astype(float)
+    out = postdp.round(np.broadcast_to(v, (n, *v.shape)), table, rng=5).astype(float)
     C = category_matrix(cat).astype(float)
     every, truth = out @ C.T, v @ C.T
     mean, sd = every.mean(axis=0), every.std(axis=0, ddof=1)
@@ -267,8 +266,8 @@ def test_a_persons_schema_top_down_rounds_on_its_occupied_cells():
     table = Table(geo, s.categories(), counts)
     items = [Measurement(d, Query.marginal(s, n), Gaussian(rho=0.5)) for d in range(3)
              for n in ("total", "votingage * hispanic", "detailed")]  # fmt: skip
-    v = top_down_table(measure(table, Workload(items), secure=False, rng=4))
-    out = round_table(v, table, rng=6)
+    v = postdp.top_down(measure(table, Workload(items), secure=False, rng=4))
+    out = postdp.round(v, table, rng=6)
     _check(out, v, table)
     assert (out[v == 0] == 0).all()
 
@@ -285,22 +284,22 @@ def test_sparse_leaf_cells_round_as_the_dense_table_does(seed):
     the fractional path (the same integers for the same seed), returned sparse."""
     from scipy import sparse
 
-    from postdp.postprocess import table_rounding
+    from postdp.postprocess import rounding
 
     rng = np.random.default_rng(200 + seed)
     geo = random_tree(rng, int(rng.integers(3, 30)), "g")
     cat = random_tree(rng, int(rng.integers(3, 12)), "c")
     table = Table(geo, cat, np.zeros((geo.leaves.size, cat.leaves.size), dtype=int))
     v = _consistent(rng, geo, cat.leaves.size, float(10.0 ** rng.integers(0, 6)))
-    out = round_table(_leaf_sparse(v, geo), table, rng=seed)
+    out = postdp.round(_leaf_sparse(v, geo), table, rng=seed)
     assert sparse.issparse(out) and out.dtype == np.int64
     full = np.zeros((geo.n, cat.leaves.size), dtype=np.int64)
     full[geo.leaves] = out.toarray()
     full = geo.aggregate(full.T).T
     _check(full, v, table)
     with pytest.MonkeyPatch.context() as mp:  # the dense input on the fractional path
-        mp.setattr(table_rounding, "_SPARSE_CELLS", 1)
-        dense = round_table(v, table, rng=seed)
+        mp.setattr(rounding, "_SPARSE_CELLS", 1)
+        dense = postdp.round(v, table, rng=seed)
     np.testing.assert_array_equal(full, dense)
     Table(geo, cat, out)  # usable as a table's cells
 
@@ -319,7 +318,7 @@ def test_sparse_leaf_cells_are_unbiased():
     square = np.zeros((geo.n, cat.n))
     for _ in range(n):
         full = np.zeros((geo.n, cat.leaves.size))
-        full[geo.leaves] = round_table(m, table, rng=gen).toarray()
+        full[geo.leaves] = postdp.round(m, table, rng=gen).toarray()
         every = geo.aggregate(full.T).T @ C.T
         total += every
         square += every**2
@@ -335,14 +334,14 @@ def test_sparse_leaf_cells_of_one_tree_and_bad_input():
     geo = Hierarchy.from_parents(["S", "a", "b"], [None, "S", "S"])
     one = Hierarchy.from_parents(["T", "x"], [None, "T"])
     table = Table(geo, one, [[0], [0]])
-    out = round_table(sparse.csr_array([[1.5], [2.25]]), table, rng=0).toarray()
+    out = postdp.round(sparse.csr_array([[1.5], [2.25]]), table, rng=0).toarray()
     assert out[0, 0] in (1, 2) and out[1, 0] in (2, 3)
     assert out.sum() in (3, 4)
     cat = Hierarchy.from_parents(["T", "x", "y"], [None, "T", "T"])
     t2 = Table(geo, cat, [[0, 0], [0, 0]])
     with pytest.raises(ValidationError, match=r"shape \(2, 2\); got shape \(3, 2\)"):
-        round_table(sparse.csr_array(np.ones((3, 2))), t2)
+        postdp.round(sparse.csr_array(np.ones((3, 2))), t2)
     with pytest.raises(ValidationError, match="finite"):
-        round_table(sparse.csr_array([[np.nan, 1.0], [0, 0]]), t2)
+        postdp.round(sparse.csr_array([[np.nan, 1.0], [0, 0]]), t2)
     with pytest.raises(ValidationError, match="2\\*\\*52"):
-        round_table(sparse.csr_array([[2.0**53, 1.0], [0, 0]]), t2)
+        postdp.round(sparse.csr_array([[2.0**53, 1.0], [0, 0]]), t2)

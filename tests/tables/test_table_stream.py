@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import postdp
 from postdp import Gaussian, Hierarchy
 from postdp.errors import ValidationError
 from postdp.postprocess import TableProjector, project_by_subtree
-from postdp.postprocess.table_topdown import top_down_table
 from postdp.tables import (
     Measurement,
     PublishedTable,
@@ -148,7 +148,7 @@ def test_blue_by_subtree_equals_the_whole_tables_with_dense_matrices(seed):
 def test_top_down_by_subtree_equals_the_whole_tables(seed):
     table, work = _schema_case(seed)
     draws = measure(table, work, secure=False, rng=seed, size=2)
-    calls = _check(draws, 1, "top-down", top_down_table)
+    calls = _check(draws, 1, "top-down", postdp.top_down)
     assert calls == list(range(table.geography.levels[1].size))  # one pass
 
 
@@ -157,7 +157,7 @@ def test_the_2020_preset_by_county_equals_the_whole_state():
     table, work = small_pl94_state(3)
     draws = measure(table, work, secure=False, rng=4)
     _check(draws, 2, "blue", TableProjector(table, work))
-    _check(draws, 2, "top-down", top_down_table)
+    _check(draws, 2, "top-down", postdp.top_down)
 
 
 def _check_variances(measurements, cut, queries):
@@ -325,7 +325,7 @@ def test_a_county_by_county_release_of_the_2020_preset():
 def test_trees_sharing_a_shape_pool_solve_as_alone():
     """Subtrees built on one basis share their shapes; trees whose matrices differ at a
     level never mix them up (each equals its solve without the pool)."""
-    from postdp.postprocess._solvers.table_tree import TreeGLS
+    from postdp.postprocess._solvers.kalman_tree import TreeGLS
 
     rng = np.random.default_rng(2)
     pool = ({}, [])

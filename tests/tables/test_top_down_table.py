@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
+import postdp
 from postdp import Gaussian, Laplace
 from postdp.errors import ValidationError
-from postdp.postprocess.table_topdown import top_down_table
 from postdp.tables import Measurement, Query, Table, Workload, measure
 from tests.tables._reference import (
     assert_top_down_matches_reference,
@@ -58,7 +58,7 @@ def _own(measurements):
 def test_top_down_equals_a_per_family_reference(seed):
     table, workload = _case(seed)
     draws = measure(table, workload, secure=False, rng=seed)
-    ours = top_down_table(draws)
+    ours = postdp.top_down(draws)
     geo = table.geography
     assert ours.min() >= 0
     kids = np.zeros_like(ours)
@@ -73,10 +73,10 @@ def test_top_down_equals_a_per_family_reference(seed):
 def test_batched_draws_match_one_by_one():
     table, workload = _case(3)
     draws = measure(table, workload, secure=False, rng=0, size=4)
-    batch = top_down_table(draws)
+    batch = postdp.top_down(draws)
     for i in range(4):
         one = type(draws)(table, workload, tuple(v[i] for v in draws.values), False)
-        np.testing.assert_allclose(batch[i], top_down_table(one), rtol=0, atol=1e-12)
+        np.testing.assert_allclose(batch[i], postdp.top_down(one), rtol=0, atol=1e-12)
 
 
 def test_workloads_top_down_cannot_run_are_refused():
@@ -87,11 +87,11 @@ def test_workloads_top_down_cannot_run_are_refused():
         Measurement(d, Query.detailed(cat), Laplace(epsilon=1.0)) for d in range(deepest + 1)
     ]
     with pytest.raises(ValidationError, match="identify every detailed cell"):
-        top_down_table(measure(table, Workload(detailed[:-1]), secure=False, rng=0))
+        postdp.top_down(measure(table, Workload(detailed[:-1]), secure=False, rng=0))
     if deepest >= 1:
         public = Measurement(1, Query("total", [[str(cat.ids[0])]]), None)
         with pytest.raises(ValidationError, match="public queries at the root only"):
-            top_down_table(measure(table, Workload([*detailed, public]), secure=False, rng=0))
+            postdp.top_down(measure(table, Workload([*detailed, public]), secure=False, rng=0))
 
 
 def _grouped(seed):
@@ -126,10 +126,10 @@ def test_coupled_top_down_equals_a_per_family_reference(seed):
 def test_coupled_top_down_batches_match_one_by_one():
     table, workload = _grouped(2)
     draws = measure(table, workload, secure=False, rng=0, size=3)
-    batch = top_down_table(draws)
+    batch = postdp.top_down(draws)
     for i in range(3):
         one = type(draws)(table, workload, tuple(v[i] for v in draws.values), False)
-        np.testing.assert_allclose(batch[i], top_down_table(one), rtol=0, atol=1e-12)
+        np.testing.assert_allclose(batch[i], postdp.top_down(one), rtol=0, atol=1e-12)
 
 
 def test_dask_partitions_give_the_local_result():
@@ -143,14 +143,14 @@ def test_dask_partitions_give_the_local_result():
         + [Measurement(d, Query.detailed(cat), Gaussian(rho=0.5)) for d in range(5)]
     )
     draws = measure(table, w, secure=False, rng=4, size=2)
-    local = top_down_table(draws)
+    local = postdp.top_down(draws)
     with (
         distributed.LocalCluster(
             n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
         ) as cluster,
         distributed.Client(cluster) as client,
     ):
-        remote = top_down_table(draws, client=client)
+        remote = postdp.top_down(draws, client=client)
     np.testing.assert_array_equal(remote, local)
     geo = table.geography
     kids = np.zeros_like(local)
@@ -173,9 +173,9 @@ def test_a_root_fixed_by_invariants_alone():
     )
     draws = measure(table, work, secure=False, rng=0)
     given = type(draws)(table, work, (fixed[None, :], *draws.values[1:]), False)
-    out = top_down_table(given)
+    out = postdp.top_down(given)
     np.testing.assert_allclose(out[0], fixed, rtol=0, atol=1e-12)
     assert out.min() >= 0
     without_root = Workload(work.measurements[1:])
     with pytest.raises(ValidationError, match="identify every detailed cell"):
-        top_down_table(measure(table, without_root, secure=False, rng=0))
+        postdp.top_down(measure(table, without_root, secure=False, rng=0))

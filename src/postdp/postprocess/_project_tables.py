@@ -10,9 +10,10 @@ import numpy as np
 from postdp._typing import ArrayLike, FloatArray
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
+from postdp.postprocess._solvers.one_cell import counts_only as _counts_only
 from postdp.tables import Table, TableMeasurements, Workload
 
-__all__ = ["check_step", "kkt_measurements", "project_measurements"]
+__all__ = ["check_step", "project_measurements"]
 
 
 def check_step(step: str, table: Table, workload: Workload) -> None:
@@ -56,7 +57,7 @@ def check_step(step: str, table: Table, workload: Workload) -> None:
     refused
     """
     from postdp.postprocess.table_restore import check_blue_restore
-    from postdp.postprocess.table_topdown import check_top_down
+    from postdp.postprocess.topdown import check_top_down
     from postdp.postprocess.topdown2020 import check_top_down_2020
 
     checks = {
@@ -78,9 +79,9 @@ def project_measurements(
     weights: ArrayLike | None,
 ) -> FloatArray:
     """``project`` of a table's measurements: the detailed cells of every geounit."""
-    from postdp.postprocess.table_nonneg import TableNonnegProjector
-    from postdp.postprocess.table_projection import project_table
-    from postdp.postprocess.table_topdown import top_down_table
+    from postdp.postprocess.gls import gls_cells
+    from postdp.postprocess.nonneg import TableNonnegProjector
+    from postdp.postprocess.topdown import top_down_cells
 
     _counts_only(hierarchy, public, weights)
     if method not in ("exact", "topdown", "blue", "blue-restore", "topdown-2020"):
@@ -100,7 +101,7 @@ def project_measurements(
         integral: FloatArray = top_down_2020(measurements).astype(np.float64)
         return integral
     if method in ("exact", "blue") and not nonneg:
-        return project_table(measurements, cells=True)
+        return gls_cells(measurements)
     if method == "blue-restore":
         from postdp.postprocess.table_restore import blue_restore
 
@@ -108,34 +109,7 @@ def project_measurements(
     if method == "topdown":
         if not nonneg:
             raise ValidationError("table top-down is nonnegative; pass nonneg=True")
-        return top_down_table(measurements)
+        return top_down_cells(measurements)
     table = measurements.table
     cells: FloatArray = TableNonnegProjector(table, measurements.workload)(measurements)
     return cells
-
-
-def kkt_measurements(
-    solution: ArrayLike,
-    measurements: TableMeasurements,
-    hierarchy: Hierarchy | None,
-    nonneg: bool,
-    public: Any,
-    weights: ArrayLike | None,
-) -> Any:
-    """``kkt_report`` of a table estimate: the (P+) report, or (P)'s with ``nonneg=False``."""
-    from postdp.postprocess.table_kkt import table_kkt_report
-    from postdp.postprocess.table_nonneg import table_nonneg_report
-
-    _counts_only(hierarchy, public, weights)
-    estimate = np.asarray(solution, dtype=np.float64)
-    report = table_nonneg_report if nonneg else table_kkt_report
-    return report(estimate, measurements)
-
-
-def _counts_only(hierarchy: Hierarchy | None, public: Any, weights: ArrayLike | None) -> None:
-    for name, value in (("hierarchy", hierarchy), ("public", public), ("weights", weights)):
-        if value is not None:
-            raise ValidationError(
-                f"`{name}` is for counts; table measurements carry their geography, public "
-                "queries and weights in their workload"
-            )

@@ -35,13 +35,8 @@ from postdp.hierarchy import (
     resolve_public,
 )
 from postdp.mechanisms import NoiseMechanism, expand_mechanisms
-from postdp.postprocess._solvers.active_set import solve_nonneg
+from postdp.postprocess._solvers.one_cell import CountsSolver, counts_only
 from postdp.postprocess._solvers.simplex import project_families
-from postdp.postprocess._solvers.tree_solve import (
-    TreeProblem,
-    two_pass,
-)
-from postdp.postprocess.topdown import TopDownPlan
 from postdp.tables import TableMeasurements
 
 __all__ = [
@@ -278,7 +273,7 @@ class Projector:
     [[3.0, 0.0, 3.0], [3.0, 1.5, 1.5]]
     """
 
-    __slots__ = ("_exact", "_topdown", "hierarchy", "method", "nonneg", "public", "weights")
+    __slots__ = ("_solver", "hierarchy", "method", "nonneg", "public", "weights")
 
     def __init__(
         self,
@@ -310,14 +305,9 @@ class Projector:
                 DegenerateInputWarning,
                 stacklevel=2,
             )
-        self._exact: TreeProblem | None = None
-        self._topdown: TopDownPlan | None = None
-        if method == "exact":
-            self._exact = TreeProblem.build(hierarchy, self.weights, self.public)
-        else:
-            self._topdown = TopDownPlan.build(
-                hierarchy, self.weights, self.public, nonneg=self.nonneg
-            )
+        self._solver = CountsSolver.build(
+            hierarchy, self.weights, self.public, nonneg=self.nonneg, method=method
+        )
 
     def __call__(self, noisy: ArrayLike) -> FloatArray:
         """Project ``noisy`` (shape (..., n)); returns the same shape.
@@ -343,17 +333,7 @@ class Projector:
     def _solve(self, Y: FloatArray) -> FloatArray:
         """Project the rows of ``Y`` (float64, shape (B, n), finite), overwriting ``Y``: for
         callers that own their batch (the Monte Carlo engine), no copy and no checks."""
-        lay = self.hierarchy.layout
-        Yl = Y if lay.identity else Y[:, lay.order]
-        if self._topdown is not None:
-            X = self._topdown.run(Yl)
-        elif self._exact is not None and self.nonneg:
-            X = solve_nonneg(self._exact, Yl)
-        else:
-            assert self._exact is not None
-            X = two_pass(self._exact, Yl, overwrite=True)
-        out: FloatArray = X if lay.identity else X[:, lay.position]
-        return out
+        return self._solver.solve(Y)
 
 
 # --------------------------------------------------------------------------------------------
@@ -483,13 +463,12 @@ def top_down(
     if client is not None:
         if not isinstance(noisy, TableMeasurements):
             raise ValidationError("`client` is for table measurements")
-        from postdp.postprocess._project_tables import _counts_only
-        from postdp.postprocess.table_topdown import top_down_table
+        from postdp.postprocess.topdown import top_down_cells
 
-        _counts_only(hierarchy, public, weights)
+        counts_only(hierarchy, public, weights)
         if not nonneg:
             raise ValidationError("table top-down is nonnegative; pass nonneg=True")
-        return top_down_table(noisy, client=client)
+        return top_down_cells(noisy, client=client)
     return project(
         noisy, hierarchy, nonneg=nonneg, public=public, method="topdown", weights=weights
     )

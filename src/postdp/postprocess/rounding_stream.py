@@ -28,6 +28,7 @@ from postdp import _rng
 from postdp._typing import FloatArray, IntArray, RNGLike
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
+from postdp.postprocess._solvers.level_rounding import _Q
 from postdp.postprocess._solvers.rounding_split import (
     _Part,
     _state_step,
@@ -35,8 +36,7 @@ from postdp.postprocess._solvers.rounding_split import (
     national_step,
 )
 from postdp.postprocess._solvers.table_network import _network
-from postdp.postprocess.rounding import _Q
-from postdp.postprocess.table_rounding import _SPARSE_CELLS, _with_parents
+from postdp.postprocess.rounding import _SPARSE_CELLS, _with_parents
 from postdp.tables import Table
 
 __all__ = ["round_by_subtree"]

@@ -106,7 +106,7 @@ def blue_restore(
     >>> bool(out.min() >= 0), float(out[0].sum()), bool(np.allclose(out[0], out[1] + out[2]))
     (True, 7.0, True)
     """
-    from postdp.postprocess.table_projection import TableProjector
+    from postdp.postprocess.gls import TableProjector
 
     table, workload = measurements.table, measurements.workload
     geo = table.geography

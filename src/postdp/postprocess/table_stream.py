@@ -34,20 +34,20 @@ import numpy as np
 
 from postdp._typing import FloatArray
 from postdp.errors import ValidationError
+from postdp.postprocess._solvers.kalman_tree import TreeGLS
 from postdp.postprocess._solvers.marginal_basis import (
     MarginalBasis,
     held_at_zero,
     table_schema,
     workload_basis,
 )
-from postdp.postprocess._solvers.table_tree import TreeGLS
-from postdp.postprocess.table_projection import (
+from postdp.postprocess.gls import (
     answered,
     level_answers,
     level_matrices,
     table_matrix,
 )
-from postdp.postprocess.table_topdown import top_down_table
+from postdp.postprocess.topdown import top_down_cells
 from postdp.tables import Measurement, Query, TableMeasurements, Workload
 from postdp.tables.bypass import uniform_budget
 from postdp.tables.published import PublishedTable
@@ -218,7 +218,7 @@ def _top_down(
     geo, cat = top.table.geography, top.table.categories
     schema = table_schema(cat, top.workload)
     detailed = Query.detailed(cat) if schema is None else Query.marginal(schema, "detailed")
-    upper = top_down_table(top)
+    upper = top_down_cells(top)
     yield upper
     for k, g in enumerate(geo.leaves):
         sub = _subtree(top, subtree, k)
@@ -227,7 +227,7 @@ def _top_down(
             neighbours=sub.workload.neighbours,
         )
         fixed = upper[..., g : g + 1, :]
-        yield top_down_table(TableMeasurements(sub.table, work, (fixed, *sub.values), sub.secure))
+        yield top_down_cells(TableMeasurements(sub.table, work, (fixed, *sub.values), sub.secure))
 
 
 class _Solver:

@@ -24,7 +24,7 @@ from postdp._typing import FloatArray
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
 from postdp.mechanisms import Mechanism
-from postdp.postprocess.table_projection import TableProjector
+from postdp.postprocess.gls import TableProjector
 
 
 def hierarchy_variances(

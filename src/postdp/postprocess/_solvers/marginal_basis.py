@@ -19,8 +19,8 @@ tau} r_k unknowns per geounit, measured only by the marginals whose factors outs
 identities (through the Kronecker product of I_{r_k} or H over tau). The geographic sums act
 coordinate by coordinate. The whole problem is therefore 2^K families of identical tiny tree
 problems (for the 2020 persons schema: 16 types, blocks of at most 3 unknowns), each solved
-exactly by :class:`~postdp.postprocess._solvers.table_tree.TreeGLS` with the blocks as a batch axis,
-then rotated back. Cost per geounit and draw about c x (sum of r_k + sizes); no c x c
+exactly by :class:`~postdp.postprocess._solvers.kalman_tree.TreeGLS` with the blocks as a
+batch axis, then rotated back. Cost per geounit and draw about c x (sum of r_k + sizes); no c x c
 matrix is formed. The result is the same least-squares solution as the dense solver
 (tested to 1e-9 on random schemas with recodes and public queries).
 """
@@ -36,7 +36,7 @@ import numpy as np
 
 from postdp._typing import FloatArray
 from postdp.hierarchy import Hierarchy
-from postdp.postprocess._solvers.table_tree import TreeGLS
+from postdp.postprocess._solvers.kalman_tree import TreeGLS
 from postdp.tables import Workload
 from postdp.tables.schema import Marginal, Schema
 

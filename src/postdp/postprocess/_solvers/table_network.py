@@ -12,7 +12,7 @@ import numpy.typing as npt
 
 from postdp._typing import IntArray
 from postdp.hierarchy import Hierarchy
-from postdp.postprocess.rounding import _Q
+from postdp.postprocess._solvers.level_rounding import _Q
 
 __all__: list[str] = []
 

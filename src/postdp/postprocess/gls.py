@@ -17,6 +17,9 @@ least-squares split of its parent's histogram. The c x c matrices depend only on
 of a subtree and the workload, never on the draws: they are computed once per distinct
 subtree shape (a signature), so the work is O(geounits x c^2) per draw with a few hundred
 matrix factorisations, batched over draws (leading axes).
+
+A one-cell table (a hierarchy of counts) takes the hierarchy's O(n) two-pass solve instead
+(:mod:`postdp.postprocess._solvers.one_cell`).
 """
 
 from __future__ import annotations
@@ -28,13 +31,14 @@ import numpy as np
 from postdp._typing import FloatArray
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
+from postdp.postprocess._solvers.kalman_tree import TreeGLS
 from postdp.postprocess._solvers.marginal_basis import MarginalBasis, held_at_zero, table_schema
-from postdp.postprocess._solvers.table_tree import TreeGLS
+from postdp.postprocess._solvers.one_cell import one_cell
 from postdp.tables import Query, Table, TableMeasurements, Workload, category_matrix
 from postdp.tables.bypass import check_budget_scale
 from postdp.tables.published import PublishedTable
 
-__all__ = ["TableProjector", "project_table"]
+__all__ = ["TableProjector", "gls_cells"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -124,6 +128,11 @@ class TableProjector:
         lead = measurements.values[0].shape[:-2]
         B = int(np.prod(lead)) if lead else 1
         c = self.table.categories.leaves.size
+        counts = one_cell(measurements)
+        if counts is not None:
+            solved = counts.solve(nonneg=False)
+            if solved is not None:
+                return solved.reshape(*lead, geo.n, 1)
         if self._basis is not None:
             values = [v.reshape(B, *v.shape[-2:]) for v in measurements.values]
             result: FloatArray = self._basis.solve(values, B).reshape(*lead, geo.n, c)
@@ -309,22 +318,20 @@ def level_answers(
     return laid
 
 
-def project_table(measurements: TableMeasurements, *, cells: bool = False) -> FloatArray:
+def gls_cells(measurements: TableMeasurements) -> FloatArray:
     """(P): the consistent table closest to the measurements in weighted least squares.
 
     Parameters
     ----------
     measurements : TableMeasurements
-    cells : bool, default False
-        False: every (geounit, category node) value, shape (..., geography.n,
-        categories.n). True: only the detailed cells, shape (..., geography.n, n_detailed).
 
     Returns
     -------
-    ndarray
-        Consistent both ways: every geographic parent equals the sum of its children and
-        every aggregate category the sum of its detailed cells (up to rounding error);
-        public queries hold exactly. Unbiased ([zhu2021], Thm 7).
+    ndarray, shape (..., geography.n, n_detailed)
+        The detailed cells of every geounit (:func:`postdp.tables.expand` gives every
+        category node), consistent across geography (up to rounding error); public
+        queries hold exactly. Unbiased ([zhu2021], Thm 7). ``postdp.project(m,
+        nonneg=False)`` is this.
 
     Examples
     --------
@@ -335,20 +342,14 @@ def project_table(measurements: TableMeasurements, *, cells: bool = False) -> Fl
     >>> t = Table(geo, cat, [[10, 20], [30, 40]])
     >>> w = Workload([Measurement(0, Query("total", [["T"]]), None),
     ...               Measurement(1, Query.detailed(cat), Geometric(epsilon=1.0))])
-    >>> est = project_table(measure(t, w, secure=False, rng=0))
-    >>> bool(abs(est[0, 0] - 100) < 1e-9)  # the public total holds
+    >>> est = gls_cells(measure(t, w, secure=False, rng=0))
+    >>> bool(abs(est[0].sum() - 100) < 1e-9)  # the public total holds
     True
     """
     projector = TableProjector(
         measurements.table, measurements.workload, budget_scale=measurements.budget_scale
     )
-    detailed = projector(measurements)
-    if cells:
-        return detailed
-    cat = measurements.table.categories
-    full = np.zeros((*detailed.shape[:-1], cat.n))
-    full[..., cat.leaves] = detailed
-    return cat.aggregate(full)
+    return projector(measurements)
 
 
 def _smoothed_variances(projector: TableProjector) -> FloatArray:

@@ -1,5 +1,6 @@
 """The pivoting behind (P+) for tables, one draw at a time (private; see
-:mod:`postdp.postprocess.table_nonneg`)."""
+:mod:`postdp.postprocess.nonneg`). A one-cell table takes the scalar pivoting of
+:mod:`postdp.postprocess._solvers.active_set` instead, every draw at once."""
 
 from __future__ import annotations
 

@@ -1,5 +1,9 @@
 """The two-pass tree solver of table (P), on any per-level measurement matrices (private).
 
+The c x c generalisation of :mod:`postdp.postprocess._solvers.tree_solve` (the scalar
+solver of a hierarchy of counts, which a one-cell table takes instead; see
+:mod:`postdp.postprocess._solvers.one_cell`).
+
 Generalised least squares for histograms x_g of c cells on a geography, a parent's the sum of
 its children's, with measurements y = A_d x_g + noise (variance r per row, 0 for a public
 row held exactly) at every geounit g of level d. The Gaussian (Kalman) filter and smoother
@@ -27,7 +31,7 @@ import numpy as np
 from postdp._typing import FloatArray, IntArray
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
-from postdp.postprocess._solvers.table_active import psd_pinv
+from postdp.postprocess._solvers.nonneg_pivoting import psd_pinv
 
 __all__ = ["TreeGLS"]
 

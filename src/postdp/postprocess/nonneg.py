@@ -1,6 +1,6 @@
 """(P+) for tables: the nonnegative least-squares table, exactly, without a QP solver.
 
-The problem is (P) of :mod:`postdp.postprocess.table_projection` with every detailed cell of every
+The problem is (P) of :mod:`postdp.postprocess.gls` with every detailed cell of every
 leaf geounit >= 0. Its solution is (P) with the right set of leaf cells held at 0 (the
 active set), found by block principal pivoting (Judice and Pires, as for hierarchies in
 :mod:`postdp.postprocess._solvers.active_set`): solve (P) with the current set held at 0; a free
@@ -18,6 +18,10 @@ its path from the root, of each geounit's own weighted residual A' W (A t - y); 
 queries add a multiplier per (geounit, query group), found by least squares over the free
 cells (where the reduced gradient must vanish). At held cells the reduced gradient is the
 cell's multiplier, which must be >= 0.
+
+A one-cell table (a hierarchy of counts) takes the hierarchy's pivoting over the leaves,
+every draw at once (:mod:`postdp.postprocess._solvers.one_cell`). :func:`nnls_report` is
+the (P+) certificate of a table.
 """
 
 from __future__ import annotations
@@ -31,12 +35,13 @@ import numpy.typing as npt
 from postdp._kernels import FlatTree
 from postdp._typing import FloatArray
 from postdp.errors import ValidationError
-from postdp.postprocess._solvers.table_active import BoolArray, Draw
-from postdp.postprocess.table_projection import TableProjector
+from postdp.postprocess._solvers.nonneg_pivoting import BoolArray, Draw
+from postdp.postprocess._solvers.one_cell import one_cell
+from postdp.postprocess.gls import TableProjector
 from postdp.tables import Table, TableMeasurements, Workload
 from postdp.tables.bypass import uniform_budget
 
-__all__ = ["TableNonnegProjector", "TableNonnegReport", "table_nonneg_report"]
+__all__ = ["TableNonnegProjector", "TableNonnegReport", "nnls_report"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -124,6 +129,11 @@ class TableNonnegProjector:
         geo = self.table.geography
         c = self.table.categories.leaves.size
         lead = measurements.values[0].shape[:-2]
+        counts = one_cell(measurements)
+        if counts is not None:
+            solved = counts.solve(nonneg=True)  # the hierarchy's pivoting, every draw at once
+            if solved is not None:
+                return solved.reshape(*lead, geo.n, 1)
         B = int(np.prod(lead)) if lead else 1
         ys = [self._base._answers(measurements, d, B) for d in range(geo.n_levels)]
         out = np.empty((B, geo.n, c))
@@ -182,7 +192,7 @@ class TableNonnegReport:
         )
 
 
-def table_nonneg_report(estimate: FloatArray, measurements: TableMeasurements) -> TableNonnegReport:
+def nnls_report(estimate: FloatArray, measurements: TableMeasurements) -> TableNonnegReport:
     """KKT residuals of a (P+) estimate of a table (one draw), from the estimate alone.
 
     Parameters
@@ -207,7 +217,7 @@ def table_nonneg_report(estimate: FloatArray, measurements: TableMeasurements) -
     >>> t = Table(geo, cat, [[0, 3], [1, 0]])
     >>> w = Workload([Measurement(d, Query.detailed(cat), Gaussian(rho=0.5)) for d in (0, 1)])
     >>> m = measure(t, w, secure=False, rng=4)
-    >>> table_nonneg_report(TableNonnegProjector(t, w)(m), m).worst_relative() < 1e-9
+    >>> nnls_report(TableNonnegProjector(t, w)(m), m).worst_relative() < 1e-9
     True
     """
     table, workload = measurements.table, measurements.workload

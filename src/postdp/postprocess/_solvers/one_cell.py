@@ -1,0 +1,186 @@
+"""The one-cell solver: (P), (P+) and top-down of a hierarchy of counts (private).
+
+A hierarchy of counts is the table with one detailed cell per geounit. Its (P), (P+) and
+top-down have scalar solvers, batched over draws (:class:`CountsSolver`: the O(n)
+two-pass tree solve, block pivoting over the leaves, the vectorised family split), which
+:class:`~postdp.postprocess.Projector` runs on counts and
+:class:`~postdp.postprocess.TableProjector`, :class:`~postdp.postprocess.TableNonnegProjector`
+and :func:`postdp.top_down` pick for a one-cell table (:func:`one_cell`) in place of the
+c x c filter that a table with more cells needs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from postdp._typing import FloatArray
+from postdp.errors import PostdpError, ValidationError
+from postdp.hierarchy import Hierarchy, Layout, PublicNodes, check_feasible, resolve_public
+from postdp.postprocess._solvers.active_set import solve_nonneg
+from postdp.postprocess._solvers.simplex import TopDownPlan
+from postdp.postprocess._solvers.tree_solve import TreeProblem, two_pass
+from postdp.tables import TableMeasurements
+
+__all__ = ["CountsSolver", "OneCell", "counts_only", "one_cell"]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class CountsSolver:
+    """(P), (P+) (``method="exact"``) or top-down of a hierarchy's counts, prepared.
+
+    Everything that does not depend on the noisy values: the two-pass coefficients of the
+    exact problem, or the top-down plan.
+    """
+
+    layout: Layout
+    nonneg: bool
+    exact: TreeProblem | None
+    topdown: TopDownPlan | None
+
+    @classmethod
+    def build(
+        cls, h: Hierarchy, weights: FloatArray, pub: PublicNodes, *, nonneg: bool, method: str
+    ) -> CountsSolver:
+        """Prepare the solver (``method`` is "exact" or "topdown")."""
+        if method == "exact":
+            return cls(h.layout, nonneg, TreeProblem.build(h, weights, pub), None)
+        return cls(h.layout, nonneg, None, TopDownPlan.build(h, weights, pub, nonneg=nonneg))
+
+    def solve(self, Y: FloatArray) -> FloatArray:
+        """The rows of ``Y`` (float64, shape (B, n), id order, finite) solved, overwriting
+        ``Y``."""
+        lay = self.layout
+        Yl = Y if lay.identity else Y[:, lay.order]
+        if self.topdown is not None:
+            X = self.topdown.run(Yl)
+        elif self.nonneg:
+            assert self.exact is not None
+            X = solve_nonneg(self.exact, Yl)
+        else:
+            assert self.exact is not None
+            X = two_pass(self.exact, Yl, overwrite=True)
+        out: FloatArray = X if lay.identity else X[:, lay.position]
+        return out
+
+
+@dataclass(frozen=True, eq=False)
+class OneCell:
+    """A one-cell table's measurements as a hierarchy's weighted counts.
+
+    The problem is the table's: each geounit's noisy answers combine into their
+    inverse-variance mean with the sum of their weights, and a public query fixes every
+    geounit of its level.
+
+    Attributes
+    ----------
+    geography : Hierarchy
+    noisy : ndarray, shape (B, geography.n)
+        Each geounit's combined noisy answer, rows in the order of ``geography.ids``.
+    weights : ndarray, shape (geography.n,)
+        The sum of the inverse variances of its answers (1 where a public query fixes it).
+    public : dict
+        Geounit id to its public value.
+    """
+
+    geography: Hierarchy
+    noisy: FloatArray
+    weights: FloatArray
+    public: dict[Any, float]
+
+    def solve(self, *, nonneg: bool, method: str = "exact") -> FloatArray | None:
+        """The hierarchy's (P) / (P+) (``method="exact"``) or top-down, shape (B, n); None
+        when the hierarchy's solver refuses the public values (the general table solver
+        then gives its own answer or error).
+
+        Parameters
+        ----------
+        nonneg : bool
+        method : {"exact", "topdown"}, default "exact"
+
+        Returns
+        -------
+        ndarray or None
+        """
+        geo = self.geography
+        try:
+            pub = resolve_public(geo, public=self.public or None)
+            check_feasible(geo, public=pub, nonneg=nonneg)
+        except PostdpError:
+            return None
+        solver = CountsSolver.build(geo, self.weights, pub, nonneg=nonneg, method=method)
+        return solver.solve(self.noisy.copy())
+
+
+def one_cell(measurements: TableMeasurements) -> OneCell | None:
+    """The one-cell table's measurements as weighted counts, or None when the table has
+    more than one detailed cell, is measured with budget factors, leaves a geographic
+    level unmeasured, or holds public answers that differ between draws or within a level's
+    geounit (the general solvers handle those).
+
+    Parameters
+    ----------
+    measurements : TableMeasurements
+
+    Returns
+    -------
+    OneCell or None
+
+    Examples
+    --------
+    >>> from postdp import Hierarchy, Laplace
+    >>> from postdp.tables import Measurement, Query, Table, Workload, measure
+    >>> geo = Hierarchy.from_parents(["S", "a", "b"], [None, "S", "S"])
+    >>> cat = Hierarchy.from_parents(["T"], [None])
+    >>> w = Workload([Measurement(0, Query.detailed(cat), None),
+    ...               Measurement(1, Query.detailed(cat), Laplace(epsilon=1.0))])
+    >>> counts = one_cell(measure(Table(geo, cat, [[3], [4]]), w, secure=False, rng=0))
+    >>> counts.public, counts.weights.tolist()
+    ({'S': 7.0}, [1.0, 0.5, 0.5])
+    """
+    table = measurements.table
+    geo, cat = table.geography, table.categories
+    if cat.leaves.size != 1 or measurements.budget_scale is not None:
+        return None
+    lead = measurements.values[0].shape[:-2]
+    B = int(np.prod(lead)) if lead else 1
+    total = np.zeros((B, geo.n))
+    weight = np.zeros(geo.n)
+    fixed = np.full(geo.n, np.nan)
+    for m, values in zip(measurements.workload.measurements, measurements.values, strict=True):
+        nodes = geo.levels[m.level]
+        y = np.asarray(values, dtype=np.float64).reshape(B, nodes.size, -1)
+        if not (m.query.matrix(cat) == 1).all():  # pragma: no cover - every query is the cell
+            return None
+        if not m.public:
+            w = 1.0 / m.variance
+            total[:, nodes] += w * y.sum(axis=-1)
+            weight[nodes] += w * y.shape[-1]
+            continue
+        value = y[0, :, 0]
+        seen = fixed[nodes]
+        if (y != value[None, :, None]).any() or (~np.isnan(seen) & (seen != value)).any():
+            return None
+        fixed[nodes] = value
+    public = ~np.isnan(fixed)
+    if not (public | (weight > 0)).all():
+        return None
+    noisy = np.where(public, fixed, total / np.where(weight > 0, weight, 1.0))
+    weights = np.where(public, 1.0, weight)
+    at = np.flatnonzero(public)
+    return OneCell(
+        geo, noisy, weights, dict(zip(geo.ids[at].tolist(), fixed[at].tolist(), strict=True))
+    )
+
+
+def counts_only(hierarchy: Hierarchy | None, public: Any, weights: Any) -> None:
+    """Refuse the options of counts (a hierarchy, public nodes, weights) with a table's
+    measurements, which carry their geography, public queries and weights."""
+    for name, value in (("hierarchy", hierarchy), ("public", public), ("weights", weights)):
+        if value is not None:
+            raise ValidationError(
+                f"`{name}` is for counts; table measurements carry their geography, public "
+                "queries and weights in their workload"
+            )
