@@ -161,10 +161,9 @@ class _Release:
             self.manifest = json.loads((path / DONE).read_text(encoding="utf-8"))
         except (OSError, ValueError):
             raise ValidationError(f"{str(path)!r}: its plan or manifest is unreadable") from None
-        from postdp.analysis.table_design import INTEGRAL_STEPS, parse_table_steps
+        from postdp.postprocess import parse_table_method
 
-        step, rounded = parse_table_steps(str(self.plan.get("method", "")))
-        self.integral = bool(rounded or step in INTEGRAL_STEPS)
+        self.integral = parse_table_method(str(self.plan.get("method", ""))).integral
         wide = path / "wide"
         found = {p.name.removesuffix(".parquet") for p in wide.glob("*.parquet")}
         from postdp.nmf._layout import LEVELS_2020

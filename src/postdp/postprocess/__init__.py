@@ -1,5 +1,8 @@
 """Post-processing of noisy counts and tables: projections, nonnegativity, rounding, chains.
 
+Every method is a record of one registry, :func:`estimators` (look one up with
+:func:`estimator`); its name there is its only spelling.
+
 One vocabulary for both models (a hierarchy of counts is a table with one cell per
 geounit): :func:`project`, :func:`top_down`, :func:`round` and :func:`kkt_report` take a
 hierarchy's noisy counts or a table's :class:`~postdp.tables.TableMeasurements`; for tables
@@ -28,6 +31,13 @@ from postdp.postprocess.elementwise.ramps import (
     translated_ramp,
     translated_ramp_bias,
 )
+from postdp.postprocess.estimators import (
+    Estimator,
+    TableMethod,
+    estimator,
+    estimators,
+    parse_table_method,
+)
 from postdp.postprocess.projections import (
     Projector,
     inverse_variance_weights,
@@ -53,11 +63,13 @@ from postdp.postprocess.topdown_2020 import (
 __all__ = [
     "ROUNDER_QUERIES",
     "ElementwiseChain",
+    "Estimator",
     "PostProcessChain",
     "ProjectionReport",
     "Projector",
     "Step",
     "TableKKTReport",
+    "TableMethod",
     "TableNonnegProjector",
     "TableNonnegReport",
     "TableProjector",
@@ -68,6 +80,8 @@ __all__ = [
     "check_top_down_2020",
     "clamp",
     "clamp_bias",
+    "estimator",
+    "estimators",
     "inverse_variance_weights",
     "is_consistent",
     "kkt_report",
@@ -75,6 +89,7 @@ __all__ = [
     "modified_postprocess",
     "optimal_ramp_shift",
     "parse_steps",
+    "parse_table_method",
     "project",
     "project_by_subtree",
     "project_sum",

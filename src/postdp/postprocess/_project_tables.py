@@ -21,9 +21,8 @@ def check_step(step: str, table: Table, workload: Workload) -> None:
     Parameters
     ----------
     step : str
-        One step of a method (``"blue"``, ``"topdown-2020"``, ...); the steps with checks of
-        their own are ``topdown``, ``blue-restore``, ``topdown-2020`` and
-        ``blue-restore-2020``, the others need none.
+        A registered estimator's name (:func:`postdp.postprocess.estimators`); most need
+        no checks of their own (:attr:`Estimator.check`).
     table : Table
         Supplies the geography and categories (its counts are not read).
     workload : Workload
@@ -36,8 +35,8 @@ def check_step(step: str, table: Table, workload: Workload) -> None:
     Raises
     ------
     ValidationError
-        Where the step cannot run on this design (e.g. ``topdown-2020`` on a root whose
-        noisy queries do not identify its cells).
+        For an unknown name, or where the step cannot run on this design (e.g.
+        ``topdown-2020`` on a root whose noisy queries do not identify its cells).
 
     Examples
     --------
@@ -55,62 +54,27 @@ def check_step(step: str, table: Table, workload: Workload) -> None:
     ...     print("refused")
     refused
     """
-    from postdp.postprocess.table_restore import check_blue_restore
-    from postdp.postprocess.table_topdown import check_top_down
-    from postdp.postprocess.topdown_2020 import check_top_down_2020
+    from postdp.postprocess.estimators import estimator
 
-    checks = {
-        "topdown": check_top_down,
-        "blue-restore": check_blue_restore,
-        "topdown-2020": check_top_down_2020,
-        "blue-restore-2020": check_blue_restore,
-    }
-    if step in checks:
-        checks[step](table, workload)
+    estimator(step).check_design(table, workload)
 
 
 def project_measurements(
     measurements: TableMeasurements,
     hierarchy: Hierarchy | None,
-    nonneg: bool,
+    nonneg: bool | None,
     public: Any,
-    method: str,
+    method: str | None,
     weights: ArrayLike | None,
 ) -> FloatArray:
     """``project`` of a table's measurements: the detailed cells of every geounit."""
-    from postdp.postprocess.table_nonneg import TableNonnegProjector
-    from postdp.postprocess.table_projection import project_table
-    from postdp.postprocess.table_topdown import top_down_table
+    from postdp.postprocess.estimators import resolve_projection
 
     _counts_only(hierarchy, public, weights)
-    if method not in ("exact", "topdown", "blue", "blue-restore", "topdown-2020"):
-        raise ValidationError(
-            "`method` must be 'exact', 'topdown', 'blue', 'blue-restore' or 'topdown-2020'; "
-            f"got {method!r}"
-        )
-    if method == "blue" and nonneg:
-        raise ValidationError(
-            "'blue' is unbiased and can be negative; pass nonneg=False (or use 'blue-restore')"
-        )
-    if method in ("blue-restore", "topdown-2020") and not nonneg:
-        raise ValidationError(f"{method!r} is nonnegative; pass nonneg=True (or use 'blue')")
-    if method == "topdown-2020":
-        from postdp.postprocess.topdown_2020 import top_down_2020
-
-        integral: FloatArray = top_down_2020(measurements).astype(np.float64)
-        return integral
-    if method in ("exact", "blue") and not nonneg:
-        return project_table(measurements, cells=True)
-    if method == "blue-restore":
-        from postdp.postprocess.table_restore import blue_restore
-
-        return blue_restore(measurements)
-    if method == "topdown":
-        if not nonneg:
-            raise ValidationError("table top-down is nonnegative; pass nonneg=True")
-        return top_down_table(measurements)
-    table = measurements.table
-    cells: FloatArray = TableNonnegProjector(table, measurements.workload)(measurements)
+    est, _ = resolve_projection(method, nonneg, "table")
+    cells: FloatArray = est.table_solver(
+        measurements.table, measurements.workload, measurements.budget_scale
+    )(measurements)
     return cells
 
 
