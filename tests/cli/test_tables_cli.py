@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from postdp.cli import main
+from postdp.postprocess import estimator
 
 WIDE = (
     "id,parent,T,x,y,y1,y2\n"
@@ -206,7 +207,7 @@ def test_top_down_table_release_is_nonnegative_and_consistent(tmp_path, monkeypa
     args = ["release", "--input", "wide.csv", "--categories", "tree.csv", "--study", "--seed"]
     args += ["4", "--epsilon", "0.2", "--postprocess", "topdown", "--public", "root"]
     assert main([*args, "--format", "wide", "-o", "td.csv"]) == 0
-    assert "topdown (top-down, level by level, nonnegative)" in capsys.readouterr().out
+    assert f"topdown ({estimator('topdown').summary})" in capsys.readouterr().out
     wide = pd.read_csv(tmp_path / "td.csv").set_index("geo_id")
     cells = wide[["T", "x", "y", "y1", "y2"]]
     assert (cells.to_numpy() >= 0).all()

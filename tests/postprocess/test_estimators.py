@@ -27,15 +27,27 @@ SRC = Path(postdp.__file__).parent
 REGISTRY = SRC / "postprocess" / "estimators.py"
 
 
+def _module_path(node: ast.AST | None) -> bool:
+    return (
+        isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and node.value.startswith("postdp.")
+    )
+
+
 def _docstrings(tree: ast.AST) -> set[int]:
-    """ids of the string nodes that are docstrings (of a module, class or function) or
-    entries of ``__all__`` (Python names such as ``project``, not method names)."""
+    """ids of the string nodes that are docstrings (of a module, class or function),
+    entries of ``__all__``, or keys of a name -> module map (``{"round":
+    "postdp.postprocess"}``): Python names such as ``project``, not method names."""
     out = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Assign) and any(
             isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
         ):
             out.update(id(c) for c in ast.walk(node.value) if isinstance(c, ast.Constant))
+        if isinstance(node, ast.Dict):
+            pairs = zip(node.keys, node.values, strict=True)
+            out.update(id(k) for k, v in pairs if _module_path(v))
     for node in ast.walk(tree):
         if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
             body = node.body
@@ -66,36 +78,6 @@ def method_literals(text: str, names: list[str]) -> list[tuple[int, str]]:
     return found
 
 
-#: Files of other packages that still spell a method name in code (not yet routed through
-#: the registry: issue 43 item 1, left for their owners), with the names they spell. The
-#: test fails for a spelling outside this list AND for an entry no longer needed, so the
-#: list only shrinks.
-DEBT: dict[str, set[str]] = {
-    "__init__.py": {"clamp", "project", "round"},  # function names in the lazy-import map
-    "analysis/design.py": {"round"},
-    "analysis/table_design.py": {"round"},
-    "analysis/table_replicates.py": {"project"},
-    "analysis/uncertainty.py": {"project"},
-    "cli/_audit_table.py": {"project"},
-    "cli/_options.py": {"project", "project-nonneg", "topdown", "clamp", "ramp-optimal", "round"},
-    "cli/_release_table.py": {
-        "blue-restore", "blue-restore-2020", "project", "project-nonneg", "topdown",
-        "topdown-2020",
-    },
-    "cli/fairness.py": {"clamp"},
-    "cli/plan.py": {"project-nonneg"},
-    "cli/release.py": {"project"},
-    "decisions/fairness.py": {"round"},
-    "postprocess/table_restore.py": {"blue-restore"},
-    "postprocess/topdown_2020.py": {"topdown-2020"},
-    "report/auditing.py": {"project"},
-    "report/fairness_study.py": {"clamp"},
-    "reproduce/seed000.py": {"project", "project-nonneg"},
-    "reproduce/seed002_allotments.py": {"clamp"},
-    "tables/bypass.py": {"blue-restore", "topdown-2020"},  # below postprocess: no import
-}  # fmt: skip
-
-
 def test_no_method_name_is_spelled_outside_the_registry():
     names = [e.name for e in estimators()]
     found: dict[str, set[str]] = {}
@@ -104,10 +86,7 @@ def test_no_method_name_is_spelled_outside_the_registry():
             continue
         for _, name in method_literals(path.read_text(encoding="utf-8"), names):
             found.setdefault(path.relative_to(SRC).as_posix(), set()).add(name)
-    new = {f: n - DEBT.get(f, set()) for f, n in found.items() if n - DEBT.get(f, set())}
-    paid = {f: n - found.get(f, set()) for f, n in DEBT.items() if n - found.get(f, set())}
-    assert not new, f"method names spelled outside the registry: {new}"
-    assert not paid, f"no longer spelled there: remove from DEBT: {paid}"
+    assert not found, f"method names spelled outside the registry: {found}"
 
 
 def test_the_literal_finder_finds_what_it_must_and_spares_docstrings():
@@ -119,10 +98,11 @@ def f(x="project"):
     if x == 'topdown-2020':
         raise ValueError(f"`method` must be 'blue-restore' or `clamp`; got {x!r}")
     return {"projection": 1, "roundabout": 2}
+LAZY = {"round": "postdp.postprocess", "topdown": 3}
 '''
     names = [e.name for e in estimators()]
     got = sorted(n for _, n in method_literals(code, names))
-    assert got == ["blue-restore", "clamp", "project", "topdown-2020"]
+    assert got == ["blue-restore", "clamp", "project", "topdown", "topdown-2020"]
 
 
 def test_every_name_is_unique_and_lookups_return_the_record():

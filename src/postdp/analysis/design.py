@@ -17,6 +17,7 @@ from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy, PublicSpec, public_values
 from postdp.mechanisms import Budget, NoiseMechanism, expand_mechanisms
 from postdp.postprocess import PostProcessChain, Step, inverse_variance_weights, parse_steps
+from postdp.postprocess.estimators import ROUND
 from postdp.tables import Table
 
 __all__ = ["ReleaseDesign", "register_table_design"]
@@ -293,7 +294,7 @@ class _HierarchySimulation:
         chain = self.chain
         if chain is None:
             released = noisy.astype(np.float64, copy=False)
-        elif any(s.name == "round" for s in design.steps):  # rounding: each chunk's stream
+        elif any(s.name == ROUND.name for s in design.steps):  # rounding: each chunk's stream
             parts = [
                 chain(noisy[bounds[i] : bounds[i + 1]], rng=streams[i][levels])
                 for i in range(len(sizes))

@@ -26,7 +26,7 @@ from postdp.analysis.simulation import ChunkRelease, Simulation
 from postdp.analysis.table_metrics import SIZE_BINS, table_metric_sums, table_metrics_from_sums
 from postdp.errors import ValidationError
 from postdp.mechanisms import Budget
-from postdp.postprocess.estimators import PROJECT, estimators, parse_table_method
+from postdp.postprocess.estimators import PROJECT, ROUND, estimators, parse_table_method
 from postdp.tables import Table, TableMeasurements, Workload, category_matrix, measure
 from postdp.tables.bypass import check_budget_scale
 
@@ -196,7 +196,7 @@ class TableDesign:
     def steps(self) -> tuple[str, ...]:
         """The post-processing steps in order, e.g. ``("project-nonneg", "round")`` (a
         hierarchy design's :attr:`ReleaseDesign.steps` hold parsed steps)."""
-        return tuple(s for s in (self.step, "round" if self.rounded else None) if s)
+        return tuple(s for s in (self.step, ROUND.name if self.rounded else None) if s)
 
     def _table_for(self, truth: ArrayLike | None) -> Table:
         """The design's table, or the same geography and categories holding ``truth``."""

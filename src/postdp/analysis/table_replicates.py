@@ -23,6 +23,7 @@ from postdp import _rng, _validation
 from postdp._intervals import ConfidenceInterval
 from postdp._typing import ArrayLike, RNGLike
 from postdp.errors import ValidationError
+from postdp.postprocess.estimators import PROJECT
 from postdp.tables import Table, Workload, category_matrix, measure
 
 if TYPE_CHECKING:
@@ -36,7 +37,7 @@ def table_replicate_intervals(
     table: Table,
     workload: Workload,
     *,
-    postprocess: str = "project",
+    postprocess: str = PROJECT.name,
     replicates: int = 50,
     level: float = 0.9,
     secure: bool = False,

@@ -17,6 +17,7 @@ from postdp.cli._options import CliError, progress
 from postdp.cli._release_table import flag_design
 from postdp.cli._report import check_report, print_written, write_study
 from postdp.cli._tables import check_step_fits, check_steps, load_table, workload
+from postdp.postprocess.estimators import PROJECT
 
 
 def run_table_audit(args: argparse.Namespace, state: RunState) -> int:
@@ -29,7 +30,7 @@ def run_table_audit(args: argparse.Namespace, state: RunState) -> int:
     state.phase = "checking the options"
     work = workload(args, table)
     step, rounded = check_steps(args.postprocess)
-    step = step or "project"
+    step = step or PROJECT.name
     check_step_fits(args, table, work, step)
     with flag_design(args):
         design = TableDesign(table, work, step + (",round" if rounded else ""))

@@ -22,6 +22,7 @@ from postdp.cli._tables import (
     wide_form,
     workload,
 )
+from postdp.postprocess.estimators import estimator, estimators
 
 
 def run_table(args: argparse.Namespace, state: RunState, check_cap: Any) -> int:
@@ -128,10 +129,11 @@ def _margins(
                 "errors (replicates x geounits x categories x 4 bytes); use fewer"
             )
         return None
-    if step not in ("project", "blue"):
+    if step is None or not estimator(step).variances:
         raise CliError(
             f"--uncertainty {args.uncertainty}: exact GLS margins are for --postprocess "
-            "project or blue (the least-squares estimate)"
+            f"{' or '.join(e.name for e in estimators('table') if e.variances)} (the "
+            "least-squares estimate)"
         )
     if any(m.weight is not None for m in work.measurements):
         raise CliError(
@@ -205,16 +207,7 @@ def _report(
         )
     step, rounded = check_steps(args.postprocess)
     if step is not None:
-        what = {
-            "project": "least squares over every measured count",
-            "project-nonneg": "least squares over every measured count, every cell >= 0",
-            "topdown": "top-down, level by level, nonnegative",
-            "blue": "the best linear unbiased estimate (least squares)",
-            "blue-restore": "the best linear unbiased estimate made nonnegative per family",
-            "topdown-2020": "the Census Bureau's 2020 production TopDown, integral",
-            "blue-restore-2020": "the BLUE restored per family and rounded by the 2020 "
-            "rounder, integral",
-        }[step]
+        what = estimator(step).summary
         if rounded:
             what += ", then rounded to integers (unbiased)"
         print(

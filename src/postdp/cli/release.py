@@ -27,6 +27,7 @@ from postdp.cli._options import (
     wants_table,
     whole,
 )
+from postdp.postprocess.estimators import PROJECT
 
 __all__ = ["add_parser", "run"]
 
@@ -340,8 +341,8 @@ def _margins(args: argparse.Namespace, h: Any, mechanisms: list[Any], public: An
     if args.uncertainty is None:
         return None
     option = f"--uncertainty {args.uncertainty}"
-    if args.postprocess.replace(" ", "") != "project":
-        raise CliError(f"{option}: exact GLS margins are for --postprocess project alone")
+    if args.postprocess.replace(" ", "") != PROJECT.name:
+        raise CliError(f"{option}: exact GLS margins are for --postprocess {PROJECT.name} alone")
     variances = {m.variance() for m in mechanisms}
     if args.weights != "inverse-variance" and len(variances) > 1:
         raise CliError(

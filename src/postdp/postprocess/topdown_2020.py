@@ -79,6 +79,7 @@ from postdp.postprocess._solvers.structural import (
     min_tolerance,
     rounder_limits,
 )
+from postdp.postprocess.estimators import TOPDOWN_2020
 from postdp.tables import Table, TableMeasurements, Workload
 from postdp.tables.bounds import CountBounds
 from postdp.tables.bypass import only_children, only_children_unmeasured
@@ -277,7 +278,7 @@ class _Plan:
         root_fixed: bool = False,
     ) -> None:
         self.scale = only_children_unmeasured(
-            table.geography, scale, "topdown-2020", root_fixed=root_fixed
+            table.geography, scale, TOPDOWN_2020.name, root_fixed=root_fixed
         )
         schema = table_schema(table.categories, work)
         if schema is None:
@@ -352,9 +353,9 @@ class _Plan:
             total, C, g = None, np.zeros((0, self.c)), np.zeros(0)
         rows = self.structural.family(every, np.array([self.root_id]))
         if rows is None:
-            x = certified_root(H, lin, C, g, who="topdown-2020")
+            x = certified_root(H, lin, C, g, who=TOPDOWN_2020.name)
         else:
-            x = bounded_root(H, lin, C, g, rows.C, rows.lo[0], rows.hi[0], who="topdown-2020")
+            x = bounded_root(H, lin, C, g, rows.C, rows.lo[0], rows.hi[0], who=TOPDOWN_2020.name)
             x[rows.fixed[0]] = 0.0
         totals = None if total is None else np.array([round(total)])
         rounded = round_nested(
