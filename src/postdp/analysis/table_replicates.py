@@ -54,8 +54,8 @@ def table_replicate_intervals(
     table : Table
     workload : Workload
     postprocess : str, default "project"
-        Any table post-processing (:data:`~postdp.analysis.table_design.TABLE_STEPS`,
-        optionally ``",round"``).
+        Any table post-processing (:func:`~postdp.postprocess.parse_table_method`: a
+        table estimator, optionally followed by ``",round"``).
     replicates, level, secure, rng
         As in :func:`postdp.analysis.replicate_intervals`.
 

@@ -16,13 +16,13 @@ Forms:
 - ``long`` (integral methods only: ``topdown-2020``, ``blue-restore-2020``, any step with
   ``,round``): ``geocode``, ``category`` (dictionary of the schema's cells) and
   ``estimate``, the cells of estimate 0 left out (a cell not listed is 0). A real-valued
-  method (``blue``, ``blue-restore``, ``project``, ...) writes no long form: its cells are
+  method (``project``, ``blue-restore``, ``project-nonneg``, ...) writes no long form: its cells are
   almost never 0, so it would list every cell of every geounit (628 MB for the District of
-  Columbia's ``blue``), negative ones included; its wide form holds them all.
+  Columbia's ``project``), negative ones included; its wide form holds them all.
 - ``std_dev`` (methods with standard deviations): one row per geounit and query with
   ``geocode``, ``query_name``, ``query_shape`` and ``std_dev`` (its counts' standard
   deviations, a list in C order: the layout of the noisy measurement files' ``value``);
-- ``moe`` (``blue``, exact; an integral method with ``amc``, from its replicates): one row
+- ``moe`` (``project``, exact; an integral method with ``amc``, from its replicates): one row
   per geounit, ``geocode`` and ``<variable>_moe`` for every row of the published tables
   over the run's schema (:func:`moe_tables`: P1 to P5 for persons, H1 for housing units),
   the 90% margin of error, :data:`Z90` times the standard error (0 for an invariant).
@@ -344,7 +344,7 @@ def fingerprint(run: Path) -> str:
 
     Hidden files and folders (a killed writer's temporaries) are left out. Every byte is
     read once per post-processing: SHA-256 streams at 0.3 to 2 GB/s (0.09 s for the
-    53 MB synthetic District run on a loaded 2-core machine, whose ``blue`` took 95 s and
+    53 MB synthetic District run on a loaded 2-core machine, whose ``project`` took 95 s and
     whose every read 2 to 5 s), so the 25 GB of a national run take 15 s to 1.5 min, a
     small share of reading and decoding the same files, which post-processing does at
     least once. Hashing only the Parquet footers (sizes, row counts, min/max statistics)

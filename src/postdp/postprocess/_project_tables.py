@@ -47,7 +47,7 @@ def check_step(step: str, table: Table, workload: Workload) -> None:
     >>> t = Table(geo, s.categories(), [[1, 2, 3, 4], [5, 6, 7, 8]])
     >>> w = Workload([Measurement(0, Query.marginal(s, "total"), Gaussian(rho=0.5)),
     ...               Measurement(1, Query.marginal(s, "detailed"), Gaussian(rho=0.5))])
-    >>> check_step("blue", t, w)  # no checks of its own
+    >>> check_step("project", t, w)  # no checks of its own
     >>> try:
     ...     check_step("topdown-2020", t, w)  # the root's total does not pin its cells
     ... except ValueError:
