@@ -93,7 +93,7 @@ BAD = [
     (["--categories", "tree.csv"], "needs the wide table as --input"),
     (
         ["--table", "p1-us-county", "--postprocess", "clamp"],
-        "a table post-processing is one of project, project-nonneg, topdown, blue",
+        "a table post-processing is one of project, project-nonneg, topdown, blue-restore",
     ),
     (["--table", "p1-us-county", "--public", "42"], "--public '42': for a table"),
     (
@@ -106,7 +106,7 @@ BAD = [
     ),
     (
         ["--table", "p1-us-county", "--postprocess", "topdown-2020,round"],
-        "--postprocess 'topdown-2020,round': a table post-processing is one of",
+        "--postprocess 'topdown-2020,round': 'topdown-2020' is already integral",
     ),
     (["--table", "p1-us-county", "--epsilon", "1,2"], "--epsilon '1,2': needs one value"),
     (["--table", "p1-us-county", "--keep", "name"], "--keep: applies to hierarchy releases"),

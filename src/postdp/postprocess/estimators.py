@@ -196,7 +196,7 @@ def _resolve(path: str) -> Callable[..., Any]:
 
 
 # -- table solvers (imported when first used) ----------------------------------------------
-def _project(table: Table, workload: Workload, scale: ArrayLike | None) -> Any:
+def _project(table: Table, workload: Workload, scale: FloatArray | None) -> Any:
     from postdp.postprocess.table_projection import TableProjector
 
     return TableProjector(table, workload, budget_scale=scale)
