@@ -307,7 +307,7 @@ def test_nonneg_table_release(tmp_path, monkeypatch, capsys):
     args = ["release", "--input", "wide.csv", "--categories", "tree.csv", "--study", "--seed"]
     args += ["2", "--epsilon", "0.1", "--public", "root", "--postprocess", "project-nonneg"]
     assert main([*args, "--format", "wide", "-o", "pp.csv"]) == 0
-    assert "every cell >= 0" in capsys.readouterr().out
+    assert f"project-nonneg ({estimator('project-nonneg').summary})" in capsys.readouterr().out
     wide = pd.read_csv(tmp_path / "pp.csv").set_index("geo_id")
     cells = wide[["T", "x", "y", "y1", "y2"]]
     assert (cells.to_numpy() >= 0).all() and wide.loc["S", "T"] == pytest.approx(103)
