@@ -101,7 +101,7 @@ class TableDesign:
         projector: Any = None
         if est is not None:
             est.check_design(self.table, self.workload)
-            projector = est.table_solver(self.table, self.workload, scale)
+            projector = est.table_solver(self.table, self.workload, budget_scale=scale)
         object.__setattr__(self, "projector", projector)
 
     @property

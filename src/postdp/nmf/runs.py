@@ -126,9 +126,8 @@ def postprocess(
         ``"seed_drawn": true``); resuming the same call into the same folder reuses it, so
         the resumed output is the same bits as an uninterrupted one.
     scheduler : dask.distributed.Client, optional
-        Runs the subtree tasks of a method that has them (``topdown-2020``) as Dask
-        tasks (each ships the run's path, its
-        subtree code and its state's histogram, and writes its own files).
+        Runs a method's subtree tasks (``topdown-2020``) as Dask tasks, each shipping the
+        run's path, its subtree code and its state's histogram and writing its own files.
     amc : int, default 0
         With K >= 2: approximate Monte Carlo margins of error (:func:`postdp.nmf.amc`,
         study path seeded by ``seed``): the release taken as the truth, measured and

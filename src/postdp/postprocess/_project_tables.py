@@ -73,7 +73,7 @@ def project_measurements(
     _counts_only(hierarchy, public, weights)
     est, _ = resolve_projection(method, nonneg, "table")
     cells: FloatArray = est.table_solver(
-        measurements.table, measurements.workload, measurements.budget_scale
+        measurements.table, measurements.workload, budget_scale=measurements.budget_scale
     )(measurements)
     return cells
 

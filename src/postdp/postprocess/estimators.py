@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from typing import TYPE_CHECKING, Any
 
 from postdp.errors import ValidationError
@@ -117,6 +117,7 @@ class Estimator:
     name: str
     summary: str
     models: tuple[str, ...]
+    _: KW_ONLY
     integral: bool = False
     nonnegative: bool = False
     random: bool = False
@@ -159,7 +160,7 @@ class Estimator:
             _resolve(self.check)(table, workload)
 
     def table_solver(
-        self, table: Table, workload: Workload, budget_scale: ArrayLike | None = None
+        self, table: Table, workload: Workload, *, budget_scale: ArrayLike | None = None
     ) -> Callable[[TableMeasurements], FloatArray]:
         """Its solver prepared for a table design.
 
@@ -510,6 +511,7 @@ class TableMethod:
     """
 
     step: Estimator | None
+    _: KW_ONLY
     finish: Estimator | None = None
 
     @property
@@ -571,4 +573,4 @@ def parse_table_method(text: str) -> TableMethod:
         raise ValidationError(
             f"{step.name!r} is already integral; it takes no {finish.name!r} (got {text!r})"
         )
-    return TableMethod(step, finish)
+    return TableMethod(step, finish=finish)

@@ -44,7 +44,6 @@ from postdp.postprocess._solvers.marginal_basis import identifies_cells, table_s
 from postdp.postprocess._solvers.nested_rounding import round_nested, rounder_chain
 from postdp.postprocess._solvers.root_nnls import bounded_root, certified_root
 from postdp.postprocess._solvers.structural import FamilyRows, StructuralPlan, rounder_limits
-from postdp.postprocess.estimators import BLUE_RESTORE
 from postdp.tables import CountBounds, Measurement, Table, TableMeasurements, Workload
 from postdp.tables.bypass import only_children_unmeasured
 from postdp.tables.schema import Marginal, Schema
@@ -124,7 +123,7 @@ def blue_restore(
         )
     lead = measurements.values[0].shape[:-2]
     B = int(np.prod(lead)) if lead else 1
-    scale = only_children_unmeasured(geo, measurements.budget_scale, BLUE_RESTORE.name)
+    scale = only_children_unmeasured(geo, measurements.budget_scale, "blue_restore")
     blue = TableProjector(table, workload, budget_scale=scale)(measurements).reshape(B, geo.n, c)
     values = [v.reshape(B, *v.shape[-2:]) for v in measurements.values]
     out = np.empty((B, geo.n, c))
@@ -222,8 +221,8 @@ def _root(
     g = np.concatenate([v[0] for _, v in fixed]) if fixed else np.zeros(0)
     bound = None if structural is None else structural.family(every, np.array([root]))
     if bound is None:
-        return certified_root(H, lin, C, g, who=BLUE_RESTORE.name), None
-    x = bounded_root(H, lin, C, g, bound.C, bound.lo[0], bound.hi[0], who=BLUE_RESTORE.name)
+        return certified_root(H, lin, C, g, who="blue_restore"), None
+    x = bounded_root(H, lin, C, g, bound.C, bound.lo[0], bound.hi[0], who="blue_restore")
     x[bound.fixed[0]] = 0.0
     return x, bound
 

@@ -79,7 +79,6 @@ from postdp.postprocess._solvers.structural import (
     min_tolerance,
     rounder_limits,
 )
-from postdp.postprocess.estimators import TOPDOWN_2020
 from postdp.tables import Table, TableMeasurements, Workload
 from postdp.tables.bounds import CountBounds
 from postdp.tables.bypass import only_children, only_children_unmeasured
@@ -278,7 +277,7 @@ class _Plan:
         root_fixed: bool = False,
     ) -> None:
         self.scale = only_children_unmeasured(
-            table.geography, scale, TOPDOWN_2020.name, root_fixed=root_fixed
+            table.geography, scale, "top_down_2020", root_fixed=root_fixed
         )
         schema = table_schema(table.categories, work)
         if schema is None:
@@ -353,9 +352,9 @@ class _Plan:
             total, C, g = None, np.zeros((0, self.c)), np.zeros(0)
         rows = self.structural.family(every, np.array([self.root_id]))
         if rows is None:
-            x = certified_root(H, lin, C, g, who=TOPDOWN_2020.name)
+            x = certified_root(H, lin, C, g, who="top_down_2020")
         else:
-            x = bounded_root(H, lin, C, g, rows.C, rows.lo[0], rows.hi[0], who=TOPDOWN_2020.name)
+            x = bounded_root(H, lin, C, g, rows.C, rows.lo[0], rows.hi[0], who="top_down_2020")
             x[rows.fixed[0]] = 0.0
         totals = None if total is None else np.array([round(total)])
         rounded = round_nested(
