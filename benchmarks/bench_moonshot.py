@@ -14,7 +14,7 @@ needed, so no more than one state's table is held at once.
 The release: detailed cells measured at every level (Gaussian, rho = 0.05 each; the
 national total public), then top-down and rounding, with public names only:
 
-1. ``postdp.postprocess.project_by_subtree(top, subtree, method="top-down")``: the nation
+1. ``postdp.postprocess.project_by_subtree(top, subtree, method="topdown")``: the nation
    and the states solved top-down, then each state below its fixed histogram (each state
    measured from its own seed when asked for); each state's real-valued result is kept on
    disk (one ``.npy`` per state), never all in memory.
@@ -104,7 +104,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="moonshot-") as folder:
         kept = Path(folder)
         t1 = time.perf_counter()
-        parts = project_by_subtree(top_m, subtree, method="top-down")
+        parts = project_by_subtree(top_m, subtree, method="topdown")
         upper = next(parts)
         for k, real in enumerate(parts):
             np.save(kept / f"{k}.npy", real)

@@ -20,7 +20,7 @@ noise floor), then on those same measurements:
   (``postdp.project(..., method="topdown-2020")``: two least-squares and two L1 rounder
   passes per parent, integral);
 - ``topdown``: ``postdp.top_down`` then ``postdp.round`` (consistent integers);
-- ``blue``: ``postdp.project(..., nonneg=False, method="blue")`` (unbiased, real-valued);
+- ``project``: ``postdp.project(..., method="project")`` (the BLUE: unbiased, real-valued);
 - ``blue-restore``: ``postdp.project(..., nonneg=True, method="blue-restore")`` then
   ``postdp.round``;
 - ``blue-restore-int``: ``postdp.postprocess.blue_restore(..., integral=True)`` (each family
@@ -94,7 +94,7 @@ def _estimators(m, table, rng):
     steps = {
         "topdown-2020": lambda: postdp.project(m, method="topdown-2020"),
         "topdown": lambda: postdp.round(postdp.top_down(m), table, rng=rng),
-        "blue": lambda: postdp.project(m, nonneg=False, method="blue"),
+        "project": lambda: postdp.project(m, method="project"),
         "blue-restore": lambda: postdp.round(
             postdp.project(m, nonneg=True, method="blue-restore"), table, rng=rng
         ),

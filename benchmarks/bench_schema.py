@@ -33,8 +33,8 @@ With ``--stream FIPS``: the synthetic 2020 population of one state
 tracts, ~9,400 block groups, ~320,000 blocks) under the persons preset (or ``--strategy``),
 released subtree by subtree: the table and workload cut at the tracts (``--cut 3``; 2 for
 the counties) with ``Table.split_at`` and ``Workload.split_at``, each subtree's answers
-drawn from its own seed, then ``project_by_subtree`` (``"blue"``, which draws each subtree
-twice, and ``"top-down"``) and ``postdp.round`` on the sparse block cells of the whole
+drawn from its own seed, then ``project_by_subtree`` (``"project"``, which draws each subtree
+twice, and ``"topdown"``) and ``postdp.round`` on the sparse block cells of the whole
 state. The noise floor is drawing every answer once. Peak memory is the process's resident
 peak (``ru_maxrss``), everything included.
 
@@ -173,12 +173,12 @@ def stream(args: argparse.Namespace) -> None:
         for r, s, est in zip(rows, subs, parts, strict=True):
             g = s.geography
             np.add.at(errors, geo.depth[r], np.abs(est.sum(axis=1) - truth[r]))
-            if method == "top-down":  # nonnegative and sparse: the rounding's input
+            if method == "topdown":  # nonnegative and sparse: the rounding's input
                 blocks.append(sparse.csr_array(est[g.leaves]))
         return errors, blocks
 
     counts = np.array([lv.size for lv in geo.levels], dtype=float)
-    timings: dict[str, list[float]] = {"floor": [], "blue": [], "top-down": [], "rounding": []}
+    timings: dict[str, list[float]] = {"floor": [], "project": [], "topdown": [], "rounding": []}
     results = {}
     for _ in range(args.repeat):
         t0 = time.perf_counter()
@@ -187,7 +187,7 @@ def stream(args: argparse.Namespace) -> None:
         print(
             f"  noise floor {timings['floor'][-1]:.1f} s, peak RSS {_peak_gb():.2f} GB", flush=True
         )
-        for method in ("blue", "top-down"):
+        for method in ("project", "topdown"):
             t0 = time.perf_counter()
             errors, blocks = solve(method)
             timings[method].append(time.perf_counter() - t0)
@@ -204,7 +204,7 @@ def stream(args: argparse.Namespace) -> None:
             f"  rounding: {timings['rounding'][-1]:.1f} s, peak RSS {_peak_gb():.2f} GB", flush=True
         )
     f = timings["floor"]
-    for name in ("blue", "top-down"):
+    for name in ("project", "topdown"):
         ratios = [t / x for t, x in zip(timings[name], f, strict=True)]
         print(
             f"{name}: median {statistics.median(timings[name]):.1f} s, "
@@ -212,9 +212,7 @@ def stream(args: argparse.Namespace) -> None:
             + ", ".join(f"{r:.2f}" for r in ratios)
             + ")"
         )
-    both = [
-        (t + r) / x for t, r, x in zip(timings["top-down"], timings["rounding"], f, strict=True)
-    ]
+    both = [(t + r) / x for t, r, x in zip(timings["topdown"], timings["rounding"], f, strict=True)]
     print(
         f"noise floor: median {statistics.median(f):.1f} s; rounding median "
         f"{statistics.median(timings['rounding']):.1f} s; top-down + rounding "
@@ -230,8 +228,9 @@ def stream(args: argparse.Namespace) -> None:
     for d in range(2, geo.n_levels):
         nodes = geo.levels[d]
         print(
-            f"  level {d} ({nodes.size:,}): blue {results['blue'][d] / counts[d]:.2f}, top-down "
-            f"{results['top-down'][d] / counts[d]:.2f}, rounded "
+            f"  level {d} ({nodes.size:,}): project "
+            f"{results['project'][d] / counts[d]:.2f}, top-down "
+            f"{results['topdown'][d] / counts[d]:.2f}, rounded "
             f"{np.abs(rounded_full[nodes] - truth[nodes]).mean():.2f}"
         )
     state = geo.levels[1][0]
@@ -343,8 +342,8 @@ def main() -> None:
         )
         truth = table.counts()[:, 0].astype(float)
         estimates = {
-            "blue": projector(draws).sum(axis=1),
-            "top-down": solved.sum(axis=1),
+            "project": projector(draws).sum(axis=1),
+            "topdown": solved.sum(axis=1),
             "blue-restore": blue_restore(draws).sum(axis=1),
         }
         print("MAE of total population by level (one draw):")

@@ -71,7 +71,7 @@ def test_spec_entry_points_exist_and_work():
     assert secure.shape == (5,)
     assert m.pmf(0) > 0 and postdp.Laplace(epsilon=1.0).pdf(0.0) > 0
     assert m.variance() > 0 and m.privacy_cost() == postdp.Budget.pure(1.0)
-    v = postdp.project(noisy, h, nonneg=True, public={"US": 308745538}, method="exact")
+    v = postdp.project(noisy, h, nonneg=True, public={"US": 308745538}, method="project-nonneg")
     assert np.allclose(v[:, 0], 308745538)
     assert postdp.project(noisy, h, method="topdown").shape == noisy.shape
     x = np.array([-1.0, 2.5])

@@ -38,6 +38,30 @@ def _title(text: str) -> str:
     return f"{text}\n{'=' * len(text)}\n"
 
 
+#: The properties of an estimator shown in the API reference's table, in column order.
+PROPERTIES = ("integral", "nonnegative", "random", "streams", "variances", "per_geounit")
+
+
+def estimator_table() -> list[str]:
+    """The registered estimators (:func:`postdp.postprocess.estimators`) as a table of
+    their names, models, properties and summaries: generated, so it lists every record."""
+    from postdp.postprocess import estimators
+
+    head = ["name", "runs on", *(p.replace("_", " ") for p in PROPERTIES), "what it is"]
+    lines = ["Registered estimators", "---------------------", "",
+             "Every post-processing method, one record each (``postdp.postprocess.estimators()``"
+             "); a name here is its only spelling in ``method=``, chains, ``--postprocess`` "
+             "and ``--method``.", "", ".. list-table::", "   :header-rows: 1", ""]  # fmt: skip
+    rows = [head] + [
+        [f"``{e.name}``", ", ".join(e.models),
+         *("yes" if getattr(e, p) else "" for p in PROPERTIES), e.summary]
+        for e in estimators()
+    ]  # fmt: skip
+    for row in rows:
+        lines += [f"   * - {row[0]}"] + [f"     - {cell}".rstrip() for cell in row[1:]]
+    return [*lines, ""]
+
+
 def api_pages(out: Path) -> None:
     """One page per package: its docstring, then every name of its ``__all__`` once (an
     object re-exported by a later package links to where it is documented)."""
@@ -48,6 +72,8 @@ def api_pages(out: Path) -> None:
     for name in PACKAGES:
         module = importlib.import_module(f"postdp.{name}")
         lines = [_title(f"postdp.{name}"), f".. automodule:: postdp.{name}", "   :no-members:", ""]
+        if name == "postprocess":
+            lines += estimator_table()
         for item in sorted(getattr(module, "__all__", [])):
             obj = getattr(module, item)
             target = f"postdp.{name}.{item}"

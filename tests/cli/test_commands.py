@@ -300,7 +300,7 @@ def test_release_element_wise_chain_reports_inconsistency(tmp_path, capsys):
     assert main(["release", "--study", "--postprocess", "modified", "-o", other]) == 2
     assert "--postprocess 'modified':" in capsys.readouterr().err
     assert main(["release", "--study", "--postprocess", "ramp", "-o", other]) == 2
-    assert "unknown post-processing step 'ramp'" in capsys.readouterr().err
+    assert "unknown post-processing method 'ramp'" in capsys.readouterr().err
 
 
 def test_audit_writes_tables_and_figures(table, tmp_path, capsys):

@@ -290,7 +290,7 @@ def test_postprocess_amc_writes_margins(small_run, tmp_path, capsys):
     assert main([*args, "--output-dir", str(tmp_path / "o"), "--amc", "2", "--seed", "3"]) == 0
     totals = pd.read_parquet(tmp_path / "o" / "amc" / "totals.parquet")
     assert {"geo_id", "level", "moe"} <= set(totals.columns)
-    assert main([*args[:3], "blue", "--output-dir", str(tmp_path / "p"), "--amc", "2"]) == 2
+    assert main([*args[:3], "project", "--output-dir", str(tmp_path / "p"), "--amc", "2"]) == 2
     assert "--amc 2" in capsys.readouterr().err
 
 
@@ -298,8 +298,8 @@ def test_postprocess_refuses_bad_options(small_run, tmp_path, capsys):
     base = ["postprocess", str(small_run), "--output-dir", str(tmp_path / "o")]
     cases = [
         (["--method", "nope"], "--method 'nope'"),
-        (["--method", "blue", "--seed", "2"], "--seed"),
-        (["--method", "blue", "--scheduler", "local"], "--scheduler"),
+        (["--method", "project", "--seed", "2"], "--seed"),
+        (["--method", "project", "--scheduler", "local"], "--scheduler"),
         (["--method", "topdown-2020", "--cut-blocks", "0"], "--cut-blocks"),
     ]
     for extra, needle in cases:
@@ -307,7 +307,8 @@ def test_postprocess_refuses_bad_options(small_run, tmp_path, capsys):
         err = capsys.readouterr().err
         assert needle in err and err.count("\n") == 1
     assert (
-        main(["postprocess", str(tmp_path / "none"), "--method", "blue", "--output-dir", "o"]) == 2
+        main(["postprocess", str(tmp_path / "none"), "--method", "project", "--output-dir", "o"])
+        == 2
     )
     assert "RUN" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
@@ -535,7 +536,7 @@ def _states_only_run(folder):
     return nmf.write(measure(table, work, secure=False, rng=4), folder)
 
 
-@pytest.mark.parametrize("method", ["blue", "blue,round", "blue-restore", "topdown-2020"])
+@pytest.mark.parametrize("method", ["project", "project,round", "blue-restore", "topdown-2020"])
 def test_postprocess_of_a_run_of_the_nation_and_its_states(tmp_path, method):
     """Two geolevels, no level below the states: the top is the whole run, written as the
     top partition, the same numbers as the method on the run in memory."""
@@ -559,7 +560,7 @@ def test_postprocess_of_a_run_of_the_nation_and_its_states(tmp_path, method):
     scale = max(1.0, float(np.abs(estimate).max()))
     for g in range(geo.n):
         code = "" if g == geo.root else "0" + str(geo.ids[g])
-        if method in ("blue", "blue-restore"):
+        if method in ("project", "blue-restore"):
             np.testing.assert_allclose(got[code], estimate[g], rtol=0, atol=1e-9 * scale)
         else:
             assert np.array_equal(got[code], estimate[g]), code
@@ -602,7 +603,7 @@ def test_an_unseeded_round_records_its_seed_and_resumes_to_the_same_bytes(
     assert again == files
 
 
-@pytest.mark.parametrize("method", ["topdown-2020", "blue", "blue-restore"])
+@pytest.mark.parametrize("method", ["topdown-2020", "project", "blue-restore"])
 def test_a_damaged_run_is_blamed_on_the_run_and_leaves_no_output(
     small_run, tmp_path, capsys, monkeypatch, method
 ):

@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from postdp.cli import main
+from postdp.postprocess import estimator
 
 WIDE = (
     "id,parent,T,x,y,y1,y2\n"
@@ -92,7 +93,7 @@ BAD = [
     (["--categories", "tree.csv"], "needs the wide table as --input"),
     (
         ["--table", "p1-us-county", "--postprocess", "clamp"],
-        "a table post-processing is one of project, project-nonneg, topdown, blue",
+        "a table post-processing is one of project, project-nonneg, topdown, blue-restore",
     ),
     (["--table", "p1-us-county", "--public", "42"], "--public '42': for a table"),
     (
@@ -105,7 +106,7 @@ BAD = [
     ),
     (
         ["--table", "p1-us-county", "--postprocess", "topdown-2020,round"],
-        "--postprocess 'topdown-2020,round': a table post-processing is one of",
+        "--postprocess 'topdown-2020,round': 'topdown-2020' is already integral",
     ),
     (["--table", "p1-us-county", "--epsilon", "1,2"], "--epsilon '1,2': needs one value"),
     (["--table", "p1-us-county", "--keep", "name"], "--keep: applies to hierarchy releases"),
@@ -206,7 +207,7 @@ def test_top_down_table_release_is_nonnegative_and_consistent(tmp_path, monkeypa
     args = ["release", "--input", "wide.csv", "--categories", "tree.csv", "--study", "--seed"]
     args += ["4", "--epsilon", "0.2", "--postprocess", "topdown", "--public", "root"]
     assert main([*args, "--format", "wide", "-o", "td.csv"]) == 0
-    assert "topdown (top-down, level by level, nonnegative)" in capsys.readouterr().out
+    assert f"topdown ({estimator('topdown').summary})" in capsys.readouterr().out
     wide = pd.read_csv(tmp_path / "td.csv").set_index("geo_id")
     cells = wide[["T", "x", "y", "y1", "y2"]]
     assert (cells.to_numpy() >= 0).all()
@@ -306,7 +307,7 @@ def test_nonneg_table_release(tmp_path, monkeypatch, capsys):
     args = ["release", "--input", "wide.csv", "--categories", "tree.csv", "--study", "--seed"]
     args += ["2", "--epsilon", "0.1", "--public", "root", "--postprocess", "project-nonneg"]
     assert main([*args, "--format", "wide", "-o", "pp.csv"]) == 0
-    assert "every cell >= 0" in capsys.readouterr().out
+    assert f"project-nonneg ({estimator('project-nonneg').summary})" in capsys.readouterr().out
     wide = pd.read_csv(tmp_path / "pp.csv").set_index("geo_id")
     cells = wide[["T", "x", "y", "y1", "y2"]]
     assert (cells.to_numpy() >= 0).all() and wide.loc["S", "T"] == pytest.approx(103)

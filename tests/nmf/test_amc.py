@@ -63,4 +63,4 @@ def test_postprocess_writes_the_amc_tables(measured, tmp_path):
     totals = pd.read_parquet(out / "amc" / "totals.parquet")
     assert len(totals) == measured.table.geography.n
     with pytest.raises(ValidationError, match="integral"):
-        nmf.postprocess(run, tmp_path / "o2", method="blue", amc=3)
+        nmf.postprocess(run, tmp_path / "o2", method="project", amc=3)

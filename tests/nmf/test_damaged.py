@@ -184,7 +184,7 @@ def test_a_damaged_run_is_refused_naming_file_geocode_and_query(original, tmp_pa
     for piece in named:
         assert piece in message, (piece, message)
     out = tmp_path / "out"
-    args = ["postprocess", str(run), "--method", "blue", "--output-dir", str(out), "--quiet"]
+    args = ["postprocess", str(run), "--method", "project", "--output-dir", str(out), "--quiet"]
     capsys.readouterr()
     assert main(args) == 2
     err = capsys.readouterr().err

@@ -104,7 +104,7 @@ def _check_round_trip(m, back, label: str) -> None:
 def test_every_family_and_budget_reads_back_exactly(family, tmp_path):
     """``write`` then ``read``: the same workload (mechanisms, parameters, levels, order,
     neighbours, exact rho), budget, variances and budget factors, the same answers, and
-    ``blue`` from the files equal to ``blue`` in memory to 1e-9."""
+    ``project`` from the files equal to ``project`` in memory to 1e-9."""
     t = small_table(seed=2)
     for k, (label, work, top) in enumerate(_cases(family)):
         scale = None if top is None else single_child_bypass(t, work, top=top)
@@ -126,13 +126,13 @@ def _read(folder):
 
 @pytest.mark.parametrize("family", ["laplace", "discrete-gaussian"])
 def test_blue_of_the_run_equals_blue_in_memory(family, tmp_path):
-    """``postprocess(method="blue")`` of a run (by partition, from the files) gives the
+    """``postprocess(method="project")`` of a run (by partition, from the files) gives the
     whole table's GLS in memory, and its ``std_dev`` the exact GLS standard deviations."""
     from postdp.postprocess import TableProjector
 
     t = small_table(seed=4)
     m = measure(t, _hand_made(family, "add-remove", 3.0), secure=False, rng=9)
-    out = nmf.postprocess(nmf.write(m, tmp_path / "run"), tmp_path / "out", method="blue")
+    out = nmf.postprocess(nmf.write(m, tmp_path / "run"), tmp_path / "out", method="project")
     frame = _read(out / "wide")
     got = dict(
         zip(frame["geocode"], frame.drop(columns=["geocode", "total"]).to_numpy(), strict=True)
@@ -244,7 +244,7 @@ def _edited(tmp_path, edit):
 def test_a_manifest_of_a_future_version_is_refused(tmp_path):
     run, path = _edited(tmp_path, lambda m: m.update(version=99))
     for call in (lambda: nmf.read(run), lambda: nmf.subtrees(run),
-                 lambda: nmf.postprocess(run, tmp_path / "out", method="blue")):  # fmt: skip
+                 lambda: nmf.postprocess(run, tmp_path / "out", method="project")):  # fmt: skip
         with pytest.raises(ValidationError) as info:
             call()
         text = str(info.value)

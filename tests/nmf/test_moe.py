@@ -1,5 +1,5 @@
 """Margins of error of the published tables' rows (the ``moe`` form of postdp.nmf.postprocess):
-exact for ``blue`` (each row's GLS variance, its cells' covariances included), from AMC
+exact for ``project`` (each row's GLS variance, its cells' covariances included), from AMC
 replicates for the integral methods; 90%, 0 for an invariant."""
 
 from __future__ import annotations
@@ -65,11 +65,11 @@ def test_sibling_is_form_path_of_another_form(tmp_path):
 
 
 def test_blue_writes_every_published_rows_exact_moe(measured, run, tmp_path):
-    """The moe form of ``blue``: one row per geounit in the wide form's partitions, a
+    """The moe form of ``project``: one row per geounit in the wide form's partitions, a
     ``<variable>_moe`` column per P1-P5 row, equal to 1.645 x the square root of the whole
     table's exact GLS variance of the row (TableProjector.table_variances, itself checked
     against the dense GLS covariance); the invariant totals' margins are exactly 0."""
-    out = nmf.postprocess(run, tmp_path / "out", method="blue")
+    out = nmf.postprocess(run, tmp_path / "out", method="project")
     wide, moe = _frames(out, "wide"), _frames(out, MOE)
     assert wide.keys() == moe.keys()
     projector = TableProjector(measured.table, measured.workload)
@@ -123,7 +123,7 @@ def test_blue_moe_covers_the_truth_90_percent(measured):
 
 @pytest.mark.statistical
 def test_amc_of_a_linear_method_estimates_its_exact_variance(measured):
-    """For ``blue`` (linear, unbiased), the AMC's mean square error of every P1 and P5 row
+    """For ``project`` (linear, unbiased), the AMC's mean square error of every P1 and P5 row
     is an unbiased estimate of the row's exact GLS variance: 12 independent AMCs of 2
     replicates, each one's mean over the rows of (moe / 1.645)^2 / variance, average to 1
     within z = 3 standard errors of those 12 values."""
@@ -137,7 +137,7 @@ def test_amc_of_a_linear_method_estimates_its_exact_variance(measured):
         _, _, moe = nmf.amc(
             measured,
             stand_in,
-            method="blue",
+            method="project",
             replicates=2,
             rng=100 + j,
             queries=["total"],
@@ -199,7 +199,7 @@ def test_amc_margins_cover_the_truth_as_a_t_interval(measured):
         draw = measure(table, work, secure=False, rng=3000 + j)
         rows = np.concatenate([t.apply(projector(draw)) for t in tables], axis=1)
         _, _, moe = nmf.amc(
-            draw, stand_in, method="blue", replicates=k, rng=4000 + j, queries=["total"],
+            draw, stand_in, method="project", replicates=k, rng=4000 + j, queries=["total"],
             tables=tables,
         )  # fmt: skip
         shares.append(np.mean(np.abs(rows - truth)[noisy] <= moe[noisy]))

@@ -158,7 +158,7 @@ def test_siblings_read_together_equal_each_read_alone(county_run):
 
 
 def test_blue_by_state_equals_the_whole_table_gls(measured, run, tmp_path):
-    out = nmf.postprocess(run, tmp_path / "out", method="blue")
+    out = nmf.postprocess(run, tmp_path / "out", method="project")
     got = _estimates(out)
     whole = _by_geocode(measured, postdp.project(measured, nonneg=False))
     scale = max(1.0, max(float(np.abs(r).max()) for r in whole.values()))
@@ -167,14 +167,14 @@ def test_blue_by_state_equals_the_whole_table_gls(measured, run, tmp_path):
 
 
 def test_blue_writes_the_standard_deviation_of_every_query(measured, run, tmp_path):
-    """``blue``'s margins of error: the ``std_dev`` form (a row per geounit and query, the
+    """``project``'s margins of error: the ``std_dev`` form (a row per geounit and query, the
     run's marginals, ``total`` and ``detailed``) holds the square roots of the whole
     table's exact GLS variances (TableProjector, itself checked against a Monte Carlo); the
-    invariant state totals have 0. Real-valued, ``blue`` writes no long form."""
+    invariant state totals have 0. Real-valued, ``project`` writes no long form."""
     from postdp.postprocess import TableProjector
     from postdp.tables import Query
 
-    out = nmf.postprocess(run, tmp_path / "out", method="blue")
+    out = nmf.postprocess(run, tmp_path / "out", method="project")
     projector = TableProjector(measured.table, measured.workload)
     schema = measured.workload.measurements[0].query.marginal_of.schema
     frame = _estimates(out, "std_dev")
@@ -242,14 +242,14 @@ def test_an_interrupted_post_processing_resumes_to_the_same_bytes(run, tmp_path,
 def test_another_method_in_the_same_folder_is_refused(run, tmp_path):
     nmf.postprocess(run, tmp_path / "out", method="topdown-2020")
     with pytest.raises(ValidationError, match="another run, method or seed"):
-        nmf.postprocess(run, tmp_path / "out", method="blue")
+        nmf.postprocess(run, tmp_path / "out", method="project")
     (tmp_path / "junk").mkdir()
     (tmp_path / "junk" / "x.txt").write_text("x")
     with pytest.raises(ValidationError, match="not a postdp post-processing"):
-        nmf.postprocess(run, tmp_path / "junk", method="blue")
+        nmf.postprocess(run, tmp_path / "junk", method="project")
 
 
-@pytest.mark.parametrize("method", ["topdown-2020", "blue"])
+@pytest.mark.parametrize("method", ["topdown-2020", "project"])
 def test_a_bypassed_run_by_state_equals_the_whole_table(tmp_path, method):
     """A Census-like run with the spine's bypass (the District's county only in Constraint,
     the state measured with its budget too): post-processed partition by partition, the
@@ -369,10 +369,10 @@ def test_blue_from_files_equals_blue_in_memory_when_the_states_do_not_identify_t
     from postdp.tables import Query
 
     m, run = _shares_run(tmp_path, counties_table(), {1: state_queries})
-    out = nmf.postprocess(run, tmp_path / "out", method="blue")
+    out = nmf.postprocess(run, tmp_path / "out", method="project")
     got = _estimates(out)
     with one_thread():
-        whole = _by_geocode(m, TableDesign(m.table, m.workload, "blue").solve(m))
+        whole = _by_geocode(m, TableDesign(m.table, m.workload, "project").solve(m))
     assert got.keys() == whole.keys()
     scale = max(1.0, max(float(np.abs(r).max()) for r in whole.values()))
     for g, row in whole.items():
@@ -424,7 +424,7 @@ def test_a_run_refused_while_solving_leaves_no_output_of_this_call(run, tmp_path
     kept = tract.read_bytes()
     tract.unlink()
     with pytest.raises(RunError) as err:
-        nmf.postprocess(broken, tmp_path / "made" / "out", method="blue")
+        nmf.postprocess(broken, tmp_path / "made" / "out", method="project")
     assert str(err.value).startswith(f"run {str(broken)!r}: ") and "\n" not in str(err.value)
     assert not (tmp_path / "made").exists()
     (tmp_path / "empty").mkdir()
@@ -436,11 +436,11 @@ def test_a_run_refused_while_solving_leaves_no_output_of_this_call(run, tmp_path
     assert (tmp_path / "empty" / "postdp-manifest.json").is_file()
 
 
-@pytest.mark.parametrize("method", ["blue", "topdown-2020"])
+@pytest.mark.parametrize("method", ["project", "topdown-2020"])
 def test_pandas_reads_an_output_level_with_string_geocodes_and_totals(run, tmp_path, method):
     """``pd.read_parquet`` of a level's folder: ``geocode`` as written (strings keeping
     the AIAN flag's 0), no integer ``State`` column inferred from the partition folders, a
-    ``total`` equal to the row's sum at every geounit; a real-valued method (``blue``)
+    ``total`` equal to the row's sum at every geounit; a real-valued method (``project``)
     writes no long form (it would list every cell, negative ones included), an integral
     one a long form without zero cells."""
     out = nmf.postprocess(run, tmp_path / "out", method=method)
@@ -452,8 +452,8 @@ def test_pandas_reads_an_output_level_with_string_geocodes_and_totals(run, tmp_p
         cells = frame.drop(columns=["geocode", "total"]).to_numpy()
         scale = max(1.0, float(np.abs(cells).max(initial=0)))
         np.testing.assert_allclose(frame["total"], cells.sum(axis=1), rtol=0, atol=1e-9 * scale)
-        assert frame["total"].dtype.kind == ("f" if method == "blue" else "i")
-    if method == "blue":
+        assert frame["total"].dtype.kind == ("f" if method == "project" else "i")
+    if method == "project":
         assert (cells < 0).any()  # real-valued: its cells hold negative estimates
         assert not (out / "long").exists()
         assert not any(

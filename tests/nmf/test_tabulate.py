@@ -22,7 +22,7 @@ def released(measured, tmp_path_factory):
     run = nmf.write(measured, tmp / "run")
     return {
         "topdown-2020": nmf.postprocess(run, tmp / "topdown", method="topdown-2020"),
-        "blue": nmf.postprocess(run, tmp / "blue", method="blue"),
+        "project": nmf.postprocess(run, tmp / "project", method="project"),
         "amc": nmf.postprocess(run, tmp / "amc", method="topdown-2020", amc=3, seed=5),
     }
 
@@ -90,10 +90,10 @@ def test_the_state_totals_are_the_invariant_true_totals(tabulated):
 
 
 def test_a_real_valued_release_is_tabulated_as_real_numbers(released, tmp_path):
-    tabulate(released["blue"], tmp_path, tables=["P1"])
+    tabulate(released["project"], tmp_path, tables=["P1"])
     tract = pd.read_parquet(tmp_path / "Tract.parquet")
     assert tract["P1_001N"].dtype == np.float64
-    wide = _wide(released["blue"], "Tract")
+    wide = _wide(released["project"], "Tract")
     np.testing.assert_allclose(
         tract.set_index("GEOID")["P1_001N"].to_numpy(), wide.to_numpy().sum(axis=1)
     )
@@ -144,9 +144,9 @@ def test_an_aian_branch_part_keeps_its_geoid_and_is_marked():
     assert frame["NAME"].iloc[3] == frame["NAME"].iloc[4] == "Atoka County, Oklahoma"
 
 
-@pytest.mark.parametrize("method", ["blue", "amc"])
+@pytest.mark.parametrize("method", ["project", "amc"])
 def test_every_variable_carries_the_margin_of_error_the_release_holds(released, method, tmp_path):
-    """``blue``: exact; an integral method with ``amc``: from its replicates. Each count is
+    """``project``: exact; an integral method with ``amc``: from its replicates. Each count is
     followed by its ``_moe`` column, the release's moe form for that geounit; the state
     totals are invariants: margin 0."""
     out = released[method]
@@ -174,7 +174,7 @@ def test_the_tables_refuse_margins_of_error_of_other_geounits(released, tmp_path
     import shutil
 
     copy = tmp_path / "copy"
-    shutil.copytree(released["blue"], copy)
+    shutil.copytree(released["project"], copy)
     for path in (copy / "moe" / "Tract.parquet").rglob("*.parquet"):
         frame = pd.read_parquet(path)
         frame.iloc[::-1].to_parquet(path, index=False)  # another order than the estimates'

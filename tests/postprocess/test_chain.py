@@ -26,8 +26,8 @@ def test_parse_steps_and_errors():
     assert [str(s) for s in parse_steps(" project , round ")] == ["project", "round"]
     assert parse_steps("clamp:lower=2")[0].options == {"lower": 2.0}
     for bad, message in [
-        ("bogus", "unknown post-processing step 'bogus'"),
-        ("modified", "needs its temperature"),
+        ("bogus", "unknown post-processing method 'bogus'"),
+        ("modified", r"needs its option: modified:T=<number>"),
         ("modified:T=x", "must be key=number"),
         ("round:T=1", "step 'round' takes no option T"),
     ]:

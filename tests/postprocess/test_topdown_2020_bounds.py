@@ -135,14 +135,14 @@ def test_blue_restore_2020_is_an_integral_step():
     """``blue-restore-2020`` (blue_restore with ``integral=True``): a table design's step,
     already integral (``,round`` after it refused), the measurements' bounds held."""
     from postdp.analysis import TableDesign
-    from postdp.analysis.design import parse_table_steps
+    from postdp.postprocess import parse_table_method
 
     table, work = _gq_state(4, blocks=2)
     bounds = facility_bounds(synthetic_facilities(table, seed=4), table.geography)
     out = TableDesign(table, work, "blue-restore-2020").run(rng=1)
     assert (out == np.rint(out)).all() and out.min() >= 0
     with pytest.raises(ValidationError, match="blue-restore-2020"):
-        parse_table_steps("blue-restore-2020,round")
+        parse_table_method("blue-restore-2020,round")
     m = measure(table, work, secure=False, rng=5, bounds=bounds)
     for b in bounds:
         assert b.violation(pl94_schema(), blue_restore(m, integral=True)) == 0

@@ -54,7 +54,7 @@ def test_the_verbs_on_tables_are_the_table_solvers(seed):
     geo, cat = table.geography, table.categories
     blue = postdp.project(measured, nonneg=False)
     assert blue.shape == (geo.n, cat.leaves.size)  # detailed cells of every geounit
-    np.testing.assert_array_equal(blue, postdp.project(measured, nonneg=False, method="blue"))
+    np.testing.assert_array_equal(blue, postdp.project(measured, nonneg=False, method="project"))
     assert expand(blue, geo, cat).shape == (geo.n, cat.n)
     report = postdp.kkt_report(blue, measured, nonneg=False)
     assert isinstance(report, TableKKTReport) and report.worst_relative() < 1e-9

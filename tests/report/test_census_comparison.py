@@ -25,7 +25,7 @@ def test_three_estimators_of_one_release_side_by_side():
     draws = measure(table, work, secure=False, rng=11, size=2)
     released = {
         "topdown": postdp.top_down(draws),
-        "blue": postdp.project(draws, nonneg=False, method="blue"),
+        "blue": postdp.project(draws, method="project"),
         "blue-restore": postdp.round(
             postdp.project(draws, nonneg=True, method="blue-restore"), table, rng=1
         ),

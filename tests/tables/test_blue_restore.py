@@ -77,17 +77,20 @@ def test_blue_restore_equals_a_per_family_reference(seed):
         np.testing.assert_allclose(ours[kids], X.value, rtol=0, atol=1e-6 * scale)
 
 
-def test_project_names_blue_and_blue_restore():
+def test_project_names_project_and_blue_restore():
+    """``method="project"`` is the BLUE (what ``nonneg=False`` alone gives); a ``nonneg``
+    that contradicts the named estimator is refused."""
     table, workload, _ = _case(3)
     draws = measure(table, workload, secure=False, rng=2, size=2)
-    blue = postdp.project(draws, nonneg=False, method="blue")
+    blue = postdp.project(draws, method="project")
     np.testing.assert_array_equal(blue, postdp.project(draws, nonneg=False))
+    np.testing.assert_array_equal(blue, postdp.project(draws, nonneg=False, method="project"))
     cells = postdp.project(draws, nonneg=True, method="blue-restore")
     np.testing.assert_allclose(cells, blue_restore(draws), rtol=0, atol=0)
     np.testing.assert_allclose(postdp.project(draws, nonneg=False), blue)
-    with pytest.raises(ValidationError, match="pass nonneg=False"):
-        postdp.project(draws, nonneg=True, method="blue")
-    with pytest.raises(ValidationError, match="pass nonneg=True"):
+    with pytest.raises(ValidationError, match="'project' is unbounded; got nonneg=True"):
+        postdp.project(draws, nonneg=True, method="project")
+    with pytest.raises(ValidationError, match="'blue-restore' is nonnegative; got nonneg=False"):
         postdp.project(draws, nonneg=False, method="blue-restore")
 
 
@@ -114,5 +117,5 @@ def test_a_table_without_a_schema_is_refused():
 
 def test_counts_refuse_the_table_methods():
     h = Hierarchy.from_parents(["a", "b"], [None, "a"])
-    with pytest.raises(ValidationError, match="are for table measurements"):
-        postdp.project(np.array([1.0, 1.0]), h, method="blue")
+    with pytest.raises(ValidationError, match="'blue-restore' does not project a hierarchy"):
+        postdp.project(np.array([1.0, 1.0]), h, method="blue-restore")

@@ -131,7 +131,7 @@ def test_blue_by_subtree_equals_the_whole_tables_in_the_marginal_basis(seed):
     cut = 1 + seed % 2
     table, work = _schema_case(seed, ragged=cut == 1)
     draws = measure(table, work, secure=False, rng=seed, size=2)
-    calls = _check(draws, cut, "blue", TableProjector(table, work))
+    calls = _check(draws, cut, "project", TableProjector(table, work))
     n = table.geography.levels[cut].size
     assert calls == [*range(n), *range(n)]  # upward, then downward
 
@@ -141,14 +141,14 @@ def test_blue_by_subtree_equals_the_whole_tables_with_dense_matrices(seed):
     """A category-tree table (the c x c solver): the same equality."""
     table, work = _tree_case(seed)
     draws = measure(table, work, secure=False, rng=seed)
-    _check(draws, 1, "blue", TableProjector(table, work))
+    _check(draws, 1, "project", TableProjector(table, work))
 
 
 @pytest.mark.parametrize("seed", range(6))
 def test_top_down_by_subtree_equals_the_whole_tables(seed):
     table, work = _schema_case(seed)
     draws = measure(table, work, secure=False, rng=seed, size=2)
-    calls = _check(draws, 1, "top-down", postdp.top_down)
+    calls = _check(draws, 1, "topdown", postdp.top_down)
     assert calls == list(range(table.geography.levels[1].size))  # one pass
 
 
@@ -156,8 +156,8 @@ def test_the_2020_preset_by_county_equals_the_whole_state():
     """The persons preset (state totals invariant) cut at the counties: both methods."""
     table, work = small_pl94_state(3)
     draws = measure(table, work, secure=False, rng=4)
-    _check(draws, 2, "blue", TableProjector(table, work))
-    _check(draws, 2, "top-down", postdp.top_down)
+    _check(draws, 2, "project", TableProjector(table, work))
+    _check(draws, 2, "topdown", postdp.top_down)
 
 
 def _check_variances(measurements, cut, queries):
@@ -213,12 +213,12 @@ def test_bad_calls_are_refused():
     draws = measure(table, work, secure=False, rng=0)
     top, subs = split(draws, 1)
     plain = Query("cells", [[str(c)] for c in table.categories.ids[table.categories.leaves]])
-    with pytest.raises(ValidationError, match="`method` must be 'blue' or 'top-down'; got 'x'"):
+    with pytest.raises(ValidationError, match="unknown post-processing method 'x'"):
         project_by_subtree(top, subs.__getitem__, method="x")
     with pytest.raises(ValidationError, match="must stop at the cut level"):
         project_by_subtree(draws, subs.__getitem__)
-    with pytest.raises(ValidationError, match="`variances` are those of 'blue'"):
-        project_by_subtree(top, subs.__getitem__, method="top-down", variances=[plain])
+    with pytest.raises(ValidationError, match="`variances`: 'topdown' has none"):
+        project_by_subtree(top, subs.__getitem__, method="topdown", variances=[plain])
     with pytest.raises(ValidationError, match="query 'cells' is not a marginal of the table's"):
         project_by_subtree(top, subs.__getitem__, variances=[plain])
     with pytest.raises(ValidationError, match=r"subtree\(0\) is rooted at 'C1'; expected 'C0'"):
@@ -304,7 +304,7 @@ def test_a_county_by_county_release_of_the_2020_preset():
     def subtree(k):
         return measure(subs[k], sub_work, secure=False, rng=np.random.default_rng(seeds[k]))
 
-    for method in ("blue", "top-down"):
+    for method in ("project", "topdown"):
         parts = list(project_by_subtree(top_m, subtree, method=method))
         upper = parts[0]
         for k, (sub, est) in enumerate(zip(subs, parts[1:], strict=True)):
@@ -314,7 +314,7 @@ def test_a_county_by_county_release_of_the_2020_preset():
             np.add.at(kids, geo.parent[1:], est[1:])
             inner = ~geo.is_leaf
             np.testing.assert_allclose(est[inner], kids[inner], atol=1e-8 * max(1, est.max()))
-            if method == "top-down":
+            if method == "topdown":
                 assert est.min() >= 0
         states = top.geography.levels[1]
         np.testing.assert_allclose(

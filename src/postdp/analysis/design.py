@@ -35,13 +35,14 @@ from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy, PublicSpec, public_values
 from postdp.mechanisms import Budget, NoiseMechanism, expand_mechanisms
 from postdp.postprocess import PostProcessChain, Step, inverse_variance_weights, parse_steps
+from postdp.postprocess.estimators import PROJECT, ROUND, estimators, parse_table_method
 from postdp.tables import Table, TableMeasurements, Workload, category_matrix, measure
 from postdp.tables.bypass import check_budget_scale
 
 if TYPE_CHECKING:
     from postdp.analysis.result import MonteCarloResult
 
-__all__ = ["INTEGRAL_STEPS", "TABLE_STEPS", "ReleaseDesign", "TableDesign", "parse_table_steps"]
+__all__ = ["ReleaseDesign", "TableDesign"]
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -312,7 +313,7 @@ class _HierarchySimulation:
         chain = self.chain
         if chain is None:
             released = noisy.astype(np.float64, copy=False)
-        elif any(s.name == "round" for s in design.steps):  # rounding: each chunk's stream
+        elif any(s.name == ROUND.name for s in design.steps):  # rounding: each chunk's stream
             parts = [
                 chain(noisy[bounds[i] : bounds[i + 1]], rng=streams[i][levels])
                 for i in range(len(sizes))
@@ -327,78 +328,6 @@ class _HierarchySimulation:
 #: Arrays of a table's (geounits x category nodes) size alive while one draw is solved.
 _SOLVE_ARRAYS = 12
 
-#: The post-processing steps of a table design (each may be followed by ``,round``).
-TABLE_STEPS = (
-    "project",
-    "project-nonneg",
-    "topdown",
-    "blue",
-    "blue-restore",
-    "topdown-2020",
-    "blue-restore-2020",
-)
-#: The steps whose output is already integral.
-INTEGRAL_STEPS = ("topdown-2020", "blue-restore-2020")
-#: The steps that weigh each geounit by its own budget (``budget_scale``).
-_PER_GEOUNIT = ("project", "blue", "blue-restore", "topdown-2020", "blue-restore-2020")
-
-
-def parse_table_steps(text: str) -> tuple[str | None, bool]:
-    """The step of a table post-processing string and whether ``round`` follows it.
-
-    Parameters
-    ----------
-    text : str
-        ``"none"``, or one of :data:`TABLE_STEPS`, optionally followed by ``",round"``.
-
-    Returns
-    -------
-    step : str or None
-    rounded : bool
-
-    Raises
-    ------
-    ValidationError
-        For anything else.
-
-    Examples
-    --------
-    >>> parse_table_steps("topdown,round")
-    ('topdown', True)
-    """
-    steps = [s.strip() for s in str(text).split(",") if s.strip() and s.strip() != "none"]
-    rounded = bool(steps) and steps[-1] == "round"
-    if rounded:
-        steps = steps[:-1]
-    integral = bool(steps) and steps[0] in INTEGRAL_STEPS
-    bad = len(steps) > 1 or any(s not in TABLE_STEPS for s in steps) or (rounded and not steps)
-    if bad or (rounded and integral):
-        raise ValidationError(
-            f"a table post-processing is one of {', '.join(TABLE_STEPS)}, optionally followed "
-            "by round (project or blue: least squares over every measured count, the best "
-            "linear unbiased estimate; project-nonneg: the same with every cell >= 0; "
-            "topdown: level by level, nonnegative; blue-restore: the BLUE made nonnegative "
-            "family by family; topdown-2020: the Census Bureau's production TopDown, already "
-            "integral; blue-restore-2020: blue-restore with each family rounded by the 2020 "
-            "rounder as it goes down, integral, the structural bounds held; round: consistent "
-            f"integers, unbiased); got {text!r}"
-        )
-    return (steps[0] if steps else None), rounded
-
-
-def _blue_restore_2020(measurements: TableMeasurements) -> FloatArray:
-    from postdp.postprocess import blue_restore
-
-    out: FloatArray = blue_restore(measurements, integral=True)
-    return out
-
-
-def _top_down_2020(measurements: TableMeasurements) -> FloatArray:
-    from postdp.postprocess import top_down_2020
-
-    out: FloatArray = top_down_2020(measurements).astype(np.float64)
-    return out
-
 
 @dataclass(frozen=True, eq=False)
 class TableDesign:
@@ -410,15 +339,16 @@ class TableDesign:
         The truth of the simulations.
     workload : Workload
     postprocess : str, default "project"
-        One of :data:`TABLE_STEPS` (or ``"none"``: the measured counts only, which cover
-        only the measured queries), optionally followed by ``",round"``. Checked here, with
-        the workload (e.g. top-down's requirements), before anything is drawn.
+        A table estimator of :func:`postdp.postprocess.estimators` (or ``"none"``: the
+        measured counts only, which cover only the measured queries), optionally followed
+        by ``",round"`` (:func:`postdp.postprocess.parse_table_method`). Checked here, with
+        the workload (the estimator's own checks, e.g. top-down's requirements), before
+        anything is drawn.
     budget_scale : array_like, shape (geography.n,), optional
         Each geounit's multiple of its level's budget (the production spine's bypass,
         :func:`postdp.tables.single_child_bypass`), checked here to spend no more than the
-        workload on any path; the steps that weigh each geounit by its own budget
-        (``project``, ``blue``, ``blue-restore``, ``topdown-2020``, ``blue-restore-2020``)
-        are then the only ones taken.
+        workload on any path; the estimators that weigh each geounit by its own budget
+        (:attr:`~postdp.postprocess.Estimator.per_geounit`) are then the only ones taken.
 
     Examples
     --------
@@ -435,7 +365,7 @@ class TableDesign:
 
     table: Table
     workload: Workload
-    postprocess: str = "project"
+    postprocess: str = PROJECT.name
     budget_scale: ArrayLike | None = field(default=None, kw_only=True)
     step: str | None = field(init=False)
     rounded: bool = field(init=False)
@@ -446,43 +376,22 @@ class TableDesign:
             raise TypeError(f"`table` must be a Table; got {type(self.table).__name__}")
         if not isinstance(self.workload, Workload):
             raise TypeError(f"`workload` must be a Workload; got {type(self.workload).__name__}")
-        step, rounded = parse_table_steps(self.postprocess)
-        object.__setattr__(self, "step", step)
-        object.__setattr__(self, "rounded", rounded)
+        method = parse_table_method(self.postprocess)
+        est = method.step
+        object.__setattr__(self, "step", None if est is None else est.name)
+        object.__setattr__(self, "rounded", method.rounded)
         scale = check_budget_scale(self.budget_scale, self.table.geography, self.workload)
         object.__setattr__(self, "budget_scale", scale)
-        if scale is not None and step not in (None, *_PER_GEOUNIT):
+        if scale is not None and est is not None and not est.per_geounit:
+            fit = [e.name for e in estimators("table") if e.per_geounit]
             raise ValidationError(
                 f"postprocess {self.postprocess!r} weighs every geounit of a level alike; "
-                f"with `budget_scale` use one of {_PER_GEOUNIT}"
+                f"with `budget_scale` use one of {', '.join(fit)}"
             )
-        from postdp.postprocess import (
-            TableNonnegProjector,
-            TableProjector,
-            blue_restore,
-            check_blue_restore,
-            check_top_down,
-            check_top_down_2020,
-            top_down,
-        )
-
         projector: Any = None
-        if step in ("project", "blue"):
-            projector = TableProjector(self.table, self.workload, budget_scale=scale)
-        elif step == "project-nonneg":
-            projector = TableNonnegProjector(self.table, self.workload)
-        elif step == "topdown":
-            check_top_down(self.table, self.workload)
-            projector = top_down
-        elif step == "blue-restore":
-            check_blue_restore(self.table, self.workload)
-            projector = blue_restore
-        elif step == "topdown-2020":
-            check_top_down_2020(self.table, self.workload)
-            projector = _top_down_2020
-        elif step == "blue-restore-2020":
-            check_blue_restore(self.table, self.workload)
-            projector = _blue_restore_2020
+        if est is not None:
+            est.check_design(self.table, self.workload)
+            projector = est.table_solver(self.table, self.workload, budget_scale=scale)
         object.__setattr__(self, "projector", projector)
 
     @property
@@ -577,7 +486,7 @@ class TableDesign:
     def steps(self) -> tuple[str, ...]:
         """The post-processing steps in order, e.g. ``("project-nonneg", "round")`` (a
         hierarchy design's :attr:`ReleaseDesign.steps` hold parsed steps)."""
-        return tuple(s for s in (self.step, "round" if self.rounded else None) if s)
+        return tuple(s for s in (self.step, ROUND.name if self.rounded else None) if s)
 
     def _table_for(self, truth: ArrayLike | None) -> Table:
         """The design's table, or the same geography and categories holding ``truth``."""

@@ -39,6 +39,7 @@ from postdp.analysis.replicates import replicate_intervals
 from postdp.analysis.table_metrics import SIZE_BINS
 from postdp.errors import ValidationError
 from postdp.mechanisms import Geometric, Laplace
+from postdp.postprocess.estimators import PROJECT
 from postdp.tables import Table, Workload
 
 __all__ = [
@@ -84,8 +85,8 @@ def gls_intervals(
     from postdp.postprocess.table_variance import hierarchy_variances
 
     h = design.hierarchy
-    if [str(s) for s in design.steps] != ["project"]:
-        raise ValidationError("GLS intervals are for the post-processing 'project' alone")
+    if [str(s) for s in design.steps] != [PROJECT.name]:
+        raise ValidationError(f"GLS intervals are for the post-processing {PROJECT.name!r} alone")
     equal = len({m.variance() for m in design.per_level}) == 1
     if design.weights != "inverse-variance" and not equal:
         raise ValidationError(
@@ -241,7 +242,7 @@ def table_interval_coverage(
     workload: Workload,
     *,
     method: Literal["gls", "replicates"] = "gls",
-    postprocess: str = "project",
+    postprocess: str = PROJECT.name,
     replicates: int = 30,
     n_draws: int = 16,
     level: float = 0.9,
@@ -301,8 +302,8 @@ def table_interval_coverage(
 
     if method not in ("gls", "replicates"):
         raise ValidationError(f"`method` must be 'gls' or 'replicates'; got {method!r}")
-    if method == "gls" and postprocess != "project":
-        raise ValidationError("GLS intervals are for postprocess='project'")
+    if method == "gls" and postprocess != PROJECT.name:
+        raise ValidationError(f"GLS intervals are for postprocess={PROJECT.name!r}")
     (N,) = _validation.size_tuple(n_draws)
     if N < 2:
         raise ValidationError(f"`n_draws` must be at least 2; got {n_draws}")

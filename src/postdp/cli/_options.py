@@ -16,6 +16,8 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, NoReturn
 
+from postdp.postprocess.estimators import estimators, method_help
+
 __all__ = [
     "CliError",
     "Parser",
@@ -239,20 +241,22 @@ def add_mechanism_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _table_solvers() -> str:
+    """The table estimators a ``,round`` may follow, comma-separated (for help texts)."""
+    return ", ".join(e.name for e in estimators("table") if not e.finisher)
+
+
 def add_postprocess_options(parser: argparse.ArgumentParser) -> None:
     """--postprocess, --public, --allow-derived-public and --weights."""
     parser.add_argument(
         "--postprocess",
         default="none",
         metavar="STEP[,STEP...]",
-        help="post-processing written to column released_count, steps applied in order: "
-        "'project' (P, L2 projection onto parent = sum of children), 'project-nonneg' (P+, "
-        "also v >= 0), 'topdown' (census TopDown: fix the root, project each family onto its "
-        "parent level by level), 'clamp' (max(0, x)), 'ramp-optimal' (max(x - a*, 0) with "
-        "the exact optimal shift a* of each level's noise: b W(1/2) for Laplace), "
-        "'modified:T=<t>' ([fioretto2021] modified post-processing), 'round' "
-        "(unbiased integers; consistent if the input is). Example: project-nonneg,round. "
-        "postdp release also takes 'bayes' alone ([wang2021]'s release rule, geometric noise)",
+        help="post-processing written to column released_count, steps applied in order; "
+        f"of a hierarchy: {method_help('hierarchy')}. Example: project-nonneg,round. Of a "
+        f"table (--table, --categories): one of {_table_solvers()}, optionally followed by "
+        "',round'. postdp release also takes 'bayes' alone ([wang2021]'s release rule, "
+        "geometric noise)",
     )
     parser.add_argument(
         "--public",
@@ -441,7 +445,7 @@ def check_weights(args: argparse.Namespace) -> None:
     if getattr(args, "weights", "equal") == "equal":
         return
     steps = {s.strip().split("(")[0] for s in args.postprocess.split(",")}
-    if not steps & {"project", "project-nonneg", "topdown"}:
+    if not steps & {e.name for e in estimators("hierarchy") if e.solver}:
         raise CliError(
             f"--weights {args.weights}: weights the projection steps, and --postprocess "
             f"{args.postprocess!r} has none"

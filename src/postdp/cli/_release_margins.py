@@ -8,6 +8,7 @@ import argparse
 from typing import Any
 
 from postdp.cli._options import CliError
+from postdp.postprocess.estimators import PROJECT, estimator, estimators
 
 __all__ = ["hierarchy_margins", "table_margins"]
 
@@ -18,8 +19,8 @@ def hierarchy_margins(args: argparse.Namespace, h: Any, mechanisms: list[Any], p
     if args.uncertainty is None:
         return None
     option = f"--uncertainty {args.uncertainty}"
-    if args.postprocess.replace(" ", "") != "project":
-        raise CliError(f"{option}: exact GLS margins are for --postprocess project alone")
+    if args.postprocess.replace(" ", "") != PROJECT.name:
+        raise CliError(f"{option}: exact GLS margins are for --postprocess {PROJECT.name} alone")
     variances = {m.variance() for m in mechanisms}
     if args.weights != "inverse-variance" and len(variances) > 1:
         raise CliError(
@@ -63,10 +64,11 @@ def table_margins(
                 "errors (replicates x geounits x categories x 4 bytes); use fewer"
             )
         return None
-    if step not in ("project", "blue"):
+    if step is None or not estimator(step).variances:
         raise CliError(
             f"--uncertainty {args.uncertainty}: exact GLS margins are for --postprocess "
-            "project or blue (the least-squares estimate)"
+            f"{' or '.join(e.name for e in estimators('table') if e.variances)} (the "
+            "least-squares estimate)"
         )
     if any(m.weight is not None for m in work.measurements):
         raise CliError(

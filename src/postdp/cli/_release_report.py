@@ -12,6 +12,7 @@ from typing import Any
 from postdp import privacy
 from postdp.cli._common import level_labels
 from postdp.cli._options import CliError
+from postdp.postprocess.estimators import estimator
 
 __all__ = [
     "check_cap",
@@ -216,16 +217,7 @@ def table_report(
 
     step, rounded = check_steps(args.postprocess)
     if step is not None:
-        what = {
-            "project": "least squares over every measured count",
-            "project-nonneg": "least squares over every measured count, every cell >= 0",
-            "topdown": "top-down, level by level, nonnegative",
-            "blue": "the best linear unbiased estimate (least squares)",
-            "blue-restore": "the best linear unbiased estimate made nonnegative per family",
-            "topdown-2020": "the Census Bureau's 2020 production TopDown, integral",
-            "blue-restore-2020": "the BLUE restored per family and rounded by the 2020 "
-            "rounder, integral",
-        }[step]
+        what = estimator(step).summary
         if rounded:
             what += ", then rounded to integers (unbiased)"
         print(

@@ -167,12 +167,13 @@ def _measurement(entry: Any, table: Any, n_levels: int) -> Any:
 
 def check_steps(text: str) -> tuple[str | None, bool]:
     """The post-processing of a table release or audit (validated): the step or None, and
-    whether ``round`` follows it (:func:`postdp.analysis.design.parse_table_steps`)."""
-    from postdp.analysis.design import parse_table_steps
+    whether ``round`` follows it (:func:`postdp.postprocess.parse_table_method`)."""
     from postdp.errors import ValidationError
+    from postdp.postprocess import parse_table_method
 
     try:
-        return parse_table_steps(text)
+        method = parse_table_method(text)
+        return (None if method.step is None else method.step.name), method.rounded
     except ValidationError as exc:
         raise CliError(f"--postprocess {text!r}: {exc}") from None
 

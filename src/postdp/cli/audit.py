@@ -31,6 +31,7 @@ from postdp.cli._options import (
     whole,
 )
 from postdp.cli._report import add_report_option, check_report, print_written, write_study
+from postdp.postprocess.estimators import PROJECT
 
 __all__ = ["add_parser", "run"]
 
@@ -300,7 +301,7 @@ def _table(args: argparse.Namespace, state: RunState) -> _Subject:
     state.phase = "checking the options"
     work = workload(args, table)
     step, rounded = check_steps(args.postprocess)
-    step = step or "project"
+    step = step or PROJECT.name
     check_step_fits(args, table, work, step)
     with flag_design(args):
         design = TableDesign(table, work, step + (",round" if rounded else ""))

@@ -17,6 +17,7 @@ from postdp.cli._options import (
     whole,
 )
 from postdp.cli._report import add_report_option, check_report, print_written, write_study
+from postdp.postprocess.estimators import CLAMP
 
 __all__ = ["add_parser", "run"]
 
@@ -113,7 +114,7 @@ def run(args: argparse.Namespace, state: RunState) -> int:
     for e in args.epsilon:
         with flag(option, f"{e:g}"):
             mechanisms.append(cls(epsilon=e))
-    args.postprocess = args.postprocess or ["clamp"]
+    args.postprocess = args.postprocess or [CLAMP.name]
     if len(set(args.postprocess)) != len(args.postprocess):
         raise CliError(f"--postprocess: each post-processing once; got {args.postprocess}")
     for post in args.postprocess:

@@ -22,28 +22,26 @@ Post-process a run of noisy measurement files (written by `postdp measure`, by
 postdp.nmf.write, or published by the Census Bureau) into every geounit's detailed
 histogram. Costs no privacy: it reads only the noisy measurements.
 
---method: topdown-2020 (the 2020 production TopDown: integral, nonnegative, consistent),
-blue (the best linear unbiased estimate: unbiased, real-valued, may be negative),
-blue-restore (the BLUE restored to nonnegative family by family), blue-restore-2020 (the
-same, each family rounded by the 2020 rounder as it goes down: integral, holding the run's
-structural constraints), or another table
-post-processing (project, project-nonneg, topdown), each optionally followed by ",round"
+--method: one of the table estimators below, each optionally followed by ",round"
 (seeded by --seed; without --seed a seed is drawn from the operating system's entropy and
-recorded in OUT/postdp-postprocess.json, and a resume reuses it).
+recorded in OUT/postdp-postprocess.json, and a resume reuses it):
+
+{methods}
 
 Writes, for every geolevel, the wide form OUT/wide/<Geolevel>.parquet/NNN/part-0.parquet
 (geocode, total, one column per cell: every cell of every geounit; NNN the subtree's code,
 the folder named without the run's State= so that pandas.read_parquet of a level's folder
 reads geocode as the string it is and adds no partition column) and, for an integral
-method (topdown-2020, blue-restore-2020, any step with ',round'), the long form OUT/long/...
-(geocode, category, estimate; the cells of estimate 0 left out: a cell not listed is 0).
-A real-valued method (blue, blue-restore, project, ...) writes no long form: its wide form
-holds every cell. One partition for the nation and the states and one per state subtree,
+method ({integral}, any step with ',round'), the long form OUT/long/... (geocode,
+category, estimate; the cells of estimate 0 left out: a cell not listed is 0). A
+real-valued method writes no long form: its wide form holds every cell. One partition
+for the nation and the states and one per state subtree,
 each file written under a temporary name and renamed into place; OUT/postdp-manifest.json
 (every file's SHA-256) is written last.
 
-Margins of error ("moe") are 90%: 1.645 standard errors. blue adds its exact ones (from the
-design alone, no privacy cost): OUT/moe/... in the wide form's partitions (geocode and
+Margins of error ("moe") are 90%: 1.645 standard errors. A method with known variances
+({variances}) adds its exact ones (from the design alone, no privacy cost): OUT/moe/...
+in the wide form's partitions (geocode and
 <variable>_moe for every row of the P.L. 94-171 tables over the run's schema: P1_001N_moe ...
 P5_010N_moe for a persons run, H1_001N_moe ... for a units run; each row's variance from its
 cells' covariances; 0 for an invariant), and OUT/std_dev/... (geocode, query_name,
@@ -54,10 +52,28 @@ run of another schema has no moe form; `postdp tabulate OUT` makes the tables wi
 margins. Progress: a bar on a terminal; when standard error is not a terminal (a log), one
 plain line per partition solved; the last line says what was written where. A run
 killed at any moment is resumed by the same command: finished partitions are kept and the
-result is the same, byte for byte. topdown-2020 solves the subtrees one at a time (one
+result is the same, byte for byte. {tasks} solves the subtrees one at a time (one
 state's measurements in memory), or as Dask tasks with --scheduler (local: a LocalCluster
 of --workers processes; or a scheduler's address), with the same result.
 """
+
+
+def _description() -> str:
+    """The description, its lists of methods from the estimator registry."""
+    from postdp.postprocess import estimators
+
+    table = estimators("table")
+
+    def names(keep: Any) -> str:
+        return ", ".join(e.name for e in table if keep(e))
+
+    methods = "\n".join(f"  {e.name}: {e.summary}" for e in table if not e.finisher)
+    return DESCRIPTION.format(
+        methods=methods,
+        integral=names(lambda e: e.integral and not e.finisher),
+        variances=names(lambda e: e.variances),
+        tasks=names(lambda e: e.tasks),
+    )
 
 
 def add_parser(commands: Any) -> None:
@@ -65,10 +81,12 @@ def add_parser(commands: Any) -> None:
     parser = commands.add_parser(
         "postprocess",
         help="estimate histograms from noisy measurement files (no privacy cost)",
-        description=DESCRIPTION,
+        description=_description(),
     )
     parser.add_argument("run_dir", metavar="RUN", help="the run's folder")
-    parser.add_argument("--method", required=True, help="topdown-2020, blue, blue-restore, ...")
+    parser.add_argument(
+        "--method", required=True, help="a table estimator (listed above), optionally ',round'"
+    )
     parser.add_argument("--output-dir", required=True, metavar="OUT", help="the estimates' folder")
     parser.add_argument(
         "--seed",
@@ -79,7 +97,8 @@ def add_parser(commands: Any) -> None:
     parser.add_argument(
         "--scheduler",
         metavar="ADDRESS",
-        help="run topdown-2020's subtrees on Dask: 'local' (a LocalCluster, whose workers' "
+        help="run the subtree tasks (of a method that has them, see above) on Dask: "
+        "'local' (a LocalCluster, whose workers' "
         "own output is not shown: postdp reports a failed task, a dead worker or Ctrl-C in "
         "one line) or a scheduler address such as tcp://host:8786",
     )
@@ -99,7 +118,8 @@ def add_parser(commands: Any) -> None:
         type=whole(1, 10**9),
         default=50_000,
         metavar="N",
-        help="topdown-2020: a state with more than N blocks is cut at its counties, a county "
+        help="a method solved in subtree tasks: a state with more than N blocks is cut at "
+        "its counties, a county "
         "still above N at its tracts, and so on; the other counties (tracts, ...) go in "
         "tasks of consecutive ones of at most N blocks in all (memory per task: at most N "
         "blocks or one block group: a worker of 5.6 GB on synthetic California at the "
@@ -111,25 +131,29 @@ def add_parser(commands: Any) -> None:
 
 def run(args: argparse.Namespace, state: RunState) -> int:
     """Check the run, the method and the folder; then post-process, partition by partition."""
-    from postdp.analysis.design import INTEGRAL_STEPS, parse_table_steps
     from postdp.nmf import read, subtrees
+    from postdp.postprocess import parse_table_method
 
     state.phase = "checking the options"
     with flag("--method", args.method):
-        step, rounded = parse_table_steps(args.method)
-        if step is None:
+        method = parse_table_method(args.method)
+        if method.step is None:
             raise ValueError("name a post-processing step")
+    step, rounded = method.step.name, method.rounded
     if args.seed is not None and not rounded and args.amc is None:
         raise CliError(
             f"--seed: seeds a ',round' step or --amc; --method {args.method!r} is neither"
         )
-    if args.amc is not None and not (rounded or step in INTEGRAL_STEPS):
+    if args.amc is not None and not method.integral:
         raise CliError(
             f"--amc {args.amc}: takes the release as the truth, which must be whole numbers; "
             f"--method {args.method!r} is not (add ',round')"
         )
-    if args.scheduler is not None and step != "topdown-2020":
-        raise CliError(f"--scheduler: runs topdown-2020's subtrees; not --method {args.method!r}")
+    if args.scheduler is not None and (rounded or not method.step.tasks):
+        raise CliError(
+            f"--scheduler: runs the subtree tasks of a method that has them; --method "
+            f"{args.method!r} has none"
+        )
     run_dir = Path(args.run_dir).expanduser()
     with flag("RUN", args.run_dir):
         codes = subtrees(run_dir)

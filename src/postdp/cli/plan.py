@@ -27,6 +27,7 @@ from postdp.cli._plan_report import objective_name as _objective
 from postdp.cli._plan_report import plan_report as _report
 from postdp.cli._plan_report import unit_name as _unit
 from postdp.cli._report import add_report_option, check_report, write_report
+from postdp.postprocess.estimators import PROJECT_NONNEG
 
 __all__ = ["add_parser", "run"]
 
@@ -417,6 +418,6 @@ def _check_objective_options(args: argparse.Namespace) -> None:
                     "noise and has no post-processing chain to choose"
                 )
         return
-    args.postprocess = "project-nonneg" if args.postprocess is None else args.postprocess
+    args.postprocess = PROJECT_NONNEG.name if args.postprocess is None else args.postprocess
     args.draws = 200 if args.draws is None else args.draws
     args.count = "count" if args.count is None else args.count

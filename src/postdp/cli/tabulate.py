@@ -25,7 +25,7 @@ Census's tabulation GEOID as text (state 2, county 5, tract 11, block group 12, 
 digits; US for the nation); NAME; AIAN_BRANCH (True for the part of a geounit on the
 American Indian and Alaska Native branch of the 2020 spine); GEOLEVEL; then every variable
 in the Census's names, P1_001N ..., each followed by <variable>_moe, its 90% margin of error,
-where the release has one: exact for --method blue, from the AMC replicates of
+where the release has one: exact for --method project, from the AMC replicates of
 `postdp postprocess --amc K` for an integral method; 0 for an invariant), TABLES/
 variables.csv (each variable's table, label, universe and unit) and
 TABLES/postdp-manifest.json. The folder is written under a temporary name and renamed into

@@ -24,6 +24,7 @@ from postdp.decisions.rules import Rule
 from postdp.errors import ValidationError
 from postdp.mechanisms import NoiseMechanism
 from postdp.postprocess import ElementwiseChain, Step
+from postdp.postprocess.estimators import ROUND
 
 __all__ = ["FairnessReport", "allotment_fairness", "decision_fairness"]
 
@@ -41,7 +42,7 @@ def _post(
     chain = ElementwiseChain(mechanism, postprocess)
     if not chain.steps:
         return None
-    gen = _rng.spawn(rng, 1)[0] if any(step.name == "round" for step in chain.steps) else None
+    gen = _rng.spawn(rng, 1)[0] if any(step.name == ROUND.name for step in chain.steps) else None
     return lambda values: chain(values, rng=gen)
 
 

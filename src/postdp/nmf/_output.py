@@ -16,13 +16,13 @@ Forms:
 - ``long`` (integral methods only: ``topdown-2020``, ``blue-restore-2020``, any step with
   ``,round``): ``geocode``, ``category`` (dictionary of the schema's cells) and
   ``estimate``, the cells of estimate 0 left out (a cell not listed is 0). A real-valued
-  method (``blue``, ``blue-restore``, ``project``, ...) writes no long form: its cells are
+  method (``project``, ``blue-restore``, ``project-nonneg``, ...) writes no long form: its cells are
   almost never 0, so it would list every cell of every geounit (628 MB for the District of
-  Columbia's ``blue``), negative ones included; its wide form holds them all.
+  Columbia's ``project``), negative ones included; its wide form holds them all.
 - ``std_dev`` (methods with standard deviations): one row per geounit and query with
   ``geocode``, ``query_name``, ``query_shape`` and ``std_dev`` (its counts' standard
   deviations, a list in C order: the layout of the noisy measurement files' ``value``);
-- ``moe`` (``blue``, exact; an integral method with ``amc``, from its replicates): one row
+- ``moe`` (``project``, exact; an integral method with ``amc``, from its replicates): one row
   per geounit, ``geocode`` and ``<variable>_moe`` for every row of the published tables
   over the run's schema (:func:`moe_tables`: P1 to P5 for persons, H1 for housing units),
   the 90% margin of error, :data:`Z90` times the standard error (0 for an invariant).

@@ -9,8 +9,8 @@ named by its code alone (``011``, not the run's ``State=011``: see
     OUT/wide/<Geolevel>.parquet/[NNN/]part-0.parquet   geocode, total, one column per cell
     OUT/long/<Geolevel>.parquet/[NNN/]part-0.parquet   (integral methods) geocode, category,
                                    estimate; the cells of estimate 0 left out
-    OUT/std_dev/<Geolevel>.parquet/...      (``blue``) geocode, query_name, query_shape, std_dev
-    OUT/moe/<Geolevel>.parquet/...          (``blue``; ``amc``) geocode, <variable>_moe, ...
+    OUT/std_dev/<Geolevel>.parquet/...      (``project``) geocode, query_name, query_shape, std_dev
+    OUT/moe/<Geolevel>.parquet/...          (``project``; ``amc``) geocode, <variable>_moe, ...
     OUT/postdp-postprocess.json    what is being computed (written first)
     OUT/postdp-manifest.json       every file and its SHA-256 (written last: complete)
 
@@ -20,9 +20,11 @@ so a run killed at any moment leaves only complete partitions; running the same 
 again skips them and gives the same bytes (every method is deterministic, a rounding step
 seeded by ``seed`` or, given none, by a seed drawn once and recorded in the plan).
 
-How each method is partitioned:
+How each method is partitioned (by the properties of its record in
+:func:`postdp.postprocess.estimators`):
 
-- ``topdown-2020``: the top is solved from the nation's and the states' measurements, then
+- a method solved in subtree tasks (:attr:`~postdp.postprocess.Estimator.tasks`:
+  ``topdown-2020``): the top is solved from the nation's and the states' measurements, then
   every subtree below its state's fixed histogram (:func:`postdp.postprocess.top_down_2020`
   with ``root=``): one state's measurements in memory at a time, and the subtrees are
   independent tasks (a Dask scheduler runs them in parallel, the same bits as in-process).
@@ -31,20 +33,21 @@ How each method is partitioned:
   counties of at most ``cut_blocks`` blocks in all (``read(..., within=[counties])``),
   their levels in ``part-<first county's geocode>.parquet`` files; a county still too
   large is cut again at its tracts, and so on.
-- ``blue``: the BLUE of the whole run, streamed state by state
+- a method with known variances (:attr:`~postdp.postprocess.Estimator.variances`:
+  ``project``, the BLUE): the BLUE of the whole run, streamed state by state
   (:func:`postdp.postprocess.project_by_subtree`: each subtree read twice, once for its
   summary and once below the top's answer), with the exact standard deviation of every
   measured marginal, ``total`` and ``detailed`` at every geounit (the ``std_dev`` form),
   and the exact 90% margin of error of every row of the published tables over the run's
   schema (the ``moe`` form: P1 to P5 for a persons run, H1 for a units run; each row's
   variance from its cells' covariances).
-- any other table post-processing (``blue-restore``, ``blue-restore-2020``, ``project``,
-  ``project-nonneg``, ``topdown``, with ``,round``): solved on the whole run at once
+- any other table post-processing (``blue-restore``, ``blue-restore-2020``,
+  ``project-nonneg``, ``topdown``, any with ``,round``): solved on the whole run at once
   (memory grows with it), written partition by partition.
 
 Margins of error are 90% (1.645 standard errors) wherever they are written, in columns
 named ``moe`` or ``<variable>_moe``. An integral method has them with ``amc``: the Census
-Bureau's approximate Monte Carlo writes the ``moe`` form (the same columns as ``blue``'s,
+Bureau's approximate Monte Carlo writes the ``moe`` form (the same columns as ``project``'s,
 from the replicates' spread around the release) beside ``OUT/amc/``. A run of a schema
 without published tables (neither the 2020 persons nor the units schema) gets no ``moe``
 form.
@@ -81,13 +84,11 @@ from postdp.nmf._subtree import below, one_thread, refuse_missing, schema_of
 from postdp.nmf._topdown_tasks import run_topdown
 from postdp.tables import Query, TableMeasurements
 
-__all__ = ["METHODS", "RunError", "postprocess"]
+__all__ = ["RunError", "postprocess"]
 
-#: What :func:`postprocess` does partition by partition (every other table step: whole run).
-METHODS = ("topdown-2020", "blue")
-#: ``topdown-2020`` cuts a state with more blocks than this at its counties (tasks of at most
-#: this many blocks: synthetic California's workers peaked at 5.6 GB with it, 9.0 GB with
-#: 100,000).
+#: A method solved in subtree tasks (``topdown-2020``) cuts a state with more blocks than
+#: this at its counties (tasks of at most this many blocks: synthetic California's
+#: workers peaked at 5.6 GB with it, 9.0 GB with 100,000).
 CUT_BLOCKS = 50_000
 
 
@@ -114,9 +115,9 @@ def postprocess(
         post-processing of the same run, method and seed is resumed; any other folder
         with files is refused.
     method : str
-        ``"topdown-2020"``, ``"blue"``, ``"blue-restore"`` or another table
-        post-processing of :data:`postdp.analysis.TABLE_STEPS`, optionally followed by
-        ``",round"``.
+        A table estimator of :func:`postdp.postprocess.estimators` (``"topdown-2020"``,
+        ``"project"``, ``"blue-restore"``, ...), optionally followed by ``",round"``
+        (:func:`postdp.postprocess.parse_table_method`).
     seed : int, optional
         Seeds the rounding of ``",round"`` and ``amc``'s draws (the other steps are
         deterministic). Without one, a random step gets a seed drawn from the operating
@@ -124,8 +125,8 @@ def postprocess(
         ``"seed_drawn": true``); resuming the same call into the same folder reuses it, so
         the resumed output is the same bits as an uninterrupted one.
     scheduler : dask.distributed.Client, optional
-        Runs ``topdown-2020``'s subtrees as Dask tasks (each ships the run's path, its
-        subtree code and its state's histogram, and writes its own files).
+        Runs a method's subtree tasks (``topdown-2020``) as Dask tasks, each shipping the
+        run's path, its subtree code and its state's histogram and writing its own files.
     amc : int, default 0
         With K >= 2: approximate Monte Carlo margins of error (:func:`postdp.nmf.amc`,
         study path seeded by ``seed``): the release taken as the truth, measured and
@@ -135,8 +136,8 @@ def postprocess(
         90% margin of error, each geounit, the same layout as ``wide``). Needs an integral
         method.
     cut_blocks : int, default 50_000
-        ``topdown-2020``: a state with more blocks is cut at its counties -- one task
-        solves it down to its counties, then consecutive counties of at most
+        A method solved in subtree tasks: a state with more blocks is cut at its
+        counties -- one task solves it down to its counties, then consecutive counties of at most
         ``cut_blocks`` blocks in all are a task, each below its histogram, their levels
         written to ``part-<first county's geocode>.parquet`` files in the state's
         partition -- so a task holds at most ``cut_blocks`` blocks, not a state of 500,000;
@@ -176,12 +177,15 @@ def postprocess(
     >>> county["geocode"].tolist(), list(county.columns[:2])
     (['011001'], ['geocode', 'total'])
     """
-    from postdp.analysis.design import INTEGRAL_STEPS, parse_table_steps
+    from postdp.postprocess import parse_table_method
 
-    step, rounded = parse_table_steps(method)
-    if step is None:
+    parsed = parse_table_method(method)
+    if parsed.step is None:
         raise ValidationError(f"`method` {method!r}: post-processing needs a step")
-    integral = rounded or step in INTEGRAL_STEPS  # whole numbers: int64 and a long form
+    step, rounded, integral = parsed.step.name, parsed.rounded, parsed.integral
+    # how it is solved, by the record's properties (an integral result: int64, long form)
+    tasks = parsed.step.tasks and not rounded
+    streamed = parsed.step.variances and not rounded  # the std_dev form: the streamed BLUE
     if isinstance(amc, bool) or not isinstance(amc, int) or amc == 1 or amc < 0:
         raise ValidationError(f"`amc` must be 0 or an integer >= 2; got {amc!r}")
     if amc and not integral:
@@ -205,8 +209,8 @@ def postprocess(
     check_budgets(run, top, step)
     check_fits(step, top)
     tables = moe_tables(schema)
-    forms = list(forms_of(integral, method == "blue"))
-    if tables and (method == "blue" or amc):
+    forms = list(forms_of(integral, streamed))
+    if tables and (streamed or amc):
         forms.append(MOE)
     plan = {
         "run": str(run.resolve()),
@@ -216,26 +220,24 @@ def postprocess(
         "forms": forms,
         "partition_folders": "subtree code",  # an earlier postdp's State=NNN: not resumed
         "amc": amc,
-        **({"cut_blocks": cut_blocks} if method == "topdown-2020" else {}),
+        **({"cut_blocks": cut_blocks} if tasks else {}),
     }
     if seed is None and (rounded or amc):  # a random step: its seed recorded for a resume
         plan["seed"] = seed = _drawn_seed(out, plan)
         plan[SEED_DRAWN] = True
     made = _made_by_start(out)
     start(out, plan)
-    queries = _queries(top) if method == "blue" else None
-    writer = Writer(
-        out, names, schema, queries, tables if method == "blue" else (), integral=integral
-    )
+    queries = _queries(top) if streamed else None
+    writer = Writer(out, names, schema, queries, tables if streamed else (), integral=integral)
     report = progress or (lambda stage, done, total: None)
     total = len(codes) + 1
     try:
         with one_thread(), _reading(run_dir):  # what the run's subtrees hold or lack
-            if method == "topdown-2020":
+            if tasks:
                 order = _state_order(top, codes)
                 run_topdown(run, top, order, writer, scheduler, report, cut_blocks)
-            elif method == "blue":
-                _blue(run, top, codes, writer, report)
+            elif streamed:
+                _blue(run, top, codes, writer, report, step)
             else:
                 _whole(run, top, codes, writer, method, seed, report)
         if amc:
@@ -330,25 +332,26 @@ def _drawn_seed(out: Path, plan: dict[str, Any]) -> int:
     return secrets.randbits(63)
 
 
-#: The steps that weigh each geounit by its own budget (a run with the spine's bypass).
-PER_GEOUNIT_STEPS = ("topdown-2020", "blue", "blue-restore", "blue-restore-2020")
-
-
 def check_budgets(run: Path, top: TableMeasurements, step: str) -> None:
     """Refuse, before any solve, a step that weighs a level's geounits alike on a run whose
     geounits have their own budgets (its manifest says so, or its top level shows it)."""
+    from postdp.postprocess import estimator, estimators
+
     manifest = layout.read_manifest(run) or {}
-    if step in PER_GEOUNIT_STEPS:
+    if estimator(step).per_geounit:
         return
     if manifest.get("budget_scale") or top.budget_scale is not None:
+        fit = [e.name for e in estimators("table") if e.per_geounit]
         raise ValidationError(
             f"{step!r} weighs every geounit of a level alike; this run measured geounits "
-            f"with their own budgets (the spine's bypass): use {', '.join(PER_GEOUNIT_STEPS)}"
+            f"with their own budgets (the spine's bypass): use {', '.join(fit)}"
         )
 
 
 # -- methods -------------------------------------------------------------------------------
-def _blue(run: Path, top: TableMeasurements, codes: list[str], writer: Writer, report: Any) -> None:
+def _blue(
+    run: Path, top: TableMeasurements, codes: list[str], writer: Writer, report: Any, step: str
+) -> None:
     from postdp.postprocess import project_by_subtree
 
     order = _state_order(top, codes)
@@ -374,7 +377,7 @@ def _blue(run: Path, top: TableMeasurements, codes: list[str], writer: Writer, r
         report("top", 1, len(codes) + 1)
         report("subtrees", len(codes), len(codes))  # nothing below the states
         return
-    parts = project_by_subtree(top, subtree, method="blue", variances=[*wanted, *writer.tables])
+    parts = project_by_subtree(top, subtree, method=step, variances=[*wanted, *writer.tables])
     upper, variances = next(parts)
     writer.top(top.table.geography, upper, order, variances)
     report("top", 1, len(codes) + 1)
@@ -486,7 +489,7 @@ def _rows_of(whole: Hierarchy, part: Hierarchy) -> Any:
 
 def _queries(top: TableMeasurements) -> dict[str, tuple[int, ...]]:
     """The run's measured marginals, ``total`` and ``detailed`` (the queries whose standard
-    deviations ``blue`` writes), by name with their shapes."""
+    deviations ``project`` writes), by name with their shapes."""
     schema = schema_of(top)
     names = {"total", "detailed", *(x.query.name for x in top.workload.measurements)}
     return {n: tuple(schema.marginal(n).shape) for n in sorted(names)}

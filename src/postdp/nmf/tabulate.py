@@ -13,7 +13,7 @@ partition by partition (memory: one batch of a partition's rows, never a level):
   Indian and Alaska Native branch of the 2020 spine, whose GEOID repeats the other part's),
   ``GEOLEVEL`` (the level's name), then every variable (``P1_001N`` ...), each followed by
   ``<variable>_moe``, its 90% margin of error, where the release carries one (its ``moe``
-  form: exact for ``blue``, from approximate Monte Carlo replicates for an integral method
+  form: exact for ``project``, from approximate Monte Carlo replicates for an integral method
   post-processed with ``amc``); an invariant's margin of error is 0;
 - ``variables.csv``: every variable's table, label, universe and unit.
 
@@ -161,10 +161,9 @@ class _Release:
             self.manifest = json.loads((path / DONE).read_text(encoding="utf-8"))
         except (OSError, ValueError):
             raise ValidationError(f"{str(path)!r}: its plan or manifest is unreadable") from None
-        from postdp.analysis.design import INTEGRAL_STEPS, parse_table_steps
+        from postdp.postprocess import parse_table_method
 
-        step, rounded = parse_table_steps(str(self.plan.get("method", "")))
-        self.integral = bool(rounded or step in INTEGRAL_STEPS)
+        self.integral = parse_table_method(str(self.plan.get("method", ""))).integral
         wide = path / "wide"
         found = {p.name.removesuffix(".parquet") for p in wide.glob("*.parquet")}
         from postdp.nmf._layout import LEVELS_2020
@@ -248,7 +247,7 @@ class _Release:
 
     def _margins(self, level: str, path: Path, rows: int) -> Callable[[Any], pd.DataFrame] | None:
         """The moe form's rows for each batch of a wide partition file: its twin file read
-        in step (the same geounits in the same order, as ``blue`` writes them), else the
+        in step (the same geounits in the same order, as ``project`` writes them), else the
         level's margins joined by geocode (as the approximate Monte Carlo writes them)."""
         if not self.has_moe:
             return None

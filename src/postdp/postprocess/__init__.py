@@ -1,5 +1,8 @@
 """Post-processing of noisy counts and tables: projections, nonnegativity, rounding, chains.
 
+Every method is a record of one registry, :func:`estimators` (look one up with
+:func:`estimator`); its name there is its only spelling.
+
 One vocabulary for both models (a hierarchy of counts is a table with one cell per
 geounit): :func:`project`, :func:`top_down`, :func:`round` and :func:`kkt_report` take a
 hierarchy's noisy counts or a table's :class:`~postdp.tables.TableMeasurements`; for tables
@@ -23,6 +26,13 @@ from postdp.postprocess.elementwise.ramps import (
     restriction_ramp_ratio,
     translated_ramp,
     translated_ramp_bias,
+)
+from postdp.postprocess.estimators import (
+    Estimator,
+    TableMethod,
+    estimator,
+    estimators,
+    parse_table_method,
 )
 from postdp.postprocess.gls import TableProjector
 from postdp.postprocess.kkt import ProjectionReport, TableKKTReport, kkt_report
@@ -48,11 +58,13 @@ from postdp.postprocess.topdown2020 import (
 __all__ = [
     "ROUNDER_QUERIES",
     "ElementwiseChain",
+    "Estimator",
     "PostProcessChain",
     "ProjectionReport",
     "Projector",
     "Step",
     "TableKKTReport",
+    "TableMethod",
     "TableNonnegProjector",
     "TableNonnegReport",
     "TableProjector",
@@ -63,6 +75,8 @@ __all__ = [
     "check_top_down_2020",
     "clamp",
     "clamp_bias",
+    "estimator",
+    "estimators",
     "inverse_variance_weights",
     "is_consistent",
     "kkt_report",
@@ -70,6 +84,7 @@ __all__ = [
     "modified_postprocess",
     "optimal_ramp_shift",
     "parse_steps",
+    "parse_table_method",
     "project",
     "project_by_subtree",
     "project_sum",

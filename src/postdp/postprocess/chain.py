@@ -1,19 +1,11 @@
 """A chain of post-processing steps, as the command line and release designs spell them.
 
 Steps are written ``name`` or ``name:key=value`` and joined by commas, e.g.
-``"project-nonneg,round"`` or ``"clamp,modified:T=2,round"``:
-
-=================  ===================================================================
-``project``        (P): L2 projection onto parent = sum of children
-``project-nonneg`` (P+): the same with v >= 0
-``topdown``        level-by-level nonnegative projection (census TopDown)
-``clamp``          max(0, x) element-wise (``clamp:lower=L`` for another bound)
-``ramp-optimal``   translated ramp max(x - α*, 0) with the exact optimal shift α* per level
-                  (b W(1/2) for Laplace(b); the geometric root for double geometric noise)
-``modified:T=t``   the modified post-processing of [fioretto2021] §7.3 with temperature t
-``round``          integers: consistent unbiased rounding if the values are consistent,
-                   element-wise stochastic rounding otherwise
-=================  ===================================================================
+``"project-nonneg,round"`` or ``"clamp,modified:T=2,round"``. The steps are the
+estimators of :func:`postdp.postprocess.estimators` that run on a hierarchy (their
+names, summaries and options come from that registry): the projections (``project``,
+``project-nonneg``, ``topdown``), the element-wise steps (``clamp``, ``ramp-optimal``,
+``modified:T=t``) and ``round``; ``"none"`` is no step.
 """
 
 from __future__ import annotations
@@ -30,17 +22,23 @@ from postdp.hierarchy import Hierarchy, PublicSpec
 from postdp.mechanisms import NoiseMechanism, expand_mechanisms
 from postdp.postprocess.elementwise.modified import modified_postprocess
 from postdp.postprocess.elementwise.ramps import clamp, optimal_ramp_shift
+from postdp.postprocess.estimators import (
+    CLAMP,
+    MODIFIED,
+    RAMP_OPTIMAL,
+    Estimator,
+    estimator,
+    estimators,
+)
 from postdp.postprocess.projections import Projector
 from postdp.postprocess.rounding import round_consistent, stochastic_round
 
 __all__ = ["STEP_NAMES", "PostProcessChain", "Step", "is_consistent", "parse_steps"]
 
-_PROJECTIONS = {
-    "project": (False, "exact"),
-    "project-nonneg": (True, "exact"),
-    "topdown": (True, "topdown"),
-}
-STEP_NAMES = (*_PROJECTIONS, "clamp", "ramp-optimal", "modified", "round")
+#: The steps of a hierarchy's chain: the registry's estimators that run on a hierarchy.
+STEP_NAMES = tuple(e.name for e in estimators("hierarchy"))
+_CLAMP, _RAMP, _MODIFIED = CLAMP, RAMP_OPTIMAL, MODIFIED  # the element-wise kernels here
+_NONE = "none"
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,13 +77,10 @@ def parse_steps(text: str) -> tuple[Step, ...]:
     """
     steps: list[Step] = []
     for part in (p.strip() for p in text.split(",")):
-        if not part or part == "none":
+        if not part or part == _NONE:
             continue
         name, _, rest = part.partition(":")
-        if name not in STEP_NAMES:
-            raise ValidationError(
-                f"unknown post-processing step {name!r}; choose from {', '.join(STEP_NAMES)}"
-            )
+        est = _hierarchy_step(name)
         options: dict[str, float] = {}
         for item in filter(None, rest.split(";")):
             key, sep, value = item.partition("=")
@@ -99,19 +94,31 @@ def parse_steps(text: str) -> tuple[Step, ...]:
                 raise ValidationError(
                     f"step option {item!r} of {name!r} must be key=<finite number>"
                 )
-        allowed = {"modified": {"T"}, "clamp": {"lower"}}.get(name, set())
+        allowed = set(est.options)
         unknown = set(options) - allowed
         if unknown:
             raise ValidationError(
                 f"step {name!r} takes no option {', '.join(sorted(unknown))}"
                 + (f" (it takes {', '.join(sorted(allowed))})" if allowed else "")
             )
-        if name == "modified" and "T" not in options:
-            raise ValidationError("step 'modified' needs its temperature: modified:T=<number>")
-        if name == "modified" and options["T"] < 0:
-            raise ValidationError(f"step 'modified' needs T >= 0; got {options['T']:g}")
+        for key in est.required:
+            if key not in options:
+                raise ValidationError(f"step {name!r} needs its option: {name}:{key}=<number>")
+        if est is _MODIFIED and options["T"] < 0:
+            raise ValidationError(f"step {name!r} needs T >= 0; got {options['T']:g}")
         steps.append(Step(name, options))
     return tuple(steps)
+
+
+def _hierarchy_step(name: str) -> Estimator:
+    """The registry's record of a hierarchy chain step (one line naming them otherwise)."""
+    est = estimator(name)
+    if "hierarchy" not in est.models:
+        raise ValidationError(
+            f"{name!r} runs on a table's measurements, not in a hierarchy's chain; the "
+            f"steps of a hierarchy are {', '.join(STEP_NAMES)}"
+        )
+    return est
 
 
 def is_consistent(values: ArrayLike, hierarchy: Hierarchy, *, rtol: float = 1e-9) -> bool:
@@ -194,18 +201,14 @@ class PostProcessChain:
         self.mechanisms = expand_mechanisms(mechanisms, count=hierarchy.n_levels)
         self._projectors: dict[str, Projector] = {}
         for step in self.steps:
-            if step.name in _PROJECTIONS and step.name not in self._projectors:
-                nonneg, method = _PROJECTIONS[step.name]
+            est = _hierarchy_step(step.name)
+            if est.solver and step.name not in self._projectors:
                 self._projectors[step.name] = Projector(
-                    hierarchy,
-                    nonneg=nonneg,
-                    public=public,
-                    method="exact" if method == "exact" else "topdown",
-                    weights=weights,
+                    hierarchy, public=public, method=est.name, weights=weights
                 )
-            if step.name == "ramp-optimal" and any(m.family != "laplace" for m in self.mechanisms):
+            if est is _RAMP and any(m.family != "laplace" for m in self.mechanisms):
                 raise ValidationError(
-                    "step 'ramp-optimal' needs Laplace or geometric noise on every level"
+                    f"step {est.name!r} needs Laplace or geometric noise on every level"
                 )
         if public is not None and not self._projectors:
             raise ValidationError("public nodes need a projection step that enforces them")
@@ -242,14 +245,14 @@ class PostProcessChain:
                 out = self._projectors[step.name]._solve(out)
             elif step.name in self._projectors:
                 out = self._projectors[step.name](out)
-            elif step.name == "clamp":
+            elif step.name == _CLAMP.name:
                 out = clamp(out, lower=step.options.get("lower", 0.0))
-            elif step.name == "ramp-optimal":
+            elif step.name == _RAMP.name:
                 shifts = np.array([optimal_ramp_shift(m) for m in self.mechanisms])
                 out = np.maximum(out - shifts[h.depth], 0.0)
-            elif step.name == "modified":
+            elif step.name == _MODIFIED.name:
                 out = modified_postprocess(out, temperature=step.options["T"])
-            elif step.name == "round":
+            elif estimator(step.name).finisher:
                 out = _round(out, h, rng)
         return out
 
@@ -258,7 +261,7 @@ class PostProcessChain:
 
 
 #: Steps that act on each value alone (no hierarchy needed).
-ELEMENTWISE_STEPS = ("clamp", "ramp-optimal", "modified", "round")
+ELEMENTWISE_STEPS = tuple(e.name for e in estimators("hierarchy") if e.elementwise)
 
 
 class ElementwiseChain:
@@ -296,8 +299,8 @@ class ElementwiseChain:
                 f"steps {', '.join(needs_tree)} need a hierarchy; without one use "
                 f"{', '.join(ELEMENTWISE_STEPS)}"
             )
-        if any(s.name == "ramp-optimal" for s in self.steps) and mechanism.family != "laplace":
-            raise ValidationError("step 'ramp-optimal' needs Laplace or geometric noise")
+        if any(s.name == _RAMP.name for s in self.steps) and mechanism.family != "laplace":
+            raise ValidationError(f"step {_RAMP.name!r} needs Laplace or geometric noise")
 
     def __call__(self, values: ArrayLike, *, rng: RNGLike = None) -> NumArray:
         """Apply the steps in order to values of any shape.
@@ -321,11 +324,11 @@ class ElementwiseChain:
         """
         out: NumArray = np.asarray(values, dtype=np.float64)
         for step in self.steps:
-            if step.name == "clamp":
+            if step.name == _CLAMP.name:
                 out = clamp(out, lower=step.options.get("lower", 0.0))
-            elif step.name == "ramp-optimal":
+            elif step.name == _RAMP.name:
                 out = np.maximum(out - optimal_ramp_shift(self.mechanism), 0.0)
-            elif step.name == "modified":
+            elif step.name == _MODIFIED.name:
                 out = modified_postprocess(out, temperature=step.options["T"])
             else:
                 out = stochastic_round(out, rng=rng)

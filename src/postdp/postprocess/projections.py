@@ -20,7 +20,7 @@ import warnings
 import weakref
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
@@ -37,6 +37,7 @@ from postdp.hierarchy import (
 from postdp.mechanisms import NoiseMechanism, expand_mechanisms
 from postdp.postprocess._solvers.one_cell import CountsSolver, counts_only
 from postdp.postprocess._solvers.simplex import project_families
+from postdp.postprocess.estimators import estimators, resolve_projection
 from postdp.tables import TableMeasurements
 
 __all__ = [
@@ -46,8 +47,6 @@ __all__ = [
     "project_sum",
     "top_down",
 ]
-
-Method = Literal["exact", "topdown", "blue", "blue-restore", "topdown-2020"]
 
 
 def _noisy(noisy: ArrayLike, n: int) -> tuple[FloatArray, tuple[int, ...]]:
@@ -104,9 +103,9 @@ def project(
     noisy: ArrayLike | TableMeasurements,
     hierarchy: Hierarchy | None = None,
     *,
-    nonneg: bool = True,
+    nonneg: bool | None = None,
     public: PublicSpec = None,
-    method: Method = "exact",
+    method: str | None = None,
     weights: ArrayLike | None = None,
 ) -> FloatArray:
     """Project noisy counts onto the hierarchy's constraints, every draw at once.
@@ -122,19 +121,22 @@ def project(
         the measurements carry their geography, invariants and weights.
     hierarchy : Hierarchy
         Required for counts; left out for table measurements.
-    nonneg : bool, default True
-        True: (P+), also v >= 0. False: (P).
+    nonneg : bool, optional
+        Without ``method``: True or left out, (P+), also v >= 0; False, (P). With a
+        ``method``, leave it out (or give the estimator's own; a hierarchy's ``topdown``
+        also runs with ``nonneg=False``, each family's (P_S) without the bound).
     public : mapping, sequence of str, "root" or None
         Invariant nodes: ``{id: value}``, or ids (or ``"root"``) held at their true counts.
-    method : {"exact", "topdown", "blue", "blue-restore", "topdown-2020"}, default "exact"
-        ``"exact"`` solves (P)/(P+) over the whole tree; ``"topdown"`` fixes the root, then
-        projects each family onto its parent's value level by level (census TopDown; see
-        :func:`postdp.postprocess.top_down`). For table measurements: ``"blue"`` is (P),
-        the best linear unbiased estimate (``nonneg=False``), and, for schema tables,
-        ``"blue-restore"`` the BLUE restored to nonnegative family by family
-        (``nonneg=True``; :func:`postdp.postprocess.blue_restore`), and
-        ``"topdown-2020"`` the Census Bureau's 2020 production TopDown, integral
-        (``nonneg=True``; :func:`postdp.postprocess.top_down_2020`).
+    method : str, optional
+        A registered estimator that projects (:func:`postdp.postprocess.estimators`, those
+        with :attr:`~postdp.postprocess.Estimator.solver`): ``"project"`` (P) and
+        ``"project-nonneg"`` (P+) over the whole tree (the default, as ``nonneg`` says);
+        ``"topdown"`` fixes the root, then projects each family onto its parent's value
+        level by level (census TopDown; see :func:`postdp.postprocess.top_down`). For
+        schema table measurements also ``"blue-restore"`` (the BLUE restored to
+        nonnegative family by family, :func:`postdp.postprocess.blue_restore`),
+        ``"topdown-2020"`` (the Census Bureau's 2020 production TopDown, integral,
+        :func:`postdp.postprocess.top_down_2020`) and ``"blue-restore-2020"``.
     weights : array_like, shape (n,), optional
         Positive weights w of the objective Σ w_i (v_i - y_i)², e.g.
         :func:`inverse_variance_weights`; equal weights when omitted.
@@ -149,7 +151,8 @@ def project(
     Raises
     ------
     ValidationError
-        For a shape mismatch, NaN or infinite values, or bad weights.
+        For a shape mismatch, NaN or infinite values, bad weights, or an unknown
+        ``method`` (one line naming the registered ones).
     InfeasibleConstraintsError
         When the public values admit no solution.
 
@@ -208,12 +211,12 @@ _CACHE_SIZE = 8
 
 def _prepared(
     hierarchy: Hierarchy,
-    nonneg: bool,
+    nonneg: bool | None,
     public: PublicSpec,
-    method: Method,
+    method: str | None,
     weights: ArrayLike | None,
 ) -> Projector:
-    key = (bool(nonneg), method, _public_key(public), _weights_key(weights))
+    key = (nonneg, method, _public_key(public), _weights_key(weights))
     if not isinstance(hierarchy, Hierarchy) or key[2] is None:
         return Projector(hierarchy, nonneg=nonneg, public=public, method=method, weights=weights)
     seen = _CACHE.setdefault(hierarchy, OrderedDict())
@@ -257,9 +260,10 @@ class Projector:
     Parameters
     ----------
     hierarchy : Hierarchy
-    nonneg : bool, default True
+    nonneg : bool, optional
     public : mapping, sequence of str, "root" or None
-    method : {"exact", "topdown"}, default "exact"
+    method : str, optional
+        A projection of a hierarchy (:func:`postdp.postprocess.estimators`).
     weights : array_like, shape (n,), optional
         See :func:`project`.
 
@@ -279,21 +283,17 @@ class Projector:
         self,
         hierarchy: Hierarchy,
         *,
-        nonneg: bool = True,
+        nonneg: bool | None = None,
         public: PublicSpec = None,
-        method: Method = "exact",
+        method: str | None = None,
         weights: ArrayLike | None = None,
     ) -> None:
         if not isinstance(hierarchy, Hierarchy):
             raise TypeError(f"`hierarchy` must be a Hierarchy; got {type(hierarchy).__name__}")
-        if method not in ("exact", "topdown"):
-            raise ValidationError(
-                f"`method` must be 'exact' or 'topdown'; got {method!r} ('blue', "
-                "'blue-restore' and 'topdown-2020' are for table measurements)"
-            )
+        est, bound = resolve_projection(method, nonneg, "hierarchy")
         self.hierarchy = hierarchy
-        self.nonneg = bool(nonneg)
-        self.method = method
+        self.nonneg = bound
+        self.method = est.name
         self.weights = _weights(weights, hierarchy.n)
         self.public = resolve_public(hierarchy, public=public)
         check_feasible(hierarchy, public=self.public, nonneg=self.nonneg)
@@ -306,7 +306,7 @@ class Projector:
                 stacklevel=2,
             )
         self._solver = CountsSolver.build(
-            hierarchy, self.weights, self.public, nonneg=self.nonneg, method=method
+            hierarchy, self.weights, self.public, nonneg=self.nonneg, levels=est.level_by_level
         )
 
     def __call__(self, noisy: ArrayLike) -> FloatArray:
@@ -469,6 +469,8 @@ def top_down(
         if not nonneg:
             raise ValidationError("table top-down is nonnegative; pass nonneg=True")
         return top_down_cells(noisy, client=client)
-    return project(
-        noisy, hierarchy, nonneg=nonneg, public=public, method="topdown", weights=weights
-    )
+    return project(noisy, hierarchy, nonneg=nonneg, public=public, method=_LEVELS, weights=weights)
+
+
+#: The hierarchy's level-by-level projection (census TopDown), as the registry names it.
+_LEVELS = next(e.name for e in estimators("hierarchy") if e.solver and e.level_by_level)

@@ -123,7 +123,7 @@ def blue_restore(
         )
     lead = measurements.values[0].shape[:-2]
     B = int(np.prod(lead)) if lead else 1
-    scale = only_children_unmeasured(geo, measurements.budget_scale, "blue-restore")
+    scale = only_children_unmeasured(geo, measurements.budget_scale, "blue_restore")
     blue = TableProjector(table, workload, budget_scale=scale)(measurements).reshape(B, geo.n, c)
     values = [v.reshape(B, *v.shape[-2:]) for v in measurements.values]
     out = np.empty((B, geo.n, c))
@@ -221,8 +221,8 @@ def _root(
     g = np.concatenate([v[0] for _, v in fixed]) if fixed else np.zeros(0)
     bound = None if structural is None else structural.family(every, np.array([root]))
     if bound is None:
-        return certified_root(H, lin, C, g, who="blue-restore"), None
-    x = bounded_root(H, lin, C, g, bound.C, bound.lo[0], bound.hi[0], who="blue-restore")
+        return certified_root(H, lin, C, g, who="blue_restore"), None
+    x = bounded_root(H, lin, C, g, bound.C, bound.lo[0], bound.hi[0], who="blue_restore")
     x[bound.fixed[0]] = 0.0
     return x, bound
 

@@ -41,6 +41,7 @@ from postdp.postprocess._solvers.marginal_basis import (
     table_schema,
     workload_basis,
 )
+from postdp.postprocess.estimators import PROJECT, estimator, estimators
 from postdp.postprocess.gls import (
     answered,
     level_answers,
@@ -54,14 +55,12 @@ from postdp.tables.published import PublishedTable
 
 __all__ = ["project_by_subtree"]
 
-_METHODS = ("blue", "top-down")
-
 
 def project_by_subtree(
     top: TableMeasurements,
     subtree: Callable[[int], TableMeasurements],
     *,
-    method: str = "blue",
+    method: str = PROJECT.name,
     variances: Sequence[Query | PublishedTable] = (),
 ) -> Iterator[Any]:
     """(P) or top-down of a large table, holding the top and one subtree at a time.
@@ -77,17 +76,19 @@ def project_by_subtree(
         ``top.table.geography`` (in the order of ``geography.leaves``) and its
         descendants: a table rooted at that geounit (same id, same detailed cells), with
         no measurement at its level 0 (the root's own are in ``top``), as many draws as
-        ``top``. Called twice per subtree with ``method="blue"`` (upward, then downward)
-        and once with ``"top-down"``; it must return the same answers each time (read
-        them from a file, or draw them from a fixed seed).
-    method : {"blue", "top-down"}
-        ``"blue"``: (P), generalised least squares, the same numbers as
-        :class:`~postdp.postprocess.TableProjector` on the whole table. ``"top-down"``:
+        ``top``. Called twice per subtree with ``method="project"`` (upward, then
+        downward) and once with ``"topdown"``; it must return the same answers each time
+        (read them from a file, or draw them from a fixed seed).
+    method : str, default "project"
+        An estimator that streams (:attr:`~postdp.postprocess.Estimator.streams`):
+        ``"project"``: (P), generalised least squares (the BLUE), the same numbers as
+        :class:`~postdp.postprocess.TableProjector` on the whole table. ``"topdown"``:
         the same numbers as :func:`~postdp.top_down` on the whole table.
     variances : sequence of Query or PublishedTable, default ()
-        With ``"blue"``: queries, or published tables (:func:`postdp.data.pl94_tables`),
-        whose estimates' variances to compute as well, for every geounit (from the design
-        alone: they cost no privacy); names unique. For a schema table a query must be a
+        With an estimator whose variances are known (``"project"``): queries, or
+        published tables (:func:`postdp.data.pl94_tables`), whose estimates' variances
+        to compute as well, for every geounit (from the design alone: they cost no
+        privacy); names unique. For a schema table a query must be a
         marginal of the schema (:meth:`Query.marginal`) and a table over the schema's
         cells. Equal to :meth:`TableProjector.query_variances` and
         :meth:`TableProjector.table_variances` on the whole table.
@@ -139,8 +140,10 @@ def project_by_subtree(
     >>> bool(np.allclose(parts[1][0], parts[0][1]))  # subtree a's root is the top's row a
     True
     """
-    if method not in _METHODS:
-        raise ValidationError(f"`method` must be 'blue' or 'top-down'; got {method!r}")
+    est = estimator(method)
+    if not est.streams:
+        fit = ", ".join(e.name for e in estimators("table") if e.streams)
+        raise ValidationError(f"`method` {method!r} is not solved by subtree; use {fit}")
     if not isinstance(top, TableMeasurements):
         raise TypeError(f"`top` must be TableMeasurements; got {type(top).__name__}")
     geo = top.table.geography
@@ -150,10 +153,10 @@ def project_by_subtree(
             "deepest level (the roots of the subtrees)"
         )
     wanted = list(variances)
-    if method == "top-down":
-        uniform_budget(top, "project_by_subtree(method='top-down')")
-        if wanted:
-            raise ValidationError("`variances` are those of 'blue' (top-down has none)")
+    if est.level_by_level:
+        uniform_budget(top, f"project_by_subtree(method={method!r})")
+        if wanted and not est.variances:
+            raise ValidationError(f"`variances`: {method!r} has none")
         return _top_down(top, subtree)
     schema = table_schema(top.table.categories, top.workload)
     for q in wanted:

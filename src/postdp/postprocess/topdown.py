@@ -93,7 +93,7 @@ def top_down_cells(measurements: TableMeasurements, *, client: Any = None) -> Fl
     check_top_down(table, measurements.workload)
     counts = one_cell(measurements) if client is None else None
     if counts is not None and set(counts.public) <= {table.geography.ids[table.geography.root]}:
-        solved = counts.solve(nonneg=True, method="topdown")  # the hierarchy's family split
+        solved = counts.solve(nonneg=True, levels=True)  # the hierarchy's family split
         if solved is not None:
             lead = measurements.values[0].shape[:-2]
             return solved.reshape(*lead, table.geography.n, 1)

@@ -27,6 +27,7 @@ import pandas as pd
 from postdp._typing import RNGLike
 from postdp.analysis import MonteCarloResult, ReleaseDesign, TableDesign, simulate
 from postdp.errors import ValidationError
+from postdp.postprocess.estimators import PROJECT
 from postdp.report._cells_page import table_audit_page
 from postdp.report._model import Report, ReportFigure, ReportTable
 from postdp.report._names import geounit_names
@@ -470,7 +471,7 @@ def _meets_theorem_12(design: ReleaseDesign) -> bool:
     (P) is (P_S) family by family)."""
     from postdp.hierarchy import resolve_public
 
-    if [str(step) for step in design.steps] != ["project"]:
+    if [str(step) for step in design.steps] != [PROJECT.name]:
         return False
     h = design.hierarchy
     public = resolve_public(h, public=design.public)

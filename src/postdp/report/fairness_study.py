@@ -19,6 +19,7 @@ import pandas as pd
 
 from postdp._typing import FloatArray
 from postdp.errors import ValidationError
+from postdp.postprocess.estimators import CLAMP
 from postdp.report._fairness_text import CAPTIONS, section203_headlines, title1_headlines
 from postdp.report._model import Headline, Report, ReportFigure, ReportTable
 
@@ -309,7 +310,7 @@ def fairness_study(
     epsilon: float | Sequence[float],
     state: str | None = None,
     mechanism: Literal["laplace", "geometric"] = "geometric",
-    postprocess: str | Sequence[str] = "clamp",
+    postprocess: str | Sequence[str] = CLAMP.name,
     amount: float = 6.5e9,
     n_draws: int = 2000,
     rng: int | None = None,

@@ -21,6 +21,7 @@ from postdp.analysis import (
 from postdp.data import load_county_populations
 from postdp.hierarchy import Hierarchy
 from postdp.mechanisms import Laplace
+from postdp.postprocess.estimators import PROJECT, PROJECT_NONNEG
 from postdp.reproduce._core import Comparison, Reproduction, Settings, register
 
 Z = 4.5  # standard errors allowed to a Monte Carlo value (Bonferroni over every check)
@@ -53,7 +54,7 @@ def fig1(settings: Settings) -> Reproduction:
     out = Reproduction("seed000-fig1")
     h = state_hierarchy(TEXAS)
     m = Laplace.from_scale(200.0)
-    design = ReleaseDesign(h, m, "project-nonneg", public="root")
+    design = ReleaseDesign(h, m, PROJECT_NONNEG.name, public="root")
     res = simulate(design, n_draws=settings.draws(20_000, 4000), rng=1, raw=list(SMALL))
     from postdp.plots import plot_residuals
 
@@ -92,7 +93,7 @@ def fig4(settings: Settings) -> Reproduction:
     out = Reproduction("seed000-fig4")
     h = state_hierarchy(TEXAS)
     m = Laplace.from_scale(200.0)
-    design = ReleaseDesign(h, m, "project-nonneg", public="root")
+    design = ReleaseDesign(h, m, PROJECT_NONNEG.name, public="root")
     results, labels, loving = [], [], []
     i = h.index([SMALL[0]])[0]
     for shift in (0, 300, 1000, 10_000):
@@ -150,7 +151,7 @@ def fig5(settings: Settings) -> Reproduction:
         h = state_hierarchy(fips)
         n = h.leaves.size
         res = simulate(
-            ReleaseDesign(h, m, "project", public="root"),
+            ReleaseDesign(h, m, PROJECT.name, public="root"),
             n_draws=settings.draws(40_000, 8000),
             rng=int(fips),
             bins=800,
@@ -256,7 +257,7 @@ def states(settings: Settings) -> Reproduction:
             )
         )
         res = simulate(
-            ReleaseDesign(h, m, "project", public="root"),
+            ReleaseDesign(h, m, PROJECT.name, public="root"),
             n_draws=settings.draws(80_000, 10_000),
             batch=20_000,
             rng=int(fips),
@@ -296,7 +297,7 @@ def _new_mexico(settings: Settings) -> list[Comparison]:
     m = Laplace.from_scale(5.0)
     bound = p_plus_bias_bound(h, m, public="root")
     res = simulate(
-        ReleaseDesign(h, m, "project-nonneg", public="root"),
+        ReleaseDesign(h, m, PROJECT_NONNEG.name, public="root"),
         n_draws=settings.draws(40_000, 5000),
         rng=35,
     )

@@ -21,6 +21,7 @@ from postdp.decisions import (
 )
 from postdp.mechanisms import Laplace
 from postdp.postprocess import clamp, modified_postprocess
+from postdp.postprocess.estimators import CLAMP
 from postdp.reproduce._core import Comparison, Reproduction, Settings, register
 
 SEED = "[fioretto2021]"
@@ -178,7 +179,7 @@ def fig8(settings: Settings) -> Reproduction:
     out = Reproduction("seed002-fig8-9")
     x, _, _ = new_york()
     plain = _allot(settings)
-    reports = {"clamp": plain}
+    reports = {CLAMP.name: plain}
     for t in (1.0, 10.0, 100.0):
         reports[f"T = {t:g}"] = _allot(
             settings, post=lambda v, t=t: modified_postprocess(v, temperature=t)

@@ -196,5 +196,6 @@ def uniform_budget(measurements: object, who: str) -> None:
     if getattr(measurements, "budget_scale", None) is not None:
         raise ValidationError(
             f"{who} weighs every geounit of a level alike; these measurements have "
-            "per-geounit budgets (budget_scale): use 'blue', 'blue-restore' or 'topdown-2020'"
+            "per-geounit budgets (budget_scale): use an estimator that weighs each geounit by "
+            "its own (per_geounit in postdp.postprocess.estimators())"
         )

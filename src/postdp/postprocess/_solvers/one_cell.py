@@ -29,7 +29,7 @@ __all__ = ["CountsSolver", "OneCell", "counts_only", "one_cell"]
 
 @dataclass(frozen=True, slots=True, eq=False)
 class CountsSolver:
-    """(P), (P+) (``method="exact"``) or top-down of a hierarchy's counts, prepared.
+    """(P), (P+) (whole-tree) or top-down (``levels=True``) of a hierarchy's counts, prepared.
 
     Everything that does not depend on the noisy values: the two-pass coefficients of the
     exact problem, or the top-down plan.
@@ -42,10 +42,10 @@ class CountsSolver:
 
     @classmethod
     def build(
-        cls, h: Hierarchy, weights: FloatArray, pub: PublicNodes, *, nonneg: bool, method: str
+        cls, h: Hierarchy, weights: FloatArray, pub: PublicNodes, *, nonneg: bool, levels: bool
     ) -> CountsSolver:
-        """Prepare the solver (``method`` is "exact" or "topdown")."""
-        if method == "exact":
+        """Prepare the solver (``levels``: level by level, else the whole tree at once)."""
+        if not levels:
             return cls(h.layout, nonneg, TreeProblem.build(h, weights, pub), None)
         return cls(h.layout, nonneg, None, TopDownPlan.build(h, weights, pub, nonneg=nonneg))
 
@@ -90,15 +90,16 @@ class OneCell:
     weights: FloatArray
     public: dict[Any, float]
 
-    def solve(self, *, nonneg: bool, method: str = "exact") -> FloatArray | None:
-        """The hierarchy's (P) / (P+) (``method="exact"``) or top-down, shape (B, n); None
+    def solve(self, *, nonneg: bool, levels: bool = False) -> FloatArray | None:
+        """The hierarchy's (P) / (P+) or top-down (``levels=True``), shape (B, n); None
         when the hierarchy's solver refuses the public values (the general table solver
         then gives its own answer or error).
 
         Parameters
         ----------
         nonneg : bool
-        method : {"exact", "topdown"}, default "exact"
+        levels : bool, default False
+            Level by level (top-down) rather than the whole tree at once.
 
         Returns
         -------
@@ -110,7 +111,7 @@ class OneCell:
             check_feasible(geo, public=pub, nonneg=nonneg)
         except PostdpError:
             return None
-        solver = CountsSolver.build(geo, self.weights, pub, nonneg=nonneg, method=method)
+        solver = CountsSolver.build(geo, self.weights, pub, nonneg=nonneg, levels=levels)
         return solver.solve(self.noisy.copy())
 
 

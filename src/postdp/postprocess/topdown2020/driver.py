@@ -277,7 +277,7 @@ class _Plan:
         root_fixed: bool = False,
     ) -> None:
         self.scale = only_children_unmeasured(
-            table.geography, scale, "topdown-2020", root_fixed=root_fixed
+            table.geography, scale, "top_down_2020", root_fixed=root_fixed
         )
         schema = table_schema(table.categories, work)
         if schema is None:
@@ -352,9 +352,9 @@ class _Plan:
             total, C, g = None, np.zeros((0, self.c)), np.zeros(0)
         rows = self.structural.family(every, np.array([self.root_id]))
         if rows is None:
-            x = certified_root(H, lin, C, g, who="topdown-2020")
+            x = certified_root(H, lin, C, g, who="top_down_2020")
         else:
-            x = bounded_root(H, lin, C, g, rows.C, rows.lo[0], rows.hi[0], who="topdown-2020")
+            x = bounded_root(H, lin, C, g, rows.C, rows.lo[0], rows.hi[0], who="top_down_2020")
             x[rows.fixed[0]] = 0.0
         totals = None if total is None else np.array([round(total)])
         rounded = round_nested(
