@@ -26,3 +26,35 @@ def _figures_closed_after_each_test():
     pyplot = sys.modules.get("matplotlib.pyplot")
     if pyplot is not None:
         pyplot.close("all")
+
+
+#: Test files that measure a whole synthetic state (the District of Columbia: about 1.2 GB
+#: at its peak, for a few seconds): one worker runs them all, so that two such peaks never
+#: add up in two workers (pytest-xdist, --dist loadfile in pyproject.toml).
+ONE_WORKER = frozenset(
+    {
+        "tests/cli/test_measure_ledger.py",
+        "tests/cli/test_nmf_cli.py",
+        "tests/nmf/test_census_names.py",
+        "tests/nmf/test_files.py",
+        "tests/nmf/test_measure.py",
+        "tests/nmf/test_runs.py",
+        "tests/nmf/test_study.py",
+        "tests/test_docs.py",
+    }
+)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadfile``, but the files of :data:`ONE_WORKER` share one worker."""
+    if config.getoption("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class Scheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = super()._split_scope(nodeid)
+            return "measures-a-state" if path in ONE_WORKER else path
+
+    return Scheduling(config, log)

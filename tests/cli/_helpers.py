@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import io
 import os
 import shutil
 import subprocess
 import sys
+import traceback
+import warnings
+from collections.abc import Sequence
 from pathlib import Path
 
 #: Distinctive true counts: a message that contains one of them has leaked a count.
@@ -83,10 +88,56 @@ def snapshot(folder: Path) -> dict[str, str]:
     return out
 
 
-def run_postdp(
-    args: list[str], cwd: Path, timeout: float = 120
+def run_postdp(args: Sequence[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """Run ``postdp.cli.main`` with ``args`` in this process, as the console script would
+    run in ``cwd``: its standard output and error captured, its exit status returned.
+
+    It stands in for a fresh ``postdp`` process (which pays for importing numpy, pandas and
+    scipy each time) wherever a test checks what a command says, writes and returns; the
+    tests of signals, concurrent commands and resource limits use :func:`run_postdp_process`.
+    Like the process: the working folder is ``cwd``, Python's warnings start ignored (the
+    command's own handler then prints them as one line, as in a process), a ledger of the
+    case's folder stands in for the user's when no test has set one, and an uncaught
+    exception prints its traceback and gives status 1. Not thread-safe (the working folder
+    and the standard streams are the process's): run cases one after another.
+    """
+    from postdp.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    here = os.getcwd()
+    ledger = os.environ.get("POSTDP_LEDGER")
+    if ledger is None:  # never the user's own ledger (see run_postdp_process)
+        os.environ["POSTDP_LEDGER"] = str(Path(cwd) / "postdp-ledger.jsonl")
+    try:
+        os.chdir(cwd)
+        with (
+            contextlib.redirect_stdout(out),
+            contextlib.redirect_stderr(err),
+            warnings.catch_warnings(),
+        ):
+            warnings.simplefilter("ignore")
+            try:
+                status = main(list(args))
+            except SystemExit as stop:  # as the interpreter reports sys.exit(...)
+                if stop.code is not None and not isinstance(stop.code, int):
+                    print(stop.code, file=sys.stderr)
+                status = stop.code if isinstance(stop.code, int) else int(stop.code is not None)
+            except Exception:
+                traceback.print_exc()
+                status = 1
+    finally:
+        os.chdir(here)
+        if ledger is None:
+            del os.environ["POSTDP_LEDGER"]
+    return subprocess.CompletedProcess(
+        ["postdp", *args], status, stdout=out.getvalue(), stderr=err.getvalue()
+    )
+
+
+def run_postdp_process(
+    args: Sequence[str], cwd: Path, timeout: float = 120
 ) -> subprocess.CompletedProcess[str]:
-    """Run the real entry point with ``args`` in ``cwd``."""
+    """Run the installed entry point with ``args`` in ``cwd``, as a real process."""
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
     # never the user's own ledger, even from module-scoped fixtures (run before the
     # per-test one of conftest.py): a ledger of the case's folder

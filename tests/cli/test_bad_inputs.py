@@ -1,18 +1,24 @@
-"""A catalogue of bad and extreme inputs, run through the real ``postdp`` entry point.
+"""A catalogue of bad and extreme inputs, run through the ``postdp`` entry point.
 
 Each case must exit with status 2 and exactly one line on stderr that names the flag or
 column (as typed), with no traceback and no true count, and leave every file that existed
-byte-identical with no new file (issue 10). The cases run in separate processes, two at a
-time, each in its own copy of the input folder.
+byte-identical with no new file (issue 10). The cases run one after another in this process
+(``postdp.cli.main``, each in its own copy of the input folder); a sample of them also runs
+through the installed console script, which must say and return exactly the same.
 """
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
-
 import pytest
 
-from tests.cli._helpers import TRUE_COUNTS, copy_inputs, run_postdp, snapshot, write_inputs
+from tests.cli._helpers import (
+    TRUE_COUNTS,
+    copy_inputs,
+    run_postdp,
+    run_postdp_process,
+    snapshot,
+    write_inputs,
+)
 
 R = ["release", "--input", "t.csv", "-o", "out.csv"]  # a valid release, to spoil
 RS = [*R, "--study"]
@@ -222,21 +228,24 @@ CASES: dict[str, tuple[list[str], str]] = {
 
 
 @pytest.fixture(scope="module")
-def outcomes(tmp_path_factory):
-    """Run every case (two processes at a time); return {case: (result, before, after)}."""
+def inputs(tmp_path_factory):
+    """The input folder that each case copies."""
     source = tmp_path_factory.mktemp("inputs")
     write_inputs(source)
-    base = tmp_path_factory.mktemp("cases")
+    return source
 
-    def one(item):
-        name, (argv, _) = item
-        folder = copy_inputs(source, base / name)
+
+@pytest.fixture(scope="module")
+def outcomes(inputs, tmp_path_factory):
+    """Run every case in this process; return {case: (result, before, after)}."""
+    base = tmp_path_factory.mktemp("cases")
+    runs = {}
+    for name, (argv, _) in CASES.items():
+        folder = copy_inputs(inputs, base / name)
         before = snapshot(folder)
         result = run_postdp(argv, folder)
-        return name, (result, before, snapshot(folder))
-
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        return dict(pool.map(one, CASES.items()))
+        runs[name] = (result, before, snapshot(folder))
+    return runs
 
 
 def test_the_catalogue_has_at_least_100_cases():
@@ -257,3 +266,28 @@ def test_bad_input_is_one_clear_line_and_changes_nothing(name, outcomes):
         assert count not in err, err
     assert after == before  # every earlier file byte-identical, nothing new
     assert "privacy budget spent" not in result.stdout
+
+
+#: Cases of each command (and of none) run again through the installed console script.
+IN_A_PROCESS = [
+    "output-is-device",
+    "audit-output-dir-not-postdp",
+    "components-missing",
+    "no-command",
+]
+
+
+@pytest.mark.parametrize("name", IN_A_PROCESS)
+def test_the_console_script_says_what_the_in_process_run_says(name, inputs, outcomes, tmp_path):
+    """The in-process runner stands in for the real command: same status, same lines."""
+    argv, _ = CASES[name]
+    folder = copy_inputs(inputs, tmp_path / name)
+    before = snapshot(folder)
+    done = run_postdp_process(argv, folder)
+    in_process, _, _ = outcomes[name]
+    assert (done.returncode, done.stdout, done.stderr) == (
+        in_process.returncode,
+        in_process.stdout,
+        in_process.stderr,
+    )
+    assert snapshot(folder) == before

@@ -19,7 +19,7 @@ from postdp import privacy as _ledger
 from postdp.cli import main
 
 from ..nmf.conftest import check_parts, small_table
-from ._helpers import postdp_command
+from ._helpers import postdp_command, run_postdp
 
 
 def _run(args, cwd):
@@ -148,7 +148,7 @@ def test_a_killed_postprocess_resumes_to_the_same_bytes(small_run, tmp_path):
         out = f"cut{k}"
         _killed([*args, "--output-dir", out], tmp_path, delay)
         partial += not (tmp_path / out / "postdp-manifest.json").exists()
-        resumed = _run([*args, "--output-dir", out], tmp_path)
+        resumed = run_postdp([*args, "--output-dir", out], tmp_path)  # resumed in-process
         assert resumed.returncode == 0, resumed.stderr
         got = json.loads((tmp_path / out / "postdp-manifest.json").read_text())["files"]
         assert got == expected, delay

@@ -26,7 +26,7 @@ from tests.cli._helpers import (
     TRUE_COUNTS,
     mentions_true_count,
     postdp_command,
-    run_postdp,
+    run_postdp_process,
     snapshot,
     write_inputs,
 )
@@ -320,7 +320,7 @@ def test_sigint_during_release_never_leaves_a_partial_output(tmp_path):
     args = ["release", "--input", "big.csv", "--study", "--seed", "1", "-o", "out.csv"]
     args += ["--overwrite", "--postprocess", "project"]
     start = time.perf_counter()
-    full = run_postdp(args, tmp_path)
+    full = run_postdp_process(args, tmp_path)
     elapsed = time.perf_counter() - start
     assert full.returncode == 0, full.stderr
     statuses = []
@@ -347,7 +347,7 @@ def test_sigint_during_audit_keeps_the_old_folder_or_writes_a_complete_one(tmp_p
     args = ["audit", "--draws", "600", "--shifts", "0,10", "--no-figures", "--quiet"]
     args += ["--output-dir", "aud"]
     start = time.perf_counter()
-    first = run_postdp(args, tmp_path)
+    first = run_postdp_process(args, tmp_path)
     elapsed = time.perf_counter() - start
     assert first.returncode == 0, first.stderr
     old = snapshot(tmp_path / "aud")
