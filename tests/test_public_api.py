@@ -120,6 +120,22 @@ def test_import_postdp_is_light():
     assert done.stdout.strip() == ""
 
 
+def test_the_command_lines_parser_is_light():
+    """Building every command's parser (``postdp --help``) reads the estimator registry but
+    loads no scipy, pandas or numba (the solvers load on use; issue 43 had made every
+    command start 2 s slower)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from postdp.cli import build_parser; build_parser(); "
+        "heavy = [m for m in ('scipy', 'pandas', 'matplotlib', 'opendp', 'dask', 'sklearn', "
+        "'numba') if m in sys.modules]; print(','.join(heavy))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == ""
+
+
 # Layers, lowest first; a module may import only from its own layer or the ones before it
 # (STYLE.md). Checked statically, on the import statements of every source file.
 LAYERS = [

@@ -10,23 +10,13 @@ they work on the detailed cells of every geounit, shape (..., geography.n, n_det
 :func:`postdp.tables.expand` gives every category node.
 """
 
-from postdp.postprocess._project_tables import check_step
-from postdp.postprocess.chain import (
-    ElementwiseChain,
-    PostProcessChain,
-    Step,
-    is_consistent,
-    parse_steps,
-)
-from postdp.postprocess.elementwise.modified import modified_bias, modified_postprocess
-from postdp.postprocess.elementwise.ramps import (
-    clamp,
-    clamp_bias,
-    optimal_ramp_shift,
-    restriction_ramp_ratio,
-    translated_ramp,
-    translated_ramp_bias,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# the registry is light and loaded now: it also binds the function `estimators` over the
+# submodule of the same name
 from postdp.postprocess.estimators import (
     Estimator,
     TableMethod,
@@ -34,26 +24,47 @@ from postdp.postprocess.estimators import (
     estimators,
     parse_table_method,
 )
-from postdp.postprocess.gls import TableProjector
-from postdp.postprocess.kkt import ProjectionReport, TableKKTReport, kkt_report
-from postdp.postprocess.nonneg import TableNonnegProjector, TableNonnegReport
-from postdp.postprocess.projections import (
-    Projector,
-    inverse_variance_weights,
-    project,
-    project_sum,
-    top_down,
-)
-from postdp.postprocess.rounding import round, round_consistent, stochastic_round
-from postdp.postprocess.rounding_stream import round_by_subtree
-from postdp.postprocess.table_restore import blue_restore, check_blue_restore
-from postdp.postprocess.table_stream import project_by_subtree
-from postdp.postprocess.topdown import check_top_down
-from postdp.postprocess.topdown2020 import (
-    ROUNDER_QUERIES,
-    check_top_down_2020,
-    top_down_2020,
-)
+
+# public name -> the module that defines it, imported on first use (PEP 562): the command
+# line reads the estimator registry without importing the solvers (numpy, scipy, pandas)
+_LAZY = {
+    "check_step": "postdp.postprocess._project_tables",
+    "ElementwiseChain": "postdp.postprocess.chain",
+    "PostProcessChain": "postdp.postprocess.chain",
+    "Step": "postdp.postprocess.chain",
+    "is_consistent": "postdp.postprocess.chain",
+    "parse_steps": "postdp.postprocess.chain",
+    "modified_bias": "postdp.postprocess.elementwise.modified",
+    "modified_postprocess": "postdp.postprocess.elementwise.modified",
+    "clamp": "postdp.postprocess.elementwise.ramps",
+    "clamp_bias": "postdp.postprocess.elementwise.ramps",
+    "optimal_ramp_shift": "postdp.postprocess.elementwise.ramps",
+    "restriction_ramp_ratio": "postdp.postprocess.elementwise.ramps",
+    "translated_ramp": "postdp.postprocess.elementwise.ramps",
+    "translated_ramp_bias": "postdp.postprocess.elementwise.ramps",
+    "TableProjector": "postdp.postprocess.gls",
+    "ProjectionReport": "postdp.postprocess.kkt",
+    "TableKKTReport": "postdp.postprocess.kkt",
+    "kkt_report": "postdp.postprocess.kkt",
+    "TableNonnegProjector": "postdp.postprocess.nonneg",
+    "TableNonnegReport": "postdp.postprocess.nonneg",
+    "Projector": "postdp.postprocess.projections",
+    "inverse_variance_weights": "postdp.postprocess.projections",
+    "project": "postdp.postprocess.projections",
+    "project_sum": "postdp.postprocess.projections",
+    "top_down": "postdp.postprocess.projections",
+    "round": "postdp.postprocess.rounding",
+    "round_consistent": "postdp.postprocess.rounding",
+    "stochastic_round": "postdp.postprocess.rounding",
+    "round_by_subtree": "postdp.postprocess.rounding_stream",
+    "blue_restore": "postdp.postprocess.table_restore",
+    "check_blue_restore": "postdp.postprocess.table_restore",
+    "project_by_subtree": "postdp.postprocess.table_stream",
+    "check_top_down": "postdp.postprocess.topdown",
+    "ROUNDER_QUERIES": "postdp.postprocess.topdown2020",
+    "check_top_down_2020": "postdp.postprocess.topdown2020",
+    "top_down_2020": "postdp.postprocess.topdown2020",
+}
 
 __all__ = [
     "ROUNDER_QUERIES",
@@ -98,3 +109,55 @@ __all__ = [
     "translated_ramp",
     "translated_ramp_bias",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'postdp.postprocess' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+if TYPE_CHECKING:  # what static checkers and IDEs see
+    from postdp.postprocess._project_tables import check_step
+    from postdp.postprocess.chain import (
+        ElementwiseChain,
+        PostProcessChain,
+        Step,
+        is_consistent,
+        parse_steps,
+    )
+    from postdp.postprocess.elementwise.modified import modified_bias, modified_postprocess
+    from postdp.postprocess.elementwise.ramps import (
+        clamp,
+        clamp_bias,
+        optimal_ramp_shift,
+        restriction_ramp_ratio,
+        translated_ramp,
+        translated_ramp_bias,
+    )
+    from postdp.postprocess.gls import TableProjector
+    from postdp.postprocess.kkt import ProjectionReport, TableKKTReport, kkt_report
+    from postdp.postprocess.nonneg import TableNonnegProjector, TableNonnegReport
+    from postdp.postprocess.projections import (
+        Projector,
+        inverse_variance_weights,
+        project,
+        project_sum,
+        top_down,
+    )
+    from postdp.postprocess.rounding import round, round_consistent, stochastic_round
+    from postdp.postprocess.rounding_stream import round_by_subtree
+    from postdp.postprocess.table_restore import blue_restore, check_blue_restore
+    from postdp.postprocess.table_stream import project_by_subtree
+    from postdp.postprocess.topdown import check_top_down
+    from postdp.postprocess.topdown2020 import (
+        ROUNDER_QUERIES,
+        check_top_down_2020,
+        top_down_2020,
+    )
