@@ -150,7 +150,6 @@ LAYERS = [
         "postdp._intervals",
         "postdp._moments",
         "postdp._kernels",
-        "postdp._table_kernels",
     ],
     ["postdp.mechanisms", "postdp.privacy"],  # a release and its accounting, together
     ["postdp.hierarchy"],

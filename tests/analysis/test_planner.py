@@ -9,7 +9,7 @@ import postdp
 from postdp.data import synthetic_hierarchy
 from postdp.errors import ValidationError
 from postdp.mechanisms import Gaussian, Laplace
-from postdp.postprocess.table_variance import hierarchy_variances
+from postdp.postprocess.variances import hierarchy_variances
 
 
 def _objective(h, shares, family, weights, public_root):

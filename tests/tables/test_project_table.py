@@ -175,7 +175,7 @@ def test_hierarchy_gls_variances_equal_a_dense_reference(public):
     from postdp import Geometric, Laplace, project
     from postdp.data import synthetic_hierarchy
     from postdp.postprocess import inverse_variance_weights
-    from postdp.postprocess.table_variance import hierarchy_variances
+    from postdp.postprocess.variances import hierarchy_variances
 
     h = synthetic_hierarchy((3, 2, 3), rng=4)
     mechanisms = [Laplace(epsilon=0.5), Geometric(epsilon=1.0), Laplace(epsilon=2.0)]

@@ -2,6 +2,12 @@
 budget planning and an empirical privacy audit."""
 
 from postdp._intervals import ConfidenceInterval
+from postdp.analysis.cell_metrics import (
+    SIZE_BINS,
+    table_error_metrics,
+    table_metric_sums,
+    table_metrics_from_sums,
+)
 from postdp.analysis.census_metrics import (
     ReliabilityThreshold,
     census_metrics,
@@ -18,12 +24,6 @@ from postdp.analysis.privacy_audit import PrivacyAudit, audit_privacy
 from postdp.analysis.replicates import replicate_intervals
 from postdp.analysis.result import BiasVerdict, MonteCarloResult, largest_abs_quantile
 from postdp.analysis.simulation import ChunkRelease, Simulation, SimulationDesign
-from postdp.analysis.table_metrics import (
-    SIZE_BINS,
-    table_error_metrics,
-    table_metric_sums,
-    table_metrics_from_sums,
-)
 from postdp.analysis.theory import (
     BiasBound,
     geometric_h,

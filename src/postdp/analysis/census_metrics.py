@@ -45,7 +45,7 @@ import pandas as pd
 from scipy import sparse
 
 from postdp._typing import ArrayLike, FloatArray, IntArray
-from postdp.analysis.table_metrics import SIZE_BINS
+from postdp.analysis.cell_metrics import SIZE_BINS
 from postdp.errors import ValidationError
 from postdp.tables import Table
 from postdp.tables.schema import Schema

@@ -29,8 +29,8 @@ from scipy import sparse
 
 from postdp import _validation
 from postdp._typing import ArrayLike, FloatArray, IntArray, NumArray, RNGLike
+from postdp.analysis.cell_metrics import SIZE_BINS, table_metric_sums, table_metrics_from_sums
 from postdp.analysis.simulation import ChunkRelease, Simulation
-from postdp.analysis.table_metrics import SIZE_BINS, table_metric_sums, table_metrics_from_sums
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy, PublicSpec, public_values
 from postdp.mechanisms import Budget, NoiseMechanism, expand_mechanisms

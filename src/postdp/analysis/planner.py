@@ -258,7 +258,7 @@ def _plan_levels(
         raise ValidationError(f"`weights` needs {L} nonnegative values, not all 0; got {weights}")
 
     def level_means(shares: FloatArray) -> FloatArray:
-        from postdp.postprocess.table_variance import hierarchy_variances
+        from postdp.postprocess.variances import hierarchy_variances
 
         mechs = [_mechanism(mechanism, float(b)) for b in shares]
         var = hierarchy_variances(hierarchy, mechs, public_root=public_root)

@@ -4,7 +4,7 @@ Two interval methods for hierarchies:
 
 - ``"gls"``: exact normal intervals for (P) when it is least squares (equal noise per level,
   or inverse-variance weights), from the design alone
-  (:func:`postdp.postprocess.table_variance.hierarchy_variances`).
+  (:func:`postdp.postprocess.variances.hierarchy_variances`).
 - ``"replicates"``: for any post-processing chain ((P+), top-down, clamp, ramps, rounding;
   :func:`~postdp.analysis.replicates.replicate_intervals`). The released counts stand in
   for the truth: the design is run again on them ``R`` times (fresh noise, the same
@@ -34,9 +34,9 @@ import pandas as pd
 from postdp import _rng, _validation
 from postdp._intervals import ConfidenceInterval
 from postdp._typing import ArrayLike, FloatArray, IntArray, RNGLike
+from postdp.analysis.cell_metrics import SIZE_BINS
 from postdp.analysis.design import ReleaseDesign, TableDesign
 from postdp.analysis.replicates import replicate_intervals
-from postdp.analysis.table_metrics import SIZE_BINS
 from postdp.errors import ValidationError
 from postdp.mechanisms import Geometric, Laplace
 from postdp.postprocess.estimators import PROJECT
@@ -82,7 +82,7 @@ def gls_intervals(
     from scipy import stats
 
     from postdp.hierarchy import resolve_public
-    from postdp.postprocess.table_variance import hierarchy_variances
+    from postdp.postprocess.variances import hierarchy_variances
 
     h = design.hierarchy
     if [str(s) for s in design.steps] != [PROJECT.name]:

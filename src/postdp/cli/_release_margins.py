@@ -33,7 +33,7 @@ def hierarchy_margins(args: argparse.Namespace, h: Any, mechanisms: list[Any], p
     import numpy as np
     from scipy import stats
 
-    from postdp.postprocess.table_variance import hierarchy_variances
+    from postdp.postprocess.variances import hierarchy_variances
 
     z = float(stats.norm.isf((1 - args.ci_level) / 2))
     return z * np.sqrt(hierarchy_variances(h, mechanisms, public_root=public is not None))

@@ -57,9 +57,9 @@ _LAZY = {
     "round_consistent": "postdp.postprocess.rounding",
     "stochastic_round": "postdp.postprocess.rounding",
     "round_by_subtree": "postdp.postprocess.rounding_stream",
-    "blue_restore": "postdp.postprocess.table_restore",
-    "check_blue_restore": "postdp.postprocess.table_restore",
-    "project_by_subtree": "postdp.postprocess.table_stream",
+    "blue_restore": "postdp.postprocess.restore",
+    "check_blue_restore": "postdp.postprocess.restore",
+    "project_by_subtree": "postdp.postprocess.projection_stream",
     "check_top_down": "postdp.postprocess.topdown",
     "ROUNDER_QUERIES": "postdp.postprocess.topdown2020",
     "check_top_down_2020": "postdp.postprocess.topdown2020",
@@ -144,6 +144,7 @@ if TYPE_CHECKING:  # what static checkers and IDEs see
     from postdp.postprocess.gls import TableProjector
     from postdp.postprocess.kkt import ProjectionReport, TableKKTReport, kkt_report
     from postdp.postprocess.nonneg import TableNonnegProjector, TableNonnegReport
+    from postdp.postprocess.projection_stream import project_by_subtree
     from postdp.postprocess.projections import (
         Projector,
         inverse_variance_weights,
@@ -151,10 +152,9 @@ if TYPE_CHECKING:  # what static checkers and IDEs see
         project_sum,
         top_down,
     )
+    from postdp.postprocess.restore import blue_restore, check_blue_restore
     from postdp.postprocess.rounding import round, round_consistent, stochastic_round
     from postdp.postprocess.rounding_stream import round_by_subtree
-    from postdp.postprocess.table_restore import blue_restore, check_blue_restore
-    from postdp.postprocess.table_stream import project_by_subtree
     from postdp.postprocess.topdown import check_top_down
     from postdp.postprocess.topdown2020 import (
         ROUNDER_QUERIES,

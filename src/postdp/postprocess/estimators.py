@@ -216,7 +216,7 @@ def _topdown(table: Table, workload: Workload, scale: ArrayLike | None) -> Any:
 
 
 def _blue_restore(table: Table, workload: Workload, scale: ArrayLike | None) -> Any:
-    from postdp.postprocess.table_restore import blue_restore
+    from postdp.postprocess.restore import blue_restore
 
     return blue_restore
 
@@ -224,7 +224,7 @@ def _blue_restore(table: Table, workload: Workload, scale: ArrayLike | None) -> 
 def _blue_restore_2020(table: Table, workload: Workload, scale: ArrayLike | None) -> Any:
     import numpy as np
 
-    from postdp.postprocess.table_restore import blue_restore
+    from postdp.postprocess.restore import blue_restore
 
     return lambda m: np.asarray(blue_restore(m, integral=True), dtype=np.float64)
 
@@ -283,7 +283,7 @@ BLUE_RESTORE = Estimator(
     consistent=True,
     per_geounit=True,
     level_by_level=True,
-    check="postdp.postprocess.table_restore:check_blue_restore",
+    check="postdp.postprocess.restore:check_blue_restore",
     prepare=f"{_HERE}:_blue_restore",
 )
 
@@ -311,7 +311,7 @@ BLUE_RESTORE_2020 = Estimator(
     consistent=True,
     per_geounit=True,
     level_by_level=True,
-    check="postdp.postprocess.table_restore:check_blue_restore",
+    check="postdp.postprocess.restore:check_blue_restore",
     prepare=f"{_HERE}:_blue_restore_2020",
 )
 

@@ -40,14 +40,14 @@ import numpy as np
 from scipy import sparse
 
 from postdp import _rng, _validation
-from postdp._table_kernels import cycle_round_rows
+from postdp._kernels import cycle_round_rows
 from postdp._typing import ArrayLike, FloatArray, IntArray, RNGLike
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
+from postdp.postprocess._solvers.dense_network import _network, _offsets
 from postdp.postprocess._solvers.level_rounding import _MAX_ABS, _Q, round_consistent
 from postdp.postprocess._solvers.rounding_split import round_split
 from postdp.postprocess._solvers.sparse_network import sparse_network
-from postdp.postprocess._solvers.table_network import _network, _offsets
 from postdp.tables import Table
 
 __all__ = ["round", "round_consistent", "stochastic_round"]

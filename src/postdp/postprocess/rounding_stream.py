@@ -28,6 +28,7 @@ from postdp import _rng
 from postdp._typing import FloatArray, IntArray, RNGLike
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
+from postdp.postprocess._solvers.dense_network import _network
 from postdp.postprocess._solvers.level_rounding import _Q
 from postdp.postprocess._solvers.rounding_split import (
     _Part,
@@ -35,7 +36,6 @@ from postdp.postprocess._solvers.rounding_split import (
     nation_offsets,
     national_step,
 )
-from postdp.postprocess._solvers.table_network import _network
 from postdp.postprocess.rounding import _SPARSE_CELLS, _with_parents
 from postdp.tables import Table
 

@@ -82,7 +82,7 @@ class Draw:
         and holds no public query: every covariance below the root is diagonal, so the
         two passes are elementwise (compiled loops), O(geounits x cells); the root's own
         queries (any, public ones included) by the matrix update."""
-        from postdp._table_kernels import table_down, table_up
+        from postdp._kernels import table_down, table_up
 
         if self._own is None:
             self._own, self._info = self._own_estimates()

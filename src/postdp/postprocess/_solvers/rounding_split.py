@@ -22,10 +22,10 @@ from typing import Any
 
 import numpy as np
 
-from postdp._table_kernels import cycle_round_rows
+from postdp._kernels import cycle_round_rows
 from postdp._typing import IntArray
 from postdp.hierarchy import Hierarchy
-from postdp.postprocess._solvers.table_network import _network, _offsets
+from postdp.postprocess._solvers.dense_network import _network, _offsets
 
 __all__ = ["round_split"]
 

@@ -1,7 +1,7 @@
 """The rounding circulation of :func:`~postdp.round` on its fractional
 counts only (private).
 
-The circulation of :mod:`postdp.postprocess._solvers.table_network` has an edge for every count
+The circulation of :mod:`postdp.postprocess._solvers.dense_network` has an edge for every count
 the rounding keeps within 1: the root's category tree, every (geounit, detailed cell), every
 leaf geounit's category tree and every geounit's total. Dependent rounding only ever moves
 flow along cycles of *fractional* edges; an edge whose count is already an integer stays.
