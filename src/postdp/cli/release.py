@@ -244,8 +244,9 @@ def run(args: argparse.Namespace, state: RunState) -> int:
 
 
 def _hierarchy(args: argparse.Namespace, state: RunState) -> _Release:
-    """A hierarchy release: one mechanism per level, a post-processing chain (or seed 003's
-    Bayesian rule), --keep columns and the intervals, every one checked here."""
+    """A hierarchy release: one mechanism per level, a post-processing chain (or the
+    Bayesian rule of --postprocess bayes), --keep columns and the intervals, every one
+    checked here."""
     loaded, mechanisms = prepare(args, state)
     h = loaded.hierarchy
     frame = loaded.frame
