@@ -29,8 +29,10 @@ def _figures_closed_after_each_test():
 
 
 #: Test files that measure a whole synthetic state (the District of Columbia: about 1.2 GB
-#: at its peak, for a few seconds): one worker runs them all, so that two such peaks never
-#: add up in two workers (pytest-xdist, --dist loadfile in pyproject.toml).
+#: at its peak, for a few seconds): one worker runs them all, so that two such peaks rarely
+#: add up in two workers (pytest-xdist, --dist loadfile in pyproject.toml). The pages of
+#: tests/test_docs.py run on the other worker's time: with them in this group, it ran 22
+#: minutes while the other worker sat idle for 9.
 ONE_WORKER = frozenset(
     {
         "tests/cli/test_measure_ledger.py",
@@ -40,7 +42,6 @@ ONE_WORKER = frozenset(
         "tests/nmf/test_measure.py",
         "tests/nmf/test_runs.py",
         "tests/nmf/test_study.py",
-        "tests/test_docs.py",
     }
 )
 
