@@ -137,10 +137,9 @@ def test_the_command_lines_parser_is_light():
 
 
 # Layers, lowest first; a module may import only from its own layer or the ones before it
-# (STYLE.md). Checked statically, on the import statements of every source file.
+# (CONTRIBUTING.md, "Layers"). Checked statically, on the import statements of every source file.
 LAYERS = [
     [
-        "postdp._deprecation",
         "postdp._files",
         "postdp._rng",
         "postdp._validation",
