@@ -9,6 +9,8 @@ from postdp import Geometric, Hierarchy
 from postdp.bayes import (
     bayes_release,
     bayes_release_hierarchy,
+    finucan_mode,
+    posterior_mode_independent,
     posterior_mode_summed,
     sum_law,
     sum_law_monte_carlo,
@@ -89,6 +91,30 @@ def test_hierarchy_release_is_consistent_on_counties():
             kids = np.flatnonzero(h.parent == p)
             np.testing.assert_array_equal(out[:, p], out[:, kids].sum(axis=1))
         assert np.abs(out[:, h.root] - h.counts[h.root]).max() < 60
+
+
+@pytest.mark.parametrize(
+    ("ids", "parents"),
+    [
+        ("T a b a1 a2 b1", [None, "T", "T", "a", "a", "b"]),  # a family of one child
+        ("T a b a1 a2 b1 b2 b3", [None, "T", "T", "a", "a", "b", "b", "b"]),  # 2 and 3
+        ("T a b c a1 a2 c1", [None, "T", "T", "T", "a", "a", "c"]),  # a leaf above the bottom
+    ],
+)
+def test_hierarchy_release_is_consistent_when_families_differ_in_size(ids, parents):
+    """Families narrower than the widest of their level whose modes are all 0 are split
+    over their own children, as bayes_release splits them (they once leaked counts into
+    the padding, and the parent no longer equalled the sum of its children)."""
+    h = Hierarchy.from_parents(ids.split(), parents)
+    noisy = np.random.default_rng(0).integers(-3, 10, size=(300, h.n))
+    out = bayes_release_hierarchy(noisy, h, Geometric(0.5))
+    assert out.min() >= 0
+    for p in range(h.n):
+        kids = np.flatnonzero(h.parent == p)
+        if kids.size:
+            np.testing.assert_array_equal(out[:, kids].sum(axis=1), out[:, p])
+            modes = posterior_mode_independent(noisy[:, kids])
+            np.testing.assert_array_equal(out[:, kids], finucan_mode(out[:, p], modes))
 
 
 def test_budget_and_validation():

@@ -78,6 +78,8 @@ def test_bayes_release_with_posterior_intervals(tmp_path, monkeypatch, capsys):
         (["--postprocess", "bayes", "--mechanism", "laplace"], "needs --mechanism geometric"),
         (["--postprocess", "bayes", "--public", "root"], "public nodes are not supported"),
         (["--postprocess", "bayes", "--weights", "inverse-variance"], "--weights"),
+        (["--postprocess", "project,bayes"], "--postprocess 'project,bayes': 'bayes' runs alone"),
+        (["--postprocess", "bayes,round"], "--postprocess 'bayes,round': 'bayes' runs alone"),
     ],
 )
 def test_bad_bayes_requests_draw_nothing(extra, message, tmp_path, monkeypatch, capsys, spy):

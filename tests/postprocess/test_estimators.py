@@ -21,10 +21,18 @@ from postdp.postprocess import (
     parse_steps,
     parse_table_method,
 )
+from postdp.postprocess.chain import ELEMENTWISE_STEPS, STEP_NAMES
+from postdp.postprocess.estimators import method_help, resolve_projection
 from postdp.tables import Measurement, Query, Table, Workload, measure
 
 SRC = Path(postdp.__file__).parent
 REGISTRY = SRC / "postprocess" / "estimators.py"
+#: postdp's public subpackages and modules: a method name may also name one (``bayes``).
+PACKAGES = frozenset(
+    p.stem
+    for p in SRC.iterdir()
+    if not p.name.startswith("_") and ((p / "__init__.py").exists() or p.suffix == ".py")
+)
 
 
 def _module_path(node: ast.AST | None) -> bool:
@@ -35,12 +43,29 @@ def _module_path(node: ast.AST | None) -> bool:
     )
 
 
+def _package_list(node: ast.AST) -> bool:
+    """A list, tuple or set of two or more strings, each the name of a postdp subpackage or
+    module (``_SUBPACKAGES = ("analysis", "bayes", ...)``): package names, not method
+    names."""
+    return (
+        isinstance(node, ast.List | ast.Tuple | ast.Set)
+        and len(node.elts) >= 2
+        and all(
+            isinstance(c, ast.Constant) and isinstance(c.value, str) and c.value in PACKAGES
+            for c in node.elts
+        )
+    )
+
+
 def _docstrings(tree: ast.AST) -> set[int]:
     """ids of the string nodes that are docstrings (of a module, class or function),
-    entries of ``__all__``, or keys of a name -> module map (``{"round":
-    "postdp.postprocess"}``): Python names such as ``project``, not method names."""
+    entries of ``__all__``, keys of a name -> module map (``{"round":
+    "postdp.postprocess"}``) or entries of a list of subpackages: Python names such as
+    ``project`` or ``bayes``, not method names."""
     out = set()
     for node in ast.walk(tree):
+        if _package_list(node):
+            out.update(id(c) for c in node.elts)
         if isinstance(node, ast.Assign) and any(
             isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
         ):
@@ -103,6 +128,25 @@ LAZY = {"round": "postdp.postprocess", "topdown": 3}
     names = [e.name for e in estimators()]
     got = sorted(n for _, n in method_literals(code, names))
     assert got == ["blue-restore", "clamp", "project", "topdown", "topdown-2020"]
+
+
+def test_the_literal_finder_spares_package_lists_but_not_a_method_named_like_a_package():
+    alone = next(e.name for e in estimators() if e.alone)
+    assert alone in PACKAGES  # "bayes" is both a method and postdp.bayes
+    code = f'''
+from postdp.{alone} import bayes_release_hierarchy
+_SUBPACKAGES = ("analysis", "{alone}", "cli")
+__all__ = ["{alone}", "cli"]
+def run(text):
+    if text.replace(" ", "") == "{alone}":
+        return importlib.import_module("postdp.{alone}")
+    steps = ("{alone}",)
+    mixed = ["{alone}", "project"]
+    raise ValueError(f"--postprocess {{text!r}}: use '{alone}' alone")
+'''
+    names = [e.name for e in estimators()]
+    got = sorted(n for _, n in method_literals(code, names))
+    assert got == [alone, alone, alone, alone, "project"]
 
 
 def test_every_name_is_unique_and_lookups_return_the_record():
@@ -223,7 +267,19 @@ def test_table_records_hold(name):
             np.testing.assert_allclose(postdp.project(m, method=name), cells, atol=1e-9)
 
 
-@pytest.mark.parametrize("name", [e.name for e in estimators("hierarchy")])
+STEPS = [e.name for e in estimators("hierarchy") if not e.alone]
+
+
+def _release_rules():
+    """The implementation of every release rule that runs alone (they live above the
+    registry's layer; the CLI maps the same records)."""
+    from postdp.bayes import bayes_release_hierarchy
+    from postdp.postprocess.estimators import BAYES
+
+    return {BAYES.name: bayes_release_hierarchy}
+
+
+@pytest.mark.parametrize("name", STEPS)
 def test_hierarchy_records_hold(name):
     e = estimator(name)
     h = Hierarchy.from_parents(["T", "a", "b", "c"], [None, "T", "T", "T"], [9, 2, 0, 7])
@@ -259,3 +315,87 @@ def test_streams_and_per_geounit_flags_match_their_callers():
             continue
         with pytest.raises(ValidationError, match="not solved by subtree"):
             next(iter(project_by_subtree(m, lambda k: m, method=e.name)))
+
+
+def test_every_release_rule_that_runs_alone_has_an_implementation():
+    alone = [e.name for e in estimators() if e.alone]
+    assert alone and sorted(alone) == sorted(_release_rules())
+
+
+@pytest.mark.parametrize("name", sorted(_release_rules()))
+def test_release_rules_hold_on_a_hierarchy_with_geometric_noise(name):
+    e = estimator(name)
+    assert e.models == ("hierarchy",) and not e.solver and not e.elementwise
+    h = Hierarchy.from_parents(
+        ["T", "a", "b", "c", "a1", "a2", "c1"],
+        [None, "T", "T", "T", "a", "a", "c"],
+        [9, 2, 0, 7, 1, 1, 7],
+    )
+    mechs = [Geometric(0.5)] * h.n_levels
+    noise = np.random.default_rng(0).geometric(1 - np.exp(-0.5), size=(2, 40, h.n))
+    noisy = h.counts + noise[0] - noise[1]  # double geometric: some counts go negative
+    assert noisy.min() < 0
+    out = np.asarray(_release_rules()[name](noisy, h, mechs))
+    assert out.shape == noisy.shape
+    _check(e, out.astype(np.float64), is_consistent(out, h))
+    assert e.integral and e.nonnegative and e.consistent
+    if not e.random:
+        np.testing.assert_array_equal(out, _release_rules()[name](noisy, h, mechs))
+
+
+def test_bayes_record():
+    e = estimator("bayes")
+    assert (e.models, e.integral, e.nonnegative, e.consistent) == (("hierarchy",), True, True, True)
+    assert e.alone and not e.random and not e.solver and not e.finisher and not e.options
+    assert e.name not in STEP_NAMES and e.name not in ELEMENTWISE_STEPS
+    assert [s.name for s in parse_steps(" bayes ")] == ["bayes"]  # alone, for its callers
+
+
+@pytest.mark.parametrize("steps", ["project,bayes", "bayes,round", "clamp, bayes", "bayes"])
+def test_a_chain_refuses_a_rule_that_runs_alone_in_one_line(steps):
+    h = Hierarchy.from_parents(["T", "a", "b"], [None, "T", "T"], [3, 1, 2])
+    with pytest.raises(ValidationError) as info:
+        PostProcessChain(h, [Geometric(1.0)] * 2, steps)
+    message = str(info.value)
+    assert "\n" not in message and "runs alone" in message
+    assert "postdp release --postprocess bayes" in message
+    assert "postdp.bayes.bayes_release_hierarchy" in message
+    if "," in steps:  # among other steps: refused already when parsed
+        with pytest.raises(ValidationError, match="runs alone"):
+            parse_steps(steps)
+
+
+def test_a_rule_that_runs_alone_is_no_projection_and_no_table_method():
+    for e in estimators():
+        if e.alone:
+            with pytest.raises(ValidationError, match="does not project"):
+                resolve_projection(e.name, None, "hierarchy")
+            with pytest.raises(ValidationError, match="a table post-processing is one of"):
+                parse_table_method(e.name)
+            with pytest.raises(ValidationError, match="runs alone"):
+                postdp.ReleaseDesign(Hierarchy.from_parents(["T", "a"], [None, "T"], [1, 1]),
+                                     [Geometric(1.0)] * 2, e.name)  # fmt: skip
+
+
+def test_method_help_splits_chain_steps_from_rules_that_run_alone():
+    def lines(records):
+        return "; ".join(f"{e.name}: {e.summary}" for e in records)
+
+    hierarchy = estimators("hierarchy")
+    assert method_help("hierarchy", alone=False) == lines(e for e in hierarchy if not e.alone)
+    assert method_help("hierarchy", alone=True) == lines(e for e in hierarchy if e.alone)
+    assert method_help("hierarchy") == lines(hierarchy)
+    assert [e.name for e in hierarchy if not e.alone] == STEPS and len(STEPS) < len(hierarchy)
+
+
+def test_release_help_lists_the_rules_that_run_alone_from_the_registry(capsys):
+    from postdp.cli import main
+
+    with contextlib.suppress(SystemExit):
+        main(["release", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    for e in estimators("hierarchy"):
+        assert f"{e.name}: {' '.join(e.summary.split())}" in text
+    alone = text.index("as the only step:")
+    for e in estimators("hierarchy"):
+        assert (text.index(f"{e.name}: ") > alone) == e.alone, e.name

@@ -285,6 +285,11 @@ def bayes_release_hierarchy(
         fam = lay.family(d)
         weights = np.zeros((B, G, width))
         weights[:, fam, slot] = posterior_mode_independent(X[:, c0:c1])
+        # a family whose modes are all 0 is split evenly over its own children, as
+        # bayes_release splits it, never onto the padding slots
+        real = np.zeros((G, width), dtype=bool)
+        real[fam, slot] = True
+        weights[(weights.sum(axis=2) == 0)[:, :, None] & real] = 1.0
         modes = finucan_mode(out[:, lay.parents[d]], weights)
         out[:, c0:c1] = modes[:, fam, slot]
     result: IntArray = out[:, lay.position].reshape(arr.shape)

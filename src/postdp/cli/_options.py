@@ -253,10 +253,10 @@ def add_postprocess_options(parser: argparse.ArgumentParser) -> None:
         default="none",
         metavar="STEP[,STEP...]",
         help="post-processing written to column released_count, steps applied in order; "
-        f"of a hierarchy: {method_help('hierarchy')}. Example: project-nonneg,round. Of a "
-        f"table (--table, --categories): one of {_table_solvers()}, optionally followed by "
-        "',round'. postdp release also takes 'bayes' alone ([wang2021]'s release rule, "
-        "geometric noise)",
+        f"of a hierarchy: {method_help('hierarchy', alone=False)}. Example: "
+        "project-nonneg,round. Of a table (--table, --categories): one of "
+        f"{_table_solvers()}, optionally followed by ',round'. postdp release also takes, "
+        f"as the only step: {method_help('hierarchy', alone=True)}",
     )
     parser.add_argument(
         "--public",

@@ -37,6 +37,7 @@ from postdp.cli._release_report import (
     table_record,
     table_report,
 )
+from postdp.postprocess.estimators import BAYES, estimator
 
 __all__ = ["add_parser", "run"]
 
@@ -127,7 +128,7 @@ def add_parser(commands: Any) -> None:
         "weights and at most --public root); replicates = the design re-run --replicates "
         "times on the released counts, for any --postprocess of a hierarchy or a table "
         "(noise from OpenDP, or numpy with --study); posterior = [wang2021]'s credible intervals, "
-        "family by family, for --postprocess bayes (MCMC on the published counts only). "
+        f"family by family, for --postprocess {BAYES.name} (MCMC on the published counts only). "
         "None costs privacy",
     )
     parser.add_argument(
@@ -245,8 +246,8 @@ def run(args: argparse.Namespace, state: RunState) -> int:
 
 def _hierarchy(args: argparse.Namespace, state: RunState) -> _Release:
     """A hierarchy release: one mechanism per level, a post-processing chain (or the
-    Bayesian rule of --postprocess bayes), --keep columns and the intervals, every one
-    checked here."""
+    Bayesian rule that runs alone, :data:`~postdp.postprocess.estimators.BAYES`), --keep
+    columns and the intervals, every one checked here."""
     loaded, mechanisms = prepare(args, state)
     h = loaded.hierarchy
     frame = loaded.frame
@@ -260,9 +261,17 @@ def _hierarchy(args: argparse.Namespace, state: RunState) -> _Release:
         raise CliError(f"--keep {','.join(keep)!r}: would copy the true counts ({args.count!r})")
 
     public = public_ids(args, h)
-    from postdp.postprocess import PostProcessChain, inverse_variance_weights, is_consistent
+    from postdp.postprocess import (
+        PostProcessChain,
+        inverse_variance_weights,
+        is_consistent,
+        parse_steps,
+    )
 
-    bayes = args.postprocess.replace(" ", "") == "bayes"
+    with flag("--postprocess", args.postprocess):
+        steps = parse_steps(args.postprocess)
+    # a release rule that runs alone is the only step (parse_steps refuses it among others)
+    bayes = len(steps) == 1 and estimator(steps[0].name) is BAYES
     chain: Any
     if bayes:
         chain = _bayes_chain(args, h, mechanisms, public)
@@ -278,10 +287,10 @@ def _hierarchy(args: argparse.Namespace, state: RunState) -> _Release:
             )
     if args.uncertainty == "posterior" and not bayes:
         raise CliError(
-            "--uncertainty posterior: the credible intervals are for --postprocess bayes"
+            f"--uncertainty posterior: the credible intervals are for --postprocess {BAYES.name}"
         )
     if args.uncertainty == "replicates" and bayes:
-        raise CliError("--uncertainty replicates: use --uncertainty posterior with bayes")
+        raise CliError(f"--uncertainty replicates: use --uncertainty posterior with {BAYES.name}")
     margin = hierarchy_margins(args, h, mechanisms, public) if args.uncertainty == "gls" else None
     design = None
     if args.uncertainty == "replicates":
@@ -448,10 +457,12 @@ def _table(args: argparse.Namespace, state: RunState) -> _Release:
 
 
 class _BayesChain:
-    """Seed 003's release rule over the whole hierarchy, shaped like a post-processing chain
-    for the release command (the chain layer cannot reach the Bayesian one)."""
+    """Seed 003's release rule over the whole hierarchy (the registry's
+    :data:`~postdp.postprocess.estimators.BAYES`, run by
+    :func:`postdp.bayes.bayes_release_hierarchy`), shaped like a post-processing chain for
+    the release command (the chain layer cannot reach the Bayesian one)."""
 
-    steps = ("bayes",)
+    steps = (BAYES.name,)
 
     def __init__(self, h: Any, mechanisms: list[Any]) -> None:
         self.h, self.mechanisms = h, mechanisms
@@ -463,16 +474,18 @@ class _BayesChain:
 
 
 def _bayes_chain(args: argparse.Namespace, h: Any, mechanisms: list[Any], public: Any) -> Any:
-    """Checks for --postprocess bayes, before anything is drawn."""
+    """Checks for the release rule :data:`~postdp.postprocess.estimators.BAYES`, before
+    anything is drawn."""
     from postdp.mechanisms import Geometric
 
+    name = BAYES.name
     if not all(isinstance(m, Geometric) for m in mechanisms):
         raise CliError(
-            f"--postprocess bayes: [wang2021]'s release needs --mechanism geometric; got "
+            f"--postprocess {name}: [wang2021]'s release needs --mechanism geometric; got "
             f"{args.mechanism}"
         )
     if public is not None:
-        raise CliError("--postprocess bayes: public nodes are not supported by this release")
+        raise CliError(f"--postprocess {name}: public nodes are not supported by this release")
     if args.weights != "equal":
-        raise CliError("--weights: applies to projections, not to --postprocess bayes")
+        raise CliError(f"--weights: applies to projections, not to --postprocess {name}")
     return _BayesChain(h, mechanisms)

@@ -5,7 +5,9 @@ Steps are written ``name`` or ``name:key=value`` and joined by commas, e.g.
 estimators of :func:`postdp.postprocess.estimators` that run on a hierarchy (their
 names, summaries and options come from that registry): the projections (``project``,
 ``project-nonneg``, ``topdown``), the element-wise steps (``clamp``, ``ramp-optimal``,
-``modified:T=t``) and ``round``; ``"none"`` is no step.
+``modified:T=t``) and ``round``; ``"none"`` is no step. A release rule of its own
+(:attr:`~postdp.postprocess.Estimator.alone`, e.g. ``bayes``) parses only as the one step
+and never runs in :class:`PostProcessChain`: the layers above run it.
 """
 
 from __future__ import annotations
@@ -35,8 +37,9 @@ from postdp.postprocess.rounding import round_consistent, stochastic_round
 
 __all__ = ["STEP_NAMES", "PostProcessChain", "Step", "is_consistent", "parse_steps"]
 
-#: The steps of a hierarchy's chain: the registry's estimators that run on a hierarchy.
-STEP_NAMES = tuple(e.name for e in estimators("hierarchy"))
+#: The steps of a hierarchy's chain: the registry's estimators that run on a hierarchy,
+#: less the release rules that run alone.
+STEP_NAMES = tuple(e.name for e in estimators("hierarchy") if not e.alone)
 _CLAMP, _RAMP, _MODIFIED = CLAMP, RAMP_OPTIMAL, MODIFIED  # the element-wise kernels here
 _NONE = "none"
 
@@ -62,6 +65,9 @@ class Step:
 def parse_steps(text: str) -> tuple[Step, ...]:
     """Parse ``"project-nonneg,round"``-style text into steps (``"none"`` gives no step).
 
+    A release rule that runs alone (:attr:`~postdp.postprocess.Estimator.alone`) parses
+    only as the one step, for a caller that runs it; :class:`PostProcessChain` refuses it.
+
     Parameters
     ----------
     text : str
@@ -69,6 +75,11 @@ def parse_steps(text: str) -> tuple[Step, ...]:
     Returns
     -------
     tuple of Step
+
+    Raises
+    ------
+    ValidationError
+        One line, for an unknown step, a bad option, or a release rule among other steps.
 
     Examples
     --------
@@ -107,7 +118,18 @@ def parse_steps(text: str) -> tuple[Step, ...]:
         if est is _MODIFIED and options["T"] < 0:
             raise ValidationError(f"step {name!r} needs T >= 0; got {options['T']:g}")
         steps.append(Step(name, options))
+    alone = [s.name for s in steps if estimator(s.name).alone]
+    if alone and len(steps) > 1:
+        raise ValidationError(_runs_alone(alone[0]))
     return tuple(steps)
+
+
+def _runs_alone(name: str) -> str:
+    """Why a release rule is no chain step, and where it runs instead."""
+    return (
+        f"{name!r} runs alone, as a release rule of its own, not as a step of a chain "
+        f"(postdp release --postprocess {name}, or postdp.bayes.bayes_release_hierarchy)"
+    )
 
 
 def _hierarchy_step(name: str) -> Estimator:
@@ -202,6 +224,8 @@ class PostProcessChain:
         self._projectors: dict[str, Projector] = {}
         for step in self.steps:
             est = _hierarchy_step(step.name)
+            if est.alone:
+                raise ValidationError(_runs_alone(est.name))
             if est.solver and step.name not in self._projectors:
                 self._projectors[step.name] = Projector(
                     hierarchy, public=public, method=est.name, weights=weights

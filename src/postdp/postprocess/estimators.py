@@ -9,6 +9,11 @@ table design (:class:`~postdp.analysis.TableDesign`), :func:`project_by_subtree`
 nonnegative, carries variances, ...), never by the name. Help texts, choice lists and
 error messages are generated from :func:`estimators`.
 
+One record is not a chain step but a release rule of its own (:attr:`Estimator.alone`):
+``bayes``, [wang2021]'s Bayesian release over the whole hierarchy. This layer lists it and
+refuses it inside a chain; the layers above run it
+(:func:`postdp.bayes.bayes_release_hierarchy`, ``postdp release --postprocess bayes``).
+
 The names, and what two names that once overlapped are:
 
 - ``project`` is (P), least squares onto the constraints over every measured count. On a
@@ -95,6 +100,13 @@ class Estimator:
     finisher : bool
         A step that follows another in a chain and ends it (e.g. ``project-nonneg,round``
         on a table).
+    alone : bool
+        A release rule of its own over the whole hierarchy, not a step: it runs alone,
+        never in a chain with other steps, and needs geometric noise (integer noisy counts
+        in). The chain of :mod:`postdp.postprocess` refuses it; the layers above map the
+        record to their implementation (``bayes``:
+        :func:`postdp.bayes.bayes_release_hierarchy`, ``postdp release --postprocess``).
+        Never a :attr:`solver`.
     options : tuple of str
         The options a chain step takes (``name:key=value``).
     required : tuple of str
@@ -129,6 +141,7 @@ class Estimator:
     tasks: bool = False
     elementwise: bool = False
     finisher: bool = False
+    alone: bool = False
     options: tuple[str, ...] = ()
     required: tuple[str, ...] = ()
     check: str | None = None
@@ -137,7 +150,7 @@ class Estimator:
     @property
     def solver(self) -> bool:
         """Whether it turns noisy measurements into a consistent estimate (a projection)."""
-        return self.consistent and not self.elementwise
+        return self.consistent and not self.elementwise and not self.alone
 
     def check_design(self, table: Table, workload: Workload) -> None:
         """Run the estimator's own checks of a table design (none for most).
@@ -353,6 +366,17 @@ ROUND = Estimator(
     finisher=True,
 )
 
+BAYES = Estimator(
+    "bayes",
+    "[wang2021]'s Bayesian release rule over the whole hierarchy (posterior modes, top "
+    "down), geometric noise, run alone and not as a step of a chain",
+    ("hierarchy",),
+    integral=True,
+    nonnegative=True,
+    consistent=True,
+    alone=True,
+)
+
 _REGISTRY: tuple[Estimator, ...] = (
     PROJECT,
     PROJECT_NONNEG,
@@ -364,6 +388,7 @@ _REGISTRY: tuple[Estimator, ...] = (
     RAMP_OPTIMAL,
     MODIFIED,
     ROUND,
+    BAYES,
 )
 _BY_NAME = {e.name: e for e in _REGISTRY}
 assert len(_BY_NAME) == len(_REGISTRY), "two estimators share a name"
@@ -473,12 +498,15 @@ def resolve_projection(
     )
 
 
-def method_help(model: str | None = None) -> str:
+def method_help(model: str | None = None, *, alone: bool | None = None) -> str:
     """One line per estimator, ``name: summary``, joined by ``"; "`` (for help texts).
 
     Parameters
     ----------
     model : {"hierarchy", "table"}, optional
+    alone : bool, optional
+        Only the release rules that run alone (True) or only the others, the chain steps
+        (False); None: every one.
 
     Returns
     -------
@@ -488,8 +516,12 @@ def method_help(model: str | None = None) -> str:
     --------
     >>> method_help("table").split("; ")[0].split(":")[0]
     'project'
+    >>> method_help("hierarchy", alone=True).split(":")[0]
+    'bayes'
     """
-    return "; ".join(f"{e.name}: {e.summary}" for e in estimators(model))
+    return "; ".join(
+        f"{e.name}: {e.summary}" for e in estimators(model) if alone is None or e.alone == alone
+    )
 
 
 @dataclass(frozen=True, slots=True)
