@@ -39,7 +39,15 @@ def _title(text: str) -> str:
 
 
 #: The properties of an estimator shown in the API reference's table, in column order.
-PROPERTIES = ("integral", "nonnegative", "random", "streams", "variances", "per_geounit")
+PROPERTIES = (
+    "integral",
+    "nonnegative",
+    "random",
+    "streams",
+    "variances",
+    "per_geounit",
+    "alone",
+)
 
 
 def estimator_table() -> list[str]:
