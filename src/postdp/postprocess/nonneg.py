@@ -36,7 +36,7 @@ from postdp._kernels import FlatTree
 from postdp._typing import FloatArray
 from postdp.errors import ValidationError
 from postdp.postprocess._solvers.nonneg_pivoting import BoolArray, Draw
-from postdp.postprocess._solvers.one_cell import one_cell
+from postdp.postprocess._solvers.one_cell import solve_one_cell
 from postdp.postprocess.gls import TableProjector
 from postdp.tables import Table, TableMeasurements, Workload
 from postdp.tables.bypass import uniform_budget
@@ -129,11 +129,9 @@ class TableNonnegProjector:
         geo = self.table.geography
         c = self.table.categories.leaves.size
         lead = measurements.values[0].shape[:-2]
-        counts = one_cell(measurements)
-        if counts is not None:
-            solved = counts.solve(nonneg=True)  # the hierarchy's pivoting, every draw at once
-            if solved is not None:
-                return solved.reshape(*lead, geo.n, 1)
+        solved = solve_one_cell(measurements, nonneg=True)
+        if solved is not None:
+            return solved
         B = int(np.prod(lead)) if lead else 1
         ys = [self._base._answers(measurements, d, B) for d in range(geo.n_levels)]
         out = np.empty((B, geo.n, c))
