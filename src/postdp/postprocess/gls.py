@@ -33,7 +33,7 @@ from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
 from postdp.postprocess._solvers.kalman_tree import TreeGLS
 from postdp.postprocess._solvers.marginal_basis import MarginalBasis, held_at_zero, table_schema
-from postdp.postprocess._solvers.one_cell import one_cell
+from postdp.postprocess._solvers.one_cell import solve_one_cell
 from postdp.tables import Query, Table, TableMeasurements, Workload, category_matrix
 from postdp.tables.bypass import check_budget_scale
 from postdp.tables.published import PublishedTable
@@ -128,11 +128,9 @@ class TableProjector:
         lead = measurements.values[0].shape[:-2]
         B = int(np.prod(lead)) if lead else 1
         c = self.table.categories.leaves.size
-        counts = one_cell(measurements)
-        if counts is not None:
-            solved = counts.solve(nonneg=False)
-            if solved is not None:
-                return solved.reshape(*lead, geo.n, 1)
+        solved = solve_one_cell(measurements, nonneg=False)
+        if solved is not None:
+            return solved
         if self._basis is not None:
             values = [v.reshape(B, *v.shape[-2:]) for v in measurements.values]
             result: FloatArray = self._basis.solve(values, B).reshape(*lead, geo.n, c)

@@ -27,6 +27,7 @@ import pandas as pd
 from postdp._typing import ArrayLike, FloatArray
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy, PublicSpec, resolve_public
+from postdp.postprocess._solvers.certificate import checked_estimate
 from postdp.postprocess._solvers.one_cell import counts_only
 from postdp.postprocess._solvers.tree_solve import TreeProblem, leaf_multipliers
 from postdp.tables import TableMeasurements
@@ -281,12 +282,8 @@ def gls_report(estimate: FloatArray, measurements: TableMeasurements) -> TableKK
     """
     table, workload = measurements.table, measurements.workload
     geo, cat = table.geography, table.categories
-    t = np.asarray(estimate, dtype=float)
+    t, consistency, value_scale = checked_estimate(estimate, measurements)
     c = cat.leaves.size
-    if t.shape != (geo.n, c):
-        raise ValidationError(f"`estimate` must have shape {(geo.n, c)}; got {t.shape}")
-    if measurements.values[0].ndim != 2:
-        raise ValidationError("kkt_report checks one draw of a table; index the draws first (m[0])")
     grad = np.zeros((geo.n, c))
     scale = np.zeros(geo.n)
     publics: list[list[FloatArray]] = [[] for _ in range(geo.n_levels)]
@@ -305,10 +302,6 @@ def gls_report(estimate: FloatArray, measurements: TableMeasurements) -> TableKK
             scale[nodes],
             np.maximum(np.abs(w * y @ A).max(axis=1), np.abs(w * fitted @ A).max(axis=1)),
         )
-    kids = np.zeros_like(t)
-    np.add.at(kids, geo.parent[geo.parent >= 0], t[geo.parent >= 0])
-    internal = ~geo.is_leaf
-    consistency = float(np.abs(t[internal] - kids[internal]).max(initial=0.0))
     depth = geo.depth
     bases = [
         _orth(np.vstack(p).T) if p else np.zeros((c, 0)) for p in publics
@@ -338,7 +331,7 @@ def gls_report(estimate: FloatArray, measurements: TableMeasurements) -> TableKK
         public_gap,
         gap,
         max(1.0, float(scale.max(initial=0.0))),
-        max(1.0, float(np.abs(t).max(initial=0.0))),
+        value_scale,
     )
 
 

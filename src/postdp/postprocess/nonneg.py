@@ -35,8 +35,9 @@ import numpy.typing as npt
 from postdp._kernels import FlatTree
 from postdp._typing import FloatArray
 from postdp.errors import ValidationError
+from postdp.postprocess._solvers.certificate import checked_estimate
 from postdp.postprocess._solvers.nonneg_pivoting import BoolArray, Draw
-from postdp.postprocess._solvers.one_cell import one_cell
+from postdp.postprocess._solvers.one_cell import solve_one_cell
 from postdp.postprocess.gls import TableProjector
 from postdp.tables import Table, TableMeasurements, Workload
 from postdp.tables.bypass import uniform_budget
@@ -129,11 +130,9 @@ class TableNonnegProjector:
         geo = self.table.geography
         c = self.table.categories.leaves.size
         lead = measurements.values[0].shape[:-2]
-        counts = one_cell(measurements)
-        if counts is not None:
-            solved = counts.solve(nonneg=True)  # the hierarchy's pivoting, every draw at once
-            if solved is not None:
-                return solved.reshape(*lead, geo.n, 1)
+        solved = solve_one_cell(measurements, nonneg=True)
+        if solved is not None:
+            return solved
         B = int(np.prod(lead)) if lead else 1
         ys = [self._base._answers(measurements, d, B) for d in range(geo.n_levels)]
         out = np.empty((B, geo.n, c))
@@ -222,12 +221,7 @@ def nnls_report(estimate: FloatArray, measurements: TableMeasurements) -> TableN
     """
     table, workload = measurements.table, measurements.workload
     geo = table.geography
-    c = table.categories.leaves.size
-    t = np.asarray(estimate, dtype=float)
-    if t.shape != (geo.n, c):
-        raise ValidationError(f"`estimate` must have shape {(geo.n, c)}; got {t.shape}")
-    if measurements.values[0].ndim != 2:
-        raise ValidationError("kkt_report checks one draw of a table; index the draws first (m[0])")
+    t, consistency, value_scale = checked_estimate(estimate, measurements)
     projector = TableNonnegProjector(table, workload)
     ys = [projector._base._answers(measurements, d, 1)[0] for d in range(geo.n_levels)]
     draw = Draw(projector, ys)
@@ -241,9 +235,6 @@ def nnls_report(estimate: FloatArray, measurements: TableMeasurements) -> TableN
     for d, groups, totals in draw.publics:
         b0, b1 = int(geo.layout.bounds[d]), int(geo.layout.bounds[d + 1])
         public = max(public, float(np.abs(laid[b0:b1] @ groups.T - totals).max(initial=0.0)))
-    kids = np.zeros_like(t)
-    np.add.at(kids, geo.parent[geo.parent >= 0], t[geo.parent >= 0])
-    internal = ~geo.is_leaf
     scale = 1.0  # size of the gradient's terms, as in the (P) report
     for d in range(geo.n_levels):
         A, r, _ = draw.levels[d]
@@ -254,13 +245,13 @@ def nnls_report(estimate: FloatArray, measurements: TableMeasurements) -> TableN
             terms = (draw.ys[d][:, noisy] * wn, laid[b0:b1] @ An.T * wn)
             scale = max(scale, *(float(np.abs(x @ An).max(initial=0.0)) for x in terms))
     return TableNonnegReport(
-        consistency=float(np.abs(t[internal] - kids[internal]).max(initial=0.0)),
+        consistency=consistency,
         public=public,
         negative=float(np.maximum(-laid[leaf[:, 0]], 0.0).max(initial=0.0)),
         stationarity=float(np.abs(mu[leaf & ~(laid <= 0)]).max(initial=0.0)),
         dual=float(np.maximum(-mu[held], 0.0).max(initial=0.0)),  # +inf: a free multiplier
         gradient_scale=scale,
-        value_scale=max(1.0, float(np.abs(t).max(initial=0.0))),
+        value_scale=value_scale,
     )
 
 

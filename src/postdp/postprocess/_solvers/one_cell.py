@@ -5,8 +5,8 @@ top-down have scalar solvers, batched over draws (:class:`CountsSolver`: the O(n
 two-pass tree solve, block pivoting over the leaves, the vectorised family split), which
 :class:`~postdp.postprocess.Projector` runs on counts and
 :class:`~postdp.postprocess.TableProjector`, :class:`~postdp.postprocess.TableNonnegProjector`
-and :func:`postdp.top_down` pick for a one-cell table (:func:`one_cell`) in place of the
-c x c filter that a table with more cells needs.
+(through :func:`solve_one_cell`) and :func:`postdp.top_down` pick for a one-cell table
+(:func:`one_cell`) in place of the c x c filter that a table with more cells needs.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from postdp.postprocess._solvers.simplex import TopDownPlan
 from postdp.postprocess._solvers.tree_solve import TreeProblem, two_pass
 from postdp.tables import TableMeasurements
 
-__all__ = ["CountsSolver", "OneCell", "counts_only", "one_cell"]
+__all__ = ["CountsSolver", "OneCell", "counts_only", "one_cell", "solve_one_cell"]
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -174,6 +174,33 @@ def one_cell(measurements: TableMeasurements) -> OneCell | None:
     return OneCell(
         geo, noisy, weights, dict(zip(geo.ids[at].tolist(), fixed[at].tolist(), strict=True))
     )
+
+
+def solve_one_cell(measurements: TableMeasurements, *, nonneg: bool) -> FloatArray | None:
+    """The fast path of the table projectors: a one-cell table's (P) or (P+) by the
+    hierarchy's solvers, every draw at once.
+
+    Parameters
+    ----------
+    measurements : TableMeasurements
+    nonneg : bool
+        (P+) (the pivoting over the leaves) rather than (P) (the two-pass solve).
+
+    Returns
+    -------
+    ndarray, shape (..., geography.n, 1), or None
+        Rows in the order of ``geography.ids``; None when :func:`one_cell` declines the
+        table or the hierarchy's solver refuses its public values (the caller then runs
+        the general c x c solver).
+    """
+    counts = one_cell(measurements)
+    if counts is None:
+        return None
+    solved = counts.solve(nonneg=nonneg)
+    if solved is None:
+        return None
+    lead = measurements.values[0].shape[:-2]
+    return solved.reshape(*lead, measurements.table.geography.n, 1)
 
 
 def counts_only(hierarchy: Hierarchy | None, public: Any, weights: Any) -> None:
