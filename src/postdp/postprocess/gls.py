@@ -188,9 +188,7 @@ class TableProjector:
             return basis.marginal_variances(marginal)
         geo = self.table.geography
         Q = query.matrix(self.table.categories)
-        out = np.empty((geo.n, query.size))
-        for position, P in self._dense().covariances():
-            out[position] = np.einsum("ai,ij,aj->a", Q, P, Q)
+        (out,) = self._dense().row_variances([Q])
         return held_at_zero(out[geo.layout.position])
 
     def table_variances(self, table: PublishedTable) -> FloatArray:
@@ -251,9 +249,7 @@ class TableProjector:
             return np.concatenate([basis.marginal_variances(b) for b in table.blocks], axis=1)
         geo = self.table.geography
         Q = table_matrix(table, self.table.categories)
-        out = np.empty((geo.n, table.size))
-        for position, P in self._dense().covariances():
-            out[position] = np.einsum("ai,ij,aj->a", Q, P, Q)
+        (out,) = self._dense().row_variances([Q])
         return held_at_zero(out[geo.layout.position])
 
     def _answers(self, measurements: TableMeasurements, d: int, B: int) -> FloatArray:
@@ -364,9 +360,7 @@ def _smoothed_variances(projector: TableProjector) -> FloatArray:
         full[:, cat.leaves] = cells
         return held_at_zero(full)
     C = category_matrix(cat).astype(np.float64)  # category node x detailed cell
-    out = np.empty((geo.n, cat.n))  # layout order
-    for k, P in projector._dense().covariances():
-        out[k] = np.einsum("ai,ij,aj->a", C, P, C)
+    (out,) = projector._dense().row_variances([C])  # layout order
     return held_at_zero(out[geo.layout.position])
 
 

@@ -282,17 +282,14 @@ class _Solver:
                 elif q.marginal_of is not None:
                     out[q.name] = basis.marginal_variances(q.marginal_of, root)
             return out
-        out = {q.name: np.empty((self.geo.n, q.size)) for q in queries}
         cat = m.table.categories
         matrices = [
-            (q.name, table_matrix(q, cat) if isinstance(q, PublishedTable) else q.matrix(cat))
+            table_matrix(q, cat) if isinstance(q, PublishedTable) else q.matrix(cat)
             for q in queries
         ]
-        for k, P in self.tree.covariances(None if root is None else root[0]):
-            for name, Q in matrices:
-                out[name][k] = np.einsum("ai,ij,aj->a", Q, P, Q)
+        out = self.tree.row_variances(matrices, None if root is None else root[0])
         position = self.geo.layout.position
-        return {name: held_at_zero(v[position]) for name, v in out.items()}
+        return {q.name: held_at_zero(v[position]) for q, v in zip(queries, out, strict=True)}
 
     def covariance_at(self, node: int) -> list[FloatArray]:
         """The final covariance of geounit ``node`` (row in id order), per type in the

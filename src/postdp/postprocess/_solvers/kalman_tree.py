@@ -232,6 +232,29 @@ class TreeGLS:
             smoothed = {k: P for k, P in nxt.items() if k in inner}  # the next level's parents
 
 
+    def row_variances(
+        self, matrices: list[FloatArray], root: FloatArray | None = None
+    ) -> list[FloatArray]:
+        """Variances of linear combinations of every geounit's final estimate.
+
+        For each ``Q`` (a x c) of ``matrices``, the diagonal of ``Q P Q^T`` at every
+        geounit, ``P`` its covariance from :meth:`covariances` (``root`` as there): arrays
+        of shape (geounits in layout order, a). One pass over the covariances serves every
+        matrix; a covariance that siblings share is used once, and each diagonal is a
+        matrix product, never the a x c x c loop of a three-operand einsum.
+        """
+        outs = [np.empty((self.geography.n, Q.shape[0])) for Q in matrices]
+        last: FloatArray | None = None
+        values: list[FloatArray] = []
+        for k, P in self.covariances(root):
+            if P is not last:
+                values = [np.einsum("ai,ai->a", Q @ P, Q) for Q in matrices]
+                last = P
+            for out, value in zip(outs, values, strict=True):
+                out[k] = value
+        return outs
+
+
 def _node_shape(
     d: int, A: FloatArray, r: FloatArray, at: float, kids: list[_Shape], c: int
 ) -> _Shape:
