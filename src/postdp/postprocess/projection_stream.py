@@ -287,9 +287,9 @@ class _Solver:
             table_matrix(q, cat) if isinstance(q, PublishedTable) else q.matrix(cat)
             for q in queries
         ]
-        out = self.tree.row_variances(matrices, None if root is None else root[0])
+        rows = self.tree.row_variances(matrices, None if root is None else root[0])
         position = self.geo.layout.position
-        return {q.name: held_at_zero(v[position]) for q, v in zip(queries, out, strict=True)}
+        return {q.name: held_at_zero(v[position]) for q, v in zip(queries, rows, strict=True)}
 
     def covariance_at(self, node: int) -> list[FloatArray]:
         """The final covariance of geounit ``node`` (row in id order), per type in the

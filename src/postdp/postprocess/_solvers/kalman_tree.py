@@ -231,7 +231,6 @@ class TreeGLS:
             inner = set(lay.parents[d + 1].tolist()) if d + 1 < len(lay.parents) else set()
             smoothed = {k: P for k, P in nxt.items() if k in inner}  # the next level's parents
 
-
     def row_variances(
         self, matrices: list[FloatArray], root: FloatArray | None = None
     ) -> list[FloatArray]:
