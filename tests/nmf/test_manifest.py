@@ -282,3 +282,19 @@ def test_a_manifest_whose_cost_is_not_its_mechanisms_is_refused(tmp_path):
     with pytest.raises(ValidationError, match="recorded cost") as info:
         nmf.read(run)
     assert str(path) in str(info.value) and "\n" not in str(info.value)
+
+
+def test_a_read_workloads_marginals_share_one_schema_whatever_was_read_before():
+    """Regression: the reader's query cache was keyed by the schema's repr and kept the
+    schema object of whichever read came first, so a later read with a fresh (equal)
+    schema and one new query name mixed two schema objects in one workload, and the
+    marginal-basis solvers (topdown-2020) refused it -- depending on test order."""
+    from postdp.nmf._workload import _marginal
+    from postdp.postprocess._solvers.marginal_basis import marginal_workload
+
+    first, second = pl94_schema(), pl94_schema()
+    _marginal(first, "votingage")
+    queries = [_marginal(second, name) for name in ("votingage", "votingage * hispanic")]
+    work = Workload([Measurement(0, q, Gaussian(rho=1.0)) for q in queries])
+    assert marginal_workload(work) is not None
+    assert queries[0].marginal_of.schema is queries[1].marginal_of.schema

@@ -62,18 +62,24 @@ def rebuild_workload(
     return work
 
 
-#: Queries already built, by schema and name: a run's many reads (one per post-processing
-#: task) share its queries (a query is immutable; the 2,016 groups of ``detailed`` cost ms).
-_QUERIES: dict[tuple[str, str], Query] = {}
+#: Queries already built, by schema (its repr) and name: a run's many reads (one per
+#: post-processing task) share its queries (a query is immutable; the 2,016 groups of
+#: ``detailed`` cost ms). Every query of one key is built from the first schema object seen
+#: with that repr, so a workload's marginals all share one schema object (the marginal-basis
+#: solvers require it), whichever reads came before.
+_QUERIES: dict[str, tuple[Schema, dict[str, Query]]] = {}
 
 
 def _marginal(schema: Schema, name: str) -> Query:
-    key = (repr(schema), name)
+    key = repr(schema)
     if key not in _QUERIES:
-        if len(_QUERIES) > 1024:
-            _QUERIES.clear()
-        _QUERIES[key] = Query.marginal(schema, name)
-    return _QUERIES[key]
+        if len(_QUERIES) > 16:
+            _QUERIES.clear()  # a new key: no workload is half built from the old entries
+        _QUERIES[key] = (schema, {})
+    canonical, built = _QUERIES[key]
+    if name not in built:
+        built[name] = Query.marginal(canonical, name)
+    return built[name]
 
 
 def _fraction(text: str) -> Fraction | None:
