@@ -10,8 +10,8 @@ The workload of ``bench_table_audit.py`` (detailed cells at every level, Gaussia
 post-processing (``project-nonneg`` and ``project-nonneg,round`` by default), ``--draws``
 releases are drawn, each gets replicate intervals (``replicate_intervals`` of its
 ``TableDesign``, ``--replicates`` re-runs on the release as stand-in truth), and
-``table_interval_coverage`` reports the share of intervals covering the true count and
-their mean width, by geographic level and true-count size bin. Each row's ``coverage_se``
+``interval_coverage`` of the design reports the share of intervals covering the true
+count and their mean width, by geographic level and true-count size bin. Each row's ``coverage_se``
 is the binomial standard error over its counts (cells within a draw are dependent, so it
 is optimistic). The linear-estimator expectation with R replicates, (R - 1) / (R + 1) x
 level, is printed beside it (the level itself with ``--adjust``, the finite-replicate correction).
@@ -29,7 +29,7 @@ sys.path.insert(0, "benchmarks")
 
 from bench_tables import workload
 
-from postdp.analysis import table_interval_coverage
+from postdp.analysis import TableDesign, interval_coverage
 from postdp.data import load_p1
 
 
@@ -56,11 +56,9 @@ def main() -> None:
     )
     for steps in args.postprocess:
         start = time.perf_counter()
-        cov = table_interval_coverage(
-            table,
-            work,
+        cov = interval_coverage(
+            TableDesign(table, work, steps),
             method="replicates",
-            postprocess=steps,
             replicates=R,
             n_draws=args.draws,
             level=args.level,

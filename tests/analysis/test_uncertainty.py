@@ -70,7 +70,6 @@ def test_replicate_intervals_shapes_paths_and_inputs(tree):
 def test_table_gls_intervals_cover_at_their_level():
     """Gaussian noise: (P)'s errors are exactly normal with the exact variances."""
     from postdp import Gaussian
-    from postdp.analysis import table_interval_coverage
     from postdp.data import synthetic_table
     from postdp.tables import Measurement, Query, Workload
 
@@ -80,9 +79,32 @@ def test_table_gls_intervals_cover_at_their_level():
         [Measurement(d, Query.detailed(cat), Gaussian(rho=0.3)) for d in range(3)]
         + [Measurement(1, Query.nodes(["P1_002N", "P1_009N"]), Gaussian(rho=0.2))]
     )
-    cov = table_interval_coverage(t, w, n_draws=40, level=0.8, rng=6)
+    cov = interval_coverage(ReleaseDesign(t, w), method="gls", n_draws=40, level=0.8, rng=6)
     every = cov[cov["size"] == "all"]
     assert (np.abs(every["coverage"] - 0.8) <= Z * every["coverage_se"]).all(), every
+    assert "cells" in cov.columns
+
+
+def test_a_tables_coverage_refuses_what_it_cannot_measure():
+    """One function for both designs: a table's design takes gls (for project alone) and
+    replicates; the posterior is a hierarchy's, refused in one line before any draw."""
+    from postdp import Gaussian
+    from postdp.data import synthetic_table
+    from postdp.tables import Measurement, Query, Workload
+
+    t = synthetic_table((2, 3), leaf_mean=50, rng=1)
+    w = Workload(
+        [Measurement(d, Query.detailed(t.categories), Gaussian(rho=0.5)) for d in range(3)]
+    )
+    for design, method, match in (
+        (ReleaseDesign(t, w, "project"), "posterior", "'gls' or 'replicates' for a table"),
+        (ReleaseDesign(t, w, "project-nonneg"), "gls", "GLS intervals are for postprocess"),
+        (ReleaseDesign(t, w, "project,round"), "gls", "GLS intervals are for postprocess"),
+        (ReleaseDesign(t, w, "none"), "replicates", "must release a table"),
+    ):
+        with pytest.raises(ValidationError, match=match) as info:
+            interval_coverage(design, method=method, n_draws=2, rng=0)
+        assert "\n" not in str(info.value)
 
 
 @pytest.mark.statistical

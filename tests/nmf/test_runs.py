@@ -304,7 +304,7 @@ def test_dask_local_cluster_gives_the_same_bits(tmp_path):
     local = nmf.postprocess(run, tmp_path / "local", method="topdown-2020")
     with (
         distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, dashboard_address=None
+            n_workers=2, threads_per_worker=1, dashboard_address=":0"
         ) as cluster,
         distributed.Client(cluster) as client,
     ):
@@ -322,7 +322,7 @@ def test_dask_runs_the_county_tasks_of_cut_states(county_run, tmp_path):
     seen = []
     with (
         distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, dashboard_address=None
+            n_workers=2, threads_per_worker=1, dashboard_address=":0"
         ) as cluster,
         distributed.Client(cluster) as client,
     ):

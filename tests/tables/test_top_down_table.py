@@ -146,7 +146,7 @@ def test_dask_partitions_give_the_local_result():
     local = postdp.top_down(draws)
     with (
         distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
         ) as cluster,
         distributed.Client(cluster) as client,
     ):

@@ -39,7 +39,6 @@ from postdp.analysis.uncertainty import (
     gls_intervals,
     interval_coverage,
     ps_intervals,
-    table_interval_coverage,
 )
 
 __all__ = [
@@ -81,7 +80,6 @@ __all__ = [
     "simulate",
     "summary_queries",
     "table_error_metrics",
-    "table_interval_coverage",
     "table_metric_sums",
     "table_metrics_from_sums",
 ]

@@ -40,13 +40,11 @@ from postdp.analysis.replicates import replicate_intervals
 from postdp.errors import ValidationError
 from postdp.mechanisms import Geometric, Laplace
 from postdp.postprocess.estimators import PROJECT
-from postdp.tables import Table, Workload
 
 __all__ = [
     "gls_intervals",
     "interval_coverage",
     "ps_intervals",
-    "table_interval_coverage",
 ]
 
 Method = Literal["gls", "replicates", "posterior"]
@@ -154,41 +152,54 @@ def ps_intervals(
 
 
 def interval_coverage(
-    design: ReleaseDesign,
+    design: ReleaseDesign | TableDesign,
     *,
     method: Method = "replicates",
-    n_draws: int = 200,
-    replicates: int = 200,
+    n_draws: int | None = None,
+    replicates: int | None = None,
     level: float = 0.9,
     bins: tuple[int, ...] = SIZE_BINS,
     rng: RNGLike = None,
+    adjust: bool = False,
 ) -> pd.DataFrame:
     """Actual coverage and mean width of an interval method, with the truth known.
 
     Each of ``n_draws`` releases of the design (study path) gets its intervals from the
     released counts alone; coverage is the share of intervals that contain the true count.
+    One function for both models: a hierarchy's design counts its nodes, a table's design
+    (``ReleaseDesign(table, workload, postprocess)``, a :class:`TableDesign`) every count
+    of every geounit and category node, those a public query fixes excepted.
 
     Parameters
     ----------
-    design : ReleaseDesign
-        Its hierarchy's counts are the truth.
+    design : ReleaseDesign or TableDesign
+        Its hierarchy's (or table's) counts are the truth.
     method : {"replicates", "gls", "posterior"}
-        ``"posterior"``: the design's noise (geometric, no steps) released with [wang2021]'s
-        rule (``bayes_release_hierarchy``) and its family-by-family credible intervals.
-    n_draws : int, default 200
-    replicates : int, default 200
-        R per release (``"replicates"`` only); the cost is n_draws x R runs.
+        ``"gls"``: released ± z·sd of (P), exact (the design's post-processing must be
+        ``project`` alone); ``"replicates"``: :func:`replicate_intervals` around each
+        release; ``"posterior"`` (hierarchies): the design's noise (geometric, no steps)
+        released with [wang2021]'s rule (``bayes_release_hierarchy``) and its
+        family-by-family credible intervals.
+    n_draws : int, optional
+        Releases drawn: default 200 for a hierarchy, 16 for a table (memory: one draw's
+        table at a time).
+    replicates : int, optional
+        R per release (``"replicates"`` only; default 200 for a hierarchy, 30 for a
+        table); the cost is n_draws x R runs.
     level : float, default 0.9
     bins : tuple of int
         Lower edges of the true-count size bins.
     rng : int, numpy.random.Generator, SeedSequence or None
+    adjust : bool, default False
+        The finite-replicate correction of :func:`replicate_intervals`.
 
     Returns
     -------
     pandas.DataFrame
-        One row per (level, size bin) and one ``"all"`` row per level: ``nodes``,
-        ``coverage``, its Monte Carlo standard error ``coverage_se`` (from the spread of the
-        per-draw coverage), ``nominal`` and ``mean_width``.
+        One row per (level, size bin) and one ``"all"`` row per level: ``nodes`` (a
+        table's: ``cells``, the (geounit, category node) counts), ``coverage``, its Monte
+        Carlo standard error ``coverage_se`` (from the spread of the per-draw coverage),
+        ``nominal`` and ``mean_width``.
 
     Examples
     --------
@@ -199,11 +210,29 @@ def interval_coverage(
     ...                         n_draws=400, rng=0)
     >>> list(cov.columns)[:4]
     ['level', 'size', 'nodes', 'coverage']
+    >>> from postdp import Gaussian
+    >>> from postdp.tables import Measurement, Query, Workload
+    >>> from postdp.data import synthetic_table
+    >>> t = synthetic_table((3, 4), leaf_mean=200, rng=0)
+    >>> w = Workload([Measurement(d, Query.detailed(t.categories), Gaussian(rho=0.5))
+    ...               for d in range(3)])
+    >>> cov = interval_coverage(ReleaseDesign(t, w, "project"), method="gls", n_draws=4,
+    ...                         rng=1)
+    >>> cov.loc[cov["size"] == "all", "level"].tolist()
+    [0, 1, 2]
     """
     if method not in ("gls", "replicates", "posterior"):
         raise ValidationError(
             f"`method` must be 'gls', 'replicates' or 'posterior'; got {method!r}"
         )
+    if isinstance(design, TableDesign):
+        return _table_coverage(
+            design, method=method, n_draws=16 if n_draws is None else n_draws,
+            replicates=30 if replicates is None else replicates, level=level, bins=bins,
+            rng=rng, adjust=adjust,
+        )  # fmt: skip
+    n_draws = 200 if n_draws is None else n_draws
+    replicates = 200 if replicates is None else replicates
     if method == "posterior" and design.steps:
         raise ValidationError(
             "`method='posterior'` releases with [wang2021]'s rule: give a design without "
@@ -230,88 +259,49 @@ def interval_coverage(
         elif method == "gls":
             ci = gls_intervals(released, design, level=level)
         else:
-            ci = replicate_intervals(released, design, replicates=replicates, level=level, rng=gen)
+            ci = replicate_intervals(
+                released, design, replicates=replicates, level=level, rng=gen, adjust=adjust
+            )
         covered[k] = (ci.low <= truth) & (truth <= ci.high)
         width += ci.high - ci.low
     width /= N
     return _coverage_frame(covered, width, truth, list(h.levels), level, bins, "nodes")
 
 
-def table_interval_coverage(
-    table: Table,
-    workload: Workload,
+def _table_coverage(
+    design: TableDesign,
     *,
-    method: Literal["gls", "replicates"] = "gls",
-    postprocess: str = PROJECT.name,
-    replicates: int = 30,
-    n_draws: int = 16,
-    level: float = 0.9,
-    bins: tuple[int, ...] = SIZE_BINS,
-    rng: RNGLike = None,
-    adjust: bool = False,
+    method: str,
+    n_draws: int,
+    replicates: int,
+    level: float,
+    bins: tuple[int, ...],
+    rng: RNGLike,
+    adjust: bool,
 ) -> pd.DataFrame:
-    """Coverage of a table's interval method, with the truth known.
-
-    Every count of every geounit and category node (those a public query fixes excepted)
-    gets its interval — ``"gls"``: released ± z·sd of (P) (exact); ``"replicates"``:
-    :func:`replicate_intervals` of a :class:`TableDesign` around the ``postprocess`` release —
-    and the share covering the true count is reported by geographic level and true-count
-    size bin.
-
-    Parameters
-    ----------
-    table : Table
-        Its cells are the truth.
-    workload : Workload
-    method : {"gls", "replicates"}
-    postprocess : str, default "project"
-        The release's post-processing, any :class:`TableDesign` accepts (``"project"``,
-        ``"project-nonneg"``, ``"topdown"``, each optionally followed by ``",round"``);
-        ``"gls"`` needs ``"project"``.
-    replicates : int, default 30
-        R per release for ``"replicates"`` (the cost is n_draws x R releases).
-    n_draws : int, default 16
-        Draws of the noise (study path); memory: one draw's table at a time.
-    level : float, default 0.9
-    bins : tuple of int
-    rng : int, numpy.random.Generator, SeedSequence or None
-    adjust : bool, default False
-        The finite-replicate correction of :func:`replicate_intervals`.
-
-    Returns
-    -------
-    pandas.DataFrame
-        As :func:`interval_coverage`, counting (geounit, category) ``cells``.
-
-    Examples
-    --------
-    >>> from postdp import Gaussian
-    >>> from postdp.tables import Measurement, Query, Table, Workload
-    >>> from postdp.data import synthetic_table
-    >>> t = synthetic_table((3, 4), leaf_mean=200, rng=0)
-    >>> w = Workload([Measurement(d, Query.detailed(t.categories), Gaussian(rho=0.5))
-    ...               for d in range(3)])
-    >>> cov = table_interval_coverage(t, w, n_draws=4, rng=1)
-    >>> cov.loc[cov["size"] == "all", "level"].tolist()
-    [0, 1, 2]
-    """
+    """:func:`interval_coverage` of a table's design: every count of every geounit and
+    category node (those a public query fixes excepted), ``"gls"`` or ``"replicates"``."""
     from scipy import stats
 
     from postdp.postprocess import TableProjector
     from postdp.tables import expand, measure
 
     if method not in ("gls", "replicates"):
-        raise ValidationError(f"`method` must be 'gls' or 'replicates'; got {method!r}")
-    if method == "gls" and postprocess != PROJECT.name:
-        raise ValidationError(f"GLS intervals are for postprocess={PROJECT.name!r}")
+        raise ValidationError(f"`method` must be 'gls' or 'replicates' for a table; got {method!r}")
+    if method == "gls" and (design.step != PROJECT.name or design.rounded):
+        raise ValidationError(
+            f"GLS intervals are for postprocess={PROJECT.name!r}; got {design.postprocess!r}"
+        )
     (N,) = _validation.size_tuple(n_draws)
     if N < 2:
         raise ValidationError(f"`n_draws` must be at least 2; got {n_draws}")
     if not 0.0 < level < 1.0:
         raise ValidationError(f"`level` must lie strictly between 0 and 1; got {level!r}")
-    design = TableDesign(table, workload, postprocess)
     if design.projector is None:
-        raise ValidationError("`postprocess` must release a table (not 'none')")
+        raise ValidationError("the design's postprocess must release a table (not 'none')")
+    if design.budget_scale is not None:
+        raise ValidationError("coverage of a design with `budget_scale` is not supported")
+    table, workload = design.table, design.workload
     geo, cat = table.geography, table.categories
     sd = np.sqrt(TableProjector(table, workload).variances())
     z = float(stats.norm.isf((1.0 - level) / 2.0))

@@ -258,7 +258,9 @@ def _scheduler(args: argparse.Namespace) -> tuple[Any, Any]:
                         n_workers=args.workers,
                         threads_per_worker=1,
                         processes=True,
-                        dashboard_address=None,
+                        # its HTTP server on a free port: two jobs at once must not both
+                        # want 8787 (the default, even with no dashboard)
+                        dashboard_address=":0",
                     )
                 )
                 made.insert(0, distributed.Client(made[0]))
