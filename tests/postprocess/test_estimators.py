@@ -155,6 +155,7 @@ def test_every_name_is_unique_and_lookups_return_the_record():
     for e in estimators():
         assert estimator(e.name) is e
         assert e.summary and "\n" not in e.summary
+        assert "; " not in e.summary, "method_help joins the summaries with '; '"
         assert set(e.models) <= {"hierarchy", "table"} and e.models
 
 

@@ -241,7 +241,7 @@ def add_mechanism_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _table_solvers() -> str:
+def table_solvers() -> str:
     """The table estimators a ``,round`` may follow, comma-separated (for help texts)."""
     return ", ".join(e.name for e in estimators("table") if not e.finisher)
 
@@ -255,7 +255,7 @@ def add_postprocess_options(parser: argparse.ArgumentParser) -> None:
         help="post-processing written to column released_count, steps applied in order; "
         f"of a hierarchy: {method_help('hierarchy', alone=False)}. Example: "
         "project-nonneg,round. Of a table (--table, --categories): one of "
-        f"{_table_solvers()}, optionally followed by ',round'. postdp release also takes, "
+        f"{table_solvers()}, optionally followed by ',round'. postdp release also takes, "
         f"as the only step: {method_help('hierarchy', alone=True)}",
     )
     parser.add_argument(

@@ -26,6 +26,7 @@ from postdp.cli._options import (
     int_list,
     refuse_hierarchy_options,
     run_bars,
+    table_solvers,
     typed,
     wants_table,
     whole,
@@ -35,7 +36,7 @@ from postdp.postprocess.estimators import PROJECT
 
 __all__ = ["add_parser", "run"]
 
-DESCRIPTION = """\
+DESCRIPTION = f"""\
 Run a release design (noise per level + post-processing chain) many times on the true
 counts (the bundled 2010 counties by default, or a CSV) on the reproducible study path, and
 write per-node error statistics (bias, variance, MSE, MAE with confidence intervals,
@@ -44,7 +45,8 @@ errors to the Laplace noise by family size (Fig. 5), and figures, including erro
 histograms before and after post-processing for chosen nodes (Fig. 1).
 
 With --table (or --input WIDE.csv --categories TREE.csv), audit a table design instead
-(--postprocess project, project-nonneg or topdown, optionally ",round"): per (geounit,
+(--postprocess one of {table_solvers()},
+optionally ",round"): per (geounit,
 category) bias, SE, RMSE and MAE (table_audit), a summary per level and category, the
 Census Bureau's metrics by level and population size (table_metrics: MAE, RMSE, MAPE,
 signed percent error, share over 10%, TVD, largest group within 5 points) and by diversity

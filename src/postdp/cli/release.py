@@ -25,6 +25,7 @@ from postdp.cli._options import (
     positive_float,
     probability,
     refuse_hierarchy_options,
+    table_solvers,
     wants_table,
     whole,
 )
@@ -41,7 +42,7 @@ from postdp.postprocess.estimators import BAYES, estimator
 
 __all__ = ["add_parser", "run"]
 
-DESCRIPTION = """\
+DESCRIPTION = f"""\
 Add differentially private noise to every count of a hierarchy (the bundled 2010 county
 populations by default, or a CSV with id/parent/count columns), one mechanism per level,
 and write the noisy table as CSV with a `path` column saying how it was drawn.
@@ -49,8 +50,9 @@ and write the noisy table as CSV with a `path` column saying how it was drawn.
 With --table (a bundled 2020 P1 table) or --input WIDE.csv --categories TREE.csv, release a
 table instead: a histogram per geounit, measured by a workload (--design, or the detailed
 cells at every level), written in long form (geo_id, parent, category, noisy_count and,
-with --postprocess project, project-nonneg or topdown, each optionally followed by ",round",
-released_count) or wide form (--format wide).
+with --postprocess one of {table_solvers()},
+optionally followed by ",round" (not after an integral one), released_count) or wide form
+(--format wide).
 
 Every release also writes <output>.privacy.json: the budget per level (or query), the
 (epsilon, delta) curve, the public invariants, hashes and versions.

@@ -256,8 +256,8 @@ _BOTH = MODELS
 
 PROJECT = Estimator(
     "project",
-    "(P): least squares over every measured count, parent = sum of children; on a "
-    "table the best linear unbiased estimate (BLUE)",
+    "(P): least squares over every measured count, parent = sum of children (on a "
+    "table, the best linear unbiased estimate: the BLUE)",
     _BOTH,
     consistent=True,
     streams=True,
@@ -340,7 +340,7 @@ CLAMP = Estimator(
 RAMP_OPTIMAL = Estimator(
     "ramp-optimal",
     "max(x - a*, 0) with the exact optimal shift a* of each level's noise "
-    "(b W(1/2) for Laplace(b); Laplace or geometric noise)",
+    "(b W(1/2) for Laplace(b), with Laplace or geometric noise)",
     ("hierarchy",),
     nonnegative=True,
     elementwise=True,
