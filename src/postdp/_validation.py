@@ -37,6 +37,14 @@ def positive_real(name: str, value: Any) -> float:
     return out
 
 
+def fraction(name: str, value: Any) -> float:
+    """Return ``value`` as a float if it is a real number in (0, 1]."""
+    out = positive_real(name, value)
+    if out > 1:
+        raise ValidationError(f"`{name}` must be in (0, 1]; got {value!r}")
+    return out
+
+
 def _first_bad(mask: np.ndarray[Any, Any], values: np.ndarray[Any, Any]) -> str:
     index = tuple(int(i) for i in np.argwhere(mask)[0])
     where = index[0] if len(index) == 1 else index

@@ -48,10 +48,13 @@ def small_run(tmp_path_factory):
 
 
 def test_measure_writes_a_run_once(tmp_path, capsys):
-    args = ["measure", "--synthetic", "11", "--study", "--seed", "4", "--output-dir"]
+    args = ["measure", "--synthetic", "11", "--population-scale", "0.05", "--study", "--seed"]
+    args += ["4", "--output-dir"]
     assert main([*args, str(tmp_path / "run"), "--quiet"]) == 0
     m = nmf.read(tmp_path / "run")
-    assert m.secure is False and m.table.geography.levels[5].size == 16790
+    assert m.secure is False and m.table.geography.levels[5].size == 841  # a twentieth of DC's
+    record = json.loads((tmp_path / "run" / "postdp-nmf.json").read_text())["synthetic"]
+    assert (record["population_seed"], record["population_scale"]) == (0, 0.05)
     statement = json.loads((tmp_path / "run" / "privacy.json").read_text())
     assert statement["epsilon_at_delta"]["epsilon"] == pytest.approx(17.14, abs=0.005)
     assert statement["path"].startswith("study")
@@ -81,6 +84,21 @@ def test_measure_writes_a_run_once(tmp_path, capsys):
         (["--synthetic", "11", "--study", "--seed", "1", "--ledger", "l.jsonl"], "--ledger"),
         (["--synthetic", "11", "--study", "--seed", "1", "--cut-blocks", "0"], "--cut-blocks"),
         (["--synthetic", "11", "--study", "--seed", "1", "--cut-blocks", "x"], "--cut-blocks"),
+        *(
+            (
+                ["--synthetic", "11", "--study", "--seed", "1", "--population-scale", v],
+                f"--population-scale: must be in (0, 1]; got {v!r}",
+            )
+            for v in ("0", "1.5", "-0.1")
+        ),
+        (
+            ["--synthetic", "11", "--study", "--seed", "1", "--population-scale", "nan"],
+            "--population-scale: must be a finite number; got 'nan'",
+        ),
+        (
+            ["--input", "x.parquet", "--study", "--seed", "1", "--population-scale", "0.5"],
+            "--population-scale 0.5: scales the synthetic population",
+        ),
     ],
 )
 def test_measure_refuses_bad_options_before_drawing(tmp_path, capsys, spy, argv, needle):
@@ -103,7 +121,8 @@ def test_a_secure_measure_records_one_draw(tmp_path, monkeypatch, capsys):
         lambda self, x: np.asarray(x) + rng.integers(-3, 4, size=np.shape(x)),
     )
     ledger = tmp_path / "ledger.jsonl"
-    args = ["measure", "--synthetic", "11", "--ledger", str(ledger), "--quiet"]
+    args = ["measure", "--synthetic", "11", "--population-scale", "0.05", "--ledger", str(ledger)]
+    args.append("--quiet")
     assert main([*args, "--output-dir", str(tmp_path / "run")]) == 0
     records = [json.loads(line) for line in ledger.read_text().splitlines()]
     # reserved before the draw, published after it: one draw, counted once
@@ -118,7 +137,8 @@ def test_a_secure_measure_records_one_draw(tmp_path, monkeypatch, capsys):
 
 
 def test_a_killed_measure_leaves_nothing_or_a_complete_run(tmp_path):
-    args = ["measure", "--synthetic", "11", "--study", "--seed", "2", "--output-dir", "run"]
+    args = ["measure", "--synthetic", "11", "--population-scale", "0.25", "--study", "--seed"]
+    args += ["2", "--output-dir", "run"]
     start = time.perf_counter()
     assert _run(args, tmp_path).returncode == 0
     elapsed = time.perf_counter() - start
@@ -208,7 +228,7 @@ def test_measure_reads_block_histograms(tmp_path, capsys, spy):
     from postdp.nmf import synthetic_population
     from postdp.tables import pl94_schema
 
-    t = synthetic_population(states=["11"], seed=3)
+    t = synthetic_population(states=["11"], seed=3, scale=0.05)
     geo = t.geography
     wide = pd.DataFrame(t.dense_cells(), columns=list(pl94_schema().cells))
     wide.insert(0, "geocode", geo.ids[geo.leaves].astype(str))
@@ -216,7 +236,8 @@ def test_measure_reads_block_histograms(tmp_path, capsys, spy):
     study = ["--study", "--seed", "1", "--quiet"]
     assert main(["measure", "--input", str(tmp_path / "dc.parquet"), *study,
                  "--output-dir", str(tmp_path / "a")]) == 0  # fmt: skip
-    assert main(["measure", "--synthetic", "11", "--population-seed", "3", *study,
+    assert main(["measure", "--synthetic", "11", "--population-seed", "3",
+                 "--population-scale", "0.05", *study,
                  "--output-dir", str(tmp_path / "b")]) == 0  # fmt: skip
     a, b = nmf.read(tmp_path / "a"), nmf.read(tmp_path / "b")
     assert np.array_equal(a.table.geography.ids, b.table.geography.ids)
@@ -497,7 +518,8 @@ def test_measure_builds_each_states_table_once(tmp_path, monkeypatch):
         return real(*args, **kwargs)
 
     monkeypatch.setattr(postdp.nmf, "synthetic_population", counted)
-    args = ["measure", "--synthetic", "11", "--study", "--seed", "1", "--quiet"]
+    args = ["measure", "--synthetic", "11", "--population-scale", "0.05", "--study", "--seed"]
+    args += ["1", "--quiet"]
     assert main([*args, "--output-dir", str(tmp_path / "run")]) == 0
     assert built == [["11"]]
 
@@ -689,7 +711,7 @@ def test_progress_in_a_log_is_one_plain_line_per_partition(small_run, tmp_path, 
     """Standard error not a terminal (here captured, as a log file): no bar, no carriage
     return or escape sequence, one line per state measured and per partition solved, and
     the last line says what was written where."""
-    argv = ["measure", "--synthetic", "11", "--study", "--seed", "1"]
+    argv = ["measure", "--synthetic", "11", "--population-scale", "0.05", "--study", "--seed", "1"]
     assert main([*argv, "--output-dir", str(tmp_path / "run")]) == 0
     err = capsys.readouterr().err
     assert "\x1b" not in err and "\r" not in err

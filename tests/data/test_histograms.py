@@ -14,8 +14,9 @@ from postdp.tables import pl94_schema, units_schema
 
 @pytest.fixture(scope="module")
 def two_states():
-    """DC and Delaware's synthetic tables (empty blocks included) and their wide frame."""
-    tables = [synthetic_population(states=[s], seed=3) for s in ("11", "10")]
+    """DC and Delaware's synthetic tables (empty blocks included; a twentieth of each
+    state) and their wide frame."""
+    tables = [synthetic_population(states=[s], seed=3, scale=0.05) for s in ("11", "10")]
     schema = pl94_schema()
     frames = []
     for t in tables:

@@ -73,16 +73,17 @@ def _dpquery_geocodes(run, level) -> set[str]:
 @pytest.fixture(scope="module")
 def dc_run(tmp_path_factory):
     """The persons preset with the structural bounds on the District (one county, the
-    case written one-sided before), measured county by county and tract by tract."""
-    table = synthetic_population(states=["11"], seed=0)
+    case written one-sided before; a twentieth of it, 841 blocks), measured county by county
+    and tract by tract."""
+    table = synthetic_population(states=["11"], seed=0, scale=0.05)
     run = nmf.measure_by_state(
-        lambda s: synthetic_population(states=[s], seed=0),
+        lambda s: synthetic_population(states=[s], seed=0, scale=0.05),
         ["11"],
         tmp_path_factory.mktemp("names") / "run",
         strategy=load_strategy("pl94-2020-persons"),
         secure=False,
         rng=2,
-        cut_blocks=3000,
+        cut_blocks=150,
         bounds=lambda t: facility_bounds(synthetic_facilities(t), t.geography),
     )
     return run, table

@@ -185,8 +185,8 @@ def test_published_quirks_are_read(tmp_path):
     postdp's bound, and a single-child bypass (``top=1``): the District's one county only in
     Constraint (budget factor 0), the state measured with the county's budget as well
     (smaller variances; with no manifest its variance is read as its level's)."""
-    plain = nmf.read(nmf.synthetic_run(tmp_path / "plain", states=["11"], seed=3))
-    run = nmf.synthetic_run(tmp_path / "quirky", states=["11"], seed=3, quirks=True)
+    plain = nmf.read(nmf.synthetic_run(tmp_path / "plain", states=["11"], seed=3, scale=0.05))
+    run = nmf.synthetic_run(tmp_path / "quirky", states=["11"], seed=3, scale=0.05, quirks=True)
     assert not (run / "postdp-nmf.json").exists()
     got = nmf.read(run)
     # lower 0 and upper 99,999 bound nothing: no group-quarters bound is kept; the Census's

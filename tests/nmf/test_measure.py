@@ -43,15 +43,16 @@ def _rooted(sub):
 def test_state_by_state_draws_have_the_designs_law(tmp_path, state, cut):
     """The run reads back as the whole table's workload, and the detailed answers of the
     blocks (and the tracts' totals) minus the truth have mean 0 and the mechanism's
-    variance (z = 4 over the sample's own standard errors; DC, 16,790 blocks x 2,016 cells,
-    in one piece; Delaware measured county by county, ``cut_blocks=1``)."""
+    variance (z = 4 over the sample's own standard errors; a twentieth of DC, 841 blocks x
+    2,016 cells, in one piece; a twentieth of Delaware measured county by county,
+    ``cut_blocks=1``)."""
     s = load_strategy("pl94-2020-persons")
     run = nmf.measure_by_state(
-        lambda st: synthetic_population(states=[st], seed=0), [state], tmp_path / "run",
-        strategy=s, secure=False, rng=7, cut_blocks=cut,
+        lambda st: synthetic_population(states=[st], seed=0, scale=0.05), [state],
+        tmp_path / "run", strategy=s, secure=False, rng=7, cut_blocks=cut,
     )  # fmt: skip
     got = nmf.read(run)
-    truth = synthetic_population(states=[state], seed=0)
+    truth = synthetic_population(states=[state], seed=0, scale=0.05)
     assert got.workload == s.workload(truth)
     geo, tgeo = got.table.geography, truth.geography
     for level, name in ((5, "detailed"), (3, "total")):
@@ -143,3 +144,7 @@ def test_state_by_state_refuses_before_drawing(tmp_path):
         nmf.measure_by_state(one, ["10"], tmp_path / "b", strategy=s, secure=False, rng=0)
     with pytest.raises(ValidationError, match="study path"):
         nmf.measure_by_state(one, ["10"], tmp_path / "c", strategy=s, secure=True, rng=0)
+    for bad in ({"population_seed": 1.5}, {"population_seed": 1, "population_scale": 0}):
+        with pytest.raises((TypeError, ValidationError), match="population_s"):
+            nmf.measure_by_state(one, ["10"], tmp_path / "d", strategy=s, secure=False, **bad)
+        assert not (tmp_path / "d").exists()  # refused before anything was drawn or made

@@ -115,6 +115,36 @@ def test_national_tallies_match_2020():
     assert abs(blocks / 8_132_968 - 1) < 0.03
 
 
+def test_a_miniature_scales_every_countys_people_and_its_geounits(vermont):
+    """``scale``: each county's 2020 population times the scale, rounded (Vermont's 14
+    counties at a tenth), and tracts, block groups and blocks in proportion (at least one
+    of each per county): the tallies of the scaled populations (blocks split over the tracts
+    in whole numbers, rounded down)."""
+    small = synthetic_population(["50"], seed=3, scale=0.1)
+    whole = _county_totals(vermont)
+    ours = _county_totals(small)
+    assert ours.keys() == whole.keys()
+    for county, total in ours.items():
+        assert total == np.rint(0.1 * whole[county])
+    geo = small.geography
+    per_county = tallies(np.rint(0.1 * np.array(list(whole.values()))))
+    tracts, bgs, blocks = per_county.sum(axis=0)
+    assert [geo.levels[3].size, geo.levels[4].size] == [tracts, bgs]
+    assert 0.99 * blocks <= geo.levels[5].size <= blocks  # each tract's share rounded down
+    assert geo.levels[5].size < vermont.geography.levels[5].size / 8
+    assert (synthetic_population(["50"], seed=3, scale=1).cells != vermont.cells).nnz == 0
+
+
+@pytest.mark.parametrize(
+    ("scale", "error"),
+    [(0, ValidationError), (1.5, ValidationError), (float("nan"), ValidationError),
+     (-0.1, ValidationError), (True, TypeError), ("0.5", TypeError)],
+)  # fmt: skip
+def test_a_scale_outside_0_1_is_refused(scale, error):
+    with pytest.raises(error, match="`scale`"):
+        synthetic_population(["11"], scale=scale)
+
+
 def test_unknown_states_are_refused():
     with pytest.raises(ValidationError, match="2-digit FIPS"):
         synthetic_population(["72"])

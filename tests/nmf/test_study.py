@@ -15,15 +15,17 @@ from postdp.errors import ValidationError
 
 @pytest.fixture(scope="module")
 def dc_run(tmp_path_factory):
-    """``postdp measure --synthetic 11`` with its own population and noise seeds."""
+    """``postdp measure --synthetic 11`` with its own population seed, scale and noise seed."""
     folder = tmp_path_factory.mktemp("study")
-    argv = ["measure", "--synthetic", "11", "--population-seed", "3", "--study", "--seed", "5"]
+    argv = ["measure", "--synthetic", "11", "--population-seed", "3", "--population-scale"]
+    argv += ["0.05", "--study", "--seed", "5"]
     assert main([*argv, "--quiet", "--output-dir", str(folder / "run")]) == 0
     return folder / "run"
 
 
 def test_the_manifest_rebuilds_the_population_and_the_draw(dc_run, tmp_path):
-    """The manifest records the states and both seeds; the truth rebuilt from it is the
+    """The manifest records the states, the scale and both seeds; the truth rebuilt from it
+    is the
     population measured (its state total the run's invariant), and measuring it again
     with the recorded noise seed draws the run's answers."""
     from postdp.nmf import synthetic_population
@@ -32,8 +34,9 @@ def test_the_manifest_rebuilds_the_population_and_the_draw(dc_run, tmp_path):
     record = json.loads((dc_run / "postdp-nmf.json").read_text())["synthetic"]
     assert record["states"] == ["11"]
     assert (record["population_seed"], record["noise_seed"]) == (3, 5)
+    assert record["population_scale"] == 0.05
     truth = nmf.synthetic_truth(dc_run)
-    population = synthetic_population(states=["11"], seed=3)
+    population = synthetic_population(states=["11"], seed=3, scale=0.05)
     assert np.array_equal(truth.geography.ids, population.geography.ids)
     assert (truth.cells != population.cells).nnz == 0
     top = nmf.read(dc_run, levels=2)
@@ -45,14 +48,42 @@ def test_the_manifest_rebuilds_the_population_and_the_draw(dc_run, tmp_path):
     strategy = load_strategy("pl94-2020-persons")
     again = nmf.measure_by_state(
         lambda s: strategy.tabulate(
-            synthetic_population(states=[s], seed=record["population_seed"])
+            synthetic_population(
+                states=[s], seed=record["population_seed"], scale=record["population_scale"]
+            )
         ),
         record["states"], tmp_path / "again", strategy=strategy, secure=False,
         rng=record["noise_seed"], population_seed=record["population_seed"],
+        population_scale=record["population_scale"],
     )  # fmt: skip
     a, b = nmf.read(dc_run), nmf.read(again)
     for x, y in zip(a.values, b.values, strict=True):
         np.testing.assert_array_equal(x, y)
+
+
+def test_a_manifest_without_a_scale_is_of_the_whole_population_and_a_bad_one_is_refused(
+    dc_run, tmp_path
+):
+    """A run written before scales were recorded was of the whole population (scale 1); a
+    scale that is not a number in (0, 1] is refused naming the manifest."""
+    import shutil
+
+    from postdp.nmf import synthetic_population
+
+    run = tmp_path / "run"
+    shutil.copytree(dc_run, run)
+    path = run / "postdp-nmf.json"
+    manifest = json.loads(path.read_text())
+    del manifest["synthetic"]["population_scale"]
+    path.write_text(json.dumps(manifest))
+    whole = synthetic_population(states=["11"], seed=3)
+    assert (nmf.synthetic_truth(run).cells != whole.cells).nnz == 0
+    for bad in (0, 2, "0.5", True):
+        manifest["synthetic"]["population_scale"] = bad
+        path.write_text(json.dumps(manifest))
+        with pytest.raises(ValidationError, match="population_scale") as err:
+            nmf.synthetic_truth(run)
+        assert str(path) in str(err.value) and "\n" not in str(err.value)
 
 
 def test_a_run_without_a_synthetic_population_has_no_truth(tmp_path):

@@ -36,7 +36,7 @@ def _check(old, new, cutoff=12):
 
 
 def test_a_synthetic_state_regrouped_within_the_cap():
-    old = synthetic_population(["11"], seed=3)
+    old = synthetic_population(["11"], seed=3, scale=0.1)  # a tenth of DC: 1,682 blocks
     new = optimised_block_groups(old)
     g = _check(old, new)
     # about as many groups as the cap forces: each tract's blocks in ceil(n / cap) groups
@@ -75,7 +75,7 @@ def test_aian_branches_split_every_geounit_below_the_states_into_its_parts():
     """The AIAN spine (``pl94-2020-design.md`` section 1.5; ``define_spines.py``): a level of
     branches below each state, every county, tract and block group split into its parts in
     each branch; the blocks, their cells and every total above the branches unchanged."""
-    old = synthetic_population(["10", "11"], seed=2)
+    old = synthetic_population(["10", "11"], seed=2, scale=0.2)
     geo = old.geography
     rng = np.random.default_rng(4)
     tract = geo.parent[geo.parent[geo.leaves]]
@@ -136,7 +136,7 @@ def _descendants(geo, node):
 
 
 def test_aian_branches_refuse_bad_flags_and_levels():
-    t = synthetic_population(["11"], seed=0)
+    t = synthetic_population(["11"], seed=0, scale=0.05)
     n = t.geography.leaves.size
     with pytest.raises(ValidationError, match="one flag"):
         aian_branches(t, aian=np.zeros(n - 1, dtype=bool))

@@ -25,6 +25,11 @@ def source(args: argparse.Namespace, strategy: Any) -> tuple[list[str], Any, str
     of its content; every state and record checked here, before anything is drawn."""
     from postdp.errors import ValidationError
 
+    if args.input is not None and args.population_scale is not None:
+        raise CliError(
+            f"--population-scale {args.population_scale!r}: scales the synthetic population "
+            f"(--synthetic); --input {args.input!r} is read as it is"
+        )
     if args.input is not None:
         from postdp.data import (
             PERSON_COLUMNS,
@@ -84,11 +89,18 @@ def source(args: argparse.Namespace, strategy: Any) -> tuple[list[str], Any, str
             raise ValidationError(f"not a FIPS code of the 50 states and DC: {unknown}")
 
     def synthetic(state: str) -> Any:
-        return strategy.tabulate(synthetic_population(states=[state], seed=args.population_seed))
+        return strategy.tabulate(
+            synthetic_population(states=[state], seed=args.population_seed, scale=scale)
+        )
 
-    source = f"synthetic population states={','.join(states)} seed={args.population_seed}"
+    scale = args.population_scale or 1.0
+    shrunk = "" if scale == 1 else f" scale={scale!r}"
+    source = f"synthetic population states={','.join(states)} seed={args.population_seed}{shrunk}"
     # each state's population is drawn on its own: the same states in any order, one content
-    same = f"synthetic population states={','.join(sorted(states))} seed={args.population_seed}"
+    same = (
+        f"synthetic population states={','.join(sorted(states))} seed={args.population_seed}"
+        f"{shrunk}"
+    )
     content = hashlib.sha256(same.encode()).hexdigest()
     return states, synthetic, source, hashlib.sha256(source.encode()).hexdigest(), content
 

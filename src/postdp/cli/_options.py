@@ -121,6 +121,14 @@ def positive_float(text: str) -> float:
     return value
 
 
+def fraction(text: str) -> float:
+    """A number in (0, 1]."""
+    value = _finite(text)
+    if not 0.0 < value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1]; got {text!r}")
+    return value
+
+
 def probability(text: str) -> float:
     """A number strictly between 0 and 1."""
     value = _finite(text)

@@ -18,7 +18,7 @@ from postdp import privacy
 from postdp._files import current_umask, sigint_held
 from postdp.cli import _measure_inputs
 from postdp.cli._io import RunState
-from postdp.cli._options import CliError, flag, ids, probability, whole
+from postdp.cli._options import CliError, flag, fraction, ids, probability, whole
 from postdp.privacy import NotRecordedError, Reservation, holder_of, reserve
 
 __all__ = ["add_parser", "run"]
@@ -84,6 +84,14 @@ def add_parser(commands: Any) -> None:
         type=whole(0, 2**32 - 1),
         default=0,
         help="seed of the synthetic population (not of the noise; default 0)",
+    )
+    parser.add_argument(
+        "--population-scale",
+        type=fraction,
+        metavar="FRACTION",
+        help="a miniature synthetic population for quick trials, in (0, 1]: every county's "
+        "2020 population times FRACTION, its geounits fewer in proportion (default 1, the "
+        "whole population); recorded in the run's manifest",
     )
     parser.add_argument(
         "--strategy",
@@ -219,6 +227,7 @@ def run(args: argparse.Namespace, state: RunState) -> int:
             bypass=args.bypass,
             progress=lambda stage, done, total: bar.update(done - bar.n),
             population_seed=args.population_seed if args.synthetic is not None else None,
+            population_scale=args.population_scale or 1.0,
         )
         bar.close()
         record = _record(args, source, digest, work, run_dir, content=content)

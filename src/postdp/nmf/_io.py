@@ -126,7 +126,7 @@ def write(
     >>> from postdp.nmf import synthetic_population
     >>> from postdp.tables import load_strategy
     >>> from postdp.tables import measure
-    >>> t = synthetic_population(states=["11"], seed=0)
+    >>> t = synthetic_population(states=["11"], seed=0, scale=0.05)
     >>> m = measure(t, load_strategy("pl94-2020-persons").workload(t), secure=False, rng=0)
     >>> run = write(m, tempfile.mkdtemp() + "/run", strategy="pl94-2020-persons")
     >>> sorted(p.name for p in run.iterdir())[:3]

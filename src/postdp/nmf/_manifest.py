@@ -55,16 +55,23 @@ SYNTHETIC = "synthetic"
 
 
 def synthetic_record(
-    states: Sequence[str], population_seed: int, rng: Any, *, drawn_by: str
+    states: Sequence[str],
+    population_seed: int,
+    rng: Any,
+    *,
+    drawn_by: str,
+    population_scale: float = 1.0,
 ) -> dict[str, Any]:
     """What a run of a synthetic population records of it: the generator, the states, the
-    population's seed, the noise's (``rng`` when an integer, else None: the secure path or
-    a generator, not reproducible from the manifest) and the function that drew it."""
+    population's seed and scale, the noise's seed (``rng`` when an integer, else None: the
+    secure path or a generator, not reproducible from the manifest) and the function that
+    drew it."""
     seedable = isinstance(rng, (int, np.integer)) and not isinstance(rng, bool)
     return {
         "generator": "postdp.nmf.synthetic_population",
         "states": [str(s) for s in states],
         "population_seed": int(population_seed),
+        "population_scale": float(population_scale),
         "noise_seed": int(rng) if seedable else None,
         "drawn_by": drawn_by,
     }

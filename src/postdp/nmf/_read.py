@@ -14,6 +14,7 @@ from pandas.api.types import union_categoricals
 from scipy import sparse
 
 from postdp._typing import FloatArray, IntArray
+from postdp._validation import listing
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
 from postdp.nmf import _layout as layout
@@ -55,7 +56,7 @@ def subtrees(run_dir: str | os.PathLike[str]) -> list[str]:
     --------
     >>> import tempfile
     >>> from postdp.nmf import synthetic_run
-    >>> run = synthetic_run(tempfile.mkdtemp() + "/run", states=["11"], seed=0)
+    >>> run = synthetic_run(tempfile.mkdtemp() + "/run", states=["11"], seed=0, scale=0.05)
     >>> subtrees(run)
     ['011']
     """
@@ -147,7 +148,7 @@ def read(
     --------
     >>> import tempfile
     >>> from postdp.nmf import synthetic_run
-    >>> run = synthetic_run(tempfile.mkdtemp() + "/run", states=["11"], seed=0)
+    >>> run = synthetic_run(tempfile.mkdtemp() + "/run", states=["11"], seed=0, scale=0.05)
     >>> m = read(run, levels=2)
     >>> m.table.geography.ids.tolist(), len(m.workload.measurements)
     (['US', '11'], 23)
@@ -191,6 +192,9 @@ def read(
         frames.append((level[0], level[1]))
     _account(frames, names, manifest)
     geo, position = _geography(frames, manifest)
+    absent = [w for w in where or () if not any(w in level for level in position)]
+    if absent:
+        raise ValidationError(f"`within`: the run has no geounit {listing(absent)}")
     _count(run, frames, names, chosen, manifest, 1 if where is not None else len(names) - 1)
     study = (run / STUDY_MARKER).is_file()
     return _measurements(geo, position, frames, schema, manifest, study, run / layout.MANIFEST)

@@ -46,17 +46,17 @@ def below(m: TableMeasurements, *, depth: int = 1, at: str | None = None) -> Tab
     --------
     >>> import tempfile
     >>> from postdp.nmf import read, synthetic_run
-    >>> run = synthetic_run(tempfile.mkdtemp() + "/run", states=["11"], seed=0)
+    >>> run = synthetic_run(tempfile.mkdtemp() + "/run", states=["11"], seed=0, scale=0.05)
     >>> sub = below(read(run, states=["011"]))
     >>> str(sub.table.geography.ids[sub.table.geography.root]), sub.workload.at(0)
     ('11', [])
     >>> county = below(read(run, states=["011"], within="011001"), depth=2)
     >>> str(county.table.geography.ids[0]), county.table.geography.n_levels
     ('11001', 4)
-    >>> two = read(run, states=["011"], within=["011001000100", "011001000101"])
-    >>> tract = below(two, depth=3, at="11001000101")
+    >>> two = read(run, states=["011"], within=["011001000004", "011001000005"])
+    >>> tract = below(two, depth=3, at="11001000005")
     >>> str(tract.table.geography.ids[0]), tract.values[-1].shape, two.table.geography.leaves.size
-    ('11001000101', (101, 2016), 202)
+    ('11001000005', (101, 2016), 202)
     """
     return next(below_each(m, depth=depth, at=[at]))
 
@@ -72,10 +72,10 @@ def below_each(
     --------
     >>> import tempfile
     >>> from postdp.nmf import read, synthetic_run
-    >>> run = synthetic_run(tempfile.mkdtemp() + "/run", states=["11"], seed=0)
-    >>> two = read(run, states=["011"], within=["011001000100", "011001000101"])
+    >>> run = synthetic_run(tempfile.mkdtemp() + "/run", states=["11"], seed=0, scale=0.05)
+    >>> two = read(run, states=["011"], within=["011001000004", "011001000005"])
     >>> [s.table.geography.leaves.size for s in below_each(two, depth=3,
-    ...                                                     at=["11001000100", "11001000101"])]
+    ...                                                     at=["11001000004", "11001000005"])]
     [101, 101]
     """
     geo = m.table.geography

@@ -118,7 +118,7 @@ def amc(
     >>> import tempfile
     >>> from postdp.nmf import read, synthetic_run
     >>> from postdp.postprocess import top_down_2020
-    >>> m = read(synthetic_run(tempfile.mkdtemp() + "/run", states=["11"], seed=0))
+    >>> m = read(synthetic_run(tempfile.mkdtemp() + "/run", states=["11"], seed=0, scale=0.05))
     >>> from postdp.data import pl94_tables
     >>> summary, totals, moe = amc(m, top_down_2020(m), method="topdown-2020", replicates=2,
     ...                            rng=0, tables=[pl94_tables()["P1"]])

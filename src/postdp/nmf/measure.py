@@ -20,6 +20,7 @@ import numpy as np
 
 from postdp import _rng
 from postdp._typing import RNGLike
+from postdp._validation import fraction
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
 from postdp.nmf import _layout as layout
@@ -44,6 +45,7 @@ def measure_by_state(
     bypass: bool = False,
     progress: Callable[[str, int, int], None] | None = None,
     population_seed: int | None = None,
+    population_scale: float = 1.0,
 ) -> Path:
     """Measure each state's table with a preset strategy and write the run, one state at a
     time.
@@ -87,6 +89,9 @@ def measure_by_state(
         its seed, recorded with the states and the noise's seed (``rng`` when an integer;
         None on the secure path) in the manifest's ``"synthetic"`` entry, from which
         :func:`postdp.nmf.synthetic_truth` rebuilds the population measured.
+    population_scale : float, default 1.0
+        With ``population_seed``: the population's ``scale``
+        (``synthetic_population(..., scale=population_scale)``), recorded beside its seed.
 
     Returns
     -------
@@ -99,7 +104,7 @@ def measure_by_state(
     >>> from postdp.nmf import synthetic_population
     >>> from postdp.tables import load_strategy
     >>> from postdp.nmf import read
-    >>> run = measure_by_state(lambda s: synthetic_population(states=[s], seed=0), ["11"],
+    >>> run = measure_by_state(lambda s: synthetic_population([s], seed=0, scale=0.05), ["11"],
     ...                        tempfile.mkdtemp() + "/run",
     ...                        strategy=load_strategy("pl94-2020-persons"), secure=False, rng=1)
     >>> read(run, levels=2).table.geography.ids.tolist()
@@ -110,6 +115,11 @@ def measure_by_state(
         raise ValidationError("`rng` is for the study path; pass secure=False")
     if isinstance(cut_blocks, bool) or not isinstance(cut_blocks, int) or cut_blocks < 1:
         raise ValidationError(f"`cut_blocks` must be a positive integer; got {cut_blocks!r}")
+    if population_seed is not None and (
+        isinstance(population_seed, bool) or not isinstance(population_seed, (int, np.integer))
+    ):
+        raise ValidationError(f"`population_seed` must be an integer; got {population_seed!r}")
+    population_scale = fraction("population_scale", population_scale)
     states = [str(s) for s in states]
     if not states or len(set(states)) != len(states):
         raise ValidationError(f"`states` must name each state once; got {states}")
@@ -173,7 +183,11 @@ def measure_by_state(
         manifest["budget_scale"] = "single-child bypass"
     if population_seed is not None:
         manifest[SYNTHETIC] = synthetic_record(
-            states, population_seed, rng, drawn_by="postdp.nmf.measure_by_state"
+            states,
+            population_seed,
+            rng,
+            drawn_by="postdp.nmf.measure_by_state",
+            population_scale=population_scale,
         )
     _atomic_text(run / layout.MANIFEST, json.dumps(manifest, indent=2) + "\n")
     return run

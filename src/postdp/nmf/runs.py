@@ -168,7 +168,7 @@ def postprocess(
     >>> import tempfile
     >>> from postdp.nmf import synthetic_run
     >>> tmp = tempfile.mkdtemp()
-    >>> run = synthetic_run(tmp + "/run", states=["11"], seed=0)
+    >>> run = synthetic_run(tmp + "/run", states=["11"], seed=0, scale=0.05)
     >>> out = postprocess(run, tmp + "/out", method="topdown-2020")
     >>> sorted(p.name for p in (out / "long").iterdir())[:2]
     ['Block.parquet', 'Block_Group.parquet']

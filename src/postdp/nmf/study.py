@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from postdp._validation import fraction
 from postdp.errors import ValidationError
 from postdp.nmf import _layout as layout
 from postdp.nmf._manifest import SYNTHETIC
@@ -38,14 +39,14 @@ def synthetic_truth(run_dir: str | os.PathLike[str]) -> Table:
     ----------
     run_dir : path
         A run whose manifest records its synthetic population (``"synthetic"``: the
-        states and the population's seed).
+        states, the population's seed and its scale, 1 where not recorded).
 
     Returns
     -------
     Table
-        ``postdp.nmf.synthetic_population(states, seed=population_seed)`` tabulated to the
-        run's strategy's cells: the true counts of every geounit (a study's; never a real
-        run's).
+        ``postdp.nmf.synthetic_population(states, seed=population_seed,
+        scale=population_scale)`` tabulated to the run's strategy's cells: the true counts
+        of every geounit (a study's; never a real run's).
 
     Raises
     ------
@@ -57,7 +58,7 @@ def synthetic_truth(run_dir: str | os.PathLike[str]) -> Table:
     --------
     >>> import tempfile
     >>> from postdp.nmf import read, synthetic_run
-    >>> run = synthetic_run(tempfile.mkdtemp() + "/run", states=["11"], seed=0)
+    >>> run = synthetic_run(tempfile.mkdtemp() + "/run", states=["11"], seed=0, scale=0.05)
     >>> truth = synthetic_truth(run)
     >>> top = read(run, levels=2)
     >>> held = [v for x, v in zip(top.workload.measurements, top.values) if x.public]
@@ -82,7 +83,12 @@ def synthetic_truth(run_dir: str | os.PathLike[str]) -> Table:
             f"{str(run / layout.MANIFEST)!r}: its 'synthetic' entry needs 'states' (a list) "
             "and 'population_seed' (an integer)"
         )
-    table = synthetic_population(states=[str(s) for s in states], seed=seed)
+    try:  # runs written before scales were recorded are whole (1)
+        scale = fraction("population_scale", record.get("population_scale", 1.0))
+    except (TypeError, ValidationError) as err:
+        where = str(run / layout.MANIFEST)
+        raise ValidationError(f"{where!r}: its 'synthetic' entry: {err}") from None
+    table = synthetic_population(states=[str(s) for s in states], seed=seed, scale=scale)
     strategy = manifest.get("strategy")
     return load_strategy(strategy).tabulate(table) if strategy else table
 

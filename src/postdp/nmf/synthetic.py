@@ -25,6 +25,7 @@ def synthetic_run(
     *,
     states: Sequence[str] = ("11",),
     seed: int = 0,
+    scale: float = 1.0,
     quirks: bool = False,
 ) -> Path:
     """Measure a synthetic population with the 2020 persons preset and write the run
@@ -40,6 +41,9 @@ def synthetic_run(
         Seeds the population and the noise (numpy's generator: not a private release);
         recorded in the manifest (:func:`postdp.nmf.synthetic_truth` rebuilds the
         population from it).
+    scale : float, default 1.0
+        The population's ``scale`` (:func:`postdp.nmf.synthetic_population`: a miniature
+        of each state, for quick trials); recorded in the manifest.
     quirks : bool, default False
         Make the run look like a published Census run: no postdp manifest (so the reader
         rebuilds the workload from the variances), the group-quarters constraints on every
@@ -62,7 +66,7 @@ def synthetic_run(
     --------
     >>> import tempfile
     >>> from postdp.nmf import read
-    >>> run = synthetic_run(tempfile.mkdtemp() + "/run", states=["11"], seed=0)
+    >>> run = synthetic_run(tempfile.mkdtemp() + "/run", states=["11"], seed=0, scale=0.05)
     >>> m = read(run)
     >>> m.secure, m.table.geography.n_levels
     (False, 6)
@@ -71,14 +75,14 @@ def synthetic_run(
     from postdp.tables import load_strategy, measure, single_child_bypass
 
     s = load_strategy("pl94-2020-persons")
-    table = synthetic_population(states=list(states), seed=seed)
+    table = synthetic_population(states=list(states), seed=seed, scale=scale)
     work = s.workload(table)
-    scale = single_child_bypass(table, work, top=1) if quirks else None
-    m = measure(table, work, secure=False, rng=seed, budget_scale=scale)
+    budget = single_child_bypass(table, work, top=1) if quirks else None
+    m = measure(table, work, secure=False, rng=seed, budget_scale=budget)
     run = write(m, run_dir, strategy=s.name)
     manifest = json.loads((run / layout.MANIFEST).read_text(encoding="utf-8"))
     manifest[SYNTHETIC] = synthetic_record(
-        list(states), seed, seed, drawn_by="postdp.nmf.synthetic_run"
+        list(states), seed, seed, drawn_by="postdp.nmf.synthetic_run", population_scale=scale
     )
     _atomic_text(run / layout.MANIFEST, json.dumps(manifest, indent=2) + "\n")
     (run / STUDY_MARKER).write_text(

@@ -114,7 +114,7 @@ def tabulate(
     >>> import tempfile
     >>> from postdp.nmf import postprocess, synthetic_run
     >>> tmp = tempfile.mkdtemp()
-    >>> run = synthetic_run(tmp + "/run", states=["11"], seed=0)
+    >>> run = synthetic_run(tmp + "/run", states=["11"], seed=0, scale=0.05)
     >>> out = postprocess(run, tmp + "/out", method="topdown-2020")
     >>> files = tabulate(out, tmp, tables=["P1"])
     >>> county = pd.read_parquet(tmp + "/County.parquet")

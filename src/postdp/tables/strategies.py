@@ -160,7 +160,7 @@ class Strategy:
         Examples
         --------
         >>> from postdp.nmf import synthetic_population
-        >>> t = synthetic_population(states=["11"], seed=0)
+        >>> t = synthetic_population(states=["11"], seed=0, scale=0.05)
         >>> p1 = load_strategy("pl94-2020-p1").tabulate(t)
         >>> len(p1.categories.leaves), int(p1.counts()[0, 0]) == int(t.counts()[0, 0])
         (63, True)
@@ -211,7 +211,7 @@ class Strategy:
         --------
         >>> from postdp.nmf import synthetic_population
         >>> from postdp.tables import aian_branches
-        >>> t = synthetic_population(states=["11"], seed=0)
+        >>> t = synthetic_population(states=["11"], seed=0, scale=0.05)
         >>> flags = np.arange(t.geography.leaves.size) % 50 == 0
         >>> w = load_strategy("pl94-2020-persons").workload(aian_branches(t, aian=flags), aian=True)
         >>> sorted({m.level for m in w.measurements if m.public}), round(w.budget.rho, 4)
