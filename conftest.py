@@ -6,7 +6,22 @@ import os
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 
-import pytest  # noqa: E402
+import pytest
+
+#: The BLAS thread limit of a pytest-xdist worker (None outside one), held for the session.
+_BLAS = None
+
+
+def pytest_configure(config):
+    """Each pytest-xdist worker runs BLAS on one thread: with one worker per core (the
+    suite's default), more threads per worker only fight over the same cores (measured: the
+    release-table guide and the TopDown bounds tests used 61 s of CPU with two BLAS threads,
+    49 s with one)."""
+    global _BLAS
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        from threadpoolctl import threadpool_limits
+
+        _BLAS = threadpool_limits(limits=1, user_api="blas")
 
 
 @pytest.fixture(autouse=True)
@@ -26,36 +41,3 @@ def _figures_closed_after_each_test():
     pyplot = sys.modules.get("matplotlib.pyplot")
     if pyplot is not None:
         pyplot.close("all")
-
-
-#: Test files that measure a whole synthetic state (the District of Columbia: about 1.2 GB
-#: at its peak, for a few seconds): one worker runs them all, so that two such peaks rarely
-#: add up in two workers (pytest-xdist, --dist loadfile in pyproject.toml). The pages of
-#: tests/test_docs.py run on the other worker's time: with them in this group, it ran 22
-#: minutes while the other worker sat idle for 9.
-ONE_WORKER = frozenset(
-    {
-        "tests/cli/test_measure_ledger.py",
-        "tests/cli/test_nmf_cli.py",
-        "tests/nmf/test_census_names.py",
-        "tests/nmf/test_files.py",
-        "tests/nmf/test_measure.py",
-        "tests/nmf/test_runs.py",
-        "tests/nmf/test_study.py",
-    }
-)
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_xdist_make_scheduler(config, log):
-    """``--dist loadfile``, but the files of :data:`ONE_WORKER` share one worker."""
-    if config.getoption("dist") != "loadfile":
-        return None
-    from xdist.scheduler import LoadFileScheduling
-
-    class Scheduling(LoadFileScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            path = super()._split_scope(nodeid)
-            return "measures-a-state" if path in ONE_WORKER else path
-
-    return Scheduling(config, log)

@@ -137,7 +137,7 @@ def test_a_secure_measure_records_one_draw(tmp_path, monkeypatch, capsys):
 
 
 def test_a_killed_measure_leaves_nothing_or_a_complete_run(tmp_path):
-    args = ["measure", "--synthetic", "11", "--population-scale", "0.25", "--study", "--seed"]
+    args = ["measure", "--synthetic", "11", "--population-scale", "0.1", "--study", "--seed"]
     args += ["2", "--output-dir", "run"]
     start = time.perf_counter()
     assert _run(args, tmp_path).returncode == 0

@@ -363,7 +363,11 @@ def test_sigint_during_audit_keeps_the_old_folder_or_writes_a_complete_one(tmp_p
             assert err.count("\n") == 1 and err.startswith("postdp: interrupted while"), err
             # a Ctrl-C before the folder's swap keeps the old one; one that lands after the
             # swap (while the summary prints) says so, and the new folder is complete
-            assert now == old if "written: nothing" in err else "aud" in err.split("written:")[1]
+            if "written: nothing" in err:
+                assert now == old, err
+            else:
+                assert "aud" in err.split("written:")[1], err
+        old = now  # what the next interrupted run must keep (this one may have replaced it)
         manifest = json.loads((tmp_path / "aud" / "postdp-manifest.json").read_text())
         assert all((tmp_path / "aud" / name).exists() for name in manifest["files"])
         assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".aud")] == []
