@@ -33,7 +33,7 @@ from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
 from postdp.postprocess._solvers.kalman_tree import TreeGLS
 from postdp.postprocess._solvers.marginal_basis import MarginalBasis, held_at_zero, table_schema
-from postdp.postprocess._solvers.one_cell import solve_one_cell
+from postdp.postprocess._solvers.one_cell import one_cell_variances, solve_one_cell
 from postdp.tables import Query, Table, TableMeasurements, Workload, category_matrix
 from postdp.tables.bypass import check_budget_scale
 from postdp.tables.published import PublishedTable
@@ -93,7 +93,8 @@ class TableProjector:
             basis = MarginalBasis(geo, self.workload, scale=scale)
             object.__setattr__(self, "_basis", basis)
             return
-        self._dense()
+        if self._one_cell_variances() is None:  # else the design is sound: no filter yet
+            self._dense()
 
     def _dense(self) -> TreeGLS:
         """The dense tree solver (c x c matrices), prepared on first use."""
@@ -106,6 +107,23 @@ class TableProjector:
         tree = TreeGLS(self.table.geography, per_level, c, scale=self.budget_scale)
         object.__setattr__(self, "_tree", tree)
         return tree
+
+    def _one_cell_variances(self) -> FloatArray | None:
+        """Each geounit's variance (layout order) when the table has one detailed cell and
+        every leaf geounit noisy answers of its own, by the scalar recursion; else None."""
+        if self.table.categories.leaves.size != 1:
+            return None
+        levels = [(A, r) for A, r, _ in level_matrices(self.table, self.workload)]
+        return one_cell_variances(self.table.geography, levels, self.budget_scale)
+
+    def _row_variances(self, Q: FloatArray) -> FloatArray:
+        """The diagonal of Q P Q' at every geounit (layout order), P its covariance."""
+        scalar = self._one_cell_variances()
+        if scalar is not None:  # P is 1 x 1
+            out: FloatArray = scalar[:, None] * (Q[:, 0] ** 2)[None, :]
+            return out
+        (out,) = self._dense().row_variances([Q])
+        return out
 
     def __call__(self, measurements: TableMeasurements) -> FloatArray:
         """The (P) estimate: detailed histograms of every geounit.
@@ -188,7 +206,7 @@ class TableProjector:
             return basis.marginal_variances(marginal)
         geo = self.table.geography
         Q = query.matrix(self.table.categories)
-        (out,) = self._dense().row_variances([Q])
+        out = self._row_variances(Q)
         return held_at_zero(out[geo.layout.position])
 
     def table_variances(self, table: PublishedTable) -> FloatArray:
@@ -249,7 +267,7 @@ class TableProjector:
             return np.concatenate([basis.marginal_variances(b) for b in table.blocks], axis=1)
         geo = self.table.geography
         Q = table_matrix(table, self.table.categories)
-        (out,) = self._dense().row_variances([Q])
+        out = self._row_variances(Q)
         return held_at_zero(out[geo.layout.position])
 
     def _answers(self, measurements: TableMeasurements, d: int, B: int) -> FloatArray:
@@ -360,7 +378,7 @@ def _smoothed_variances(projector: TableProjector) -> FloatArray:
         full[:, cat.leaves] = cells
         return held_at_zero(full)
     C = category_matrix(cat).astype(np.float64)  # category node x detailed cell
-    (out,) = projector._dense().row_variances([C])  # layout order
+    out = projector._row_variances(C)  # layout order
     return held_at_zero(out[geo.layout.position])
 
 

@@ -6,7 +6,9 @@ two-pass tree solve, block pivoting over the leaves, the vectorised family split
 :class:`~postdp.postprocess.Projector` runs on counts and
 :class:`~postdp.postprocess.TableProjector`, :class:`~postdp.postprocess.TableNonnegProjector`
 (through :func:`solve_one_cell`) and :func:`postdp.top_down` pick for a one-cell table
-(:func:`one_cell`) in place of the c x c filter that a table with more cells needs.
+(:func:`one_cell`) in place of the c x c filter that a table with more cells needs. Its
+variances (:func:`one_cell_variances`) are the c x c filter's recursion with scalars, one
+array operation per level.
 """
 
 from __future__ import annotations
@@ -24,7 +26,14 @@ from postdp.postprocess._solvers.simplex import TopDownPlan
 from postdp.postprocess._solvers.tree_solve import TreeProblem, two_pass
 from postdp.tables import TableMeasurements
 
-__all__ = ["CountsSolver", "OneCell", "counts_only", "one_cell", "solve_one_cell"]
+__all__ = [
+    "CountsSolver",
+    "OneCell",
+    "counts_only",
+    "one_cell",
+    "one_cell_variances",
+    "solve_one_cell",
+]
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -201,6 +210,68 @@ def solve_one_cell(measurements: TableMeasurements, *, nonneg: bool) -> FloatArr
         return None
     lead = measurements.values[0].shape[:-2]
     return solved.reshape(*lead, measurements.table.geography.n, 1)
+
+
+def one_cell_variances(
+    geography: Hierarchy,
+    levels: list[tuple[FloatArray, FloatArray]],
+    scale: FloatArray | None = None,
+) -> FloatArray | None:
+    """Variance of every geounit's (P) estimate of a one-cell table, from the design alone.
+
+    The recursion of :meth:`~postdp.postprocess._solvers.kalman_tree.TreeGLS.covariances`
+    with 1 x 1 matrices ([zhu2021] Thm 7; the Rauch-Tung-Striebel smoother on the
+    geography), one array operation per level instead of one matrix per geounit. Upward, a
+    leaf's variance is 1 / I (I: the information of its noisy answers, scale times the sum
+    of a^2 / r over its rows a x + noise of variance r) and an inner geounit's is
+    S / (1 + S I), S the sum of its children's; a public answer makes it 0. Downward,
+    ``P_c = v_c + v_c^2 (P_p - S_p) / S_p^2`` (0 in place of 1 / S_p when S_p is 0).
+
+    Parameters
+    ----------
+    geography : Hierarchy
+    levels : list of (ndarray (k, 1), ndarray (k,))
+        Per geographic level, its answers' coefficients and noise variances (0: public).
+    scale : ndarray, shape (geography.n,), optional
+        Each geounit's multiple of its level's budget, in id order (0: not measured).
+
+    Returns
+    -------
+    ndarray, shape (geography.n,), or None
+        In layout order; None when a leaf geounit has no noisy answer of its own (the
+        matrix filter then decides, or refuses the design).
+    """
+    lay = geography.layout
+    s = np.ones(geography.n) if scale is None else np.asarray(scale, dtype=np.float64)[lay.order]
+    leaf = geography.is_leaf[lay.order]
+    var = np.zeros(geography.n)
+    summed = np.zeros(geography.n)
+    for d in range(geography.n_levels - 1, -1, -1):
+        A, r = levels[d]
+        a = A[:, 0]
+        noisy = r > 0
+        b0, b1 = int(lay.bounds[d]), int(lay.bounds[d + 1])
+        if d < len(lay.parents):
+            c0, c1 = int(lay.bounds[d + 1]), int(lay.bounds[d + 2])
+            summed[lay.parents[d]] = np.add.reduceat(var[c0:c1], lay.starts[d])
+        info = s[b0:b1] * float(np.sum(a[noisy] ** 2 / r[noisy]))
+        at_leaf = leaf[b0:b1]
+        if (at_leaf & ~(info > 0)).any():
+            return None
+        if (a[~noisy] != 0).any():  # a public answer fixes every geounit of the level
+            continue  # var stays 0
+        S = summed[b0:b1]
+        inner = S / (1.0 + S * info)
+        var[b0:b1] = np.where(at_leaf, 1.0 / np.where(at_leaf, info, 1.0), inner)
+    out = var.copy()
+    for d in range(len(lay.parents)):
+        parents = lay.parents[d]
+        S = summed[parents]
+        inv = np.divide(1.0, S, out=np.zeros_like(S), where=S > 0)
+        middle = np.repeat((out[parents] - S) * inv**2, lay.sizes[d])
+        c0, c1 = int(lay.bounds[d + 1]), int(lay.bounds[d + 2])
+        out[c0:c1] = var[c0:c1] + var[c0:c1] ** 2 * middle
+    return np.maximum(out, 0.0, out=out)  # -1e-17 where a public parent leaves v - v
 
 
 def counts_only(hierarchy: Hierarchy | None, public: Any, weights: Any) -> None:
