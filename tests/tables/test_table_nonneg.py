@@ -121,3 +121,35 @@ def test_us_county_table_is_certified():
     out = TableNonnegProjector(t, work)(draws)
     assert out.min() >= 0 and out[0].sum() == pytest.approx(334_735_155, rel=1e-12)
     assert postdp.kkt_report(out, draws).worst_relative() < 1e-9
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_the_root_update_cell_by_cell_equals_the_matrix_update(seed):
+    """When the root's answers each read one detailed cell with noise, the pivoting updates
+    the root cell by cell; that equals the matrix Kalman update (two answers of one cell
+    included, and held cells, whose summed variance is 0)."""
+    from postdp.postprocess._solvers.nonneg_pivoting import (
+        _single_cell_update,
+        _single_cells,
+        _update,
+    )
+
+    rng = np.random.default_rng(seed)
+    c = int(rng.integers(1, 9))
+    cells = np.concatenate([np.arange(c), rng.integers(0, c, int(rng.integers(0, 4)))])
+    A = np.zeros((cells.size, c))
+    A[np.arange(cells.size), cells] = 1.0
+    r = rng.uniform(0.3, 4.0, cells.size)
+    s = rng.uniform(0.0, 5.0, c) * (rng.random(c) < 0.7)
+    m = rng.normal(0, 10, c)
+    y = rng.normal(0, 10, (2, cells.size))
+    assert _single_cells(A, r)
+    ours = _single_cell_update(s, m, A, r, y)
+    theirs = _update(np.broadcast_to(np.diag(s), (2, c, c)), np.tile(m, (2, 1)), A, r, y)[1]
+    np.testing.assert_allclose(ours, theirs, rtol=1e-12, atol=1e-10)
+    r0 = r.copy()
+    r0[0] = 0.0  # a public answer: the matrix update
+    assert not _single_cells(A, r0)
+    assert not _single_cells(
+        np.vstack([A, np.ones((1, c)) if c > 1 else 2 * A[:1]]), np.ones(A.shape[0] + 1)
+    )

@@ -93,7 +93,10 @@ class Draw:
         out = np.empty_like(est)
         A, r, _ = self.levels[0]
         root = sum_var[tree.level[0] : tree.level[1]]  # the root's one family
-        out[0] = _update(np.diag(root[0])[None], sum_est[:1], A, r, self.ys[0])[1][0]
+        if _single_cells(A, r):
+            out[0] = _single_cell_update(root[0], sum_est[0], A, r, self.ys[0])[0]
+        else:
+            out[0] = _update(np.diag(root[0])[None], sum_est[:1], A, r, self.ys[0])[1][0]
         table_down(out, var, est, sum_var, sum_est, tree)
         return out
 
@@ -352,6 +355,26 @@ def _update(
     cov = S - np.swapaxes(AS, 1, 2) @ solved[:, :, :-1]
     est = m + np.einsum("nkc,nk->nc", AS, solved[:, :, -1])
     return (cov + np.swapaxes(cov, 1, 2)) / 2, est
+
+
+def _single_cells(A: FloatArray, r: FloatArray) -> bool:
+    """Whether every row of ``A`` reads one cell (a single 1) with noise (r > 0)."""
+    return bool(
+        A.shape[0] and (r > 0).all() and ((A == 0) | (A == 1)).all() and (A.sum(axis=1) == 1).all()
+    )
+
+
+def _single_cell_update(
+    s: FloatArray, m: FloatArray, A: FloatArray, r: FloatArray, y: FloatArray
+) -> FloatArray:
+    """The estimate of :func:`_update` for a diagonal S = diag(s) and rows that each read
+    one cell with noise (:func:`_single_cells`): cell by cell, with P_j = sum of 1 / r over
+    the rows of cell j, ``m_j + s_j sum((y - m_j) / r) / (1 + s_j P_j)`` (a held cell, s_j
+    = 0, keeps m_j). ``m`` (c,), ``y`` (n, k): shape (n, c)."""
+    precision = (1.0 / r) @ A
+    residual = ((y - m @ A.T) / r) @ A
+    out: FloatArray = m + s * residual / (1.0 + s * precision)
+    return out
 
 
 def _pinv(M: FloatArray) -> FloatArray:
