@@ -156,7 +156,10 @@ class TableMeasurements:
                         "level": m.level,
                         "query": m.query.name,
                         "mechanism": "public" if m.mechanism is None else m.mechanism.name,
-                        "group": np.tile(["+".join(g) for g in m.query.groups], nodes.size),
+                        "group": np.tile(
+                            np.array(["+".join(g) for g in m.query.groups], dtype=object),
+                            nodes.size,
+                        ),
                         "noisy_count": values.reshape(-1),
                         "path": "secure" if self.secure else "study",
                     }

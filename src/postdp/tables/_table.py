@@ -271,8 +271,12 @@ class Table:
                 "geo_id": np.repeat(geo.ids, cols),
                 "parent": np.repeat(parents, cols),
                 "level": np.repeat(geo.depth, cols),
-                "category": np.tile(cat.ids, rows),
-                "label": np.tile([self.labels.get(str(c), "") for c in cat.ids], rows),
+                # object arrays: a tiled str array is as wide as the longest label, 971,777
+                # rows x 540 bytes for P1's labels by block group
+                "category": np.tile(cat.ids.astype(object), rows),
+                "label": np.tile(
+                    np.array([self.labels.get(str(c), "") for c in cat.ids], dtype=object), rows
+                ),
                 name: data.reshape(-1),
             }
         )
