@@ -41,3 +41,26 @@ def _figures_closed_after_each_test():
     pyplot = sys.modules.get("matplotlib.pyplot")
     if pyplot is not None:
         pyplot.close("all")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item, nextitem):
+    """After the last test of a file, give the memory its tests freed back to the system:
+    pyarrow's pool (mimalloc) and glibc's heap keep freed pages for reuse, so a worker's
+    resident memory only grew over the suite (measured after the release-table guide's
+    block-group release: 523 MB resident, 302 MB once both were released)."""
+    if nextitem is not None and nextitem.path == item.path:
+        return
+    import gc
+    import sys
+
+    gc.collect()
+    arrow = sys.modules.get("pyarrow")
+    if arrow is not None:
+        arrow.default_memory_pool().release_unused()
+    if sys.platform.startswith("linux"):
+        import contextlib
+        import ctypes
+
+        with contextlib.suppress(OSError, AttributeError):  # not glibc
+            ctypes.CDLL("libc.so.6").malloc_trim(0)

@@ -65,8 +65,26 @@ def county_run(tmp_path_factory):
     return nmf.write(m, tmp_path_factory.mktemp("nmf") / "run")
 
 
+@pytest.fixture(scope="module")
+def county_topdown(county_run, tmp_path_factory):
+    """``topdown-2020`` of :func:`county_run` by ``cut_blocks`` (None: uncut), each written
+    once for the tests of this file that only read it."""
+    done = {}
+    folder = tmp_path_factory.mktemp("topdown")
+
+    def written(cut_blocks=None):
+        if cut_blocks not in done:
+            cut = {} if cut_blocks is None else {"cut_blocks": cut_blocks}
+            done[cut_blocks] = nmf.postprocess(
+                county_run, folder / f"cut-{cut_blocks}", method="topdown-2020", **cut
+            )
+        return done[cut_blocks]
+
+    return written
+
+
 @pytest.mark.parametrize("cut_blocks", [1, 5])
-def test_cut_subtrees_give_the_same_numbers(county_run, tmp_path, cut_blocks):
+def test_cut_subtrees_give_the_same_numbers(county_run, county_topdown, tmp_path, cut_blocks):
     """A subtree of more than ``cut_blocks`` blocks is a task down to its children (their
     families solved as inner ones), its other children batched into tasks of at most
     ``cut_blocks`` blocks, each batch reading only its rows (``within``), a child cut again
@@ -76,10 +94,7 @@ def test_cut_subtrees_give_the_same_numbers(county_run, tmp_path, cut_blocks):
     between two tasks resumes to the same files."""
     from postdp.nmf import _topdown_tasks as tasks
 
-    whole = nmf.postprocess(county_run, tmp_path / "whole", method="topdown-2020")
-    cut = nmf.postprocess(
-        county_run, tmp_path / "cut", method="topdown-2020", cut_blocks=cut_blocks
-    )
+    whole, cut = county_topdown(), county_topdown(cut_blocks)
     a, b = _estimates(whole), _estimates(cut)
     assert a.keys() == b.keys()
     for g, row in a.items():
@@ -317,11 +332,11 @@ def test_dask_local_cluster_gives_the_same_bits(tmp_path):
     assert a == b
 
 
-def test_dask_runs_the_county_tasks_of_cut_states(county_run, tmp_path):
+def test_dask_runs_the_county_tasks_of_cut_states(county_run, county_topdown, tmp_path):
     """A cut state's county tasks are submitted as its state task ends: the same files as
     in-process."""
     distributed = pytest.importorskip("dask.distributed")
-    local = nmf.postprocess(county_run, tmp_path / "local", method="topdown-2020", cut_blocks=1)
+    local = county_topdown(1)
     seen = []
     with (
         distributed.LocalCluster(
