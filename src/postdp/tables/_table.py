@@ -266,17 +266,15 @@ class Table:
         parents = geo.ids[np.maximum(geo.parent, 0)].astype(object)
         parents[geo.parent < 0] = ""
         rows, cols = geo.n, cat.n
+        # objects: a str array is as wide as its longest label (540 bytes a row for P1's)
+        labels = np.array([self.labels.get(str(c), "") for c in cat.ids], dtype=object)
         frame = pd.DataFrame(
             {
                 "geo_id": np.repeat(geo.ids, cols),
                 "parent": np.repeat(parents, cols),
                 "level": np.repeat(geo.depth, cols),
-                # object arrays: a tiled str array is as wide as the longest label, 971,777
-                # rows x 540 bytes for P1's labels by block group
                 "category": np.tile(cat.ids.astype(object), rows),
-                "label": np.tile(
-                    np.array([self.labels.get(str(c), "") for c in cat.ids], dtype=object), rows
-                ),
+                "label": np.tile(labels, rows),
                 name: data.reshape(-1),
             }
         )
