@@ -327,8 +327,9 @@ def _table_audit(design: TableDesign, **options: Any) -> TableAudit:
     geo, cat = table.geography, table.categories
     result = simulate(design, **options)
     cells = design.frame(result)
+    # objects: a str array is as wide as its longest label, on every row
     labels = np.array([table.labels.get(str(c), "") for c in cat.ids], dtype=object)
-    cells.insert(3, "label", np.tile(labels, geo.n))  # objects: a str array is widest-wide
+    cells.insert(3, "label", np.tile(labels, geo.n))
     cells["bias_se"] = result.bias_se
     cells["rmse"] = np.sqrt(result.mse)
     summary = cells.groupby(["level", "category", "label"], as_index=False, sort=False).agg(
