@@ -81,6 +81,7 @@ class TableProjector:
     _levels: list[tuple[FloatArray, FloatArray, list[int]]] = field(init=False, repr=False)
     _tree: TreeGLS | None = field(init=False, repr=False)
     _basis: MarginalBasis | None = field(init=False, repr=False)
+    _scalar: FloatArray | None = field(init=False, repr=False)  # one cell: P per geounit
 
     def __post_init__(self) -> None:
         geo, cat = self.table.geography, self.table.categories
@@ -88,12 +89,13 @@ class TableProjector:
         object.__setattr__(self, "_tree", None)
         scale = check_budget_scale(self.budget_scale, geo, self.workload, spend=False)
         object.__setattr__(self, "budget_scale", scale)
+        object.__setattr__(self, "_scalar", self._one_cell_variances())
         if table_schema(cat, self.workload) is not None:
             # every query a marginal of the table's schema: the marginal basis, no c x c
             basis = MarginalBasis(geo, self.workload, scale=scale)
             object.__setattr__(self, "_basis", basis)
             return
-        if self._one_cell_variances() is None:  # else the design is sound: no filter yet
+        if self._scalar is None:  # else the design is sound: no filter until a solve needs it
             self._dense()
 
     def _dense(self) -> TreeGLS:
@@ -118,9 +120,8 @@ class TableProjector:
 
     def _row_variances(self, Q: FloatArray) -> FloatArray:
         """The diagonal of Q P Q' at every geounit (layout order), P its covariance."""
-        scalar = self._one_cell_variances()
-        if scalar is not None:  # P is 1 x 1
-            out: FloatArray = scalar[:, None] * (Q[:, 0] ** 2)[None, :]
+        if self._scalar is not None:  # P is 1 x 1
+            out: FloatArray = self._scalar[:, None] * (Q[:, 0] ** 2)[None, :]
             return out
         (out,) = self._dense().row_variances([Q])
         return out
