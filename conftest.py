@@ -6,7 +6,14 @@ import os
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 
+import contextlib
+import ctypes
+import sys
+
 import pytest
+
+#: glibc's mallopt parameters (malloc.h)
+_M_MMAP_THRESHOLD, _M_ARENA_MAX = -3, -8
 
 #: The BLAS thread limit of a pytest-xdist worker (None outside one), held for the session.
 _BLAS = None
@@ -16,8 +23,21 @@ def pytest_configure(config):
     """Each pytest-xdist worker runs BLAS on one thread: with one worker per core (the
     suite's default), more threads per worker only fight over the same cores (measured: the
     release-table guide and the TopDown bounds tests used 61 s of CPU with two BLAS threads,
-    49 s with one)."""
+    49 s with one).
+
+    Under glibc, every test process keeps its heap lean over the hundreds of tests it runs:
+    a fixed 1 MiB threshold for serving an allocation by its own mapping (glibc raises the
+    threshold each time such a block is freed, up to 32 MiB, after which big arrays are
+    carved out of the heap and fragment it), and at most two malloc arenas (the threads of
+    BLAS, Arrow and Dask otherwise get one each). Measured on tests/nmf, tests/tables and
+    the tables CLI in one process: peak 1,195 MiB before, 1,074 MiB after; 208 s, 217 s.
+    """
     global _BLAS
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):  # not glibc
+            libc = ctypes.CDLL("libc.so.6")
+            libc.mallopt(_M_MMAP_THRESHOLD, 1 << 20)
+            libc.mallopt(_M_ARENA_MAX, 2)
     if os.environ.get("PYTEST_XDIST_WORKER"):
         from threadpoolctl import threadpool_limits
 
@@ -35,8 +55,6 @@ def _ledger_of_this_test(tmp_path, monkeypatch):
 def _figures_closed_after_each_test():
     """Every figure a test or doctest drew is closed after it: pyplot keeps figures until
     closed, and the 21st open one warns (an error here), whichever test left the others."""
-    import sys
-
     yield
     pyplot = sys.modules.get("matplotlib.pyplot")
     if pyplot is not None:
@@ -52,14 +70,9 @@ def pytest_runtest_teardown(item, nextitem):
     ``gc.collect()`` here: it gave back 3 MB there and cost about 0.16 s a file."""
     if nextitem is not None and nextitem.path == item.path:
         return
-    import sys
-
     arrow = sys.modules.get("pyarrow")
     if arrow is not None:
         arrow.default_memory_pool().release_unused()
     if sys.platform.startswith("linux"):
-        import contextlib
-        import ctypes
-
         with contextlib.suppress(OSError, AttributeError):  # not glibc
             ctypes.CDLL("libc.so.6").malloc_trim(0)

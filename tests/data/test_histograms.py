@@ -89,6 +89,8 @@ def test_rows_of_one_block_add_up_and_integer_geocodes_are_padded(tmp_path):
         (lambda f: f.assign(occupied=[1.5, 0.0]), "occupied: counts must be whole"),
         (lambda f: f.assign(vacant=[-1, 7777]), "vacant: counts must be whole numbers >= 0"),
         (lambda f: f.assign(vacant=["a", "0"]), "vacant: counts must be whole numbers >= 0"),
+        (lambda f: f.assign(vacant=pd.array([pd.NA, 0], dtype="Int64")), "vacant: counts"),
+        (lambda f: f.assign(vacant=[0, -1], occupied=[0.5, 0]), "vacant: counts"),  # first
         (lambda f: f.assign(geocode=["11001000100100", "1100100010010x"]), "geocode: every"),
         (lambda f: f.assign(geocode=["1100100010010011", "12"]), "15-digit GEOID"),
         (lambda f: f.iloc[:0], "no block histograms"),
@@ -108,6 +110,15 @@ def test_bad_histograms_are_refused_naming_the_column(tmp_path, change, needle):
     with pytest.raises(ValidationError, match=needle) as err:
         histogram_states(tmp_path / "h.parquet", units_schema())
     assert not any(str(v) in str(err.value) for v in (7777, 9191))  # never a count
+
+
+def test_whole_numbers_as_floats_or_unsigned_read_as_the_same_counts(tmp_path):
+    """A wide file's counts may come as doubles (whole) or unsigned integers."""
+    frame = pd.DataFrame({"geocode": ["110010001001001"], "vacant": [3.0], "occupied": [40]})
+    frame.astype({"occupied": np.uint16}).to_parquet(tmp_path / "h.parquet")
+    assert read_histograms(tmp_path / "h.parquet", units_schema()).dense_cells().tolist() == [
+        [3, 40]
+    ]
 
 
 def test_a_long_file_names_only_cells_of_the_schema(tmp_path):

@@ -179,15 +179,22 @@ def _pl94_reference(geo, work, published):
         else:
             own += gram / m.variance
     plus, minus = np.linalg.inv(own + 2 * shared), np.linalg.inv(own)
-    Hinv = 0.5 * np.block([[plus + minus, plus - minus], [plus - minus, plus + minus]])
-    A = np.vstack(public)
-    K = Hinv @ A.T
-    cov = Hinv - K @ np.linalg.solve(A @ K, K.T)
+    # H^-1 = [[P + M, P - M], [P - M, P + M]] / 2 (P = plus, M = minus) is never formed: a
+    # row [T, T] (the root) has R H^-1 R' = 2 T P T', a row [T, 0] or [0, T] (a leaf)
+    # (T (P + M) T') / 2; the public answers A = [Q, Q] give K = H^-1 A' = [P Q'; P Q'], so
+    # A K = 2 Q P Q' and R K = 2 T P Q' (root) or T P Q' (leaf), and the bordered system's
+    # covariance is H^-1 - K (A K)^-1 K'
+    A = np.vstack(public)[:, :c]
+    PQ = plus @ A.T
+    AK_inv = np.linalg.inv(2 * A @ PQ)
     T = published.matrix()
-    rows = {0: np.hstack([T, T]), 1: np.hstack([T, 0 * T]), 2: np.hstack([0 * T, T])}
+
+    def diag(left, middle):
+        return np.sum((left @ middle) * left, axis=1)
+
     out = np.empty((3, published.size))
-    for g, R in rows.items():
-        out[g] = np.sum((R @ cov) * R, axis=1)
+    out[0] = 2 * diag(T, plus) - diag(2 * T @ PQ, AK_inv)
+    out[1] = out[2] = 0.5 * diag(T, plus + minus) - diag(T @ PQ, AK_inv)
     return out
 
 

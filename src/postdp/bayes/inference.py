@@ -184,6 +184,10 @@ class ExactPosterior:
         return frame
 
 
+#: Points of the noisy grid whose release rule runs at once in :func:`exact_posterior`.
+_CHUNK = 1 << 17
+
+
 def exact_posterior(
     released_components: Sequence[int],
     released_total: int,
@@ -234,10 +238,16 @@ def exact_posterior(
             "the exact posterior grid is too large; use sample_posterior (MCMC) or a smaller "
             "`window`"
         )
-    mesh = np.stack(np.meshgrid(*noisy, indexing="ij"), axis=-1).reshape(-1, S)
-    modes = finucan_mode(np.full(mesh.shape[0], t), np.maximum(mesh, 0))
-    in_a = (modes == k).all(axis=1).reshape([len(a) for a in noisy]).astype(np.float64)
-    post = in_a
+    shape = tuple(len(a) for a in noisy)
+    in_a = np.empty(math.prod(shape), dtype=bool)
+    # the modes of the noisy grid's points, a slice of _CHUNK points at a time: the whole
+    # mesh and its modes would take 5 x 8 x S bytes a point (460 MB at S = 3, eps = 1)
+    for start in range(0, in_a.size, _CHUNK):
+        flat = np.arange(start, min(in_a.size, start + _CHUNK))
+        mesh = np.stack([a[i] for a, i in zip(noisy, np.unravel_index(flat, shape), strict=True)])
+        modes = finucan_mode(np.full(flat.size, t), np.maximum(mesh.T, 0))
+        in_a[start : start + flat.size] = (modes == k).all(axis=1)
+    post = in_a.reshape(shape).astype(np.float64)
     for s in range(S):  # separable: contract each noisy axis with its noise kernel
         kernel = mechs[s].pmf(noisy[s][None, :] - grids[s][:, None])  # (N grid, n grid)
         post = np.moveaxis(np.tensordot(post, kernel, axes=([s], [1])), -1, s)

@@ -32,7 +32,12 @@ from postdp.tables import Schema, Table
 
 __all__ = ["histogram_batches", "histogram_states", "read_histograms"]
 
-_BATCH = 1 << 23  # values per batch read (64 MB as floats)
+#: Values per batch read (32 MB as 64-bit integers). A wide batch is held as Arrow columns
+#: and as the (rows, cells) array filled column by column from them (no pandas frame of
+#: every column), and the scan reads one batch ahead, not Arrow's default 16. Measured on
+#: 2,054 blocks x 2,016 cells in one row group: checking the file took 210 MB above the
+#: imports before these bounds, 153 MB after; the rest is Parquet decoding the row group.
+_BATCH = 1 << 22
 
 
 def read_histograms(
@@ -194,23 +199,30 @@ def _batches(path: str | os.PathLike[str], schema: Schema, states: Sequence[str]
     where = None if states is None else _state_filter(data.schema.field("geocode").type, states)
     index = {c: j for j, c in enumerate(schema.cells)}
     per_batch = max(1024, _BATCH // len(columns))  # about _BATCH values per batch
-    for batch in data.to_batches(columns=columns, filter=where, batch_size=per_batch):
-        frame = batch.to_pandas()
-        if frame.empty:
+    batches = data.to_batches(
+        columns=columns,
+        filter=where,
+        batch_size=per_batch,
+        batch_readahead=1,
+        fragment_readahead=1,
+    )
+    for batch in batches:
+        if not batch.num_rows:
             continue
-        block = _geoids(frame["geocode"])
+        block = _geoids(batch.column("geocode").to_pandas())
         check_states(np.unique(block.astype("U2")).tolist(), "geocode (its first two digits)")
         keep = np.ones(block.size, dtype=bool)
         if states is not None:  # a range filter may let a neighbouring code through
             keep = np.isin(block.astype("U2"), list(states))
         if long:
+            frame = batch.to_pandas()
             cell = frame["category"].astype(str).map(index)
             if cell.isna().any():
                 raise ValidationError("category: every value must be a cell of the schema")
             count = _counts(frame["count"], "count")
             yield block[keep], cell.to_numpy(np.int64)[keep], count[keep]
             continue
-        values = _wide_counts(frame, schema.cells)[keep]
+        values = _wide_counts(batch, schema.cells)[keep]
         picked = block[keep]
         rows, cols = np.nonzero(values)
         empty = np.flatnonzero(~values.any(axis=1))  # empty blocks stay geounits
@@ -221,21 +233,18 @@ def _batches(path: str | os.PathLike[str], schema: Schema, states: Sequence[str]
         )
 
 
-def _wide_counts(frame: pd.DataFrame, cells: Sequence[str]) -> Any:
-    """The cell columns as one (rows, cells) integer array, checked as a whole (the first
-    bad column named)."""
-    try:
-        values = frame[list(cells)].to_numpy(dtype=np.float64)
-    except (TypeError, ValueError):
-        for c in cells:
-            _counts(frame[c], c)  # names the first column that is not numbers
-        raise ValidationError("the cell columns must hold counts") from None
-    bad = np.isnan(values) | (values != np.round(values)) | (values < 0)
-    if bad.any():
-        raise ValidationError(
-            f"{cells[int(np.flatnonzero(bad.any(axis=0))[0])]}: counts must be whole numbers >= 0"
-        )
-    return values.astype(np.int64)
+def _wide_counts(batch: Any, cells: Sequence[str]) -> Any:
+    """The cell columns of an Arrow record batch as one (rows, cells) integer array, filled
+    column by column (no frame of every column), each checked as it is copied: the first
+    bad column in the schema's order is named."""
+    out = np.empty((batch.num_rows, len(cells)), dtype=np.int64)
+    for j, c in enumerate(cells):
+        column = batch.column(c)
+        values = column.to_numpy(zero_copy_only=False)
+        if column.null_count or values.dtype.kind != "i" or (values < 0).any():
+            values = _counts(pd.Series(values), c)  # names the column, never a count
+        out[:, j] = values
+    return out
 
 
 def _geoids(column: pd.Series) -> Any:
