@@ -8,7 +8,8 @@ import cvxpy as cp
 import numpy as np
 import pytest
 
-from postdp.postprocess.topdown2020.family import LevelQuadratic, solve_family, solve_family_box
+from postdp.postprocess.topdown2020.family import LevelQuadratic, solve_family
+from postdp.postprocess.topdown2020.family_box import solve_family_box
 
 
 def _family(seed, k=5, m=12):
@@ -114,10 +115,10 @@ def test_many_bounded_rows_equal_a_convex_solver(seed, loosen, method, monkeypat
     at 0): the solution equals cvxpy + Clarabel's and its certificate is small, whether the
     lower bounds bind (the moves on every row, or with those given no solve, the primal
     method) or the relaxation meets them (loosened)."""
-    from postdp.postprocess.topdown2020 import family
+    from postdp.postprocess.topdown2020 import family_box
 
     if method == "primal":
-        monkeypatch.setattr(family, "_DUAL_LIMIT", 0)
+        monkeypatch.setattr(family_box, "_DUAL_LIMIT", 0)
     H, b, p, C, lo, hi = _structural(seed)
     lo[:, 1:] = np.where(lo[:, 1:] > 0, np.maximum(lo[:, 1:] - loosen, 0.0), lo[:, 1:])
     got = solve_family_box(H, b, p, tol=1e-9, lo=lo, hi=hi, c=C)

@@ -6,8 +6,9 @@
 - :mod:`~postdp.postprocess.topdown2020.root`: the root's nonnegative least squares with
   its public marginals held, certified;
 - :mod:`~postdp.postprocess.topdown2020.family`: one family's exact nonnegative
-  least-squares split (its active set, its start, bounded rows), certified by its KKT
-  residuals;
+  least-squares split (its active set and its start), certified by its KKT residuals;
+- :mod:`~postdp.postprocess.topdown2020.family_box`: the same split with bounded rows (the
+  children's total boxes, the structural bounds), an active set on the bounds;
 - :mod:`~postdp.postprocess.topdown2020.level`: every family of a level in one draw (also
   the plain table top-down's and the BLUE restoration's level step);
 - :mod:`~postdp.postprocess.topdown2020.passes`: the least-squares passes of a family and

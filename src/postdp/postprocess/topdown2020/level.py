@@ -7,13 +7,8 @@ import numpy as np
 
 from postdp._typing import FloatArray, IntArray
 from postdp.errors import ConvergenceError, ValidationError
-from postdp.postprocess.topdown2020.family import (
-    BoxResult,
-    FamilyResult,
-    LevelQuadratic,
-    solve_family,
-    solve_family_box,
-)
+from postdp.postprocess.topdown2020.family import FamilyResult, LevelQuadratic, solve_family
+from postdp.postprocess.topdown2020.family_box import BoxResult, solve_family_box
 from postdp.postprocess.topdown2020.rounding import round_nested
 from postdp.postprocess.topdown2020.structural import StructuralPlan, rounder_limits
 

@@ -13,7 +13,8 @@ import numpy as np
 from postdp._typing import FloatArray, IntArray
 from postdp.errors import ConvergenceError
 from postdp.postprocess._solvers.simplex import weighted_simplex
-from postdp.postprocess.topdown2020.family import LevelQuadratic, solve_family, solve_family_box
+from postdp.postprocess.topdown2020.family import LevelQuadratic, solve_family
+from postdp.postprocess.topdown2020.family_box import solve_family_box
 from postdp.postprocess.topdown2020.structural import FamilyRows
 from postdp.tables import Measurement
 
