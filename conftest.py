@@ -6,7 +6,6 @@ import os
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 
-import contextlib
 import ctypes
 import sys
 
@@ -14,6 +13,21 @@ import pytest
 
 #: glibc's mallopt parameters (malloc.h)
 _M_MMAP_THRESHOLD, _M_ARENA_MAX = -3, -8
+
+
+def _glibc():
+    """The C library when it is glibc (its malloc_trim and mallopt), else None."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.malloc_trim  # noqa: B018 (musl has no malloc_trim)
+    except (OSError, AttributeError):
+        return None
+    return libc
+
+
+_LIBC = _glibc()
 
 #: The BLAS thread limit of a pytest-xdist worker (None outside one), held for the session.
 _BLAS = None
@@ -33,11 +47,9 @@ def pytest_configure(config):
     the tables CLI in one process: peak 1,195 MiB before, 1,074 MiB after; 208 s, 217 s.
     """
     global _BLAS
-    if sys.platform.startswith("linux"):
-        with contextlib.suppress(OSError, AttributeError):  # not glibc
-            libc = ctypes.CDLL("libc.so.6")
-            libc.mallopt(_M_MMAP_THRESHOLD, 1 << 20)
-            libc.mallopt(_M_ARENA_MAX, 2)
+    if _LIBC is not None:
+        _LIBC.mallopt(_M_MMAP_THRESHOLD, 1 << 20)
+        _LIBC.mallopt(_M_ARENA_MAX, 2)
     if os.environ.get("PYTEST_XDIST_WORKER"):
         from threadpoolctl import threadpool_limits
 
@@ -73,6 +85,5 @@ def pytest_runtest_teardown(item, nextitem):
     arrow = sys.modules.get("pyarrow")
     if arrow is not None:
         arrow.default_memory_pool().release_unused()
-    if sys.platform.startswith("linux"):
-        with contextlib.suppress(OSError, AttributeError):  # not glibc
-            ctypes.CDLL("libc.so.6").malloc_trim(0)
+    if _LIBC is not None:
+        _LIBC.malloc_trim(0)

@@ -168,8 +168,7 @@ def _pl94_reference(geo, work, published):
     for m in work.measurements:
         marginal = m.query.marginal_of
         if m.public:
-            Q = m.query.matrix(published.schema.categories())
-            public.append(np.hstack([Q, Q]))
+            public.append(m.query.matrix(published.schema.categories()))  # Q of A = [Q, Q]
             continue
         gram = np.ones((1, 1))
         for f, n in zip(marginal.factors, published.schema.shape, strict=True):
@@ -184,7 +183,7 @@ def _pl94_reference(geo, work, published):
     # (T (P + M) T') / 2; the public answers A = [Q, Q] give K = H^-1 A' = [P Q'; P Q'], so
     # A K = 2 Q P Q' and R K = 2 T P Q' (root) or T P Q' (leaf), and the bordered system's
     # covariance is H^-1 - K (A K)^-1 K'
-    A = np.vstack(public)[:, :c]
+    A = np.vstack(public)
     PQ = plus @ A.T
     AK_inv = np.linalg.inv(2 * A @ PQ)
     T = published.matrix()
