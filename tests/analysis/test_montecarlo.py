@@ -1,6 +1,5 @@
 """The Monte Carlo engine: reproducibility across batches, workers and Dask; its statistics."""
 
-import contextlib
 import math
 
 import numpy as np
@@ -9,6 +8,7 @@ import pytest
 from postdp import Geometric, Hierarchy, Laplace
 from postdp.analysis import ReleaseDesign, simulate
 from postdp.errors import ValidationError
+from tests._dask import dask_client
 from tests.postprocess.catalogue import unequal
 from tests.statistical._helpers import Z
 
@@ -25,19 +25,6 @@ FIELDS = (
     "error_max",
     "exact_errors",
 )
-
-
-@contextlib.contextmanager
-def _dask_client():
-    """A client of a 2-process LocalCluster (the test is skipped without Dask)."""
-    distributed = pytest.importorskip("dask.distributed")
-    with (
-        distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
-        ) as cluster,
-        distributed.Client(cluster) as client,
-    ):
-        yield client
 
 
 def _same(a, b):
@@ -67,7 +54,7 @@ def test_same_seed_same_result_whatever_the_batch(design):
 def test_same_result_with_worker_processes_and_dask(design):
     ref = simulate(design, n_draws=600, batch=64, rng=3)
     _same(ref, simulate(design, n_draws=600, batch=64, rng=3, workers=2))
-    with _dask_client() as client:
+    with dask_client() as client:
         _same(ref, simulate(design, n_draws=600, batch=64, rng=3, client=client))
 
 
@@ -85,7 +72,7 @@ def test_many_chunks_and_blocks_bit_identical_for_batch_workers_and_dask():
     for batch in (1, 97):
         _same(ref, simulate(design, n_draws=n_draws, batch=batch, rng=4, raw=leaf, exact=leaf))
     _same(ref, simulate(design, n_draws=n_draws, rng=4, raw=leaf, exact=leaf, workers=2))
-    with _dask_client() as client:
+    with dask_client() as client:
         _same(ref, simulate(design, n_draws=n_draws, rng=4, raw=leaf, exact=leaf, client=client))
 
 

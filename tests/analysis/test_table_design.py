@@ -17,7 +17,7 @@ from postdp.tables import (
     measure,
     single_child_bypass,
 )
-from tests.analysis.test_montecarlo import _dask_client
+from tests._dask import dask_client
 from tests.tables._reference import below, dense_gls, random_tree
 
 
@@ -57,7 +57,7 @@ def test_bit_identical_for_batch_workers_and_dask(steps):
         _same(ref, simulate(design, n_draws=n_draws, batch=batch, rng=7))
     _same(ref, simulate(design, n_draws=n_draws, rng=7, workers=2))
     if steps == "project":
-        with _dask_client() as client:
+        with dask_client() as client:
             _same(ref, simulate(design, n_draws=n_draws, rng=7, client=client))
 
 

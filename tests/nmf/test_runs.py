@@ -15,6 +15,7 @@ from postdp.analysis import TableDesign
 from postdp.errors import ValidationError
 from postdp.nmf.runs import one_thread
 from postdp.postprocess import top_down_2020
+from tests._dask import dask_client
 
 from .conftest import check_parts, counties_table
 
@@ -317,15 +318,9 @@ def test_dask_local_cluster_gives_the_same_bits(tmp_path):
     single-threaded, so the in-process run must too, or ties in the rounder can break
     differently (seen on a many-core machine: 718 block cells of the whole District off by
     one before the runs were held to one thread; on 2 cores the bits agree either way)."""
-    distributed = pytest.importorskip("dask.distributed")
     run = nmf.synthetic_run(tmp_path / "run", states=["11"], seed=0, scale=0.05)
     local = nmf.postprocess(run, tmp_path / "local", method="topdown-2020")
-    with (
-        distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, dashboard_address=":0"
-        ) as cluster,
-        distributed.Client(cluster) as client,
-    ):
+    with dask_client() as client:
         remote = nmf.postprocess(run, tmp_path / "dask", method="topdown-2020", scheduler=client)
     a = json.loads((local / "postdp-manifest.json").read_text())["files"]
     b = json.loads((remote / "postdp-manifest.json").read_text())["files"]
@@ -335,15 +330,9 @@ def test_dask_local_cluster_gives_the_same_bits(tmp_path):
 def test_dask_runs_the_county_tasks_of_cut_states(county_run, county_topdown, tmp_path):
     """A cut state's county tasks are submitted as its state task ends: the same files as
     in-process."""
-    distributed = pytest.importorskip("dask.distributed")
     local = county_topdown(1)
     seen = []
-    with (
-        distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, dashboard_address=":0"
-        ) as cluster,
-        distributed.Client(cluster) as client,
-    ):
+    with dask_client() as client:
         remote = nmf.postprocess(
             county_run,
             tmp_path / "dask",

@@ -16,7 +16,7 @@ import postdp
 from postdp import Hierarchy, Laplace
 from postdp.errors import ValidationError
 from postdp.tables import Measurement, Query, Table, Workload, category_matrix, measure
-from tests.analysis.test_montecarlo import _dask_client
+from tests._dask import dask_client
 from tests.tables._reference import random_tree
 
 
@@ -100,7 +100,7 @@ def test_split_by_state_is_unbiased_and_the_same_on_dask():
     mean, sd = every.mean(axis=0), every.std(axis=0, ddof=1)
     truth = v @ C.T
     _assert_unbiased(mean, sd, truth, n)
-    with _dask_client() as client:
+    with dask_client() as client:
         few = np.broadcast_to(v, (3, *v.shape))
         local = postdp.round(few, table, rng=5, split=True)
         np.testing.assert_array_equal(

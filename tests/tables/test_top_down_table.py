@@ -7,6 +7,7 @@ import postdp
 from postdp import Gaussian, Laplace
 from postdp.errors import ValidationError
 from postdp.tables import Measurement, Query, Table, Workload, measure
+from tests._dask import dask_client
 from tests.tables._reference import (
     assert_top_down_matches_reference,
     qp_top_down,
@@ -135,7 +136,6 @@ def test_coupled_top_down_batches_match_one_by_one():
 def test_dask_partitions_give_the_local_result():
     from postdp.data import synthetic_table
 
-    distributed = pytest.importorskip("dask.distributed")
     table = synthetic_table((3, 4, 3, 2), leaf_mean=40, rng=2)
     cat = table.categories
     w = Workload(
@@ -144,12 +144,7 @@ def test_dask_partitions_give_the_local_result():
     )
     draws = measure(table, w, secure=False, rng=4, size=2)
     local = postdp.top_down(draws)
-    with (
-        distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
-        ) as cluster,
-        distributed.Client(cluster) as client,
-    ):
+    with dask_client() as client:
         remote = postdp.top_down(draws, client=client)
     np.testing.assert_array_equal(remote, local)
     geo = table.geography
