@@ -64,7 +64,7 @@ def report(tmp_path_factory):
 @pytest.fixture(scope="module")
 def chromium():
     """One headless Chromium for the file's tests: a second one alive beside it would add
-    about 0.3 GB to the suite's peak."""
+    about 0.4 GB to the suite's peak."""
     driver = _driver()
     try:
         yield driver
