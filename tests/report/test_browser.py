@@ -14,6 +14,9 @@ import pytest
 from postdp.cli import main
 from tests.cli._helpers import TABLE
 
+#: The window the audit page is checked in (the browser opens at it).
+_WINDOW = (1366, 900)
+
 
 def _driver():
     chromium, chromedriver = shutil.which("chromium"), shutil.which("chromedriver")
@@ -39,7 +42,7 @@ def _driver():
         "--disable-background-networking",
         "--disable-component-update",
         "--disable-sync",
-        "--window-size=1366,900",
+        f"--window-size={_WINDOW[0]},{_WINDOW[1]}",
     ):
         options.add_argument(arg)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
@@ -75,7 +78,7 @@ def chromium():
 @pytest.fixture
 def browser(chromium, report):
     """The audit report, freshly loaded at the default window size."""
-    chromium.set_window_size(1366, 900)
+    chromium.set_window_size(*_WINDOW)
     chromium.get(report.as_uri())
     return chromium
 
