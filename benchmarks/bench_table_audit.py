@@ -5,7 +5,7 @@ Run by hand (never collected by pytest)::
     python benchmarks/bench_table_audit.py             # medians of 3 runs
     python benchmarks/bench_table_audit.py --draws 40 --repeat 5
 
-``simulate(TableDesign(...))`` with the workload "detailed cells at every level (Gaussian,
+``simulate(ReleaseDesign(...))`` with the workload "detailed cells at every level (Gaussian,
 rho = 0.05 each), state total public", for (P), top-down + rounding and (P+): seconds per
 draw against drawing the noise alone (the floor: ``measure`` of the same draws), the
 statistics' share, and the peak resident memory of a run in a fresh process (each design
@@ -27,14 +27,14 @@ import numpy as np
 sys.path.insert(0, "benchmarks")
 from bench_tables import workload
 from postdp import simulate
-from postdp.analysis import TableDesign
+from postdp.analysis import ReleaseDesign
 from postdp.data import load_p1
 from postdp.tables import measure
 
 steps, draws, workers = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 table = load_p1("pa-blockgroup")
 work = workload(table.categories, table.geography.n_levels)
-design = TableDesign(table, work, steps)
+design = ReleaseDesign(table, work, steps)
 simulate(design, n_draws=2, rng=99)  # compiled loops loaded
 start = time.perf_counter()
 for k in range(draws):

@@ -9,7 +9,7 @@ The workload of ``bench_table_audit.py`` (detailed cells at every level, Gaussia
 0.05 each; the state total public) on the real Pennsylvania P1 counts. For each
 post-processing (``project-nonneg`` and ``project-nonneg,round`` by default), ``--draws``
 releases are drawn, each gets replicate intervals (``replicate_intervals`` of its
-``TableDesign``, ``--replicates`` re-runs on the release as stand-in truth), and
+``ReleaseDesign``, ``--replicates`` re-runs on the release as stand-in truth), and
 ``interval_coverage`` of the design reports the share of intervals covering the true
 count and their mean width, by geographic level and true-count size bin. Each row's ``coverage_se``
 is the binomial standard error over its counts (cells within a draw are dependent, so it
@@ -29,7 +29,7 @@ sys.path.insert(0, "benchmarks")
 
 from bench_tables import workload
 
-from postdp.analysis import TableDesign, interval_coverage
+from postdp.analysis import ReleaseDesign, interval_coverage
 from postdp.data import load_p1
 
 
@@ -57,7 +57,7 @@ def main() -> None:
     for steps in args.postprocess:
         start = time.perf_counter()
         cov = interval_coverage(
-            TableDesign(table, work, steps),
+            ReleaseDesign(table, work, steps),
             method="replicates",
             replicates=R,
             n_draws=args.draws,

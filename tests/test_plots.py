@@ -61,7 +61,7 @@ def test_errors_by_size_draws_one_measure():
     """Issue 27: the table audit's figure plots MAE points against MAE lines (it plotted
     RMSE points under an MAE caption)."""
     from postdp import Geometric, Hierarchy, simulate
-    from postdp.analysis import TableDesign
+    from postdp.analysis import ReleaseDesign
     from postdp.plots import plot_errors_by_size
     from postdp.tables import Measurement, Query, Table, Workload
 
@@ -69,7 +69,7 @@ def test_errors_by_size_draws_one_measure():
     cat = Hierarchy.from_parents(["T", "x", "y"], [None, "T", "T"])
     t = Table(geo, cat, [[30, 40], [5, 6]])
     work = Workload([Measurement(k, Query.detailed(cat), Geometric(epsilon=1.0)) for k in (0, 1)])
-    d = TableDesign(t, work)
+    d = ReleaseDesign(t, work)
     res = simulate(d, n_draws=200, rng=0)
     ax = plot_errors_by_size(res, d.metrics(res)[0], t)
     drawn = np.concatenate([c.get_offsets()[:, 1] for c in ax.collections])

@@ -227,7 +227,7 @@ def test_the_memory_plan_states_what_a_task_sends_and_refuses_bad_options():
     """The plan's numbers are those of the run: one task's statistics are the arrays a
     task returns (counted here from a real run's result), the tasks cover the draws, and a
     table design adds its per-process solve."""
-    from postdp.analysis import TableDesign, memory_plan
+    from postdp.analysis import ReleaseDesign, memory_plan
     from postdp.analysis._engine import _new_stats
     from postdp.tables import Measurement, Query, Table, Workload
 
@@ -243,7 +243,7 @@ def test_the_memory_plan_states_what_a_task_sends_and_refuses_bad_options():
     cat = Hierarchy.from_parents(["T", "x", "y"], [None, "T", "T"])
     table = Table(geo, cat, [[1, 2], [3, 4]])
     work = Workload([Measurement(d, Query.detailed(cat), Laplace(1.0)) for d in range(2)])
-    tplan = memory_plan(TableDesign(table, work, "project"), n_draws=100, workers=2)
+    tplan = memory_plan(ReleaseDesign(table, work, "project"), n_draws=100, workers=2)
     assert tplan.entities == 9 and tplan.solve_bytes == 3 * 3 * 8 * 12 * 2
     assert tplan.peak_bytes > tplan.solve_bytes
     tiny = memory_plan(10**7, n_draws=100, max_memory=1 << 20)

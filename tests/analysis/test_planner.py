@@ -218,10 +218,10 @@ def test_a_long_plan_reports_its_progress_and_the_plan_is_unchanged():
 @pytest.mark.statistical
 def test_a_tables_mae_objective_is_the_monte_carlo_mae_of_its_design():
     """The MAE planner's objective for a table at a given split (common random numbers)
-    equals an independent Monte Carlo of the same design (TableDesign.run, other noise)
+    equals an independent Monte Carlo of the same design (ReleaseDesign.run, other noise)
     within z = 4 standard errors of the difference, each from its own sample's spread."""
     from postdp import Gaussian
-    from postdp.analysis import TableDesign, plan_mae_budget
+    from postdp.analysis import ReleaseDesign, plan_mae_budget
     from postdp.data import synthetic_table
     from postdp.tables import Measurement, Query, Workload
 
@@ -236,7 +236,7 @@ def test_a_tables_mae_objective_is_the_monte_carlo_mae_of_its_design():
     work = Workload(
         [Measurement(d, q, Gaussian(rho=b)) for (d, q), b in zip(qs, split, strict=True)]
     )
-    runs = TableDesign(t, work, "project-nonneg").run(rng=9, size=draws)
+    runs = ReleaseDesign(t, work, "project-nonneg").run(rng=9, size=draws)
     geo, cat = t.geography, t.categories
     leaves = np.flatnonzero(geo.depth == 2)
     truth = t.counts()

@@ -98,21 +98,30 @@ def test_simulate_refuses_what_is_not_a_design():
 
 def test_one_design_class_builds_a_table_design():
     """SPEC section 12: one design class for simulate. ReleaseDesign(table, workload, ...)
-    is the table's design, simulated like a hierarchy's."""
+    is the table's design, simulated like a hierarchy's; the hierarchy's options (public
+    nodes, weights) are refused on a table in one line."""
     from postdp import Gaussian
-    from postdp.analysis import ReleaseDesign, TableDesign
+    from postdp.analysis import ReleaseDesign
     from postdp.data import synthetic_table
     from postdp.tables import Measurement, Query, Workload
 
     t = synthetic_table((2, 2), leaf_mean=30, rng=0)
     w = Workload([Measurement(d, Query.detailed(t.categories), Gaussian(rho=1)) for d in range(3)])
     design = ReleaseDesign(t, w, "topdown,round")
-    assert type(design) is TableDesign and isinstance(design, ReleaseDesign)
-    same = simulate(TableDesign(t, w, "topdown,round"), n_draws=20, rng=4)
+    assert type(design) is ReleaseDesign and design.model == "table"
+    assert design.hierarchy is t.geography and design.mechanisms == ()
+    same = simulate(ReleaseDesign(t, w, "topdown,round"), n_draws=20, rng=4)
     ours = simulate(design, n_draws=20, rng=4)
     np.testing.assert_array_equal(ours.bias, same.bias)
-    with pytest.raises(TypeError):
-        ReleaseDesign(t, w, "project", public="root")  # hierarchy options do not apply
+    for option in ({"public": "root"}, {"weights": "inverse-variance"}):
+        with pytest.raises(ValidationError, match="for hierarchy designs"):
+            ReleaseDesign(t, w, "project", **option)
+    with pytest.raises(TypeError, match="measured by a Workload"):
+        ReleaseDesign(t, Gaussian(rho=1), "project")
+    with pytest.raises(ValidationError, match="for table designs"):
+        ReleaseDesign(t.geography, Gaussian(rho=1), "project", budget_scale=[1, 1, 1])
+    with pytest.raises(ValidationError, match="`per_level` is for hierarchy designs"):
+        design.per_level  # noqa: B018
 
 
 @pytest.mark.parametrize("step", ["project", "project-nonneg"])
@@ -121,7 +130,7 @@ def test_a_hierarchy_design_is_its_one_cell_table_design(step):
     design's chain (the tree's fast path) and the table design of the one-cell table (one
     total per geounit, measured at every level) give the same estimates."""
     from postdp import Hierarchy, Laplace
-    from postdp.analysis import ReleaseDesign, TableDesign
+    from postdp.analysis import ReleaseDesign
     from postdp.data import synthetic_hierarchy
     from postdp.tables import Measurement, Query, Table, TableMeasurements, Workload
 
@@ -136,7 +145,7 @@ def test_a_hierarchy_design_is_its_one_cell_table_design(step):
         table, w, tuple(noisy[:, nodes, None] for nodes in h.levels), False
     )
     ours = ReleaseDesign(h, m, step).chain()(noisy)
-    theirs = TableDesign(table, w, step).solve(measured)[..., 0]  # every geounit
+    theirs = ReleaseDesign(table, w, step).solve(measured)[..., 0]  # every geounit
     np.testing.assert_allclose(ours, theirs, rtol=0, atol=1e-9)
     if step == "project-nonneg":  # the noise puts some small counts below zero
         assert (noisy[:, leaves] < 0).any() and (ours >= -1e-12).all()

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from postdp import Gaussian, Geometric, simulate
-from postdp.analysis import TableDesign, table_error_metrics
+from postdp.analysis import ReleaseDesign, table_error_metrics
 from postdp.analysis._engine import BLOCK_CHUNKS, chunk_rows
 from postdp.errors import ValidationError
 from postdp.tables import (
@@ -48,7 +48,7 @@ def _same(a, b):
 @pytest.mark.parametrize("steps", ["project", "topdown,round", "project-nonneg"])
 def test_bit_identical_for_batch_workers_and_dask(steps):
     table = _table(1, n_geo=400, n_cat=40)  # ~16k counts: a chunk is a few draws
-    design = TableDesign(table, _workload(table, Geometric(epsilon=0.5)), steps)
+    design = ReleaseDesign(table, _workload(table, Geometric(epsilon=0.5)), steps)
     n_draws = chunk_rows(design.n_entities) * (BLOCK_CHUNKS + 3)  # two blocks, one short
     assert n_draws < 500
     ref = simulate(design, n_draws=n_draws, batch=n_draws, rng=7)
@@ -94,7 +94,7 @@ def test_projection_errors_match_the_exact_gls_variances():
     the mean of the per-count SEs, whatever their correlation; fixed seed)."""
     table = _table(3, n_geo=10, n_cat=6)
     workload = _workload(table, Gaussian(rho=0.2))
-    design = TableDesign(table, workload, "project")
+    design = ReleaseDesign(table, workload, "project")
     result = simulate(design, n_draws=4000, rng=11)
     exact = _gls_variances(table, workload)
     level = np.repeat(table.geography.depth, table.categories.n)
@@ -109,7 +109,7 @@ def test_projection_errors_match_the_exact_gls_variances():
 
 @pytest.mark.statistical
 def test_a_design_with_per_geounit_budgets_matches_the_gls_with_them():
-    """``TableDesign(..., budget_scale=)``: each geounit measured with its own multiple of
+    """``ReleaseDesign(..., budget_scale=)``: each geounit measured with its own multiple of
     its level's budget (as the spine's bypass does, ``pl94-2020-design.md`` section 1.5),
     the (P) mean squared error per level within 4 SE of the dense GLS variance with those
     budgets (``tests/tables/_reference.dense_gls``); steps that weigh a level alike and
@@ -117,7 +117,7 @@ def test_a_design_with_per_geounit_budgets_matches_the_gls_with_them():
     table = _table(6, n_geo=14, n_cat=5)
     workload = _workload(table, Gaussian(rho=0.3))
     scale = np.random.default_rng(6).choice([0.25, 1.0], table.geography.n)
-    design = TableDesign(table, workload, "project", budget_scale=scale)
+    design = ReleaseDesign(table, workload, "project", budget_scale=scale)
     result = simulate(design, n_draws=4000, rng=12)
     _, exact = dense_gls(measure(table, workload, secure=False, rng=0, budget_scale=scale))
     exact = exact.reshape(-1)
@@ -128,9 +128,9 @@ def test_a_design_with_per_geounit_budgets_matches_the_gls_with_them():
         measured, bound = result.mse[pick].mean(), result.mse_se[pick].mean()
         assert abs(measured - exact[pick].mean()) <= 4 * bound, (d, measured, exact[pick].mean())
     with pytest.raises(ValidationError, match="alike"):
-        TableDesign(table, workload, "project-nonneg", budget_scale=scale)
+        ReleaseDesign(table, workload, "project-nonneg", budget_scale=scale)
     with pytest.raises(ValidationError, match="more than the workload"):
-        TableDesign(table, workload, "project", budget_scale=scale * 8)
+        ReleaseDesign(table, workload, "project", budget_scale=scale * 8)
 
 
 def test_the_bypass_leaves_the_gls_error_law_unchanged():
@@ -150,7 +150,7 @@ def test_metrics_from_the_engine_equal_the_direct_metrics():
     the draws at once (here the draws are recomputed from the run's own seeds)."""
     table = _table(4, n_geo=300, n_cat=30)
     workload = _workload(table, Geometric(epsilon=0.3))
-    design = TableDesign(table, workload, "topdown")
+    design = ReleaseDesign(table, workload, "topdown")
     n_draws = chunk_rows(design.n_entities) * 3
     result = simulate(design, n_draws=n_draws, rng=5)
     seeds = np.random.SeedSequence(5).spawn(3)  # the engine's chunk seeds
@@ -171,14 +171,14 @@ def test_table_designs_are_checked_before_drawing():
     table = _table(2)
     cat = table.categories
     with pytest.raises(ValidationError, match="table post-processing"):
-        TableDesign(table, _workload(table, Geometric(epsilon=1.0)), "clamp")
+        ReleaseDesign(table, _workload(table, Geometric(epsilon=1.0)), "clamp")
     weak = Workload([Measurement(0, Query("total", [[str(cat.ids[0])]]), Geometric(epsilon=1.0))])
     with pytest.raises(ValidationError):
-        TableDesign(table, weak, "topdown")
-    design = TableDesign(table, _workload(table, Geometric(epsilon=1.0)), "none")
+        ReleaseDesign(table, weak, "topdown")
+    design = ReleaseDesign(table, _workload(table, Geometric(epsilon=1.0)), "none")
     with pytest.raises(ValidationError, match="post-processing"):
         simulate(design, n_draws=10, rng=0)
-    frame = TableDesign(table, _workload(table, Geometric(epsilon=1.0)), "project")
+    frame = ReleaseDesign(table, _workload(table, Geometric(epsilon=1.0)), "project")
     result = simulate(frame, n_draws=20, rng=0)
     out = frame.frame(result)
     assert {"geo_id", "level", "category", "bias"} <= set(out.columns)
@@ -191,12 +191,12 @@ def test_a_table_design_runs_on_other_cells_as_a_hierarchy_design_does():
     chain; cells of the wrong shape are refused before anything is drawn."""
     table = _table(5)
     work = _workload(table, Geometric(epsilon=0.5))
-    design = TableDesign(table, work, "project-nonneg,round")
-    assert design.steps == ("project-nonneg", "round")
-    assert TableDesign(table, work, "none").steps == ()
+    design = ReleaseDesign(table, work, "project-nonneg,round")
+    assert [str(s) for s in design.steps] == ["project-nonneg", "round"]
+    assert ReleaseDesign(table, work, "none").steps == ()
     other = np.random.default_rng(9).integers(0, 30, table.cells.shape)
-    twin = TableDesign(Table(table.geography, table.categories, other), work, "topdown,round")
-    mine = TableDesign(table, work, "topdown,round")
+    twin = ReleaseDesign(Table(table.geography, table.categories, other), work, "topdown,round")
+    mine = ReleaseDesign(table, work, "topdown,round")
     np.testing.assert_array_equal(mine.run(other, rng=3, size=2), twin.run(rng=3, size=2))
     assert not np.array_equal(mine.run(rng=3, size=2), twin.run(rng=3, size=2))
     a = simulate(mine, truth=other, n_draws=30, rng=1)

@@ -144,14 +144,14 @@ def test_ps_intervals_have_exact_coverage():
     ("postprocess", "floor"), [("project", 0), ("project-nonneg", 100), ("topdown,round", 100)]
 )
 def test_table_replicate_intervals_cover_near_their_level(postprocess, floor):
-    """``replicate_intervals`` of a TableDesign. (P) on a table is linear, so its replicate
+    """``replicate_intervals`` of a ReleaseDesign. (P) on a table is linear, so its replicate
     errors have the release's error law, and an interval between numpy's (linearly
     interpolated) quantiles of R such errors covers an independent one with probability
     about (R - 1) / (R + 1) x level (the k-th of R order statistics sits at the k/(R+1)
     quantile on average): 0.761 for R = 40 at 0.8. (P+) and top-down (rounded) are
     nonlinear near 0 only: on counts of at least ``floor`` they behave as (P) does."""
     from postdp import Gaussian
-    from postdp.analysis import TableDesign, replicate_intervals
+    from postdp.analysis import ReleaseDesign, replicate_intervals
     from postdp.data import synthetic_table
     from postdp.tables import Measurement, Query, Workload
 
@@ -159,7 +159,7 @@ def test_table_replicate_intervals_cover_near_their_level(postprocess, floor):
     w = Workload(
         [Measurement(d, Query.detailed(t.categories), Gaussian(rho=0.4)) for d in range(3)]
     )
-    design = TableDesign(t, w, postprocess)
+    design = ReleaseDesign(t, w, postprocess)
     truth = t.counts()
     judged = truth >= floor
     per_draw = []
@@ -180,7 +180,7 @@ def test_adjusted_replicate_intervals_cover_at_their_level():
     """``adjust=True`` widens the quantile levels by (R + 1) / (R - 1): (P) is linear, so
     the coverage is then the nominal level itself (table design and hierarchy design)."""
     from postdp import Gaussian
-    from postdp.analysis import TableDesign, replicate_intervals
+    from postdp.analysis import ReleaseDesign, replicate_intervals
     from postdp.data import synthetic_hierarchy, synthetic_table
     from postdp.tables import Measurement, Query, Workload
 
@@ -190,7 +190,7 @@ def test_adjusted_replicate_intervals_cover_at_their_level():
     )
     h = synthetic_hierarchy((6, 8), rng=3)
     designs = [
-        (TableDesign(t, w, "project"), t.counts()),
+        (ReleaseDesign(t, w, "project"), t.counts()),
         (ReleaseDesign(h, Gaussian(rho=0.5), "project"), h.counts),
     ]
     R = 20
@@ -210,13 +210,13 @@ def test_table_replicate_intervals_repeat_with_their_seed_and_refuse_a_hierarchy
     spelling is gone): the same seed gives the same intervals, and a hierarchy-only step is
     refused by the table design before anything is drawn."""
     from postdp import Gaussian
-    from postdp.analysis import TableDesign, replicate_intervals
+    from postdp.analysis import ReleaseDesign, replicate_intervals
     from postdp.data import synthetic_table
     from postdp.tables import Measurement, Query, Workload
 
     t = synthetic_table((2, 2), leaf_mean=50, rng=1)
     w = Workload([Measurement(d, Query.detailed(t.categories), Gaussian(rho=1)) for d in range(3)])
-    design = TableDesign(t, w, "topdown")
+    design = ReleaseDesign(t, w, "topdown")
     released = design.run(rng=0)[0]
     first = replicate_intervals(released, design, replicates=10, rng=3)
     again = replicate_intervals(released, design, replicates=10, rng=3)
@@ -225,4 +225,4 @@ def test_table_replicate_intervals_repeat_with_their_seed_and_refuse_a_hierarchy
     assert first.low.shape == released.shape and (first.low <= first.high).all()
     assert not hasattr(postdp.analysis, "table_replicate_intervals")
     with pytest.raises(ValidationError, match="a table post-processing is one of"):
-        TableDesign(t, w, "clamp")
+        ReleaseDesign(t, w, "clamp")

@@ -562,7 +562,7 @@ def _states_only_run(folder):
 def test_postprocess_of_a_run_of_the_nation_and_its_states(tmp_path, method):
     """Two geolevels, no level below the states: the top is the whole run, written as the
     top partition, the same numbers as the method on the run in memory."""
-    from postdp.analysis import TableDesign
+    from postdp.analysis import ReleaseDesign
     from postdp.nmf.runs import one_thread
     from postdp.postprocess import top_down_2020
 
@@ -576,7 +576,7 @@ def test_postprocess_of_a_run_of_the_nation_and_its_states(tmp_path, method):
         if method == "topdown-2020":
             estimate = top_down_2020(m)
         else:
-            estimate = TableDesign(m.table, m.workload, method).solve(m, rng=5 if seed else None)
+            estimate = ReleaseDesign(m.table, m.workload, method).solve(m, rng=5 if seed else None)
     geo = m.table.geography
     assert sorted(got) == ["", "010", "011", "024"]
     scale = max(1.0, float(np.abs(estimate).max()))

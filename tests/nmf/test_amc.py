@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from postdp import nmf
-from postdp.analysis import TableDesign
+from postdp.analysis import ReleaseDesign
 from postdp.errors import ValidationError
 from postdp.postprocess import top_down_2020
 from postdp.tables import Table
@@ -17,7 +17,7 @@ from postdp.tables import Table
 def test_amc_spread_matches_an_independent_monte_carlo(measured):
     """The mean square error of block and tract totals from 20 AMC replicates equals, within
     z = 4 two-sample standard errors, that of 20 independent runs of the same design on
-    the stand-in truth (TableDesign.run, another code path)."""
+    the stand-in truth (ReleaseDesign.run, another code path)."""
     released = top_down_2020(measured)
     summary, totals = nmf.amc(
         measured, released, method="topdown-2020", replicates=20, rng=1, queries=["total"]
@@ -28,7 +28,7 @@ def test_amc_spread_matches_an_independent_monte_carlo(measured):
     from scipy import sparse
 
     stand_in = Table(geo, measured.table.categories, sparse.csr_array(released[geo.leaves]))
-    design = TableDesign(stand_in, measured.workload, "topdown-2020")
+    design = ReleaseDesign(stand_in, measured.workload, "topdown-2020")
     runs = design.run(rng=2, size=20)  # (20, geounits, category nodes); column 0: totals
     truth = released.sum(axis=1)
     for depth in (3, 5):

@@ -11,7 +11,7 @@ import pytest
 
 import postdp
 from postdp import nmf
-from postdp.analysis import TableDesign
+from postdp.analysis import ReleaseDesign
 from postdp.errors import ValidationError
 from postdp.nmf.runs import one_thread
 from postdp.postprocess import top_down_2020
@@ -219,7 +219,7 @@ def test_whole_run_methods_are_written_by_partition(measured, run, tmp_path):
     out = nmf.postprocess(run, tmp_path / "out", method="blue-restore,round", seed=7)
     got = _estimates(out)
     m = nmf.read(run)  # the same geounit order as the run's, so the same random stream
-    design = TableDesign(m.table, m.workload, "blue-restore,round")
+    design = ReleaseDesign(m.table, m.workload, "blue-restore,round")
     with one_thread():  # as the run: the last bits of the solve, hence the rounding
         whole = _by_geocode(m, design.solve(m, rng=7))
     for g, row in whole.items():
@@ -379,7 +379,7 @@ def test_blue_from_files_equals_blue_in_memory_when_the_states_do_not_identify_t
     out = nmf.postprocess(run, tmp_path / "out", method="project")
     got = _estimates(out)
     with one_thread():
-        whole = _by_geocode(m, TableDesign(m.table, m.workload, "project").solve(m))
+        whole = _by_geocode(m, ReleaseDesign(m.table, m.workload, "project").solve(m))
     assert got.keys() == whole.keys()
     scale = max(1.0, max(float(np.abs(r).max()) for r in whole.values()))
     for g, row in whole.items():

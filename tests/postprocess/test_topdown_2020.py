@@ -12,7 +12,7 @@ import pytest
 
 import postdp
 from postdp import simulate
-from postdp.analysis import TableDesign
+from postdp.analysis import ReleaseDesign
 from postdp.errors import ValidationError
 from postdp.postprocess import check_top_down_2020, top_down_2020
 from postdp.tables import Measurement, Query, Workload, measure, pl94_schema
@@ -79,14 +79,16 @@ def test_children_totals_follow_least_squares_pass_zero():
 
 def test_the_design_step_and_the_checks_before_drawing():
     table, work = small_pl94_state(2)
-    design = TableDesign(table, work, "topdown-2020")
-    assert design.steps == ("topdown-2020",)
+    design = ReleaseDesign(table, work, "topdown-2020")
+    assert [str(s) for s in design.steps] == ["topdown-2020"]
     result = simulate(design, n_draws=2, rng=0)
     assert result.n_draws == 2 and np.isfinite(result.mae).all()
-    restore = TableDesign(table, work, "blue-restore,round")
-    assert restore.steps == ("blue-restore", "round") and restore.run(rng=1).min() >= 0
+    restore = ReleaseDesign(table, work, "blue-restore,round")
+    assert [str(s) for s in restore.steps] == ["blue-restore", "round"] and restore.run(
+        rng=1
+    ).min() >= 0
     with pytest.raises(ValidationError, match="already integral"):
-        TableDesign(table, work, "topdown-2020,round")
+        ReleaseDesign(table, work, "topdown-2020,round")
     s = pl94_schema()
     no_total = Workload(
         [Measurement(0, Query.marginal(s, "total"), None)]

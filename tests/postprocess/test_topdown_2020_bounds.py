@@ -134,12 +134,12 @@ def test_blue_restore_meets_the_bounds_too(integral):
 def test_blue_restore_2020_is_an_integral_step():
     """``blue-restore-2020`` (blue_restore with ``integral=True``): a table design's step,
     already integral (``,round`` after it refused), the measurements' bounds held."""
-    from postdp.analysis import TableDesign
+    from postdp.analysis import ReleaseDesign
     from postdp.postprocess import parse_table_method
 
     table, work = _gq_state(4, blocks=2)
     bounds = facility_bounds(synthetic_facilities(table, seed=4), table.geography)
-    out = TableDesign(table, work, "blue-restore-2020").run(rng=1)
+    out = ReleaseDesign(table, work, "blue-restore-2020").run(rng=1)
     assert (out == np.rint(out)).all() and out.min() >= 0
     with pytest.raises(ValidationError, match="blue-restore-2020"):
         parse_table_method("blue-restore-2020,round")

@@ -329,7 +329,7 @@ def test_simulate_runs_top_down_and_rounding_on_a_schema_table():
     """``simulate`` with a schema table and the steps topdown,round: the public root total
     is released exactly in every draw (bias and variance 0), every count has draws."""
     import postdp
-    from postdp.analysis.design import TableDesign
+    from postdp.analysis.design import ReleaseDesign
 
     table, workload = _schema_case(3)
     geo = table.geography
@@ -340,7 +340,7 @@ def test_simulate_runs_top_down_and_rounding_on_a_schema_table():
         for d in range(geo.n_levels)
     ]
     result = postdp.simulate(
-        TableDesign(table, Workload(items), "topdown,round"), n_draws=40, rng=1
+        ReleaseDesign(table, Workload(items), "topdown,round"), n_draws=40, rng=1
     )
     frame = result.to_frame().set_index("id")
     root = f"{geo.ids[0]}:total"

@@ -152,10 +152,12 @@ def test_simulate_a_schema_table_against_theory():
     """``postdp.simulate`` accepts schema tables: the Monte Carlo bias of (P) contains 0 and
     its variance contains the exact variance of the marginal basis, count by count, through
     the simulator's own intervals (fixed seed; a handful of misses allowed by their level)."""
-    from postdp.analysis import TableDesign
+    from postdp.analysis import ReleaseDesign
 
     table, workload = _case(2)
-    frame = postdp.simulate(TableDesign(table, workload, "project"), n_draws=4000, rng=7).to_frame()
+    frame = postdp.simulate(
+        ReleaseDesign(table, workload, "project"), n_draws=4000, rng=7
+    ).to_frame()
     exact = TableProjector(table, workload).variances().reshape(-1)
     moving = exact > 0
     bias_ok = (frame["bias_lo"] <= 0) & (frame["bias_hi"] >= 0)

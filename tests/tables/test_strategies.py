@@ -30,9 +30,9 @@ def test_rho_and_the_certificates_epsilon():
 def test_budget_is_one_property_everywhere_and_the_call_spelling_reads_it():
     # strategies, workloads and both designs expose `.budget` as a property (issue 24); the
     # spelling SPEC.md uses, `strategy.budget()`, returns that same Budget
-    from postdp.analysis import ReleaseDesign, TableDesign
+    from postdp.analysis import ReleaseDesign
 
-    for cls in (type(PERSONS), Workload, ReleaseDesign, TableDesign):
+    for cls in (type(PERSONS), Workload, ReleaseDesign):
         assert isinstance(cls.__dict__["budget"], property), cls
     assert PERSONS.budget() == PERSONS.budget
     assert PERSONS.budget.to_approx_dp(1e-10) == PERSONS.budget().to_approx_dp(1e-10)

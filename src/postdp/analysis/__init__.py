@@ -15,7 +15,7 @@ from postdp.analysis.census_metrics import (
     reliability_threshold,
     summary_queries,
 )
-from postdp.analysis.design import ReleaseDesign, TableDesign
+from postdp.analysis.design import ReleaseDesign
 from postdp.analysis.memory import MemoryPlan, memory_plan
 from postdp.analysis.montecarlo import simulate
 from postdp.analysis.planner import BudgetPlan, budget_frontier, plan_budget
@@ -55,7 +55,6 @@ __all__ = [
     "ReliabilityThreshold",
     "Simulation",
     "SimulationDesign",
-    "TableDesign",
     "audit_privacy",
     "budget_frontier",
     "census_metrics",

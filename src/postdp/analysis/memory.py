@@ -99,7 +99,7 @@ def memory_plan(
 
     Parameters
     ----------
-    design : ReleaseDesign, TableDesign, any SimulationDesign, or int
+    design : ReleaseDesign, any SimulationDesign, or int
         The design (or its number of entities, e.g. a hierarchy's nodes).
     n_draws, batch, bins, workers, max_memory
         As for :func:`~postdp.analysis.simulate` (``workers=1`` for a run on Dask).
@@ -130,7 +130,7 @@ def memory_plan(
         n = int(design)
     else:
         raise TypeError(
-            "`design` must be a design (ReleaseDesign, TableDesign) or a positive number of "
+            "`design` must be a design (a ReleaseDesign) or a positive number of "
             "entities; "
             f"got {design!r}"
         )

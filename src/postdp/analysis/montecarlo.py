@@ -64,11 +64,11 @@ def simulate(
 
     Parameters
     ----------
-    design : ReleaseDesign, TableDesign or any SimulationDesign
+    design : ReleaseDesign or any SimulationDesign
         What is released (:mod:`postdp.analysis.simulation` states what a design gives the
         engine). A table design's entities are its (geounit, category node) counts; it is
         simulated with its post-processing (no ``raw``), and the result's ``extra``
-        holds the sums behind the Census Bureau's metrics (:meth:`TableDesign.metrics`).
+        holds the sums behind the Census Bureau's metrics (:meth:`ReleaseDesign.metrics`).
     truth : array_like, optional
         True counts (default: the design's own), e.g. shifted counts ([zhu2021] Fig. 4):
         shape (n,) for a hierarchy design, (leaf geounits, detailed cells) for a table
@@ -119,7 +119,7 @@ def simulate(
     """
     if not isinstance(design, SimulationDesign):
         raise TypeError(
-            "`design` must be a ReleaseDesign, a TableDesign or another design that follows "
+            "`design` must be a ReleaseDesign or another design that follows "
             f"postdp.analysis.simulation's protocol; got {type(design).__name__}"
         )
     n_total, batch_rows, n_workers, bins, max_memory = check_run_options(

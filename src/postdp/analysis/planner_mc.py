@@ -6,7 +6,7 @@ and must be simulated. Here one fixed set of standard noise draws (and one fixed
 rounding step) is scaled by each candidate split's noise scales, so the objective is a
 deterministic function of the split and every split is judged on the same noise (a
 hierarchy's draws go through its release chain, a table's through its measured queries and
-its :class:`~postdp.analysis.TableDesign`); it is
+its table :class:`~postdp.analysis.ReleaseDesign`); it is
 minimised by Nelder-Mead over the simplex (a softmax parametrisation), from the equal split
 and two random starts. Continuous noise only (Laplace, Gaussian): discrete noise would make
 the objective piecewise constant. A plan computed from true counts depends on them: it is a
@@ -21,7 +21,7 @@ from typing import Any, Literal
 import numpy as np
 
 from postdp._typing import FloatArray, IntArray, NumArray
-from postdp.analysis.design import ReleaseDesign, TableDesign
+from postdp.analysis.design import ReleaseDesign
 from postdp.analysis.planner import BudgetPlan, _mechanism, given_split
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
@@ -72,8 +72,8 @@ def plan_mae_budget(
         or synthetic). A table's split is over its measured ``queries``, its error that of
         the chosen category counts of every geounit, binned by the geounits' totals.
     postprocess : str
-        The chain, as for ``ReleaseDesign`` (e.g. ``"project-nonneg,round"``), or a table
-        post-processing of :class:`TableDesign` (e.g. ``"topdown"``, ``"project-nonneg"``).
+        A hierarchy's chain (e.g. ``"project-nonneg,round"``) or a table's estimator (e.g.
+        ``"topdown"``, ``"project-nonneg"``), as for :class:`ReleaseDesign`.
     total : float
         Epsilon (laplace) or rho (gaussian).
     mechanism : {"laplace", "gaussian"}
@@ -252,7 +252,7 @@ def table_mae_levels(
     fixed = [Measurement(d, q, None) for d, q in public]
     exact = Workload([*fixed, *(Measurement(d, q, None) for d, q in queries)])
     answers = measure(table, exact, secure=False, rng=0).values  # exact: every query public
-    TableDesign(table, _workload(fixed, queries, mechanism, np.ones(len(queries))), postprocess)
+    ReleaseDesign(table, _workload(fixed, queries, mechanism, np.ones(len(queries))), postprocess)
     gen = np.random.default_rng(rng)
     standard = [
         gen.laplace(0.0, 1.0, (draws, *a.shape)) if mechanism == "laplace"
@@ -274,7 +274,7 @@ def table_mae_levels(
         ):
             values.append(a + z * m.mechanism.noise_scale)  # type: ignore[union-attr]
         draw = TableMeasurements(table, work, tuple(values), False)
-        design = TableDesign(table, work, postprocess)
+        design = ReleaseDesign(table, work, postprocess)
         released = design.solve(draw, rng=rng) @ full  # (draws, geounits, chosen)
         per_node = np.abs(released - truth).mean(axis=(0, 2))
         return _binned_means(per_node, groups)

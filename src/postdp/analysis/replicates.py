@@ -17,14 +17,12 @@ block-group P1 table: about 195 MB).
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 
 from postdp import _rng, _validation
 from postdp._intervals import ConfidenceInterval
 from postdp._typing import ArrayLike, FloatArray, NumArray, RNGLike
-from postdp.analysis.design import ReleaseDesign, TableDesign
+from postdp.analysis.design import ReleaseDesign
 from postdp.errors import ValidationError
 from postdp.tables import Table, category_matrix, measure
 
@@ -33,7 +31,7 @@ __all__ = ["replicate_intervals", "replicate_tail"]
 
 def replicate_intervals(
     released: ArrayLike,
-    design: ReleaseDesign | TableDesign,
+    design: ReleaseDesign,
     *,
     replicates: int = 200,
     level: float = 0.9,
@@ -47,9 +45,9 @@ def replicate_intervals(
     ----------
     released : array_like, shape (..., n) or (..., geography.n, categories.n)
         Released counts of the design's hierarchy, or of every (geounit, category node) of
-        a table design (as :meth:`TableDesign.run` gives them); draws on leading axes are
+        a table design (as :meth:`ReleaseDesign.run` gives them); draws on leading axes are
         allowed.
-    design : ReleaseDesign or TableDesign
+    design : ReleaseDesign
         The design that produced them (mechanisms or workload, post-processing, public
         nodes or queries). A table's stand-in truth is its released leaf geounits'
         detailed cells, rounded and clipped at 0.
@@ -82,7 +80,7 @@ def replicate_intervals(
     >>> bool((ci.low <= ci.high).all()), ci.level
     (True, 0.9)
     """
-    if isinstance(design, TableDesign):
+    if design.model == "table":
         return _table_intervals(
             released,
             design,
@@ -127,7 +125,7 @@ def _rerun(
 
 def _table_intervals(
     released: ArrayLike,
-    design: TableDesign,
+    design: ReleaseDesign,
     *,
     replicates: int,
     level: float,
@@ -136,8 +134,9 @@ def _table_intervals(
     adjust: bool = False,
 ) -> ConfidenceInterval:
     """Replicate intervals for every count of a released table, shape (..., geography.n,
-    categories.n): :func:`replicate_intervals` of a :class:`TableDesign`."""
-    table = design.table
+    categories.n): :func:`replicate_intervals` of a table :class:`ReleaseDesign`."""
+    table, workload = design.table, design.workload
+    assert table is not None and workload is not None  # a table design
     geo, cat = table.geography, table.categories
     r = _validation.real_array("released", released).astype(np.float64)
     if r.ndim < 2 or r.shape[-2:] != (geo.n, cat.n):
@@ -156,12 +155,14 @@ def _table_intervals(
     for i, row in enumerate(rows):
         detailed = row[geo.leaves][:, cat.leaves]
         stand_in = Table(geo, cat, np.maximum(np.rint(detailed), 0).astype(np.int64))
-        again = replace(design, table=stand_in)
+        again = ReleaseDesign(
+            stand_in, workload, design.postprocess, budget_scale=design.budget_scale
+        )
         truth = np.asarray(stand_in.counts(), dtype=np.float64)
         errors = np.empty((R, geo.n, cat.n), dtype=np.float32)
         for k in range(R):
             measured = measure(
-                stand_in, design.workload, secure=secure, rng=gen, size=None if secure else 1
+                stand_in, workload, secure=secure, rng=gen, size=None if secure else 1
             )
             est = again.solve(measured, rng=gen)
             errors[k] = np.reshape(est, (-1, *est.shape[-2:]))[0] @ C.T - truth

@@ -55,8 +55,8 @@ class MonteCarloResult:
     exact_errors : ndarray, shape (n_draws, len(exact_ids))
         Their errors, in the order of the draws.
     extra : dict of str to ndarray
-        Sums a design adds beside the per-entity statistics (a :class:`TableDesign`'s
-        per-geounit metric sums, see :meth:`TableDesign.metrics`); empty otherwise.
+        Sums a design adds beside the per-entity statistics (a table :class:`ReleaseDesign`'s
+        per-geounit metric sums, see :meth:`ReleaseDesign.metrics`); empty otherwise.
 
     Examples
     --------

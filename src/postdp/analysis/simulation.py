@@ -20,9 +20,8 @@ only (so results do not depend on how chunks are grouped), and return a
 post-processing of the ``raw`` entities, and, per chunk, any sums the design adds up beside
 the per-entity statistics (a table's metric sums).
 
-:class:`~postdp.analysis.ReleaseDesign` (a hierarchy) and
-:class:`~postdp.analysis.TableDesign` (a table) are the two designs postdp ships; a design of
-one's own that follows the protocol runs on the same engine (seeded, streaming,
+:class:`~postdp.analysis.ReleaseDesign` (on a hierarchy or a table) is the design postdp
+ships; a design of one's own that follows the protocol runs on the same engine (seeded, streaming,
 batch-invariant, local processes or Dask).
 """
 

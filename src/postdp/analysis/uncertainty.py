@@ -35,7 +35,7 @@ from postdp import _rng, _validation
 from postdp._intervals import ConfidenceInterval
 from postdp._typing import ArrayLike, FloatArray, IntArray, RNGLike
 from postdp.analysis.cell_metrics import SIZE_BINS
-from postdp.analysis.design import ReleaseDesign, TableDesign
+from postdp.analysis.design import ReleaseDesign
 from postdp.analysis.replicates import replicate_intervals
 from postdp.errors import ValidationError
 from postdp.mechanisms import Geometric, Laplace
@@ -152,7 +152,7 @@ def ps_intervals(
 
 
 def interval_coverage(
-    design: ReleaseDesign | TableDesign,
+    design: ReleaseDesign,
     *,
     method: Method = "replicates",
     n_draws: int | None = None,
@@ -167,12 +167,12 @@ def interval_coverage(
     Each of ``n_draws`` releases of the design (study path) gets its intervals from the
     released counts alone; coverage is the share of intervals that contain the true count.
     One function for both models: a hierarchy's design counts its nodes, a table's design
-    (``ReleaseDesign(table, workload, postprocess)``, a :class:`TableDesign`) every count
+    (``ReleaseDesign(table, workload, postprocess)``, a table :class:`ReleaseDesign`) every count
     of every geounit and category node, those a public query fixes excepted.
 
     Parameters
     ----------
-    design : ReleaseDesign or TableDesign
+    design : ReleaseDesign
         Its hierarchy's (or table's) counts are the truth.
     method : {"replicates", "gls", "posterior"}
         ``"gls"``: released ± z·sd of (P), exact (the design's post-processing must be
@@ -225,7 +225,7 @@ def interval_coverage(
         raise ValidationError(
             f"`method` must be 'gls', 'replicates' or 'posterior'; got {method!r}"
         )
-    if isinstance(design, TableDesign):
+    if design.model == "table":
         return _table_coverage(
             design, method=method, n_draws=16 if n_draws is None else n_draws,
             replicates=30 if replicates is None else replicates, level=level, bins=bins,
@@ -269,7 +269,7 @@ def interval_coverage(
 
 
 def _table_coverage(
-    design: TableDesign,
+    design: ReleaseDesign,
     *,
     method: str,
     n_draws: int,
@@ -302,6 +302,7 @@ def _table_coverage(
     if design.budget_scale is not None:
         raise ValidationError("coverage of a design with `budget_scale` is not supported")
     table, workload = design.table, design.workload
+    assert table is not None and workload is not None  # a table design
     geo, cat = table.geography, table.categories
     sd = np.sqrt(TableProjector(table, workload).variances())
     z = float(stats.norm.isf((1.0 - level) / 2.0))

@@ -288,7 +288,7 @@ def _table(args: argparse.Namespace, state: RunState) -> _Subject:
     --max-memory."""
     import numpy as np
 
-    from postdp.analysis import TableDesign, memory_plan
+    from postdp.analysis import ReleaseDesign, memory_plan
     from postdp.cli._tables import (
         check_step_fits,
         check_steps,
@@ -306,7 +306,7 @@ def _table(args: argparse.Namespace, state: RunState) -> _Subject:
     step = step or PROJECT.name
     check_step_fits(args, table, work, step)
     with flag_design(args):
-        design = TableDesign(table, work, step + (",round" if rounded else ""))
+        design = ReleaseDesign(table, work, step + (",round" if rounded else ""))
     geo, cat = table.geography, table.categories
     plan = memory_plan(
         design,
@@ -362,8 +362,8 @@ def _table(args: argparse.Namespace, state: RunState) -> _Subject:
             "seed": args.seed,
         },
         lambda out_dir: {
-            "source": Path(loaded.source).name,
-            "cells_source": f"{out_dir.name}/table_audit.csv",
+            "table_name": Path(loaded.source).name,
+            "source": f"{out_dir.name}/table_audit.csv",
         },
         summary,
         f"estimated memory: {plan.peak_bytes / 2**20:,.0f} MB ({geo.n:,} geounits x "

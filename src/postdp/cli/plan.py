@@ -369,11 +369,11 @@ def _table(args: argparse.Namespace, state: RunState) -> _Subject:
     public = [(m.level, m.query) for m in getattr(queries, "measurements", []) if m.public]
 
     def probe(mechanism: Any) -> Any:
-        from postdp.analysis import TableDesign
+        from postdp.analysis import ReleaseDesign
 
         work = Workload([*(Measurement(d, q, mechanism) for d, q in noisy),
                          *(Measurement(d, q, None) for d, q in public)])  # fmt: skip
-        return TableDesign(table, work, args.postprocess)
+        return ReleaseDesign(table, work, args.postprocess)
 
     def frame_of(plan: Any) -> Any:
         out = plan.to_frame()

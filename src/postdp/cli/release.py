@@ -384,7 +384,7 @@ def _table(args: argparse.Namespace, state: RunState) -> _Release:
     long or wide form, and the intervals, every one checked here."""
     import numpy as np
 
-    from postdp.analysis import TableDesign
+    from postdp.analysis import ReleaseDesign
     from postdp.cli._tables import (
         check_step_fits,
         check_steps,
@@ -403,7 +403,7 @@ def _table(args: argparse.Namespace, state: RunState) -> _Release:
     step, rounded = check_steps(args.postprocess)
     check_step_fits(args, table, work, step)
     with flag_design(args):
-        design = TableDesign(table, work, args.postprocess)
+        design = ReleaseDesign(table, work, args.postprocess)
     if rounded and args.uncertainty is not None:
         raise CliError(
             f"--uncertainty {args.uncertainty}: the intervals are for real-valued releases; "

@@ -127,7 +127,7 @@ def amc(
     >>> moe.shape == (m.table.geography.n, 71), float(moe[0, 0])  # the nation's invariant
     (True, 0.0)
     """
-    from postdp.analysis import TableDesign
+    from postdp.analysis import ReleaseDesign
     from postdp.analysis.census_metrics import census_metrics
 
     if isinstance(replicates, bool) or not isinstance(replicates, int) or replicates < 2:
@@ -146,7 +146,7 @@ def amc(
         )
     leaves: Any = sparse.csr_array(values[geo.leaves].astype(np.int64))
     stand_in = Table(geo, cat, leaves)
-    design = TableDesign(stand_in, measurements.workload, method)
+    design = ReleaseDesign(stand_in, measurements.workload, method)
     schema = next(
         m.query.marginal_of.schema
         for m in measurements.workload.measurements

@@ -396,11 +396,11 @@ def _whole(
     seed: int | None,
     report: Any,
 ) -> None:
-    from postdp.analysis import TableDesign
+    from postdp.analysis import ReleaseDesign
 
     m = read(run)
     refuse_missing(m)
-    design = TableDesign(m.table, m.workload, method)
+    design = ReleaseDesign(m.table, m.workload, method)
     estimate = design.solve(m, rng=seed)
     geo = m.table.geography
     upper = estimate[_rows_of(geo, top.table.geography)]

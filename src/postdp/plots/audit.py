@@ -291,14 +291,14 @@ def plot_errors_by_size(result: Any, by_size: pd.DataFrame, table: Any, *, ax: A
     One measure throughout, the mean absolute error: points are every geounit's MAE of
     its released total over the draws (a table design's :func:`postdp.simulate` result);
     lines join each level's MAE per size bin (from
-    :meth:`postdp.analysis.TableDesign.metrics`), drawn at the bin's median size. Both
+    :meth:`postdp.analysis.ReleaseDesign.metrics`), drawn at the bin's median size. Both
     axes are logarithmic: a flat cloud means errors that do not grow with size, so relative
     errors fall as places grow.
 
     Parameters
     ----------
     result : MonteCarloResult
-        Of a :class:`~postdp.analysis.TableDesign`.
+        Of a table :class:`~postdp.analysis.ReleaseDesign`.
     by_size : pandas.DataFrame
         The design's metrics by level and size bin.
     table : Table
@@ -312,12 +312,12 @@ def plot_errors_by_size(result: Any, by_size: pd.DataFrame, table: Any, *, ax: A
     Examples
     --------
     >>> from postdp import Geometric, Hierarchy, simulate
-    >>> from postdp.analysis import TableDesign
+    >>> from postdp.analysis import ReleaseDesign
     >>> from postdp.tables import Measurement, Query, Table, Workload
     >>> geo = Hierarchy.from_parents(["S", "a", "b"], [None, "S", "S"])
     >>> cat = Hierarchy.from_parents(["T", "x", "y"], [None, "T", "T"])
     >>> t = Table(geo, cat, [[30, 40], [5, 6]])
-    >>> d = TableDesign(t, Workload([Measurement(k, Query.detailed(cat), Geometric(epsilon=1.0))
+    >>> d = ReleaseDesign(t, Workload([Measurement(k, Query.detailed(cat), Geometric(epsilon=1.0))
     ...                               for k in range(2)]))
     >>> res = simulate(d, n_draws=50, rng=0)
     >>> len(plot_errors_by_size(res, d.metrics(res)[0], t).collections)  # one cloud per level
@@ -382,7 +382,7 @@ def plot_diversity_errors(by_diversity: pd.DataFrame, *, ax: Any = None) -> Any:
     Parameters
     ----------
     by_diversity : pandas.DataFrame
-        From :meth:`postdp.analysis.TableDesign.metrics` or
+        From :meth:`postdp.analysis.ReleaseDesign.metrics` or
         :func:`postdp.analysis.table_error_metrics`.
     ax : matplotlib Axes, optional
 

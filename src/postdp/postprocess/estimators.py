@@ -3,7 +3,7 @@ name is spelled.
 
 Every caller that takes a method by name -- :func:`postdp.project` (``method=``), a
 hierarchy's chain (:func:`~postdp.postprocess.parse_steps`, :class:`ReleaseDesign`), a
-table design (:class:`~postdp.analysis.TableDesign`), :func:`project_by_subtree`,
+table design (a table :class:`~postdp.analysis.ReleaseDesign`), :func:`project_by_subtree`,
 :func:`postdp.nmf.postprocess`, ``postdp release --postprocess`` and ``postdp postprocess
 --method`` -- looks the name up here and decides by the record's properties (integral,
 nonnegative, carries variances, ...), never by the name. Help texts, choice lists and

@@ -13,7 +13,7 @@ is the same page (and :func:`fairness_study` is ``postdp fairness``'s study);
 
 from postdp.report._model import Headline, Report, ReportFigure, ReportTable, format_value
 from postdp.report.audit_pages import audit_report, budget_statement, size_bins
-from postdp.report.auditing import Audit, TableAudit, audit
+from postdp.report.auditing import Audit, audit
 from postdp.report.census_comparison import EstimatorComparison, compare_estimators
 from postdp.report.fairness_study import FairnessStudy, fairness_study
 
@@ -25,7 +25,6 @@ __all__ = [
     "Report",
     "ReportFigure",
     "ReportTable",
-    "TableAudit",
     "audit",
     "audit_report",
     "budget_statement",

@@ -1,4 +1,4 @@
-"""The page of a table audit (private; :meth:`postdp.report.TableAudit.report`): a table
+"""The page of a table audit (private; :meth:`postdp.report.Audit.report`): a table
 design's errors per (geounit, category), summarised with the Census Bureau's metrics."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def table_audit_page(
     cells_source: str,
     unit: str,
 ) -> Report:
-    """The HTML page of a table design's audit (:meth:`postdp.report.TableAudit.report`):
+    """The HTML page of a table design's audit (:meth:`postdp.report.Audit.report`):
     the Census Bureau's metrics by level and size, the budget, the errors by level and
     category and by diversity, and every cell, the largest |bias|/SE first."""
     cells, summary, by_size = audit.cells, audit.summary, audit.by_size

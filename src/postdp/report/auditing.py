@@ -1,16 +1,14 @@
 """The whole audit of a design, as ``postdp audit`` runs it, from Python.
 
-:func:`audit` of a hierarchy design runs the main simulation (with the errors before
-post-processing of a few nodes kept), one simulation per shift of the leaf counts
+:func:`audit` simulates a :class:`~postdp.analysis.ReleaseDesign` and returns an
+:class:`Audit`: the tables the command writes (``tables()``), the figures (``figures()``)
+and the HTML page (``report()``), so the command line only parses, checks and writes them.
+What is audited follows the design's model. A hierarchy's audit is the main run (with the
+errors before post-processing of a few nodes kept), one run per shift of the leaf counts
 ([zhu2021], Fig. 4) and, for Laplace noise, the Wasserstein distance of each family's errors
-to the noise law (Fig. 5); it returns an :class:`Audit`. Of a table design
-(:class:`~postdp.analysis.TableDesign`) it simulates the per-(geounit, category) errors and
-summarises them per level and category and by the Census Bureau's metrics (by level and
-size, by diversity); it returns a :class:`TableAudit`. Both give the tables the command
-writes (``tables()``), the figures (``figures()``) and the HTML page (``report()``): the
-command line only parses, checks and writes them. The two results differ because the
-outputs do: a hierarchy's audit has shifted runs and family laws, a table's has categories
-and the size and diversity metrics.
+to the noise law (Fig. 5). A table's audit is the errors of every (geounit, category) count,
+summarised per level and category and by the Census Bureau's metrics (by level and size, by
+diversity).
 """
 
 from __future__ import annotations
@@ -25,7 +23,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from postdp._typing import RNGLike
-from postdp.analysis import MonteCarloResult, ReleaseDesign, TableDesign, simulate
+from postdp.analysis import MonteCarloResult, ReleaseDesign, simulate
 from postdp.errors import ValidationError
 from postdp.postprocess.estimators import PROJECT
 from postdp.report._cells_page import table_audit_page
@@ -36,12 +34,33 @@ from postdp.report.audit_pages import (
     audit_report,
 )
 
-__all__ = ["Audit", "TableAudit", "audit"]
+__all__ = ["Audit", "audit"]
+
+
+TABLE_CAPTIONS = {
+    "errors": (
+        "Error of each geounit's total against its size, by level",
+        "Mean absolute error of the released total population of every geounit against its "
+        "true size, one colour per geographic level, with the size-bin means.",
+        "Each point is a geounit's mean absolute error (persons) over the simulated releases; "
+        "the line "
+        "is that level's MAE per size bin (table_metrics). Both axes are logarithmic: a flat "
+        "cloud means errors that do not grow with size, so relative errors fall as places "
+        "grow. With n draws each point is itself known to about 1.96·sd/√n.",
+    ),
+    "diversity": (
+        "Signed error by diversity quintile",
+        "Mean signed error of the released counts by quintile of the geounits' diversity.",
+        "Nonnegativity moves counts from common categories to rare ones, so diverse and "
+        "homogeneous geounits are biased in opposite directions. The bars are means of "
+        "Monte Carlo estimates; their error bars are ±1.96 SE where drawn.",
+    ),
+}
 
 
 @dataclass(frozen=True)
 class Audit:
-    """The results of :func:`audit`.
+    """The results of :func:`audit`, of a hierarchy design or a table design.
 
     Attributes
     ----------
@@ -49,40 +68,68 @@ class Audit:
     result : MonteCarloResult
         The main run (on the design's counts).
     shifted : tuple of (int, MonteCarloResult)
-        One run per shift of the leaf counts, with its shift.
+        Hierarchies: one run per shift of the leaf counts, with its shift.
     family : pandas.DataFrame or None
-        Mean Wasserstein distance of each family's child errors to the Laplace noise
-        (columns ``parent``, ``n``, ``mean_w1``, ``scale``); None unless every level's noise
-        is Laplace and the hierarchy has families.
+        Hierarchies: mean Wasserstein distance of each family's child errors to the Laplace
+        noise (columns ``parent``, ``n``, ``mean_w1``, ``scale``); None unless every level's
+        noise is Laplace and the hierarchy has families.
     names : ndarray of str or None
-        Display names of the nodes (a ``name`` column beside ``id``, and the report's
-        headlines), when given to :func:`audit`.
+        Hierarchies: display names of the nodes (a ``name`` column beside ``id``, and the
+        report's headlines), when given to :func:`audit`.
+    cells : pandas.DataFrame or None
+        Tables: one row per (geounit, category node): ``geo_id``, ``level``, ``category``,
+        ``label``, the error statistics, ``bias_se`` and ``rmse``.
+    summary : pandas.DataFrame or None
+        Tables: per level and category, the geounits, mean |bias|, RMSE and MAE.
+    by_size, by_diversity : pandas.DataFrame or None
+        Tables: the Census Bureau's metrics (:meth:`ReleaseDesign.metrics`).
 
     Examples
     --------
-    >>> from postdp import Hierarchy, Laplace
+    >>> from postdp import Gaussian, Hierarchy, Laplace
     >>> from postdp.analysis import ReleaseDesign
     >>> h = Hierarchy.from_parents(["T", "a", "b"], [None, "T", "T"], [30, 10, 20])
     >>> a = audit(ReleaseDesign(h, Laplace(1.0), "project-nonneg"), n_draws=500, rng=0)
     >>> sorted(a.tables())
     ['audit', 'wasserstein']
+    >>> from postdp.data import synthetic_table
+    >>> from postdp.tables import Measurement, Query, Workload
+    >>> t = synthetic_table((2, 2), leaf_mean=30, rng=0)
+    >>> w = Workload([Measurement(d, Query.detailed(t.categories), Gaussian(rho=1))
+    ...               for d in range(3)])
+    >>> sorted(audit(ReleaseDesign(t, w, "project-nonneg"), n_draws=20, rng=0).tables())
+    ['table_audit', 'table_diversity', 'table_metrics', 'table_summary']
     """
 
     design: ReleaseDesign
     result: MonteCarloResult
-    shifted: tuple[tuple[int, MonteCarloResult], ...]
-    family: pd.DataFrame | None
+    shifted: tuple[tuple[int, MonteCarloResult], ...] = ()
+    family: pd.DataFrame | None = None
     names: npt.NDArray[np.object_] | None = None
+    cells: pd.DataFrame | None = None
+    summary: pd.DataFrame | None = None
+    by_size: pd.DataFrame | None = None
+    by_diversity: pd.DataFrame | None = None
 
     def tables(self) -> dict[str, pd.DataFrame]:
-        """The audit's tables by name: ``audit`` (one row per node, with its depth),
-        ``shifted`` (bias per node and shift) and ``wasserstein`` (by family), the last two
-        where the audit has them.
+        """The audit's tables by name, as ``postdp audit`` writes them. A hierarchy's:
+        ``audit`` (one row per node, with its depth), ``shifted`` (bias per node and shift)
+        and ``wasserstein`` (by family), the last two where the audit has them. A table's:
+        ``table_audit`` (every count), ``table_summary``, ``table_metrics`` (by level and
+        size) and ``table_diversity``.
 
         Returns
         -------
         dict of str to pandas.DataFrame
         """
+        if self.design.model == "table":
+            named = {
+                "table_audit": self.cells,
+                "table_summary": self.summary,
+                "table_metrics": self.by_size,
+                "table_diversity": self.by_diversity,
+            }
+            return {k: v for k, v in named.items() if v is not None}
         h = self.design.hierarchy
         frame = self.result.to_frame()
         if self.names is not None:
@@ -114,12 +161,16 @@ class Audit:
     def captions(self) -> dict[str, tuple[str, str, str]]:
         """(title, alt text, caption) of each figure, by name (or its first word), said of
         the figures :meth:`figures` draws (the nodes and series they show)."""
+        if self.design.model == "table":
+            return TABLE_CAPTIONS
         names = geounit_names(self.design.hierarchy, self.names)
         return audit_captions(self.result, [k for k, _ in self.shifted], names=names)
 
     def figures(self) -> dict[str, Any]:
-        """The audit's figures by name (matplotlib Axes): ``residuals``, ``bias_by_count``
-        (with shifts) and ``wasserstein`` (with Laplace noise).
+        """The audit's figures by name (matplotlib Axes). A hierarchy's: ``residuals``,
+        ``bias_by_count`` (with shifts) and ``wasserstein`` (with Laplace noise). A table's:
+        ``errors_by_size`` and, where the geounits have diversity quintiles,
+        ``diversity_errors``.
 
         Returns
         -------
@@ -127,6 +178,13 @@ class Audit:
         """
         from postdp import plots
 
+        if self.design.model == "table":
+            assert self.by_size is not None and self.by_diversity is not None
+            table = self.design.table
+            out = {"errors_by_size": plots.plot_errors_by_size(self.result, self.by_size, table)}
+            if len(self.by_diversity):
+                out["diversity_errors"] = plots.plot_diversity_errors(self.by_diversity)
+            return out
         out = {"residuals": plots.plot_residuals(self.result)}
         if self.shifted:
             runs = [run for _, run in self.shifted]
@@ -150,15 +208,23 @@ class Audit:
         figures: Sequence[ReportFigure] | None = None,
         command: str = "",
         source: str = "",
+        table_name: str = "table",
+        unit: str = "persons",
     ) -> Report:
-        """The audit's HTML page (the same as ``postdp audit --report``).
+        """The audit's HTML page (the same as ``postdp audit ... --report``).
 
         Parameters
         ----------
         figures : sequence of ReportFigure, optional
             Default: :meth:`figures`, drawn now.
-        command, source : str
-            The command line shown on the page, and where the full node table is.
+        command : str
+            The command line shown on the page.
+        source : str
+            Where the full table of every node (or count) is.
+        table_name : str, default "table"
+            Tables: the table's name as shown on the page.
+        unit : str, default "persons"
+            Tables: what the table counts; every error on the page is in it.
 
         Returns
         -------
@@ -166,6 +232,15 @@ class Audit:
         """
         if figures is None:
             figures = ReportFigure.drawn(self.figures(), self.captions)
+        if self.design.model == "table":
+            return table_audit_page(
+                self,
+                figures=figures,
+                source=table_name,
+                command=command,
+                cells_source=source,
+                unit=unit,
+            )
         report = audit_report(
             self.result,
             self.design,
@@ -189,141 +264,11 @@ class Audit:
         return dataclasses.replace(report, tables=[*report.tables, family])
 
 
-TABLE_CAPTIONS = {
-    "errors": (
-        "Error of each geounit's total against its size, by level",
-        "Mean absolute error of the released total population of every geounit against its "
-        "true size, one colour per geographic level, with the size-bin means.",
-        "Each point is a geounit's mean absolute error (persons) over the simulated releases; "
-        "the line "
-        "is that level's MAE per size bin (table_metrics). Both axes are logarithmic: a flat "
-        "cloud means errors that do not grow with size, so relative errors fall as places "
-        "grow. With n draws each point is itself known to about 1.96·sd/√n.",
-    ),
-    "diversity": (
-        "Signed error by diversity quintile",
-        "Mean signed error of the released counts by quintile of the geounits' diversity.",
-        "Nonnegativity moves counts from common categories to rare ones, so diverse and "
-        "homogeneous geounits are biased in opposite directions. The bars are means of "
-        "Monte Carlo estimates; their error bars are ±1.96 SE where drawn.",
-    ),
-}
-
-
-@dataclass(frozen=True)
-class TableAudit:
-    """The results of :func:`postdp.report.audit` on a table design.
-
-    Attributes
-    ----------
-    design : TableDesign
-    result : MonteCarloResult
-    cells : pandas.DataFrame
-        One row per (geounit, category node): ``geo_id``, ``level``, ``category``,
-        ``label``, the error statistics, ``bias_se`` and ``rmse``.
-    summary : pandas.DataFrame
-        Per level and category: geounits, mean |bias|, RMSE, MAE.
-    by_size, by_diversity : pandas.DataFrame
-        The Census Bureau's metrics (:meth:`TableDesign.metrics`).
-
-    Examples
-    --------
-    >>> from postdp import Gaussian
-    >>> from postdp.analysis import TableDesign
-    >>> from postdp.data import synthetic_table
-    >>> from postdp.report import audit
-    >>> from postdp.tables import Measurement, Query, Workload
-    >>> t = synthetic_table((2, 2), leaf_mean=30, rng=0)
-    >>> w = Workload([Measurement(d, Query.detailed(t.categories), Gaussian(rho=1))
-    ...               for d in range(3)])
-    >>> a = audit(TableDesign(t, w, "project-nonneg"), n_draws=20, rng=0)
-    >>> sorted(a.tables())
-    ['table_audit', 'table_diversity', 'table_metrics', 'table_summary']
-    """
-
-    design: TableDesign
-    result: MonteCarloResult
-    cells: pd.DataFrame
-    summary: pd.DataFrame
-    by_size: pd.DataFrame
-    by_diversity: pd.DataFrame
-
-    def tables(self) -> dict[str, pd.DataFrame]:
-        """The audit's tables by name, as ``postdp audit --table`` writes them.
-
-        Returns
-        -------
-        dict of str to pandas.DataFrame
-        """
-        return {
-            "table_audit": self.cells,
-            "table_summary": self.summary,
-            "table_metrics": self.by_size,
-            "table_diversity": self.by_diversity,
-        }
-
-    @property
-    def captions(self) -> dict[str, tuple[str, str, str]]:
-        """(title, alt text, caption) of each figure, by name (or its first word)."""
-        return TABLE_CAPTIONS
-
-    def figures(self) -> dict[str, Any]:
-        """The audit's figures by name (matplotlib Axes): ``errors_by_size`` and, where the
-        geounits have diversity quintiles, ``diversity_errors``.
-
-        Returns
-        -------
-        dict of str to matplotlib.axes.Axes
-        """
-        from postdp.plots import plot_diversity_errors, plot_errors_by_size
-
-        out = {"errors_by_size": plot_errors_by_size(self.result, self.by_size, self.design.table)}
-        if len(self.by_diversity):
-            out["diversity_errors"] = plot_diversity_errors(self.by_diversity)
-        return out
-
-    def report(
-        self,
-        *,
-        figures: Sequence[ReportFigure] | None = None,
-        source: str = "table",
-        command: str = "",
-        cells_source: str = "",
-        unit: str = "persons",
-    ) -> Report:
-        """The audit's HTML page (the same as ``postdp audit --table ... --report``).
-
-        Parameters
-        ----------
-        figures : sequence of ReportFigure, optional
-            Default: :meth:`figures`, drawn now.
-        source : str
-            The table's name as shown on the page.
-        command, cells_source : str
-            The command line shown, and where the full cell table is.
-        unit : str, default "persons"
-            What the table counts: every error on the page is in it.
-
-        Returns
-        -------
-        Report
-        """
-        if figures is None:
-            figures = ReportFigure.drawn(self.figures(), self.captions)
-        return table_audit_page(
-            self,
-            figures=figures,
-            source=source,
-            command=command,
-            cells_source=cells_source,
-            unit=unit,
-        )
-
-
-def _table_audit(design: TableDesign, **options: Any) -> TableAudit:
+def _table_audit(design: ReleaseDesign, **options: Any) -> Audit:
     """Simulate ``design`` (``options`` as for :func:`postdp.simulate`) and summarise it
     (the body of :func:`audit` for a table design)."""
     table = design.table
+    assert table is not None  # a table design
     geo, cat = table.geography, table.categories
     result = simulate(design, **options)
     cells = design.frame(result)
@@ -339,11 +284,13 @@ def _table_audit(design: TableDesign, **options: Any) -> TableAudit:
         mae=("mae", "mean"),
     )
     by_size, by_diversity = design.metrics(result)
-    return TableAudit(design, result, cells, summary, by_size, by_diversity)
+    return Audit(
+        design, result, cells=cells, summary=summary, by_size=by_size, by_diversity=by_diversity
+    )
 
 
 def audit(
-    design: ReleaseDesign | TableDesign,
+    design: ReleaseDesign,
     *,
     n_draws: int,
     shifts: Sequence[int] = (),
@@ -356,14 +303,14 @@ def audit(
     max_memory: int | None = None,
     progress: Callable[[str, int, int], None] | None = None,
     names: Sequence[str] | None = None,
-) -> Audit | TableAudit:
+) -> Audit:
     """Audit a design as ``postdp audit`` does: for a hierarchy, the main run, shifted runs
     and the error law by family; for a table, the errors of every count and the Census
     Bureau's metrics.
 
     Parameters
     ----------
-    design : ReleaseDesign or TableDesign
+    design : ReleaseDesign
         Simulated on its hierarchy's (or table's) counts.
     n_draws : int
         Releases per run.
@@ -385,7 +332,7 @@ def audit(
 
     Returns
     -------
-    Audit or TableAudit
+    Audit
 
     Examples
     --------
@@ -413,14 +360,12 @@ def audit(
             return None
         return lambda done, total: progress(label, done, total)
 
-    if isinstance(design, TableDesign):
+    if not isinstance(design, ReleaseDesign):
+        raise TypeError(f"`design` must be a ReleaseDesign; got {type(design).__name__}")
+    if design.model == "table":
         if len(shifts) or entities is not None or names is not None:
             raise ValidationError("`shifts`, `entities` and `names` are for hierarchy designs")
         return _table_audit(design, progress=ticker("audit"), **options)
-    if not isinstance(design, ReleaseDesign):
-        raise TypeError(
-            f"`design` must be a ReleaseDesign or a TableDesign; got {type(design).__name__}"
-        )
     h = design.hierarchy
     if names is not None and len(names) != h.n:
         raise ValidationError(f"`names` needs one name per node ({h.n}); got {len(names)}")
@@ -444,7 +389,8 @@ def audit(
         label = f"audit, leaves + {int(shift)}"
         shifted.append((int(shift), simulate(design, truth, progress=ticker(label), **options)))
     shown = None if names is None else np.asarray(names, dtype=object)
-    return Audit(design, base, tuple(shifted), _wasserstein_by_family(base, design), shown)
+    family = _wasserstein_by_family(base, design)
+    return Audit(design, base, tuple(shifted), family, shown)
 
 
 def _wasserstein_by_family(base: MonteCarloResult, design: ReleaseDesign) -> pd.DataFrame | None:
