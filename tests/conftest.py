@@ -37,6 +37,24 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         )
 
 
+#: Test files that start a browser: they run first, each on a fresh worker, so the browser's
+#: ~0.4 GB sits beside workers that hold their imports only, not beside two workers grown
+#: through a run (the suite's peak memory; pyproject's --no-loadscope-reorder keeps this order).
+FIRST_FILES = ("tests/report/test_browser.py",)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Order the files for the workers: :data:`FIRST_FILES` first, then the files with the
+    most tests (pytest-xdist's own order, which --no-loadscope-reorder turns off so that
+    this one holds); tests keep their order within a file."""
+    count: dict[str, int] = {}
+    for item in items:
+        path = item.nodeid.split("::", 1)[0]
+        count[path] = count.get(path, 0) + 1
+    rank = {path: (path not in FIRST_FILES, -n) for path, n in count.items()}
+    items.sort(key=lambda item: rank[item.nodeid.split("::", 1)[0]])
+
+
 @pytest.fixture
 def rng() -> np.random.Generator:
     """A fixed-seed generator for tests that need one."""
