@@ -276,6 +276,7 @@ RANK = {
     "rule": 1,
     "postprocess": 2,
     "steps": 2,
+    "estimators": 2,  # the post-processings an accuracy study compares
 }
 BARE_NOISE = {"scale", "sigma", "epsilon", "rho", "lam", "b"}
 # Optional data that may still be given by position: a hierarchy's counts, a design's truth.

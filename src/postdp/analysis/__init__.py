@@ -2,6 +2,7 @@
 budget planning and an empirical privacy audit."""
 
 from postdp._intervals import ConfidenceInterval
+from postdp.analysis.accuracy import AccuracyStudy, accuracy_study
 from postdp.analysis.cell_metrics import (
     SIZE_BINS,
     table_error_metrics,
@@ -43,6 +44,7 @@ from postdp.analysis.uncertainty import (
 
 __all__ = [
     "SIZE_BINS",
+    "AccuracyStudy",
     "BiasBound",
     "BiasVerdict",
     "BudgetPlan",
@@ -55,6 +57,7 @@ __all__ = [
     "ReliabilityThreshold",
     "Simulation",
     "SimulationDesign",
+    "accuracy_study",
     "audit_privacy",
     "budget_frontier",
     "census_metrics",

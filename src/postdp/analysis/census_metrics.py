@@ -14,6 +14,7 @@ Metrics (``census_metrics``), for every query, geographic level and bin of the g
 total population, over every (draw, geounit, group) count of the query:
 
 - ``mae``, ``rmse``: mean absolute and root-mean-square error of the counts;
+- ``mean_error``: mean algebraic (signed) error of the counts, released - true;
 - ``malpe``: mean algebraic (signed) percent error, 100 (released - true) / true, over the
   counts whose truth is positive (the percent errors leave out true zeros);
 - ``mape`` and ``median_ape``: mean and median absolute percent error;
@@ -307,6 +308,7 @@ def _metrics(rel: FloatArray, truth: FloatArray, partition: bool) -> dict[str, f
         "counts": int(truth.size),
         "mae": float(np.abs(err).mean()),
         "rmse": float(np.sqrt((err**2).mean())),
+        "mean_error": float(err.mean()),
         "malpe": float(pct.mean()) if pct.size else np.nan,
         "mape": float(ape.mean()) if ape.size else np.nan,
         "median_ape": float(np.median(ape)) if ape.size else np.nan,
@@ -457,6 +459,13 @@ def _threshold(
     )
     frame.insert(0, "low", frame.pop("bin") * width)
     frame.insert(1, "high", frame["low"] + width - 1)
+    return threshold_of_bins(frame, within, coverage)
+
+
+def threshold_of_bins(frame: pd.DataFrame, within: float, coverage: float) -> ReliabilityThreshold:
+    """The threshold rule on bins ``low``, ``high``, ``units``, ``share_within`` (sorted by
+    ``low``): the first bin from which every nonempty bin reaches ``coverage``. Bins pooled
+    over several releases (units summed, shares weighted by units) take the same rule."""
     passed = (frame["share_within"] >= coverage).to_numpy()
     failed = np.flatnonzero(~passed)
     first = 0 if failed.size == 0 else int(failed[-1]) + 1

@@ -116,7 +116,7 @@ def evaluate(
     pandas.DataFrame
         :func:`postdp.analysis.census_metrics` of the wide form's estimates: one row per
         query, geolevel (by its name, e.g. ``County``) and bin of true total population,
-        with ``geounits``, ``counts``, ``mae``, ``rmse``, ``malpe``, ``mape``,
+        with ``geounits``, ``counts``, ``mae``, ``rmse``, ``mean_error``, ``malpe``, ``mape``,
         ``median_ape``, ``share_ape_over_10`` and ``tvd``. The estimates of every geounit
         are held at once (a state or a few; not the nation's blocks).
 

@@ -1,0 +1,314 @@
+"""The accuracy study of a release design (study path): every estimator on the same noisy
+measurements, draw after draw, in the Census Bureau's yardsticks with Monte Carlo errors.
+
+:func:`accuracy_study` draws ``draws`` independent measurement sets of a workload on a
+synthetic (or otherwise known) truth, runs every chosen estimator of
+:func:`postdp.postprocess.estimators` on each set, and scores every release with
+:func:`postdp.analysis.census_metrics` (by query, geographic level and bin of true total
+population) and, when asked, the reliability threshold
+(:func:`postdp.analysis.reliability_threshold`). The result, :class:`AccuracyStudy`, keeps
+one row of metrics per (estimator, draw, query, level, size bin); its
+:meth:`~AccuracyStudy.summary` gives each metric's mean over the draws with its Monte Carlo
+standard error (sample sd / sqrt(draws)), and :meth:`~AccuracyStudy.differences` each
+estimator's paired difference to a reference estimator with its standard error: the draws
+are shared, so the difference is far more precise than the two means.
+
+Draws are independent and each has its own streams: draw ``r`` measures with
+``SeedSequence(rng).spawn(draws)[r].spawn(1 + E)[0]`` and estimator ``k`` (of ``E``) rounds
+with child ``1 + k``, so a draw's numbers do not depend on the others (a study can be
+extended or split). Memory: one draw's measurements, one release at a time and the metric
+rows (a few hundred per draw and estimator), not the draws' releases.
+
+Every number here is a study of a known truth; nothing is published.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from postdp._typing import ArrayLike, RNGLike
+from postdp.analysis.cell_metrics import SIZE_BINS
+from postdp.analysis.census_metrics import (
+    ReliabilityThreshold,
+    census_metrics,
+    reliability_threshold,
+    threshold_of_bins,
+)
+from postdp.analysis.design import ReleaseDesign
+from postdp.errors import ValidationError
+from postdp.tables import Table, Workload, measure
+from postdp.tables.schema import Schema
+
+__all__ = ["METRICS", "AccuracyStudy", "accuracy_study"]
+
+#: The metrics of :func:`~postdp.analysis.census_metrics` a study averages over draws
+#: (``rmse`` is averaged as its square, ``mse``).
+METRICS = ("mae", "mse", "mean_error", "malpe", "mape", "median_ape", "share_ape_over_10", "tvd")
+_KEYS = ["query", "level", "size"]
+
+
+@dataclass(frozen=True)
+class AccuracyStudy:
+    """The results of :func:`accuracy_study`.
+
+    Attributes
+    ----------
+    per_draw : pandas.DataFrame
+        One row per (estimator, draw, query, level, size): ``geounits``, ``counts`` and the
+        :data:`METRICS` of that draw's release.
+    reliability : dict of str to ReliabilityThreshold
+        Per estimator, the threshold of the bins pooled over every draw (empty when no
+        reliability level was asked for).
+    reference : str or None
+        The estimator :meth:`differences` compares the others with.
+
+    Examples
+    --------
+    >>> frame = pd.DataFrame({"estimator": ["a", "a", "b", "b"], "draw": [0, 1, 0, 1],
+    ...     "query": "total", "level": "0", "size": "0+", "geounits": 1, "counts": 1,
+    ...     "mae": [1.0, 3.0, 2.0, 6.0], "mse": [1.0, 9.0, 4.0, 36.0]})
+    >>> s = AccuracyStudy(frame, {}, "a")
+    >>> s.summary()[["estimator", "mae", "mae_se", "rmse"]].to_numpy().tolist()
+    [['a', 2.0, 1.0, 2.23606797749979], ['b', 4.0, 2.0, 4.47213595499958]]
+    >>> s.differences()[["estimator", "mae", "mae_se"]].to_numpy().tolist()
+    [['b', 2.0, 1.0]]
+    """
+
+    per_draw: pd.DataFrame
+    reliability: dict[str, ReliabilityThreshold]
+    reference: str | None
+
+    @property
+    def estimators(self) -> list[str]:
+        """The estimators, in the order given."""
+        return list(dict.fromkeys(self.per_draw["estimator"]))
+
+    @property
+    def draws(self) -> int:
+        """The number of draws."""
+        return int(self.per_draw["draw"].nunique())
+
+    def _metrics(self) -> list[str]:
+        return [m for m in METRICS if m in self.per_draw.columns]
+
+    def summary(self) -> pd.DataFrame:
+        """Each metric's mean over the draws and its Monte Carlo standard error, per
+        estimator, query, level and size bin.
+
+        Returns
+        -------
+        pandas.DataFrame
+            ``estimator``, ``query``, ``level``, ``size``, ``geounits``, ``counts``, then
+            for each metric ``m`` of :data:`METRICS` its mean ``m`` and ``m_se`` (sd over
+            the draws / sqrt(draws); NaN with one draw), and ``rmse`` = sqrt(mean ``mse``)
+            with ``rmse_se`` = ``mse_se`` / (2 ``rmse``) (the delta method). Draws where a
+            metric is undefined (``tvd`` of a query whose groups overlap) are left out of
+            its mean.
+        """
+        keys = ["estimator", *_KEYS]
+        grouped = self.per_draw.groupby(keys, sort=False)
+        out = grouped[["geounits", "counts"]].first()
+        for m in self._metrics():
+            col = grouped[m]
+            out[m] = col.mean()
+            out[f"{m}_se"] = col.std(ddof=1) / np.sqrt(col.count())
+        if "mse" in out:
+            out["rmse"] = np.sqrt(out["mse"])
+            with np.errstate(divide="ignore", invalid="ignore"):
+                out["rmse_se"] = out["mse_se"] / (2.0 * out["rmse"])
+        return out.reset_index()
+
+    def differences(self, reference: str | None = None) -> pd.DataFrame:
+        """Each estimator's paired difference to ``reference`` (estimator - reference), per
+        query, level and size bin: the mean over the draws of the per-draw differences,
+        with its standard error and a 95% interval.
+
+        Parameters
+        ----------
+        reference : str, optional
+            Default: the study's :attr:`reference`.
+
+        Returns
+        -------
+        pandas.DataFrame
+            ``estimator``, ``reference``, ``query``, ``level``, ``size``, and for each metric
+            ``m``: ``m`` (the mean difference), ``m_se``, ``m_lo`` and ``m_hi`` (mean -+ 1.96
+            SE). A negative difference of an error metric favours ``estimator``.
+        """
+        ref = reference if reference is not None else self.reference
+        if ref is None or ref not in self.estimators:
+            raise ValidationError(f"`reference` must be one of {self.estimators}; got {ref!r}")
+        metrics = self._metrics()
+        base = self.per_draw[self.per_draw["estimator"] == ref]
+        base = base.set_index(["draw", *_KEYS])[metrics]
+        frames = []
+        for name in self.estimators:
+            if name == ref:
+                continue
+            ours = self.per_draw[self.per_draw["estimator"] == name]
+            diff = ours.set_index(["draw", *_KEYS])[metrics] - base
+            grouped = diff.groupby(level=_KEYS, sort=False)
+            out = pd.DataFrame(index=grouped.size().index)
+            for m in metrics:
+                mean = grouped[m].mean()
+                se: pd.Series = grouped[m].std(ddof=1) / np.sqrt(grouped[m].count())
+                out[m], out[f"{m}_se"] = mean, se
+                out[f"{m}_lo"], out[f"{m}_hi"] = mean - 1.96 * se, mean + 1.96 * se
+            frames.append(out.reset_index().assign(estimator=name, reference=ref))
+        if not frames:
+            return pd.DataFrame(columns=["estimator", "reference", *_KEYS])
+        frame = pd.concat(frames, ignore_index=True)
+        first = ["estimator", "reference", *_KEYS]
+        return frame[first + [c for c in frame.columns if c not in first]]
+
+
+def accuracy_study(
+    table: Table,
+    workload: Workload,
+    estimators: Sequence[str],
+    *,
+    schema: Schema,
+    draws: int,
+    rng: RNGLike = None,
+    queries: Sequence[str] | None = None,
+    levels: Sequence[str] | None = None,
+    bins: Sequence[int] = SIZE_BINS,
+    reliability_level: int | None = None,
+    reference: str | None = None,
+    budget_scale: ArrayLike | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> AccuracyStudy:
+    """Run every estimator on the same ``draws`` noisy measurement sets of ``table`` and
+    score each release with the Census Bureau's yardsticks (study path).
+
+    Parameters
+    ----------
+    table : Table
+        The truth, with ``schema``'s detailed cells (e.g. a synthetic population).
+    workload : Workload
+        The design's measurements (e.g. ``load_strategy("pl94-2020-persons").workload``).
+    estimators : sequence of str
+        Table post-processings as :class:`~postdp.analysis.ReleaseDesign` takes them (e.g.
+        ``"topdown-2020"``, ``"blue-restore,round"``, ``"project"``); each must release
+        every cell. Every one is built and checked before anything is drawn.
+    schema : Schema
+        See :func:`~postdp.analysis.summary_queries`.
+    draws : int
+        Independent measurement sets, at least 2 (the standard errors come from them).
+    rng : int, SeedSequence or None
+        The study's seed (the draws' streams are spawned from it; see the module notes).
+        None draws a fresh one.
+    queries, levels, bins
+        As :func:`~postdp.analysis.census_metrics`.
+    reliability_level : int, optional
+        The level whose geounits are the reliability units (e.g. the block groups).
+    reference : str, optional
+        The estimator the others are compared with (default the first).
+    budget_scale : array_like, optional
+        Each geounit's multiple of its level's budget, as for ``ReleaseDesign``.
+    progress : callable(done, total), optional
+        Called after each draw.
+
+    Returns
+    -------
+    AccuracyStudy
+
+    Examples
+    --------
+    >>> from postdp import Gaussian, Hierarchy
+    >>> from postdp.tables import Measurement, Query, pl94_schema
+    >>> s = pl94_schema()
+    >>> geo = Hierarchy.from_parents(["S", "a", "b"], [None, "S", "S"])
+    >>> cells = np.zeros((2, s.size), dtype=int); cells[:, :3] = [[40, 7, 3], [25, 9, 1]]
+    >>> t = Table(geo, s.categories(), cells)
+    >>> w = Workload([Measurement(d, Query.detailed(t.categories), Gaussian(rho=4))
+    ...               for d in range(2)])
+    >>> study = accuracy_study(t, w, ["project", "topdown,round"], schema=s, draws=4,
+    ...                        rng=0, queries=["total"], bins=[0])
+    >>> study.summary()[["estimator", "level", "mae"]].shape, study.draws
+    ((4, 3), 4)
+    """
+    names = [str(e) for e in estimators]
+    if not names or len(set(names)) != len(names):
+        raise ValidationError(f"`estimators` must name distinct estimators; got {names}")
+    if isinstance(draws, bool) or int(draws) != draws or draws < 2:
+        raise ValidationError(f"`draws` must be a whole number >= 2; got {draws!r}")
+    ref = names[0] if reference is None else str(reference)
+    if ref not in names:
+        raise ValidationError(f"`reference` must be one of {names}; got {ref!r}")
+    designs = []
+    for name in names:
+        design = ReleaseDesign(table, workload, name, budget_scale=budget_scale)
+        if design.step is None:
+            raise ValidationError(f"estimator {name!r} releases no table (name an estimator)")
+        designs.append(design)
+    scale = designs[0].budget_scale
+    root = _root(rng)
+    # the schema, queries, levels and bins, checked on the truth before anything is drawn
+    census_metrics(
+        table.detailed(), table, schema=schema, queries=queries, levels=levels, bins=bins
+    )
+    if reliability_level is not None and not 0 <= reliability_level < table.geography.n_levels:
+        raise ValidationError(
+            f"`reliability_level` must be in 0..{table.geography.n_levels - 1}; "
+            f"got {reliability_level}"
+        )
+    n = int(draws)
+    seeds = root.spawn(n)
+    rows: list[pd.DataFrame] = []
+    pooled: dict[str, list[pd.DataFrame]] = {name: [] for name in names}
+    rule = (0.05, 0.95)
+    for r, seed in enumerate(seeds):
+        noise, *rounding = seed.spawn(1 + len(names))
+        measured = measure(
+            table, workload, secure=False, rng=np.random.default_rng(noise),
+            budget_scale=scale, budget_checked=True,
+        )  # fmt: skip
+        for name, design, stream in zip(names, designs, rounding, strict=True):
+            released = design.solve(measured, rng=np.random.default_rng(stream))
+            frame = census_metrics(
+                released, table, schema=schema, queries=queries, levels=levels, bins=bins
+            )
+            frame["mse"] = frame.pop("rmse") ** 2
+            rows.append(frame.assign(estimator=name, draw=r))
+            if reliability_level is not None:
+                found = reliability_threshold(
+                    released, table, schema=schema, level=reliability_level
+                )
+                pooled[name].append(found.by_bin)
+                rule = (found.within, found.coverage)
+        if progress is not None:
+            progress(r + 1, n)
+    per_draw = pd.concat(rows, ignore_index=True)
+    first = ["estimator", "draw", *_KEYS, "geounits", "counts"]
+    per_draw = per_draw[first + [m for m in METRICS if m in per_draw.columns]]
+    reliability = {name: _pool(bins_, *rule) for name, bins_ in pooled.items() if bins_}
+    return AccuracyStudy(per_draw, reliability, ref)
+
+
+def _root(rng: RNGLike) -> np.random.SeedSequence:
+    """The study's seed sequence: a Generator is refused (each draw's streams are children of
+    one seed, so a draw can be run again alone)."""
+    if isinstance(rng, np.random.SeedSequence):
+        return rng
+    if rng is None:
+        return np.random.SeedSequence()
+    if isinstance(rng, bool) or not isinstance(rng, int | np.integer) or rng < 0:
+        raise ValidationError(
+            f"`rng` must be a nonnegative int seed, a SeedSequence or None; got {rng!r}"
+        )
+    return np.random.SeedSequence(int(rng))
+
+
+def _pool(frames: list[pd.DataFrame], within: float, coverage: float) -> ReliabilityThreshold:
+    """The reliability bins of several releases pooled (units summed, shares weighted by
+    their units), and the threshold rule on them."""
+    every = pd.concat(frames, ignore_index=True)
+    every["ok"] = every["share_within"] * every["units"]
+    joined = every.groupby(["low", "high"], as_index=False)[["units", "ok"]].sum()
+    joined["share_within"] = joined.pop("ok") / joined["units"]
+    return threshold_of_bins(joined.sort_values("low", ignore_index=True), within, coverage)

@@ -1,0 +1,176 @@
+"""The accuracy study (issue 44): every estimator on the same draws, the Census Bureau's
+metrics per draw, their means with Monte Carlo standard errors and paired differences."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from postdp.analysis import (
+    AccuracyStudy,
+    ReleaseDesign,
+    accuracy_study,
+    census_metrics,
+    reliability_threshold,
+)
+from postdp.errors import ValidationError
+from postdp.postprocess import TableProjector
+from postdp.tables import measure, pl94_schema
+from tests.tables._reference import small_pl94_state
+
+SCHEMA = pl94_schema()
+Z = 4.0  # fixed seeds; |estimate - theory| <= Z * SE from the sample
+
+
+@pytest.fixture(scope="module")
+def state():
+    return small_pl94_state(3)
+
+
+def test_every_row_is_the_direct_metrics_of_its_draw(state):
+    """The documented streams: draw r measures with SeedSequence(seed).spawn(R)[r].spawn(1 +
+    E)[0], estimator k rounds with child 1 + k. Rebuilding every release that way, each row
+    of ``per_draw`` equals ``census_metrics`` of that release (rmse kept as its square), and
+    the pooled reliability threshold equals the threshold of every draw's release at once."""
+    table, work = state
+    names = ["topdown-2020", "blue-restore,round"]
+    study = accuracy_study(
+        table, work, names, schema=SCHEMA, draws=3, rng=11, queries=["total", "hispanic"],
+        reliability_level=4,
+    )  # fmt: skip
+    kept = {name: [] for name in names}
+    for r, seed in enumerate(np.random.SeedSequence(11).spawn(3)):
+        noise, *rounding = seed.spawn(1 + len(names))
+        measured = measure(table, work, secure=False, rng=np.random.default_rng(noise))
+        for name, stream in zip(names, rounding, strict=True):
+            released = ReleaseDesign(table, work, name).solve(
+                measured, rng=np.random.default_rng(stream)
+            )
+            kept[name].append(released)
+            direct = census_metrics(released, table, schema=SCHEMA, queries=["total", "hispanic"])
+            rows = study.per_draw[
+                (study.per_draw["estimator"] == name) & (study.per_draw["draw"] == r)
+            ]
+            assert len(rows) == len(direct)
+            np.testing.assert_array_equal(rows["mae"].to_numpy(), direct["mae"].to_numpy())
+            np.testing.assert_allclose(rows["mse"], direct["rmse"] ** 2, rtol=1e-15)
+            np.testing.assert_array_equal(rows["mean_error"], direct["mean_error"])
+            np.testing.assert_array_equal(rows["tvd"].isna(), direct["tvd"].isna())
+    for name in names:
+        pooled = reliability_threshold(np.stack(kept[name]), table, schema=SCHEMA, level=4)
+        ours = study.reliability[name]
+        assert ours.threshold == pooled.threshold
+        pd.testing.assert_frame_equal(
+            ours.by_bin[["low", "high", "units"]], pooled.by_bin[["low", "high", "units"]],
+            check_dtype=False,
+        )  # fmt: skip
+        np.testing.assert_allclose(ours.by_bin["share_within"], pooled.by_bin["share_within"])
+
+
+def test_summary_and_differences_by_hand():
+    """Means, standard errors (sd / sqrt(draws)), rmse from the mean square (delta-method
+    SE), NaN tvd left out of its mean, and paired differences, on numbers worked by hand."""
+    frame = pd.DataFrame(
+        {
+            "estimator": ["a"] * 3 + ["b"] * 3,
+            "draw": [0, 1, 2] * 2,
+            "query": "total",
+            "level": "1",
+            "size": "0+",
+            "geounits": 4,
+            "counts": 4,
+            "mae": [1.0, 2.0, 3.0, 2.0, 2.0, 5.0],
+            "mse": [4.0, 4.0, 16.0, 1.0, 9.0, 8.0],
+            "tvd": [0.1, np.nan, 0.3, 0.2, 0.2, np.nan],
+        }
+    )
+    s = AccuracyStudy(frame, {}, "a")
+    assert s.estimators == ["a", "b"] and s.draws == 3
+    summary = s.summary().set_index("estimator")
+    assert summary.loc["a", "mae"] == 2.0
+    assert summary.loc["a", "mae_se"] == pytest.approx(1.0 / np.sqrt(3))  # sd 1
+    assert summary.loc["a", "rmse"] == pytest.approx(np.sqrt(8.0))
+    mse_se = np.sqrt(48.0) / np.sqrt(3)  # var of (4, 4, 16) is 48
+    assert summary.loc["a", "rmse_se"] == pytest.approx(mse_se / (2 * np.sqrt(8.0)))
+    assert summary.loc["a", "tvd"] == pytest.approx(0.2)  # (0.1 + 0.3) / 2
+    assert summary.loc["a", "tvd_se"] == pytest.approx(np.sqrt(0.02) / np.sqrt(2))
+    diff = s.differences().set_index("estimator")
+    # b - a per draw: mae (1, 0, 2): mean 1, sd 1
+    assert diff.loc["b", "mae"] == pytest.approx(1.0)
+    assert diff.loc["b", "mae_se"] == pytest.approx(1 / np.sqrt(3))
+    assert diff.loc["b", "mae_lo"] == pytest.approx(1 - 1.96 / np.sqrt(3))
+    assert diff.loc["b", "tvd"] == pytest.approx(0.1)  # only draw 0 has both
+    again = s.differences("b").set_index("estimator")
+    assert again.loc["a", "mae"] == pytest.approx(-1.0) and again.loc["a", "reference"] == "b"
+    with pytest.raises(ValidationError, match="`reference` must be one of"):
+        s.differences("c")
+
+
+@pytest.mark.statistical
+def test_the_blue_is_unbiased_with_its_gls_variance(state):
+    """The study reproduces the BLUE's known law over 60 draws: its mean square error per
+    level is the GLS variance of the level's totals (TableProjector.variances, the exact
+    filter), and it is unbiased: the mean algebraic error of the race-alone-or-in-combination
+    counts is 0, each within z SE. (A level's mean error of totals, or of any query whose
+    groups partition the persons, is 0 in every draw: the public totals fix their sum.)"""
+    table, work = state
+    queries = ["total", "race alone or in combination"]
+    study = accuracy_study(
+        table, work, ["project"], schema=SCHEMA, draws=60, rng=5, queries=queries, bins=[0]
+    )
+    summary = study.summary().set_index(["query", "level"])
+    var = TableProjector(table, work).variances()  # (geounits, category nodes)
+    geo, cat = table.geography, table.categories
+    for d in range(geo.n_levels):
+        row = summary.loc[("total", str(d))]
+        theory = float(var[geo.levels[d], cat.root].mean())
+        assert abs(row["mse"] - theory) <= Z * row["mse_se"] + 1e-9, (d, row["mse"], theory)
+        assert abs(row["mean_error"]) <= 1e-9  # the public totals fix the level's sum
+        race = summary.loc[("race alone or in combination", str(d))]
+        assert race["mean_error_se"] > 0.05, race  # the test has something to test
+        assert abs(race["mean_error"]) <= Z * race["mean_error_se"], (d, race["mean_error"])
+    assert summary.loc[("total", "0"), "mse"] <= 1e-18  # the US total: held (to rounding)
+
+
+def test_topdown_2020_holds_its_invariants_in_every_draw(state):
+    """The production algorithm's invariants (the nation's and the states' totals) are exact
+    in every draw of the study: zero error at those levels, while the lower levels move."""
+    table, work = state
+    study = accuracy_study(
+        table, work, ["topdown-2020"], schema=SCHEMA, draws=3, rng=2, queries=["total"], bins=[0]
+    )
+    rows = study.per_draw
+    held = rows[rows["level"].isin(["0", "1"])]
+    assert (held["mae"] == 0).all() and (held["mse"] == 0).all() and len(held) == 6
+    assert rows[rows["level"] == "5"]["mae"].sum() > 0
+    diff = study.differences()
+    assert diff.empty  # one estimator: nothing to compare
+
+
+def test_options_are_checked_before_anything_is_drawn(state, monkeypatch):
+    table, work = state
+    import postdp.analysis.accuracy as accuracy
+
+    def no_draw(*args, **kwargs):
+        raise AssertionError("drew before the options were checked")
+
+    monkeypatch.setattr(accuracy, "measure", no_draw)
+    ok = {"schema": SCHEMA, "draws": 2, "rng": 0}
+    bad = [
+        ((["project", "project"],), ok, "distinct estimators"),
+        (([],), ok, "distinct estimators"),
+        ((["project"],), ok | {"draws": 1}, "whole number >= 2"),
+        ((["project"],), ok | {"draws": 2.5}, "whole number >= 2"),
+        ((["project"],), ok | {"reference": "topdown"}, "`reference` must be one of"),
+        ((["none"],), ok, "releases no table"),
+        ((["clamp"],), ok, "table"),
+        ((["project"],), ok | {"queries": ["nope"]}, "unknown queries"),
+        ((["project"],), ok | {"levels": ["a"]}, "levels"),
+        ((["project"],), ok | {"reliability_level": 9}, "reliability_level"),
+        ((["project"],), ok | {"rng": np.random.default_rng(0)}, "SeedSequence or None"),
+        ((["project"],), ok | {"rng": -1}, "nonnegative"),
+    ]
+    for args, options, message in bad:
+        with pytest.raises(ValidationError, match=message):
+            accuracy_study(table, work, *args, **options)
