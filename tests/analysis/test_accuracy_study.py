@@ -170,7 +170,31 @@ def test_options_are_checked_before_anything_is_drawn(state, monkeypatch):
         ((["project"],), ok | {"reliability_level": 9}, "reliability_level"),
         ((["project"],), ok | {"rng": np.random.default_rng(0)}, "SeedSequence or None"),
         ((["project"],), ok | {"rng": -1}, "nonnegative"),
+        ((["project"],), ok | {"workers": 0}, "`workers`"),
     ]
     for args, options, message in bad:
         with pytest.raises(ValidationError, match=message):
             accuracy_study(table, work, *args, **options)
+
+
+def test_the_same_study_on_processes_and_on_dask(state):
+    """Draws scored in two local processes, or as Dask tasks (gathered in whatever order
+    they finish), give the same rows, bit for bit, as the draws scored one by one; progress
+    is reported once per draw."""
+    from tests._dask import dask_client
+
+    table, work = state
+    options = {"schema": SCHEMA, "draws": 3, "rng": 4, "queries": ["total"], "reliability_level": 4}
+    names = ["topdown-2020", "project"]
+    seen = []
+    alone = accuracy_study(table, work, names, progress=lambda k, n: seen.append((k, n)), **options)
+    assert seen == [(1, 3), (2, 3), (3, 3)]
+    two = accuracy_study(table, work, names, workers=2, **options)
+    pd.testing.assert_frame_equal(two.per_draw, alone.per_draw)
+    with dask_client() as client:
+        on_dask = accuracy_study(table, work, names, client=client, **options)
+    pd.testing.assert_frame_equal(on_dask.per_draw, alone.per_draw)
+    for name in names:
+        pd.testing.assert_frame_equal(
+            on_dask.reliability[name].by_bin, alone.reliability[name].by_bin
+        )

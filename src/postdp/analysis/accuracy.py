@@ -24,8 +24,11 @@ Every number here is a study of a known truth; nothing is published.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -180,6 +183,8 @@ def accuracy_study(
     reliability_level: int | None = None,
     reference: str | None = None,
     budget_scale: ArrayLike | None = None,
+    workers: int = 1,
+    client: Any = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> AccuracyStudy:
     """Run every estimator on the same ``draws`` noisy measurement sets of ``table`` and
@@ -210,8 +215,15 @@ def accuracy_study(
         The estimator the others are compared with (default the first).
     budget_scale : array_like, optional
         Each geounit's multiple of its level's budget, as for ``ReleaseDesign``.
+    workers : int, default 1
+        Local processes, each scoring whole draws.
+    client : dask.distributed.Client, optional
+        Score the draws on a Dask cluster instead, one task per draw (the table, workload
+        and designs are shipped once to every worker). The study is the same for any
+        ``workers`` or ``client``: each draw has its own streams and the rows are gathered
+        in draw order. Each process holds the table, the designs and one draw's releases.
     progress : callable(done, total), optional
-        Called after each draw.
+        Called after each draw is scored.
 
     Returns
     -------
@@ -246,7 +258,6 @@ def accuracy_study(
         if design.step is None:
             raise ValidationError(f"estimator {name!r} releases no table (name an estimator)")
         designs.append(design)
-    scale = designs[0].budget_scale
     root = _root(rng)
     # the schema, queries, levels and bins, checked on the truth before anything is drawn
     census_metrics(
@@ -257,37 +268,125 @@ def accuracy_study(
             f"`reliability_level` must be in 0..{table.geography.n_levels - 1}; "
             f"got {reliability_level}"
         )
+    if isinstance(workers, bool) or int(workers) != workers or workers < 1:
+        raise ValidationError(f"`workers` must be a whole number >= 1; got {workers!r}")
     n = int(draws)
-    seeds = root.spawn(n)
-    rows: list[pd.DataFrame] = []
-    pooled: dict[str, list[pd.DataFrame]] = {name: [] for name in names}
-    rule = (0.05, 0.95)
-    for r, seed in enumerate(seeds):
-        noise, *rounding = seed.spawn(1 + len(names))
-        measured = measure(
-            table, workload, secure=False, rng=np.random.default_rng(noise),
-            budget_scale=scale, budget_checked=True,
-        )  # fmt: skip
-        for name, design, stream in zip(names, designs, rounding, strict=True):
-            released = design.solve(measured, rng=np.random.default_rng(stream))
-            frame = census_metrics(
-                released, table, schema=schema, queries=queries, levels=levels, bins=bins
-            )
-            frame["mse"] = frame.pop("rmse") ** 2
-            rows.append(frame.assign(estimator=name, draw=r))
-            if reliability_level is not None:
-                found = reliability_threshold(
-                    released, table, schema=schema, level=reliability_level
-                )
-                pooled[name].append(found.by_bin)
-                rule = (found.within, found.coverage)
+    plan = _Plan(table, workload, tuple(names), designs[0].budget_scale, schema, queries,
+                 levels, bins, reliability_level)  # fmt: skip
+    _DESIGNS[plan] = tuple(designs)  # built once here; a worker builds its own once
+    seeds = list(enumerate(root.spawn(n)))
+    results: list[_Scored] = []
+
+    def absorb(result: _Scored) -> None:
+        results.append(result)
         if progress is not None:
-            progress(r + 1, n)
+            progress(len(results), n)
+
+    if client is not None:  # one task per draw; the plan travels once to every worker
+        shipped = client.scatter(plan, broadcast=True)
+        futures = [client.submit(_score_draw, shipped, r, s, pure=False) for r, s in seeds]
+        for future in _as_completed(futures):
+            absorb(future.result())
+    elif int(workers) > 1:  # the plan installed once in each process
+        with ProcessPoolExecutor(int(workers), initializer=_install, initargs=(plan,)) as pool:
+            for result in pool.map(_score_installed, *zip(*seeds, strict=True)):
+                absorb(result)
+    else:
+        for r, seed in seeds:
+            absorb(_score_draw(plan, r, seed))
+    results.sort(key=lambda scored: scored.draw)  # the same study for any scheduler
+    rows = [scored.metrics for scored in results]
+    pooled = {
+        name: [s.reliability[name] for s in results if name in s.reliability] for name in names
+    }
+    rule = results[0].rule
     per_draw = pd.concat(rows, ignore_index=True)
     first = ["estimator", "draw", *_KEYS, "geounits", "counts"]
     per_draw = per_draw[first + [m for m in METRICS if m in per_draw.columns]]
     reliability = {name: _pool(bins_, *rule) for name, bins_ in pooled.items() if bins_}
     return AccuracyStudy(per_draw, reliability, ref)
+
+
+@dataclass(frozen=True, eq=False)
+class _Plan:
+    """What every draw needs, shipped once to each worker (the designs, whose prepared
+    solvers do not pickle, are built once per process from the names: :func:`_designs`)."""
+
+    table: Table
+    workload: Workload
+    names: tuple[str, ...]
+    budget_scale: Any
+    schema: Schema
+    queries: Sequence[str] | None
+    levels: Sequence[str] | None
+    bins: Sequence[int]
+    reliability_level: int | None
+
+
+@dataclass(frozen=True)
+class _Scored:
+    """One draw's metric rows and, per estimator, its reliability bins."""
+
+    draw: int
+    metrics: pd.DataFrame
+    reliability: dict[str, pd.DataFrame]
+    rule: tuple[float, float]
+
+
+#: Each plan's designs, built once per process.
+_DESIGNS: weakref.WeakKeyDictionary[_Plan, tuple[ReleaseDesign, ...]] = weakref.WeakKeyDictionary()
+_INSTALLED: list[_Plan] = []  # the plan of a local worker process
+
+
+def _designs(plan: _Plan) -> tuple[ReleaseDesign, ...]:
+    if plan not in _DESIGNS:
+        _DESIGNS[plan] = tuple(
+            ReleaseDesign(plan.table, plan.workload, name, budget_scale=plan.budget_scale)
+            for name in plan.names
+        )
+    return _DESIGNS[plan]
+
+
+def _install(plan: _Plan) -> None:
+    _INSTALLED[:] = [plan]
+
+
+def _score_installed(r: int, seed: np.random.SeedSequence) -> _Scored:
+    return _score_draw(_INSTALLED[0], r, seed)
+
+
+def _score_draw(plan: _Plan, r: int, seed: np.random.SeedSequence) -> _Scored:
+    """Draw ``r``: measure from the seed's first child, run every estimator (estimator k
+    rounding from child 1 + k) and score each release."""
+    noise, *rounding = seed.spawn(1 + len(plan.names))
+    table, designs = plan.table, _designs(plan)
+    measured = measure(
+        table, plan.workload, secure=False, rng=np.random.default_rng(noise),
+        budget_scale=designs[0].budget_scale, budget_checked=True,
+    )  # fmt: skip
+    rows, bins, rule = [], {}, (0.05, 0.95)
+    for name, design, stream in zip(plan.names, designs, rounding, strict=True):
+        released = design.solve(measured, rng=np.random.default_rng(stream))
+        frame = census_metrics(
+            released, table, schema=plan.schema, queries=plan.queries, levels=plan.levels,
+            bins=plan.bins,
+        )  # fmt: skip
+        frame["mse"] = frame.pop("rmse") ** 2
+        rows.append(frame.assign(estimator=name, draw=r))
+        if plan.reliability_level is not None:
+            found = reliability_threshold(
+                released, table, schema=plan.schema, level=plan.reliability_level
+            )
+            bins[name], rule = found.by_bin, (found.within, found.coverage)
+    return _Scored(r, pd.concat(rows, ignore_index=True), bins, rule)
+
+
+def _as_completed(futures: list[Any]) -> Any:
+    """Dask's futures as they finish (dask.distributed is untyped)."""
+    import importlib
+
+    as_completed: Any = importlib.import_module("dask.distributed").as_completed
+    return as_completed(futures)
 
 
 def _root(rng: RNGLike) -> np.random.SeedSequence:
