@@ -198,3 +198,64 @@ def test_the_same_study_on_processes_and_on_dask(state):
         pd.testing.assert_frame_equal(
             on_dask.reliability[name].by_bin, alone.reliability[name].by_bin
         )
+
+
+def test_size_bins_pooled_draw_by_draw():
+    """``sizes=False``: each draw's bins of a level weighted by their counts before the mean
+    over draws: bins of 1 and 3 counts with MAE 4 and 0 pool to 1 in draw 0."""
+    frame = pd.DataFrame(
+        {
+            "estimator": "a",
+            "draw": [0, 0, 1, 1],
+            "query": "total",
+            "level": "1",
+            "size": ["0-9", "10+"] * 2,
+            "geounits": [1, 3] * 2,
+            "counts": [1, 3] * 2,
+            "mae": [4.0, 0.0, 2.0, 2.0],
+            "mse": [16.0, 0.0, 4.0, 4.0],
+            "mean_error": [4.0, 0.0, -2.0, 2.0],
+            "mape": [1.0, 2.0, 3.0, 4.0],
+        }
+    )
+    pooled = AccuracyStudy(frame, {}, "a").summary(sizes=False).iloc[0]
+    assert pooled["size"] == "all" and pooled["counts"] == 4 and pooled["geounits"] == 4
+    assert pooled["mae"] == pytest.approx(1.5)  # draws 1.0 and 2.0
+    assert pooled["mae_se"] == pytest.approx(0.5)  # sd 0.707 / sqrt(2)
+    assert pooled["mse"] == pytest.approx(4.0) and pooled["rmse"] == pytest.approx(2.0)
+    assert pooled["mean_error"] == pytest.approx(1.0)  # draws (4 + 0)/4 and (-2 + 6)/4
+    assert "mape" not in pooled.index  # percent errors do not pool by counts
+
+
+def test_the_page_states_where_each_estimator_wins(state, tmp_path):
+    """The study's page: a verdict per estimator against the reference (levels where the
+    paired 95% interval lies below or above 0), the reliability thresholds, two figures and
+    the tables; it renders to one HTML file."""
+    from postdp.report import accuracy_report, study_verdicts
+
+    table, work = state
+    study = accuracy_study(
+        table, work, ["topdown-2020", "project"], schema=SCHEMA, draws=4, rng=1,
+        queries=["total", "hispanic"], reliability_level=4,
+    )  # fmt: skip
+    diff = study.differences(sizes=False)
+    total = diff[diff["query"] == "total"].set_index("level")
+    (verdict,) = study_verdicts(study)
+    lower = [lv for lv, row in total.iterrows() if row["mae_hi"] < -1e-9]
+    higher = [lv for lv, row in total.iterrows() if row["mae_lo"] > 1e-9]
+    assert "0" not in lower + higher  # the nation's total: both hold it (to rounding)
+    assert verdict.label == "project vs topdown-2020: MAE of total"
+    for level in lower:
+        assert level in verdict.value.split("higher")[0]
+    for level in higher:
+        assert level in verdict.value.split("higher")[1]
+    page = accuracy_report(study, design={"truth": "small_pl94_state(3)"})
+    assert len(page.figures) == 2 and [h.label for h in page.headline][1:] == [
+        "reliability threshold, topdown-2020",
+        "reliability threshold, project",
+    ]
+    assert page.design["draws"] == "4" and page.design["truth"] == "small_pl94_state(3)"
+    path = tmp_path / "study.html"
+    page.write(path)
+    text = path.read_text()
+    assert "Paired differences to topdown-2020" in text and "<img" in text

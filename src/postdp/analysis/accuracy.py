@@ -95,12 +95,34 @@ class AccuracyStudy:
         """The number of draws."""
         return int(self.per_draw["draw"].nunique())
 
-    def _metrics(self) -> list[str]:
-        return [m for m in METRICS if m in self.per_draw.columns]
+    def _metrics(self, frame: pd.DataFrame) -> list[str]:
+        return [m for m in METRICS if m in frame.columns]
 
-    def summary(self) -> pd.DataFrame:
+    def _rows(self, sizes: bool) -> pd.DataFrame:
+        """The per-draw rows, or with ``sizes=False`` each draw's rows of a level pooled over
+        its size bins (the count-weighted ``mae``, ``mse`` and ``mean_error``; size
+        ``"all"``)."""
+        if sizes:
+            return self.per_draw
+        frame = self.per_draw
+        pooled = [m for m in ("mae", "mse", "mean_error") if m in frame.columns]
+        w = frame["counts"].to_numpy(dtype=float)
+        weighted = frame[pooled].mul(w, axis=0).assign(geounits=frame["geounits"], counts=w)
+        keys = [frame[k] for k in ("estimator", "draw", "query", "level")]
+        out = weighted.groupby(keys, sort=False).sum()
+        out[pooled] = out[pooled].div(out["counts"], axis=0)
+        out["counts"] = out["counts"].astype(np.int64)
+        return out.reset_index().assign(size="all")
+
+    def summary(self, *, sizes: bool = True) -> pd.DataFrame:
         """Each metric's mean over the draws and its Monte Carlo standard error, per
         estimator, query, level and size bin.
+
+        Parameters
+        ----------
+        sizes : bool, default True
+            False: each level's size bins pooled first, draw by draw (``mae``, ``mse``,
+            ``rmse`` and ``mean_error`` only; size ``"all"``).
 
         Returns
         -------
@@ -113,9 +135,10 @@ class AccuracyStudy:
             its mean.
         """
         keys = ["estimator", *_KEYS]
-        grouped = self.per_draw.groupby(keys, sort=False)
+        rows = self._rows(sizes)
+        grouped = rows.groupby(keys, sort=False)
         out = grouped[["geounits", "counts"]].first()
-        for m in self._metrics():
+        for m in self._metrics(rows):
             col = grouped[m]
             out[m] = col.mean()
             out[f"{m}_se"] = col.std(ddof=1) / np.sqrt(col.count())
@@ -125,7 +148,7 @@ class AccuracyStudy:
                 out["rmse_se"] = out["mse_se"] / (2.0 * out["rmse"])
         return out.reset_index()
 
-    def differences(self, reference: str | None = None) -> pd.DataFrame:
+    def differences(self, reference: str | None = None, *, sizes: bool = True) -> pd.DataFrame:
         """Each estimator's paired difference to ``reference`` (estimator - reference), per
         query, level and size bin: the mean over the draws of the per-draw differences,
         with its standard error and a 95% interval.
@@ -134,6 +157,8 @@ class AccuracyStudy:
         ----------
         reference : str, optional
             Default: the study's :attr:`reference`.
+        sizes : bool, default True
+            As for :meth:`summary`.
 
         Returns
         -------
@@ -145,14 +170,15 @@ class AccuracyStudy:
         ref = reference if reference is not None else self.reference
         if ref is None or ref not in self.estimators:
             raise ValidationError(f"`reference` must be one of {self.estimators}; got {ref!r}")
-        metrics = self._metrics()
-        base = self.per_draw[self.per_draw["estimator"] == ref]
+        rows = self._rows(sizes)
+        metrics = self._metrics(rows)
+        base = rows[rows["estimator"] == ref]
         base = base.set_index(["draw", *_KEYS])[metrics]
         frames = []
         for name in self.estimators:
             if name == ref:
                 continue
-            ours = self.per_draw[self.per_draw["estimator"] == name]
+            ours = rows[rows["estimator"] == name]
             diff = ours.set_index(["draw", *_KEYS])[metrics] - base
             grouped = diff.groupby(level=_KEYS, sort=False)
             out = pd.DataFrame(index=grouped.size().index)

@@ -5,6 +5,7 @@ Every function takes the data first (a result object or arrays), options keyword
 """
 
 from postdp.plots._common import save_figure
+from postdp.plots.accuracy import plot_accuracy_differences, plot_accuracy_levels
 from postdp.plots.audit import (
     plot_bias_by_count,
     plot_diversity_errors,
@@ -24,6 +25,8 @@ from postdp.plots.planning import plot_budget_frontier
 from postdp.plots.posterior import plot_posterior
 
 __all__ = [
+    "plot_accuracy_differences",
+    "plot_accuracy_levels",
     "plot_allotment_bias",
     "plot_bias_by_count",
     "plot_budget_frontier",

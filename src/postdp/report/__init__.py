@@ -12,6 +12,7 @@ is the same page (and :func:`fairness_study` is ``postdp fairness``'s study);
 """
 
 from postdp.report._model import Headline, Report, ReportFigure, ReportTable, format_value
+from postdp.report.accuracy_page import accuracy_report, study_verdicts
 from postdp.report.audit_pages import audit_report, budget_statement, size_bins
 from postdp.report.auditing import Audit, audit
 from postdp.report.census_comparison import EstimatorComparison, compare_estimators
@@ -25,6 +26,7 @@ __all__ = [
     "Report",
     "ReportFigure",
     "ReportTable",
+    "accuracy_report",
     "audit",
     "audit_report",
     "budget_statement",
@@ -32,4 +34,5 @@ __all__ = [
     "fairness_study",
     "format_value",
     "size_bins",
+    "study_verdicts",
 ]
