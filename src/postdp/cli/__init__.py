@@ -25,6 +25,7 @@ _COMMANDS = (
     "audit",
     "posterior",
     "fairness",
+    "study",
     "plan",
     "verify",
     "reproduce",

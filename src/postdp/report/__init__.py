@@ -12,7 +12,12 @@ is the same page (and :func:`fairness_study` is ``postdp fairness``'s study);
 """
 
 from postdp.report._model import Headline, Report, ReportFigure, ReportTable, format_value
-from postdp.report.accuracy_page import accuracy_report, study_verdicts
+from postdp.report.accuracy_page import (
+    accuracy_captions,
+    accuracy_figures,
+    accuracy_report,
+    study_verdicts,
+)
 from postdp.report.audit_pages import audit_report, budget_statement, size_bins
 from postdp.report.auditing import Audit, audit
 from postdp.report.census_comparison import EstimatorComparison, compare_estimators
@@ -26,6 +31,8 @@ __all__ = [
     "Report",
     "ReportFigure",
     "ReportTable",
+    "accuracy_captions",
+    "accuracy_figures",
     "accuracy_report",
     "audit",
     "audit_report",

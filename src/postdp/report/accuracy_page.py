@@ -4,12 +4,13 @@ intervals, and every metric by query, level and size."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from postdp.analysis import AccuracyStudy
 from postdp.report._model import Headline, Report, ReportFigure, ReportTable, format_value
 
-__all__ = ["accuracy_report", "study_verdicts"]
+__all__ = ["accuracy_captions", "accuracy_figures", "accuracy_report", "study_verdicts"]
 
 _ROUNDING = 1e-9  # persons
 
@@ -64,12 +65,58 @@ def study_verdicts(study: AccuracyStudy, *, query: str = "total") -> list[Headli
     return out
 
 
+def accuracy_figures(study: AccuracyStudy, *, query: str = "total") -> dict[str, Any]:
+    """The study's figures by name (matplotlib Axes): ``mae_by_level`` and, with more than
+    one estimator, ``differences`` (to the reference).
+
+    Parameters
+    ----------
+    study : AccuracyStudy
+    query : str, default "total"
+
+    Returns
+    -------
+    dict of str to matplotlib.axes.Axes
+    """
+    from postdp.plots import plot_accuracy_differences, plot_accuracy_levels
+
+    out = {"mae_by_level": plot_accuracy_levels(study.summary(sizes=False), query=query)}
+    diff = study.differences(sizes=False)
+    if not diff.empty:
+        out["differences"] = plot_accuracy_differences(diff, query=query)
+    return out
+
+
+def accuracy_captions(
+    study: AccuracyStudy, *, query: str = "total"
+) -> dict[str, tuple[str, str, str]]:
+    """(title, alt text, caption) of each figure of :func:`accuracy_figures`, by name."""
+    return {
+        "mae_by_level": (
+            f"MAE of {query} by level",
+            f"mean absolute error of {query} by geographic level, one line per estimator, "
+            "with Monte Carlo intervals",
+            "Mean over the draws of each draw's MAE (persons), every size bin pooled; bars: "
+            "+-1.96 Monte Carlo standard errors.",
+        ),
+        "differences": (
+            f"Paired difference to {study.reference}",
+            f"difference in MAE of {query} between each estimator and {study.reference}, by "
+            "level, with 95% intervals",
+            "Each draw's MAE minus the reference's on the same noisy measurements, averaged "
+            "over the draws; below zero the estimator is the more accurate. Bars: 95% "
+            "intervals.",
+        ),
+    }
+
+
 def accuracy_report(
     study: AccuracyStudy,
     *,
     query: str = "total",
     title: str = "",
     design: dict[str, str] | None = None,
+    figures: Sequence[ReportFigure] | None = None,
     command: str = "",
 ) -> Report:
     """The study's page: a verdict per estimator, the reliability thresholds, the figures
@@ -83,6 +130,8 @@ def accuracy_report(
     title : str, optional
     design : dict of str to str, optional
         What was studied (the truth, the workload, the seed), shown beside the estimators.
+    figures : sequence of ReportFigure, optional
+        Default: :func:`accuracy_figures`, drawn now.
     command : str, optional
         The command line shown.
 
@@ -101,8 +150,6 @@ def accuracy_report(
     >>> page.headline[0].value
     'lower at 1'
     """
-    from postdp.plots import plot_accuracy_differences, plot_accuracy_levels
-
     levels = study.summary(sizes=False)
     diff = study.differences(sizes=False)
     headline = study_verdicts(study, query=query)
@@ -110,27 +157,9 @@ def accuracy_report(
         headline.append(Headline(f"reliability threshold, {name}", str(found).split(" (")[0],
                                  "the smallest 50-person bin from which 95% of the units "
                                  "have their largest group's share within 5 points"))  # fmt: skip
-    figures = [
-        ReportFigure.from_axes(
-            plot_accuracy_levels(levels, query=query),
-            title=f"MAE of {query} by level",
-            alt=f"mean absolute error of {query} by geographic level, one line per estimator, "
-            "with Monte Carlo intervals",
-            caption="Mean over the draws of each draw's MAE (persons), every size bin pooled; "
-            "bars: +-1.96 Monte Carlo standard errors.",
-        )
-    ]
-    if not diff.empty:
-        figures.append(
-            ReportFigure.from_axes(
-                plot_accuracy_differences(diff, query=query),
-                title=f"Paired difference to {study.reference}",
-                alt=f"difference in MAE of {query} between each estimator and "
-                f"{study.reference}, by level, with 95% intervals",
-                caption="Each draw's MAE minus the reference's on the same noisy "
-                "measurements, averaged over the draws; below zero the estimator is the more "
-                "accurate. Bars: 95% intervals.",
-            )
+    if figures is None:
+        figures = ReportFigure.drawn(
+            accuracy_figures(study, query=query), accuracy_captions(study, query=query)
         )
     tables = [
         ReportTable("By level, every size bin pooled", _shown(levels)),
@@ -150,7 +179,7 @@ def accuracy_report(
         privacy="study path: a synthetic or otherwise known truth; nothing was published",
         headline=headline,
         tables=tables,
-        figures=figures,
+        figures=list(figures),
         notes=[
             "Differences are paired: each estimator is scored on the same measurements as "
             "the reference, so a difference is more precise than the two means it compares.",

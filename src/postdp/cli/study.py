@@ -1,0 +1,222 @@
+"""``postdp study``: the accuracy study of the 2020 persons design on a synthetic population
+(study path; :func:`postdp.analysis.accuracy_study`)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+from typing import Any
+
+from postdp.cli._io import RunState, check_output_dir
+from postdp.cli._options import (
+    CliError,
+    add_output_options,
+    flag,
+    fraction,
+    ids,
+    run_bars,
+    whole,
+)
+from postdp.cli._report import add_report_option, check_report, print_written, write_study
+
+__all__ = ["add_parser", "run"]
+
+STRATEGY = "pl94-2020-persons"
+
+DESCRIPTION = """\
+An accuracy study of the 2020 redistricting persons design (the production workload and
+budget, pl94-2020-persons) on a synthetic population (--synthetic: state FIPS codes):
+--draws independent noisy measurement sets on the study path (numpy's generator, seeded
+by --seed; nothing is published), every estimator of --estimators run on the same draws,
+and each release scored against the truth with the Census Bureau's summary metrics (MAE,
+RMSE, mean algebraic error, MALPE, MAPE, median APE, share over 10%, TVD) by query,
+geographic level and size bin, and the 5-point / 95% reliability threshold of the block
+groups. The first estimator is the reference: differences.csv holds each other's paired
+difference to it with its standard error and 95% interval. Every option is checked, the
+truth built and every estimator prepared before the first draw; the folder is written only
+when every draw is scored. --report FILE.html adds a page with a verdict per estimator.
+"""
+
+
+def add_parser(commands: Any) -> None:
+    """Register the ``study`` subcommand."""
+    parser = commands.add_parser(
+        "study",
+        help="accuracy of estimators on the same draws of the 2020 design (synthetic truth)",
+        description=DESCRIPTION,
+    )
+    parser.add_argument(
+        "--synthetic",
+        type=ids,
+        nargs="+",
+        action="extend",
+        required=True,
+        metavar="STATES",
+        help="state FIPS codes of the synthetic persons population (--synthetic 10,11)",
+    )
+    parser.add_argument(
+        "--population-seed", type=whole(0, 2**32 - 1), default=0, help="seed of the population"
+    )
+    parser.add_argument(
+        "--population-scale",
+        type=fraction,
+        default=1.0,
+        metavar="FRACTION",
+        help="a miniature population, in (0, 1]: every county's population times FRACTION",
+    )
+    parser.add_argument(
+        "--estimators",
+        default="topdown-2020;blue-restore-2020",
+        metavar="NAME[;NAME...]",
+        help="table estimators separated by ';', each optionally followed by ',round' "
+        "(e.g. 'topdown-2020;blue-restore,round;project'); the first is the reference "
+        "(default topdown-2020;blue-restore-2020)",
+    )
+    parser.add_argument("--draws", type=whole(2, 10**6), default=20, help="measurement sets")
+    parser.add_argument("--seed", type=whole(0, 2**63 - 1), default=0, help="the study's seed")
+    parser.add_argument(
+        "--queries",
+        metavar="Q[;Q...]",
+        help="summary queries separated by ';' (default all; e.g. 'total;hispanic')",
+    )
+    parser.add_argument(
+        "--workers", type=whole(1, 1024), default=1, help="local processes, each scoring draws"
+    )
+    parser.add_argument("--output-dir", default="study", metavar="DIR", help="the study's folder")
+    parser.add_argument("--no-figures", action="store_true", help="write the tables only")
+    add_report_option(parser)
+    add_output_options(parser)
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace, state: RunState) -> int:
+    """Check every option, build the truth and the designs, check the folder, run the
+    draws, then write."""
+    from postdp.analysis import ReleaseDesign, summary_queries
+    from postdp.nmf import synthetic_population
+    from postdp.tables import load_strategy
+
+    if not args.no_figures and importlib.util.find_spec("matplotlib") is None:
+        raise CliError("figures need matplotlib (pip install 'postdp[plots]'); or --no-figures")
+    args.synthetic = [code for word in args.synthetic for code in word]
+    names = [e.strip() for e in args.estimators.split(";")]
+    if not all(names) or len(set(names)) != len(names):
+        raise CliError(f"--estimators {args.estimators!r}: distinct names separated by ';'")
+    strategy = load_strategy(STRATEGY)
+    queries = None
+    if args.queries is not None:
+        queries = [q.strip() for q in args.queries.split(";")]
+        known = list(summary_queries(strategy.schema))
+        unknown = [q for q in queries if q not in known]
+        if unknown:
+            raise CliError(
+                f"--queries {args.queries!r}: unknown {unknown}; choose from {'; '.join(known)}"
+            )
+    state.phase = "building the synthetic population"
+    with flag("--synthetic", ",".join(args.synthetic)):
+        truth = strategy.tabulate(
+            synthetic_population(
+                args.synthetic, seed=args.population_seed, scale=args.population_scale
+            )
+        )
+    work = strategy.workload(truth)
+    state.phase = "preparing the estimators"
+    for name in names:
+        with flag("--estimators", name):
+            if ReleaseDesign(truth, work, name).step is None:
+                raise CliError(f"--estimators {name!r}: releases no table; name an estimator")
+    out_dir = check_output_dir(args.output_dir, "--output-dir", inputs=[], overwrite=args.overwrite)
+    report_path = check_report(args, inputs=[], folder=out_dir)
+    from postdp.analysis import accuracy_study
+    from postdp.data import level_names
+
+    levels = level_names(truth.geography)
+    block_groups = next((d for d, n in enumerate(levels) if n.lower() == "block group"), None)
+    state.phase = "drawing"
+    with run_bars(state, quiet=args.quiet) as tick:
+        study = accuracy_study(
+            truth, work, names, schema=strategy.schema, draws=args.draws, rng=args.seed,
+            queries=queries, levels=levels, reliability_level=block_groups,
+            workers=args.workers, progress=lambda done, total: tick("draws", done, total),
+        )  # fmt: skip
+    design = {
+        "truth": f"synthetic population of {','.join(args.synthetic)} (seed "
+        f"{args.population_seed}, scale {args.population_scale:g}): {truth.geography.n:,} "
+        "geounits",
+        "workload": f"{STRATEGY} ({strategy.budget})",
+        "seed": str(args.seed),
+    }
+    written = _Written(study, design)
+    shown = write_study(
+        args,
+        state,
+        out_dir,
+        report_path,
+        written,
+        manifest={
+            "command": "postdp study",
+            "synthetic": args.synthetic,
+            "population_seed": args.population_seed,
+            "population_scale": args.population_scale,
+            "strategy": STRATEGY,
+            "estimators": names,
+            "draws": args.draws,
+            "seed": args.seed,
+            "queries": queries,
+        },
+    )
+    for line in written.summary_lines():
+        print(line)
+    print_written(shown)
+    return 0
+
+
+class _Written:
+    """What ``write_study`` writes of a study: its tables, figures and page."""
+
+    def __init__(self, study: Any, design: dict[str, str]) -> None:
+        from postdp.report import accuracy_captions
+
+        self.study, self.design = study, design
+        self.captions = accuracy_captions(study)
+
+    def tables(self) -> dict[str, Any]:
+        import pandas as pd
+
+        study = self.study
+        out = {
+            "levels": study.summary(sizes=False),
+            "summary": study.summary(),
+            "per_draw": study.per_draw,
+        }
+        if len(study.estimators) > 1:
+            out["differences"] = study.differences()
+            out["level_differences"] = study.differences(sizes=False)
+        if study.reliability:
+            out["reliability"] = pd.concat(
+                [r.by_bin.assign(estimator=e) for e, r in study.reliability.items()],
+                ignore_index=True,
+            )
+        return out
+
+    def figures(self) -> dict[str, Any]:
+        from postdp.report import accuracy_figures
+
+        return accuracy_figures(self.study)
+
+    def report(self, *, figures: Any, command: str) -> Any:
+        from postdp.report import accuracy_report
+
+        return accuracy_report(self.study, design=self.design, figures=figures, command=command)
+
+    def summary_lines(self) -> list[str]:
+        from postdp.report import study_verdicts
+
+        study = self.study
+        lines = [
+            f"studied {', '.join(study.estimators)} over {study.draws} draws (study path, "
+            "synthetic truth; nothing published)"
+        ]
+        lines += [f"{h.label}: {h.value}" for h in study_verdicts(study)]
+        lines += [f"reliability threshold, {e}: {r}" for e, r in study.reliability.items()]
+        return lines

@@ -1,0 +1,92 @@
+"""``postdp study``: the accuracy study of the 2020 persons design on a synthetic
+population, as a command (issue 44)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from postdp.cli import main
+
+pytest.importorskip("matplotlib")
+pytest.importorskip("jinja2")
+
+SMALL = ["--synthetic", "11", "--population-scale", "0.05", "--quiet"]
+
+
+def test_a_study_writes_its_tables_figures_manifest_and_page(tmp_path, monkeypatch, capsys):
+    """Two estimators, two draws: the folder holds the tables (levels, summary, per draw,
+    paired differences, reliability), the figures and the manifest; the page states a
+    verdict; the numbers are those of postdp.analysis.accuracy_study on the same options."""
+    monkeypatch.chdir(tmp_path)
+    args = ["study", *SMALL, "--draws", "2", "--seed", "5", "--queries", "total;hispanic"]
+    args += ["--estimators", "topdown-2020;project", "--output-dir", "st", "--report", "st.html"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "project vs topdown-2020: MAE of total" in out and "wrote:" in out
+    files = {p.name for p in (tmp_path / "st").iterdir()}
+    assert files >= {
+        "levels.csv", "summary.csv", "per_draw.csv", "differences.csv", "level_differences.csv",
+        "reliability.csv", "mae_by_level.png", "differences.png", "postdp-manifest.json",
+    }  # fmt: skip
+    manifest = json.loads((tmp_path / "st" / "postdp-manifest.json").read_text())
+    assert manifest["estimators"] == ["topdown-2020", "project"] and manifest["draws"] == 2
+    html = (tmp_path / "st.html").read_text(encoding="utf-8")
+    assert "Paired differences to topdown-2020" in html and html.count("<img") == 2
+
+    from postdp.analysis import accuracy_study
+    from postdp.data import level_names
+    from postdp.nmf import synthetic_population
+    from postdp.tables import load_strategy
+
+    strategy = load_strategy("pl94-2020-persons")
+    truth = strategy.tabulate(synthetic_population(["11"], seed=0, scale=0.05))
+    study = accuracy_study(
+        truth, strategy.workload(truth), ["topdown-2020", "project"], schema=strategy.schema,
+        draws=2, rng=5, queries=["total", "hispanic"], levels=level_names(truth.geography),
+    )  # fmt: skip
+    written = pd.read_csv(tmp_path / "st" / "per_draw.csv", dtype={"level": str})
+    np.testing.assert_allclose(written["mae"], study.per_draw["mae"], rtol=1e-12)
+    assert list(written["level"].unique()) == level_names(truth.geography)
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--estimators", "none"], "--estimators 'none': releases no table"),
+        (["--estimators", "clamp"], "--estimators 'clamp'"),
+        (["--estimators", "project;project"], "distinct names"),
+        (["--queries", "total;nope"], "--queries 'total;nope': unknown ['nope']"),
+        (["--report", "x.txt"], "--report 'x.txt'"),
+        (["--draws", "1"], "--draws"),
+    ],
+)
+def test_bad_options_fail_in_one_line_before_any_draw(
+    extra, message, tmp_path, monkeypatch, capsys
+):
+    import postdp.analysis
+
+    def no_draw(*args, **kwargs):
+        raise AssertionError("drew before the options were checked")
+
+    monkeypatch.setattr(postdp.analysis, "accuracy_study", no_draw)
+    monkeypatch.chdir(tmp_path)
+    assert main(["study", *SMALL, "--output-dir", "st", *extra]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert not (tmp_path / "st").exists()
+
+
+def test_an_existing_folder_is_kept_without_overwrite(tmp_path, monkeypatch, capsys):
+    import postdp.analysis
+
+    monkeypatch.setattr(postdp.analysis, "accuracy_study", lambda *a, **k: 1 / 0)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "st").mkdir()
+    (tmp_path / "st" / "mine.txt").write_text("keep")
+    assert main(["study", *SMALL, "--output-dir", "st"]) == 2
+    assert "--output-dir 'st'" in capsys.readouterr().err
+    assert (tmp_path / "st" / "mine.txt").read_text() == "keep"
