@@ -29,6 +29,21 @@ def _rows(frame: pd.DataFrame, query: str, metric: str) -> pd.DataFrame:
     return rows
 
 
+def _bars(rows: pd.DataFrame, metric: str, ax: Any, *, linestyle: str) -> Any:
+    """Each estimator's values by level with +-1.96 SE bars, side by side at each level."""
+    order = list(dict.fromkeys(rows["level"]))
+    names = list(dict.fromkeys(rows["estimator"]))
+    shift = np.linspace(-0.12, 0.12, len(names))
+    for k, name in enumerate(names):
+        part = rows[rows["estimator"] == name].set_index("level").reindex(order)
+        ax.errorbar(
+            np.arange(len(order)) + shift[k], part[metric], yerr=_Z * part[f"{metric}_se"],
+            marker="o", linestyle=linestyle, capsize=3, label=str(name),
+        )  # fmt: skip
+    ax.set_xticks(range(len(order)), order)
+    return ax
+
+
 def plot_accuracy_levels(
     summary: pd.DataFrame, *, query: str = "total", metric: str = "mae", ax: Any = None
 ) -> Any:
@@ -56,18 +71,7 @@ def plot_accuracy_levels(
     >>> len(plot_accuracy_levels(frame).containers)
     2
     """
-    rows = _rows(summary, query, metric)
-    ax = _axes(ax)
-    order = list(dict.fromkeys(rows["level"]))
-    shift = np.linspace(-0.12, 0.12, rows["estimator"].nunique())
-    for k, (name, part) in enumerate(rows.groupby("estimator", sort=False)):
-        part = part.set_index("level").reindex(order)
-        x = np.arange(len(order)) + shift[k]
-        ax.errorbar(
-            x, part[metric], yerr=_Z * part[f"{metric}_se"], marker="o", capsize=3,
-            label=str(name),
-        )  # fmt: skip
-    ax.set_xticks(range(len(order)), order)
+    ax = _bars(_rows(summary, query, metric), metric, _axes(ax), linestyle="-")
     title = f"{metric.upper()} of {query} by level (mean over draws, +-1.96 SE)"
     _label(ax, "geographic level", f"{metric.upper()} of {query}", title, legend=True)
     return ax
@@ -100,19 +104,8 @@ def plot_accuracy_differences(
     1
     """
     rows = _rows(differences, query, metric)
-    ax = _axes(ax)
-    order = list(dict.fromkeys(rows["level"]))
-    names = list(dict.fromkeys(rows["estimator"]))
-    shift = np.linspace(-0.12, 0.12, len(names))
-    for k, name in enumerate(names):
-        part = rows[rows["estimator"] == name].set_index("level").reindex(order)
-        x = np.arange(len(order)) + shift[k]
-        ax.errorbar(
-            x, part[metric], yerr=_Z * part[f"{metric}_se"], marker="o", linestyle="none",
-            capsize=3, label=str(name),
-        )  # fmt: skip
+    ax = _bars(rows, metric, _axes(ax), linestyle="none")
     ax.axhline(0.0, color="0.4", linewidth=0.8)
-    ax.set_xticks(range(len(order)), order)
     reference = str(rows["reference"].iloc[0]) if "reference" in rows else "the reference"
     title = f"{metric.upper()} of {query}: estimator - {reference} (95% intervals)"
     _label(ax, "geographic level", f"difference in {metric.upper()}", title, legend=True)
