@@ -62,6 +62,11 @@ def test_a_study_writes_its_tables_figures_manifest_and_page(tmp_path, monkeypat
         (["--queries", "total;nope"], "--queries 'total;nope': unknown ['nope']"),
         (["--report", "x.txt"], "--report 'x.txt'"),
         (["--draws", "1"], "--draws"),
+        (["--workers", "0"], "--workers"),
+        (["--seed", "-1"], "--seed"),
+        (["--population-scale", "2"], "--population-scale"),
+        (["--population-seed", "x"], "--population-seed"),
+        (["--synthetic", "99"], "--synthetic '11,99'"),
     ],
 )
 def test_bad_options_fail_in_one_line_before_any_draw(
