@@ -148,6 +148,43 @@ def test_topdown_2020_holds_its_invariants_in_every_draw(state):
     assert diff.empty  # one estimator: nothing to compare
 
 
+def test_the_facility_bounds_travel_with_every_draw():
+    """With ``bounds`` (the production facility bounds), every draw is measured carrying
+    them: the study's rows are the metrics of releases that meet them (rebuilt from the
+    documented streams with the bounds), while the same draw released without them breaks
+    them, so the rows would differ had the bounds been dropped."""
+    from postdp.data import facility_bounds, synthetic_facilities
+    from tests.postprocess.test_topdown_2020_bounds import _gq_state
+
+    table, work = _gq_state(0, blocks=2)
+    bounds = facility_bounds(synthetic_facilities(table, seed=0), table.geography)
+    names = ["topdown-2020", "blue-restore-2020"]
+    study = accuracy_study(
+        table, work, names, schema=SCHEMA, draws=2, rng=8, queries=["total"], bounds=bounds
+    )
+    noise, *rounding = np.random.SeedSequence(8).spawn(2)[0].spawn(1 + len(names))  # draw 0
+    held = measure(table, work, secure=False, rng=np.random.default_rng(noise), bounds=bounds)
+    for name, stream in zip(names, rounding, strict=True):
+        design = ReleaseDesign(table, work, name, bounds=bounds)
+        assert design.bounds == tuple(bounds)
+        released = design.solve(held, rng=np.random.default_rng(stream))
+        assert all(b.violation(SCHEMA, released) == 0 for b in bounds), name
+        direct = census_metrics(released, table, schema=SCHEMA, queries=["total"])
+        rows = study.per_draw[(study.per_draw["estimator"] == name) & (study.per_draw["draw"] == 0)]
+        np.testing.assert_array_equal(rows["mae"].to_numpy(), direct["mae"].to_numpy())
+    free = measure(table, work, secure=False, rng=np.random.default_rng(noise))
+    unbounded = ReleaseDesign(table, work, names[0]).solve(free)
+    assert max(b.violation(SCHEMA, unbounded) for b in bounds) > 0
+    with pytest.raises(ValidationError, match="table designs"):
+        ReleaseDesign(table.geography, work.measurements[0].mechanism, bounds=bounds)
+    with pytest.raises(ValidationError, match="shape"):
+        accuracy_study(
+            table, work, names, schema=SCHEMA, draws=2, bounds=[
+                type(bounds[0])("hhgq", np.zeros((2, 8)), np.zeros((2, 8)))
+            ],
+        )  # fmt: skip
+
+
 def test_options_are_checked_before_anything_is_drawn(state, monkeypatch):
     table, work = state
     import postdp.analysis.accuracy as accuracy

@@ -83,9 +83,12 @@ def test_a_level_whose_noise_is_skipped_is_flagged(tree):
 
 
 def test_a_sampler_with_a_fixed_seed_is_flagged(tree):
+    """Every release is the same one, so an event holds in every trial on one input and in
+    none on the other: 500 trials bound epsilon below by about 4.9, four times the claim."""
     design = ReleaseDesign(tree, Geometric(0.4), "project-nonneg,round")
-    res = audit_privacy(design, pipeline=_pipeline(design, seed=12345), trials=2_000, rng=5)
-    assert res.flagged and res.hits_low == 0
+    res = audit_privacy(design, pipeline=_pipeline(design, seed=12345), trials=500, rng=5)
+    assert res.flagged and res.hits_low == 0 and res.hits_high == 500
+    assert res.epsilon_lower > 4 * res.claimed_epsilon
 
 
 @pytest.mark.slow
@@ -93,6 +96,28 @@ def test_the_release_path_itself_is_not_flagged(tree):
     design = ReleaseDesign(tree, Geometric(0.4), "project")
     res = audit_privacy(design, secure=True, trials=2_000)
     assert not res.flagged
+
+
+def test_the_secure_path_refuses_a_measurement_opendp_accounts_more_for(tree, monkeypatch):
+    """The secure audit builds each level's OpenDP measurement once, and checks OpenDP's
+    privacy map against the cost postdp reports as the release path does: a measurement
+    OpenDP accounts more for is refused before any release."""
+    import postdp.mechanisms.release as release
+    from postdp.errors import BudgetError
+
+    real = release.opendp_measurement
+
+    def understated(mechanism):
+        measurement, d_in, nominal = real(mechanism)
+        return measurement, d_in, nominal / 2
+
+    def released(done, total):
+        raise AssertionError("a release was drawn before the check")
+
+    monkeypatch.setattr(release, "opendp_measurement", understated)
+    design = ReleaseDesign(tree, Geometric(0.4), "project")
+    with pytest.raises(BudgetError, match="more than the nominal"):
+        audit_privacy(design, secure=True, trials=100, progress=released)
 
 
 def test_bad_inputs(tree):

@@ -22,16 +22,16 @@ from ..nmf.conftest import check_parts, small_table
 from ._helpers import postdp_command, run_postdp
 
 
-def _run(args, cwd):
-    return subprocess.run(
-        [*postdp_command(), *args], cwd=cwd, capture_output=True, text=True, timeout=600
-    )
-
-
-def _killed(args, cwd, delay):
+def _killed(args, cwd, delay, after=None):
+    """The command started, then killed ``delay`` seconds later, or ``delay`` seconds after
+    ``after()`` first holds (polled; at once if the command ends before)."""
     proc = subprocess.Popen(
         [*postdp_command(), *args], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE
     )
+    deadline = time.monotonic() + 120
+    while after is not None and not after() and proc.poll() is None:
+        assert time.monotonic() < deadline, "the command never got there"
+        time.sleep(0.005)
     time.sleep(delay)
     proc.send_signal(signal.SIGKILL)
     proc.communicate(timeout=60)
@@ -137,16 +137,34 @@ def test_a_secure_measure_records_one_draw(tmp_path, monkeypatch, capsys):
 
 
 def test_a_killed_measure_leaves_nothing_or_a_complete_run(tmp_path):
-    args = ["measure", "--synthetic", "11", "--population-scale", "0.1", "--study", "--seed"]
+    """A ``postdp measure`` process killed (SIGKILL) before it writes anything, and at
+    three moments of its writing (timed from when its hidden temporary folder appears,
+    over the time the run never killed took from then to its end; the last may come after
+    the end): nothing but a hidden temporary folder, or the complete run, the same
+    numbers as the run never killed. A twentieth of DC: what is written, and how, does not
+    depend on the size."""
+    args = ["measure", "--synthetic", "11", "--population-scale", "0.05", "--study", "--seed"]
     args += ["2", "--output-dir", "run"]
+
+    def writing(folder):
+        return lambda: any(p.name.startswith(".run.") for p in folder.iterdir())
+
     start = time.perf_counter()
-    assert _run(args, tmp_path).returncode == 0
-    elapsed = time.perf_counter() - start
+    proc = subprocess.Popen(
+        [*postdp_command(), *args], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    while not writing(tmp_path)() and proc.poll() is None:
+        time.sleep(0.005)
+    began = time.perf_counter() - start
+    _, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err
+    window = time.perf_counter() - start - began
     reference = nmf.read(tmp_path / "run")
-    for fraction in (0.3, 0.6, 0.8, 0.95):
-        folder = tmp_path / f"k{fraction}"
+    kills = [(0.5 * began, False), *((f * window, True) for f in (0.2, 0.6, 0.95))]
+    for k, (delay, polled) in enumerate(kills):
+        folder = tmp_path / f"k{k}"
         folder.mkdir()
-        _killed(args, folder, fraction * elapsed)
+        _killed(args, folder, delay, after=writing(folder) if polled else None)
         if (folder / "run").exists():  # finished before the kill: complete and the same
             got = nmf.read(folder / "run")
             assert all(
@@ -154,19 +172,29 @@ def test_a_killed_measure_leaves_nothing_or_a_complete_run(tmp_path):
             )
         else:  # nothing but a hidden temporary folder; a new measure may draw
             assert [p.name for p in folder.iterdir() if not p.name.startswith(".")] == []
+            assert any(folder.iterdir()) or not polled  # killed while writing: its temporary
 
 
 def test_a_killed_postprocess_resumes_to_the_same_bytes(small_run, tmp_path):
+    """A ``postdp postprocess`` process killed (SIGKILL) at a random moment of its work,
+    one in each third of it, then given again: the same files, byte for byte, as a run
+    never killed. The moments are timed from when the process writes its plan (what it
+    did before, importing numpy, pandas and scipy, writes nothing) over the time the run
+    never killed (made in this process: the same work, nothing to import) took from its
+    plan to its manifest."""
     args = ["postprocess", str(small_run), "--method", "topdown-2020", "--quiet"]
-    start = time.perf_counter()
-    assert _run([*args, "--output-dir", "full"], tmp_path).returncode == 0
-    elapsed = time.perf_counter() - start
-    expected = json.loads((tmp_path / "full" / "postdp-manifest.json").read_text())["files"]
-    moments = np.random.default_rng(11).uniform(0.2, 1.0, size=5) * elapsed
+    assert run_postdp([*args, "--output-dir", "full"], tmp_path).returncode == 0
+    full = tmp_path / "full"
+    work = (full / "postdp-manifest.json").stat().st_mtime
+    work -= (full / "postdp-postprocess.json").stat().st_mtime
+    expected = json.loads((full / "postdp-manifest.json").read_text())["files"]
+    moments = (np.arange(3) + np.random.default_rng(11).uniform(size=3)) / 3 * work
     partial = 0
-    for k, delay in enumerate(sorted(moments)):
+    for k, delay in enumerate(moments):
         out = f"cut{k}"
-        _killed([*args, "--output-dir", out], tmp_path, delay)
+        plan = tmp_path / out / "postdp-postprocess.json"
+        _killed([*args, "--output-dir", out], tmp_path, delay, after=plan.exists)
+        assert plan.is_file()  # the process got to its work (else it failed before)
         partial += not (tmp_path / out / "postdp-manifest.json").exists()
         resumed = run_postdp([*args, "--output-dir", out], tmp_path)  # resumed in-process
         assert resumed.returncode == 0, resumed.stderr
@@ -377,23 +405,14 @@ def test_measure_writes_the_facility_constraints_and_topdown_holds_them(tmp_path
     assert main(["postprocess", str(tmp_path / "run"), "--method", "topdown-2020", "--quiet",
                  "--output-dir", str(out)]) == 0  # fmt: skip
     schema = pl94_schema()
-    histograms = np.zeros((m.table.geography.n, schema.size))
-    ids = {str(i): k for k, i in enumerate(m.table.geography.ids)}
-    for path in sorted((out / "wide").rglob("*.parquet")):
-        part = pd.read_parquet(path)
-        codes = part["geocode"].astype(str).str[1:].replace("", "US")
-        histograms[[ids[c] for c in codes]] = part[list(schema.cells)].to_numpy()
+    histograms = _long_histograms(out, m.table.geography, schema)
     assert histograms.sum() > 0
     for b in m.bounds:
         assert b.violation(schema, histograms) == 0, b.name
     other = tmp_path / "out2"  # the BLUE restored and rounded family by family holds them too
     assert main(["postprocess", str(tmp_path / "run"), "--method", "blue-restore-2020",
                  "--quiet", "--output-dir", str(other)]) == 0  # fmt: skip
-    restored = np.zeros_like(histograms)
-    for path in sorted((other / "wide").rglob("*.parquet")):
-        part = pd.read_parquet(path)
-        codes = part["geocode"].astype(str).str[1:].replace("", "US")
-        restored[[ids[c] for c in codes]] = part[list(schema.cells)].to_numpy()
+    restored = _long_histograms(other, m.table.geography, schema)
     assert (restored == np.rint(restored)).all() and restored.sum() == histograms.sum()
     for b in m.bounds:
         assert b.violation(schema, restored) == 0, b.name
@@ -427,6 +446,27 @@ def test_measure_writes_the_facility_constraints_and_topdown_holds_them(tmp_path
         err = capsys.readouterr().err
         assert "--facilities" in err and needle in err and err.count("\n") == 1, err
     assert spy == [] and not (tmp_path / "r").exists()
+
+
+def _long_histograms(out, geo, schema):
+    """Every geounit's released histogram (rows in ``geo``'s id order) from an integral
+    release's long form: its nonzero cells, the wide form's numbers in three columns (the
+    wide form's 2,000 columns cost 20 times as much to read); every geounit of the wide
+    form found there (only its ``geocode`` column read)."""
+    import pyarrow.parquet as pq
+
+    ids = {("" if g == geo.root else "0" + str(geo.ids[g])): g for g in range(geo.n)}
+    cells = {c: j for j, c in enumerate(schema.cells)}
+    found = set()
+    for path in sorted((out / "wide").rglob("part-*.parquet")):
+        found |= set(pq.read_table(path, columns=["geocode"])["geocode"].to_pylist())
+    assert found == set(ids)
+    histograms = np.zeros((geo.n, schema.size))
+    for path in sorted((out / "long").rglob("part-*.parquet")):
+        part = pq.read_table(path).to_pydict()
+        rows = [ids[g] for g in part["geocode"]]
+        histograms[rows, [cells[c] for c in part["category"]]] = part["estimate"]
+    return histograms
 
 
 def test_a_dead_dask_worker_is_one_line_and_the_run_resumable(
@@ -489,14 +529,9 @@ def test_measure_bypass_writes_the_spines_budgets_and_postprocess_reads_them(tmp
     out = tmp_path / "out"
     assert main(["postprocess", str(run), "--method", "topdown-2020", "--quiet",
                  "--output-dir", str(out)]) == 0  # fmt: skip
-    released = {}
-    for path in sorted((out / "wide").rglob("*.parquet")):
-        part = pd.read_parquet(path)
-        cells = part[list(pl94_schema().cells)].to_numpy()
-        released |= dict(zip(part["geocode"].astype(str), cells, strict=True))
+    released = _long_histograms(out, m.table.geography, pl94_schema())
     for g in np.flatnonzero(want == 0):
-        parent = "0" + str(geo.ids[geo.parent[g]])
-        assert np.array_equal(released["0" + str(geo.ids[g])], released[parent])
+        assert np.array_equal(released[rows[g]], released[rows[geo.parent[g]]])
     capsys.readouterr()
     assert main(["postprocess", str(run), "--method", "topdown", "--quiet",
                  "--output-dir", str(tmp_path / "o2")]) == 2  # fmt: skip
@@ -524,14 +559,13 @@ def test_measure_builds_each_states_table_once(tmp_path, monkeypatch):
     assert built == [["11"]]
 
 
-def _wide(out):
-    """{geocode: row of cells} of an output folder's wide form."""
+def _wide(out, levels=("*",)):
+    """{geocode: row of cells} of an output folder's wide form (of its ``levels``' names
+    only, given)."""
     import pandas as pd
 
-    frame = pd.concat(
-        [pd.read_parquet(p) for p in sorted((out / "wide").rglob("part-*.parquet"))],
-        ignore_index=True,
-    )
+    paths = [p for x in levels for p in (out / "wide").glob(f"{x}.parquet/**/part-*.parquet")]
+    frame = pd.concat([pd.read_parquet(p) for p in sorted(paths)], ignore_index=True)
     cells = frame.drop(columns=["geocode", "total"]).to_numpy()
     scale = max(1.0, float(np.abs(cells).max(initial=0)))
     np.testing.assert_allclose(frame["total"], cells.sum(axis=1), rtol=0, atol=1e-9 * scale)
@@ -615,7 +649,7 @@ def test_an_unseeded_round_records_its_seed_and_resumes_to_the_same_bytes(
         assert (tmp_path / "b" / name).read_bytes() == (tmp_path / "a" / name).read_bytes(), name
     resumed = json.loads((tmp_path / "b" / "postdp-manifest.json").read_text())
     assert resumed["files"] == files and resumed["seed"] == seed
-    wide = _wide(tmp_path / "b")
+    wide = _wide(tmp_path / "b", levels=("State", "County"))
     for state in ("010", "011"):
         county = [g for g in wide if len(g) == 6 and g.startswith(state)]
         assert np.array_equal(sum(wide[g] for g in county), wide[state])

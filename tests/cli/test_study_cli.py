@@ -18,12 +18,15 @@ SMALL = ["--synthetic", "11", "--population-scale", "0.05", "--quiet"]
 
 
 def test_a_study_writes_its_tables_figures_manifest_and_page(tmp_path, monkeypatch, capsys):
-    """Two estimators, two draws: the folder holds the tables (levels, summary, per draw,
-    paired differences, reliability), the figures and the manifest; the page states a
-    verdict; the numbers are those of postdp.analysis.accuracy_study on the same options."""
+    """Two estimators, two draws, the production facility bounds (synthetic): the folder
+    holds the tables (levels, summary, per draw, paired differences, reliability), the
+    figures and the manifest; the page states a verdict and the bounds; the numbers are
+    those of postdp.analysis.accuracy_study on the same options and bounds."""
     monkeypatch.chdir(tmp_path)
-    args = ["study", *SMALL, "--draws", "2", "--seed", "5", "--queries", "total;hispanic"]
+    args = ["study", *SMALL, "--population-scale", "0.02", "--draws", "2", "--seed", "5"]
+    args += ["--queries", "total;hispanic"]
     args += ["--estimators", "topdown-2020;project", "--output-dir", "st", "--report", "st.html"]
+    args += ["--facilities", "synthetic"]
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "project vs topdown-2020: MAE of total" in out and "wrote:" in out
@@ -34,19 +37,23 @@ def test_a_study_writes_its_tables_figures_manifest_and_page(tmp_path, monkeypat
     }  # fmt: skip
     manifest = json.loads((tmp_path / "st" / "postdp-manifest.json").read_text())
     assert manifest["estimators"] == ["topdown-2020", "project"] and manifest["draws"] == 2
+    assert manifest["facilities"] == "synthetic"
     html = (tmp_path / "st.html").read_text(encoding="utf-8")
     assert "Paired differences to topdown-2020" in html and html.count("<img") == 2
+    assert "facility bounds (synthetic): hhgq_total, nurse_nva_0" in html
 
     from postdp.analysis import accuracy_study
-    from postdp.data import level_names
+    from postdp.data import facility_bounds, level_names, synthetic_facilities
     from postdp.nmf import synthetic_population
     from postdp.tables import load_strategy
 
     strategy = load_strategy("pl94-2020-persons")
-    truth = strategy.tabulate(synthetic_population(["11"], seed=0, scale=0.05))
+    truth = strategy.tabulate(synthetic_population(["11"], seed=0, scale=0.02))
+    bounds = facility_bounds(synthetic_facilities(truth, seed=0), truth.geography)
     study = accuracy_study(
         truth, strategy.workload(truth), ["topdown-2020", "project"], schema=strategy.schema,
         draws=2, rng=5, queries=["total", "hispanic"], levels=level_names(truth.geography),
+        bounds=bounds,
     )  # fmt: skip
     written = pd.read_csv(tmp_path / "st" / "per_draw.csv", dtype={"level": str})
     np.testing.assert_allclose(written["mae"], study.per_draw["mae"], rtol=1e-12)
@@ -67,6 +74,7 @@ def test_a_study_writes_its_tables_figures_manifest_and_page(tmp_path, monkeypat
         (["--population-scale", "2"], "--population-scale"),
         (["--population-seed", "x"], "--population-seed"),
         (["--synthetic", "99"], "--synthetic '11,99'"),
+        (["--facilities", "none.csv"], "--facilities 'none.csv': no such file"),
     ],
 )
 def test_bad_options_fail_in_one_line_before_any_draw(

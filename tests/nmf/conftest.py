@@ -68,11 +68,43 @@ def counties_table(seed: int = 0) -> Table:
     return Table(geo, schema.categories(), cells)
 
 
+def _measured():
+    t = small_table()
+    return measure(t, load_strategy("pl94-2020-persons").workload(t), secure=False, rng=5)
+
+
 @pytest.fixture(scope="module")
 def measured():
     """One study-path draw of the persons preset on :func:`small_table`."""
-    t = small_table()
-    return measure(t, load_strategy("pl94-2020-persons").workload(t), secure=False, rng=5)
+    return _measured()
+
+
+@pytest.fixture(scope="session")
+def measured_run(tmp_path_factory):
+    """:func:`measured` written as a run (once per test process; tests only read it)."""
+    from postdp import nmf
+
+    return nmf.write(_measured(), tmp_path_factory.mktemp("measured") / "run")
+
+
+@pytest.fixture(scope="session")
+def release(measured_run):
+    """``release(method, **options)``: :func:`measured_run` post-processed, each written
+    once per test process (every ``nmf.postprocess`` of the same run, method and options
+    writes the same bytes) for the tests of test_runs, test_moe, test_amc and
+    test_tabulate that only read it (a test that writes in one works on a copy)."""
+    from postdp import nmf
+
+    done = {}
+
+    def released(method, **options):
+        key = (method, *sorted(options.items()))
+        if key not in done:
+            out = measured_run.parent / f"out{len(done)}"
+            done[key] = nmf.postprocess(measured_run, out, method=method, **options)
+        return done[key]
+
+    return released
 
 
 def check_parts(folder, *, batched: bool = False) -> set[int]:
@@ -95,3 +127,21 @@ def check_parts(folder, *, batched: bool = False) -> set[int]:
         assert not seen & set(geocodes), f
         seen |= set(geocodes)
     return lengths
+
+
+def released_cells(out) -> dict[str, dict[str, int]]:
+    """{geocode: {category: estimate}} of an integral release's output folder: every
+    geounit of its wide form (only the ``geocode`` column read), with its nonzero cells
+    from the long form: the wide form's numbers, in three columns instead of 2,000 (a
+    wide file costs some 20 times as much to read)."""
+    import pyarrow.parquet as pq
+
+    found: dict[str, dict[str, int]] = {}
+    for path in sorted((out / "wide").rglob("part-*.parquet")):
+        geocodes = pq.read_table(path, columns=["geocode"])["geocode"].to_pylist()
+        found.update({g: {} for g in geocodes})
+    for path in sorted((out / "long").rglob("part-*.parquet")):
+        part = pq.read_table(path).to_pydict()
+        for g, c, e in zip(part["geocode"], part["category"], part["estimate"], strict=True):
+            found[g][c] = e
+    return found

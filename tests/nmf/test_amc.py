@@ -15,12 +15,12 @@ from postdp.tables import Table
 
 @pytest.mark.statistical
 def test_amc_spread_matches_an_independent_monte_carlo(measured):
-    """The mean square error of block and tract totals from 20 AMC replicates equals, within
-    z = 4 two-sample standard errors, that of 20 independent runs of the same design on
+    """The mean square error of block and tract totals from 12 AMC replicates equals, within
+    z = 4 two-sample standard errors, that of 12 independent runs of the same design on
     the stand-in truth (ReleaseDesign.run, another code path)."""
     released = top_down_2020(measured)
     summary, totals = nmf.amc(
-        measured, released, method="topdown-2020", replicates=20, rng=1, queries=["total"]
+        measured, released, method="topdown-2020", replicates=12, rng=1, queries=["total"]
     )
     geo = measured.table.geography
     assert (totals["rmse"][geo.depth <= 1] == 0).all()  # the invariant totals never move
@@ -29,7 +29,7 @@ def test_amc_spread_matches_an_independent_monte_carlo(measured):
 
     stand_in = Table(geo, measured.table.categories, sparse.csr_array(released[geo.leaves]))
     design = ReleaseDesign(stand_in, measured.workload, "topdown-2020")
-    runs = design.run(rng=2, size=20)  # (20, geounits, category nodes); column 0: totals
+    runs = design.run(rng=2, size=12)  # (12, geounits, category nodes); column 0: totals
     truth = released.sum(axis=1)
     for depth in (3, 5):
         nodes = np.flatnonzero(geo.depth == depth)
@@ -40,7 +40,7 @@ def test_amc_spread_matches_an_independent_monte_carlo(measured):
         se = np.sqrt(independent.var(ddof=1) / independent.size * 2)
         assert abs(a - b) <= 4 * se, (depth, a, b, se)
     assert set(summary["level"]) == {str(d) for d in range(6)}
-    assert (summary["replicates"] == 20).all()
+    assert (summary["replicates"] == 12).all()
 
 
 def test_amc_needs_a_whole_number_release(measured):
@@ -51,9 +51,9 @@ def test_amc_needs_a_whole_number_release(measured):
         nmf.amc(measured, real - 0.5, method="topdown-2020", replicates=1)
 
 
-def test_postprocess_writes_the_amc_tables(measured, tmp_path):
-    run = nmf.write(measured, tmp_path / "run")
-    out = nmf.postprocess(run, tmp_path / "out", method="topdown-2020", amc=3, seed=4)
+def test_postprocess_writes_the_amc_tables(measured, measured_run, release, tmp_path):
+    run = measured_run
+    out = release("topdown-2020", amc=3, seed=4)  # nmf.postprocess(run, ..., amc=3, seed=4)
     import json
 
     import pandas as pd

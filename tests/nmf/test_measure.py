@@ -11,7 +11,7 @@ from postdp.errors import ValidationError
 from postdp.nmf import synthetic_population
 from postdp.tables import load_strategy
 
-from .conftest import check_parts, counties_table, small_table
+from .conftest import check_parts, counties_table, released_cells, small_table
 
 
 def _tables(seed=0):
@@ -103,7 +103,11 @@ def test_state_by_state_equals_the_layout_of_one_write(tmp_path):
 def test_a_run_measured_by_county_reads_and_post_processes_whole(tmp_path):
     """Every state cut (``cut_blocks=1``): one file per county below the counties' level;
     the run reads back as the whole table's geography and workload (exact shares), and
-    topdown-2020, cut or not, keeps the states' invariant totals."""
+    topdown-2020, cut or not, keeps the states' invariant totals, and cut gives every
+    geounit the uncut histogram. Cut at ``cut_blocks=5``: its 12 tasks read the run's
+    per-county and per-block-group files one subtree at a time and as a batch (counties
+    10001 and 10003); ``cut_blocks=1`` (27 tasks of one subtree each) reads them no other
+    way."""
     table = counties_table()
     _, subs = table.split_at(1)
     by_id = {str(x.geography.ids[x.geography.root]): _rooted(x) for x in subs}
@@ -121,7 +125,8 @@ def test_a_run_measured_by_county_reads_and_post_processes_whole(tmp_path):
     for level_a, level_b in zip(geo.levels, table.geography.levels, strict=True):
         assert sorted(map(str, geo.ids[level_a])) == sorted(map(str, table.geography.ids[level_b]))
     truth = dict(zip(map(str, table.geography.ids), table.counts()[:, 0], strict=True))
-    for cut in (100_000, 1):
+    released = []
+    for cut in (100_000, 5):
         out = nmf.postprocess(run, tmp_path / f"out{cut}", method="topdown-2020", cut_blocks=cut)
         states = pd.read_parquet(out / "wide" / "State.parquet")
         for code, row, total in zip(
@@ -131,6 +136,11 @@ def test_a_run_measured_by_county_reads_and_post_processes_whole(tmp_path):
             strict=True,
         ):
             assert row.sum() == total == truth[code[1:]]
+        released.append(released_cells(out))
+    whole, cut = released
+    assert whole.keys() == cut.keys() and len(whole) == table.geography.n
+    for code, row in whole.items():
+        assert cut[code] == row, code
 
 
 def test_state_by_state_refuses_before_drawing(tmp_path):

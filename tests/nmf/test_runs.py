@@ -17,7 +17,7 @@ from postdp.nmf.runs import one_thread
 from postdp.postprocess import top_down_2020
 from tests._dask import dask_client
 
-from .conftest import check_parts, counties_table
+from .conftest import check_parts, counties_table, released_cells
 
 
 def _estimates(out, form="wide"):
@@ -41,12 +41,14 @@ def _by_geocode(m, estimate):
 
 
 @pytest.fixture(scope="module")
-def run(measured, tmp_path_factory):
-    return nmf.write(measured, tmp_path_factory.mktemp("nmf") / "run")
+def run(measured_run):
+    """:func:`measured` written (conftest.py); its post-processings that tests only read
+    are conftest.py's ``release``."""
+    return measured_run
 
 
-def test_topdown_2020_by_state_equals_the_whole_table(measured, run, tmp_path):
-    out = nmf.postprocess(run, tmp_path / "out", method="topdown-2020")
+def test_topdown_2020_by_state_equals_the_whole_table(measured, release):
+    out = release("topdown-2020")  # nmf.postprocess(run, ..., method="topdown-2020")
     got = _estimates(out)
     with one_thread():
         whole = _by_geocode(measured, top_down_2020(measured))
@@ -84,22 +86,36 @@ def county_topdown(county_run, tmp_path_factory):
     return written
 
 
+@pytest.fixture(scope="module")
+def uncut_cells(county_topdown):
+    """:func:`released_cells` of the uncut run, read once for both cut sizes."""
+    return released_cells(county_topdown())
+
+
 @pytest.mark.parametrize("cut_blocks", [1, 5])
-def test_cut_subtrees_give_the_same_numbers(county_run, county_topdown, tmp_path, cut_blocks):
+def test_cut_subtrees_give_the_same_numbers(
+    county_run, county_topdown, uncut_cells, tmp_path, cut_blocks
+):
     """A subtree of more than ``cut_blocks`` blocks is a task down to its children (their
     families solved as inner ones), its other children batched into tasks of at most
     ``cut_blocks`` blocks, each batch reading only its rows (``within``), a child cut again
     if still too large (1: every state, county and tract of more than one block; 5: some
     counties whole, counties 10001 and 10003 one batch). Every geounit's histogram equals
     the uncut run's; each task's levels are in part-<its first geocode> files; a run killed
-    between two tasks resumes to the same files."""
+    between two tasks resumes to the same files.
+
+    The kill is tried at ``cut_blocks=5`` only: its tasks take every path of the resume
+    that 1's do (cut tasks at the state, county and tract, each run again on resume and
+    reading its roots from the part above; leaf tasks at levels 2 to 4, from a state's own
+    file and from parts, skipped when written), and a batch of two siblings besides, in
+    half the tasks (12, not 27)."""
     from postdp.nmf import _topdown_tasks as tasks
 
-    whole, cut = county_topdown(), county_topdown(cut_blocks)
-    a, b = _estimates(whole), _estimates(cut)
-    assert a.keys() == b.keys()
+    cut = county_topdown(cut_blocks)
+    a, b = uncut_cells, released_cells(cut)
+    assert a.keys() == b.keys() and len(a) == counties_table().geography.n
     for g, row in a.items():
-        assert np.array_equal(b[g], row), g
+        assert b[g] == row, g
     lengths = check_parts(cut / "wide" / "Block.parquet", batched=True)
     assert lengths >= ({12, 13} if cut_blocks == 1 else {6})  # tracts, block groups; counties
     if cut_blocks == 5:
@@ -113,6 +129,8 @@ def test_cut_subtrees_give_the_same_numbers(county_run, county_topdown, tmp_path
     geo = county.table.geography
     assert [str(geo.ids[g]) for g in geo.levels[2]] == ["24003"]
     assert all(str(geo.ids[g]).startswith("24003") for d in (3, 4, 5) for g in geo.levels[d])
+    if cut_blocks != 5:
+        return  # the kill and resume: at 5 only (see above)
     real, calls = tasks._leaf_task, []
 
     def dies_on_the_third(*args):
@@ -175,8 +193,8 @@ def test_siblings_read_together_equal_each_read_alone(county_run):
         below(both, depth=2)
 
 
-def test_blue_by_state_equals_the_whole_table_gls(measured, run, tmp_path):
-    out = nmf.postprocess(run, tmp_path / "out", method="project")
+def test_blue_by_state_equals_the_whole_table_gls(measured, release):
+    out = release("project")  # nmf.postprocess(run, ..., method="project")
     got = _estimates(out)
     whole = _by_geocode(measured, postdp.project(measured, nonneg=False))
     scale = max(1.0, max(float(np.abs(r).max()) for r in whole.values()))
@@ -184,7 +202,7 @@ def test_blue_by_state_equals_the_whole_table_gls(measured, run, tmp_path):
         np.testing.assert_allclose(got[g], row, atol=1e-8 * scale, rtol=0)
 
 
-def test_blue_writes_the_standard_deviation_of_every_query(measured, run, tmp_path):
+def test_blue_writes_the_standard_deviation_of_every_query(measured, release):
     """``project``'s margins of error: the ``std_dev`` form (a row per geounit and query, the
     run's marginals, ``total`` and ``detailed``) holds the square roots of the whole
     table's exact GLS variances (TableProjector, itself checked against a Monte Carlo); the
@@ -192,7 +210,7 @@ def test_blue_writes_the_standard_deviation_of_every_query(measured, run, tmp_pa
     from postdp.postprocess import TableProjector
     from postdp.tables import Query
 
-    out = nmf.postprocess(run, tmp_path / "out", method="project")
+    out = release("project")  # nmf.postprocess(run, ..., method="project")
     projector = TableProjector(measured.table, measured.workload)
     schema = measured.workload.measurements[0].query.marginal_of.schema
     frame = _estimates(out, "std_dev")
@@ -230,8 +248,10 @@ def test_whole_run_methods_are_written_by_partition(measured, run, tmp_path):
     assert int(long["estimate"].sum()) == wide
 
 
-def test_an_interrupted_post_processing_resumes_to_the_same_bytes(run, tmp_path, monkeypatch):
-    full = nmf.postprocess(run, tmp_path / "full", method="topdown-2020")
+def test_an_interrupted_post_processing_resumes_to_the_same_bytes(
+    run, release, tmp_path, monkeypatch
+):
+    full = release("topdown-2020")  # nmf.postprocess(run, ..., method="topdown-2020")
     from postdp.nmf import _topdown_tasks as tasks
 
     real = tasks._leaf_task
@@ -257,8 +277,10 @@ def test_an_interrupted_post_processing_resumes_to_the_same_bytes(run, tmp_path,
     assert a == b
 
 
-def test_another_method_in_the_same_folder_is_refused(run, tmp_path):
-    nmf.postprocess(run, tmp_path / "out", method="topdown-2020")
+def test_another_method_in_the_same_folder_is_refused(run, release, tmp_path):
+    import shutil
+
+    shutil.copytree(release("topdown-2020"), tmp_path / "out")  # a finished topdown-2020
     with pytest.raises(ValidationError, match="another run, method or seed"):
         nmf.postprocess(run, tmp_path / "out", method="project")
     (tmp_path / "junk").mkdir()
@@ -311,39 +333,6 @@ def test_a_missing_geounit_with_siblings_is_refused_before_its_solve(tmp_path):
     pd.concat([con, row], ignore_index=True).to_parquet(con_path, index=False)  # still found
     with pytest.raises(ValidationError, match="only child"):
         nmf.postprocess(run, tmp_path / "out", method="topdown-2020")
-
-
-def test_dask_local_cluster_gives_the_same_bits(tmp_path):
-    """A whole synthetic state (a twentieth of DC, 841 blocks): Dask's workers run BLAS
-    single-threaded, so the in-process run must too, or ties in the rounder can break
-    differently (seen on a many-core machine: 718 block cells of the whole District off by
-    one before the runs were held to one thread; on 2 cores the bits agree either way)."""
-    run = nmf.synthetic_run(tmp_path / "run", states=["11"], seed=0, scale=0.05)
-    local = nmf.postprocess(run, tmp_path / "local", method="topdown-2020")
-    with dask_client() as client:
-        remote = nmf.postprocess(run, tmp_path / "dask", method="topdown-2020", scheduler=client)
-    a = json.loads((local / "postdp-manifest.json").read_text())["files"]
-    b = json.loads((remote / "postdp-manifest.json").read_text())["files"]
-    assert a == b
-
-
-def test_dask_runs_the_county_tasks_of_cut_states(county_run, county_topdown, tmp_path):
-    """A cut state's county tasks are submitted as its state task ends: the same files as
-    in-process."""
-    local = county_topdown(1)
-    seen = []
-    with dask_client() as client:
-        remote = nmf.postprocess(
-            county_run,
-            tmp_path / "dask",
-            method="topdown-2020",
-            cut_blocks=1,
-            scheduler=client,
-            progress=lambda stage, done, total: seen.append((stage, done, total)),
-        )
-    a = json.loads((local / "postdp-manifest.json").read_text())["files"]
-    assert json.loads((remote / "postdp-manifest.json").read_text())["files"] == a
-    assert seen[-1][0] == "subtrees" and seen[-1][1] == seen[-1][2] > 2 + 5  # cut again
 
 
 def _shares_run(tmp_path, table, over, *, public=((0, "total"), (1, "total")), rng=1):
@@ -444,13 +433,13 @@ def test_a_run_refused_while_solving_leaves_no_output_of_this_call(run, tmp_path
 
 
 @pytest.mark.parametrize("method", ["project", "topdown-2020"])
-def test_pandas_reads_an_output_level_with_string_geocodes_and_totals(run, tmp_path, method):
+def test_pandas_reads_an_output_level_with_string_geocodes_and_totals(release, method):
     """``pd.read_parquet`` of a level's folder: ``geocode`` as written (strings keeping
     the AIAN flag's 0), no integer ``State`` column inferred from the partition folders, a
     ``total`` equal to the row's sum at every geounit; a real-valued method (``project``)
     writes no long form (it would list every cell, negative ones included), an integral
     one a long form without zero cells."""
-    out = nmf.postprocess(run, tmp_path / "out", method=method)
+    out = release(method)  # nmf.postprocess(run, ..., method=method)
     for level in ("County", "Block"):
         frame = pd.read_parquet(out / "wide" / f"{level}.parquet")
         assert list(frame.columns[:2]) == ["geocode", "total"] and "State" not in frame
@@ -469,3 +458,43 @@ def test_pandas_reads_an_output_level_with_string_geocodes_and_totals(run, tmp_p
     else:
         long = pd.read_parquet(out / "long" / "Block.parquet")
         assert "State" not in long and (long["estimate"] > 0).all()
+
+
+# -- on Dask (last in this file: the cluster's worker process lives for these tests only) --
+@pytest.fixture(scope="module")
+def client():
+    """One LocalCluster for this file's Dask tests (its worker started once)."""
+    with dask_client() as started:
+        yield started
+
+
+def test_dask_local_cluster_gives_the_same_bits(client, tmp_path):
+    """A whole synthetic state (a twentieth of DC, 841 blocks): Dask's workers run BLAS
+    single-threaded, so the in-process run must too, or ties in the rounder can break
+    differently (seen on a many-core machine: 718 block cells of the whole District off by
+    one before the runs were held to one thread; on 2 cores the bits agree either way)."""
+    run = nmf.synthetic_run(tmp_path / "run", states=["11"], seed=0, scale=0.05)
+    local = nmf.postprocess(run, tmp_path / "local", method="topdown-2020")
+    remote = nmf.postprocess(run, tmp_path / "dask", method="topdown-2020", scheduler=client)
+    a = json.loads((local / "postdp-manifest.json").read_text())["files"]
+    b = json.loads((remote / "postdp-manifest.json").read_text())["files"]
+    assert a == b
+
+
+def test_dask_runs_the_county_tasks_of_cut_states(client, county_run, county_topdown, tmp_path):
+    """A cut state's county tasks are submitted as its state task ends: the same files as
+    in-process (``cut_blocks=5``: cut tasks at the state, county and tract, whose children
+    are submitted as they end, and batches of one and two siblings; 12 tasks)."""
+    local = county_topdown(5)
+    seen = []
+    remote = nmf.postprocess(
+        county_run,
+        tmp_path / "dask",
+        method="topdown-2020",
+        cut_blocks=5,
+        scheduler=client,
+        progress=lambda stage, done, total: seen.append((stage, done, total)),
+    )
+    a = json.loads((local / "postdp-manifest.json").read_text())["files"]
+    assert json.loads((remote / "postdp-manifest.json").read_text())["files"] == a
+    assert seen[-1][0] == "subtrees" and seen[-1][1] == seen[-1][2] > 2 + 5  # cut again

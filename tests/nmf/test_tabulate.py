@@ -8,7 +8,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from postdp import nmf
 from postdp.data import geoid_names, pl94_tables
 from postdp.errors import ValidationError
 from postdp.nmf.tabulate import tabulate
@@ -17,13 +16,12 @@ from .conftest import small_table
 
 
 @pytest.fixture(scope="module")
-def released(measured, tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("tabulate")
-    run = nmf.write(measured, tmp / "run")
+def released(release):
+    """The run of :func:`measured` post-processed (conftest.py: shared, read only)."""
     return {
-        "topdown-2020": nmf.postprocess(run, tmp / "topdown", method="topdown-2020"),
-        "project": nmf.postprocess(run, tmp / "project", method="project"),
-        "amc": nmf.postprocess(run, tmp / "amc", method="topdown-2020", amc=3, seed=5),
+        "topdown-2020": release("topdown-2020"),
+        "project": release("project"),
+        "amc": release("topdown-2020", amc=3, seed=4),
     }
 
 

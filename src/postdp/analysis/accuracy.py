@@ -43,7 +43,7 @@ from postdp.analysis.census_metrics import (
 )
 from postdp.analysis.design import ReleaseDesign
 from postdp.errors import ValidationError
-from postdp.tables import Table, Workload, measure
+from postdp.tables import CountBounds, Table, Workload, measure
 from postdp.tables.schema import Schema
 
 __all__ = ["METRICS", "AccuracyStudy", "accuracy_study"]
@@ -209,6 +209,7 @@ def accuracy_study(
     reliability_level: int | None = None,
     reference: str | None = None,
     budget_scale: ArrayLike | None = None,
+    bounds: Sequence[CountBounds] = (),
     workers: int = 1,
     client: Any = None,
     progress: Callable[[int, int], None] | None = None,
@@ -241,6 +242,10 @@ def accuracy_study(
         The estimator the others are compared with (default the first).
     budget_scale : array_like, optional
         Each geounit's multiple of its level's budget, as for ``ReleaseDesign``.
+    bounds : sequence of CountBounds, optional
+        Structural bounds every draw carries, as for ``ReleaseDesign`` (the production
+        facility bounds: :func:`postdp.data.facility_bounds`); the estimators that hold
+        bounds hold them, the others ignore them, as in a release.
     workers : int, default 1
         Local processes, each scoring whole draws.
     client : dask.distributed.Client, optional
@@ -263,8 +268,8 @@ def accuracy_study(
     >>> geo = Hierarchy.from_parents(["S", "a", "b"], [None, "S", "S"])
     >>> cells = np.zeros((2, s.size), dtype=int); cells[:, :3] = [[40, 7, 3], [25, 9, 1]]
     >>> t = Table(geo, s.categories(), cells)
-    >>> w = Workload([Measurement(d, Query.detailed(t.categories), Gaussian(rho=4))
-    ...               for d in range(2)])
+    >>> cells_query = Query.marginal(s, [a.name for a in s.attributes])  # every cell
+    >>> w = Workload([Measurement(d, cells_query, Gaussian(rho=4)) for d in range(2)])
     >>> study = accuracy_study(t, w, ["project", "topdown,round"], schema=s, draws=4,
     ...                        rng=0, queries=["total"], bins=[0])
     >>> study.summary()[["estimator", "level", "mae"]].shape, study.draws
@@ -280,7 +285,7 @@ def accuracy_study(
         raise ValidationError(f"`reference` must be one of {names}; got {ref!r}")
     designs = []
     for name in names:
-        design = ReleaseDesign(table, workload, name, budget_scale=budget_scale)
+        design = ReleaseDesign(table, workload, name, budget_scale=budget_scale, bounds=bounds)
         if design.step is None:
             raise ValidationError(f"estimator {name!r} releases no table (name an estimator)")
         designs.append(design)
@@ -297,8 +302,8 @@ def accuracy_study(
     if isinstance(workers, bool) or int(workers) != workers or workers < 1:
         raise ValidationError(f"`workers` must be a whole number >= 1; got {workers!r}")
     n = int(draws)
-    plan = _Plan(table, workload, tuple(names), designs[0].budget_scale, schema, queries,
-                 levels, bins, reliability_level)  # fmt: skip
+    plan = _Plan(table, workload, tuple(names), designs[0].budget_scale, designs[0].bounds,
+                 schema, queries, levels, bins, reliability_level)  # fmt: skip
     _DESIGNS[plan] = tuple(designs)  # built once here; a worker builds its own once
     seeds = list(enumerate(root.spawn(n)))
     results: list[_Scored] = []
@@ -342,6 +347,7 @@ class _Plan:
     workload: Workload
     names: tuple[str, ...]
     budget_scale: Any
+    bounds: tuple[CountBounds, ...]
     schema: Schema
     queries: Sequence[str] | None
     levels: Sequence[str] | None
@@ -367,7 +373,9 @@ _INSTALLED: list[_Plan] = []  # the plan of a local worker process
 def _designs(plan: _Plan) -> tuple[ReleaseDesign, ...]:
     if plan not in _DESIGNS:
         _DESIGNS[plan] = tuple(
-            ReleaseDesign(plan.table, plan.workload, name, budget_scale=plan.budget_scale)
+            ReleaseDesign(
+                plan.table, plan.workload, name, budget_scale=plan.budget_scale, bounds=plan.bounds
+            )
             for name in plan.names
         )
     return _DESIGNS[plan]
@@ -388,7 +396,7 @@ def _score_draw(plan: _Plan, r: int, seed: np.random.SeedSequence) -> _Scored:
     table, designs = plan.table, _designs(plan)
     measured = measure(
         table, plan.workload, secure=False, rng=np.random.default_rng(noise),
-        budget_scale=designs[0].budget_scale, budget_checked=True,
+        bounds=plan.bounds, budget_scale=designs[0].budget_scale, budget_checked=True,
     )  # fmt: skip
     rows, bins, rule = [], {}, (0.05, 0.95)
     for name, design, stream in zip(plan.names, designs, rounding, strict=True):

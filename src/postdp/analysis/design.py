@@ -37,7 +37,15 @@ from postdp.hierarchy import Hierarchy, PublicSpec, public_values
 from postdp.mechanisms import Budget, NoiseMechanism, expand_mechanisms
 from postdp.postprocess import PostProcessChain, Step, inverse_variance_weights, parse_steps
 from postdp.postprocess.estimators import PROJECT, ROUND, estimators, parse_table_method
-from postdp.tables import Table, TableMeasurements, Workload, category_matrix, measure
+from postdp.tables import (
+    CountBounds,
+    Table,
+    TableMeasurements,
+    Workload,
+    category_matrix,
+    check_bounds,
+    measure,
+)
 from postdp.tables.bypass import check_budget_scale
 
 if TYPE_CHECKING:
@@ -81,6 +89,11 @@ class ReleaseDesign:
         :func:`postdp.tables.single_child_bypass`), checked here to spend no more than the
         workload on any path; the estimators that weigh each geounit by its own budget
         (:attr:`~postdp.postprocess.Estimator.per_geounit`) are then the only ones taken.
+    bounds : sequence of CountBounds, optional
+        Tables: structural bounds every draw's measurements carry (e.g. the 2020
+        group-quarters bounds, :func:`postdp.data.facility_bounds`), held by the estimators
+        that hold bounds (``topdown-2020`` and the restorations) and ignored by the others,
+        as they are in a release; checked against the workload's schema here.
 
     Attributes
     ----------
@@ -126,6 +139,7 @@ class ReleaseDesign:
     public: PublicSpec
     weights: Literal["equal", "inverse-variance"]
     budget_scale: FloatArray | None
+    bounds: tuple[CountBounds, ...]
     projector: Any = field(repr=False)
 
     def __init__(
@@ -137,12 +151,14 @@ class ReleaseDesign:
         public: PublicSpec = None,
         weights: Literal["equal", "inverse-variance"] = "equal",
         budget_scale: ArrayLike | None = None,
+        bounds: Sequence[CountBounds] = (),
     ) -> None:
         put = object.__setattr__
         put(self, "public", public)
         put(self, "weights", weights)
         put(self, "projector", None)
         put(self, "budget_scale", None)
+        put(self, "bounds", tuple(bounds))
         if isinstance(source, Table):
             self._init_table(source, noise, postprocess, budget_scale)
             return
@@ -152,6 +168,8 @@ class ReleaseDesign:
             raise TypeError("a Workload is measured on a Table; a Hierarchy takes mechanisms")
         if budget_scale is not None:
             raise ValidationError("`budget_scale` is for table designs (a workload's geounits)")
+        if self.bounds:
+            raise ValidationError("`bounds` are for table designs (a schema's counts)")
         if weights not in ("equal", "inverse-variance"):
             raise ValidationError(
                 f"`weights` must be 'equal' or 'inverse-variance'; got {weights!r}"
@@ -194,6 +212,7 @@ class ReleaseDesign:
         put(self, "postprocess", str(method))
         scale = check_budget_scale(budget_scale, table.geography, workload)
         put(self, "budget_scale", scale)
+        check_bounds(self.bounds, workload, geounits=table.geography.n)
         if scale is not None and est is not None and not est.per_geounit:
             fit = [e.name for e in estimators("table") if e.per_geounit]
             raise ValidationError(
@@ -530,7 +549,7 @@ class ReleaseDesign:
     def _measure(self, table: Table, rng: Any, size: int) -> TableMeasurements:
         assert self.workload is not None
         return measure(
-            table, self.workload, secure=False, rng=rng, size=size,
+            table, self.workload, secure=False, rng=rng, size=size, bounds=self.bounds,
             budget_scale=self.budget_scale, budget_checked=True,
         )  # fmt: skip
 

@@ -403,13 +403,20 @@ def _optimise(
         raise ValidationError(f"`total` must be positive and finite; got {total!r}")
     floor = 1e-4 * total
     split = given_split(compare, K, total)  # checked before any work
+    known: dict[bytes, FloatArray] = {}
+
+    def terms(shares: FloatArray) -> FloatArray:  # each split evaluated once
+        key = np.asarray(shares, dtype=float).tobytes()
+        if key not in known:
+            known[key] = level_means(shares)
+        return known[key]
 
     def shares_of(x: FloatArray) -> FloatArray:
         out: FloatArray = floor + (total - K * floor) * np.abs(x) / np.abs(x).sum()
         return out
 
     def objective(x: FloatArray) -> float:
-        return float(w @ level_means(shares_of(x)))
+        return float(w @ terms(shares_of(x)))
 
     gen = np.random.default_rng(rng)
     points = [np.full(K, 1.0 / K)] + [gen.dirichlet(np.ones(K)) for _ in range(max(0, starts - 1))]
@@ -427,9 +434,9 @@ def _optimise(
         value = objective(res.x)
         if value < best:
             best_x, best = res.x, value
-    given = None if split is None else float(w @ level_means(split))
+    given = None if split is None else float(w @ terms(split))
     shares = shares_of(best_x)
-    return BudgetPlan(shares, best, equal, given, level_means(shares))
+    return BudgetPlan(shares, best, equal, given, terms(shares))
 
 
 def given_split(compare: Sequence[float] | None, K: int, total: float) -> FloatArray | None:

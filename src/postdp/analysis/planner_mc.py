@@ -337,10 +337,18 @@ def plan_on_simplex(
         out: FloatArray = floor + (total - L * floor) * x / x.sum()
         return out
 
+    known: dict[bytes, FloatArray] = {}
+
+    def terms(shares: FloatArray) -> FloatArray:  # each split evaluated once
+        key = np.asarray(shares, dtype=float).tobytes()
+        if key not in known:
+            known[key] = level_terms(shares)
+        return known[key]
+
     def objective(z: FloatArray) -> float:
         if progress is not None:
             progress()
-        return float(w @ level_terms(shares_of(z)))
+        return float(w @ terms(shares_of(z)))
 
     start = np.zeros(L - 1)
     equal = objective(start)
@@ -357,6 +365,6 @@ def plan_on_simplex(
             )
             if res.fun < best:
                 best_z, best = res.x, float(res.fun)
-    given = None if split is None else float(w @ level_terms(split))
+    given = None if split is None else float(w @ terms(split))
     planned = shares_of(best_z)
-    return BudgetPlan(planned, best, equal, given, level_terms(planned), term)
+    return BudgetPlan(planned, best, equal, given, terms(planned), term)

@@ -375,17 +375,18 @@ def _runner(
 
         return black_box
     if secure:
-        from postdp.mechanisms.release import opendp_release
-
         h = design.hierarchy
+        from postdp.mechanisms.release import opendp_sampler
+
+        samplers = [opendp_sampler(m) for m in design.per_level]  # built once each
 
         def secure_run(x: NumArray, gen: np.random.Generator, size: int) -> FloatArray:
             chain = design.chain(x) if design.steps else None
             out = np.empty((size, keep.size))
             noisy = np.empty(h.n, dtype=design.noise_dtype())
             for i in range(size):
-                for d, nodes in enumerate(h.levels):
-                    noisy[nodes] = opendp_release(design.per_level[d], x[nodes])
+                for sample, nodes in zip(samplers, h.levels, strict=True):
+                    noisy[nodes] = sample(x[nodes])
                 release = noisy if chain is None else chain(noisy)
                 out[i] = np.asarray(release, dtype=np.float64)[keep]
                 advance(1)

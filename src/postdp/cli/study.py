@@ -7,6 +7,7 @@ import argparse
 import importlib.util
 from typing import Any
 
+from postdp.cli import _measure_inputs
 from postdp.cli._io import RunState, check_output_dir
 from postdp.cli._options import (
     CliError,
@@ -80,6 +81,16 @@ def add_parser(commands: Any) -> None:
         help="summary queries separated by ';' (default all; e.g. 'total;hispanic')",
     )
     parser.add_argument(
+        "--facilities",
+        metavar="SOURCE",
+        help="the 2020 structural constraints every draw carries (the production facility "
+        "bounds: group-quarters persons at least the facilities, none where there is no "
+        "facility or housing unit, no minors in nursing facilities), as 'synthetic' (derived "
+        "from the --synthetic population) or a CSV/Parquet file of block facilities as "
+        "postdp measure reads it; held by topdown-2020 and the restorations "
+        "(blue-restore...), ignored by the estimators that hold no bounds (default none)",
+    )
+    parser.add_argument(
         "--workers", type=whole(1, 1024), default=1, help="local processes, each scoring draws"
     )
     parser.add_argument("--output-dir", default="study", metavar="DIR", help="the study's folder")
@@ -112,6 +123,7 @@ def run(args: argparse.Namespace, state: RunState) -> int:
             raise CliError(
                 f"--queries {args.queries!r}: unknown {unknown}; choose from {'; '.join(known)}"
             )
+    bounding = _measure_inputs.facilities(args, strategy)  # the file checked now
     state.phase = "building the synthetic population"
     with flag("--synthetic", ",".join(args.synthetic)):
         truth = strategy.tabulate(
@@ -120,10 +132,14 @@ def run(args: argparse.Namespace, state: RunState) -> int:
             )
         )
     work = strategy.workload(truth)
+    bounds: tuple[Any, ...] = ()
+    if bounding is not None:
+        with flag("--facilities", args.facilities):
+            bounds = tuple(bounding(truth))
     state.phase = "preparing the estimators"
     for name in names:
         with flag("--estimators", name):
-            if ReleaseDesign(truth, work, name).step is None:
+            if ReleaseDesign(truth, work, name, bounds=bounds).step is None:
                 raise CliError(f"--estimators {name!r}: releases no table; name an estimator")
     out_dir = check_output_dir(args.output_dir, "--output-dir", inputs=[], overwrite=args.overwrite)
     report_path = check_report(args, inputs=[], folder=out_dir)
@@ -136,7 +152,7 @@ def run(args: argparse.Namespace, state: RunState) -> int:
     with run_bars(state, quiet=args.quiet) as tick:
         study = accuracy_study(
             truth, work, names, schema=strategy.schema, draws=args.draws, rng=args.seed,
-            queries=queries, levels=levels, reliability_level=block_groups,
+            queries=queries, levels=levels, reliability_level=block_groups, bounds=bounds,
             workers=args.workers, progress=lambda done, total: tick("draws", done, total),
         )  # fmt: skip
     design = {
@@ -144,6 +160,9 @@ def run(args: argparse.Namespace, state: RunState) -> int:
         f"{args.population_seed}, scale {args.population_scale:g}): {truth.geography.n:,} "
         "geounits",
         "workload": f"{STRATEGY} ({strategy.budget})",
+        "structural bounds": "none"
+        if bounding is None
+        else f"facility bounds ({args.facilities}): " + ", ".join(b.name for b in bounds),
         "seed": str(args.seed),
     }
     written = _Written(study, design)
@@ -163,6 +182,7 @@ def run(args: argparse.Namespace, state: RunState) -> int:
             "draws": args.draws,
             "seed": args.seed,
             "queries": queries,
+            "facilities": args.facilities,
         },
     )
     for line in written.summary_lines():

@@ -291,10 +291,21 @@ def written(path: Path, geocodes: Sequence[str]) -> Any:
     """The cells of ``geocodes`` in a written wide file, in their order (int64; its
     ``total`` left out)."""
 
-    _, pq = _pyarrow()
-    frame = pq.read_table(path, filters=[("geocode", "in", list(geocodes))]).to_pandas()
-    frame = frame.set_index("geocode").reindex(list(geocodes))
-    return frame.drop(columns=TOTAL).to_numpy(np.int64)
+    pa, pq = _pyarrow()
+    import pyarrow.compute as pc
+
+    # a task's part file, read whole and then picked: with some 2,000 cell columns this is
+    # half the time of a filtered read (the filter costs more than the few rows it skips)
+    wanted = list(geocodes)
+    table = pq.ParquetFile(path).read()
+    table = table.filter(pc.is_in(table.column("geocode"), pa.array(wanted)))
+    row = {g: i for i, g in enumerate(table.column("geocode").to_pylist())}
+    order = np.array([row[g] for g in wanted], dtype=np.int64)
+    cells = [c for c in table.column_names if c not in ("geocode", TOTAL)]
+    out = np.empty((len(wanted), len(cells)), dtype=np.int64)
+    for j, name in enumerate(cells):  # column by column: no 2,000-column data frame
+        out[:, j] = table.column(name).to_numpy()[order]
+    return out
 
 
 def _pick(

@@ -237,6 +237,7 @@ def check_top_down(table: Table, workload: Workload) -> None:
                 )
             continue
         info = np.zeros((c, c))
+        every_cell = False  # a query of every cell on its own identifies them, no rank test
         for m in workload.measurements:
             if m.level != d:
                 continue
@@ -245,13 +246,12 @@ def check_top_down(table: Table, workload: Workload) -> None:
                     f"top-down for tables keeps public queries at the root only; query "
                     f"{m.query.name!r} is public at level {d} (use postdp.project)"
                 )
-            if not m.public:
+            if not m.public or d == 0:  # the root may be fixed by its invariants instead
                 A = m.query.matrix(cat)
-                info += A.T @ A / m.variance
-            elif d == 0:  # the root may be fixed by its invariants instead
-                A = m.query.matrix(cat)
-                info += A.T @ A
-        if np.linalg.matrix_rank(info) < c:
+                every_cell = every_cell or (A.shape[0] == c and bool((A.sum(axis=1) == 1).all()))
+                if not every_cell:
+                    info += A.T @ A / (m.variance if not m.public else 1.0)
+        if not every_cell and np.linalg.matrix_rank(info) < c:
             raise ValidationError(
                 f"top-down for tables needs the noisy queries of every level to identify "
                 f"every detailed cell; those of level {d} do not"

@@ -16,7 +16,7 @@ the workload of a table) are here too.
 
 from postdp.tables._noise import NoisyCounts, TableMeasurements, add_noise, measure
 from postdp.tables._table import Table, category_matrix, expand
-from postdp.tables.bounds import CountBounds
+from postdp.tables.bounds import CountBounds, check_bounds
 from postdp.tables.bypass import single_child_bypass
 from postdp.tables.pl94 import p1_schema, pl94_schema, units_schema
 from postdp.tables.published import Block, PublishedTable
@@ -46,6 +46,7 @@ __all__ = [
     "add_noise",
     "aian_branches",
     "category_matrix",
+    "check_bounds",
     "expand",
     "load_strategy",
     "measure",

@@ -25,7 +25,7 @@ from postdp.errors import PrivacyLeakWarning, ValidationError
 from postdp.hierarchy import Hierarchy
 from postdp.mechanisms import Budget, NoiseMechanism, expand_mechanisms
 from postdp.tables._table import Table
-from postdp.tables.bounds import CountBounds
+from postdp.tables.bounds import CountBounds, check_bounds
 from postdp.tables.bypass import check_budget_scale, level_rho
 from postdp.tables.workload import Query, Workload
 
@@ -242,7 +242,7 @@ def measure(
             "`rng` and `size` are for the study path; pass secure=False for reproducible draws"
         )
     geo, cat = table.geography, table.categories
-    _check_bounds(bounds, workload, geo.n)
+    check_bounds(bounds, workload, geounits=geo.n)
     scale = check_budget_scale(budget_scale, geo, workload, spend=not budget_checked)
     if scale is not None and budget_checked:  # else checked with the paths
         level_rho(workload, geo.n_levels)  # zero-concentrated mechanisms only
@@ -508,21 +508,6 @@ def _draw(mechanism: Any, truth: IntArray, stream: Any, size: Any) -> FloatArray
         out = np.asarray(mechanism.release(truth.reshape(-1)), dtype=np.float64)
         return out.reshape(truth.shape)
     return _sample(mechanism, truth, stream, size)
-
-
-def _check_bounds(bounds: Sequence[CountBounds], workload: Workload, n: int) -> None:
-    """Refuse bounds that are not CountBounds of the workload's schema and geography."""
-    if not bounds:
-        return
-    marginals = [m.query.marginal_of for m in workload.measurements]
-    schemas = {(q.schema.names, q.schema.cells): q.schema for q in marginals if q is not None}
-    if len(schemas) != 1:
-        raise ValidationError("`bounds` need a workload of one schema's marginals")
-    schema = next(iter(schemas.values()))
-    for item in bounds:
-        if not isinstance(item, CountBounds):
-            raise TypeError(f"`bounds` must hold CountBounds; got {type(item).__name__}")
-        item.check(schema, n)
 
 
 def _sample(mechanism: Any, truth: IntArray, stream: Any, size: Any) -> FloatArray:

@@ -10,7 +10,9 @@ section 1.4: ``hhgq_total_lb``, ``hhgq_total_ub``, ``nurse_nva_0``). Each is a
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -18,7 +20,10 @@ from postdp._typing import ArrayLike, FloatArray
 from postdp.errors import ValidationError
 from postdp.tables.schema import Marginal, Schema
 
-__all__ = ["CountBounds"]
+if TYPE_CHECKING:
+    from postdp.tables.workload import Workload
+
+__all__ = ["CountBounds", "check_bounds"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -156,3 +161,53 @@ class CountBounds:
         with np.errstate(invalid="ignore"):
             worst = np.maximum(self.lower - counts, counts - self.upper)
         return float(np.maximum(np.nan_to_num(worst, nan=0.0), 0.0).max(initial=0.0))
+
+
+def check_bounds(bounds: Sequence[CountBounds], workload: Workload, *, geounits: int) -> None:
+    """Refuse bounds that are not CountBounds of the workload's schema and geography.
+
+    Parameters
+    ----------
+    bounds : sequence of CountBounds
+    workload : Workload
+        Of one schema's marginals (the bounds are on that schema's marginals).
+    geounits : int
+        Geounits of the geography.
+
+    Returns
+    -------
+    None
+        Returns quietly when every item is a CountBounds of the workload's schema, for
+        ``geounits`` geounits.
+
+    Raises
+    ------
+    ValidationError
+        For a workload of no single schema, or bounds on another schema or geography.
+    TypeError
+        For an item that is not a CountBounds.
+
+    Examples
+    --------
+    >>> from postdp import Gaussian
+    >>> from postdp.tables import Measurement, Query, Workload, pl94_schema
+    >>> s = pl94_schema()
+    >>> w = Workload([Measurement(0, Query.marginal(s, ["hhgq"]), Gaussian(rho=1))])
+    >>> none_in_gq = CountBounds("hhgq", np.zeros((1, 8)), np.r_[np.inf, np.zeros(7)][None])
+    >>> check_bounds([none_in_gq], w, geounits=1)  # quiet: bounds of this schema
+    >>> check_bounds([none_in_gq], w, geounits=3)
+    Traceback (most recent call last):
+    ...
+    postdp.errors.ValidationError: ...
+    """
+    if not bounds:
+        return
+    marginals = [m.query.marginal_of for m in workload.measurements]
+    schemas = {(q.schema.names, q.schema.cells): q.schema for q in marginals if q is not None}
+    if len(schemas) != 1:
+        raise ValidationError("`bounds` need a workload of one schema's marginals")
+    schema = next(iter(schemas.values()))
+    for item in bounds:
+        if not isinstance(item, CountBounds):
+            raise TypeError(f"`bounds` must hold CountBounds; got {type(item).__name__}")
+        item.check(schema, geounits)

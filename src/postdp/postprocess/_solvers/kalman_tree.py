@@ -100,6 +100,8 @@ class TreeGLS:
                 for f, p in enumerate(lay.parents[d]):
                     lo = lay.starts[d][f]
                     kids_of[int(p)] = tuple(sorted(kid_sig[lo : lo + lay.sizes[d][f]].tolist()))
+            new = {k for p, k in kids_of.items() if (d, own, float(self.scale[p]), k) not in index}
+            sums = _kid_sums(new, shapes, self.c)
             for p in range(b0, b1):
                 at = float(self.scale[p])
                 if p >= first_leaf:  # a leaf standing for a subtree: its own shape
@@ -112,7 +114,8 @@ class TreeGLS:
                 if key not in index:
                     index[key] = len(shapes)
                     kids = [shapes[k] for k in kids_of.get(p, ())]
-                    shapes.append(_node_shape(d, A, r, at, kids, self.c))
+                    summed = sums.get(kids_of.get(p, ()))
+                    shapes.append(_node_shape(d, A, r, at, kids, self.c, summed))
                 sig[p] = index[key]
         if shapes[sig[0]].open:
             raise ValidationError("the geography's root is not measured at all, nor below")
@@ -204,32 +207,45 @@ class TreeGLS:
 
         ``root`` (c, c): the root's final covariance when this tree is a subtree of a larger
         one (its smoothed covariance there); by default its own upward covariance."""
+        for groups in self.covariance_groups(root):
+            items = [(int(k), P) for positions, P in groups for k in positions]
+            items.sort(key=lambda item: item[0])
+            yield from items
+
+    def covariance_groups(
+        self, root: FloatArray | None = None
+    ) -> Iterator[list[tuple[IntArray, FloatArray]]]:
+        """:meth:`covariances` level by level, as groups (layout positions, their common
+        covariance): the children of one family and one shape share one matrix, so a
+        caller can handle a group at once instead of one geounit at a time."""
         lay = self.geography.layout
         shapes, sig = self.shapes, self.sig
-        smoothed = {0: shapes[sig[0]].cov if root is None else root}  # this level's parents
-        yield 0, smoothed[0]
+        top = shapes[sig[0]].cov if root is None else root
+        yield [(np.zeros(1, dtype=np.int64), top)]
+        smoothed = {0: top}  # this level's parents
         for d in range(len(lay.parents)):
             c0 = int(lay.bounds[d + 1])
-            nxt: dict[int, FloatArray] = {}
+            groups: list[tuple[IntArray, FloatArray]] = []
             for f, p in enumerate(lay.parents[d]):
                 parent = shapes[sig[p]]
                 lo = c0 + int(lay.starts[d][f])
+                hi = lo + int(lay.sizes[d][f])
                 if parent.sum_pinv is None:  # its one child is open: the same estimate
-                    nxt[lo] = smoothed[int(p)]
+                    groups.append((np.arange(lo, hi), smoothed[int(p)]))
                     continue
                 assert parent.summed is not None
                 middle = parent.sum_pinv @ (smoothed[int(p)] - parent.summed) @ parent.sum_pinv
-                done: dict[int, FloatArray] = {}
-                for k in range(lo, lo + int(lay.sizes[d][f])):
-                    s = int(sig[k])
-                    if s not in done:
-                        cov = shapes[s].cov
-                        P = cov + cov @ middle @ cov
-                        done[s] = (P + P.T) / 2
-                    nxt[k] = done[s]
-            yield from nxt.items()
-            inner = set(lay.parents[d + 1].tolist()) if d + 1 < len(lay.parents) else set()
-            smoothed = {k: P for k, P in nxt.items() if k in inner}  # the next level's parents
+                kid_sig = sig[lo:hi]
+                for s in dict.fromkeys(kid_sig.tolist()):
+                    cov = shapes[s].cov
+                    P = cov + cov @ middle @ cov
+                    groups.append((lo + np.flatnonzero(kid_sig == s), (P + P.T) / 2))
+            yield groups
+            if d + 1 < len(lay.parents):  # the next level's parents
+                owner = np.empty(int(lay.bounds[d + 2]) - c0, dtype=np.int64)
+                for g, (positions, _) in enumerate(groups):
+                    owner[positions - c0] = g
+                smoothed = {int(k): groups[owner[k - c0]][1] for k in lay.parents[d + 1]}
 
     def row_variances(
         self, matrices: list[FloatArray], root: FloatArray | None = None
@@ -239,26 +255,59 @@ class TreeGLS:
         For each ``Q`` (a x c) of ``matrices``, the diagonal of ``Q P Q^T`` at every
         geounit, ``P`` its covariance from :meth:`covariances` (``root`` as there): arrays
         of shape (geounits in layout order, a). One pass over the covariances serves every
-        matrix; a covariance that siblings share is used once, and each diagonal is a
-        matrix product, never the a x c x c loop of a three-operand einsum.
+        matrix; a covariance that siblings share is used once (:meth:`covariance_groups`),
+        and each diagonal is a matrix product, never the a x c x c loop of a three-operand
+        einsum.
         """
         outs = [np.empty((self.geography.n, Q.shape[0])) for Q in matrices]
-        last: FloatArray | None = None
-        values: list[FloatArray] = []
-        for k, P in self.covariances(root):
-            if P is not last:
-                values = [np.einsum("ai,ai->a", Q @ P, Q) for Q in matrices]
-                last = P
-            for out, value in zip(outs, values, strict=True):
-                out[k] = value
+        for groups in self.covariance_groups(root):
+            for positions, P in groups:
+                for out, Q in zip(outs, matrices, strict=True):
+                    out[positions] = np.einsum("ai,ai->a", Q @ P, Q)
         return outs
 
 
+def _kid_sums(
+    groups: set[tuple[int, ...]], shapes: list[_Shape], c: int
+) -> dict[tuple[int, ...], FloatArray]:
+    """The sum of the children's covariances of each group of children (sorted shape
+    indices), bit for bit as ``np.sum(covs, axis=0)`` adds a stack of c x c matrices (c >= 2:
+    one after the other, left to right), each group extending the sum of the group before
+    it in sorted order when that group is its prefix: the states of a nation of counties of
+    one shape cost as many additions as the largest state has counties, not as the nation
+    has. Empty for c = 1 (numpy sums a stack of 1 x 1 matrices pairwise: :func:`_shape`
+    calls np.sum itself)."""
+    out: dict[tuple[int, ...], FloatArray] = {}
+    if c < 2:
+        return out
+    prev: tuple[int, ...] = ()
+    for kids in sorted(groups):
+        if not kids:
+            continue
+        n = len(prev)
+        if n and kids[:n] == prev:
+            total = out[prev].copy()
+        else:
+            total, n = shapes[kids[0]].cov.copy(), 1
+        for k in kids[n:]:
+            total += shapes[k].cov
+        out[kids] = total
+        prev = kids
+    return out
+
+
 def _node_shape(
-    d: int, A: FloatArray, r: FloatArray, at: float, kids: list[_Shape], c: int
+    d: int,
+    A: FloatArray,
+    r: FloatArray,
+    at: float,
+    kids: list[_Shape],
+    c: int,
+    summed: FloatArray | None = None,
 ) -> _Shape:
     """A geounit's shape from its rows (noisy variances r / at, dropped when ``at`` is 0)
-    and its children's shapes; ``open`` when it has neither rows nor children to go by."""
+    and its children's shapes (``summed``: the sum of their covariances, if known);
+    ``open`` when it has neither rows nor children to go by."""
     noisy = r > 0
     keep = ~noisy | (at > 0)
     if any(kid.open for kid in kids):
@@ -267,12 +316,12 @@ def _node_shape(
                 f"a geounit at geographic level {d + 1} has no noisy answers of its own "
                 "(no budget) but has siblings: least squares has no unique answer for it"
             )
-        kids = []  # the one child is this geounit: its answers are this geounit's
+        kids, summed = [], None  # the one child is this geounit: its answers are this one's
     if not kids and not keep.any():
         return _Shape(np.zeros((c, c)), None, None, None, open=True)
     rows = np.flatnonzero(keep)
     r_kept = np.where(noisy[rows], r[rows] / (at if at > 0 else 1.0), 0.0)
-    shape = _shape(d, A[rows], r_kept, [kid.cov for kid in kids], c)
+    shape = _shape(d, A[rows], r_kept, [kid.cov for kid in kids], c, summed)
     if rows.size == A.shape[0]:
         return shape
 
@@ -286,7 +335,14 @@ def _node_shape(
     return replace(shape, gain=full(shape.gain), leaf_map=full(shape.leaf_map))
 
 
-def _shape(d: int, A: FloatArray, r: FloatArray, kid_covs: list[FloatArray], c: int) -> _Shape:
+def _shape(
+    d: int,
+    A: FloatArray,
+    r: FloatArray,
+    kid_covs: list[FloatArray],
+    c: int,
+    summed: FloatArray | None = None,
+) -> _Shape:
     noisy = r > 0
     if not kid_covs:  # a leaf geounit: its own noisy answers identify its cells
         An, wn = A[noisy], 1.0 / r[noisy]
@@ -308,7 +364,8 @@ def _shape(d: int, A: FloatArray, r: FloatArray, kid_covs: list[FloatArray], c: 
             gain[:, ~noisy] = cov0 @ public.T @ psd_pinv(public @ cov0 @ public.T)
             cov = cov0 - gain[:, ~noisy] @ public @ cov0
         return _Shape((cov + cov.T) / 2, gain, leaf_map, None)
-    summed = np.sum(kid_covs, axis=0)
+    if summed is None:
+        summed = np.sum(kid_covs, axis=0)
     sum_pinv = psd_pinv(summed)
     if A.shape[0] == 0:
         return _Shape(summed, None, None, sum_pinv, summed)

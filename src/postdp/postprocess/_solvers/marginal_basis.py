@@ -306,8 +306,9 @@ class MarginalBasis:
         if t not in self._covs:
             geo, tree = self.geography, self.types[t][1]
             covs = np.empty((geo.n, tree.c, tree.c))
-            for position, P in tree.covariances(None if root is None else root[t]):
-                covs[position] = P
+            for groups in tree.covariance_groups(None if root is None else root[t]):
+                for positions, P in groups:  # siblings of one shape share one matrix
+                    covs[positions] = P
             self._covs[t] = covs[geo.layout.position]
         return self._covs[t]
 

@@ -52,8 +52,8 @@ class LevelQuadratic:
         out = np.zeros((cells.size, cells.size))
         for g, w in zip(self.groups, self.weights, strict=True):
             gc = g[cells]
-            same = (gc[:, None] == gc[None, :]) & (gc[:, None] >= 0)
-            out += w * same
+            code = np.where(gc >= 0, gc, np.nan)  # a cell outside every count equals none
+            np.add(out, w, out=out, where=np.equal.outer(code, code))
         return out
 
     def linear(self, answers: list[FloatArray], cells: IntArray) -> FloatArray:
