@@ -10,6 +10,7 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
 
 
+import contextlib
 import ctypes
 import sys
 
@@ -51,6 +52,11 @@ def pytest_configure(config):
     the tables CLI in one process: peak 1,195 MiB before, 1,074 MiB after; 208 s, 217 s.
     """
     global _BLAS
+    if not os.environ.get("PYTEST_XDIST_WORKER"):  # the session's process: its workers inherit
+        import tempfile
+
+        path = os.path.join(tempfile.gettempdir(), f"postdp-tests-{os.getpid()}.lock")
+        os.environ.setdefault("POSTDP_TESTS_PROCESSES_LOCK", path)  # tests/_processes.py
     if _LIBC is not None:
         _LIBC.mallopt(_M_MMAP_THRESHOLD, 1 << 20)
         _LIBC.mallopt(_M_ARENA_MAX, 2)
@@ -91,3 +97,13 @@ def pytest_runtest_teardown(item, nextitem):
         arrow.default_memory_pool().release_unused()
     if _LIBC is not None:
         _LIBC.malloc_trim(0)
+
+
+def pytest_unconfigure(config):
+    """Remove the session's lock file of tests/_processes.py (its own session only)."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    path = os.environ.get("POSTDP_TESTS_PROCESSES_LOCK", "")
+    if path.endswith(f"postdp-tests-{os.getpid()}.lock"):
+        with contextlib.suppress(OSError):
+            os.remove(path)

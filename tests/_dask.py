@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 
+from tests._processes import processes_turn
+
 
 @contextlib.contextmanager
 def dask_client() -> Iterator[Any]:
@@ -18,10 +20,12 @@ def dask_client() -> Iterator[Any]:
     interpreter, gathered back, in whatever order they finish); that results do not depend
     on which process runs a task is what the tests' ``workers=2`` runs check. Each worker
     process holds its own numpy, scipy, pandas and postdp (150-250 MB), beside the two
-    pytest workers: a second one made the suite's peak memory.
+    pytest workers: a second one made the suite's peak memory. The cluster lives in the
+    session's turn to start processes (:mod:`tests._processes`).
     """
     distributed = pytest.importorskip("dask.distributed")
     with (
+        processes_turn(),
         distributed.LocalCluster(
             n_workers=1, threads_per_worker=1, processes=True, dashboard_address=":0"
         ) as cluster,

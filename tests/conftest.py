@@ -55,6 +55,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=lambda item: rank[item.nodeid.split("::", 1)[0]])
 
 
+@pytest.fixture(autouse=True)
+def _processes_turn(request: pytest.FixtureRequest):
+    """A test marked ``processes`` (it starts worker processes) runs in the session's turn
+    to start them: one such test at a time over the suite's workers (tests/_processes.py)."""
+    if request.node.get_closest_marker("processes") is None:
+        yield
+        return
+    from tests._processes import processes_turn
+
+    with processes_turn():
+        yield
+
+
 @pytest.fixture
 def rng() -> np.random.Generator:
     """A fixed-seed generator for tests that need one."""

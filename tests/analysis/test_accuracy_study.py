@@ -214,6 +214,7 @@ def test_options_are_checked_before_anything_is_drawn(state, monkeypatch):
             accuracy_study(table, work, *args, **options)
 
 
+@pytest.mark.processes
 def test_the_same_study_on_processes_and_on_dask(state):
     """Draws scored in two local processes, or as Dask tasks (gathered in whatever order
     they finish), give the same rows, bit for bit, as the draws scored one by one; progress

@@ -79,6 +79,7 @@ def test_a_design_of_ones_own_follows_the_protocol_and_matches_theory():
     assert res.raw_ids.tolist() == ["c0"] and res.raw_counts.sum() == res.n_draws
 
 
+@pytest.mark.processes
 def test_a_protocol_design_is_batch_and_worker_invariant():
     design = ClampedGaussian((0.0, 3.0), sigma=1.0)
     a = simulate(design, n_draws=5000, batch=64, rng=1)

@@ -45,6 +45,7 @@ def _same(a, b):
         np.testing.assert_array_equal(a.extra[key], b.extra[key], err_msg=key)
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("steps", ["project", "topdown,round", "project-nonneg"])
 def test_bit_identical_for_batch_workers_and_dask(steps):
     table = _table(1, n_geo=400, n_cat=40)  # ~16k counts: a chunk is a few draws

@@ -303,6 +303,7 @@ def test_release_element_wise_chain_reports_inconsistency(tmp_path, capsys):
     assert "unknown post-processing method 'ramp'" in capsys.readouterr().err
 
 
+@pytest.mark.processes
 def test_audit_writes_tables_and_figures(table, tmp_path, capsys):
     out = tmp_path / "audit"
     argv = [

@@ -76,6 +76,7 @@ def _release_args(folder: Path, out: str, *extra: str) -> list[str]:
     return ["release", "--input", str(folder / "good.csv"), "-o", str(folder / out), *extra]
 
 
+@pytest.mark.processes
 def test_concurrent_releases_cannot_pass_the_budget_cap(tmp_path):
     # Two releases of epsilon 3 each against a cap of 4, started together: the ledger's lock
     # serialises them, so exactly one is published and the other is refused by the cap.
@@ -109,6 +110,7 @@ def test_concurrent_releases_cannot_pass_the_budget_cap(tmp_path):
         assert len(written) == 1
 
 
+@pytest.mark.processes
 def test_concurrent_releases_to_one_absent_output_never_replace_each_other(tmp_path):
     (tmp_path / "good.csv").write_text(TABLE)
     for round_ in range(3):

@@ -684,6 +684,7 @@ def test_a_damaged_run_is_blamed_on_the_run_and_leaves_no_output(
     assert (tmp_path / "new" / "out" / "postdp-manifest.json").is_file()
 
 
+@pytest.mark.processes
 def test_ctrl_c_while_the_dask_workers_start_is_one_line(small_run, tmp_path):
     """SIGINT to the whole process group (as a terminal's Ctrl-C) once the LocalCluster's
     first worker process exists: exit 130 and postdp's one line, no worker's traceback nor
