@@ -403,13 +403,7 @@ def _optimise(
         raise ValidationError(f"`total` must be positive and finite; got {total!r}")
     floor = 1e-4 * total
     split = given_split(compare, K, total)  # checked before any work
-    known: dict[bytes, FloatArray] = {}
-
-    def terms(shares: FloatArray) -> FloatArray:  # each split evaluated once
-        key = np.asarray(shares, dtype=float).tobytes()
-        if key not in known:
-            known[key] = level_means(shares)
-        return known[key]
+    terms = once_per_split(level_means)
 
     def shares_of(x: FloatArray) -> FloatArray:
         out: FloatArray = floor + (total - K * floor) * np.abs(x) / np.abs(x).sum()
@@ -437,6 +431,22 @@ def _optimise(
     given = None if split is None else float(w @ terms(split))
     shares = shares_of(best_x)
     return BudgetPlan(shares, best, equal, given, terms(shares))
+
+
+def once_per_split(
+    evaluate: Callable[[FloatArray], FloatArray],
+) -> Callable[[FloatArray], FloatArray]:
+    """``evaluate`` computed once per split (the optimiser asks for some splits again: the
+    start, its result, the final split); the planners' objectives are deterministic."""
+    known: dict[bytes, FloatArray] = {}
+
+    def terms(shares: FloatArray) -> FloatArray:
+        key = np.asarray(shares, dtype=float).tobytes()
+        if key not in known:
+            known[key] = evaluate(shares)
+        return known[key]
+
+    return terms
 
 
 def given_split(compare: Sequence[float] | None, K: int, total: float) -> FloatArray | None:

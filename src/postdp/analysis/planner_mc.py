@@ -22,7 +22,7 @@ import numpy as np
 
 from postdp._typing import FloatArray, IntArray, NumArray
 from postdp.analysis.design import ReleaseDesign
-from postdp.analysis.planner import BudgetPlan, _mechanism, given_split
+from postdp.analysis.planner import BudgetPlan, _mechanism, given_split, once_per_split
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
 from postdp.tables import (
@@ -337,13 +337,7 @@ def plan_on_simplex(
         out: FloatArray = floor + (total - L * floor) * x / x.sum()
         return out
 
-    known: dict[bytes, FloatArray] = {}
-
-    def terms(shares: FloatArray) -> FloatArray:  # each split evaluated once
-        key = np.asarray(shares, dtype=float).tobytes()
-        if key not in known:
-            known[key] = level_terms(shares)
-        return known[key]
+    terms = once_per_split(level_terms)
 
     def objective(z: FloatArray) -> float:
         if progress is not None:
