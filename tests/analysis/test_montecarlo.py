@@ -58,12 +58,14 @@ def test_same_seed_same_result_whatever_the_batch(design):
     assert not np.array_equal(ref.bias, other.bias)
 
 
+@pytest.mark.processes
 def test_same_result_with_worker_processes_and_dask(design, client):
     ref = simulate(design, n_draws=600, batch=64, rng=3)
     _same(ref, simulate(design, n_draws=600, batch=64, rng=3, workers=2))
     _same(ref, simulate(design, n_draws=600, batch=64, rng=3, client=client))
 
 
+@pytest.mark.processes
 def test_many_chunks_and_blocks_bit_identical_for_batch_workers_and_dask(client):
     """A tree large enough that a run spans many chunks and several blocks of chunks."""
     from postdp.analysis._engine import BLOCK_CHUNKS, chunk_rows

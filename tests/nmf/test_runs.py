@@ -468,6 +468,7 @@ def client():
         yield started
 
 
+@pytest.mark.processes
 def test_dask_local_cluster_gives_the_same_bits(client, tmp_path):
     """A whole synthetic state (a twentieth of DC, 841 blocks): Dask's workers run BLAS
     single-threaded, so the in-process run must too, or ties in the rounder can break
@@ -481,6 +482,7 @@ def test_dask_local_cluster_gives_the_same_bits(client, tmp_path):
     assert a == b
 
 
+@pytest.mark.processes
 def test_dask_runs_the_county_tasks_of_cut_states(client, county_run, county_topdown, tmp_path):
     """A cut state's county tasks are submitted as its state task ends: the same files as
     in-process (``cut_blocks=5``: cut tasks at the state, county and tract, whose children

@@ -91,6 +91,7 @@ def test_split_by_state_keeps_every_promise(seed):
         _check(draw, v, table)
 
 
+@pytest.mark.processes
 def test_split_by_state_is_unbiased_and_the_same_on_dask():
     table, v = _three_levels(21, n_geo=16, n_cat=5)
     n = 3000

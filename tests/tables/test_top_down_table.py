@@ -133,6 +133,7 @@ def test_coupled_top_down_batches_match_one_by_one():
         np.testing.assert_allclose(batch[i], postdp.top_down(one), rtol=0, atol=1e-12)
 
 
+@pytest.mark.processes
 def test_dask_partitions_give_the_local_result():
     from postdp.data import synthetic_table
 
