@@ -47,7 +47,14 @@ def test_monte_carlo_law_agrees_with_the_exact_one():
     assert abs(mc.variance - exact.variance) <= Z * se
 
 
-def test_summed_mode_equals_brute_force_argmax():
+@pytest.mark.parametrize("grid_values", [1 << 18, 7, 400])
+def test_summed_mode_equals_brute_force_argmax(grid_values, monkeypatch):
+    """The mode is the argmax of the posterior on every candidate; the candidates scored a
+    few rows at a time (``_GRID_VALUES``: one row, several rows with a short last part, all
+    at once) give the same modes."""
+    from postdp.bayes import posterior_mode
+
+    monkeypatch.setattr(posterior_mode, "_GRID_VALUES", grid_values)
     g_total = Geometric(0.1)
     mechs = [Geometric(5.0)] * 50
     law = sum_law(mechs)

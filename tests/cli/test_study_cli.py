@@ -60,6 +60,26 @@ def test_a_study_writes_its_tables_figures_manifest_and_page(tmp_path, monkeypat
     assert list(written["level"].unique()) == level_names(truth.geography)
 
 
+@pytest.mark.processes
+def test_the_same_study_on_a_dask_scheduler(tmp_path, monkeypatch, capsys):
+    """--scheduler ADDRESS scores the draws as Dask tasks: the tables are those of the run in
+    one process, to the last bit (each draw has its own streams)."""
+    from tests._dask import dask_client
+
+    monkeypatch.chdir(tmp_path)
+    args = ["study", *SMALL, "--population-scale", "0.02", "--draws", "3", "--seed", "8"]
+    args += ["--queries", "total;votingage", "--estimators", "topdown-2020;blue-restore-2020"]
+    args += ["--no-figures"]
+    assert main([*args, "--output-dir", "here"]) == 0
+    with dask_client() as client:
+        assert main([*args, "--output-dir", "there", "--scheduler", client.scheduler.address]) == 0
+        assert len(client.scheduler_info()["workers"]) == 1  # the command left it running
+    capsys.readouterr()
+    for name in ("per_draw.csv", "levels.csv", "differences.csv", "reliability.csv"):
+        here = (tmp_path / "here" / name).read_bytes()
+        assert here == (tmp_path / "there" / name).read_bytes(), name
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
@@ -75,6 +95,7 @@ def test_a_study_writes_its_tables_figures_manifest_and_page(tmp_path, monkeypat
         (["--population-seed", "x"], "--population-seed"),
         (["--synthetic", "99"], "--synthetic '11,99'"),
         (["--facilities", "none.csv"], "--facilities 'none.csv': no such file"),
+        (["--scheduler", "local", "--workers", "0"], "--workers"),
     ],
 )
 def test_bad_options_fail_in_one_line_before_any_draw(

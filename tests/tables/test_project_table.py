@@ -72,8 +72,8 @@ def test_projection_is_unbiased_on_pennsylvania():
     truth = t.detailed().astype(float)
     total = np.zeros(truth.shape)
     total_sq = np.zeros(truth.shape)
-    for block in range(6):  # 5 draws at a time: ~60 MB per array of draws
-        est = projector(measure(t, w, secure=False, rng=block, size=n_draws // 6))
+    for block in range(10):  # 3 draws at a time: ~36 MB per array of draws
+        est = projector(measure(t, w, secure=False, rng=block, size=n_draws // 10))
         err = est - truth
         total += err.sum(axis=0)
         total_sq += (err**2).sum(axis=0)

@@ -191,8 +191,6 @@ def _summarise(plan: _Plan, total: dict[str, NumArray]) -> MonteCarloResult:
     var_se = np.sqrt(np.maximum(central4 - var**2, 0.0) / N)
     mse_se = np.sqrt(np.maximum(m4 - m2**2, 0.0) / N)
     mae_se = np.sqrt(np.maximum(m2 - mae**2, 0.0) / N)
-    half = plan.edges_scale
-    edges = np.linspace(-1.0, 1.0, plan.bins + 1)[None, :] * half[:, None]
     return MonteCarloResult(
         ids=ids,
         truth=plan.truth,
@@ -205,7 +203,7 @@ def _summarise(plan: _Plan, total: dict[str, NumArray]) -> MonteCarloResult:
         mse_se=mse_se,
         mae=mae,
         mae_se=mae_se,
-        edges=edges,
+        half_range=plan.edges_scale,
         counts=np.ascontiguousarray(total["hist"].T),
         raw_ids=ids[plan.keep_raw],
         raw_counts=np.ascontiguousarray(total["raw"].T),

@@ -40,8 +40,9 @@ class MonteCarloResult:
         Sample variance of the error and its standard error (from the fourth moment).
     mse, mse_se, mae, mae_se : ndarray, shape (n,)
         Mean squared and mean absolute error, with standard errors.
-    edges : ndarray, shape (n, bins + 1)
-        Histogram bin edges of each node's error.
+    half_range : ndarray, shape (n,)
+        Half-width of each node's histogram range: its ``bins`` equal bins cover
+        [-half_range, half_range] (:attr:`edges` gives their edges).
     counts : ndarray of int, shape (n, bins + 2)
         Error histogram counts; the first and last columns count errors below and above
         the edges.
@@ -79,7 +80,7 @@ class MonteCarloResult:
     mse_se: FloatArray
     mae: FloatArray
     mae_se: FloatArray
-    edges: FloatArray
+    half_range: FloatArray
     counts: IntArray
     raw_ids: npt.NDArray[np.object_]
     raw_counts: IntArray
@@ -96,6 +97,16 @@ class MonteCarloResult:
             f"<MonteCarloResult: {self.ids.size:,} entities x {self.n_draws:,} draws, "
             f"{self.budget}{extra}; .to_frame() for the statistics>"
         )
+
+    @property
+    def edges(self) -> FloatArray:
+        """Histogram bin edges of each node's error, shape (n, bins + 1): computed when asked
+        (the result keeps :attr:`half_range`, one number per node, not (bins + 1))."""
+        return self._grid()[None, :] * self.half_range[:, None]
+
+    def _grid(self) -> FloatArray:
+        """The edges of a node whose half range is 1."""
+        return np.linspace(-1.0, 1.0, self.counts.shape[1] - 1)
 
     def exact_quantiles(self, probs: ArrayLike = (0.05, 0.5, 0.95)) -> FloatArray:
         """Error quantiles of the nodes in :attr:`exact_ids`, from every draw (no binning).
@@ -157,16 +168,17 @@ class MonteCarloResult:
             raise ValidationError(f"`probs` must lie in (0, 1); got {p.tolist()}")
         cum = np.cumsum(self.counts, axis=1) / self.n_draws  # includes the under-flow bin
         out = np.empty((self.counts.shape[0], p.size))
+        grid, n_edges = self._grid(), self.counts.shape[1] - 1
         for j, pj in enumerate(p):
             k = np.argmax(cum >= pj, axis=1)  # first bin reaching pj
-            inside = (k >= 1) & (k <= self.edges.shape[1] - 1)
-            kk = np.clip(k, 1, self.edges.shape[1] - 1)
+            inside = (k >= 1) & (k <= n_edges - 1)
+            kk = np.clip(k, 1, n_edges - 1)
             rows = np.arange(cum.shape[0])
             before = cum[rows, kk - 1]
             width = np.maximum(cum[rows, kk] - before, 1e-300)
             frac = (pj - before) / width
-            lo = self.edges[rows, kk - 1]
-            hi = self.edges[rows, kk]
+            lo = grid[kk - 1] * self.half_range
+            hi = grid[kk] * self.half_range
             out[:, j] = np.where(inside, lo + frac * (hi - lo), np.nan)
         if self.error_min is not None and self.error_max is not None:
             out = np.clip(out, self.error_min[:, None], self.error_max[:, None])
@@ -200,15 +212,17 @@ class MonteCarloResult:
         """
         scales = np.broadcast_to(np.asarray(scale, dtype=np.float64), self.bias.shape)
         u = (np.arange(points) + 0.5) / points
-        centres = 0.5 * (self.edges[:, 1:] + self.edges[:, :-1])
+        grid = self._grid()
         out = np.empty(self.bias.shape)
         for i in range(out.size):
+            edges = grid * self.half_range[i]
+            centre = 0.5 * (edges[1:] + edges[:-1])
             weights = self.counts[i, 1:-1].astype(np.float64)
             if weights.sum() == 0:
                 out[i] = np.nan
                 continue
             law = stats.laplace.ppf(u, scale=scales[i])
-            out[i] = stats.wasserstein_distance(centres[i], law, u_weights=weights)
+            out[i] = stats.wasserstein_distance(centre, law, u_weights=weights)
         return out
 
     def bias_verdict(self, *, level: float = 0.05, names: ArrayLike | None = None) -> BiasVerdict:

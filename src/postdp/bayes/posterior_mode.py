@@ -31,6 +31,10 @@ __all__ = [
     "posterior_mode_summed",
 ]
 
+#: Values of the candidate grid of :func:`posterior_mode_summed` scored at a time (its
+#: memory, about 6 arrays of this many numbers, does not grow with the number of releases).
+_GRID_VALUES = 1 << 18
+
 Flavor = Literal["independent", "summed"]
 
 
@@ -92,11 +96,15 @@ def posterior_mode_summed(
     lo = np.maximum(np.minimum(n, s), 0)
     hi = np.maximum(np.maximum(n, s), 0)
     width = int((hi - lo).max(initial=0)) + 1
-    grid = lo[:, None] + np.arange(width)[None, :]
     log_a = np.log(total_mechanism.a)
-    score = np.abs(n[:, None] - grid) * log_a + law.logpmf(s[:, None] - grid)
-    score = np.where(grid <= hi[:, None], score, -np.inf)
-    out: IntArray = grid[np.arange(n.size), np.argmax(score, axis=1)]
+    out: IntArray = np.empty(n.shape, dtype=np.int64)
+    rows = max(1, _GRID_VALUES // width)  # a few MB of grid at a time, whatever B
+    for start in range(0, n.size, rows):
+        part = slice(start, start + rows)
+        grid = lo[part, None] + np.arange(width)[None, :]
+        score = np.abs(n[part, None] - grid) * log_a + law.logpmf(s[part, None] - grid)
+        score = np.where(grid <= hi[part, None], score, -np.inf)
+        out[part] = grid[np.arange(grid.shape[0]), np.argmax(score, axis=1)]
     return out
 
 

@@ -5,13 +5,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
+from postdp.cli import _dask
 from postdp.cli._io import RunState
 from postdp.cli._options import CliError, flag, progress, whole
 
@@ -170,7 +168,7 @@ def run(args: argparse.Namespace, state: RunState) -> int:
         check_budgets(run_dir, top, step)
     if args.scheduler is not None:
         state.phase = "starting the Dask workers (--scheduler)"
-    client, cluster = _scheduler(args)
+    client, cluster = _dask.connect(args)
     from postdp.nmf import PLAN_FILE, postprocess
 
     state.phase = "post-processing"
@@ -214,7 +212,7 @@ def run(args: argparse.Namespace, state: RunState) -> int:
     finally:
         for bar in bars.values():
             bar.close()
-        _close_quietly(client, cluster)  # after an interrupt too: postdp's one line only
+        _dask.close_quietly(client, cluster)  # after an interrupt too: postdp's one line only
     state.pending = []
     state.written.append(str(out))
     if not args.quiet:
@@ -233,80 +231,3 @@ def run(args: argparse.Namespace, state: RunState) -> int:
 
 #: What each stage of :func:`postdp.nmf.postprocess` reports, as its progress shows it.
 STAGES = {"top": "nation and states", "subtrees": "subtrees", "amc": "AMC replicates"}
-
-
-def _scheduler(args: argparse.Namespace) -> tuple[Any, Any]:
-    if args.scheduler is None:
-        return None, None
-    import importlib
-
-    try:  # an optional extra: typed as Any here
-        distributed: Any = importlib.import_module("dask.distributed")
-    except ImportError:
-        raise CliError("--scheduler: needs Dask (pip install 'postdp[dask]')") from None
-    if args.scheduler == "local":
-        from postdp._files import sigint_held
-
-        made: list[Any] = []
-        try:
-            # Ctrl-C waits for the cluster (so that it is closed, not left half started);
-            # the workers get it too (the terminal sends it to every process of the job) and
-            # would print their tracebacks: their standard error is the null device
-            with sigint_held(), _stderr_to_null():
-                made.append(
-                    distributed.LocalCluster(
-                        n_workers=args.workers,
-                        threads_per_worker=1,
-                        processes=True,
-                        # its HTTP server on a free port: two jobs at once must not both
-                        # want 8787 (the default, even with no dashboard)
-                        dashboard_address=":0",
-                    )
-                )
-                made.insert(0, distributed.Client(made[0]))
-        except BaseException:
-            _close_quietly(*made)
-            raise
-        return made[0], made[1]
-    try:
-        return distributed.Client(args.scheduler, timeout="10s"), None
-    except OSError as exc:
-        raise CliError(f"--scheduler {args.scheduler!r}: cannot connect ({exc})") from None
-
-
-@contextmanager
-def _stderr_to_null() -> Iterator[None]:
-    """File descriptor 2 on the null device over a block: the processes started in it (a
-    LocalCluster's workers) keep it, so that their logs and their tracebacks when Ctrl-C
-    reaches them are not shown (postdp reports a task's error, a dead worker and an
-    interrupt itself, in one line)."""
-    sys.stderr.flush()
-    saved = os.dup(2)
-    null = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(null, 2)
-        yield
-    finally:
-        sys.stderr.flush()
-        os.dup2(saved, 2)
-        os.close(saved)
-        os.close(null)
-
-
-def _close_quietly(client: Any, cluster: Any) -> None:
-    """Close a Dask client and its cluster after an interrupt or an error, without the
-    logs and tracebacks of the workers being stopped (postdp says what happened)."""
-    import logging
-
-    loggers = [logging.getLogger(n) for n in ("distributed", "tornado", "asyncio")]
-    levels = [lg.level for lg in loggers]
-    for lg in loggers:
-        lg.setLevel(logging.CRITICAL + 1)
-    try:
-        for part in (client, cluster):
-            if part is not None:
-                with suppress(Exception):
-                    part.close()
-    finally:
-        for lg, level in zip(loggers, levels, strict=True):
-            lg.setLevel(level)

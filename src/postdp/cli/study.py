@@ -7,7 +7,7 @@ import argparse
 import importlib.util
 from typing import Any
 
-from postdp.cli import _measure_inputs
+from postdp.cli import _dask, _measure_inputs
 from postdp.cli._io import RunState, check_output_dir
 from postdp.cli._options import (
     CliError,
@@ -36,6 +36,8 @@ groups. The first estimator is the reference: differences.csv holds each other's
 difference to it with its standard error and 95% interval. Every option is checked, the
 truth built and every estimator prepared before the first draw; the folder is written only
 when every draw is scored. --report FILE.html adds a page with a verdict per estimator.
+The draws are scored one after another, on --workers local processes, or as Dask tasks
+with --scheduler; each draw has its own streams, so the study is the same either way.
 """
 
 
@@ -91,7 +93,18 @@ def add_parser(commands: Any) -> None:
         "(blue-restore...), ignored by the estimators that hold no bounds (default none)",
     )
     parser.add_argument(
-        "--workers", type=whole(1, 1024), default=1, help="local processes, each scoring draws"
+        "--scheduler",
+        metavar="ADDRESS",
+        help="score the draws on Dask, one task per draw: 'local' (a LocalCluster of "
+        "--workers processes) or a scheduler address such as tcp://host:8786; the study is "
+        "the same for any scheduler",
+    )
+    parser.add_argument(
+        "--workers",
+        type=whole(1, 1024),
+        default=1,
+        help="processes, each scoring whole draws (local ones, or a LocalCluster's with "
+        "--scheduler local)",
     )
     parser.add_argument("--output-dir", default="study", metavar="DIR", help="the study's folder")
     parser.add_argument("--no-figures", action="store_true", help="write the tables only")
@@ -148,13 +161,20 @@ def run(args: argparse.Namespace, state: RunState) -> int:
 
     levels = level_names(truth.geography)
     block_groups = next((d for d, n in enumerate(levels) if n.lower() == "block group"), None)
+    if args.scheduler is not None:
+        state.phase = "starting the Dask workers (--scheduler)"
+    client, cluster = _dask.connect(args)
     state.phase = "drawing"
-    with run_bars(state, quiet=args.quiet) as tick:
-        study = accuracy_study(
-            truth, work, names, schema=strategy.schema, draws=args.draws, rng=args.seed,
-            queries=queries, levels=levels, reliability_level=block_groups, bounds=bounds,
-            workers=args.workers, progress=lambda done, total: tick("draws", done, total),
-        )  # fmt: skip
+    try:
+        with run_bars(state, quiet=args.quiet) as tick:
+            study = accuracy_study(
+                truth, work, names, schema=strategy.schema, draws=args.draws, rng=args.seed,
+                queries=queries, levels=levels, reliability_level=block_groups, bounds=bounds,
+                workers=1 if client is not None else args.workers, client=client,
+                progress=lambda done, total: tick("draws", done, total),
+            )  # fmt: skip
+    finally:
+        _dask.close_quietly(client, cluster)
     design = {
         "truth": f"synthetic population of {','.join(args.synthetic)} (seed "
         f"{args.population_seed}, scale {args.population_scale:g}): {truth.geography.n:,} "

@@ -137,9 +137,10 @@ def plot_residuals(result: MonteCarloResult, *, ax: Any = None) -> Any:
         raise ValidationError("`result` has no raw histograms: simulate with raw=[ids]")
     ax = _axes(ax)
     position = {str(i): k for k, i in enumerate(result.ids)}
-    for k, node in enumerate(result.raw_ids):
+    grid = np.linspace(-1.0, 1.0, result.counts.shape[1] - 1)  # bins equal bins, each node's
+    for k, node in enumerate(result.raw_ids):  # range [-half_range, half_range]
         i = position[str(node)]
-        edges = result.edges[i]
+        edges = grid * result.half_range[i]
         width = edges[1] - edges[0]
         after = result.counts[i, 1:-1] / (result.n_draws * width)
         before = result.raw_counts[k, 1:-1] / (result.n_draws * width)
@@ -157,8 +158,8 @@ def plot_residuals(result: MonteCarloResult, *, ax: Any = None) -> Any:
         i = position[str(node)]
         hit = np.flatnonzero(result.counts[i, 1:-1] > 0)
         if hit.size:
-            lows.append(result.edges[i, max(hit[0] - 2, 0)])
-            highs.append(result.edges[i, min(hit[-1] + 3, result.edges.shape[1] - 1)])
+            lows.append(grid[max(hit[0] - 2, 0)] * result.half_range[i])
+            highs.append(grid[min(hit[-1] + 3, grid.size - 1)] * result.half_range[i])
     if lows:
         ax.set_xlim(min(lows), max(highs))
     _label(
