@@ -68,6 +68,44 @@ def test_a_study_writes_its_tables_figures_manifest_and_page(tmp_path, monkeypat
     assert list(written["level"].unique()) == level_names(truth.geography)
 
 
+def test_by_state_writes_one_study_per_state(tmp_path, monkeypatch, capsys):
+    """--by-state: each state studied on its own (a nation of one state), its folder DIR/SS
+    and its page FILE-SS.html; a state's numbers are those of the study of that state alone
+    (postdp.analysis.accuracy_study on its own truth)."""
+    monkeypatch.chdir(tmp_path)
+    args = ["study", "--synthetic", "11,44", "--population-scale", "0.01", "--quiet"]
+    args += ["--draws", "2", "--seed", "3", "--queries", "total", "--no-figures"]
+    args += ["--estimators", "project;topdown-2020", "--by-state"]
+    args += ["--output-dir", "st", "--report", "st.html"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "state 11: studied project, topdown-2020 over 2 draws" in out
+    assert "state 44: studied project, topdown-2020 over 2 draws" in out
+    assert {p.name for p in (tmp_path / "st").iterdir()} == {"11", "44"}
+    assert (tmp_path / "st-11.html").is_file() and (tmp_path / "st-44.html").is_file()
+    assert not (tmp_path / "st.html").exists()
+    manifest = json.loads((tmp_path / "st" / "44" / "postdp-manifest.json").read_text())
+    assert manifest["synthetic"] == ["44"]
+
+    from postdp.analysis import accuracy_study
+    from postdp.data import level_names
+    from postdp.nmf import synthetic_population
+    from postdp.tables import load_strategy
+
+    strategy = load_strategy("pl94-2020-persons")
+    truth = strategy.tabulate(synthetic_population(["44"], seed=0, scale=0.01))
+    study = accuracy_study(
+        truth, strategy.workload(truth), ["project", "topdown-2020"], schema=strategy.schema,
+        draws=2, rng=3, queries=["total"], levels=level_names(truth.geography),
+    )  # fmt: skip
+    written = pd.read_csv(tmp_path / "st" / "44" / "per_draw.csv", dtype={"level": str})
+    np.testing.assert_array_equal(written["mae"], study.per_draw["mae"])
+    assert written.loc[written["level"] == "State", "geounits"].unique().tolist() == [1]
+    # the next run refuses to replace one state's folder, before any draw
+    assert main(args) == 2
+    assert "--output-dir 'st/11': holds an earlier run" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
@@ -84,6 +122,7 @@ def test_a_study_writes_its_tables_figures_manifest_and_page(tmp_path, monkeypat
         (["--synthetic", "99"], "--synthetic '11,99'"),
         (["--facilities", "none.csv"], "--facilities 'none.csv': no such file"),
         (["--scheduler", "local", "--workers", "0"], "--workers"),
+        (["--synthetic", "11"], "--synthetic '11,11': a state is named twice"),
     ],
 )
 def test_bad_options_fail_in_one_line_before_any_draw(

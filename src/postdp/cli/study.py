@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+from pathlib import Path
 from typing import Any
 
 from postdp.cli import _dask, _measure_inputs
@@ -38,6 +39,8 @@ truth built and every estimator prepared before the first draw; the folder is wr
 when every draw is scored. --report FILE.html adds a page with a verdict per estimator.
 The draws are scored one after another, on --workers local processes, or as Dask tasks
 with --scheduler; each draw has its own streams, so the study is the same either way.
+Several states are one study of those states under one nation, or with --by-state one
+study per state (DIR/SS/), run one after another with one state's truth in memory.
 """
 
 
@@ -93,6 +96,14 @@ def add_parser(commands: Any) -> None:
         "(blue-restore...), ignored by the estimators that hold no bounds (default none)",
     )
     parser.add_argument(
+        "--by-state",
+        action="store_true",
+        help="study each state of --synthetic on its own (a nation of that one state, as "
+        "each of the headline studies), one after another with one state's truth in memory "
+        "at a time: DIR/SS/ per state, and --report FILE.html writes FILE-SS.html per state "
+        "(default: one study of the states together, under one nation)",
+    )
+    parser.add_argument(
         "--scheduler",
         metavar="ADDRESS",
         help="score the draws on Dask, one task per draw: 'local' (a LocalCluster of "
@@ -123,6 +134,8 @@ def run(args: argparse.Namespace, state: RunState) -> int:
     if not args.no_figures and importlib.util.find_spec("matplotlib") is None:
         raise CliError("figures need matplotlib (pip install 'postdp[plots]'); or --no-figures")
     args.synthetic = [code for word in args.synthetic for code in word]
+    if len(set(args.synthetic)) != len(args.synthetic):
+        raise CliError(f"--synthetic {','.join(args.synthetic)!r}: a state is named twice")
     names = [e.strip() for e in args.estimators.split(";")]
     if not all(names) or len(set(names)) != len(names):
         raise CliError(f"--estimators {args.estimators!r}: distinct names separated by ';'")
@@ -137,78 +150,104 @@ def run(args: argparse.Namespace, state: RunState) -> int:
                 f"--queries {args.queries!r}: unknown {unknown}; choose from {'; '.join(known)}"
             )
     bounding = _measure_inputs.facilities(args, strategy)  # the file checked now
-    state.phase = "building the synthetic population"
-    with flag("--synthetic", ",".join(args.synthetic)):
-        truth = strategy.tabulate(
-            synthetic_population(
-                args.synthetic, seed=args.population_seed, scale=args.population_scale
-            )
-        )
-    work = strategy.workload(truth)
-    bounds: tuple[Any, ...] = ()
-    if bounding is not None:
-        with flag("--facilities", args.facilities):
-            bounds = tuple(bounding(truth))
-    state.phase = "preparing the estimators"
-    for name in names:
-        with flag("--estimators", name):
-            if ReleaseDesign(truth, work, name, bounds=bounds).step is None:
-                raise CliError(f"--estimators {name!r}: releases no table; name an estimator")
-    out_dir = check_output_dir(args.output_dir, "--output-dir", inputs=[], overwrite=args.overwrite)
-    report_path = check_report(args, inputs=[], folder=out_dir)
+    groups = [[code] for code in args.synthetic] if args.by_state else [args.synthetic]
+    outputs = []  # (the states, the folder, the page) of each study, checked before any draw
+    for codes in groups:
+        shown = str(Path(args.output_dir) / codes[0]) if args.by_state else args.output_dir
+        out_dir = check_output_dir(shown, "--output-dir", inputs=[], overwrite=args.overwrite)
+        own = args  # --by-state: FILE.html -> FILE-SS.html, one page per state
+        if args.by_state and args.report is not None:
+            own = argparse.Namespace(**{**vars(args), "report": _state_page(args.report, codes[0])})
+        page = check_report(own, inputs=[], folder=out_dir)
+        outputs.append((codes, out_dir, page))
     from postdp.analysis import accuracy_study
     from postdp.data import level_names
 
-    levels = level_names(truth.geography)
-    block_groups = next((d for d, n in enumerate(levels) if n.lower() == "block group"), None)
+    def design_of(codes: list[str]) -> tuple[Any, Any, tuple[Any, ...]]:
+        """The truth of ``codes``, its workload and its bounds (one state's or all's)."""
+        state.phase = "building the synthetic population"
+        with flag("--synthetic", ",".join(codes)):
+            truth = strategy.tabulate(
+                synthetic_population(codes, seed=args.population_seed, scale=args.population_scale)
+            )
+        bounds: tuple[Any, ...] = ()
+        if bounding is not None:
+            with flag("--facilities", args.facilities):
+                bounds = tuple(bounding(truth))
+        return truth, strategy.workload(truth), bounds
+
+    first = design_of(groups[0])
+    state.phase = "preparing the estimators"
+    for name in names:
+        with flag("--estimators", name):
+            if ReleaseDesign(first[0], first[1], name, bounds=first[2]).step is None:
+                raise CliError(f"--estimators {name!r}: releases no table; name an estimator")
     if args.scheduler is not None:
         state.phase = "starting the Dask workers (--scheduler)"
     client, cluster = _dask.connect(args)
-    state.phase = "drawing"
+    written_paths: list[str] = []
     try:
-        with run_bars(state, quiet=args.quiet) as tick:
-            study = accuracy_study(
-                truth, work, names, schema=strategy.schema, draws=args.draws, rng=args.seed,
-                queries=queries, levels=levels, reliability_level=block_groups, bounds=bounds,
-                workers=1 if client is not None else args.workers, client=client,
-                progress=lambda done, total: tick("draws", done, total),
-            )  # fmt: skip
+        for k, (codes, out_dir, page) in enumerate(outputs):
+            truth, work, bounds = first if k == 0 else design_of(codes)
+            first = (None, None, ())  # one state's truth in memory at a time
+            levels = level_names(truth.geography)
+            block_groups = next(
+                (d for d, n in enumerate(levels) if n.lower() == "block group"), None
+            )
+            state.phase = "drawing" if len(outputs) == 1 else f"drawing state {codes[0]}"
+            with run_bars(state, quiet=args.quiet) as tick:
+                study = accuracy_study(
+                    truth, work, names, schema=strategy.schema, draws=args.draws, rng=args.seed,
+                    queries=queries, levels=levels, reliability_level=block_groups, bounds=bounds,
+                    workers=1 if client is not None else args.workers, client=client,
+                    progress=lambda done, total: tick("draws", done, total),
+                )  # fmt: skip
+            design = {
+                "truth": f"synthetic population of {','.join(codes)} (seed "
+                f"{args.population_seed}, scale {args.population_scale:g}): "
+                f"{truth.geography.n:,} geounits",
+                "workload": f"{STRATEGY} ({strategy.budget})",
+                "structural bounds": "none"
+                if bounding is None
+                else f"facility bounds ({args.facilities}): " + ", ".join(b.name for b in bounds),
+                "seed": str(args.seed),
+            }
+            del truth, work, bounds
+            written = _Written(study, design)
+            shown = write_study(
+                args,
+                state,
+                out_dir,
+                page,
+                written,
+                manifest={
+                    "command": "postdp study",
+                    "synthetic": codes,
+                    "population_seed": args.population_seed,
+                    "population_scale": args.population_scale,
+                    "strategy": STRATEGY,
+                    "estimators": names,
+                    "draws": args.draws,
+                    "seed": args.seed,
+                    "queries": queries,
+                    "facilities": args.facilities,
+                },
+            )
+            written_paths += [str(p) for p in shown]
+            state.written = list(written_paths)  # every state's folder, not the last one's
+            prefix = f"state {codes[0]}: " if args.by_state else ""
+            for line in written.summary_lines():
+                print(prefix + line)
     finally:
         _dask.close_quietly(client, cluster)
-    design = {
-        "truth": f"synthetic population of {','.join(args.synthetic)} (seed "
-        f"{args.population_seed}, scale {args.population_scale:g}): {truth.geography.n:,} "
-        "geounits",
-        "workload": f"{STRATEGY} ({strategy.budget})",
-        "structural bounds": "none"
-        if bounding is None
-        else f"facility bounds ({args.facilities}): " + ", ".join(b.name for b in bounds),
-        "seed": str(args.seed),
-    }
-    written = _Written(study, design)
-    shown = write_study(
-        args,
-        state,
-        out_dir,
-        report_path,
-        written,
-        manifest={
-            "command": "postdp study",
-            "synthetic": args.synthetic,
-            "population_seed": args.population_seed,
-            "population_scale": args.population_scale,
-            "strategy": STRATEGY,
-            "estimators": names,
-            "draws": args.draws,
-            "seed": args.seed,
-            "queries": queries,
-            "facilities": args.facilities,
-        },
-    )
-    for line in written.summary_lines():
-        print(line)
-    print_written(shown)
+    print_written([Path(p) for p in written_paths])
     return 0
+
+
+def _state_page(report: str, code: str) -> str:
+    """The page of one state of ``--by-state``: FILE.html -> FILE-SS.html."""
+    path = Path(report)
+    return str(path.with_name(f"{path.stem}-{code}{path.suffix}"))
 
 
 class _Written:
