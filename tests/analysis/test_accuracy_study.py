@@ -265,6 +265,42 @@ def test_size_bins_pooled_draw_by_draw():
     assert "mape" not in pooled.index  # percent errors do not pool by counts
 
 
+def test_tally_counts_cells_by_hand():
+    """``tally``: per metric, the cells whose paired 95% interval favours each estimator
+    (error metrics: below or above 0; bias: the mean farther from 0 and the difference that
+    way), the cells where both are exact left out, and chance = 2.5% of the cells with the
+    binomial probability of at least that many flags."""
+    from scipy import stats
+
+    # three cells (size bins), two draws; differences b - a per draw:
+    #   "0-9":  mae +1.0, +0.9 -> worse (mean 0.95, SE 0.05); mean_error -> see below
+    #   "10+":  mae -1.0, -1.1 -> better; exact in both estimators for mean_error
+    #   "100+": mae 0, 0 in both -> left out
+    frame = pd.DataFrame(
+        {
+            "estimator": ["a"] * 6 + ["b"] * 6,
+            "draw": [0, 1] * 6,
+            "query": "total",
+            "level": "1",
+            "size": ["0-9", "0-9", "10+", "10+", "100+", "100+"] * 2,
+            "geounits": 1,
+            "counts": 1,
+            "mae": [1.0, 1.0, 3.0, 3.0, 0.0, 0.0, 2.0, 1.9, 2.0, 1.9, 0.0, 0.0],
+            # bias of a: +0.5 and -2 and 0; of b: -1.0 (farther, the difference -1.5 points
+            # away from 0: worse) and -1.0 (nearer, the difference +1 points to 0: better)
+            "mean_error": [0.5, 0.5, -2.0, -2.0, 0.0, 0.0, -1.0, -1.01, -1.0, -0.99, 0.0, 0.0],
+        }
+    )
+    tally = AccuracyStudy(frame, {}, "a").tally().set_index("metric")
+    assert tally.loc["mae", ["cells", "better", "worse"]].tolist() == [2, 1, 1]
+    assert tally.loc["mean_error", ["cells", "better", "worse"]].tolist() == [2, 1, 1]
+    assert tally.loc["mae", "chance"] == pytest.approx(0.05)
+    assert tally.loc["mae", "p_worse"] == pytest.approx(stats.binom.sf(0, 2, 0.025))
+    assert set(tally["reference"]) == {"a"} and set(tally["estimator"]) == {"b"}
+    with pytest.raises(ValidationError, match="`reference` must be one of"):
+        AccuracyStudy(frame, {}, "a").tally("c")
+
+
 def test_the_page_states_where_each_estimator_wins(state, tmp_path):
     """The study's page: a verdict per estimator against the reference (levels where the
     paired 95% interval lies below or above 0), the reliability thresholds, two figures and
@@ -278,7 +314,7 @@ def test_the_page_states_where_each_estimator_wins(state, tmp_path):
     )  # fmt: skip
     diff = study.differences(sizes=False)
     total = diff[diff["query"] == "total"].set_index("level")
-    (verdict,) = study_verdicts(study)
+    verdict, every = study_verdicts(study)
     lower = [lv for lv, row in total.iterrows() if row["mae_hi"] < -1e-9]
     higher = [lv for lv, row in total.iterrows() if row["mae_lo"] > 1e-9]
     assert "0" not in lower + higher  # the nation's total: both hold it (to rounding)
@@ -287,8 +323,15 @@ def test_the_page_states_where_each_estimator_wins(state, tmp_path):
         assert level in verdict.value.split("higher")[0]
     for level in higher:
         assert level in verdict.value.split("higher")[1]
+    tally = study.tally()
+    assert every.label == "project vs topdown-2020: every metric, query, level and size bin"
+    for row in tally.itertuples():
+        assert f"{row.metric} {row.better}/{row.worse} of {row.cells}" in every.detail
+        assert (f"{row.metric} ({row.worse} of {row.cells} cells" in every.value) == (
+            row.p_worse < 0.05
+        )
     page = accuracy_report(study, design={"truth": "small_pl94_state(3)"})
-    assert len(page.figures) == 2 and [h.label for h in page.headline][1:] == [
+    assert len(page.figures) == 2 and [h.label for h in page.headline][2:] == [
         "reliability threshold, topdown-2020",
         "reliability threshold, project",
     ]

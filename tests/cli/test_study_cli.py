@@ -40,8 +40,10 @@ def test_a_study_writes_its_tables_figures_manifest_and_page(tmp_path, monkeypat
     files = {p.name for p in (tmp_path / "st").iterdir()}
     assert files >= {
         "levels.csv", "summary.csv", "per_draw.csv", "differences.csv", "level_differences.csv",
-        "reliability.csv", "mae_by_level.png", "differences.png", "postdp-manifest.json",
+        "reliability.csv", "tally.csv", "mae_by_level.png", "differences.png",
+        "postdp-manifest.json",
     }  # fmt: skip
+    assert "project vs topdown-2020: every metric, query, level and size bin: worse" in out
     manifest = json.loads((tmp_path / "st" / "postdp-manifest.json").read_text())
     assert manifest["estimators"] == ["topdown-2020", "project"] and manifest["draws"] == 2
     assert manifest["facilities"] == "synthetic"

@@ -194,6 +194,93 @@ class AccuracyStudy:
         first = ["estimator", "reference", *_KEYS]
         return frame[first + [c for c in frame.columns if c not in first]]
 
+    def tally(self, reference: str | None = None) -> pd.DataFrame:
+        """Per estimator and metric, how many (query, level, size) cells favour it, how many
+        the reference, and how many chance alone would flag.
+
+        Each cell is one paired comparison over the draws (the cells where both estimators
+        are exact in every draw are left out). For the error metrics (MAE, MSE, MAPE,
+        median APE, the share over 10%, TVD) an estimator is ``worse`` in a cell when the
+        95% interval of its paired difference lies above 0, ``better`` when below. For the
+        signed ones (``mean_error``, ``malpe``: bias) it is worse when its mean is the
+        farther from 0 and the paired difference points that way at 95%. With no true
+        difference, each side flags about 2.5% of the cells: ``chance`` is that number and
+        ``p_worse`` the probability of at least ``worse`` flags by chance alone
+        (binomial); a study compares many cells, so a few flags are expected.
+
+        Parameters
+        ----------
+        reference : str, optional
+            Default: the study's :attr:`reference`.
+
+        Returns
+        -------
+        pandas.DataFrame
+            ``estimator``, ``reference``, ``metric``, ``cells``, ``better``, ``worse``,
+            ``chance`` and ``p_worse``, one row per other estimator and metric.
+
+        Examples
+        --------
+        >>> frame = pd.DataFrame({"estimator": ["a"] * 4 + ["b"] * 4, "draw": [0, 1] * 4,
+        ...     "query": "total", "level": "0", "size": ["0+", "0+", "10+", "10+"] * 2,
+        ...     "geounits": 1, "counts": 1,
+        ...     "mae": [1.0, 1.2, 5.0, 5.0, 2.0, 2.1, 5.0, 5.0]})
+        >>> t = AccuracyStudy(frame, {}, "a").tally()  # size 10+: the same in every draw
+        >>> t[["metric", "cells", "better", "worse", "chance"]].to_numpy().tolist()
+        [['mae', 1, 0, 1, 0.025]]
+        """
+        from scipy import stats
+
+        ref = reference if reference is not None else self.reference
+        if ref is None or ref not in self.estimators:
+            raise ValidationError(f"`reference` must be one of {self.estimators}; got {ref!r}")
+        rows = self.per_draw
+        out = []
+        for name in self.estimators:
+            if name == ref:
+                continue
+            for metric in self._metrics(rows):
+                wide = rows[rows["estimator"].isin([name, ref])].pivot_table(
+                    index=["draw", *_KEYS], columns="estimator", values=metric, dropna=False
+                )
+                wide = wide.dropna()
+                if name not in wide or ref not in wide:
+                    continue
+                diff = (wide[name] - wide[ref]).groupby(level=_KEYS, sort=False)
+                mean, count = diff.mean(), diff.count()
+                se: pd.Series = diff.std(ddof=1) / np.sqrt(count)
+                keep = (count > 1) & ~((mean.abs() <= _EXACT) & (se <= _EXACT))
+                mean, se = mean[keep], se[keep]
+                if metric in _SIGNED:
+                    means = wide.groupby(level=_KEYS, sort=False).mean()[keep]
+                    ours, theirs = means[name].abs(), means[ref].abs()
+                    worse = (ours > theirs) & (np.sign(means[name]) * mean > 1.96 * se)
+                    better = (ours < theirs) & (-np.sign(means[ref]) * mean > 1.96 * se)
+                else:
+                    worse = mean - 1.96 * se > _EXACT
+                    better = mean + 1.96 * se < -_EXACT
+                n, k = int(keep.sum()), int(worse.sum())
+                out.append(
+                    {
+                        "estimator": name,
+                        "reference": ref,
+                        "metric": metric,
+                        "cells": n,
+                        "better": int(better.sum()),
+                        "worse": k,
+                        "chance": 0.025 * n,
+                        "p_worse": float(stats.binom.sf(k - 1, n, 0.025)) if n else 1.0,
+                    }
+                )
+        columns = ["estimator", "reference", "metric", "cells", "better", "worse", "chance"]
+        return pd.DataFrame(out, columns=[*columns, "p_worse"])
+
+
+#: The metrics of a bias (a sign): worse is farther from 0, not larger.
+_SIGNED = ("mean_error", "malpe")
+#: A difference no larger than this is a difference of rounding (an invariant both hold).
+_EXACT = 1e-9
+
 
 def accuracy_study(
     table: Table,

@@ -271,6 +271,7 @@ class _Written:
         if len(study.estimators) > 1:
             out["differences"] = study.differences()
             out["level_differences"] = study.differences(sizes=False)
+            out["tally"] = study.tally()
         if study.reliability:
             out["reliability"] = pd.concat(
                 [r.by_bin.assign(estimator=e) for e, r in study.reliability.items()],

@@ -16,8 +16,10 @@ _ROUNDING = 1e-9  # persons
 
 
 def study_verdicts(study: AccuracyStudy, *, query: str = "total") -> list[Headline]:
-    """One headline per estimator: the levels where its MAE of ``query`` is lower, or
-    higher, than the reference's with 95% confidence (the paired interval excludes 0).
+    """Two headlines per estimator: the levels where its MAE of ``query`` is lower, or
+    higher, than the reference's with 95% confidence (the paired interval excludes 0); and,
+    over every metric and cell, where it is worse beyond what chance alone gives
+    (:meth:`~postdp.analysis.AccuracyStudy.tally`).
 
     Parameters
     ----------
@@ -60,6 +62,29 @@ def study_verdicts(study: AccuracyStudy, *, query: str = "total") -> list[Headli
                 f"{name} vs {study.reference}: MAE of {query}",
                 value,
                 f"paired difference in persons by level (SE): {shown}",
+            )
+        )
+    tally = study.tally() if len(study.estimators) > 1 else None
+    for name, part in [] if tally is None else tally.groupby("estimator", sort=False):
+        beyond = part[part["p_worse"] < 0.05]
+        value = (
+            "worse beyond chance in: "
+            + "; ".join(
+                f"{r.metric} ({r.worse} of {r.cells} cells; chance alone about {r.chance:.1f})"
+                for r in beyond.itertuples()
+            )
+            if len(beyond)
+            else "worse beyond chance in no metric"
+        )
+        counts = ", ".join(
+            f"{r.metric} {r.better}/{r.worse} of {r.cells}" for r in part.itertuples()
+        )
+        out.append(
+            Headline(
+                f"{name} vs {study.reference}: every metric, query, level and size bin",
+                value,
+                "cells better/worse at 95% (each a paired interval over the draws; for bias, "
+                f"the farther from 0), of those compared: {counts}",
             )
         )
     return out
