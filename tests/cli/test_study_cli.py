@@ -143,6 +143,30 @@ def test_bad_options_fail_in_one_line_before_any_draw(
     assert not (tmp_path / "st").exists()
 
 
+def test_an_unreachable_scheduler_fails_in_one_line_before_any_draw(tmp_path, monkeypatch, capsys):
+    """--scheduler ADDRESS that cannot be reached: one line naming the flag and the address,
+    exit 2, nothing drawn, no folder (the connection refused at once here, not after
+    Dask's ten seconds of retries)."""
+    distributed = pytest.importorskip("dask.distributed")
+    import postdp.analysis
+
+    def refused(*args, **kwargs):
+        raise OSError("Timed out trying to connect to tcp://10.0.0.1:8786")
+
+    def no_draw(*args, **kwargs):
+        raise AssertionError("drew before the scheduler was reached")
+
+    monkeypatch.setattr(distributed, "Client", refused)
+    monkeypatch.setattr(postdp.analysis, "accuracy_study", no_draw)
+    monkeypatch.chdir(tmp_path)
+    args = ["study", *SMALL, "--output-dir", "st", "--scheduler", "tcp://10.0.0.1:8786"]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "--scheduler 'tcp://10.0.0.1:8786': cannot connect" in err, err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert not (tmp_path / "st").exists()
+
+
 def test_an_existing_folder_is_kept_without_overwrite(tmp_path, monkeypatch, capsys):
     import postdp.analysis
 
