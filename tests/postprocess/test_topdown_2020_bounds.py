@@ -154,7 +154,7 @@ def test_totals_the_bounds_cannot_hold_fall_back_to_the_flow(monkeypatch):
     handing pass 1 totals out of its cells' reach -- the totals come from the flow over the
     bounded rows, and the release still meets every bound, integral and consistent."""
     from postdp.postprocess.topdown2020 import driver as td
-    from postdp.postprocess.topdown2020 import rounding
+    from postdp.postprocess.topdown2020 import passes, rounding
 
     table, work = _gq_state(2)
     geo, s = table.geography, pl94_schema()
@@ -171,9 +171,10 @@ def test_totals_the_bounds_cannot_hold_fall_back_to_the_flow(monkeypatch):
         return np.concatenate([[total], np.zeros(t.size - 1, dtype=np.int64)])
 
     monkeypatch.setattr(td, "round_nested", spy)
+    monkeypatch.setattr(passes, "round_nested", spy)
     usual = td.top_down_2020(m, bounds=bounds)
     assert not any(flows)  # every family's largest remainders could be held here
-    monkeypatch.setattr(td, "_largest_remainders", out_of_reach)
+    monkeypatch.setattr(passes, "largest_remainders", out_of_reach)
     out = td.top_down_2020(m, bounds=bounds)
     assert sum(flows) >= 4  # the flow rounded the totals of those families
     assert out.dtype == np.int64 and out.min() >= 0 and _consistent(out[None], geo) == 0

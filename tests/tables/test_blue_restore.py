@@ -25,7 +25,7 @@ from tests.tables._reference import (
 def _case(seed):
     rng = np.random.default_rng(seed)
     schema = random_schema(rng, max_size=30)
-    geo = random_tree(rng, int(rng.integers(3, 7)), "g")
+    geo = random_tree(rng, int(rng.integers(5, 12)), "g")
     table = Table(geo, schema.categories(), rng.integers(0, 3, (geo.leaves.size, schema.size)))
     items = [Measurement(0, Query.marginal(schema, "total"), None)]
     for d in range(geo.n_levels):
@@ -45,11 +45,40 @@ def _metric(workload, schema, d):
     return H
 
 
+def _family(H, blue, parent, first=None):
+    """The reference family: children X >= 0 adding up to ``parent``, nearest ``blue`` in
+    H; with ``first``, each child's total within 0.1 of it."""
+    X = cp.Variable(blue.shape)
+    unit = max(1.0, float(np.abs(blue @ H).max()))
+    k = blue.shape[0]
+    objective = sum(cp.quad_form(X[j] - blue[j], cp.psd_wrap(H / unit)) for j in range(k))
+    cons = [X >= 0, cp.sum(X, axis=0) == parent]
+    if first is not None:
+        cons += [cp.abs(cp.sum(X, axis=1) - first) <= 0.1]
+    cp.Problem(cp.Minimize(objective), cons).solve(solver=cp.CLARABEL, **CLARABEL_TIGHT)
+    return X.value
+
+
+def _totals(blue_totals, total):
+    """Pass 0's reference: totals >= 0 adding up to ``total``, nearest the BLUE's."""
+    t = cp.Variable(blue_totals.size)
+    cons = [t >= 0, cp.sum(t) == total]
+    cp.Problem(cp.Minimize(cp.sum_squares(t - blue_totals)), cons).solve(
+        solver=cp.CLARABEL, **CLARABEL_TIGHT
+    )
+    return t.value
+
+
+@pytest.mark.parametrize("ordered", [True, False])
 @pytest.mark.parametrize("seed", range(8))
-def test_blue_restore_equals_a_per_family_reference(seed):
+def test_blue_restore_equals_a_per_family_reference(seed, ordered):
+    """Each family equals a Clarabel reference given our parent: one pass nearest the BLUE
+    (``ordered=False``, and the leaves' families), or the production's order (the totals
+    nearest the BLUE's on the simplex, then the cells with each total within 0.1 of
+    those; ``shared/research/pl94-2020-design.md`` section 1.6)."""
     table, workload, schema = _case(seed)
     draws = measure(table, workload, secure=False, rng=seed)
-    ours = blue_restore(draws)
+    ours = blue_restore(draws, ordered=ordered)
     blue = TableProjector(table, workload)(draws)
     geo = table.geography
     assert ours.min() >= 0
@@ -67,14 +96,15 @@ def test_blue_restore_equals_a_per_family_reference(seed):
         kids = np.flatnonzero(geo.parent == node)
         if not kids.size:
             continue
-        H = _metric(workload, schema, int(geo.depth[kids[0]]))
-        X = cp.Variable((kids.size, schema.size))
-        unit = max(1.0, float(np.abs(blue[kids] @ H).max()))
-        objective = sum(cp.quad_form(X[j] - blue[k], cp.psd_wrap(H / unit))
-                        for j, k in enumerate(kids))  # fmt: skip
-        cons = [X >= 0, cp.sum(X, axis=0) == ours[node]]
-        cp.Problem(cp.Minimize(objective), cons).solve(solver=cp.CLARABEL, **CLARABEL_TIGHT)
-        np.testing.assert_allclose(ours[kids], X.value, rtol=0, atol=1e-6 * scale)
+        depth = int(geo.depth[kids[0]])
+        H = _metric(workload, schema, depth)
+        first = None
+        if ordered and depth < geo.n_levels - 1 and kids.size > 1:
+            first = _totals(blue[kids].sum(axis=1), ours[node].sum())
+        expected = _family(H, blue[kids], ours[node], first)
+        np.testing.assert_allclose(ours[kids], expected, rtol=0, atol=1e-6 * scale)
+        if first is not None:
+            assert np.abs(ours[kids].sum(axis=1) - first).max() <= 0.1 + 1e-9
 
 
 def test_project_names_project_and_blue_restore():
@@ -119,3 +149,35 @@ def test_counts_refuse_the_table_methods():
     h = Hierarchy.from_parents(["a", "b"], [None, "a"])
     with pytest.raises(ValidationError, match="'blue-restore' does not project a hierarchy"):
         postdp.project(np.array([1.0, 1.0]), h, method="blue-restore")
+
+
+def test_totals_first_keeps_a_small_childs_raised_cells_out_of_its_siblings():
+    """A hand-computed family (docs/accuracy.md, "Where the restoration is worse"): a small
+    block group p whose BLUE is 5 persons in one cell and -1.5 in three empty ones (total
+    0.5), beside a large one q (100 persons). Measurements consistent across levels make
+    the BLUE equal to them. In one pass the empty cells rise to 0 and q pays for them:
+    p = (5, 0, 0, 0), 4.5 persons above its BLUE total. Totals first holds p's total within
+    0.1 of its BLUE total (the simplex leaves 0.5 and 100 as they are), so p's own cells
+    pay: p = (0.6, 0, 0, 0), the nearest point with total at most 0.6."""
+    from postdp.tables import Attribute, Schema, TableMeasurements
+
+    schema = Schema([Attribute("a", ["0", "1", "2", "3"])])
+    ids = ["S", "T", "p", "q", "bp", "bq"]
+    geo = Hierarchy.from_parents(ids, [None, "S", "T", "T", "p", "q"])
+    table = Table(geo, schema.categories(), [[2, 0, 0, 0], [30, 40, 20, 10]])
+    items = [Measurement(0, Query.marginal(schema, "total"), None)]
+    items += [
+        Measurement(d, Query.marginal(schema, "detailed"), Gaussian(rho=1.0)) for d in range(4)
+    ]
+    p, q = np.array([5.0, -1.5, -1.5, -1.5]), np.array([30.0, 40.0, 20.0, 10.0])
+    level = [(p + q)[None], (p + q)[None], np.stack([p, q]), np.stack([p, q])]
+    values = (np.array([[(p + q).sum()]]), *level)
+    m = TableMeasurements(table, Workload(items), values, secure=False)
+    np.testing.assert_allclose(TableProjector(table, m.workload)(m)[2:4], level[2], atol=1e-9)
+    one_pass = blue_restore(m, ordered=False)
+    np.testing.assert_allclose(one_pass[2], [5, 0, 0, 0], atol=1e-9)
+    np.testing.assert_allclose(one_pass[3], [30, 38.5, 18.5, 8.5], atol=1e-9)
+    ordered = blue_restore(m)
+    np.testing.assert_allclose(ordered[2], [0.6, 0, 0, 0], atol=1e-9)
+    np.testing.assert_allclose(ordered[3], [34.4, 38.5, 18.5, 8.5], atol=1e-9)
+    np.testing.assert_allclose(ordered[4:], ordered[2:4], atol=1e-12)  # only children

@@ -290,7 +290,8 @@ TOPDOWN = Estimator(
 
 BLUE_RESTORE = Estimator(
     "blue-restore",
-    "the BLUE made nonnegative family by family, going down",
+    "the BLUE made nonnegative family by family, going down (totals first, as the 2020 "
+    "TopDown ordered its passes)",
     ("table",),
     nonnegative=True,
     consistent=True,

@@ -19,10 +19,24 @@ its certificate, by the top-down family solver
 noisy answers' A' W y. The result is nonnegative, consistent both ways and meets every
 invariant; :func:`~postdp.round` makes it integral.
 
+Below the root and above the leaves (the states, counties, tracts and block groups of the
+2020 spine), each family is restored in the order the 2020 production TopDown solved it
+(``shared/research/pl94-2020-design.md`` section 1.6): first the children's totals,
+nearest the BLUE's totals, nonnegative and adding up to the parent's (a weighted simplex
+projection); then the cells, as above, with each child's total held within 0.1 of its
+restored total. In one pass, a small child's cells raised to 0 would take persons from
+its larger siblings, making small geounits too large and large ones too small by more
+than TopDown does (``docs/accuracy.md``); held totals confine that exchange to each
+child's own cells. A level with public totals holds them exactly instead, and the leaves'
+families (the blocks) take one pass, as in production (``ordered=False``: one pass
+everywhere).
+
 Structural bounds (``bounds``, e.g. the 2020 group-quarters bounds) are rows of every
 family's restoration (:mod:`postdp.postprocess.topdown2020.family`); with ``integral=True``
 each family, restored against its integral parent, is rounded by the production rounder's
-flow keeping them, so the release is whole numbers meeting every bound.
+flow keeping them, so the release is whole numbers meeting every bound; a family restored
+totals first is rounded in the same order (the totals by largest remainders, then the
+cells with those totals, as production's two rounder passes).
 
 This is the estimator the 2026 BlueDown paper (arXiv:2603.10099) describes in outline --
 BLUE over the hierarchy, then per-parent restoration -- solved here with postdp's exact
@@ -39,8 +53,10 @@ from postdp._typing import FloatArray
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
 from postdp.postprocess._solvers.marginal_basis import identifies_cells, table_schema
+from postdp.postprocess._solvers.simplex import weighted_simplex
 from postdp.postprocess.topdown2020.family import LevelQuadratic
 from postdp.postprocess.topdown2020.level import split_level
+from postdp.postprocess.topdown2020.passes import SLACK, round_totals_first, totals_first
 from postdp.postprocess.topdown2020.root import bounded_root, certified_root
 from postdp.postprocess.topdown2020.rounding import round_nested, rounder_chain
 from postdp.postprocess.topdown2020.structural import FamilyRows, StructuralPlan, rounder_limits
@@ -57,6 +73,7 @@ def blue_restore(
     bounds: Sequence[CountBounds] | None = None,
     integral: bool = False,
     rounders: Sequence[str] | None = None,
+    ordered: bool = True,
 ) -> FloatArray:
     """The BLUE of a schema table, restored to nonnegative family by family.
 
@@ -79,6 +96,13 @@ def blue_restore(
     rounders : sequence of str, optional
         The rounder's queries with ``integral`` (default the 2020 production list on the
         schema's attributes, as :func:`~postdp.postprocess.top_down_2020`'s).
+    ordered : bool, default True
+        Below the root and above the leaves, restore each family in the 2020 production's
+        order (see the module notes): the children's totals first, then their cells with
+        each total held within 0.1 of its restored value (and, with ``integral``, the
+        totals rounded before the cells). False restores every family in one pass, totals
+        and cells together (postdp 0.1's restoration, whose nonnegativity moves persons
+        from larger to smaller siblings: ``docs/accuracy.md``).
 
     Returns
     -------
@@ -159,20 +183,63 @@ def blue_restore(
                     ).x[0]
             else:
                 parents, up = np.unique(geo.parent[nodes], return_inverse=True)
-                out[b, nodes] = split_level(
-                    out[b, parents],
-                    up,
-                    own,
-                    quadratic,
-                    fixed,
-                    structural=structural,
-                    geounits=nodes,
-                    rounder=(chain, cell_weight) if integral else None,
-                    totals=totals,
-                    weight=weight,
-                )
+                rounder = (chain, cell_weight) if integral else None
+                if ordered and d < geo.n_levels - 1 and totals is None:
+                    out[b, nodes] = _totals_first(
+                        out[b, parents], up, blue[b, nodes].sum(axis=1), own, quadratic,
+                        structural=structural, geounits=nodes, rounder=rounder, weight=weight,
+                    )  # fmt: skip
+                else:
+                    out[b, nodes] = split_level(
+                        out[b, parents], up, own, quadratic, fixed, structural=structural,
+                        geounits=nodes, rounder=rounder, totals=totals, weight=weight,
+                    )  # fmt: skip
     result: FloatArray = out.reshape(*lead, geo.n, c)
     return result
+
+
+def _totals_first(
+    parents_out: FloatArray,
+    parent_of: np.ndarray,
+    blue_totals: FloatArray,
+    own: list[FloatArray],
+    quadratic: LevelQuadratic,
+    *,
+    structural: StructuralPlan | None,
+    geounits: np.ndarray,
+    rounder: tuple[list[tuple[np.ndarray, float]], float] | None,
+    weight: FloatArray | None,
+) -> FloatArray:
+    """Every family of one level in the production's order: the children's totals nearest
+    the BLUE's (nonnegative, adding up to the parent's: a weighted simplex projection, child
+    j weighed by its budget factor), then their cells nearest the BLUE in the level's
+    metric with each total within 0.1 of those (:func:`totals_first`), then (``rounder``)
+    the totals and the cells rounded in that order (:func:`round_totals_first`)."""
+    out = np.zeros((parent_of.size, parents_out.shape[1]))
+    order = np.argsort(parent_of, kind="stable")
+    edges = np.searchsorted(parent_of[order], np.arange(parents_out.shape[0] + 1))
+    for f in range(parents_out.shape[0]):
+        kids = order[edges[f] : edges[f + 1]]
+        p = parents_out[f]
+        cells = np.flatnonzero(p > 0)
+        if kids.size <= 1 or not cells.size:
+            out[np.ix_(kids, cells)] = p[cells]
+            continue
+        a = None if weight is None else weight[kids]
+        h = np.ones(kids.size) if a is None else a
+        first = weighted_simplex(blue_totals[kids], h, float(p[cells].sum()))
+        b = quadratic.linear([y[kids] for y in own], cells)
+        if a is not None:
+            b = b * a[:, None]
+        bound = None if structural is None else structural.family(cells, geounits[kids])
+        x = totals_first(quadratic.block(cells), b, p[cells], first, bound, a, SLACK)
+        if rounder is not None:
+            chain = [(groups[cells], w) for groups, w in rounder[0]]
+            parent = np.rint(p[cells]).astype(np.int64)
+            out[np.ix_(kids, cells)] = round_totals_first(x, chain, rounder[1], parent, bound)
+        else:
+            out[np.ix_(kids, cells)] = x
+    return out
 
 
 def _metric(workload: Workload, d: int) -> tuple[LevelQuadratic, list[Marginal]] | None:

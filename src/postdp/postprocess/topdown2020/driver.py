@@ -57,17 +57,20 @@ from typing import Any
 import numpy as np
 
 from postdp._typing import ArrayLike, FloatArray, IntArray
-from postdp.errors import ConvergenceError, ValidationError
+from postdp.errors import ValidationError
 from postdp.postprocess._solvers.marginal_basis import identifies_cells, table_schema
 from postdp.postprocess.topdown2020.family import LevelQuadratic
-from postdp.postprocess.topdown2020.passes import largest_remainders as _largest_remainders
 from postdp.postprocess.topdown2020.passes import (
+    SLACK,
     level_quadratic,
     pass_zero,
+    round_totals_first,
     solve_pass,
     total_rows,
+    totals_first,
     weighted,
 )
+from postdp.postprocess.topdown2020.passes import largest_remainders as _largest_remainders
 from postdp.postprocess.topdown2020.root import bounded_root, certified_root
 from postdp.postprocess.topdown2020.rounding import (
     PRODUCTION_ROUNDERS,
@@ -76,7 +79,6 @@ from postdp.postprocess.topdown2020.rounding import (
 )
 from postdp.postprocess.topdown2020.structural import (
     StructuralPlan,
-    min_tolerance,
     rounder_limits,
 )
 from postdp.tables import Table, TableMeasurements, Workload
@@ -87,14 +89,13 @@ __all__ = ["ROUNDER_QUERIES", "check_top_down_2020", "top_down_2020"]
 
 #: The production rounder's second pass (``total`` is its first).
 ROUNDER_QUERIES = PRODUCTION_ROUNDERS
-_SLACK = 0.1  # the production opt_tol_slack
 
 
 def top_down_2020(
     measurements: TableMeasurements,
     *,
     rounders: Sequence[str] | None = None,
-    slack: float = _SLACK,
+    slack: float = SLACK,
     root: ArrayLike | None = None,
     cut: bool = False,
     bounds: Sequence[CountBounds] | None = None,
@@ -414,27 +415,11 @@ class _Plan:
         H = quad.block(cells)
         if public is not None:  # a public total is pass 0's answer and holds exactly
             x = solve_pass(H, b, p, G, g, None, bound, a)
-        else:
-            first = pass_zero(level["totals"], values, rows, float(p.sum()), a)
-            tau = 0.0 if bound is None else min_tolerance(first, p, bound)
-            box = (first - tau - slack, first + tau + slack)
-            x = solve_pass(H, b, p, None, None, box, bound, a)
-            totals = _largest_remainders(x.sum(axis=1), int(parent.sum()))
-        try:
-            rounded = self._round(x, chain, parent[cells], totals, bound)
-        except ConvergenceError:
-            if public is not None:
-                raise
-            # the bounds cannot be held with those totals: rounder pass 0 over the totals
-            # alone, by a flow that meets them (slow on large families: a flow over every
-            # cell with no cost on them), then pass 1 again
-            zero = [(groups, 0.0) for groups, _ in chain]
-            totals = round_nested(
-                x, zero, cell_weight=0.0, parent=parent[cells], total_weight=1.0,
-                **rounder_limits(bound),
-            ).x.sum(axis=1)  # fmt: skip
-            rounded = self._round(x, chain, parent[cells], totals, bound)
-        out[:, cells] = rounded.x
+            out[:, cells] = self._round(x, chain, parent[cells], totals, bound).x
+            return out
+        first = pass_zero(level["totals"], values, rows, float(p.sum()), a)
+        x = totals_first(H, b, p, first, bound, a, slack)
+        out[:, cells] = round_totals_first(x, chain, self.cell_weight, parent[cells], bound)
         return out
 
     def grouped(

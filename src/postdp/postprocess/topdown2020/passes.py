@@ -1,8 +1,10 @@
 """The passes of the 2020 TopDown's families (private): least-squares pass 0 (the
 children's totals closest to their noisy totals, a weighted simplex projection), the later
 least-squares passes (a family's split with its public totals, total boxes and structural
-rows, certified by its KKT residual) and the rounder's first guess at the totals (largest
-remainders)."""
+rows, certified by its KKT residual), the rounder's first guess at the totals (largest
+remainders), and the two passes after pass 0 as the 2020 production ordered them
+(``totals_first``, ``round_totals_first``), shared by ``topdown-2020`` and the
+restoration (:mod:`postdp.postprocess.restore`)."""
 
 from __future__ import annotations
 
@@ -15,16 +17,23 @@ from postdp.errors import ConvergenceError
 from postdp.postprocess._solvers.simplex import weighted_simplex
 from postdp.postprocess.topdown2020.family import LevelQuadratic, solve_family
 from postdp.postprocess.topdown2020.family_box import solve_family_box
-from postdp.postprocess.topdown2020.structural import FamilyRows
+from postdp.postprocess.topdown2020.rounding import round_nested
+from postdp.postprocess.topdown2020.structural import FamilyRows, min_tolerance, rounder_limits
 from postdp.tables import Measurement
 
+#: How far pass 1 may move a child's total from pass 0's (the production opt_tol_slack).
+SLACK = 0.1
+
 __all__ = [
+    "SLACK",
     "certified",
     "largest_remainders",
     "level_quadratic",
     "pass_zero",
+    "round_totals_first",
     "solve_pass",
     "total_rows",
+    "totals_first",
     "weighted",
 ]
 
@@ -127,3 +136,49 @@ def largest_remainders(t: FloatArray, total: int) -> IntArray:
     order = np.argsort(-(t - base), kind="stable")
     base[order[:extra]] += 1
     return base
+
+
+def totals_first(
+    H: FloatArray,
+    b: FloatArray,
+    p: FloatArray,
+    first: FloatArray,
+    bound: FamilyRows | None,
+    a: FloatArray | None,
+    slack: float,
+) -> FloatArray:
+    """Least-squares pass 1 after pass 0's totals ``first``: nonnegative cells adding up to
+    the parent's ``p``, each child's total within tau + ``slack`` of ``first`` (tau the
+    smallest tolerance at which the bounds let those totals be held, 0 without bounds)."""
+    tau = 0.0 if bound is None else min_tolerance(first, p, bound)
+    return solve_pass(H, b, p, None, None, (first - tau - slack, first + tau + slack), bound, a)
+
+
+def round_totals_first(
+    x: FloatArray,
+    chain: list[tuple[IntArray, float]],
+    cell_weight: float,
+    parent: IntArray,
+    bound: FamilyRows | None,
+) -> IntArray:
+    """The two rounder passes after :func:`totals_first`: the children's totals by largest
+    remainders (rounder pass 0), then the cells with those totals fixed, L1-closest over
+    ``chain`` (pass 1). Where the bounds cannot be held with those totals, pass 0 rounds
+    the totals by a flow that meets them (slow on large families: a flow over every cell
+    with no cost on them) and pass 1 runs again."""
+    limits = rounder_limits(bound)
+    totals = largest_remainders(x.sum(axis=1), int(parent.sum()))
+    try:
+        out: IntArray = round_nested(
+            x, chain, cell_weight=cell_weight, parent=parent, totals=totals, **limits
+        ).x
+        return out
+    except ConvergenceError:
+        zero = [(groups, 0.0) for groups, _ in chain]
+        totals = round_nested(
+            x, zero, cell_weight=0.0, parent=parent, total_weight=1.0, **limits
+        ).x.sum(axis=1)
+        out = round_nested(
+            x, chain, cell_weight=cell_weight, parent=parent, totals=totals, **limits
+        ).x
+        return out
