@@ -56,7 +56,12 @@ from postdp.postprocess._solvers.marginal_basis import identifies_cells, table_s
 from postdp.postprocess._solvers.simplex import weighted_simplex
 from postdp.postprocess.topdown2020.family import LevelQuadratic
 from postdp.postprocess.topdown2020.level import split_level
-from postdp.postprocess.topdown2020.passes import SLACK, round_totals_first, totals_first
+from postdp.postprocess.topdown2020.passes import (
+    SLACK,
+    round_totals_first,
+    totals_first,
+    weighted,
+)
 from postdp.postprocess.topdown2020.root import bounded_root, certified_root
 from postdp.postprocess.topdown2020.rounding import round_nested, rounder_chain
 from postdp.postprocess.topdown2020.structural import FamilyRows, StructuralPlan, rounder_limits
@@ -228,9 +233,7 @@ def _totals_first(
         a = None if weight is None else weight[kids]
         h = np.ones(kids.size) if a is None else a
         first = weighted_simplex(blue_totals[kids], h, float(p[cells].sum()))
-        b = quadratic.linear([y[kids] for y in own], cells)
-        if a is not None:
-            b = b * a[:, None]
+        b = weighted(quadratic.linear([y[kids] for y in own], cells), a)
         bound = None if structural is None else structural.family(cells, geounits[kids])
         x = totals_first(quadratic.block(cells), b, p[cells], first, bound, a, SLACK)
         if rounder is not None:
