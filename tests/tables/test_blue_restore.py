@@ -59,6 +59,85 @@ def _family(H, blue, parent, first=None):
     return X.value
 
 
+def _root_covariance(m):
+    """The BLUE's covariance at the root by brute force: the BLUE is linear in the noisy
+    answers, so its root is L y + const; L's columns are the root's response to each answer
+    alone (one draw per answer), and the covariance is L diag(variances) L'."""
+    from postdp.tables import TableMeasurements
+
+    noisy = [(i, x) for i, x in enumerate(m.workload.measurements) if not x.public]
+    sizes = [m.values[i].size for i, _ in noisy]
+    n = sum(sizes)
+    values = [np.zeros((n + 1, *v.shape)) for v in m.values]  # draw 0: every answer 0
+    variances, row = [], 1
+    for (i, x), size in zip(noisy, sizes, strict=True):
+        for k in range(size):
+            values[i][row].reshape(-1)[k] = 1.0
+            row += 1
+        variances += [x.variance] * size
+    probes = TableMeasurements(m.table, m.workload, tuple(values), secure=False)
+    root = TableProjector(m.table, m.workload)(probes)[:, 0]
+    L = (root[1:] - root[0]).T
+    return (L * np.asarray(variances)) @ L.T
+
+
+def _root_reference(H, blue, table):
+    """The root's reference: nonnegative, the public total held, nearest ``blue`` in H."""
+    x = cp.Variable(blue.size)
+    unit = max(1.0, float(np.abs(H @ blue).max()))
+    objective = cp.quad_form(x - blue, cp.psd_wrap(H / unit))
+    cons = [x >= 0, cp.sum(x) == table.counts()[0, 0]]
+    cp.Problem(cp.Minimize(objective), cons).solve(solver=cp.CLARABEL, **CLARABEL_TIGHT)
+    return x.value
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_cell_precision_inverts_the_blues_covariance_at_the_root(seed):
+    """``TableProjector.cell_precision`` (the marginal basis's block inverses rotated back)
+    against the covariance found by brute force: a generalised inverse of it (S H S = S),
+    positive definite, and its exact inverse on the directions the noise reaches."""
+    table, workload, _ = _case(seed)
+    m = measure(table, workload, secure=False, rng=seed)
+    S = _root_covariance(m)
+    H = TableProjector(table, workload).cell_precision(0)
+    np.testing.assert_allclose(S @ H @ S, S, rtol=0, atol=1e-9 * np.abs(S).max())
+    assert np.linalg.eigvalsh(H).min() > 0
+    w, V = np.linalg.eigh(S)
+    live = V[:, w > 1e-9 * w.max()]  # every direction but the public total's
+    np.testing.assert_allclose(
+        live.T @ H @ live, np.linalg.inv(live.T @ S @ live), rtol=1e-9, atol=1e-9
+    )
+
+
+def test_cell_precision_refuses_bad_input():
+    table, workload, _ = _case(0)
+    projector = TableProjector(table, workload)
+    with pytest.raises(ValidationError, match=r"`geounit` must be in 0\.\."):
+        projector.cell_precision(table.geography.n)
+    with pytest.raises(ValidationError, match="`geounit` must be an int"):
+        projector.cell_precision(True)
+    geo = Hierarchy.from_parents(["S", "a"], [None, "S"])
+    cat = Hierarchy.from_parents(["T", "x", "y"], [None, "T", "T"])
+    w = Workload([Measurement(d, Query.detailed(cat), Gaussian(rho=1.0)) for d in range(2)])
+    with pytest.raises(ValidationError, match="schema table"):
+        TableProjector(Table(geo, cat, [[1, 2]]), w).cell_precision(0)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_root_metric_measurements_restores_the_root_in_its_own_information(seed):
+    """``root_metric="measurements"`` (postdp 0.1): the root nearest the BLUE in H_0, the
+    information of the root's own noisy answers; the levels below as with the default."""
+    table, workload, schema = _case(seed)
+    draws = measure(table, workload, secure=False, rng=seed)
+    ours = blue_restore(draws, root_metric="measurements")
+    blue = TableProjector(table, workload)(draws)
+    scale = max(1.0, float(np.abs(blue).max()))
+    expected = _root_reference(_metric(workload, schema, 0), blue[0], table)
+    np.testing.assert_allclose(ours[0], expected, rtol=0, atol=1e-6 * scale)
+    with pytest.raises(ValidationError, match="`root_metric` must be 'blue' or 'measurements'"):
+        blue_restore(draws, root_metric="H0")
+
+
 def _totals(blue_totals, total):
     """Pass 0's reference: totals >= 0 adding up to ``total``, nearest the BLUE's."""
     t = cp.Variable(blue_totals.size)
@@ -84,14 +163,12 @@ def test_blue_restore_equals_a_per_family_reference(seed, ordered):
     assert ours.min() >= 0
     assert abs(ours[0].sum() - table.counts()[0, 0]) < 1e-8  # the public total
     scale = max(1.0, float(np.abs(blue).max()))
-    # the root: nearest nonnegative histogram in H_0 with the public total
-    H0 = _metric(workload, schema, 0)
-    x = cp.Variable(schema.size)
-    unit = float(np.abs(H0 @ blue[0]).max())
-    objective = cp.quad_form(x - blue[0], cp.psd_wrap(H0 / unit))
-    cons = [x >= 0, cp.sum(x) == table.counts()[0, 0]]
-    cp.Problem(cp.Minimize(objective), cons).solve(solver=cp.CLARABEL, **CLARABEL_TIGHT)
-    np.testing.assert_allclose(ours[0], x.value, rtol=0, atol=1e-6 * scale)
+    # the root: nearest nonnegative histogram in the BLUE's precision, the public total held
+    # (the total's direction, of variance 0, weighed as the others: constant where it is held)
+    precision = np.linalg.pinv(_root_covariance(draws), rcond=1e-9, hermitian=True)
+    precision += np.trace(precision) / schema.size**2
+    expected = _root_reference(precision, blue[0], table)
+    np.testing.assert_allclose(ours[0], expected, rtol=0, atol=1e-6 * scale)
     for node in range(geo.n):  # each family given our parent
         kids = np.flatnonzero(geo.parent == node)
         if not kids.size:

@@ -210,6 +210,50 @@ class TableProjector:
         out = self._row_variances(Q)
         return held_at_zero(out[geo.layout.position])
 
+    def cell_precision(self, geounit: int) -> FloatArray:
+        """The inverse of the covariance of one geounit's detailed estimate, from the design
+        alone (a schema table measured by marginals).
+
+        Parameters
+        ----------
+        geounit : int
+            Its row in ``geography.ids`` order.
+
+        Returns
+        -------
+        ndarray, shape (n_detailed, n_detailed)
+            Positive definite; a direction an invariant fixes (variance 0) gets the largest
+            precision of the others.
+
+        Raises
+        ------
+        ValidationError
+            For a table that is not a schema table measured by marginals.
+
+        Examples
+        --------
+        >>> from postdp import Gaussian, Hierarchy
+        >>> from postdp.tables import Attribute, Measurement, Query, Schema, Table, Workload
+        >>> s = Schema([Attribute("a", ["0", "1"])])
+        >>> geo = Hierarchy.from_parents(["S", "p", "q"], [None, "S", "S"])
+        >>> t = Table(geo, s.categories(), [[1, 2], [3, 4]])
+        >>> w = Workload([Measurement(d, Query.marginal(s, "detailed"), Gaussian(rho=0.5))
+        ...               for d in (0, 1)])
+        >>> P = TableProjector(t, w)  # the root's cells: variance 2/3 each, independent
+        >>> P.cell_precision(0).round(6).tolist()
+        [[1.5, 0.0], [0.0, 1.5]]
+        """
+        if self._basis is None:
+            raise ValidationError(
+                "cell_precision needs a schema table measured by marginals (Query.marginal)"
+            )
+        n = self.table.geography.n
+        if isinstance(geounit, bool) or not isinstance(geounit, int | np.integer):
+            raise ValidationError(f"`geounit` must be an int; got {geounit!r}")
+        if not 0 <= geounit < n:
+            raise ValidationError(f"`geounit` must be in 0..{n - 1}; got {geounit}")
+        return self._basis.cell_precision(int(geounit))
+
     def table_variances(self, table: PublishedTable) -> FloatArray:
         """Variance of every row of a published table at every geounit, from the design
         alone (the squares of its margins of error over 1.645 at 90%).

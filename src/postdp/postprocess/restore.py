@@ -5,10 +5,13 @@ The estimate of every geounit and cell is first the BLUE (the GLS (P) of
 :class:`~postdp.postprocess.TableProjector`, every invariant held: unbiased, with exact
 standard deviations from :meth:`TableProjector.query_variances`). It can be negative.
 Restoring it level by level, as top-down does, keeps each family's result close to the
-BLUE in the level's own information metric: the root minimises
-(x - x_blue)' H_0 (x - x_blue) over nonnegative x that meet the root's invariants, then
-every parent's children minimise sum_j (x_j - blue_j)' H_d (x_j - blue_j) over nonnegative
-x_j adding up to the parent's restored histogram and meeting their own invariants. H_d is
+BLUE: the root minimises (x - x_blue)' P_0 (x - x_blue) over nonnegative x that meet the
+root's invariants, P_0 the inverse of the BLUE's covariance at the root (the precision of
+every level's measurements together: a marginal the lower levels pin down, such as the
+Hispanic count, moves little; ``root_metric="measurements"`` takes H_0, the root's own
+measurements' information, as postdp 0.1 did), then every parent's children minimise
+sum_j (x_j - blue_j)' H_d (x_j - blue_j) over nonnegative x_j adding up to the parent's
+restored histogram and meeting their own invariants. H_d is
 the information matrix of level d's noisy marginals (the identity where they do not
 identify every cell; for a level measured by nothing noisy, such as the AIAN spine's states,
 the next level's, each geounit weighed by its children's combined information), so a cell
@@ -79,6 +82,7 @@ def blue_restore(
     integral: bool = False,
     rounders: Sequence[str] | None = None,
     ordered: bool = True,
+    root_metric: str = "blue",
 ) -> FloatArray:
     """The BLUE of a schema table, restored to nonnegative family by family.
 
@@ -108,6 +112,11 @@ def blue_restore(
         totals rounded before the cells). False restores every family in one pass, totals
         and cells together (postdp 0.1's restoration, whose nonnegativity moves persons
         from larger to smaller siblings: ``docs/accuracy.md``).
+    root_metric : {"blue", "measurements"}, default "blue"
+        The distance the root is restored in: the BLUE's own precision there (the inverse
+        of its covariance, :meth:`TableProjector.cell_precision`: every level's
+        measurements, so a marginal the levels below pin down moves little), or the
+        information of the root's own measurements (H_0, postdp 0.1).
 
     Returns
     -------
@@ -140,6 +149,10 @@ def blue_restore(
     table, workload = measurements.table, measurements.workload
     geo = table.geography
     schema = check_blue_restore(table, workload)
+    if root_metric not in ("blue", "measurements"):
+        raise ValidationError(
+            f"`root_metric` must be 'blue' or 'measurements'; got {root_metric!r}"
+        )
     c = schema.size
     if bounds is None:
         bounds = measurements.bounds
@@ -153,7 +166,9 @@ def blue_restore(
     lead = measurements.values[0].shape[:-2]
     B = int(np.prod(lead)) if lead else 1
     scale = only_children_unmeasured(geo, measurements.budget_scale, "blue_restore")
-    blue = TableProjector(table, workload, budget_scale=scale)(measurements).reshape(B, geo.n, c)
+    projector = TableProjector(table, workload, budget_scale=scale)
+    blue = projector(measurements).reshape(B, geo.n, c)
+    precise = projector.cell_precision(int(geo.root)) if root_metric == "blue" else None
     values = [v.reshape(B, *v.shape[-2:]) for v in measurements.values]
     out = np.empty((B, geo.n, c))
     for d in range(geo.n_levels):
@@ -176,7 +191,10 @@ def blue_restore(
             ]
             totals = _public_totals(publics, values, b)
             if d == 0:
-                out[b, 0], root_rows = _root(quadratic, own, fixed, c, structural, geo.root)
+                every = np.arange(c)
+                H = quadratic.block(every) if precise is None else precise
+                lin = quadratic.linear(own, every)[0] if precise is None else H @ blue[b, 0]
+                out[b, 0], root_rows = _root(H, lin, fixed, c, structural, geo.root)
                 if integral:
                     out[b, 0] = round_nested(
                         out[b, :1],
@@ -274,18 +292,17 @@ def _borrowed(
 
 
 def _root(
-    quadratic: LevelQuadratic,
-    own: list[FloatArray],
+    H: FloatArray,
+    lin: FloatArray,
     fixed: list[tuple[np.ndarray, FloatArray]],
     c: int,
     structural: StructuralPlan | None,
     root: int,
 ) -> tuple[FloatArray, FamilyRows | None]:
-    """The root restored: nearest nonnegative histogram meeting its invariants (and its
-    structural bounds, returned for the rounder)."""
+    """The root restored: the nonnegative histogram meeting its invariants (and its
+    structural bounds, returned for the rounder) that minimises 1/2 x'Hx - lin'x, i.e.
+    nearest the BLUE in the metric H when lin = H blue."""
     every = np.arange(c)
-    H = quadratic.block(every)
-    lin = quadratic.linear(own, every)[0]
     rows = [np.arange(v.shape[1])[:, None] == g[None, :] for g, v in fixed]
     C = np.vstack(rows).astype(float) if rows else np.zeros((0, c))
     g = np.concatenate([v[0] for _, v in fixed]) if fixed else np.zeros(0)

@@ -312,6 +312,46 @@ class MarginalBasis:
             self._covs[t] = covs[geo.layout.position]
         return self._covs[t]
 
+    def cell_precision(self, node: int) -> FloatArray:
+        """The inverse of the covariance of geounit ``node``'s final detailed estimate (c x
+        c, cells in schema order), from the design alone.
+
+        In the basis the covariance is block diagonal: type tau's block covariance C,
+        repeated once per choice of complement indices; so the precision is U (blocks of
+        C^-1) U' with U the Kronecker product of the attribute bases. A direction an
+        invariant fixes (variance 0, to rounding) gets the largest precision of the
+        others: the precision stays positive definite, and a restoration that holds the
+        invariant exactly is not changed by it."""
+        from scipy import sparse
+
+        shape, ranks, K = self.schema.shape, self.ranks, len(self.schema.shape)
+        covs = self.type_covariances(node)
+        eigen = [np.linalg.eigh((C + C.T) / 2) for C in covs]
+        largest = max((float(w.max()) for w, _ in eigen if w.size), default=1.0)
+        floor = 1e-12 * max(1.0, largest)  # as held_at_zero: below it, an exact 0
+        known = [1.0 / w[w > floor] for w, _ in eigen if (w > floor).any()]
+        top = max((float(p.max()) for p in known), default=1.0)
+        grid = np.arange(self.schema.size).reshape(shape)
+        rows, cols, data = [], [], []
+        for (tau, _, _), (w, V) in zip(self.types, eigen, strict=True):
+            inverse = (V * np.where(w > floor, 1.0 / np.maximum(w, floor), top)) @ V.T
+            spans = [range(ranks[k]) if k in tau else range(ranks[k], shape[k]) for k in range(K)]
+            sel = grid[np.ix_(*spans)]  # this type's coordinates, one axis per attribute
+            others = [k for k in range(K) if k not in tau]
+            sel = np.transpose(sel, [*others, *tau]).reshape(-1, inverse.shape[0])
+            rows.append(np.repeat(sel, sel.shape[1], axis=1).ravel())
+            cols.append(np.tile(sel, (1, sel.shape[1])).ravel())
+            data.append(np.broadcast_to(inverse.ravel(), (sel.shape[0], inverse.size)).ravel())
+        c = self.schema.size
+        Hz = sparse.csr_array(
+            (np.concatenate(data), (np.concatenate(rows), np.concatenate(cols))), shape=(c, c)
+        )
+        U: FloatArray = np.ones((1, 1))
+        for k in range(K):
+            U = np.asarray(np.kron(U, self.bases[k]), dtype=np.float64)
+        H: FloatArray = U @ (Hz @ U.T)
+        return (H + H.T) / 2
+
     def marginal_variances(
         self, marginal: Factored, root: list[FloatArray] | None = None
     ) -> FloatArray:
