@@ -14,7 +14,7 @@ from postdp import nmf
 from postdp.analysis import ReleaseDesign
 from postdp.errors import ValidationError
 from postdp.nmf.runs import one_thread
-from postdp.postprocess import top_down_2020
+from postdp.postprocess import blue_restore, top_down_2020
 from tests._dask import dask_client
 
 from .conftest import check_parts, counties_table, released_cells
@@ -202,6 +202,19 @@ def test_blue_by_state_equals_the_whole_table_gls(measured, release):
         np.testing.assert_allclose(got[g], row, atol=1e-8 * scale, rtol=0)
 
 
+def test_blue_restore_by_state_equals_the_whole_table(measured, run, tmp_path):
+    """``blue-restore`` from files, the top and then each state (one state in memory): the
+    whole table's restoration to 1e-8."""
+    out = nmf.postprocess(run, tmp_path / "out", method="blue-restore")
+    got = _estimates(out)
+    with one_thread():
+        whole = _by_geocode(measured, blue_restore(measured))
+    assert got.keys() == whole.keys()
+    scale = max(1.0, max(float(np.abs(r).max()) for r in whole.values()))
+    for g, row in whole.items():
+        np.testing.assert_allclose(got[g], row, atol=1e-8 * scale, rtol=0)
+
+
 def test_blue_writes_the_standard_deviation_of_every_query(measured, release):
     """``project``'s margins of error: the ``std_dev`` form (a row per geounit and query, the
     run's marginals, ``total`` and ``detailed``) holds the square roots of the whole
@@ -289,7 +302,7 @@ def test_another_method_in_the_same_folder_is_refused(run, release, tmp_path):
         nmf.postprocess(run, tmp_path / "junk", method="project")
 
 
-@pytest.mark.parametrize("method", ["topdown-2020", "project"])
+@pytest.mark.parametrize("method", ["topdown-2020", "project", "blue-restore-2020"])
 def test_a_bypassed_run_by_state_equals_the_whole_table(tmp_path, method):
     """A Census-like run with the spine's bypass (the District's county only in Constraint,
     the state measured with its budget too): post-processed partition by partition, the
@@ -301,15 +314,16 @@ def test_a_bypassed_run_by_state_equals_the_whole_table(tmp_path, method):
     assert [b.name for b in whole_m.bounds] == ["nurse_nva_0"]  # the Census's form, read
     got = _estimates(out)
     with one_thread():
-        whole = (
-            top_down_2020(whole_m)
-            if method == "topdown-2020"
-            else postdp.project(whole_m, nonneg=False)
-        )
+        if method == "topdown-2020":
+            whole = top_down_2020(whole_m)
+        elif method == "blue-restore-2020":  # the state's BLUE read twice, then restored
+            whole = blue_restore(whole_m, integral=True)
+        else:
+            whole = postdp.project(whole_m, nonneg=False)
     whole = _by_geocode(whole_m, whole)
     assert got.keys() == whole.keys()
     for g, row in whole.items():
-        if method == "topdown-2020":
+        if method != "project":
             assert np.array_equal(got[g], row), g
         else:
             np.testing.assert_allclose(got[g], row, atol=1e-6 * max(1.0, np.abs(row).max()))

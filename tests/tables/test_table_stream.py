@@ -8,7 +8,7 @@ import pytest
 import postdp
 from postdp import Gaussian, Hierarchy
 from postdp.errors import ValidationError
-from postdp.postprocess import TableProjector, project_by_subtree
+from postdp.postprocess import TableProjector, blue_restore, project_by_subtree
 from postdp.tables import (
     Measurement,
     PublishedTable,
@@ -152,12 +152,74 @@ def test_top_down_by_subtree_equals_the_whole_tables(seed):
     assert calls == list(range(table.geography.levels[1].size))  # one pass
 
 
+@pytest.mark.parametrize("seed", range(8))
+def test_blue_restore_by_subtree_equals_the_whole_tables(seed):
+    """BLUE, then restore, by subtree: the top restored from the whole table's BLUE in the
+    BLUE's precision at the root (its cut families in the ordered passes), each subtree
+    below its restored root; the whole table's blue_restore to 1e-9, two draws at once,
+    cut at level 1 or 2; the subtrees read twice (the BLUE's two passes)."""
+    cut = 1 + seed % 2
+    table, work = _schema_case(seed, ragged=cut == 1)
+    draws = measure(table, work, secure=False, rng=seed, size=2)
+    calls = _check(draws, cut, "blue-restore", blue_restore)
+    n = table.geography.levels[cut].size
+    assert calls == [*range(n), *range(n)]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_integral_blue_restore_by_subtree_equals_the_whole_tables(seed):
+    """``blue-restore-2020`` (rounded family by family as it goes down): the same whole
+    numbers as on the whole table."""
+    table, work = _schema_case(seed)
+    draws = measure(table, work, secure=False, rng=seed)
+    top, subs = split(draws, 1)
+    parts = list(project_by_subtree(top, lambda k: subs[k], method="blue-restore-2020"))
+    whole = blue_restore(draws, integral=True)
+    index = {str(g): i for i, g in enumerate(table.geography.ids)}
+    for part, m in zip(parts, [top, *subs], strict=True):
+        rows = [index[str(g)] for g in m.table.geography.ids]
+        np.testing.assert_array_equal(part, whole[rows])
+        assert np.array_equal(part, np.rint(part))
+
+
+def test_blue_restore_by_subtree_refuses_what_it_cannot_restore():
+    """A cut level without noisy measurements (the metric of its families), variances
+    asked of a restoration, and a subtree's invariant the cut level does not keep."""
+    table, work = _schema_case(0)
+    draws = measure(table, work, secure=False, rng=0)
+    top, subs = split(draws, 1)
+    with pytest.raises(ValidationError, match="`variances`: 'blue-restore' has none"):
+        project_by_subtree(
+            top, lambda k: subs[k], method="blue-restore",
+            variances=[work.measurements[0].query],
+        )  # fmt: skip
+    bare = [m for m in top.workload.measurements if m.level == 0]
+    kept = [v for m, v in zip(top.workload.measurements, top.values, strict=True) if m.level == 0]
+    unmeasured = TableMeasurements(top.table, Workload(bare), tuple(kept), secure=False)
+    with pytest.raises(ValidationError, match="noisy measurements at the cut level"):
+        next(project_by_subtree(unmeasured, lambda k: subs[k], method="blue-restore"))
+    sub = subs[0]
+    schema = sub.workload.measurements[0].query.marginal_of.schema
+    public = Measurement(1, Query.marginal(schema, "total"), None)
+    total = sub.table.geography.levels[1].size
+    values = (*sub.values, np.zeros((total, 1)))
+    extra = TableMeasurements(
+        sub.table, Workload([*sub.workload.measurements, public]), values, secure=False
+    )
+    parts = project_by_subtree(top, lambda k: extra if k == 0 else subs[k], method="blue-restore")
+    next(parts)
+    with pytest.raises(ValidationError, match="'total' is public at level 1 but not at level 0"):
+        next(parts)
+
+
 def test_the_2020_preset_by_county_equals_the_whole_state():
     """The persons preset (state totals invariant) cut at the counties: both methods."""
     table, work = small_pl94_state(3)
     draws = measure(table, work, secure=False, rng=4)
     _check(draws, 2, "project", TableProjector(table, work))
     _check(draws, 2, "topdown", postdp.top_down)
+    _check(draws, 2, "blue-restore", blue_restore)
+    _check(draws, 2, "blue-restore-2020", lambda m: blue_restore(m, integral=True))
 
 
 def _check_variances(measurements, cut, queries):

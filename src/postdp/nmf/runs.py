@@ -41,9 +41,12 @@ How each method is partitioned (by the properties of its record in
   and the exact 90% margin of error of every row of the published tables over the run's
   schema (the ``moe`` form: P1 to P5 for a persons run, H1 for a units run; each row's
   variance from its cells' covariances).
-- any other table post-processing (``blue-restore``, ``blue-restore-2020``,
-  ``project-nonneg``, ``topdown``, any with ``,round``): solved on the whole run at once
-  (memory grows with it), written partition by partition.
+- a method solved by subtree without variances (:attr:`~postdp.postprocess.Estimator.
+  streams`: ``topdown``, ``blue-restore``, ``blue-restore-2020``): the top, then each
+  state's subtree below it (:func:`postdp.postprocess.project_by_subtree`; the
+  restorations' BLUE reads each state twice), one state's measurements in memory at a time.
+- any other table post-processing (``project-nonneg``, any with ``,round``): solved on the
+  whole run at once (memory grows with it), written partition by partition.
 
 Margins of error are 90% (1.645 standard errors) wherever they are written, in columns
 named ``moe`` or ``<variable>_moe``. An integral method has them with ``amc``: the Census
@@ -186,6 +189,8 @@ def postprocess(
     # how it is solved, by the record's properties (an integral result: int64, long form)
     tasks = parsed.step.tasks and not rounded
     streamed = parsed.step.variances and not rounded  # the std_dev form: the streamed BLUE
+    # the top, then each state below it (project_by_subtree): topdown, the restorations
+    by_state = parsed.step.streams and not (tasks or streamed or rounded)
     if isinstance(amc, bool) or not isinstance(amc, int) or amc == 1 or amc < 0:
         raise ValidationError(f"`amc` must be 0 or an integer >= 2; got {amc!r}")
     if amc and not integral:
@@ -238,6 +243,8 @@ def postprocess(
                 run_topdown(run, top, order, writer, scheduler, report, cut_blocks)
             elif streamed:
                 _blue(run, top, codes, writer, report, step)
+            elif by_state and not _top_only(writer):
+                _by_state(run, top, codes, writer, report, step)
             else:
                 _whole(run, top, codes, writer, method, seed, report)
         if amc:
@@ -384,6 +391,33 @@ def _blue(
     for k, (estimate, variances) in enumerate(parts):  # subtree k was read just before
         if not writer.done(order[k]):
             writer.subtree(order[k], last[k], estimate, variances)
+        report("subtrees", k + 1, len(codes))
+
+
+def _by_state(
+    run: Path, top: TableMeasurements, codes: list[str], writer: Writer, report: Any, step: str
+) -> None:
+    """A method that streams without variances (``topdown``, ``blue-restore``,
+    ``blue-restore-2020``): the top, then each state's subtree, one state in memory."""
+    from postdp.postprocess import project_by_subtree
+
+    order = _state_order(top, codes)
+    last: dict[int, Hierarchy] = {}  # the geography of the subtree read last
+
+    def subtree(k: int) -> TableMeasurements:
+        m = below(read(run, states=[order[k]]))
+        refuse_missing(m)
+        last.clear()
+        last[k] = m.table.geography
+        return m
+
+    refuse_missing(top)
+    parts = project_by_subtree(top, subtree, method=step)
+    writer.top(top.table.geography, next(parts), order)
+    report("top", 1, len(codes) + 1)
+    for k, estimate in enumerate(parts):  # subtree k was read just before
+        if not writer.done(order[k]):
+            writer.subtree(order[k], last[k], estimate)
         report("subtrees", k + 1, len(codes))
 
 

@@ -21,6 +21,13 @@ Top-down needs one pass: the top is solved, then each subtree below its root's f
 histogram (a public detailed query at its root, as the Census Bureau's TopDown does state
 by state).
 
+BLUE, then restore (:func:`~postdp.postprocess.blue_restore`) takes both: the BLUE by the
+three steps above, the top restored from its part of it (the root in the BLUE's precision
+there, which the top's solve knows from the subtrees' summaries), then each subtree
+restored below its root's restored histogram as the BLUE's downward pass reaches it. A
+family's restoration needs only its parent's restored histogram and its children's BLUE,
+so the result is the whole table's (the same whole numbers with ``integral``).
+
 Memory: the top's arrays, one subtree's answers and estimate, and the summaries (for the
 2020 persons schema about 4 x 2,016 floats per cut geounit).
 """
@@ -41,7 +48,13 @@ from postdp.postprocess._solvers.marginal_basis import (
     table_schema,
     workload_basis,
 )
-from postdp.postprocess.estimators import PROJECT, estimator, estimators
+from postdp.postprocess.estimators import (
+    BLUE_RESTORE,
+    BLUE_RESTORE_2020,
+    PROJECT,
+    estimator,
+    estimators,
+)
 from postdp.postprocess.gls import (
     answered,
     level_answers,
@@ -76,14 +89,18 @@ def project_by_subtree(
         ``top.table.geography`` (in the order of ``geography.leaves``) and its
         descendants: a table rooted at that geounit (same id, same detailed cells), with
         no measurement at its level 0 (the root's own are in ``top``), as many draws as
-        ``top``. Called twice per subtree with ``method="project"`` (upward, then
-        downward) and once with ``"topdown"``; it must return the same answers each time
-        (read them from a file, or draw them from a fixed seed).
+        ``top``. Called twice per subtree with ``method="project"`` and the restorations
+        (upward, then downward) and once with ``"topdown"``; it must return the same
+        answers each time (read them from a file, or draw them from a fixed seed).
     method : str, default "project"
         An estimator that streams (:attr:`~postdp.postprocess.Estimator.streams`):
         ``"project"``: (P), generalised least squares (the BLUE), the same numbers as
         :class:`~postdp.postprocess.TableProjector` on the whole table. ``"topdown"``:
         the same numbers as :func:`~postdp.top_down` on the whole table.
+        ``"blue-restore"``, ``"blue-restore-2020"``: the same numbers as
+        :func:`~postdp.postprocess.blue_restore` (``integral=True`` for the second) on the
+        whole table (a schema table; the cut level measured by noisy marginals, whose
+        metric its families take; ``subtree(k)`` called twice, as for ``"project"``).
     variances : sequence of Query or PublishedTable, default ()
         With an estimator whose variances are known (``"project"``): queries, or
         published tables (:func:`postdp.data.pl94_tables`), whose estimates' variances
@@ -153,6 +170,10 @@ def project_by_subtree(
             "deepest level (the roots of the subtrees)"
         )
     wanted = list(variances)
+    if est.name in (BLUE_RESTORE.name, BLUE_RESTORE_2020.name):
+        if wanted:
+            raise ValidationError(f"`variances`: {method!r} has none")
+        return _restored(top, subtree, integral=est.integral)
     if est.level_by_level:
         uniform_budget(top, f"project_by_subtree(method={method!r})")
         if wanted and not est.variances:
@@ -231,6 +252,39 @@ def _top_down(
         )
         fixed = upper[..., g : g + 1, :]
         yield top_down_cells(TableMeasurements(sub.table, work, (fixed, *sub.values), sub.secure))
+
+
+def _restored(
+    top: TableMeasurements, subtree: Callable[[int], TableMeasurements], *, integral: bool
+) -> Iterator[FloatArray]:
+    """BLUE, then restore, by subtree: the whole table's BLUE (:func:`_blue`), the top
+    restored from it in the BLUE's precision at the root (its deepest families in the
+    ordered passes, as above the leaves), then each subtree restored below its root's
+    restored histogram."""
+    from postdp.postprocess.restore import check_blue_restore, check_restore_options, restore_blue
+
+    check_blue_restore(top.table, top.workload)
+    check_restore_options(top.workload, integral=integral, root_metric="blue")
+    cut = top.table.geography.n_levels - 1
+    if not any(not m.public for m in top.workload.at(cut)):
+        raise ValidationError(
+            "blue-restore by subtree needs noisy measurements at the cut level (its metric); "
+            f"level {cut} of `top` has none"
+        )
+    held = {m.query.name for m in top.workload.at(cut) if m.public}
+    restoring: dict[str, Any] = {}
+    parts = _blue(top, subtree, [], restoring=restoring)
+    first = next(parts)
+    below = restoring["levels"] - 1  # the whole table's deepest level, below the cut
+    upper = restore_blue(
+        top, first, precision=restoring["precision"], leaf_level=cut + below, integral=integral
+    )
+    yield upper
+    geo = top.table.geography
+    for g, (blue, sub) in zip(geo.leaves, parts, strict=True):
+        check_blue_restore(sub.table, sub.workload, held=held)
+        check_restore_options(sub.workload, integral=integral, root_metric="blue")
+        yield restore_blue(sub, blue, root=upper[..., g, :], leaf_level=below, integral=integral)
 
 
 class _Solver:
@@ -317,7 +371,14 @@ def _blue(
     top: TableMeasurements,
     subtree: Callable[[int], TableMeasurements],
     queries: list[Query | PublishedTable],
+    *,
+    restoring: dict[str, Any] | None = None,
 ) -> Iterator[Any]:
+    """The BLUE of the top, then of each subtree (with ``queries``' variances); with
+    ``restoring`` (a dict), what a restoration needs is put in it before the top is
+    yielded -- ``"precision"``, the root's (the marginal basis's
+    :meth:`~MarginalBasis.cell_precision`), and ``"levels"``, the most levels of a subtree
+    -- and each subtree comes with its measurements, ``(estimate, measurements)``."""
     geo, cat = top.table.geography, top.table.categories
     lead = _lead(top)
     B = int(np.prod(lead)) if lead else 1
@@ -338,6 +399,9 @@ def _blue(
             raise ValidationError(f"subtree({k}): {err}") from None
         summaries.append(solver.upward(sub, B))
         solvers.append(solver)
+        if restoring is not None:
+            levels = max(restoring.get("levels", 1), sub.table.geography.n_levels)
+            restoring["levels"] = levels
         del sub
     n_types = len(summaries[0])
     below_cov, below_est = [], []
@@ -353,6 +417,9 @@ def _blue(
     upper = top_solver.solve(top, B, below=below_est)
     c = cat.leaves.size
     first = upper.reshape(*lead, geo.n, c)
+    if restoring is not None:
+        assert hasattr(top_solver, "marginal")  # a schema table (checked by the caller)
+        restoring["precision"] = top_solver.marginal.cell_precision(int(geo.root))
     yield (first, top_solver.variances(queries, top)) if queries else first
     for k, g in enumerate(geo.leaves):
         sub = _subtree(top, subtree, k)
@@ -360,6 +427,9 @@ def _blue(
         assert below_root is not None
         solvers[k] = None  # its tree arrays are not needed again
         est = below_root.solve(sub, B, root=upper[:, g]).reshape(*lead, sub.table.geography.n, c)
+        if restoring is not None:
+            yield est, sub
+            continue
         if not queries:
             yield est
             continue

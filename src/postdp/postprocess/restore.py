@@ -147,31 +147,92 @@ def blue_restore(
     from postdp.postprocess.gls import TableProjector
 
     table, workload = measurements.table, measurements.workload
-    geo = table.geography
-    schema = check_blue_restore(table, workload)
+    check_blue_restore(table, workload)
+    check_restore_options(workload, integral=integral, root_metric=root_metric)
+    scale = only_children_unmeasured(table.geography, measurements.budget_scale, "blue_restore")
+    projector = TableProjector(table, workload, budget_scale=scale)
+    blue = projector(measurements)
+    root = int(table.geography.root)
+    precise = projector.cell_precision(root) if root_metric == "blue" else None
+    return restore_blue(
+        measurements, blue, precision=precise, bounds=bounds, integral=integral,
+        rounders=rounders, ordered=ordered,
+    )  # fmt: skip
+
+
+def check_restore_options(workload: Workload, *, integral: bool, root_metric: str) -> None:
+    """Refuse, before anything is solved, options :func:`blue_restore` cannot honour."""
     if root_metric not in ("blue", "measurements"):
         raise ValidationError(
             f"`root_metric` must be 'blue' or 'measurements'; got {root_metric!r}"
         )
-    c = schema.size
-    if bounds is None:
-        bounds = measurements.bounds
-    chain, cell_weight = rounder_chain(schema, rounders) if integral else ([], 1.0)
-    structural = StructuralPlan(schema, bounds, geo.n, chain) if bounds else None
     if integral and any(m.public and m.query.size != 1 for m in workload.measurements):
         raise ValidationError(
             "blue-restore with integral=True keeps public totals only; the workload has "
             "other public marginals"
         )
+
+
+def restore_blue(
+    measurements: TableMeasurements,
+    blue: FloatArray,
+    *,
+    precision: FloatArray | None = None,
+    root: FloatArray | None = None,
+    leaf_level: int | None = None,
+    bounds: Sequence[CountBounds] | None = None,
+    integral: bool = False,
+    rounders: Sequence[str] | None = None,
+    ordered: bool = True,
+) -> FloatArray:
+    """Restore a given BLUE family by family (:func:`blue_restore`'s second step; the
+    subtree path of :func:`~postdp.postprocess.project_by_subtree` calls it on the top and
+    on each subtree).
+
+    Parameters
+    ----------
+    measurements : TableMeasurements
+        The measurements the BLUE was estimated from (their metrics, public answers and
+        bounds), already checked (:func:`check_blue_restore`, :func:`check_restore_options`).
+    blue : ndarray, shape (..., geography.n, n_detailed)
+        The BLUE of every geounit (of the whole table, for a part of it).
+    precision : ndarray, shape (n_detailed, n_detailed), optional
+        The root's metric (the BLUE's precision there); default the root's measurements'
+        information.
+    root : ndarray, shape (..., n_detailed), optional
+        The root's histogram, restored already (a subtree below its larger tree's answer):
+        the root is not restored again, and the measurements hold nothing at level 0.
+    leaf_level : int, optional
+        The level, in this table, of the whole table's deepest geounits, whose families
+        take one pass (default this table's deepest; a part of a table cut into subtrees
+        gives the whole's).
+    bounds, integral, rounders, ordered
+        As :func:`blue_restore`.
+
+    Returns
+    -------
+    ndarray, shape (..., geography.n, n_detailed)
+    """
+    table, workload = measurements.table, measurements.workload
+    geo = table.geography
+    schema = table_schema(table.categories, workload)
+    assert schema is not None  # checked by the caller
+    c = schema.size
+    if bounds is None:
+        bounds = measurements.bounds
+    chain, cell_weight = rounder_chain(schema, rounders) if integral else ([], 1.0)
+    structural = StructuralPlan(schema, bounds, geo.n, chain) if bounds else None
     lead = measurements.values[0].shape[:-2]
     B = int(np.prod(lead)) if lead else 1
     scale = only_children_unmeasured(geo, measurements.budget_scale, "blue_restore")
-    projector = TableProjector(table, workload, budget_scale=scale)
-    blue = projector(measurements).reshape(B, geo.n, c)
-    precise = projector.cell_precision(int(geo.root)) if root_metric == "blue" else None
+    blue = blue.reshape(B, geo.n, c)
+    precise = precision
+    deepest = geo.n_levels - 1 if leaf_level is None else leaf_level  # one pass there
     values = [v.reshape(B, *v.shape[-2:]) for v in measurements.values]
     out = np.empty((B, geo.n, c))
-    for d in range(geo.n_levels):
+    if root is not None:
+        out[:, geo.root] = np.asarray(root, dtype=np.float64).reshape(B, c)
+    for d in range(1 if root is not None else 0, geo.n_levels):
         nodes = geo.levels[d]
         weight = None if scale is None else scale[nodes]
         metric = _metric(workload, d)
@@ -207,7 +268,7 @@ def blue_restore(
             else:
                 parents, up = np.unique(geo.parent[nodes], return_inverse=True)
                 rounder = (chain, cell_weight) if integral else None
-                if ordered and d < geo.n_levels - 1 and totals is None:
+                if ordered and d < deepest and totals is None:
                     out[b, nodes] = _totals_first(
                         out[b, parents], up, blue[b, nodes].sum(axis=1), own, quadratic,
                         structural=structural, geounits=nodes, rounder=rounder, weight=weight,
@@ -325,13 +386,16 @@ def _public_totals(
     return None
 
 
-def check_blue_restore(table: Table, workload: Workload) -> Schema:
+def check_blue_restore(table: Table, workload: Workload, *, held: set[str] | None = None) -> Schema:
     """Refuse, before anything is drawn, a design :func:`blue_restore` cannot run.
 
     Parameters
     ----------
     table : Table
     workload : Workload
+    held : set of str, optional
+        A subtree's: the public queries its root's level keeps in the larger tree (its
+        own measurements hold nothing at level 0).
 
     Returns
     -------
@@ -363,6 +427,8 @@ def check_blue_restore(table: Table, workload: Workload) -> Schema:
         )
     for d in range(1, geo.n_levels):
         above = {m.query.name for m in workload.at(d - 1) if m.public}
+        if d == 1 and held is not None:
+            above = set(held)
         for m in workload.at(d):
             if m.public and m.query.name not in above:
                 raise ValidationError(
