@@ -13,6 +13,8 @@ Run by hand (never collected by pytest)::
         --tracts 193 --block-groups 3 --blocks 42 --people 26   # a Vermont-sized state
     python benchmarks/bench_schema.py --stream 42           # a Pennsylvania-sized state,
                                                             # tract by tract (~30 min)
+    python benchmarks/bench_schema.py --stream 42 --cut 2 --repeat 1 \
+        --methods project,blue-restore-2020                 # the restoration, by county
 
 The geography is synthetic: nation > state > ``--counties`` counties > ``--tracts``
 tracts (spread evenly) [> ``--block-groups`` block groups per tract [> ``--blocks`` blocks
@@ -33,10 +35,12 @@ With ``--stream FIPS``: the synthetic 2020 population of one state
 tracts, ~9,400 block groups, ~320,000 blocks) under the persons preset (or ``--strategy``),
 released subtree by subtree: the table and workload cut at the tracts (``--cut 3``; 2 for
 the counties) with ``Table.split_at`` and ``Workload.split_at``, each subtree's answers
-drawn from its own seed, then ``project_by_subtree`` (``"project"``, which draws each subtree
-twice, and ``"topdown"``) and ``postdp.round`` on the sparse block cells of the whole
-state. The noise floor is drawing every answer once. Peak memory is the process's resident
-peak (``ru_maxrss``), everything included.
+drawn from its own seed, then ``project_by_subtree`` (``"project"``, which draws each
+subtree twice, and ``"topdown"``; ``--methods`` chooses, e.g. ``blue-restore-2020``, the
+BLUE restored by subtree, whose BLUE draws each subtree twice too) and, with ``topdown``,
+``postdp.round`` on the sparse block cells of the whole state. The noise floor is drawing
+every answer once. Peak memory is the process's resident peak (``ru_maxrss``), everything
+included.
 
 Printed per step: the median wall time of ``--repeat`` runs, its ratio to the noise floor
 (drawing the noise of the whole workload once, ``measure``) per run and the median of the
@@ -178,8 +182,10 @@ def stream(args: argparse.Namespace) -> None:
         return errors, blocks
 
     counts = np.array([lv.size for lv in geo.levels], dtype=float)
-    timings: dict[str, list[float]] = {"floor": [], "project": [], "topdown": [], "rounding": []}
+    methods = [m.strip() for m in args.methods.split(",")]
+    timings: dict[str, list[float]] = {"floor": [], "rounding": [], **{m: [] for m in methods}}
     results = {}
+    blocks: list = []
     for _ in range(args.repeat):
         t0 = time.perf_counter()
         floor()
@@ -187,15 +193,18 @@ def stream(args: argparse.Namespace) -> None:
         print(
             f"  noise floor {timings['floor'][-1]:.1f} s, peak RSS {_peak_gb():.2f} GB", flush=True
         )
-        for method in ("project", "topdown"):
+        for method in methods:
             t0 = time.perf_counter()
-            errors, blocks = solve(method)
+            errors, solved = solve(method)
             timings[method].append(time.perf_counter() - t0)
             print(
                 f"  {method}: {timings[method][-1]:.1f} s, peak RSS {_peak_gb():.2f} GB",
                 flush=True,
             )
             results[method] = errors
+            blocks = solved or blocks
+        if not blocks:  # no top-down: nothing to round
+            continue
         t0 = time.perf_counter()
         cells = sparse.vstack(blocks).tocsr()[np.argsort(leaf_rows)]
         rounded = postdp.round(cells, table, rng=2)
@@ -204,7 +213,7 @@ def stream(args: argparse.Namespace) -> None:
             f"  rounding: {timings['rounding'][-1]:.1f} s, peak RSS {_peak_gb():.2f} GB", flush=True
         )
     f = timings["floor"]
-    for name in ("project", "topdown"):
+    for name in methods:
         ratios = [t / x for t, x in zip(timings[name], f, strict=True)]
         print(
             f"{name}: median {statistics.median(timings[name]):.1f} s, "
@@ -212,33 +221,36 @@ def stream(args: argparse.Namespace) -> None:
             + ", ".join(f"{r:.2f}" for r in ratios)
             + ")"
         )
-    both = [(t + r) / x for t, r, x in zip(timings["topdown"], timings["rounding"], f, strict=True)]
-    print(
-        f"noise floor: median {statistics.median(f):.1f} s; rounding median "
-        f"{statistics.median(timings['rounding']):.1f} s; top-down + rounding "
-        f"{statistics.median(both):.2f}x the floor (per run: "
-        + ", ".join(f"{r:.2f}" for r in both)
-        + f"); peak RSS {_peak_gb():.2f} GB"
-    )
-    block_totals = np.asarray(rounded.sum(axis=1)).astype(float)
-    rounded_full = np.zeros(geo.n)
-    rounded_full[geo.leaves] = block_totals
-    rounded_full = geo.aggregate(rounded_full)
+    print(f"noise floor: median {statistics.median(f):.1f} s; peak RSS {_peak_gb():.2f} GB")
+    rounded_full = None
+    if timings["rounding"]:
+        both = [
+            (t + r) / x for t, r, x in zip(timings["topdown"], timings["rounding"], f, strict=True)
+        ]
+        print(
+            f"rounding median {statistics.median(timings['rounding']):.1f} s; top-down + "
+            f"rounding {statistics.median(both):.2f}x the floor (per run: "
+            + ", ".join(f"{r:.2f}" for r in both)
+            + ")"
+        )
+        block_totals = np.asarray(rounded.sum(axis=1)).astype(float)
+        rounded_full = np.zeros(geo.n)
+        rounded_full[geo.leaves] = block_totals
+        rounded_full = geo.aggregate(rounded_full)
     print("MAE of total population by level (last run):")
     for d in range(2, geo.n_levels):
         nodes = geo.levels[d]
-        print(
-            f"  level {d} ({nodes.size:,}): project "
-            f"{results['project'][d] / counts[d]:.2f}, top-down "
-            f"{results['topdown'][d] / counts[d]:.2f}, rounded "
-            f"{np.abs(rounded_full[nodes] - truth[nodes]).mean():.2f}"
-        )
+        shown = [f"{name} {results[name][d] / counts[d]:.2f}" for name in methods]
+        if rounded_full is not None:
+            shown.append(f"rounded {np.abs(rounded_full[nodes] - truth[nodes]).mean():.2f}")
+        print(f"  level {d} ({nodes.size:,}): " + ", ".join(shown))
     state = geo.levels[1][0]
-    print(
-        f"checks: the state's rounded total {int(rounded_full[state]):,} (invariant "
-        f"{int(truth[state]):,}); integers {rounded.dtype}; load after "
-        f"{os.getloadavg()[0]:.2f}"
-    )
+    if rounded_full is not None:
+        print(
+            f"checks: the state's rounded total {int(rounded_full[state]):,} (invariant "
+            f"{int(truth[state]):,}); integers {rounded.dtype}"
+        )
+    print(f"load after {os.getloadavg()[0]:.2f}")
 
 
 def main() -> None:
@@ -260,6 +272,11 @@ def main() -> None:
         type=int,
         default=3,
         help="with --stream, the level the state is cut at (2: counties, 3: tracts)",
+    )
+    parser.add_argument(
+        "--methods",
+        default="project,topdown",
+        help="with --stream, the methods of project_by_subtree to time, separated by ','",
     )
     parser.add_argument(
         "--stream",
