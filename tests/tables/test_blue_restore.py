@@ -59,24 +59,28 @@ def _family(H, blue, parent, first=None):
     return X.value
 
 
-def _root_covariance(m):
+def _root_covariance(m, scale=None):
     """The BLUE's covariance at the root by brute force: the BLUE is linear in the noisy
     answers, so its root is L y + const; L's columns are the root's response to each answer
-    alone (one draw per answer), and the covariance is L diag(variances) L'."""
+    alone (one draw per answer), and the covariance is L diag(variances) L', a geounit
+    measured with budget factor s_j answering with variance / s_j."""
     from postdp.tables import TableMeasurements
 
+    geo = m.table.geography
     noisy = [(i, x) for i, x in enumerate(m.workload.measurements) if not x.public]
     sizes = [m.values[i].size for i, _ in noisy]
     n = sum(sizes)
     values = [np.zeros((n + 1, *v.shape)) for v in m.values]  # draw 0: every answer 0
     variances, row = [], 1
     for (i, x), size in zip(noisy, sizes, strict=True):
+        factor = np.ones(geo.n) if scale is None else scale
+        per_unit = x.variance / factor[geo.levels[x.level]]
         for k in range(size):
             values[i][row].reshape(-1)[k] = 1.0
             row += 1
-        variances += [x.variance] * size
-    probes = TableMeasurements(m.table, m.workload, tuple(values), secure=False)
-    root = TableProjector(m.table, m.workload)(probes)[:, 0]
+        variances += np.repeat(per_unit, size // per_unit.size).tolist()
+    probes = TableMeasurements(m.table, m.workload, tuple(values), secure=False, budget_scale=scale)
+    root = TableProjector(m.table, m.workload, budget_scale=scale)(probes)[:, 0]
     L = (root[1:] - root[0]).T
     return (L * np.asarray(variances)) @ L.T
 
@@ -107,6 +111,22 @@ def test_cell_precision_inverts_the_blues_covariance_at_the_root(seed):
     np.testing.assert_allclose(
         live.T @ H @ live, np.linalg.inv(live.T @ S @ live), rtol=1e-9, atol=1e-9
     )
+
+
+def test_cell_precision_with_each_geounits_own_budget():
+    """A geounit measured with its own multiple s_j of its level's budget (the spine's
+    bypass, ``budget_scale``) answers with variance / s_j: the precision inverts that
+    covariance too."""
+    table, workload, _ = _case(5)
+    geo = table.geography
+    scale = np.random.default_rng(5).uniform(0.5, 2.0, geo.n)
+    scale[geo.root] = 1.0
+    m = measure(table, workload, secure=False, rng=5)
+    S = _root_covariance(m, scale)
+    H = TableProjector(table, workload, budget_scale=scale).cell_precision(0)
+    np.testing.assert_allclose(S @ H @ S, S, rtol=0, atol=1e-9 * np.abs(S).max())
+    plain = TableProjector(table, workload).cell_precision(0)
+    assert np.abs(H - plain).max() > 1e-3  # the factors matter
 
 
 def test_cell_precision_refuses_bad_input():
