@@ -226,7 +226,6 @@ def restore_blue(
     B = int(np.prod(lead)) if lead else 1
     scale = only_children_unmeasured(geo, measurements.budget_scale, "blue_restore")
     blue = blue.reshape(B, geo.n, c)
-    precise = precision
     deepest = geo.n_levels - 1 if leaf_level is None else leaf_level  # one pass there
     values = [v.reshape(B, *v.shape[-2:]) for v in measurements.values]
     out = np.empty((B, geo.n, c))
@@ -253,8 +252,8 @@ def restore_blue(
             totals = _public_totals(publics, values, b)
             if d == 0:
                 every = np.arange(c)
-                H = quadratic.block(every) if precise is None else precise
-                lin = quadratic.linear(own, every)[0] if precise is None else H @ blue[b, 0]
+                H = quadratic.block(every) if precision is None else precision
+                lin = quadratic.linear(own, every)[0] if precision is None else H @ blue[b, 0]
                 out[b, 0], root_rows = _root(H, lin, fixed, c, structural, geo.root)
                 if integral:
                     out[b, 0] = round_nested(
