@@ -362,14 +362,7 @@ def _blue(
     from postdp.postprocess import project_by_subtree
 
     order = _state_order(top, codes)
-    last: dict[int, Hierarchy] = {}  # the geography of the subtree read last
-
-    def subtree(k: int) -> TableMeasurements:
-        m = below(read(run, states=[order[k]]))
-        last.clear()
-        last[k] = m.table.geography
-        return m
-
+    subtree, last = _reader(run, order, checked=False)
     assert writer.queries is not None
     schema = schema_of(top)
     wanted: list[Any] = [Query.marginal(schema, q) for q in writer.queries]
@@ -394,6 +387,22 @@ def _blue(
         report("subtrees", k + 1, len(codes))
 
 
+def _reader(run: Path, order: list[str], *, checked: bool) -> tuple[Any, dict[int, Hierarchy]]:
+    """``subtree(k)``, state ``order[k]``'s measurements below it (``checked``: missing
+    answers refused), and the dict that holds the geography of the subtree read last."""
+    last: dict[int, Hierarchy] = {}
+
+    def subtree(k: int) -> TableMeasurements:
+        m = below(read(run, states=[order[k]]))
+        if checked:
+            refuse_missing(m)
+        last.clear()
+        last[k] = m.table.geography
+        return m
+
+    return subtree, last
+
+
 def _by_state(
     run: Path, top: TableMeasurements, codes: list[str], writer: Writer, report: Any, step: str
 ) -> None:
@@ -402,15 +411,7 @@ def _by_state(
     from postdp.postprocess import project_by_subtree
 
     order = _state_order(top, codes)
-    last: dict[int, Hierarchy] = {}  # the geography of the subtree read last
-
-    def subtree(k: int) -> TableMeasurements:
-        m = below(read(run, states=[order[k]]))
-        refuse_missing(m)
-        last.clear()
-        last[k] = m.table.geography
-        return m
-
+    subtree, last = _reader(run, order, checked=True)
     refuse_missing(top)
     parts = project_by_subtree(top, subtree, method=step)
     writer.top(top.table.geography, next(parts), order)
