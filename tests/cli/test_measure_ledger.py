@@ -31,8 +31,9 @@ RHO = 293764 / 114921  # the persons preset's budget
 
 @pytest.fixture
 def fast_release(monkeypatch):
-    """OpenDP's sampler stood in by a fast integer draw (these tests are about the
-    bookkeeping, not the sampler); returns the list of draws made."""
+    """The secure samplers (OpenDP's and postdp's exact one) stood in by a fast integer
+    draw (these tests are about the bookkeeping, not the sampler); returns the list of
+    draws made."""
     from postdp.mechanisms import _base
 
     rng = np.random.default_rng(0)
@@ -42,7 +43,13 @@ def fast_release(monkeypatch):
         calls.append(1)
         return np.asarray(x) + rng.integers(-3, 4, size=np.shape(x))
 
+    def exact(mechanism, x, **kwargs):
+        return release(mechanism, x)
+
     monkeypatch.setattr(_base.NoiseMechanism, "release", release)
+    import postdp.mechanisms.release as samplers
+
+    monkeypatch.setattr(samplers, "exact_release", exact)
     return calls
 
 
@@ -334,3 +341,34 @@ def test_a_measure_knows_records_in_another_order_or_layout_as_the_same_input(
     long[long["count"] > 0].sample(frac=1.0, random_state=1).to_parquet(tmp_path / "long.parquet")
     assert earlier(tmp_path / "wide.parquet", "h1") == 0
     assert earlier(tmp_path / "long.parquet", "h2") == 1
+
+
+def test_the_privacy_statement_and_the_ledger_name_the_sampler(tmp_path, capsys):
+    """A secure measure draws with postdp's exact sampler by default (real draws here) and
+    says so, with its version, in the statement, the ledger and the last line."""
+    ledger = tmp_path / "ledger.jsonl"
+    args = _measure(tmp_path, ledger)
+    args.remove("--quiet")
+    assert main(args) == 0
+    statement = json.loads((tmp_path / "run" / "privacy.json").read_text())
+    assert statement["sampler"] == f"postdp-exact {postdp.__version__}"
+    assert _records(ledger)[-1]["sampler"] == statement["sampler"]
+    assert f"secure (postdp-exact {postdp.__version__})" in capsys.readouterr().err
+
+
+def test_opendp_is_named_when_it_draws(tmp_path, fast_release):
+    from postdp.mechanisms.release import opendp_version
+
+    ledger = tmp_path / "ledger.jsonl"
+    assert main([*_measure(tmp_path, ledger), "--sampler", "opendp"]) == 0
+    statement = json.loads((tmp_path / "run" / "privacy.json").read_text())
+    assert statement["sampler"] == f"opendp {opendp_version()}"
+    assert fast_release  # drawn through the OpenDP route (stood in)
+
+
+def test_a_study_measure_refuses_a_sampler(tmp_path, capsys):
+    args = ["measure", "--synthetic", "11", "--study", "--seed", "1", "--sampler", "opendp"]
+    assert main([*args, "--output-dir", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--sampler opendp" in err[0]
+    assert not (tmp_path / "run").exists()

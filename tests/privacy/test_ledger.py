@@ -24,17 +24,22 @@ COUNTS = [101, 202, 303]
 
 @pytest.fixture
 def draws(monkeypatch):
-    """Every call of OpenDP's release path (a spy on the one sampler of the secure path)."""
+    """Every call of the secure path's samplers (spies on OpenDP's and postdp's exact one)."""
     import postdp.mechanisms.release as release
 
     calls = []
-    real = release.opendp_release
+    real_opendp, real_exact = release.opendp_release, release.exact_release
 
     def spy(mechanism, values):
         calls.append(np.size(values))
-        return real(mechanism, values)
+        return real_opendp(mechanism, values)
+
+    def exact_spy(mechanism, values, **kwargs):
+        calls.append(np.size(values))
+        return real_exact(mechanism, values, **kwargs)
 
     monkeypatch.setattr(release, "opendp_release", spy)
+    monkeypatch.setattr(release, "exact_release", exact_spy)
     return calls
 
 
@@ -114,6 +119,7 @@ def test_measure_records_a_draw_and_refuses_one_over_the_cap(tmp_path, draws):
     assert record["status"] == "drawn, not published" and record["reservation"] == m.recorded
     assert len(record["measurements"]) == len(work.measurements)
     assert record["budget"] == {"epsilon": work.budget.epsilon, "rho": work.budget.rho}
+    assert record["sampler"].startswith("postdp-exact ")
     n = len(draws)
     assert n > 0
     with pytest.raises(BudgetCapError, match="nothing was drawn"):

@@ -30,25 +30,26 @@ RUN/<Geolevel>.parquet/{DPQuery,Constraint}/State=NNN/part-0.parquet, with
 RUN/postdp-nmf.json (the manifest) and RUN/privacy.json (the privacy statement). Post-process
 them as often as needed with `postdp postprocess RUN` (no privacy cost).
 
-The input is person records (--input: Parquet with the 2020 PPMF columns, read and
-tabulated one state at a time), block histograms (--input: Parquet with a 'geocode' column
-and the cells of the strategy's schema, wide or long, as postdp postprocess writes them) or
-a synthetic persons population (--synthetic 11,10 or --synthetic 11 10: state FIPS codes;
-no confidential data exists here), measured with a 2020 preset (--strategy; persons are
+The input is person records (--input: Parquet with the 2020 PPMF columns, read and tabulated
+one state at a time), block histograms (--input: Parquet with a 'geocode' column and the
+cells of the strategy's schema, wide or long, as postdp postprocess writes them) or a
+synthetic persons population (--synthetic 11,10 or --synthetic 11 10: state FIPS codes; no
+confidential data exists here), measured with a 2020 preset (--strategy; persons are
 tabulated to its cells). Every option and every record is checked, and the output folder,
 before anything is drawn. The run is written under a temporary name and renamed into place
 when complete: a run killed part-way leaves no RUN, and an existing RUN is never drawn into
 again; the temporary folders of earlier measures into the same place that were killed are
-removed once this one is in place. Without --study the noise comes from OpenDP's exact
-samplers and the draw is recorded in the ledger (see postdp release --ledger): its budget
-is reserved there before the draw (a 'reserved' line, counted by every release and measure
-of the same input at once), the ledger's lock is not held while drawing, and the outcome is
-appended at the end: 'published', 'drawn, not published' (its budget still counts) or
-'withdrawn' (nothing was drawn). A measure killed outright leaves its reservation, which
-keeps counting: noise may have been drawn and seen. The input is known to the ledger by its
-bytes and by its content (the records or counts in any order or partitioning, read once
-more before the draw to compute it). With --study --seed N the draw is reproducible on
-numpy's generator: for studies only.
+removed once this one is in place. Without --study the noise comes from postdp's exact
+integer sampler on the operating system's CSPRNG (--sampler opendp: OpenDP's; the privacy
+statement names the sampler and its version) and the draw is recorded in the ledger (see
+postdp release --ledger): its budget is reserved there before the draw (a 'reserved' line,
+counted by every release and measure of the same input at once), the ledger's lock is not
+held while drawing, and the outcome is appended at the end: 'published', 'drawn, not
+published' (its budget still counts) or 'withdrawn' (nothing was drawn). A measure killed
+outright leaves its reservation, which keeps counting: noise may have been drawn and seen.
+The input is known to the ledger by its bytes and by its content (the records or counts in
+any order or partitioning, read once more before the draw to compute it). With --study
+--seed N the draw is reproducible on numpy's generator: for studies only.
 """
 
 
@@ -106,6 +107,14 @@ def add_parser(commands: Any) -> None:
     parser.add_argument("--seed", type=whole(0, 2**63 - 1), help="study-path seed (needs --study)")
     parser.add_argument("--ledger", metavar="JSONL", help="release ledger (see postdp release)")
     parser.add_argument(
+        "--sampler",
+        choices=("postdp", "opendp"),
+        help="the secure path's noise: postdp's exact discrete Gaussian/Laplace on the "
+        "operating system's CSPRNG, with the design's exact rational shares (default for "
+        "integer noise), or OpenDP's samplers (the 'release' extra; default for real-valued "
+        "noise); not with --study",
+    )
+    parser.add_argument(
         "--delta",
         type=probability,
         default=1e-10,
@@ -154,6 +163,9 @@ def run(args: argparse.Namespace, state: RunState) -> int:
         raise CliError("--study: give --seed N so the study draw can be reproduced")
     if args.study and args.ledger:
         raise CliError("--ledger: records secure draws; --study draws are not recorded")
+    if args.study and args.sampler is not None:
+        raise CliError(f"--sampler {args.sampler}: the secure path's; --study draws with numpy")
+
     state.phase = "checking the options"
     from postdp.tables import load_strategy
 
@@ -174,9 +186,11 @@ def run(args: argparse.Namespace, state: RunState) -> int:
     reservation = None
     began: list[bool] = []  # set once the draw begins
     if secure:
-        from postdp.mechanisms.release import opendp_version
+        from postdp.mechanisms.release import pick_samplers
 
-        opendp_version()  # the 'release' extra, checked before the draw
+        with flag("--sampler", args.sampler or "postdp"):  # before the draw: OpenDP's extra,
+            mechanisms = [m.mechanism for m in work.measurements]  # integer noise for postdp
+            _, args.sampler_name = pick_samplers(mechanisms, args.sampler)
         path = Path(args.ledger).expanduser().resolve() if args.ledger else privacy.default_path()
         privacy.check_writable(path, "--ledger")
         state.phase = "reserving the budget in the ledger"
@@ -228,6 +242,7 @@ def run(args: argparse.Namespace, state: RunState) -> int:
             progress=lambda stage, done, total: bar.update(done - bar.n),
             population_seed=args.population_seed if args.synthetic is not None else None,
             population_scale=args.population_scale or 1.0,
+            sampler=args.sampler,
         )
         bar.close()
         record = _record(args, source, digest, work, run_dir, content=content)
@@ -260,7 +275,9 @@ def run(args: argparse.Namespace, state: RunState) -> int:
         shutil.rmtree(tmp, ignore_errors=True)
     remove_stale_temporaries(run_dir)
     if not args.quiet:
-        drawn = "secure (OpenDP)" if secure else "STUDY (numpy, not a private release)"
+        drawn = (
+            f"secure ({args.sampler_name})" if secure else "STUDY (numpy, not a private release)"
+        )
         print(
             f"wrote {run_dir}: {len(work.measurements)} measurements, {work.budget}, "
             f"epsilon {work.budget.to_approx_dp(args.delta):.2f} at delta {args.delta:g}; "
@@ -376,4 +393,5 @@ def _record(
         "budget": {"epsilon": budget.epsilon, "rho": budget.rho},
         "output": str(run_dir),
         "postdp_version": __version__,
+        **({"sampler": args.sampler_name} if getattr(args, "sampler_name", None) else {}),
     }

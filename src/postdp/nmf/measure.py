@@ -46,6 +46,7 @@ def measure_by_state(
     progress: Callable[[str, int, int], None] | None = None,
     population_seed: int | None = None,
     population_scale: float = 1.0,
+    sampler: str | None = None,
 ) -> Path:
     """Measure each state's table with a preset strategy and write the run, one state at a
     time.
@@ -63,7 +64,8 @@ def measure_by_state(
     strategy : Strategy
         A preset (:func:`postdp.tables.load_strategy`).
     secure : bool, default True
-        OpenDP's release path; False: numpy's study path, reproducible from ``rng``.
+        The release path (noise from ``sampler``); False: numpy's study path, reproducible
+        from ``rng``.
     rng : int, numpy.random.Generator, SeedSequence or None
         Study path only; each state and the top get their own stream.
     cut_blocks : int, default 100_000
@@ -92,6 +94,9 @@ def measure_by_state(
     population_scale : float, default 1.0
         With ``population_seed``: the population's ``scale``
         (``synthetic_population(..., scale=population_scale)``), recorded beside its seed.
+    sampler : {"postdp", "opendp"}, optional
+        The release path's sampler (see :func:`postdp.tables.measure`; default postdp's
+        exact one for integer noise); the study path ignores it.
 
     Returns
     -------
@@ -113,6 +118,10 @@ def measure_by_state(
     _pyarrow()
     if secure and rng is not None:
         raise ValidationError("`rng` is for the study path; pass secure=False")
+    from postdp.mechanisms.release import SAMPLERS
+
+    if sampler is not None and sampler not in SAMPLERS:
+        raise ValidationError(f"`sampler` must be one of {', '.join(SAMPLERS)}; got {sampler!r}")
     if isinstance(cut_blocks, bool) or not isinstance(cut_blocks, int) or cut_blocks < 1:
         raise ValidationError(f"`cut_blocks` must be a positive integer; got {cut_blocks!r}")
     if population_seed is not None and (
@@ -160,7 +169,7 @@ def measure_by_state(
         _by_subtree(
             state_table, below, run, names, total, secure, streams[k],
             code=code, depth=1, cut_blocks=cut_blocks, bounds=held, scale=scale,
-            floats=continuous(work),
+            floats=continuous(work), sampler=sampler,
         )  # fmt: skip
         report("states", k + 1, len(states))
         del state_table
@@ -172,7 +181,7 @@ def measure_by_state(
     scale = np.array([1.0, *top_scale]) if bypass else None
     m = measure(
         top, upper, secure=secure, rng=streams[-1], bounds=_top_bounds(top_bounds),
-        budget_scale=scale, budget_checked=True,
+        budget_scale=scale, budget_checked=True, sampler=sampler,
     )  # fmt: skip
     codes, subtree = _geocodes(geo)
     write_levels(m, run, names, codes, subtree, _shares(upper, total), floats=continuous(work))
@@ -208,6 +217,7 @@ def _by_subtree(
     bounds: tuple[CountBounds, ...] = (),
     scale: Any = None,
     floats: bool = False,
+    sampler: str | None = None,
 ) -> None:
     """Measure and write the subtree ``sub`` rooted at run level ``depth`` (its root's own
     measurements are written above it) in partition ``code``: whole when it has at most
@@ -222,7 +232,7 @@ def _by_subtree(
     if sub.geography.leaves.size <= cut_blocks or depth + 2 > len(names) - 1:
         m = measure(
             sub, work, secure=secure, rng=rng, bounds=bounds, budget_scale=scale,
-            budget_checked=True,
+            budget_checked=True, sampler=sampler,
         )  # fmt: skip
         write_levels(
             m, run, names, codes, where, _shares(work, total), offset=depth, file=file,
@@ -236,7 +246,7 @@ def _by_subtree(
     part = None if scale is None else scale[_rows(sub.geography, children.geography)]
     m = measure(
         children, upper, secure=secure, rng=streams[-1], bounds=held, budget_scale=part,
-        budget_checked=True,
+        budget_checked=True, sampler=sampler,
     )  # fmt: skip
     codes, _ = _geocodes(children.geography, rooted=False)
     write_levels(
@@ -251,7 +261,7 @@ def _by_subtree(
             code=code, depth=depth + 1, cut_blocks=cut_blocks,
             bounds=_slice(bounds, sub.geography, child.geography),
             scale=None if scale is None else scale[_rows(sub.geography, child.geography)],
-            floats=floats,
+            floats=floats, sampler=sampler,
         )  # fmt: skip
 
 

@@ -13,6 +13,7 @@ import math
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -179,6 +180,7 @@ def measure(
     budget_scale: ArrayLike | None = None,
     budget_checked: bool = False,
     ledger: Ledger | None = None,
+    sampler: str | None = None,
 ) -> TableMeasurements:
     """Answer every query of ``workload`` on ``table``, adding each measurement's noise.
 
@@ -212,6 +214,11 @@ def measure(
         :class:`~postdp.errors.BudgetCapError` before anything is drawn if it would pass
         the ledger's cap. The record is a draw not yet published; :func:`postdp.nmf.write`
         with the same ledger records its publication, counted once with it.
+    sampler : {"postdp", "opendp"}, optional
+        Secure path only: postdp's exact integer sampler on the operating system's CSPRNG
+        (:mod:`postdp.mechanisms.exact`; integer mechanisms only, with the workload's exact
+        shares where it has them) or OpenDP's. Default: postdp's for integer noise,
+        OpenDP's for real-valued noise. The ledger record names the samplers used.
 
     Returns
     -------
@@ -241,6 +248,14 @@ def measure(
         raise ValidationError(
             "`rng` and `size` are for the study path; pass secure=False for reproducible draws"
         )
+    from postdp.mechanisms.release import exact_parameter, pick_samplers
+
+    mechanisms = [m.mechanism for m in workload.measurements]
+    choices, named = pick_samplers(mechanisms if secure else [], sampler)
+    exact = _exact_shares(workload)
+    for mech, pick, r in zip(mechanisms, choices, exact, strict=False):
+        if pick == "postdp":
+            exact_parameter(mech, r)  # checked before any draw
     geo, cat = table.geography, table.categories
     check_bounds(bounds, workload, geounits=geo.n)
     scale = check_budget_scale(budget_scale, geo, workload, spend=not budget_checked)
@@ -283,25 +298,33 @@ def measure(
             else:
                 own = None if scale is None else scale[geo.levels[m.level]]
                 stream = None if streams is None else streams[i]
-                out = _noisy(m.mechanism, truth, own, stream, size)
+                how = (choices[i], exact[i]) if secure else ("", None)
+                out = _noisy(m.mechanism, truth, own, stream, size, how)
             values.append(out)
         return values
 
     if ledger is None:
         values, entry = draw(), None
     else:
-        values, entry = _recorded(table, workload, secure, draw, ledger)
+        values, entry = _recorded(table, workload, secure, draw, ledger, named)
     return TableMeasurements(table, workload, tuple(values), secure, tuple(bounds), scale, entry)
 
 
+def _exact_shares(workload: Workload) -> list[Fraction | None]:
+    """Each measurement's exact rho (as its mechanism is calibrated: half the share under
+    bounded neighbours) where the workload has exact shares, else None."""
+    shares = workload.exact_rho or (None,) * len(workload.measurements)
+    half = workload.neighbours == "bounded"
+    return [None if r is None else (r / 2 if half else r) for r in shares]
+
+
 def _recorded(
-    table: Table, workload: Workload, secure: bool, draw: Any, ledger: Ledger
+    table: Table, workload: Workload, secure: bool, draw: Any, ledger: Ledger, samplers: str
 ) -> tuple[list[Any], str]:
     """``draw()`` recorded in ``ledger`` as a drawn, unpublished release of ``workload`` on
     ``table`` (refused before the draw over the ledger's cap); the record's id."""
     import hashlib
 
-    from postdp.mechanisms.release import opendp_version
     from postdp.privacy import CONTENT_KEY, Ledger, array_content, new_reservation, table_content
 
     if not isinstance(ledger, Ledger):
@@ -327,7 +350,7 @@ def _recorded(
             for m in workload.measurements
         ],
         "path": "secure",
-        "opendp_version": opendp_version(),
+        "sampler": samplers,
     }
     with ledger.recording(workload.budget, record) as entry:
         values = draw()
@@ -489,24 +512,46 @@ def add_noise(
     return NoisyCounts(hierarchy, values, per_level, budget, secure)
 
 
-def _noisy(mechanism: Any, truth: IntArray, own: FloatArray | None, stream: Any, size: Any) -> Any:
-    """Noisy answers (secure when ``stream`` is None), each geounit's with its budget
-    factor in ``own`` (NaN where it is 0), one factor's geounits at a time."""
+def _noisy(
+    mechanism: Any,
+    truth: IntArray,
+    own: FloatArray | None,
+    stream: Any,
+    size: Any,
+    how: tuple[str | None, Fraction | None] = ("opendp", None),
+) -> Any:
+    """Noisy answers (secure when ``stream`` is None, with the sampler and exact rho in
+    ``how``), each geounit's with its budget factor in ``own`` (NaN where it is 0), one
+    factor's geounits at a time."""
     if own is None or (own == 1.0).all():
-        return _draw(mechanism, truth, stream, size)
+        return _draw(mechanism, truth, stream, size, how)
     lead = () if size is None else tuple(np.atleast_1d(size).tolist())
     out = np.full((*lead, *truth.shape), np.nan)
+    sampler, exact = how
     for factor in np.unique(own[own > 0]):
         rows = np.flatnonzero(own == factor)
         mech = mechanism if factor == 1.0 else replace(mechanism, rho=mechanism.rho * factor)
-        out[..., rows, :] = _draw(mech, truth[rows], stream, size)
+        scaled = None if exact is None else exact * Fraction(float(factor))
+        out[..., rows, :] = _draw(mech, truth[rows], stream, size, (sampler, scaled))
     return out
 
 
-def _draw(mechanism: Any, truth: IntArray, stream: Any, size: Any) -> FloatArray:
+def _draw(
+    mechanism: Any,
+    truth: IntArray,
+    stream: Any,
+    size: Any,
+    how: tuple[str | None, Fraction | None],
+) -> FloatArray:
     if stream is None:
-        out = np.asarray(mechanism.release(truth.reshape(-1)), dtype=np.float64)
-        return out.reshape(truth.shape)
+        sampler, exact = how
+        if sampler == "postdp":
+            from postdp.mechanisms.release import exact_release
+
+            noisy = exact_release(mechanism, truth.reshape(-1), exact=exact)
+        else:
+            noisy = mechanism.release(truth.reshape(-1))
+        return np.asarray(noisy, dtype=np.float64).reshape(truth.shape)
     return _sample(mechanism, truth, stream, size)
 
 

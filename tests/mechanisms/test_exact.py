@@ -1,0 +1,367 @@
+"""The exact samplers (postdp.mechanisms.exact) against a slow reference written with
+Python's exact fractions, against the exact pmf, and against OpenDP.
+
+Reference: Canonne, Kamath and Steinke (2020), "The Discrete Gaussian for Differential
+Privacy", Algorithms 1 (Bernoulli(exp(-gamma))), 2 (discrete Laplace of scale t/s) and 3
+(discrete Gaussian). The reference below follows the paper's steps one value at a time, on
+its own bit reader (byte by byte, most significant bit first), with the bit contract of the
+module's docstring; the fast sampler must take the same bits and make the same decisions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from postdp.errors import ValidationError
+from postdp.mechanisms.exact import BitSource, discrete_gaussian, discrete_laplace
+
+
+class Stream:
+    """A fixed stream of pseudo-random bytes (SHAKE-256 of a label), served in order."""
+
+    def __init__(self, label: str, size: int = 1 << 22):
+        self.data = hashlib.shake_256(label.encode()).digest(size)
+        self.at = 0
+
+    def read(self, n: int) -> bytes:
+        out = self.data[self.at : self.at + n]
+        if len(out) != n:
+            raise RuntimeError("test stream exhausted")
+        self.at += n
+        return out
+
+
+class Reference:
+    """Algorithms 1-3, one value at a time, in exact fractions; counts the bits it reads and
+    logs every decision."""
+
+    def __init__(self, stream: Stream):
+        self.stream = stream
+        self.byte = 0
+        self.left = 0  # unread bits of self.byte
+        self.bits = 0
+        self.log: list[tuple[str, int]] = []
+
+    def bit(self) -> int:
+        if self.left == 0:
+            self.byte = self.stream.read(1)[0]
+            self.left = 8
+        self.left -= 1
+        self.bits += 1
+        return (self.byte >> self.left) & 1
+
+    def uniform(self, m: int) -> int:
+        width = (m - 1).bit_length()
+        while True:
+            u = 0
+            for _ in range(width):
+                u = 2 * u + self.bit()
+            if u < m:
+                return u
+
+    def bernoulli(self, p: Fraction) -> bool:
+        assert 0 <= p <= 1
+        return self.uniform(p.denominator) < p.numerator
+
+    def bernoulli_exp(self, gamma: Fraction) -> bool:
+        """Algorithm 1 (and its extension to gamma > 1)."""
+        if gamma <= 1:
+            k = 1
+            while self.bernoulli(gamma / k):
+                k += 1
+            self.log.append(("exp", k))
+            return k % 2 == 1
+        for _ in range(math.floor(gamma)):
+            if not self.bernoulli_exp(Fraction(1)):
+                return False
+        return self.bernoulli_exp(gamma - math.floor(gamma))
+
+    def laplace(self, s: int, t: int) -> int:
+        """Algorithm 2: P[z] proportional to exp(-|z| s/t)."""
+        while True:
+            u = self.uniform(t)
+            if not self.bernoulli_exp(Fraction(u, t)):
+                continue
+            v = 0
+            while self.bernoulli_exp(Fraction(1)):
+                v += 1
+            x = u + t * v
+            y = x // s
+            b = self.bernoulli(Fraction(1, 2))
+            if b and y == 0:
+                continue
+            self.log.append(("laplace", (1 - 2 * b) * y))
+            return (1 - 2 * b) * y
+
+    def gaussian(self, sigma2: Fraction) -> int:
+        """Algorithm 3."""
+        t = math.floor(math.isqrt(math.floor(sigma2))) + 1
+        while True:
+            y = self.laplace(1, t)
+            if self.bernoulli_exp((abs(y) - sigma2 / t) ** 2 / (2 * sigma2)):
+                return y
+
+
+# sigma^2: tiny (t = 1), small, the 2020 design's (two limbs, up to 85-bit gammas), a
+# float's binary fraction (element by element), and a large sigma.
+GAUSSIAN_CASES = [
+    Fraction(1, 4),
+    Fraction(9, 4),
+    Fraction(7),
+    Fraction(1929937650363, 3177351424),
+    Fraction(214437516707, 354678903040),
+    Fraction(643312550121, 161570200),
+    Fraction(0.37),
+    Fraction(250_000),
+]
+LAPLACE_CASES = [
+    Fraction(1),
+    Fraction(7, 3),
+    Fraction(1, 2),
+    Fraction(40),
+    Fraction((1 << 50) + 1, 3),  # the two-limb chain
+    Fraction(1 / 0.01),  # numerator 2**59: element by element
+]
+
+
+@pytest.mark.parametrize("sigma2", GAUSSIAN_CASES, ids=str)
+def test_gaussian_takes_the_references_bits_and_values(sigma2: Fraction) -> None:
+    label = f"gauss-{sigma2}"
+    ref = Reference(Stream(label))
+    src = BitSource(Stream(label).read, chunk=64)
+    n = 300 if sigma2.denominator > 1 << 40 else 1500
+    for i in range(n):
+        (fast,) = discrete_gaussian(sigma2, 1, source=src).tolist()
+        assert fast == ref.gaussian(sigma2), f"value {i}"
+        assert src.consumed == ref.bits, f"value {i}: bits read"
+
+
+@pytest.mark.parametrize("scale", LAPLACE_CASES, ids=str)
+def test_laplace_takes_the_references_bits_and_values(scale: Fraction) -> None:
+    label = f"laplace-{scale}"
+    ref = Reference(Stream(label))
+    src = BitSource(Stream(label).read, chunk=64)
+    for i in range(300 if scale.numerator > 1 << 56 else 1500):
+        (fast,) = discrete_laplace(scale, 1, source=src).tolist()
+        assert fast == ref.laplace(scale.denominator, scale.numerator), f"value {i}"
+        assert src.consumed == ref.bits, f"value {i}: bits read"
+
+
+def test_the_reference_makes_every_kind_of_decision() -> None:
+    """The identity tests above reach the chain's odd and even ends, the floor(gamma) > 0
+    branch, refused candidates and -0 refusals (so none of them is left untested)."""
+    ref = Reference(Stream("coverage"))
+    values = [ref.gaussian(Fraction(9, 4)) for _ in range(2000)]
+    ends = {k % 2 for kind, k in ref.log if kind == "exp"}
+    assert ends == {0, 1}
+    proposals = sum(kind == "laplace" for kind, _ in ref.log)
+    assert proposals > len(values)  # some candidates were refused
+    assert max(k for kind, k in ref.log if kind == "exp") >= 3
+
+
+def test_bit_source_reads_most_significant_first() -> None:
+    pattern = bytes([0b10110100, 0b01111111])
+    bits = "".join(f"{b:08b}" for b in pattern * 64)
+    src = BitSource(lambda n: pattern * (n // 2))
+    assert [src.take_int(w) for w in (1, 3, 4, 9, 70)] == [
+        int(bits[a:b], 2) for a, b in ((0, 1), (1, 4), (4, 8), (8, 17), (17, 87))
+    ]
+    assert src.consumed == 87
+    a, b = src.fields(np.array([0, 5]), np.array([7, 56]))
+    assert a.tolist() == [0, int(bits[94:99], 2)]
+    assert b.tolist() == [int(bits[87:94], 2), int(bits[99:155], 2)]
+    assert src.consumed == 155
+
+
+def _pmf(sigma2: float, support: np.ndarray) -> np.ndarray:
+    k = np.arange(-int(40 * math.sqrt(sigma2)) - 2, int(40 * math.sqrt(sigma2)) + 3)
+    w = np.exp(-(k.astype(float) ** 2) / (2 * sigma2))
+    z = w.sum()
+    return np.exp(-(support.astype(float) ** 2) / (2 * sigma2)) / z
+
+
+def _chi_square(sample: np.ndarray, pmf) -> float:
+    """The p-value of Pearson's test of ``sample`` against ``pmf`` (cells with expected
+    count >= 20; the two tails pooled into one cell each)."""
+    n = sample.size
+    lo, hi = int(sample.min()), int(sample.max())
+    k = np.arange(lo, hi + 1)
+    expected = pmf(k) * n
+    core = np.flatnonzero(expected >= 20)
+    a, b = k[core[0]], k[core[-1]]
+    obs = np.bincount(sample - lo, minlength=k.size)
+    cells_obs = [obs[: core[0]].sum(), *obs[core[0] : core[-1] + 1], obs[core[-1] + 1 :].sum()]
+    inner = pmf(np.arange(a, b + 1))
+    tail_lo = pmf(np.arange(a - 2000, a)).sum()
+    tail_hi = pmf(np.arange(b + 1, b + 2001)).sum()
+    cells_exp = np.array([tail_lo, *inner, tail_hi]) * n
+    stat = float(((np.array(cells_obs) - cells_exp) ** 2 / cells_exp).sum())
+    return float(stats.chi2.sf(stat, len(cells_obs) - 1))
+
+
+PMF_CASES = [
+    Fraction(1, 9),
+    Fraction(1),
+    Fraction(121, 100),
+    Fraction(9),
+    Fraction(643312550121, 161570200),
+    Fraction(900),
+]
+
+
+@pytest.mark.parametrize("sigma2", PMF_CASES, ids=str)
+def test_gaussian_matches_the_exact_pmf(sigma2: Fraction) -> None:
+    n = 200_000
+    x = discrete_gaussian(sigma2, n, source=BitSource(Stream(f"pmf-{sigma2}", 1 << 24).read))
+    p = _chi_square(x, lambda k: _pmf(float(sigma2), k))
+    assert p > 1e-4
+    # mean 0 and the exact variance, within z = 4 of the sample's own standard errors
+    k = np.arange(-4000, 4001)
+    var_exact = float((k**2 * _pmf(float(sigma2), k)).sum())
+    assert abs(x.mean()) <= 4 * x.std() / math.sqrt(n)
+    sq = x.astype(float) ** 2
+    assert abs(sq.mean() - var_exact) <= 4 * sq.std() / math.sqrt(n)
+
+
+@pytest.mark.parametrize(
+    "scale", [Fraction(1, 3), Fraction(1), Fraction(7, 3), Fraction(25)], ids=str
+)
+def test_laplace_matches_the_exact_pmf(scale: Fraction) -> None:
+    n = 200_000
+    x = discrete_laplace(scale, n, source=BitSource(Stream(f"lpmf-{scale}", 1 << 24).read))
+    q = math.exp(-1 / float(scale))
+    p = _chi_square(x, lambda k: (1 - q) / (1 + q) * q ** np.abs(k))
+    assert p > 1e-4
+    var_exact = 2 * q / (1 - q) ** 2
+    sq = x.astype(float) ** 2
+    assert abs(sq.mean() - var_exact) <= 4 * sq.std() / math.sqrt(n)
+
+
+def test_batches_and_single_values_have_the_same_law() -> None:
+    """A batch takes its bits stage by stage; its law is the same: a two-sample test of a
+    batched and a one-at-a-time sample of the same sigma^2."""
+    s2 = Fraction(9, 4)
+    batched = discrete_gaussian(s2, 3000, source=BitSource(Stream("law-a").read))
+    src = BitSource(Stream("law-b").read)
+    single = np.array([discrete_gaussian(s2, 1, source=src)[0] for _ in range(3000)])
+    assert stats.ks_2samp(batched, single).pvalue > 1e-4
+    assert abs(batched.mean() - single.mean()) <= 4 * math.sqrt(2 * float(s2) / 3000)
+
+
+@pytest.mark.parametrize("sigma", [1.5, 4.0, 30.0])
+def test_gaussian_matches_opendp(sigma: float) -> None:
+    """Our law against OpenDP's discrete Gaussian at the same scale (two-sample chi-square
+    over cells with at least 20 expected in each sample)."""
+    pytest.importorskip("opendp")
+    from postdp import DiscreteGaussian
+    from postdp.mechanisms.release import opendp_sampler
+
+    n = 40_000
+    theirs = opendp_sampler(DiscreteGaussian(rho=1 / (2 * sigma**2)))(np.zeros(n, np.int64))
+    ours = discrete_gaussian(Fraction(sigma) ** 2, n, source=BitSource(Stream(f"odp-{sigma}").read))
+    lo = min(theirs.min(), ours.min())
+    a = np.bincount(theirs - lo)
+    b = np.bincount(ours - lo, minlength=a.size)
+    a = np.pad(a, (0, b.size - a.size))
+    keep = (a + b) >= 40
+    table = np.array([[*a[keep], a[~keep].sum()], [*b[keep], b[~keep].sum()]])
+    table = table[:, table.sum(axis=0) > 0]
+    assert stats.chi2_contingency(table).pvalue > 1e-4
+
+
+def test_rational_and_float_parameters_are_taken_exactly() -> None:
+    """A float sigma^2 is its binary fraction exactly (the same bits as that Fraction); an
+    int is the Fraction n/1."""
+    a = discrete_gaussian(0.37, 200, source=BitSource(Stream("f").read))
+    b = discrete_gaussian(Fraction(0.37), 200, source=BitSource(Stream("f").read))
+    assert np.array_equal(a, b)
+    c = discrete_laplace(3, 200, source=BitSource(Stream("g").read))
+    d = discrete_laplace(Fraction(3, 1), 200, source=BitSource(Stream("g").read))
+    assert np.array_equal(c, d)
+
+
+@pytest.mark.parametrize(
+    "bad", [0, -1, Fraction(-1, 2), float("nan"), float("inf"), "2", True, None]
+)
+def test_refuses_a_scale_that_is_not_a_positive_rational(bad: object) -> None:
+    with pytest.raises(ValidationError, match="positive rational"):
+        discrete_gaussian(bad, 3)  # type: ignore[arg-type]
+    with pytest.raises(ValidationError, match="positive rational"):
+        discrete_laplace(bad, 3)  # type: ignore[arg-type]
+
+
+def test_refuses_a_bad_size_and_a_short_byte_source() -> None:
+    with pytest.raises(ValidationError, match="size"):
+        discrete_gaussian(1, -1)
+    with pytest.raises(RuntimeError, match="wrong number of bytes"):
+        discrete_gaussian(1, 5, source=BitSource(lambda n: b"\0" * (n - 1)))
+    assert discrete_gaussian(1, 0).shape == (0,)
+
+
+# -- on the release path ---------------------------------------------------------------
+def test_a_secure_measure_draws_the_2020_design_with_its_exact_shares(monkeypatch) -> None:
+    """Every noisy measurement of the persons preset is drawn by the exact sampler with its
+    exact rational rho (the design's share, halved under bounded neighbours): sigma^2 is
+    1/rho exactly and every gamma stays on the vectorised two-limb path."""
+    import postdp.mechanisms.release as release
+    from postdp.mechanisms.exact import _table
+    from postdp.tables import load_strategy, measure
+    from tests.nmf.conftest import small_table
+
+    seen = []
+    real = release.exact_release
+
+    def spy(mechanism, values, **kwargs):
+        seen.append((mechanism, kwargs["exact"]))
+        return real(mechanism, values, **kwargs)
+
+    monkeypatch.setattr(release, "exact_release", spy)
+    table = small_table()
+    work = load_strategy("pl94-2020-persons").workload(table)
+    assert work.neighbours == "bounded"
+    m = measure(table, work)
+    noisy = [w for w in work.measurements if w.mechanism is not None]
+    assert len(seen) == len(noisy)
+    shares = [r for r in work.exact_rho if r is not None]
+    for (mechanism, exact), share in zip(seen, shares, strict=True):
+        assert exact == share / 2
+        sigma2 = release.exact_parameter(mechanism, exact)
+        assert sigma2 == 1 / share
+        t = math.isqrt(sigma2.numerator // sigma2.denominator) + 1
+        assert not _table(sigma2, t).wide.any()
+    for values in m.values:
+        assert np.array_equal(values, np.round(values))  # integers
+
+
+def test_secure_noise_has_the_mechanisms_variance() -> None:
+    """The release path's noise (truth subtracted) against each mechanism's exact variance:
+    mean of squares within z = 4 standard errors of the sample."""
+    from postdp import DiscreteGaussian, Geometric
+    from postdp.mechanisms.release import exact_release
+
+    truth = np.arange(60_000, dtype=np.int64) % 97
+    for mechanism in (DiscreteGaussian(rho=Fraction(1, 8)), Geometric(epsilon=0.7)):
+        noise = (exact_release(mechanism, truth) - truth).astype(float)
+        sq = noise**2
+        assert abs(sq.mean() - mechanism.variance()) <= 4 * sq.std() / math.sqrt(sq.size)
+        assert abs(noise.mean()) <= 4 * noise.std() / math.sqrt(noise.size)
+
+
+def test_the_exact_sampler_refuses_real_valued_noise_before_drawing() -> None:
+    from postdp import DiscreteGaussian, Gaussian
+    from postdp.mechanisms.release import exact_parameter, pick_samplers
+
+    with pytest.raises(ValidationError, match="integer noise"):
+        pick_samplers([Gaussian(rho=0.5)], "postdp")
+    choices, named = pick_samplers([Gaussian(rho=0.5), None], None)
+    assert choices == ["opendp", None] and named.startswith("opendp ")
+    with pytest.raises(ValidationError, match="not the mechanism's"):
+        exact_parameter(DiscreteGaussian(rho=0.5), Fraction(1, 3))
+    with pytest.raises(ValidationError, match="sampler"):
+        pick_samplers([], "numpy")
