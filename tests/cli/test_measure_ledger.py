@@ -372,3 +372,44 @@ def test_a_study_measure_refuses_a_sampler(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "--sampler opendp" in err[0]
     assert not (tmp_path / "run").exists()
+
+
+def _files(run: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(run)): p.read_bytes()
+        for p in sorted(run.rglob("*"))
+        if p.is_file() and p.name != "privacy.json"
+    }
+
+
+@pytest.mark.processes
+def test_a_measure_on_dask_is_the_same_run_ledger_record_and_statement(tmp_path):
+    """Two states measured as Dask tasks (--scheduler ADDRESS): on the study path every
+    file is the one-process run's, byte for byte (each state has its own stream, wherever
+    it runs); on the secure path (the exact sampler, in the worker) the ledger gets one
+    record and the statement names the same sampler as a run in one process."""
+    from tests._dask import dask_client
+
+    study = ["measure", "--synthetic", "11,10", "--population-scale", "0.02", "--quiet"]
+    study += ["--study", "--seed", "8"]
+    secure = ["measure", "--synthetic", "11", "--population-scale", "0.02", "--quiet"]
+    with dask_client() as client:
+        address = ["--scheduler", client.scheduler.address]
+        assert main([*study, *address, "--output-dir", str(tmp_path / "dask")]) == 0
+        ledger = tmp_path / "ledger.jsonl"
+        secure += ["--ledger", str(ledger)]
+        assert main([*secure, *address, "--output-dir", str(tmp_path / "sd")]) == 0
+    assert main([*study, "--output-dir", str(tmp_path / "here")]) == 0
+    assert _files(tmp_path / "dask") == _files(tmp_path / "here")
+    assert main([*secure, "--output-dir", str(tmp_path / "sh")]) == 0
+    records = _records(ledger)
+    assert [r["status"] for r in records] == ["reserved", "published"] * 2
+    assert records[1]["sampler"] == records[3]["sampler"] != ""
+    a, b = (json.loads((tmp_path / r / "privacy.json").read_text()) for r in ("sd", "sh"))
+    assert b["ledger"]["earlier_releases_of_this_input"] == 1  # the Dask run's one record
+    for s in (a, b):
+        del s["output"], s["time"], s["ledger"]
+    assert a == b
+    assert a["sampler"].startswith("postdp-exact ")
+    assert _files(tmp_path / "sd") != _files(tmp_path / "sh")  # fresh noise, same layout
+    assert _files(tmp_path / "sd").keys() == _files(tmp_path / "sh").keys()

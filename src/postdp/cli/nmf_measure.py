@@ -16,7 +16,7 @@ from typing import Any
 
 from postdp import privacy
 from postdp._files import current_umask, sigint_held
-from postdp.cli import _measure_inputs
+from postdp.cli import _dask, _measure_inputs
 from postdp.cli._io import RunState
 from postdp.cli._options import CliError, flag, fraction, ids, probability, whole
 from postdp.privacy import NotRecordedError, Reservation, holder_of, reserve
@@ -149,6 +149,16 @@ def add_parser(commands: Any) -> None:
         "once, at its top, with the chain's budget; the geounits below have no DPQuery rows "
         "(the same privacy cost)",
     )
+    parser.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="measure the states as Dask tasks, each state's noise drawn on a worker: "
+        "'local' (a LocalCluster of --workers processes) or a scheduler address such as "
+        "tcp://host:8786 (its workers must see --output-dir's folder); the same run, ledger "
+        "record and privacy statement as in one process (on the study path, the same "
+        "draws)",
+    )
+    parser.add_argument("--workers", type=whole(1, 1024), default=2, help="LocalCluster processes")
     parser.add_argument("--quiet", action="store_true", help="print nothing on success")
     parser.set_defaults(func=run)
 
@@ -175,7 +185,8 @@ def run(args: argparse.Namespace, state: RunState) -> int:
     with flag("--strategy", args.strategy):
         first = tables(states[0])
         work = strategy.workload(first)  # made again, one state at a time
-    tables = _built_once(tables, states[0], first)
+    if args.scheduler is None:  # else each task builds its own state's table
+        tables = _built_once(tables, states[0], first)
     del first  # held by `tables` until the run takes it, then freed
     bounds = _measure_inputs.facilities(args, strategy)
     run_dir = _check_run(args.output_dir)
@@ -219,6 +230,7 @@ def run(args: argparse.Namespace, state: RunState) -> int:
         tempfile.mkdtemp(dir=run_dir.parent, prefix=temporary_prefix(run_dir), suffix=".tmp")
     )
     os.chmod(tmp, 0o777 & ~current_umask())
+    clients: list[Any] = []
     bar = progress(
         "states",
         len(states),
@@ -228,6 +240,11 @@ def run(args: argparse.Namespace, state: RunState) -> int:
         name=lambda done: f"State 0{states[done - 1]}",
     )
     try:
+        if args.scheduler is not None:  # before the draw: nothing drawn if it fails
+            state.phase = "starting the Dask workers (--scheduler)"
+        client, cluster = _dask.connect(args)
+        clients.extend((client, cluster))
+        state.phase = "drawing the noise and writing it, state by state"
         began.append(True)
         measure_by_state(
             tables,
@@ -243,6 +260,7 @@ def run(args: argparse.Namespace, state: RunState) -> int:
             population_seed=args.population_seed if args.synthetic is not None else None,
             population_scale=args.population_scale or 1.0,
             sampler=args.sampler,
+            scheduler=client,
         )
         bar.close()
         record = _record(args, source, digest, work, run_dir, content=content)
@@ -272,6 +290,8 @@ def run(args: argparse.Namespace, state: RunState) -> int:
             state.written.append(str(run_dir))
     finally:
         bar.close()
+        if clients:  # after an interrupt too
+            _dask.close_quietly(*clients)
         shutil.rmtree(tmp, ignore_errors=True)
     remove_stale_temporaries(run_dir)
     if not args.quiet:

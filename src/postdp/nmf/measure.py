@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +48,7 @@ def measure_by_state(
     population_seed: int | None = None,
     population_scale: float = 1.0,
     sampler: str | None = None,
+    scheduler: Any = None,
 ) -> Path:
     """Measure each state's table with a preset strategy and write the run, one state at a
     time.
@@ -97,6 +99,12 @@ def measure_by_state(
     sampler : {"postdp", "opendp"}, optional
         The release path's sampler (see :func:`postdp.tables.measure`; default postdp's
         exact one for integer noise); the study path ignores it.
+    scheduler : dask.distributed.Client, optional
+        Measure the states as Dask tasks (each writes its own partition; ``tables``,
+        ``bounds`` and the strategy are shipped to the workers, which must see
+        ``run_dir``). The run is the same as in one process: on the study path each state
+        draws from its own stream of ``rng`` whichever worker runs it. The top (the nation
+        and the states) is measured here once every state is done.
 
     Returns
     -------
@@ -137,42 +145,31 @@ def measure_by_state(
         raise ValidationError(f"{str(run)!r} exists and is not an empty folder")
     names = tuple(strategy.levels)
     streams = [None] * (len(states) + 1) if secure else _rng.spawn(rng, len(states) + 1)
-    rows, state_ids, top_bounds, top_scale = [], [], [], []
-    geounits: dict[str, dict[str, int]] = {}  # per level and subtree: the manifest's counts
-    report = progress or (lambda stage, done, total: None)
-    root, upper, total = "", None, None
     run.mkdir(parents=True, exist_ok=True)
-    for k, state in enumerate(states):
-        table = tables(state)
-        work = strategy.workload(table)
-        total = _total(work)
-        upper, below = work.split_at(1)  # the same for every state: levels, not geounits
-        top_table, subs = table.split_at(1)
-        if len(subs) != 1:
-            raise ValidationError(f"tables({state!r}) must hold one state; it has {len(subs)}")
-        root = str(table.geography.ids[table.geography.root])
-        scale = _bypass(table, work) if bypass else None
-        if scale is not None:
-            top_scale.append(float(scale[table.geography.levels[1][0]]))
-        held = tuple(bounds(table)) if bounds is not None else ()
-        top_bounds.append([b.take(table.geography.levels[1]) for b in held])
-        rows.append(np.asarray(top_table.cells[[0]].sum(axis=0)).ravel())
-        state_ids.append(str(subs[0].geography.ids[subs[0].geography.root]))
-        state_table = subs[0]
-        held = _slice(held, table.geography, state_table.geography)
-        if scale is not None:
-            scale = scale[_rows(table.geography, state_table.geography)]
-        del table, top_table, subs
-        code = "0" + str(state_table.geography.ids[state_table.geography.root])
-        for d, level in enumerate(state_table.geography.levels, start=1):
-            geounits.setdefault(names[d], {})[code] = int(level.size)
-        _by_subtree(
-            state_table, below, run, names, total, secure, streams[k],
-            code=code, depth=1, cut_blocks=cut_blocks, bounds=held, scale=scale,
-            floats=continuous(work), sampler=sampler,
-        )  # fmt: skip
-        report("states", k + 1, len(states))
-        del state_table
+    job = _StateJob(tables, strategy, run, names, secure, cut_blocks, bounds, bypass, sampler)
+    report = progress or (lambda stage, done, total: None)
+    done: list[_StateDone | None] = [None] * len(states)
+    if scheduler is None:
+        for k, state in enumerate(states):
+            done[k] = job(state, streams[k])
+            report("states", k + 1, len(states))
+    else:  # every state submitted at once; gathered in order
+        futures = [scheduler.submit(job, st, streams[k], pure=False) for k, st in enumerate(states)]
+        for k, future in enumerate(futures):
+            done[k] = future.result()
+            report("states", k + 1, len(states))
+    results = [d for d in done if d is not None]
+    last = results[-1]  # every state's workload has the same levels and shares
+    work, upper, root = last.work, last.upper, last.root
+    total = _total(work)
+    state_ids = [d.state_id for d in results]
+    rows = [d.row for d in results]
+    top_bounds = [d.bounds for d in results]
+    top_scale = [d.scale for d in results if d.scale is not None]
+    geounits: dict[str, dict[str, int]] = {}  # per level and subtree: the manifest's counts
+    for d in results:
+        for name, count in d.geounits.items():
+            geounits.setdefault(name, {})[d.code] = count
     cat = strategy.schema.categories()
     parents = np.asarray([None, *([root] * len(state_ids))], dtype=object)
     geo = Hierarchy.from_parents([root, *state_ids], parents)
@@ -200,6 +197,68 @@ def measure_by_state(
         )
     _atomic_text(run / layout.MANIFEST, json.dumps(manifest, indent=2) + "\n")
     return run
+
+
+@dataclass(frozen=True)
+class _StateDone:
+    """What the top needs of a measured state (its subtree is written)."""
+
+    state_id: str
+    code: str
+    row: Any  # the state's histogram
+    bounds: list[CountBounds]
+    scale: float | None
+    geounits: dict[str, int]
+    work: Any
+    upper: Any
+    root: str
+
+
+@dataclass(frozen=True)
+class _StateJob:
+    """Measure one state's subtree into the run (a task: in this process or on a Dask
+    worker, each state with its own stream)."""
+
+    tables: Callable[[str], Table]
+    strategy: Any
+    run: Path
+    names: tuple[str, ...]
+    secure: bool
+    cut_blocks: int
+    bounds: Callable[[Table], Sequence[CountBounds]] | None
+    bypass: bool
+    sampler: str | None
+
+    def __call__(self, state: str, stream: Any) -> _StateDone:
+        table = self.tables(state)
+        work = self.strategy.workload(table)
+        upper, below = work.split_at(1)  # the same for every state: levels, not geounits
+        top_table, subs = table.split_at(1)
+        if len(subs) != 1:
+            raise ValidationError(f"tables({state!r}) must hold one state; it has {len(subs)}")
+        root = str(table.geography.ids[table.geography.root])
+        scale = _bypass(table, work) if self.bypass else None
+        own = None if scale is None else float(scale[table.geography.levels[1][0]])
+        held = tuple(self.bounds(table)) if self.bounds is not None else ()
+        top = [b.take(table.geography.levels[1]) for b in held]
+        row = np.asarray(top_table.cells[[0]].sum(axis=0)).ravel()
+        state_table = subs[0]
+        state_id = str(state_table.geography.ids[state_table.geography.root])
+        held = _slice(held, table.geography, state_table.geography)
+        if scale is not None:
+            scale = scale[_rows(table.geography, state_table.geography)]
+        del table, top_table, subs
+        code = "0" + state_id
+        geounits = {
+            self.names[d]: int(level.size)
+            for d, level in enumerate(state_table.geography.levels, start=1)
+        }
+        _by_subtree(
+            state_table, below, self.run, self.names, _total(work), self.secure, stream,
+            code=code, depth=1, cut_blocks=self.cut_blocks, bounds=held, scale=scale,
+            floats=continuous(work), sampler=self.sampler,
+        )  # fmt: skip
+        return _StateDone(state_id, code, row, top, own, geounits, work, upper, root)
 
 
 def _by_subtree(

@@ -1,0 +1,103 @@
+"""The secure path's samplers against the study path's, per value, in one process.
+
+Run by hand (never collected by pytest)::
+
+    python benchmarks/bench_sampler.py                 # 1,000,000 values per scale, 3 runs
+    python benchmarks/bench_sampler.py --values 4000000 --repeat 5
+    python benchmarks/bench_sampler.py --opendp 20000  # also OpenDP, on 20,000 values
+
+Timed at each scale, on the same number of values (discrete Gaussian noise added to
+zeros):
+
+- ``study``: the study path, ``DiscreteGaussian.sample`` (numpy's generator; not for
+  publication);
+- ``exact``: postdp's exact sampler on ``os.urandom``
+  (:func:`postdp.mechanisms.exact.discrete_gaussian`, with the exact rational sigma^2);
+- ``opendp`` (with ``--opendp N``): OpenDP's discrete Gaussian through postdp's release
+  path, on N values (it is some 200 times slower than the study path).
+
+The scales are the 2020 persons design's: the smallest and largest sigma of its queries at
+the blocks and the counties (``load_strategy("pl94-2020-persons")``, each query's exact
+rho), plus sigma = 1.1 and 30 given as exact fractions. Printed per scale: the median time
+per value of ``--repeat`` runs of each sampler and the median of the per-run ratios
+exact/study (both timed back to back in each run), then the load average before and after
+(``os.getloadavg``) and the process's resident peak (``ru_maxrss``). Memory does not grow
+with the number of values beyond the output: each sampler draws in batches of 65,536.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import time
+from fractions import Fraction
+
+import numpy as np
+
+from postdp import DiscreteGaussian
+from postdp.mechanisms.exact import discrete_gaussian
+from postdp.tables import load_strategy
+
+
+def scales() -> list[tuple[str, Fraction]]:
+    """sigma^2 of a few 2020 queries, exactly, and two round ones."""
+    st = load_strategy("pl94-2020-persons")
+    out = [("sigma 1.1", Fraction(121, 100)), ("sigma 30", Fraction(900))]
+    names = st.levels
+    for d in (2, len(names) - 1):  # the counties and the blocks
+        level = {q: st.rho * st.level_shares[d] * s for q, s in st.query_shares[d].items()}
+        for q in (min(level, key=level.get), max(level, key=level.get)):
+            rho = level[q] / 2  # bounded neighbours: each query costs twice its rho
+            out.append((f"{names[d]} {q}", 1 / (2 * rho)))
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--values", type=int, default=1_000_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--opendp", type=int, default=0, metavar="N")
+    args = parser.parse_args()
+    load = os.getloadavg()
+    n = args.values
+    zeros = np.zeros(n, dtype=np.int64)
+    print(f"{n:,} values per run, {args.repeat} runs; load average {load[0]:.2f}")
+    print(f"{'scale':<34} {'sigma':>7} {'study ns':>9} {'exact ns':>9} {'exact/study':>11}", end="")
+    print(f" {'opendp ns':>10}" if args.opendp else "")
+    for label, sigma2 in scales():
+        mech = DiscreteGaussian(rho=float(1 / (2 * sigma2)))
+        discrete_gaussian(sigma2, 1000)  # its table built once, as in a release
+        study, exact, ratio = [], [], []
+        for r in range(args.repeat):
+            t0 = time.perf_counter()
+            mech.sample(zeros, rng=r)
+            t1 = time.perf_counter()
+            discrete_gaussian(sigma2, n)
+            t2 = time.perf_counter()
+            study.append((t1 - t0) / n * 1e9)
+            exact.append((t2 - t1) / n * 1e9)
+            ratio.append((t2 - t1) / (t1 - t0))
+        line = (
+            f"{label:<34} {float(sigma2) ** 0.5:7.2f} {statistics.median(study):9.0f} "
+            f"{statistics.median(exact):9.0f} {statistics.median(ratio):11.1f}"
+        )
+        if args.opendp:
+            from postdp.mechanisms.release import opendp_sampler
+
+            draw = opendp_sampler(mech)
+            runs = []
+            for _ in range(args.repeat):
+                t0 = time.perf_counter()
+                draw(np.zeros(args.opendp, dtype=np.int64))
+                runs.append((time.perf_counter() - t0) / args.opendp * 1e9)
+            line += f" {statistics.median(runs):10.0f}"
+        print(line, flush=True)
+    after = os.getloadavg()
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"load average after {after[0]:.2f}; peak resident memory {peak:.0f} MB")
+
+
+if __name__ == "__main__":
+    main()
