@@ -126,7 +126,8 @@ LAPLACE_CASES = [
     Fraction(1, 2),
     Fraction(40),
     Fraction((1 << 50) + 1, 3),  # the two-limb chain
-    Fraction(1 / 0.01),  # numerator 2**59: element by element
+    Fraction(1 / 0.3),  # a float's binary fraction: the two-limb chain
+    Fraction((1 << 60) + 1, 7),  # element by element
 ]
 
 

@@ -564,9 +564,10 @@ def discrete_laplace(
     Notes
     -----
     Canonne, Kamath and Steinke (2020), Algorithm 2, with scale ``t/s`` in lowest terms.
-    A scale whose numerator is 2**56 or more (a float scale such as 1/0.01 is the binary
-    fraction 2**59/...; pass Fraction(100) instead) is drawn element by element: exact, but
-    some hundred times slower.
+    A scale whose numerator is 2**56 or more is drawn element by element: exact, but some
+    hundred times slower. A float epsilon can give one: 0.01 is the binary fraction
+    5764607523034235/2**59, so 1/0.01 taken exactly has the numerator 2**59; pass
+    ``Fraction(100)`` for the scale you mean.
 
     Examples
     --------
