@@ -5,6 +5,7 @@ Run by hand (never collected by pytest)::
     python benchmarks/bench_measure.py                       # DC and Delaware, study path
     python benchmarks/bench_measure.py --secure --scale 0.2  # postdp's exact sampler
     python benchmarks/bench_measure.py --states 11,10,44 --repeat 5
+    python benchmarks/bench_measure.py --secure --scale 0.05 --cut-blocks 500  # subtree tasks
 
 Each configuration measures the synthetic 2020 population of ``--states``
 (``postdp.nmf.synthetic_population``, at ``--scale``) with the persons preset through
@@ -13,7 +14,8 @@ Dask LocalCluster of 1 and of 2 worker processes (one thread each; the cluster s
 before the clock starts). On the study path the three write the same files. Printed: the
 median wall time of ``--repeat`` runs of each, the median of the per-run ratios 2 workers /
 1 worker, and the load average before and after (``os.getloadavg``). The ratio is bounded
-below by the largest state's share of the work: the states are the tasks.
+below by the largest task's share of the work: the states are the tasks, and the subtrees
+(counties, tracts) of a state above ``--cut-blocks`` blocks.
 """
 
 from __future__ import annotations
@@ -36,6 +38,9 @@ def main() -> None:
     parser.add_argument("--scale", type=float, default=1.0)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--secure", action="store_true", help="postdp's exact sampler")
+    parser.add_argument(
+        "--cut-blocks", type=int, default=100_000, help="states above it cut into tasks"
+    )
     args = parser.parse_args()
     from dask.distributed import Client, LocalCluster
 
@@ -62,6 +67,7 @@ def main() -> None:
                 measure_by_state(
                     tables, states, run, strategy=strategy, secure=args.secure,
                     rng=None if args.secure else r, scheduler=clients.get(name),
+                    cut_blocks=args.cut_blocks,
                 )  # fmt: skip
                 times[name].append(time.perf_counter() - t0)
                 shutil.rmtree(run)

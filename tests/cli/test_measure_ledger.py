@@ -384,14 +384,15 @@ def _files(run: Path) -> dict[str, bytes]:
 
 @pytest.mark.processes
 def test_a_measure_on_dask_is_the_same_run_ledger_record_and_statement(tmp_path):
-    """Two states measured as Dask tasks (--scheduler ADDRESS): on the study path every
-    file is the one-process run's, byte for byte (each state has its own stream, wherever
-    it runs); on the secure path (the exact sampler, in the worker) the ledger gets one
-    record and the statement names the same sampler as a run in one process."""
+    """Two states measured as Dask tasks (--scheduler ADDRESS), cut into county and tract
+    tasks (--cut-blocks): on the study path every file is the one-process run's, byte for
+    byte (each state and subtree has its own stream, wherever it runs); on the secure path
+    (the exact sampler, in the worker) the ledger gets one record and the statement names
+    the same sampler as a run in one process."""
     from tests._dask import dask_client
 
     study = ["measure", "--synthetic", "11,10", "--population-scale", "0.02", "--quiet"]
-    study += ["--study", "--seed", "8"]
+    study += ["--study", "--seed", "8", "--cut-blocks", "60"]  # county and tract tasks too
     secure = ["measure", "--synthetic", "11", "--population-scale", "0.02", "--quiet"]
     with dask_client() as client:
         address = ["--scheduler", client.scheduler.address]
@@ -401,6 +402,8 @@ def test_a_measure_on_dask_is_the_same_run_ledger_record_and_statement(tmp_path)
         assert main([*secure, *address, "--output-dir", str(tmp_path / "sd")]) == 0
     assert main([*study, "--output-dir", str(tmp_path / "here")]) == 0
     assert _files(tmp_path / "dask") == _files(tmp_path / "here")
+    cut = [n for n in _files(tmp_path / "here") if Path(n).name != "part-0.parquet"]
+    assert len(cut) > 4  # the county and tract files of the cut subtrees
     assert main([*secure, "--output-dir", str(tmp_path / "sh")]) == 0
     records = _records(ledger)
     assert [r["status"] for r in records] == ["reserved", "published"] * 2

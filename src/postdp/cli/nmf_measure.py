@@ -152,7 +152,8 @@ def add_parser(commands: Any) -> None:
     parser.add_argument(
         "--scheduler",
         metavar="ADDRESS",
-        help="measure the states as Dask tasks, each state's noise drawn on a worker: "
+        help="measure the states as Dask tasks (and the counties and tracts of a state cut "
+        "at --cut-blocks), the noise drawn on the workers: "
         "'local' (a LocalCluster of --workers processes) or a scheduler address such as "
         "tcp://host:8786 (its workers must see --output-dir's folder); the same run, ledger "
         "record and privacy statement as in one process (on the study path, the same "

@@ -100,11 +100,12 @@ def measure_by_state(
         The release path's sampler (see :func:`postdp.tables.measure`; default postdp's
         exact one for integer noise); the study path ignores it.
     scheduler : dask.distributed.Client, optional
-        Measure the states as Dask tasks (each writes its own partition; ``tables``,
-        ``bounds`` and the strategy are shipped to the workers, which must see
-        ``run_dir``). The run is the same as in one process: on the study path each state
-        draws from its own stream of ``rng`` whichever worker runs it. The top (the nation
-        and the states) is measured here once every state is done.
+        Measure the states as Dask tasks, and the subtrees a state above ``cut_blocks``
+        blocks is cut into (its counties, ...) as tasks of their own (each writes its own
+        file; ``tables``, ``bounds`` and the strategy are shipped to the workers, which
+        must see ``run_dir``). The run is the same as in one process: on the study path
+        each state and subtree draws from its own stream of ``rng`` whichever worker runs
+        it. The top (the nation and the states) is measured here once every state is done.
 
     Returns
     -------
@@ -146,7 +147,10 @@ def measure_by_state(
     names = tuple(strategy.levels)
     streams = [None] * (len(states) + 1) if secure else _rng.spawn(rng, len(states) + 1)
     run.mkdir(parents=True, exist_ok=True)
-    job = _StateJob(tables, strategy, run, names, secure, cut_blocks, bounds, bypass, sampler)
+    job = _StateJob(
+        tables, strategy, run, names, secure, cut_blocks, bounds, bypass, sampler,
+        tasks=scheduler is not None,
+    )  # fmt: skip
     report = progress or (lambda stage, done, total: None)
     done: list[_StateDone | None] = [None] * len(states)
     if scheduler is None:
@@ -228,6 +232,7 @@ class _StateJob:
     bounds: Callable[[Table], Sequence[CountBounds]] | None
     bypass: bool
     sampler: str | None
+    tasks: bool = False
 
     def __call__(self, state: str, stream: Any) -> _StateDone:
         table = self.tables(state)
@@ -256,7 +261,7 @@ class _StateJob:
         _by_subtree(
             state_table, below, self.run, self.names, _total(work), self.secure, stream,
             code=code, depth=1, cut_blocks=self.cut_blocks, bounds=held, scale=scale,
-            floats=continuous(work), sampler=self.sampler,
+            floats=continuous(work), sampler=self.sampler, tasks=self.tasks,
         )  # fmt: skip
         return _StateDone(state_id, code, row, top, own, geounits, work, upper, root)
 
@@ -277,6 +282,7 @@ def _by_subtree(
     scale: Any = None,
     floats: bool = False,
     sampler: str | None = None,
+    tasks: bool = False,
 ) -> None:
     """Measure and write the subtree ``sub`` rooted at run level ``depth`` (its root's own
     measurements are written above it) in partition ``code``: whole when it has at most
@@ -284,7 +290,8 @@ def _by_subtree(
     measurements, then each child's subtree the same way. A subtree's levels go to
     ``part-<its root's geocode>.parquet`` (a state's: ``part-0.parquet``); ``scale``: its
     geounits' budget factors (checked with the whole state's); ``floats``: the run's answers
-    are float64 (a continuous mechanism's)."""
+    are float64 (a continuous mechanism's); ``tasks``: running on a Dask worker, the
+    children's subtrees go to the cluster as tasks of their own (each with its stream)."""
     codes, _ = _geocodes(sub.geography, rooted=False)
     file = layout.PART if depth == 1 else f"part-{codes[sub.geography.root]}.parquet"
     where = np.full(codes.size, code)
@@ -313,15 +320,32 @@ def _by_subtree(
         file=file, floats=floats,
     )  # fmt: skip
     del m, children
+    jobs = []
     for k in range(len(subs)):
         child, subs[k] = subs[k], None  # type: ignore[call-overload]
-        _by_subtree(
-            child, lower, run, names, total, secure, streams[k],
-            code=code, depth=depth + 1, cut_blocks=cut_blocks,
-            bounds=_slice(bounds, sub.geography, child.geography),
-            scale=None if scale is None else scale[_rows(sub.geography, child.geography)],
-            floats=floats, sampler=sampler,
-        )  # fmt: skip
+        job: tuple[Any, ...] = (child, lower, run, names, total, secure, streams[k])
+        options: dict[str, Any] = {
+            "code": code,
+            "depth": depth + 1,
+            "cut_blocks": cut_blocks,
+            "bounds": _slice(bounds, sub.geography, child.geography),
+            "scale": None if scale is None else scale[_rows(sub.geography, child.geography)],
+            "floats": floats,
+            "sampler": sampler,
+            "tasks": tasks,
+        }
+        if tasks:
+            jobs.append((job, options))
+        else:
+            _by_subtree(*job, **options)
+    if jobs:  # on a Dask worker: the children as tasks, this one waiting outside the pool
+        import importlib
+
+        distributed: Any = importlib.import_module("dask.distributed")
+        with distributed.worker_client() as client:
+            futures = [client.submit(_by_subtree, *j, pure=False, **o) for j, o in jobs]
+            del jobs
+            client.gather(futures)
 
 
 def _bypass(table: Table, work: Any) -> Any:
