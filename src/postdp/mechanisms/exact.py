@@ -81,9 +81,13 @@ def sampler_version() -> str:
     >>> sampler_version().startswith("postdp-exact ")
     True
     """
-    from postdp import __version__
+    from importlib.metadata import PackageNotFoundError, version
 
-    return f"{SAMPLER} {__version__}"
+    try:  # the installed distribution's (postdp.__version__ is a later layer's name)
+        number = version("postdp")
+    except PackageNotFoundError:  # pragma: no cover - run from a source tree uninstalled
+        number = "unknown"
+    return f"{SAMPLER} {number}"
 
 
 class BitSource:
