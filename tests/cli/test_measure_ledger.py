@@ -416,3 +416,32 @@ def test_a_measure_on_dask_is_the_same_run_ledger_record_and_statement(tmp_path)
     assert a["sampler"].startswith("postdp-exact ")
     assert _files(tmp_path / "sd") != _files(tmp_path / "sh")  # fresh noise, same layout
     assert _files(tmp_path / "sd").keys() == _files(tmp_path / "sh").keys()
+
+
+@pytest.mark.parametrize(
+    ("extra", "named"),
+    [
+        (["--sampler", "numpy"], "--sampler"),
+        (["--scheduler", "local", "--workers", "0"], "--workers"),
+        (["--scheduler", "tcp://10.0.0.1:8786"], "--scheduler 'tcp://10.0.0.1:8786'"),
+    ],
+)
+def test_bad_sampler_and_scheduler_options_draw_nothing(
+    tmp_path, monkeypatch, capsys, fast_release, extra, named
+):
+    """One line naming the flag, exit 2, no run and nothing drawn; an unreachable scheduler
+    (its refusal stood in, not Dask's ten seconds of retries) is met before the draw, so the
+    reservation is withdrawn, not counted."""
+    distributed = pytest.importorskip("dask.distributed")
+
+    def refused(*args, **kwargs):
+        raise OSError("Timed out trying to connect to tcp://10.0.0.1:8786")
+
+    monkeypatch.setattr(distributed, "Client", refused)
+    ledger = tmp_path / "ledger.jsonl"
+    assert main([*_measure(tmp_path, ledger), *extra]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and named in err[0] and "Traceback" not in err[0]
+    assert not (tmp_path / "run").exists() and not fast_release
+    statuses = [r["status"] for r in _records(ledger)] if ledger.exists() else []
+    assert statuses in ([], ["reserved", "withdrawn"])

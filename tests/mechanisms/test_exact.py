@@ -366,3 +366,11 @@ def test_the_exact_sampler_refuses_real_valued_noise_before_drawing() -> None:
         exact_parameter(DiscreteGaussian(rho=0.5), Fraction(1, 3))
     with pytest.raises(ValidationError, match="sampler"):
         pick_samplers([], "numpy")
+
+
+def test_numpy_integers_are_taken_exactly() -> None:
+    """A numpy integer scale is its integer, not its nearest float (2**60 + 1 is not)."""
+    big = np.int64((1 << 60) + 1)
+    a = discrete_laplace(big, 20, source=BitSource(Stream("np").read))
+    b = discrete_laplace(Fraction((1 << 60) + 1), 20, source=BitSource(Stream("np").read))
+    assert np.array_equal(a, b)

@@ -134,14 +134,14 @@ class BitSource:
         self._words = np.concatenate((self._words[start:], new))
         self._pos -= start * 64
 
-    def _at(self, off: IntArray, width: IntArray) -> Any:
-        """The ``width``-bit integers (0 to 63 bits) starting at bit offsets ``off``."""
+    def _at(self, off: IntArray, width: Any) -> Any:
+        """The ``width``-bit integers (0 to 63 bits; an array, or one int for all) starting
+        at bit offsets ``off``."""
         i = off >> 6
         shift = (off & 63).astype(np.uint64)
-        w0 = self._words[i]
-        w1 = self._words[i + 1]
-        window = (w0 << shift) | ((w1 >> np.uint64(1)) >> (np.uint64(63) - shift))
-        return (window >> np.uint64(1)) >> (np.uint64(63) - width.astype(np.uint64))
+        window = self._words[i] << shift
+        window |= (self._words[i + 1] >> np.uint64(1)) >> (np.uint64(63) - shift)
+        return (window >> np.uint64(1)) >> (np.uint64(63) - np.asarray(width, dtype=np.uint64))
 
     def fields(self, *widths: IntArray) -> list[Any]:
         """For each element, consecutive fields of the given widths (0 to 56 bits each),
@@ -171,13 +171,8 @@ class BitSource:
         need = n * width
         self._reserve(need)
         off = np.arange(self._pos, self._pos + need, width, dtype=np.int64)
-        i = off >> 6
-        shift = (off & 63).astype(np.uint64)
-        window = self._words[i] << shift
-        window |= (self._words[i + 1] >> np.uint64(1)) >> (np.uint64(63) - shift)
         self._pos += need
-        window >>= np.uint64(64 - width)
-        return window
+        return self._at(off, width)
 
     def take_int(self, nbits: int) -> int:
         """One unsigned integer of ``nbits`` bits (any number), as a Python int."""
@@ -486,7 +481,12 @@ def _rational(name: str, value: object) -> Fraction:
         raise ValidationError(f"`{name}` must be a positive rational number; got {value!r}")
     if isinstance(value, float | np.floating) and not math.isfinite(value):
         raise ValidationError(f"`{name}` must be a positive rational number; got {value!r}")
-    out = Fraction(value) if not isinstance(value, np.number) else Fraction(float(value))
+    if isinstance(value, np.integer):  # exactly, not through a float
+        out = Fraction(int(value))
+    elif isinstance(value, np.floating):
+        out = Fraction(float(value))
+    else:
+        out = Fraction(value)  # type: ignore[arg-type]  # Fraction, int or float here
     if out <= 0:
         raise ValidationError(f"`{name}` must be a positive rational number; got {value!r}")
     return out

@@ -252,7 +252,7 @@ def measure(
 
     mechanisms = [m.mechanism for m in workload.measurements]
     choices, named = pick_samplers(mechanisms if secure else [], sampler)
-    exact = _exact_shares(workload)
+    exact = _exact_shares(workload) if secure else []
     for mech, pick, r in zip(mechanisms, choices, exact, strict=False):
         if pick == "postdp":
             exact_parameter(mech, r)  # checked before any draw
