@@ -25,11 +25,11 @@ the tests check against a slow reference written with Python's exact fractions):
 - the discrete Laplace of scale ``t/s`` (Algorithm 2) and the discrete Gaussian (Algorithm
   3) follow the paper step for step; the sign is ``bernoulli(1/2)``.
 
-A batch runs the steps stage by stage for all its values at once, so the order in which
-different values take their bits differs from drawing them one after another; one value
-takes exactly the reference's bits. Rare states (a gamma's denominator beyond 96 bits, a
-chain beyond 127 steps, a Gaussian candidate beyond the table) are finished element by
-element with Python integers, from the same stream.
+Values are drawn one after another, each taking exactly the bits the paper's steps take
+(Numba-compiled loops, :mod:`postdp.mechanisms._exact_loop`, reading the random words in
+place). Rare states (a gamma's denominator beyond 96 bits, a chain beyond 127 steps, a
+Gaussian candidate beyond the table, a scale's numerator of 2**56 or more) are drawn element
+by element with Python integers, from the same stream and the same bits.
 """
 
 from __future__ import annotations
@@ -45,6 +45,7 @@ import numpy as np
 
 from postdp._typing import IntArray
 from postdp.errors import ValidationError
+from postdp.mechanisms import _exact_loop
 
 __all__ = [
     "SAMPLER",
@@ -58,19 +59,13 @@ __all__ = [
 SAMPLER = "postdp-exact"
 
 _LIMB = 56
-_MASK = np.uint64((1 << _LIMB) - 1)
-_U56 = np.uint64(_LIMB)
-# Chains longer than this finish element by element (probability below 1/127! per chain).
-_MAX_K = 127
-# Denominators below 2**_WIDE go through the two-limb path; beyond, element by element.
+# Denominators below 2**_WIDE go through the compiled loops; beyond, element by element.
 _WIDE = 96
-# Denominators below 2**_NARROW (times _MAX_K) stay in one 56-bit word.
-_NARROW = 48
-# Values drawn per pass: keeps the temporaries in cache.
-_BATCH = 1 << 16
 # Gaussian candidates |y| below this many multiples of t have a precomputed gamma.
 _TABLE_T = 40
 _TABLE_MAX = 1 << 16
+# Bits fetched ahead for the compiled loops at first (about 4,000 values' worth).
+_AHEAD = 1 << 20
 
 
 def sampler_version() -> str:
@@ -164,16 +159,6 @@ class BitSource:
         """Bits read so far (those fetched ahead from the byte source not counted)."""
         return self._read_bytes * 8 - (self._words.size * 64 - self._pos)
 
-    def same(self, n: int, width: int) -> Any:
-        """``n`` consecutive fields of ``width`` bits each (0 to 56)."""
-        if width == 0:
-            return np.zeros(n, dtype=np.uint64)
-        need = n * width
-        self._reserve(need)
-        off = np.arange(self._pos, self._pos + need, width, dtype=np.int64)
-        self._pos += need
-        return self._at(off, width)
-
     def take_int(self, nbits: int) -> int:
         """One unsigned integer of ``nbits`` bits (any number), as a Python int."""
         value = 0
@@ -231,178 +216,35 @@ def _laplace_int(scale: Fraction, src: BitSource) -> int:
         return -y if negative else y
 
 
-# -- vectorised pieces ------------------------------------------------------------------
-def _bitlen(x: Any) -> IntArray:
-    """Bit lengths of uint64 values below 2**56, exactly."""
-    _, e = np.frexp(x.astype(np.float64))
-    e = e.astype(np.int64)
-    low = (e > 0) & ((x >> np.maximum(e - 1, 0).astype(np.uint64)) == 0)  # rounded up
-    out: IntArray = e - low
-    return out
+def _gaussian_int(sigma2: Fraction, t: int, src: BitSource) -> int:
+    """Algorithm 3, one draw, with Python integers."""
+    centre = sigma2 / t
+    while True:
+        y = _laplace_int(Fraction(t), src)
+        if _bernoulli_exp((abs(y) - centre) ** 2 / (2 * sigma2), src):
+            return y
 
 
-def _uniform1(m: Any, src: BitSource) -> Any:
-    """``uniform(m)`` for each element of ``m`` (uint64, 1 <= m < 2**56)."""
-    width = _bitlen(m - np.uint64(1))
-    (u,) = src.fields(width)
-    bad = np.flatnonzero(u >= m)
-    while bad.size:
-        (again,) = src.fields(width[bad])
-        u[bad] = again
-        bad = bad[again >= m[bad]]
-    return u
-
-
-def _uniform_same(n: int, m: int, src: BitSource) -> Any:
-    """``n`` draws of ``uniform(m)`` for one modulus ``1 <= m < 2**56``."""
-    width = (m - 1).bit_length()
-    u = src.same(n, width)
-    if m == 1 << width:
-        return u
-    mm = np.uint64(m)
-    bad = np.flatnonzero(u >= mm)
-    while bad.size:
-        again = src.same(bad.size, width)
-        u[bad] = again
-        bad = bad[again >= mm]
-    return u
-
-
-def _less2(ah: Any, al: Any, bh: Any, bl: Any) -> Any:
-    return (ah < bh) | ((ah == bh) & (al < bl))
-
-
-def _uniform2(mh: Any, ml: Any, src: BitSource) -> tuple[Any, Any]:
-    """``uniform(m)`` for two-limb ``m = mh * 2**56 + ml`` (m >= 1, below 2**112)."""
-    borrow = ml == 0
-    lo = np.where(borrow, _MASK, ml - np.uint64(1))
-    hi = mh - borrow.astype(np.uint64)
-    width = np.where(hi > 0, _LIMB + _bitlen(hi), _bitlen(lo))
-    wh = np.maximum(width - _LIMB, 0)
-    wl = np.minimum(width, _LIMB)
-    uh, ul = src.fields(wh, wl)
-    bad = np.flatnonzero(~_less2(uh, ul, mh, ml))
-    while bad.size:
-        h, lo_ = src.fields(wh[bad], wl[bad])
-        uh[bad], ul[bad] = h, lo_
-        bad = bad[~_less2(h, lo_, mh[bad], ml[bad])]
-    return uh, ul
-
-
-def _chain1(a: Any, b: Any, src: BitSource) -> Any:
-    """Algorithm 1 for gamma = a/b <= 1 in lowest terms (uint64, b < 2**48); bool array."""
-    n = a.size
-    k = np.ones(n, dtype=np.uint64)
-    live = np.arange(n)
-    la, lb, lk = a, b, k
-    while live.size:
-        g = np.gcd(la, lk)  # gamma / K = (a/g) / (b * K/g) in lowest terms
-        u = _uniform1(lb * (lk // g), src)
-        go = u < la // g
-        live = live[go]
-        k[live] += np.uint64(1)
-        la, lb, lk = la[go], lb[go], k[live]
-        long = lk > _MAX_K
-        if long.any():
-            for i in live[long]:
-                gamma = Fraction(int(a[i]), int(b[i]))
-                k[i] = int(_chain_from(gamma, int(k[i]), src)) * 2 + 1  # odd if true
-            keep = ~long
-            live, la, lb, lk = live[keep], la[keep], lb[keep], lk[keep]
-    return (k & np.uint64(1)).astype(bool)
-
-
-def _chain2(ah: Any, al: Any, bh: Any, bl: Any, src: BitSource) -> Any:
-    """Algorithm 1 for gamma = a/b <= 1 in lowest terms, a and b as two 56-bit limbs
-    (b < 2**96); bool array."""
-    n = ah.size
-    k = np.ones(n, dtype=np.uint64)
-    live = np.arange(n)
-    vah, val, vbh, vbl = ah, al, bh, bl
-    while live.size:
-        lk = k[live]
-        r = (((vah % lk) << _U56) | val) % lk  # a mod K
-        g = np.gcd(r, lk)
-        # numerator a / g: long division by the small g
-        qh = vah // g
-        ql = (((vah % g) << _U56) | val) // g
-        # denominator b * (K / g)
-        f = lk // g
-        pl = vbl * f
-        dl = pl & _MASK
-        dh = vbh * f + (pl >> _U56)
-        uh, ul = _uniform2(dh, dl, src)
-        go = _less2(uh, ul, qh, ql)
-        live = live[go]
-        k[live] += np.uint64(1)
-        vah, val, vbh, vbl = vah[go], val[go], vbh[go], vbl[go]
-        long = k[live] > _MAX_K
-        if long.any():
-            for j, i in zip(np.flatnonzero(long), live[long], strict=True):
-                a = (int(vah[j]) << _LIMB) | int(val[j])
-                b = (int(vbh[j]) << _LIMB) | int(vbl[j])
-                k[i] = int(_chain_from(Fraction(a, b), int(k[i]), src)) * 2 + 1
-            keep = ~long
-            live, vah, val, vbh, vbl = live[keep], vah[keep], val[keep], vbh[keep], vbl[keep]
-    return (k & np.uint64(1)).astype(bool)
-
-
-def _exp1(n: int, src: BitSource) -> Any:
-    """``n`` draws of bernoulli_exp(1): K goes on while uniform(K) == 0 (the first step,
-    bernoulli(1/1), is always true and reads nothing)."""
-    k = np.full(n, 2, dtype=np.int64)
-    live = np.arange(n)
-    step = 2
-    while live.size:
-        live = live[_uniform_same(live.size, step, src) == 0]
-        step += 1
-        k[live] = step
-    return (k & 1).astype(bool)
-
-
-@functools.lru_cache(maxsize=64)
-def _reduced(t: int) -> tuple[Any, Any]:
-    """u/t in lowest terms for u = 0 .. t - 1 (numerators, denominators; 0 is 0/1)."""
-    u = np.arange(t, dtype=np.uint64)
-    g = np.gcd(u, np.uint64(t))
-    return u // g, np.uint64(t) // g
-
-
-def _laplace(n: int, s: int, t: int, src: BitSource) -> IntArray:
-    """Algorithm 2: ``n`` draws with P[z] proportional to exp(-|z| s / t)."""
+# -- the compiled loops' driver ----------------------------------------------------------
+def _drive(n: int, src: BitSource, loop: Callable[..., int], one: Callable[[], int]) -> IntArray:
+    """``n`` values: ``loop(words, st, out, i)`` fills ``out`` from ``i`` on until it needs
+    more bits than are fetched (then more are fetched and it starts that value again) or
+    meets a state for Python integers (then ``one()`` draws that value from its first bit)."""
     out = np.empty(n, dtype=np.int64)
-    todo = np.arange(n)
-    tt = np.uint64(t)
-    while todo.size:
-        u = _uniform_same(todo.size, t, src)
-        if t <= _TABLE_MAX:  # D ~ Bernoulli(exp(-U/t)), U/t in lowest terms from a table
-            num, den = _reduced(t)
-            keep = _chain1(num[u], den[u], src)
-        elif t < 1 << _NARROW:
-            g = np.gcd(u, tt)
-            keep = _chain1(u // g, tt // g, src)
-        else:
-            g = np.gcd(u, tt)
-            zero = np.zeros_like(u)
-            keep = _chain2(zero, u // g, zero, tt // g, src)
-        again = todo[~keep]
-        idx, u = todo[keep], u[keep]
-        v = np.zeros(idx.size, dtype=np.int64)
-        live = np.arange(idx.size)
-        while live.size:  # V: how many Bernoulli(exp(-1)) succeed in a row
-            live = live[_exp1(live.size, src)]
-            v[live] += 1
-        if v.size and int(v.max()) >= (1 << 62) // t:  # beyond int64: Python integers
-            wide = [(int(a) + t * int(b)) // s for a, b in zip(u, v, strict=True)]
-            y = np.array(wide, dtype=np.int64)
-        else:
-            y = (u.astype(np.int64) + t * v) // s
-        bit = src.same(idx.size, 1)  # uniform(2)
-        negative = bit == 0  # bernoulli(1/2) = uniform(2) < 1
-        refused = negative & (y == 0)
-        ok = ~refused
-        out[idx[ok]] = np.where(negative, -y, y)[ok]
-        todo = np.concatenate((again, idx[refused]))
+    i = 0
+    want = min(_AHEAD, n * 512)
+    while i < n:
+        src._reserve(want)
+        st = np.array([src._pos, src._words.size * 64 - 128, 0], dtype=np.int64)
+        j = int(loop(src._words, st, out, i))
+        src._pos = int(st[0])
+        if st[2] & _exact_loop.SHORT:
+            if j == i:  # one value wants more bits than there were: fetch twice as many
+                want = 2 * (src._words.size * 64 - src._pos)
+        elif st[2] & _exact_loop.SPECIAL:
+            out[j] = one()
+            j += 1
+        i = j
     return out
 
 
@@ -410,7 +252,7 @@ class _GaussianTable:
     """gamma(y) = (y - sigma2/t)^2 / (2 sigma2) for the candidates y = 0, 1, ...: its floor
     and its fractional part in lowest terms, as limbs (wide ones flagged)."""
 
-    __slots__ = ("ah", "al", "bh", "bl", "floor", "narrow", "size", "wide")
+    __slots__ = ("ah", "al", "bh", "bl", "floor", "size", "wide")
 
     def __init__(self, sigma2: Fraction, t: int):
         size = min(_TABLE_T * t + 1, _TABLE_MAX)
@@ -427,7 +269,6 @@ class _GaussianTable:
             a[y], b[y] = frac.numerator, frac.denominator
         bits = np.array([int(v).bit_length() for v in b])
         self.wide = bits > _WIDE  # element by element
-        self.narrow = bool((bits <= _NARROW).all())
         self.ah, self.al = _limbs(a, self.wide)
         self.bh, self.bl = _limbs(b, self.wide)
         self.bl[self.wide] = 1
@@ -443,37 +284,19 @@ def _limbs(values: Any, skip: Any) -> tuple[Any, Any]:
 
 
 @functools.lru_cache(maxsize=64)
+def _reduced(t: int) -> tuple[Any, Any]:
+    """u/t in lowest terms for u = 0 .. t - 1 (numerators, denominators; 0 is 0/1); empty
+    beyond _TABLE_MAX (the loops then reduce each u themselves)."""
+    if t > _TABLE_MAX:
+        return np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.uint64)
+    u = np.arange(t, dtype=np.uint64)
+    g = np.gcd(u, np.uint64(t))
+    return u // g, np.uint64(t) // g
+
+
+@functools.lru_cache(maxsize=64)
 def _table(sigma2: Fraction, t: int) -> _GaussianTable:
     return _GaussianTable(sigma2, t)
-
-
-def _accept(y: IntArray, sigma2: Fraction, t: int, table: _GaussianTable, src: BitSource) -> Any:
-    """Algorithm 3's test: bernoulli_exp((|y| - sigma2/t)^2 / (2 sigma2)) for each y."""
-    mag = np.abs(y)
-    ok = np.ones(y.size, dtype=bool)
-    inside = mag < table.size
-    slot = np.where(inside, mag, 0)
-    special = ~inside | table.wide[slot]
-    fast = np.flatnonzero(~special)
-    whole = table.floor[slot[fast]]
-    count = np.zeros(fast.size, dtype=np.int64)
-    live = np.flatnonzero(whole > 0)
-    while live.size:  # floor(gamma) draws of bernoulli_exp(1), false at the first false
-        hit = _exp1(live.size, src)
-        ok[fast[live[~hit]]] = False
-        live = live[hit]
-        count[live] += 1
-        live = live[count[live] < whole[live]]
-    run = fast[ok[fast]]
-    s = slot[run]
-    if table.narrow:
-        ok[run] = _chain1(table.al[s], table.bl[s], src)
-    else:
-        ok[run] = _chain2(table.ah[s], table.al[s], table.bh[s], table.bl[s], src)
-    centre = sigma2 / t
-    for i in np.flatnonzero(special):
-        ok[i] = _bernoulli_exp((int(mag[i]) - centre) ** 2 / (2 * sigma2), src)
-    return ok
 
 
 def _rational(name: str, value: object) -> Fraction:
@@ -520,7 +343,8 @@ def discrete_gaussian(
     Notes
     -----
     Canonne, Kamath and Steinke (2020), Algorithm 3, with the bit contract of this module's
-    docstring. Memory is a few arrays of one batch (65,536 values) beside the output.
+    docstring. Memory beside the output: the random bits fetched ahead (128 KB at a time)
+    and the table of gamma for the candidates (at most 65,536 entries per sigma^2).
 
     Examples
     --------
@@ -533,17 +357,17 @@ def discrete_gaussian(
     n = _size(size)
     src = BitSource() if source is None else source
     t = math.isqrt(s2.numerator // s2.denominator) + 1  # floor(sigma) + 1
-    table = _table(s2, t)
-    out = np.empty(n, dtype=np.int64)
-    for start in range(0, n, _BATCH):
-        want = min(_BATCH, n - start)
-        todo = np.arange(want)
-        while todo.size:
-            y = _laplace(todo.size, 1, t, src)
-            keep = _accept(y, s2, t, table, src)
-            out[start + todo[keep]] = y[keep]
-            todo = todo[~keep]
-    return out
+    if t >= 1 << _LIMB:  # element by element
+        return np.array([_gaussian_int(s2, t, src) for _ in range(n)], dtype=np.int64)
+    tb = _table(s2, t)
+    rnum, rden = _reduced(t)
+
+    def loop(words: Any, st: Any, out: Any, i: int) -> int:
+        return _exact_loop.gaussian_loop(
+            words, st, out, i, t, rnum, rden, tb.floor, tb.ah, tb.al, tb.bh, tb.bl, tb.wide
+        )
+
+    return _drive(n, src, loop, lambda: _gaussian_int(s2, t, src))
 
 
 def discrete_laplace(
@@ -582,10 +406,12 @@ def discrete_laplace(
     b = _rational("scale", scale)
     n = _size(size)
     src = BitSource() if source is None else source
-    if b.numerator >= 1 << _LIMB:  # element by element
+    t, s = b.numerator, b.denominator
+    if t >= 1 << _LIMB:  # element by element
         return np.array([_laplace_int(b, src) for _ in range(n)], dtype=np.int64)
-    out = np.empty(n, dtype=np.int64)
-    for start in range(0, n, _BATCH):
-        want = min(_BATCH, n - start)
-        out[start : start + want] = _laplace(want, b.denominator, b.numerator, src)
-    return out
+    rnum, rden = _reduced(t)
+
+    def loop(words: Any, st: Any, out: Any, i: int) -> int:
+        return _exact_loop.laplace_loop(words, st, out, i, s, t, rnum, rden)
+
+    return _drive(n, src, loop, lambda: _laplace_int(b, src))
