@@ -105,7 +105,7 @@ def _uniform2(words: Any, st: Any, mh: Any, ml: Any) -> Any:  # pragma: no cover
 @_njit
 def _chain(
     words: Any, st: Any, ah: Any, al: Any, bh: Any, bl: Any
-) -> bool:  # pragma: no cover - compiled
+) -> Any:  # pragma: no cover - compiled
     """Algorithm 1 for gamma = a/b <= 1 in lowest terms (b below 2**96): K = 1, K += 1
     while bernoulli(gamma / K) (gamma / K in lowest terms), true when K ends odd."""
     mask = np.uint64((1 << 56) - 1)
@@ -148,7 +148,7 @@ def _chain(
 
 
 @_njit
-def _exp1(words: Any, st: Any) -> bool:  # pragma: no cover - compiled
+def _exp1(words: Any, st: Any) -> Any:  # pragma: no cover - compiled
     """bernoulli_exp(1): the chain for gamma = 1, whose first step reads nothing."""
     k = np.uint64(2)
     while True:
@@ -162,7 +162,7 @@ def _exp1(words: Any, st: Any) -> bool:  # pragma: no cover - compiled
 @_njit
 def _laplace(
     words: Any, st: Any, s: int, t: int, rnum: Any, rden: Any
-) -> int:  # pragma: no cover - compiled
+) -> Any:  # pragma: no cover - compiled
     """Algorithm 2, one value: P[z] proportional to exp(-|z| s / t) (t below 2**56)."""
     tt = np.uint64(t)
     vmax = ((1 << 62) - t) // t
