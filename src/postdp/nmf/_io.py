@@ -8,7 +8,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -478,6 +478,29 @@ def _atomic_parquet(pq: Any, table: Any, path: Path, values: int | None = None) 
         path,
         lambda tmp: pq.write_table(table, tmp, row_group_size=rows, write_page_checksum=True),
     )
+
+
+def _atomic_parquet_parts(pq: Any, parts: Iterable[Any], path: Path) -> None:
+    """Write the tables ``parts`` (one schema; at least one) as consecutive row groups of
+    one file, built one at a time as the iterable yields them (so only one part is ever
+    held), under a temporary name, then renamed into place; page checksums as
+    :func:`_atomic_parquet`."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+
+    def write(tmp: Any) -> None:
+        writer = None
+        try:
+            for part in parts:
+                if writer is None:
+                    writer = pq.ParquetWriter(tmp, part.schema, write_page_checksum=True)
+                writer.write_table(part)
+        finally:
+            if writer is not None:
+                writer.close()
+        if writer is None:
+            raise ValueError("no rows to write")
+
+    write_atomic(path, write)
 
 
 def _atomic_text(path: Path, text: str) -> None:

@@ -41,7 +41,7 @@ from postdp._typing import FloatArray, NumArray
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
 from postdp.nmf import _layout as layout
-from postdp.nmf._io import _atomic_parquet, _atomic_text, _pyarrow
+from postdp.nmf._io import _atomic_parquet_parts, _atomic_text, _pyarrow
 from postdp.tables import PublishedTable, Schema
 
 #: The plan :func:`postdp.nmf.postprocess` writes first into its output folder: the method,
@@ -78,13 +78,34 @@ def moe_columns(tables: Sequence[PublishedTable]) -> list[str]:
 def write_moe(path: Path, geocodes: Sequence[str], columns: list[str], moe: FloatArray) -> None:
     """One partition's moe file: ``geocode`` and a float column per published row."""
     pa, pq = _pyarrow()
-    table = pa.table(
+    _atomic_parquet_parts(
+        pq, (_moe_part(pa, geocodes, columns, moe, a, b) for a, b in _spans(moe)), path
+    )
+
+
+def _moe_part(
+    pa: Any, geocodes: Sequence[str], columns: list[str], moe: FloatArray, a: int, b: int
+) -> Any:
+    return pa.table(
         {
-            "geocode": pa.array(list(geocodes), pa.string()),
-            **{c: pa.array(np.asarray(moe[:, j], np.float64)) for j, c in enumerate(columns)},
+            "geocode": pa.array(list(geocodes[a:b]), pa.string()),
+            **{c: pa.array(np.asarray(moe[a:b, j], np.float64)) for j, c in enumerate(columns)},
         }
     )
-    _atomic_parquet(pq, table, path)
+
+
+#: Values per row group of an output file: the rows written (and the temporaries made for
+#: them) a group at a time, so a level's files cost little memory beside its estimates.
+PART_VALUES = 1 << 21
+
+
+def _spans(values: Any, width: int | None = None) -> list[tuple[int, int]]:
+    """Consecutive row ranges of ``values`` (rows first) of about PART_VALUES values
+    (``width`` values per row; default the row's length); one empty range for no rows."""
+    n = len(values)
+    per_row = max(1, int(values.shape[1]) if width is None else width)
+    step = max(1, PART_VALUES // per_row)
+    return [(a, min(n, a + step)) for a in range(0, n, step)] or [(0, 0)]
 
 
 def sibling(out: Path, path: Path, form: str) -> Path:
@@ -192,10 +213,11 @@ class Writer:
                 v, p = _pick(estimate, variances, nodes)
                 values.append(v)
                 picked.append(p)
-            joined = None
-            if picked[0] is not None:
+            joined = picked[0] if len(picked) == 1 else None
+            if picked[0] is not None and len(picked) > 1:
                 joined = {k: np.concatenate([p[k] for p in picked if p]) for k in picked[0]}
-            self._level(d + depth, code, geocodes, np.concatenate(values), joined, part)
+            rows = values[0] if len(values) == 1 else np.concatenate(values)
+            self._level(d + depth, code, geocodes, rows, joined, part)
 
     def _level(
         self,
@@ -215,42 +237,76 @@ class Writer:
         if self.integral and not np.array_equal(values, np.rint(values)):
             raise ValueError("an integral method gave estimates that are not whole numbers")
         values = np.asarray(values, dtype=np.int64 if self.integral else np.float64)
-        cells = self.schema.cells
+        spans = _spans(values)
         if self.queries is not None:
             assert variances is not None
-            self._std(pa, pq, self._path(STD, level, code, part), geocodes, variances)
+            self._std(pq, self._path(STD, level, code, part), geocodes, variances)
             if self.tables:
-                se = [np.sqrt(np.maximum(variances[t.name], 0.0)) for t in self.tables]
-                moe = Z90 * np.concatenate(se, axis=1)
-                path = self._path(MOE, level, code, part)
-                write_moe(path, geocodes, moe_columns(self.tables), moe)
-        wide = pa.table(
+                columns = moe_columns(self.tables)
+                _atomic_parquet_parts(
+                    pq,
+                    (
+                        _moe_part(pa, geocodes[a:b], columns, self._moe(variances, a, b), 0, b - a)
+                        for a, b in spans
+                    ),
+                    self._path(MOE, level, code, part),
+                )
+        _atomic_parquet_parts(
+            pq,
+            (self._wide(pa, geocodes, values, a, b) for a, b in spans),
+            self._path("wide", level, code, part),
+        )
+        if "long" in self.forms:
+            _atomic_parquet_parts(
+                pq,
+                (self._long(pa, geocodes, values, variances, a, b) for a, b in spans),
+                self._path("long", level, code, part),
+            )
+
+    def _moe(self, variances: dict[str, FloatArray], a: int, b: int) -> FloatArray:
+        """Rows ``a:b``'s margins of error of the published tables' rows."""
+        se = [np.sqrt(np.maximum(variances[t.name][a:b], 0.0)) for t in self.tables]
+        moe: FloatArray = Z90 * np.concatenate(se, axis=1)
+        return moe
+
+    def _wide(self, pa: Any, geocodes: list[str], values: NumArray, a: int, b: int) -> Any:
+        """Rows ``a:b`` of the wide form: geocode, total and one column per cell."""
+        rows = values[a:b]
+        return pa.table(
             {
-                "geocode": pa.array(geocodes, pa.string()),
-                TOTAL: pa.array(values.sum(axis=1)),
-                **{c: pa.array(values[:, j]) for j, c in enumerate(cells)},
+                "geocode": pa.array(geocodes[a:b], pa.string()),
+                TOTAL: pa.array(rows.sum(axis=1)),
+                **{c: pa.array(rows[:, j]) for j, c in enumerate(self.schema.cells)},
             }
         )
-        _atomic_parquet(pq, wide, self._path("wide", level, code, part))
-        if "long" not in self.forms:
-            return
-        rows, cols = np.nonzero(values)
+
+    def _long(
+        self,
+        pa: Any,
+        geocodes: list[str],
+        values: NumArray,
+        variances: dict[str, FloatArray] | None,
+        a: int,
+        b: int,
+    ) -> Any:
+        """Rows ``a:b`` of the long form: one row per nonzero cell (with its moe)."""
+        block = values[a:b]
+        rows, cols = np.nonzero(block)
         long = {
-            "geocode": pa.array(np.asarray(geocodes, dtype=object)[rows], pa.string()),
+            "geocode": pa.array(np.asarray(geocodes[a:b], dtype=object)[rows], pa.string()),
             "category": pa.DictionaryArray.from_arrays(
-                pa.array(cols.astype(np.int32)), pa.array(cells)
+                pa.array(cols.astype(np.int32)), pa.array(self.schema.cells)
             ),
-            "estimate": pa.array(values[rows, cols]),
+            "estimate": pa.array(block[rows, cols]),
         }
         if self.queries is not None:
             assert variances is not None
-            sd = np.sqrt(np.maximum(variances["detailed"], 0.0))
+            sd = np.sqrt(np.maximum(variances["detailed"][a:b], 0.0))
             long[MOE] = pa.array(Z90 * sd[rows, cols])
-        _atomic_parquet(pq, pa.table(long), self._path("long", level, code, part))
+        return pa.table(long)
 
     def _std(
         self,
-        pa: Any,
         pq: Any,
         path: Path,
         geocodes: list[str],
@@ -258,25 +314,34 @@ class Writer:
     ) -> None:
         """One row per (geounit, query), geounit-major, queries in name order."""
         assert self.queries is not None
+        width = sum(v.shape[1] for v in variances.values())
+        _atomic_parquet_parts(
+            pq,
+            (self._std_part(geocodes, variances, a, b) for a, b in _spans(geocodes, width)),
+            path,
+        )
+
+    def _std_part(
+        self, geocodes: list[str], variances: dict[str, FloatArray], a: int, b: int
+    ) -> Any:
+        assert self.queries is not None
+        pa, _ = _pyarrow()
         names = list(self.queries)
-        n = len(geocodes)
-        blocks = [np.sqrt(np.maximum(variances[q], 0.0)) for q in names]
-        sizes = np.tile([b.shape[1] for b in blocks], n)
+        n = b - a
+        blocks = [np.sqrt(np.maximum(variances[q][a:b], 0.0)) for q in names]
+        sizes = np.tile([blk.shape[1] for blk in blocks], n)
         flat = np.concatenate(blocks, axis=1).reshape(-1)
-        offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-        table = pa.table(
+        offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int32)
+        return pa.table(
             {
-                "geocode": pa.array(np.repeat(np.asarray(geocodes, dtype=object), len(names))),
+                "geocode": pa.array(np.repeat(np.asarray(geocodes[a:b], dtype=object), len(names))),
                 "query_name": pa.array(names * n, pa.string()),
                 "query_shape": pa.array(
                     [list(self.queries[q]) for q in names] * n, pa.list_(pa.int64())
                 ),
-                STD: pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(flat))
-                if offsets[-1] >= 2**31
-                else pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), pa.array(flat)),
+                STD: pa.ListArray.from_arrays(pa.array(offsets), pa.array(flat)),
             }
         )
-        _atomic_parquet(pq, table, path)
 
 
 def form_path(out: Path, form: str, level: str, code: str | None, part: str | None) -> Path:
@@ -311,7 +376,10 @@ def written(path: Path, geocodes: Sequence[str]) -> Any:
 def _pick(
     estimate: NumArray, variances: dict[str, FloatArray] | None, nodes: Any
 ) -> tuple[NumArray, dict[str, FloatArray] | None]:
-    """Some geounits' estimates and variances."""
+    """Some geounits' estimates and variances (views when ``nodes`` are consecutive rows)."""
+    nodes = np.asarray(nodes)
+    if nodes.size and np.array_equal(nodes, np.arange(nodes[0], nodes[0] + nodes.size)):
+        nodes = slice(int(nodes[0]), int(nodes[0]) + nodes.size)
     picked = None if variances is None else {k: v[nodes] for k, v in variances.items()}
     return np.asarray(estimate)[nodes], picked
 

@@ -467,8 +467,15 @@ def _placed(
     block level's answers are the largest arrays of a read."""
     starts = np.asarray(rows["_start"], dtype=np.int64)
     n = starts.size
-    if n and np.array_equal(np.diff(starts), np.full(n - 1, size)):
-        values = flat[starts[0] : starts[0] + n * size].reshape(n, size)
+    gaps = np.diff(starts)
+    stride = int(gaps[0]) if gaps.size else size
+    if n and stride >= size and (gaps == stride).all() and starts[-1] + size <= flat.size:
+        # every row the same distance after the last (back to back, or each geounit's
+        # queries in turn): a strided view of ``flat``, no index array as large as the answers
+        flat = np.ascontiguousarray(flat)
+        values = np.lib.stride_tricks.as_strided(
+            flat[starts[0] :], shape=(n, size), strides=(stride * flat.itemsize, flat.itemsize)
+        )
     else:
         values = flat[starts[:, None] + np.arange(size)]
     places = np.fromiter((where[g] for g in rows["geocode"]), dtype=np.int64, count=n)

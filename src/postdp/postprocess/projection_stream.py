@@ -433,4 +433,6 @@ def _blue(
         if not queries:
             yield est
             continue
-        yield est, below_root.variances(queries, sub, top_solver.covariance_at(int(g)))
+        var = below_root.variances(queries, sub, top_solver.covariance_at(int(g)))
+        del sub, below_root  # not held while the caller writes this subtree
+        yield est, var

@@ -178,8 +178,9 @@ class TreeGLS:
     ) -> FloatArray:
         lay = self.geography.layout
         B, c = post.shape[0], self.c
-        out = np.empty_like(post)
-        out[:, 0] = post[:, 0] if root is None else root
+        out = post  # each level's estimates become final in place, parents before children
+        if root is not None:
+            out[:, 0] = root
         for d in range(len(lay.parents)):
             parents = lay.parents[d]
             step = np.zeros((B, parents.size, c))
@@ -189,16 +190,19 @@ class TreeGLS:
                 if pinv is not None:  # else its one child is open: it takes the parent's
                     gap = out[:, parents[pick]] - summed[:, parents[pick]]
                     step[:, pick] = gap @ pinv  # symmetric
-            spread = np.repeat(step, lay.sizes[d], axis=1)
+            parent_of = np.repeat(np.arange(parents.size), lay.sizes[d])  # each child's
             c0 = lay.bounds[d + 1]
             kids_sig = self.sig[c0 : lay.bounds[d + 2]]
+            chunk = max(1, (1 << 20) // max(1, B * c))  # children at a time: small temporaries
             for s in np.unique(kids_sig):
                 pick = np.flatnonzero(kids_sig == s)
                 if self.shapes[s].open:
-                    kid_parent = np.repeat(parents, lay.sizes[d])[pick]
-                    out[:, c0 + pick] = out[:, kid_parent]
+                    out[:, c0 + pick] = out[:, parents[parent_of[pick]]]
                     continue
-                out[:, c0 + pick] = post[:, c0 + pick] + spread[:, pick] @ self.shapes[s].cov
+                cov = self.shapes[s].cov
+                for a in range(0, pick.size, chunk):
+                    part = pick[a : a + chunk]
+                    out[:, c0 + part] += step[:, parent_of[part]] @ cov
         return out
 
     def covariances(self, root: FloatArray | None = None) -> Iterator[tuple[int, FloatArray]]:

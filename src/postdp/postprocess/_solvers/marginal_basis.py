@@ -208,9 +208,19 @@ class MarginalBasis:
             ys = self._type_answers(rotated, t, B)
             top = None if fixed is None else self._block(fixed, tau)[:, 0]
             est = tree.solve(ys, below=None if below is None else below[t], root=top)
+            del ys
             self._unblock(est[:, lay.position], tau, z)
-        for k in range(K):
-            z = np.moveaxis(np.tensordot(z, self.bases[k], axes=([2 + k], [1])), -1, 2 + k)
+            del est
+        del rotated
+        # back to cells in place, a chunk of geounits at a time (no second array of z's size)
+        step = max(1, (1 << 21) // max(1, B * schema.size))
+        for a in range(0, geo.n, step):
+            part = z[:, a : a + step]
+            for k in range(K):
+                part = np.moveaxis(
+                    np.tensordot(part, self.bases[k], axes=([2 + k], [1])), -1, 2 + k
+                )
+            z[:, a : a + step] = part
         return z.reshape(B, geo.n, schema.size)
 
     def upward(self, values: list[FloatArray], B: int) -> list[tuple[FloatArray, FloatArray]]:
@@ -386,12 +396,15 @@ class MarginalBasis:
             for k in tau:
                 V = np.asarray(np.kron(V, G[k][:, : self.ranks[k]]), dtype=np.float64)
             inner = np.einsum("ab,nbc,ac->na", V, self._type_covs(t, root), V)
-            term = inner.reshape(geo.n, *(G[k].shape[0] for k in tau))
-            # broadcast to (n, rows of every attribute, in attribute order)
-            full = _place(term, tau, K)  # broadcast over the attributes outside tau
+            term = _place(inner.reshape(geo.n, *(G[k].shape[0] for k in tau)), tau, K)
+            weight = np.ones([1] * (K + 1))  # the attributes outside tau, broadcast
             for k, e in zip(others, outside, strict=True):
-                full = full * e.reshape([1] + [e.size if i == k else 1 for i in range(K)])
-            total += full
+                weight = weight * e.reshape([1] + [e.size if i == k else 1 for i in range(K)])
+            # (n, rows of every attribute, in attribute order), a chunk of geounits at a
+            # time: no temporary as large as the result
+            step = max(1, (1 << 21) // max(1, marginal.size))
+            for a in range(0, geo.n, step):
+                total[a : a + step] += term[a : a + step] * weight
         return held_at_zero(total.reshape(geo.n, marginal.size))
 
 
