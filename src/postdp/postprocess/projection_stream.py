@@ -41,6 +41,7 @@ import numpy as np
 
 from postdp._typing import FloatArray
 from postdp.errors import ValidationError
+from postdp.hierarchy import Hierarchy
 from postdp.postprocess._solvers.kalman_tree import TreeGLS
 from postdp.postprocess._solvers.marginal_basis import (
     MarginalBasis,
@@ -320,7 +321,7 @@ class _Solver:
     def variances(
         self,
         queries: list[Query | PublishedTable],
-        m: TableMeasurements,
+        cat: Hierarchy,
         root: list[FloatArray] | None = None,
     ) -> dict[str, FloatArray]:
         """Each query's (or published table's rows') variances at every geounit (rows in id
@@ -336,7 +337,6 @@ class _Solver:
                 elif q.marginal_of is not None:
                     out[q.name] = basis.marginal_variances(q.marginal_of, root)
             return out
-        cat = m.table.categories
         matrices = [
             table_matrix(q, cat) if isinstance(q, PublishedTable) else q.matrix(cat)
             for q in queries
@@ -353,16 +353,21 @@ class _Solver:
         position = int(self.geo.layout.position[node])
         return [next(P for k, P in self.tree.covariances() if k == position)]
 
+    def answers(self, m: TableMeasurements, B: int) -> list[Any]:
+        """What :meth:`solve` takes: ``m``'s answers, arranged for this solver (a list that
+        :meth:`solve` empties as it goes, so drop ``m`` first to have them freed)."""
+        return self._values(m, B) if hasattr(self, "marginal") else self._ys(m, B)
+
     def solve(
         self,
-        m: TableMeasurements,
+        answers: list[Any],
         B: int,
         below: list[FloatArray] | None = None,
         root: FloatArray | None = None,
     ) -> FloatArray:
         if hasattr(self, "marginal"):
-            return self.marginal.solve(self._values(m, B), B, below=below, root=root)
-        out = self.tree.solve(self._ys(m, B), below=None if below is None else below[0], root=root)
+            return self.marginal.solve(answers, B, below=below, root=root)
+        out = self.tree.solve(answers, below=None if below is None else below[0], root=root)
         result: FloatArray = out[:, self.geo.layout.position]
         return result
 
@@ -414,25 +419,29 @@ def _blue(
         below_est.append(est)
     del summaries
     top_solver = _Solver(top, basis, below_cov)
-    upper = top_solver.solve(top, B, below=below_est)
+    upper = top_solver.solve(top_solver.answers(top, B), B, below=below_est)
     c = cat.leaves.size
     first = upper.reshape(*lead, geo.n, c)
     if restoring is not None:
         assert hasattr(top_solver, "marginal")  # a schema table (checked by the caller)
         restoring["precision"] = top_solver.marginal.cell_precision(int(geo.root))
-    yield (first, top_solver.variances(queries, top)) if queries else first
+    yield (first, top_solver.variances(queries, cat)) if queries else first
     for k, g in enumerate(geo.leaves):
         sub = _subtree(top, subtree, k)
         below_root = solvers[k]
         assert below_root is not None
         solvers[k] = None  # its tree arrays are not needed again
-        est = below_root.solve(sub, B, root=upper[:, g]).reshape(*lead, sub.table.geography.n, c)
+        n = sub.table.geography.n
+        answers = below_root.answers(sub, B)
         if restoring is not None:
+            est = below_root.solve(answers, B, root=upper[:, g]).reshape(*lead, n, c)
             yield est, sub
             continue
+        del sub  # its answers freed as the solve takes them, not held while it writes
+        est = below_root.solve(answers, B, root=upper[:, g]).reshape(*lead, n, c)
         if not queries:
             yield est
             continue
-        var = below_root.variances(queries, sub, top_solver.covariance_at(int(g)))
-        del sub, below_root  # not held while the caller writes this subtree
+        var = below_root.variances(queries, cat, top_solver.covariance_at(int(g)))
+        del below_root
         yield est, var

@@ -34,7 +34,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from postdp._typing import FloatArray
+from postdp._typing import FloatArray, IntArray
 from postdp.hierarchy import Hierarchy
 from postdp.postprocess._solvers.kalman_tree import TreeGLS
 from postdp.tables import Workload
@@ -121,7 +121,8 @@ class MarginalBasis:
         if schema is None:
             raise ValueError("the workload is not made of marginals of one schema")
         self.schema, self.geography = schema, geography
-        self._covs: dict[int, FloatArray] = {}  # per type: (n, s, s) in id order, on demand
+        # per type, on demand: the distinct (g, s, s) and each geounit's, in id order
+        self._covs: dict[int, tuple[FloatArray, IntArray]] = {}
         self.marginals: list[Marginal] = []
         self.variances: list[float] = []
         for m in workload.measurements:
@@ -232,15 +233,27 @@ class MarginalBasis:
             for t, (_, tree, _) in enumerate(self.types)
         ]
 
-    def _rotate(self, values: list[FloatArray], B: int) -> list[FloatArray]:
-        """Each marginal's answers (B, geounits, *its shape), kept attributes rotated."""
+    def _rotate(self, values: list[Any], B: int) -> list[FloatArray]:
+        """Each marginal's answers (B, geounits, *its shape), kept attributes rotated; each
+        entry of ``values`` is let go (set to None) once rotated, so answers nothing else
+        holds are freed as their rotated copies are made."""
         rotated = []
-        for q, y in zip(self.marginals, values, strict=True):
-            t = y.reshape(B, y.shape[1], *q.shape)
-            for k in range(len(q.shape)):
-                if q.factors[k] is None:  # a kept attribute: rotate its answers
+        for j, q in enumerate(self.marginals):
+            y, values[j] = values[j], None
+            y = y.reshape(B, y.shape[1], *q.shape)
+            kept = [k for k in range(len(q.shape)) if q.factors[k] is None]
+            if not kept:
+                rotated.append(y)
+                continue
+            out = np.empty(y.shape)
+            step = max(1, (1 << 22) // max(1, B * q.size))  # geounits at a time
+            for a in range(0, y.shape[1], step):
+                t = y[:, a : a + step]
+                for k in kept:  # a kept attribute: rotate its answers
                     t = np.moveaxis(np.tensordot(t, self.bases[k], axes=([2 + k], [0])), -1, 2 + k)
-            rotated.append(t)
+                out[:, a : a + step] = t
+            del y
+            rotated.append(out)
         return rotated
 
     def _to_basis(self, cells: FloatArray) -> FloatArray:
@@ -308,18 +321,27 @@ class MarginalBasis:
     def type_covariances(self, node: int, root: list[FloatArray] | None = None) -> list[FloatArray]:
         """Per type, the block covariance (s, s) of geounit ``node``'s final estimate (row
         ``node`` in id order): what a subtree rooted there takes as ``root``."""
-        return [self._type_covs(t, root)[node] for t in range(len(self.types))]
+        out = []
+        for t in range(len(self.types)):
+            mats, which = self._type_covs(t, root)
+            out.append(mats[which[node]])
+        return out
 
-    def _type_covs(self, t: int, root: list[FloatArray] | None) -> FloatArray:
-        """Type t's block covariances (n, s, s) in id order, kept for later calls (a basis
-        is asked with one ``root`` throughout: a subtree's is fixed by its larger tree)."""
+    def _type_covs(self, t: int, root: list[FloatArray] | None) -> tuple[FloatArray, IntArray]:
+        """Type t's block covariances: the distinct matrices (g, s, s) and each geounit's
+        (n,), in id order; kept for later calls (a basis is asked with one ``root``
+        throughout: a subtree's is fixed by its larger tree). The children of one family
+        and shape share one matrix, so g is about the number of families, not of
+        geounits."""
         if t not in self._covs:
             geo, tree = self.geography, self.types[t][1]
-            covs = np.empty((geo.n, tree.c, tree.c))
+            mats: list[FloatArray] = []
+            which = np.empty(geo.n, dtype=np.int64)
             for groups in tree.covariance_groups(None if root is None else root[t]):
-                for positions, P in groups:  # siblings of one shape share one matrix
-                    covs[positions] = P
-            self._covs[t] = covs[geo.layout.position]
+                for positions, P in groups:
+                    which[positions] = len(mats)
+                    mats.append(P)
+            self._covs[t] = (np.stack(mats), which[geo.layout.position])
         return self._covs[t]
 
     def cell_precision(self, node: int) -> FloatArray:
@@ -395,8 +417,9 @@ class MarginalBasis:
             V: FloatArray = np.ones((1, 1))
             for k in tau:
                 V = np.asarray(np.kron(V, G[k][:, : self.ranks[k]]), dtype=np.float64)
-            inner = np.einsum("ab,nbc,ac->na", V, self._type_covs(t, root), V)
-            term = _place(inner.reshape(geo.n, *(G[k].shape[0] for k in tau)), tau, K)
+            mats, which = self._type_covs(t, root)
+            inner = np.einsum("ab,gbc,ac->ga", V, mats, V)  # one row per distinct matrix
+            rows = [G[k].shape[0] for k in tau]
             weight = np.ones([1] * (K + 1))  # the attributes outside tau, broadcast
             for k, e in zip(others, outside, strict=True):
                 weight = weight * e.reshape([1] + [e.size if i == k else 1 for i in range(K)])
@@ -404,7 +427,8 @@ class MarginalBasis:
             # time: no temporary as large as the result
             step = max(1, (1 << 21) // max(1, marginal.size))
             for a in range(0, geo.n, step):
-                total[a : a + step] += term[a : a + step] * weight
+                part = inner[which[a : a + step]]
+                total[a : a + step] += _place(part.reshape(len(part), *rows), tau, K) * weight
         return held_at_zero(total.reshape(geo.n, marginal.size))
 
 
