@@ -42,6 +42,11 @@ BLUE restored by subtree, whose BLUE draws each subtree twice too) and, with ``t
 every answer once. Peak memory is the process's resident peak (``ru_maxrss``), everything
 included.
 
+With ``--neighbour`` every step runs beside another process that keeps every core busy
+(matrix products on numpy's multi-threaded BLAS): (P) holds its own BLAS to one thread, so
+it slows no more than the noise draw does (with two threads it waited on the threads that
+had lost their core: 2.4 times the floor instead of 1.4).
+
 Printed per step: the median wall time of ``--repeat`` runs, its ratio to the noise floor
 (drawing the noise of the whole workload once, ``measure``) per run and the median of the
 ratios, and the peak memory of the step (tracemalloc). The (P) step includes its one-off
@@ -52,11 +57,15 @@ the distinct subtree shapes.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import resource
 import statistics
+import subprocess
+import sys
 import time
 import tracemalloc
+from collections.abc import Iterator
 
 import numpy as np
 from scipy import sparse
@@ -283,7 +292,36 @@ def main() -> None:
         metavar="FIPS",
         help="a state's synthetic 2020 population released subtree by subtree (e.g. 42)",
     )
+    parser.add_argument(
+        "--neighbour",
+        action="store_true",
+        help="run beside a busy neighbour: another process multiplying matrices on every "
+        "core (numpy's BLAS) from before the first step to after the last",
+    )
     args = parser.parse_args()
+    if args.neighbour:
+        with busy_neighbour():
+            run(args)
+    else:
+        run(args)
+
+
+@contextlib.contextmanager
+def busy_neighbour() -> Iterator[None]:
+    """Another process keeping every core busy (3000 x 3000 matrix products on numpy's
+    multi-threaded BLAS, the kind of job a shared machine runs), started 10 s before."""
+    code = "import numpy as np\na = np.random.rand(3000, 3000)\nwhile True:\n    a @ a\n"
+    job = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        time.sleep(10)
+        print(f"beside a busy neighbour (pid {job.pid}); load {os.getloadavg()[0]:.2f}")
+        yield
+    finally:
+        job.kill()
+        job.wait()
+
+
+def run(args: argparse.Namespace) -> None:
     if args.stream:
         stream(args)
         return

@@ -149,6 +149,7 @@ LAYERS = [
         "postdp._intervals",
         "postdp._moments",
         "postdp._kernels",
+        "postdp._threads",
     ],
     ["postdp.mechanisms", "postdp.privacy"],  # a release and its accounting, together
     ["postdp.hierarchy"],

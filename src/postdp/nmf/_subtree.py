@@ -1,5 +1,4 @@
-"""Subtrees of a run for its post-processing (private): re-rooting, the schema, and BLAS
-held to one thread so that every task gives the same bits."""
+"""Subtrees of a run for its post-processing (private): re-rooting and the schema."""
 
 from __future__ import annotations
 
@@ -11,15 +10,6 @@ import numpy as np
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
 from postdp.tables import Schema, Table, TableMeasurements
-
-
-def one_thread() -> Any:
-    """BLAS and OpenMP held to one thread: a sum's order, and so the last bit of a least-
-    squares solution (and an integer rounding that breaks a tie on it), then does not depend
-    on how many threads the machine or a Dask worker (which runs single-threaded) has."""
-    from threadpoolctl import threadpool_limits
-
-    return threadpool_limits(limits=1)
 
 
 def below(m: TableMeasurements, *, depth: int = 1, at: str | None = None) -> TableMeasurements:

@@ -22,11 +22,12 @@ import importlib
 from pathlib import Path
 from typing import Any
 
+from postdp._threads import one_thread
 from postdp.nmf import _layout as layout
 from postdp.nmf._io import _pyarrow
 from postdp.nmf._output import Writer, form_path, geocode, written
 from postdp.nmf._read import _related, read
-from postdp.nmf._subtree import below, below_each, one_thread, schema_of
+from postdp.nmf._subtree import below, below_each, schema_of
 from postdp.tables import TableMeasurements
 
 #: (function, arguments) of a task; the arguments are paths, codes and one histogram.

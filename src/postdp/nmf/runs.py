@@ -68,6 +68,7 @@ from typing import Any
 import numpy as np
 
 from postdp._files import fingerprint, sha256
+from postdp._threads import one_thread
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
 from postdp.nmf import _layout as layout
@@ -83,7 +84,7 @@ from postdp.nmf._output import (
     start,
 )
 from postdp.nmf._read import read, subtrees
-from postdp.nmf._subtree import below, one_thread, refuse_missing, schema_of
+from postdp.nmf._subtree import below, refuse_missing, schema_of
 from postdp.nmf._topdown_tasks import run_topdown
 from postdp.tables import Query, TableMeasurements
 

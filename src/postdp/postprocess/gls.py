@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from postdp._threads import one_thread
 from postdp._typing import FloatArray
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
@@ -150,14 +151,15 @@ class TableProjector:
         solved = solve_one_cell(measurements, nonneg=False)
         if solved is not None:
             return solved
-        if self._basis is not None:
-            values = [v.reshape(B, *v.shape[-2:]) for v in measurements.values]
-            result: FloatArray = self._basis.solve(values, B).reshape(*lead, geo.n, c)
-            return result
-        tree = self._dense()
-        ys = [self._answers(measurements, d, B) for d in range(geo.n_levels)]
-        out = tree.solve(ys)  # layout order
-        result = out[:, geo.layout.position].reshape(*lead, geo.n, c)
+        with one_thread():  # degrades like the noise draw, not worse, on shared cores
+            if self._basis is not None:
+                values = [v.reshape(B, *v.shape[-2:]) for v in measurements.values]
+                result: FloatArray = self._basis.solve(values, B).reshape(*lead, geo.n, c)
+                return result
+            tree = self._dense()
+            ys = [self._answers(measurements, d, B) for d in range(geo.n_levels)]
+            out = tree.solve(ys)  # layout order
+            result = out[:, geo.layout.position].reshape(*lead, geo.n, c)
         return result
 
     def variances(self) -> FloatArray:

@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from postdp._threads import one_thread
 from postdp._typing import FloatArray
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
@@ -402,7 +403,8 @@ def _blue(
             solver = _Solver(sub, basis, None)
         except ValueError as err:  # a marginal the top's basis does not hold
             raise ValidationError(f"subtree({k}): {err}") from None
-        summaries.append(solver.upward(sub, B))
+        with one_thread():
+            summaries.append(solver.upward(sub, B))
         solvers.append(solver)
         if restoring is not None:
             levels = max(restoring.get("levels", 1), sub.table.geography.n_levels)
@@ -419,7 +421,8 @@ def _blue(
         below_est.append(est)
     del summaries
     top_solver = _Solver(top, basis, below_cov)
-    upper = top_solver.solve(top_solver.answers(top, B), B, below=below_est)
+    with one_thread():
+        upper = top_solver.solve(top_solver.answers(top, B), B, below=below_est)
     c = cat.leaves.size
     first = upper.reshape(*lead, geo.n, c)
     if restoring is not None:
@@ -434,11 +437,13 @@ def _blue(
         n = sub.table.geography.n
         answers = below_root.answers(sub, B)
         if restoring is not None:
-            est = below_root.solve(answers, B, root=upper[:, g]).reshape(*lead, n, c)
+            with one_thread():
+                est = below_root.solve(answers, B, root=upper[:, g]).reshape(*lead, n, c)
             yield est, sub
             continue
         del sub  # its answers freed as the solve takes them, not held while it writes
-        est = below_root.solve(answers, B, root=upper[:, g]).reshape(*lead, n, c)
+        with one_thread():
+            est = below_root.solve(answers, B, root=upper[:, g]).reshape(*lead, n, c)
         if not queries:
             yield est
             continue
