@@ -103,6 +103,19 @@ def _uniform2(words: Any, st: Any, mh: Any, ml: Any) -> Any:  # pragma: no cover
 
 
 @_njit
+def _below(
+    words: Any, st: Any, mh: Any, ml: Any, qh: Any, ql: Any
+) -> Any:  # pragma: no cover - compiled
+    """bernoulli(q / m) for two-limb q and m: uniform(m) < q (one field when m < 2**56)."""
+    if mh == 0:
+        uh = np.uint64(0)
+        ul = _uniform1(words, st, ml)
+    else:
+        uh, ul = _uniform2(words, st, mh, ml)
+    return uh < qh or (uh == qh and ul < ql)
+
+
+@_njit
 def _chain(
     words: Any, st: Any, ah: Any, al: Any, bh: Any, bl: Any
 ) -> Any:  # pragma: no cover - compiled
@@ -110,13 +123,7 @@ def _chain(
     while bernoulli(gamma / K) (gamma / K in lowest terms), true when K ends odd."""
     mask = np.uint64((1 << 56) - 1)
     s56 = np.uint64(56)
-    # K = 1: bernoulli(a / b) itself
-    if bh == 0:
-        uh = np.uint64(0)
-        ul = _uniform1(words, st, bl)
-    else:
-        uh, ul = _uniform2(words, st, bh, bl)
-    if not (uh < ah or (uh == ah and ul < al)):
+    if not _below(words, st, bh, bl, ah, al):  # K = 1: bernoulli(a / b) itself
         return True
     k = np.uint64(2)
     while True:
@@ -132,14 +139,7 @@ def _chain(
             ql = (((ah % g) << s56) | al) // g
             f = k // g
         pl = bl * f
-        ml = pl & mask
-        mh = bh * f + (pl >> s56)
-        if mh == 0:
-            uh = np.uint64(0)
-            ul = _uniform1(words, st, ml)
-        else:
-            uh, ul = _uniform2(words, st, mh, ml)
-        if not (uh < qh or (uh == qh and ul < ql)):
+        if not _below(words, st, bh * f + (pl >> s56), pl & mask, qh, ql):
             return (k & np.uint64(1)) == np.uint64(1)
         k += np.uint64(1)
         if k > np.uint64(_MAX_K):
