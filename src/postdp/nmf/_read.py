@@ -197,7 +197,20 @@ def read(
         raise ValidationError(f"`within`: the run has no geounit {listing(absent)}")
     _count(run, frames, names, chosen, manifest, 1 if where is not None else len(names) - 1)
     study = (run / STUDY_MARKER).is_file()
-    return _measurements(geo, position, frames, schema, manifest, study, run / layout.MANIFEST)
+    out = _measurements(geo, position, frames, schema, manifest, study, run / layout.MANIFEST)
+    del frames, level, pieces  # the last level's Arrow buffers too
+    _release()
+    return out
+
+
+def _release() -> None:
+    """Give back to the system the memory Arrow's pool holds but no longer uses: its
+    allocator keeps freed pages for reuse, and the answers placed next are numpy's, so
+    without this a read would hold its files' tables twice over (a block level's several
+    hundred MB)."""
+    import pyarrow as pa
+
+    pa.default_memory_pool().release_unused()
 
 
 def _run(run_dir: str | os.PathLike[str]) -> Path:
@@ -304,6 +317,8 @@ def _part(
             np.zeros(len(frame), dtype=np.int8), pd.Index([str(f)])
         )
         pieces.append((frame, flat))
+        del table, value, shape  # `flat` keeps the answers' buffer alone
+        _release()
     if not pieces:
         empty = pd.DataFrame({c: pd.Series(dtype=object) for c in keep})
         for c in ("_start", "_len", *(f"_s{j}" for j in range(len(schema.names)))):

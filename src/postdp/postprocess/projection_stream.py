@@ -314,10 +314,11 @@ class _Solver:
         m = answered(m, m.budget_scale)
         return [level_answers(self.geo, self.levels[d], m, d, B) for d in range(self.geo.n_levels)]
 
-    def upward(self, m: TableMeasurements, B: int) -> list[tuple[FloatArray, FloatArray]]:
+    def upward(self, answers: list[Any], B: int) -> list[tuple[FloatArray, FloatArray]]:
+        """Per type, the root's estimate from :meth:`answers` alone and its covariance."""
         if hasattr(self, "marginal"):
-            return self.marginal.upward(self._values(m, B), B)
-        return [self.tree.upward(self._ys(m, B))]
+            return self.marginal.upward(answers, B)
+        return [self.tree.upward(answers)]
 
     def variances(
         self,
@@ -403,13 +404,14 @@ def _blue(
             solver = _Solver(sub, basis, None)
         except ValueError as err:  # a marginal the top's basis does not hold
             raise ValidationError(f"subtree({k}): {err}") from None
-        with one_thread():
-            summaries.append(solver.upward(sub, B))
-        solvers.append(solver)
         if restoring is not None:
             levels = max(restoring.get("levels", 1), sub.table.geography.n_levels)
             restoring["levels"] = levels
-        del sub
+        answers = solver.answers(sub, B)
+        del sub  # its answers freed one by one as the upward pass rotates them
+        with one_thread():
+            summaries.append(solver.upward(answers, B))
+        solvers.append(solver)
     n_types = len(summaries[0])
     below_cov, below_est = [], []
     for t in range(n_types):

@@ -150,12 +150,16 @@ class TreeGLS:
         lay = geo.layout
         c = self.c
         B = ys[0].shape[0]
-        post = np.zeros((B, geo.n, c))
-        summed = np.zeros((B, geo.n, c))
+        post = np.empty((B, geo.n, c))
         if (below is None) != (self.below is None):
             raise ValueError("`below` must be given exactly when the tree was built with it")
+        # children's sums: only geounits above the deepest level have children, unless the
+        # leaves stand for subtrees (their sums are `below`)
+        inner = int(lay.bounds[-2])
+        summed = np.zeros((B, geo.n if below is not None else inner, c))
         if below is not None:
-            summed[:, int(lay.bounds[-2]) :] = below
+            summed[:, inner:] = below
+        chunk = max(1, (1 << 20) // max(1, B * max(c, max(y.shape[2] for y in ys))))
         for d in range(geo.n_levels - 1, -1, -1):
             A = self.levels[d][0]
             b0, b1 = lay.bounds[d], lay.bounds[d + 1]
@@ -163,14 +167,22 @@ class TreeGLS:
                 c0, c1 = lay.bounds[d + 1], lay.bounds[d + 2]
                 sums = np.add.reduceat(post[:, c0:c1], lay.starts[d], axis=1)
                 summed[:, lay.parents[d]] = sums
+                del sums
             for s in np.unique(self.sig[b0:b1]):
                 shape = self.shapes[s]
-                nodes = b0 + np.flatnonzero(self.sig[b0:b1] == s)
-                y = ys[d][:, nodes - b0]
-                est = y @ shape.leaf_map.T if shape.leaf_map is not None else summed[:, nodes]
-                if shape.gain is not None:
-                    est = est + (y - est @ A.T) @ shape.gain.T
-                post[:, nodes] = est
+                every = b0 + np.flatnonzero(self.sig[b0:b1] == s)
+                for a in range(0, every.size, chunk):  # geounits at a time: small temporaries
+                    nodes = every[a : a + chunk]
+                    y = ys[d][:, nodes - b0]
+                    if shape.leaf_map is not None:
+                        est = y @ shape.leaf_map.T
+                    elif b0 < summed.shape[1]:
+                        est = summed[:, nodes]
+                    else:  # an open leaf: no answers, no children (its parent's, downward)
+                        est = np.zeros((B, nodes.size, c))
+                    if shape.gain is not None:
+                        est += (y - est @ A.T) @ shape.gain.T
+                    post[:, nodes] = est
         return post, summed
 
     def _downward(

@@ -270,25 +270,28 @@ class MarginalBasis:
         tau, _, which = self.types[t]
         others = [k for k in range(K) if k not in tau]
         m_tau = math.prod(shape[k] - ranks[k] for k in others)
+        # batch axes: draws, then the complement coordinates of the other attributes
+        order = [0, *(2 + k for k in others), 1, *(2 + k for k in tau)]
         ys = []
         for d in range(geo.n_levels):
             nodes = geo.levels[d]
             parts = []
             for j in which[d]:
-                q, a = self.marginals[j], rotated[j]
+                q = self.marginals[j]
                 index = [slice(None), slice(None)]
                 for k in range(K):
                     if k in tau:
                         index.append(slice(0, ranks[k]) if q.factors[k] is None else slice(None))
                     else:
                         index.append(slice(ranks[k], None))
-                part = a[tuple(index)]
-                # batch axes: draws, then the complement coordinates of the other attributes
-                order = [0, *(2 + k for k in others), 1, *(2 + k for k in tau)]
-                parts.append(np.transpose(part, order).reshape(B * m_tau, nodes.size, -1))
-            y = np.concatenate(parts, axis=2) if parts else np.zeros((B * m_tau, nodes.size, 0))
-            laid = np.empty_like(y)
-            laid[:, lay.position[nodes] - lay.bounds[d]] = y
+                parts.append(np.transpose(rotated[j][tuple(index)], order))
+            width = [math.prod(part.shape[2 + len(others) :]) for part in parts]
+            laid = np.empty((B * m_tau, nodes.size, sum(width)))
+            rows = lay.position[nodes] - lay.bounds[d]
+            at = 0
+            for part, w in zip(parts, width, strict=True):  # straight into place: no concatenation
+                laid[:, rows, at : at + w] = part.reshape(B * m_tau, nodes.size, w)
+                at += w
             ys.append(laid)
         return ys
 
