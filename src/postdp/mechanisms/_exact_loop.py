@@ -29,6 +29,7 @@ from typing import Any
 
 import numba
 import numpy as np
+from numba.cpython.unsafe.numbers import leading_zeros
 
 __all__ = ["SHORT", "SPECIAL", "gaussian_loop", "laplace_loop"]
 
@@ -58,14 +59,8 @@ def _read(words: Any, st: Any, width: int) -> Any:  # pragma: no cover - compile
 
 @_njit
 def _bitlen(x: Any) -> int:  # pragma: no cover - compiled
-    n = 0
-    for s in (32, 16, 8, 4, 2, 1):
-        if x >> np.uint64(s):
-            x >>= np.uint64(s)
-            n += s
-    if x:
-        n += 1
-    return n
+    """The bits of ``x`` (a uint64), 0 for 0: one count-leading-zeros instruction."""
+    return 64 - int(leading_zeros(x)) if x else 0
 
 
 @_njit
