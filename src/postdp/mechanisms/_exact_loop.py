@@ -60,7 +60,7 @@ def _read(words: Any, st: Any, width: int) -> Any:  # pragma: no cover - compile
 @_njit
 def _bitlen(x: Any) -> int:  # pragma: no cover - compiled
     """The bits of ``x`` (a uint64), 0 for 0: one count-leading-zeros instruction."""
-    return 64 - int(leading_zeros(x)) if x else 0
+    return 64 - int(leading_zeros(x)) if x else 0  # type: ignore[call-arg]
 
 
 @_njit

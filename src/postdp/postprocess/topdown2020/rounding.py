@@ -12,9 +12,10 @@ w |base + flow - target| is convex in its flow with its kink at a fraction, so a
 integers it equals the convex piecewise-linear function with kinks at the integers, which
 three parallel arcs carry (cost -w up to the floor of the gap, the step across the fraction,
 then +w). Network matrices are totally unimodular, so the linear program's optimal vertex is
-integral: HiGHS (through ``scipy.optimize.linprog``; no commercial solver) solves it, and the
-answer is certified by the integral flow's L1 cost equalling the linear program's optimum, a
-lower bound on every integer solution's cost.
+integral: HiGHS solves it (no commercial solver; called directly, one solver per thread, see
+:mod:`postdp.postprocess._solvers.highs`), and the answer is certified by the integral
+flow's L1 cost equalling the linear program's optimum, a lower bound on every integer
+solution's cost.
 """
 
 from __future__ import annotations
@@ -25,10 +26,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy import optimize, sparse
+from scipy import sparse
 
 from postdp._typing import FloatArray, IntArray
 from postdp.errors import ConvergenceError, ValidationError
+from postdp.postprocess._solvers.highs import solve_equalities
 from postdp.tables.schema import Marginal, Schema
 
 __all__ = ["RoundedFamily", "check_nesting", "round_nested", "rounder_chain"]
@@ -233,20 +235,13 @@ def _solve(
         if (b[keep] != 0).any():
             raise ConvergenceError("the rounder's flow problem failed: it is infeasible")
         return flow, net.offset
-    res = optimize.linprog(  # type: ignore[call-overload]  # sparse A_eq is supported
-        cost[live],
-        A_eq=A[keep],
-        b_eq=b[keep],
-        bounds=np.column_stack([low[live], high[live]]),
-        method="highs",
-        options={"presolve": False},  # a network: presolve costs more than it saves
-    )
-    if res.status != 0:
+    res = solve_equalities(cost[live], A[keep], b[keep], low[live], high[live])
+    if not res.optimal:
         raise ConvergenceError(f"the rounder's flow problem failed: {res.message}")
     flow[live] = res.x
     if np.abs(flow - np.rint(flow)).max(initial=0.0) > 1e-6:
         raise ConvergenceError("the rounder's flow is not integral; please report the input")
-    return flow, float(res.fun) + net.offset
+    return flow, res.fun + net.offset
 
 
 def _live_arcs(
