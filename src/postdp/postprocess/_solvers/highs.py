@@ -16,6 +16,7 @@ nothing to the standard output, not even its banner.
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -27,14 +28,15 @@ __all__ = ["LinearResult", "solve_equalities"]
 _local = threading.local()
 
 
+@dataclass(frozen=True, slots=True)
 class LinearResult:
     """A solved linear program: ``optimal``, the ``x`` and objective ``fun`` when it is,
     and HiGHS's ``message`` for its model status."""
 
-    __slots__ = ("fun", "message", "optimal", "x")
-
-    def __init__(self, optimal: bool, x: FloatArray | None, fun: float, message: str) -> None:
-        self.optimal, self.x, self.fun, self.message = optimal, x, fun, message
+    optimal: bool
+    x: FloatArray | None
+    fun: float
+    message: str
 
 
 def _solver() -> Any:
