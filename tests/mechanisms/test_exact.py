@@ -3,7 +3,8 @@ Python's exact fractions, against the exact pmf, and against OpenDP.
 
 Reference: Canonne, Kamath and Steinke (2020), "The Discrete Gaussian for Differential
 Privacy", Algorithms 1 (Bernoulli(exp(-gamma))), 2 (discrete Laplace of scale t/s) and 3
-(discrete Gaussian). The reference below follows the paper's steps one value at a time, on
+(discrete Gaussian); a Bernoulli(p) compares uniform bits with p's binary expansion (Knuth
+and Yao 1976). The reference below follows the paper's steps one value at a time, on
 its own bit reader (byte by byte, most significant bit first), with the bit contract of the
 module's docstring; the fast sampler must take the same bits and make the same decisions.
 """
@@ -66,8 +67,17 @@ class Reference:
                 return u
 
     def bernoulli(self, p: Fraction) -> bool:
+        """U < p for U uniform on [0, 1), its binary digits read until [low, low + width)
+        (the values of U still possible) lies wholly below p or wholly at or above it."""
         assert 0 <= p <= 1
-        return self.uniform(p.denominator) < p.numerator
+        low, width = Fraction(0), Fraction(1)
+        while True:
+            if low + width <= p:
+                return True
+            if low >= p:
+                return False
+            width /= 2
+            low += width * self.bit()
 
     def bernoulli_exp(self, gamma: Fraction) -> bool:
         """Algorithm 1 (and its extension to gamma > 1)."""
@@ -108,8 +118,8 @@ class Reference:
                 return y
 
 
-# sigma^2: tiny (t = 1), small, the 2020 design's (two limbs, up to 85-bit gammas), a
-# float's binary fraction (element by element), and a large sigma.
+# sigma^2: tiny (t = 1), small, the 2020 design's (gammas with up to 85-bit denominators),
+# a float's binary fraction, and a large sigma.
 GAUSSIAN_CASES = [
     Fraction(1, 4),
     Fraction(9, 4),
@@ -125,8 +135,8 @@ LAPLACE_CASES = [
     Fraction(7, 3),
     Fraction(1, 2),
     Fraction(40),
-    Fraction((1 << 50) + 1, 3),  # the two-limb chain
-    Fraction(1 / 0.3),  # a float's binary fraction: the two-limb chain
+    Fraction((1 << 50) + 1, 3),  # t beyond the table of u/t: long division in the loop
+    Fraction(1 / 0.3),  # a float's binary fraction
     Fraction((1 << 60) + 1, 7),  # element by element
 ]
 
@@ -164,6 +174,73 @@ def test_the_reference_makes_every_kind_of_decision() -> None:
     proposals = sum(kind == "laplace" for kind, _ in ref.log)
     assert proposals > len(values)  # some candidates were refused
     assert max(k for kind, k in ref.log if kind == "exp") >= 3
+
+
+class Crafted(Stream):
+    """A stream that begins with the given bits (a string of 0s and 1s), then goes on
+    with SHAKE-256 bytes."""
+
+    def __init__(self, bits: str, label: str):
+        super().__init__(label)
+        bits += format(self.data[0], "08b") * 8  # pad to whole bytes with stream bits
+        bits = bits[: len(bits) // 8 * 8]
+        self.data = int(bits, 2).to_bytes(len(bits) // 8, "big") + self.data
+
+
+def _expansion(p: Fraction, n: int) -> str:
+    """The first ``n`` binary digits of ``p`` in [0, 1)."""
+    return format(math.floor(p * 2**n), f"0{n}b")
+
+
+CRAFTED = {
+    # candidate 0 (bernoulli_exp(1) false at K = 2, sign +), then gamma(0) = 1/6 in the
+    # acceptance's first step, whose 64 digits the stream repeats: Python integers read on
+    "gauss-64-equal-digits": (Fraction(1, 3), "1" + "1" + _expansion(Fraction(1, 6), 64)),
+    # u = 1 of t = 3, then bernoulli(1/3) meets 64 equal digits in the chain's first step
+    "laplace-64-equal-digits": (Fraction(3), "01" + _expansion(Fraction(1, 3), 64) + "0"),
+    # u = 2 of t = 5: bernoulli(2/5) true (00 below 01), then (2/5) / 2 = 1/5's 64 digits
+    # in step K = 2
+    "chain-64-equal-digits": (Fraction(5), "010" + "00" + _expansion(Fraction(1, 5), 64)),
+    # zeros make every bernoulli(1/K) of bernoulli_exp(1) true: the chain passes K = 128
+    # (1/K's digits computed in the loop, K a power of two and not)
+    "exp1-beyond-127": (Fraction(1, 4), "0" * 1100),
+}
+
+
+@pytest.mark.parametrize("case", CRAFTED, ids=str)
+def test_crafted_streams_reach_the_rare_states(case: str, monkeypatch) -> None:
+    """The states no random stream reaches (a comparison with p left unsettled by 64
+    bits, probability 2**-64; a chain past its table of 1/K) on streams built to reach
+    them: the fast sampler still takes the reference's bits and values."""
+    import postdp.mechanisms.exact as exact
+
+    param, bits = CRAFTED[case]
+    gaussian = case not in ("laplace-64-equal-digits", "chain-64-equal-digits")
+    handed = []  # values the compiled loops handed to Python integers
+    for name in ("_gaussian_int", "_laplace_int"):
+        real = getattr(exact, name)
+
+        def spy(*args, _real=real, _name=name):  # type: ignore[no-untyped-def]
+            handed.append(_name)
+            return _real(*args)
+
+        monkeypatch.setattr(exact, name, spy)
+    ref = Reference(Crafted(bits, case))
+    src = BitSource(Crafted(bits, case).read, chunk=64)
+    for i in range(50):
+        if gaussian:
+            (fast,) = discrete_gaussian(param, 1, source=src).tolist()
+            expected = ref.gaussian(param)
+        else:
+            (fast,) = discrete_laplace(param, 1, source=src).tolist()
+            expected = ref.laplace(param.denominator, param.numerator)
+        assert fast == expected, f"value {i}"
+        assert src.consumed == ref.bits, f"value {i}: bits read"
+    if case == "exp1-beyond-127":
+        assert max(k for kind, k in ref.log if kind == "exp") > 128
+    else:  # the first value, and only it, left the compiled loop
+        top = "_gaussian_int" if gaussian else "_laplace_int"
+        assert handed.count(top) == 1 and handed[0] == top
 
 
 def test_bit_source_reads_most_significant_first() -> None:
@@ -348,7 +425,11 @@ def test_a_secure_measure_draws_the_2020_design_with_its_exact_shares(monkeypatc
         sigma2 = release.exact_parameter(mechanism, exact)
         assert sigma2 == 1 / share
         t = math.isqrt(sigma2.numerator // sigma2.denominator) + 1
-        assert not _table(sigma2, t).wide.any()
+        table = _table(sigma2, t)
+        for y in (0, t, 3 * t, table.size - 1):  # gamma's digits, from the exact fraction
+            gamma = (y - sigma2 / t) ** 2 / (2 * sigma2)
+            assert table.floor[y] == math.floor(gamma)
+            assert int(table.p[y]) == math.floor((gamma - math.floor(gamma)) * 2**64)
     for values in m.values:
         assert np.array_equal(values, np.round(values))  # integers
 

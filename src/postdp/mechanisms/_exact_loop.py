@@ -5,19 +5,23 @@ the loops read the random bits straight from the words a :class:`BitSource` hold
 value takes exactly the bits, and makes exactly the decisions, of the paper's steps drawn
 one after another (Canonne, Kamath and Steinke 2020, Algorithms 1-3).
 
-Every probability is a fraction of integers: a numerator and denominator below 2**112 as
-two 56-bit limbs (high, low), so that a denominator times a chain step (at most 127) still
-fits; a uniform draw below 2**56 reads one field, a wider one a high field and then a
-56-bit low one (the same bits, most significant first).
+A probability ``p`` in [0, 1) is held as ``P = floor(p * 2**64)``, its first 64 binary
+digits, and ``M``: when ``p * 2**64`` is an integer, the bit of p's last 1 digit (``P &
+-P``; 1 for p = 0, a mark the chain checks before it draws), else 0. ``bernoulli(p)``
+compares the random bits, as the binary digits of a uniform U in [0, 1), with p's digits and
+stops at the first digit that settles U < p: one 64-bit window, an exclusive or, ``M`` to
+stop at p's last digit, and a count of leading zeros, without a branch on the outcome
+(:func:`_bernoulli`). The floor of a floor is the floor (``floor(floor(x) / k) = floor(x /
+k)``), so gamma / K's digits are ``P // K``: the chain needs no wide integers.
 
 The state array ``st`` carries ``st[0]``, the next bit to read, ``st[1]``, the bits that
 may be read (the words hold two more beyond it), and ``st[2]``, a flag: :data:`SHORT` when
-a value would read past the limit (the value is abandoned; its reads past the limit gave
-zeros and every loop stops on the flag), :data:`SPECIAL` when it reaches a state the limbs
-cannot hold (a chain beyond 127 steps, a Gaussian candidate beyond the table or with a
-denominator of more than 96 bits, a Laplace value beyond int64). Either way the loop
-returns the index of that value with ``st[0]`` at its first bit, and the driver either
-fetches more bytes and calls again or draws that one value with Python integers.
+a value would read past the limit (the value is abandoned; every loop stops on the flag),
+:data:`SPECIAL` when it reaches a state the loops leave to Python integers (a comparison
+not settled by 64 digits, probability 2**-64 per draw; a Gaussian candidate beyond the
+table; a Laplace value beyond int64). Either way the loop returns the index of that value
+with ``st[0]`` at its first bit, and the driver either fetches more bytes and calls again
+or draws that one value with Python integers.
 
 Numba is imported with this module, which :mod:`postdp.mechanisms.exact` imports; nothing
 imports that at ``import postdp``.
@@ -31,16 +35,27 @@ import numba
 import numpy as np
 from numba.cpython.unsafe.numbers import leading_zeros
 
-__all__ = ["SHORT", "SPECIAL", "gaussian_loop", "laplace_loop"]
+__all__ = ["SHORT", "SPECIAL", "digits", "gaussian_loop", "laplace_loop"]
 
 SHORT = 1
 SPECIAL = 2
-_MAX_K = 127
 _njit = numba.njit(cache=True, nogil=True)
-# gcd(r, k) for 0 <= r < k <= _MAX_K: a chain step's reduction without a division loop
-_GCD = np.array(
-    [[np.gcd(r, k) for r in range(_MAX_K + 1)] for k in range(_MAX_K + 1)], dtype=np.uint8
-)
+
+
+def digits(num: int, den: int) -> tuple[int, int]:
+    """``(P, M)`` of the probability ``num / den`` in [0, 1), with Python integers."""
+    P, rest = divmod(num << 64, den)
+    if rest:
+        return P, 0
+    return P, (P & -P) if P else 1
+
+
+# 1/K's digits for the chain of gamma = 1 (bernoulli_exp(1)), K = 2 .. 127
+_INV_P = np.zeros(128, dtype=np.uint64)
+_INV_M = np.zeros(128, dtype=np.uint64)
+for _k in range(2, 128):
+    _INV_P[_k], _INV_M[_k] = digits(1, _k)
+del _k
 
 
 @_njit
@@ -64,14 +79,7 @@ def _bitlen(x: Any) -> int:  # pragma: no cover - compiled
 
 
 @_njit
-def _gcd(a: Any, b: Any) -> Any:  # pragma: no cover - compiled
-    while b:
-        a, b = b, a % b
-    return a
-
-
-@_njit
-def _uniform1(words: Any, st: Any, m: Any) -> Any:  # pragma: no cover - compiled
+def _uniform(words: Any, st: Any, m: Any) -> Any:  # pragma: no cover - compiled
     """uniform(m) for 1 <= m < 2**56: ``width(m - 1)`` bits, again while at least m."""
     width = _bitlen(m - np.uint64(1))
     while True:
@@ -81,97 +89,101 @@ def _uniform1(words: Any, st: Any, m: Any) -> Any:  # pragma: no cover - compile
 
 
 @_njit
-def _uniform2(words: Any, st: Any, mh: Any, ml: Any) -> Any:  # pragma: no cover - compiled
-    """uniform(m) for m = mh * 2**56 + ml with mh >= 1 (m below 2**112): (high, low)."""
-    if ml == 0:
-        hi, lo = mh - np.uint64(1), np.uint64((1 << 56) - 1)
-    else:
-        hi, lo = mh, ml - np.uint64(1)
-    width = (56 + _bitlen(hi)) if hi else _bitlen(lo)
-    wh = max(width - 56, 0)
-    wl = min(width, 56)
-    while True:
-        uh = _read(words, st, wh)
-        ul = _read(words, st, wl)
-        if uh < mh or (uh == mh and ul < ml) or st[2]:
-            return uh, ul
+def _bernoulli(words: Any, st: Any, P: Any, M: Any) -> Any:  # pragma: no cover - compiled
+    """bernoulli(p) for p > 0 with digits ``(P, M)``: the bits read up to the first that
+    differs from p's (true when p's digit there is 1), or up to p's last digit (false
+    when they all agree)."""
+    pos = st[0]
+    if pos + 64 > st[1]:
+        st[2] |= SHORT
+        return False
+    i = pos >> 6
+    sh = np.uint64(pos & 63)
+    w = (words[i] << sh) | ((words[i + 1] >> np.uint64(1)) >> (np.uint64(63) - sh))
+    x = (w ^ P) | M  # M: stop at p's last digit at the latest
+    if x == 0:  # 64 digits equal and p's go on: Python integers read on
+        st[2] |= SPECIAL
+        return False
+    lead = 64 - _bitlen(x)  # the digits before the one that settles it
+    st[0] = pos + lead + 1
+    return (((P & ~w) >> np.uint64(63 - lead)) & np.uint64(1)) == np.uint64(1)
 
 
 @_njit
-def _below(
-    words: Any, st: Any, mh: Any, ml: Any, qh: Any, ql: Any
-) -> Any:  # pragma: no cover - compiled
-    """bernoulli(q / m) for two-limb q and m: uniform(m) < q (one field when m < 2**56)."""
-    if mh == 0:
-        uh = np.uint64(0)
-        ul = _uniform1(words, st, ml)
-    else:
-        uh, ul = _uniform2(words, st, mh, ml)
-    return uh < qh or (uh == qh and ul < ql)
-
-
-@_njit
-def _chain(
-    words: Any, st: Any, ah: Any, al: Any, bh: Any, bl: Any
-) -> Any:  # pragma: no cover - compiled
-    """Algorithm 1 for gamma = a/b <= 1 in lowest terms (b below 2**96): K = 1, K += 1
-    while bernoulli(gamma / K) (gamma / K in lowest terms), true when K ends odd."""
-    mask = np.uint64((1 << 56) - 1)
-    s56 = np.uint64(56)
-    if not _below(words, st, bh, bl, ah, al):  # K = 1: bernoulli(a / b) itself
+def _chain(words: Any, st: Any, P: Any, M: Any) -> Any:  # pragma: no cover - compiled
+    """Algorithm 1 for gamma in [0, 1) with digits ``(P, M)``: K = 1, K += 1 while
+    bernoulli(gamma / K), true when K ends odd."""
+    if P == 0 and M != 0:  # gamma = 0: bernoulli(0) reads nothing
+        return True
+    if not _bernoulli(words, st, P, M):  # K = 1
         return True
     k = np.uint64(2)
     while True:
         if st[2]:
             return False
-        # gamma / K = (a / g) / (b K / g) with g = gcd(a, K) = gcd(a mod K, K)
-        r = (al % k) if ah == 0 else ((((ah % k) << s56) | al) % k)
-        g = np.uint64(_GCD[k, r])
-        if g == 1:
-            qh, ql, f = ah, al, k
-        else:
-            qh = ah // g
-            ql = (((ah % g) << s56) | al) // g
-            f = k // g
-        pl = bl * f
-        if not _below(words, st, bh * f + (pl >> s56), pl & mask, qh, ql):
+        q = P // k
+        # gamma / K's expansion ends within 64 digits when gamma's does and K divides P
+        mk = (q & (~q + np.uint64(1))) if (M != 0 and q * k == P) else np.uint64(0)
+        if not _bernoulli(words, st, q, mk):
             return (k & np.uint64(1)) == np.uint64(1)
         k += np.uint64(1)
-        if k > np.uint64(_MAX_K):
-            st[2] |= SPECIAL
-            return False
+
+
+@_njit
+def _inverse(k: int) -> Any:  # pragma: no cover - compiled
+    """The digits of 1/K for K >= 2 beyond the table."""
+    if k & (k - 1) == 0:  # 1/K = 2**-j
+        P = np.uint64(1) << np.uint64(65 - _bitlen(np.uint64(k)))
+        return P, P
+    return np.uint64(0xFFFFFFFFFFFFFFFF) // np.uint64(k), np.uint64(0)
 
 
 @_njit
 def _exp1(words: Any, st: Any) -> Any:  # pragma: no cover - compiled
     """bernoulli_exp(1): the chain for gamma = 1, whose first step reads nothing."""
-    k = np.uint64(2)
+    k = 2
     while True:
         if st[2]:
             return False
-        if _uniform1(words, st, k) != np.uint64(0):
-            return (k & np.uint64(1)) == np.uint64(1)
-        k += np.uint64(1)
+        if k < 128:
+            P, M = _INV_P[k], _INV_M[k]
+        else:
+            P, M = _inverse(k)
+        if not _bernoulli(words, st, P, M):
+            return (k & 1) == 1
+        k += 1
+
+
+@_njit
+def _fraction(u: Any, t: Any) -> Any:  # pragma: no cover - compiled
+    """The digits of u/t (u < t < 2**56) by long division, eight bits at a time."""
+    r = u
+    q = np.uint64(0)
+    for _ in range(8):
+        r = r << np.uint64(8)
+        q = (q << np.uint64(8)) | (r // t)
+        r = r % t
+    if r:
+        return q, np.uint64(0)
+    return q, ((q & (~q + np.uint64(1))) if q else np.uint64(1))
 
 
 @_njit
 def _laplace(
-    words: Any, st: Any, s: int, t: int, rnum: Any, rden: Any
+    words: Any, st: Any, s: int, t: int, vmax: int, fp: Any, fm: Any
 ) -> Any:  # pragma: no cover - compiled
-    """Algorithm 2, one value: P[z] proportional to exp(-|z| s / t) (t below 2**56)."""
+    """Algorithm 2, one value: P[z] proportional to exp(-|z| s / t) (t below 2**56; the
+    geometric part v at most ``vmax``, else Python integers)."""
     tt = np.uint64(t)
-    vmax = ((1 << 62) - t) // t
-    zero = np.uint64(0)
     while True:
         if st[2]:
             return 0
-        u = _uniform1(words, st, tt)
-        if rnum.size:  # u / t in lowest terms from the table
-            a, b = rnum[u], rden[u]
+        u = _uniform(words, st, tt)
+        if fp.size:  # u / t's digits from the table
+            P, M = fp[u], fm[u]
         else:
-            g = _gcd(u, tt)
-            a, b = u // g, tt // g
-        if not _chain(words, st, zero, a, zero, b):
+            P, M = _fraction(u, tt)
+        if not _chain(words, st, P, M):
             continue
         v = 0
         while _exp1(words, st):
@@ -179,8 +191,10 @@ def _laplace(
             if v > vmax:  # beyond int64: Python integers
                 st[2] |= SPECIAL
                 return 0
-        y = (np.int64(u) + t * v) // s
-        negative = _read(words, st, 1) == zero  # bernoulli(1/2) = uniform(2) < 1
+        x = np.int64(u) + t * v
+        y = x if s == 1 else x // s
+        half = np.uint64(1 << 63)
+        negative = _bernoulli(words, st, half, half)  # bernoulli(1/2)
         if st[2]:
             return 0
         if negative and y == 0:
@@ -190,13 +204,14 @@ def _laplace(
 
 @_njit
 def laplace_loop(
-    words: Any, st: Any, out: Any, i: int, s: int, t: int, rnum: Any, rden: Any
+    words: Any, st: Any, out: Any, i: int, s: int, t: int, fp: Any, fm: Any
 ) -> int:  # pragma: no cover - compiled
     """Fill ``out[i:]`` with Algorithm 2's values; the index where it stopped."""
     n = out.size
+    vmax = ((1 << 62) - t) // t
     while i < n:
         start = st[0]
-        y = _laplace(words, st, s, t, rnum, rden)
+        y = _laplace(words, st, s, t, vmax, fp, fm)
         if st[2]:
             st[0] = start
             return i
@@ -207,34 +222,23 @@ def laplace_loop(
 
 @_njit
 def gaussian_loop(
-    words: Any,
-    st: Any,
-    out: Any,
-    i: int,
-    t: int,
-    rnum: Any,
-    rden: Any,
-    floor: Any,
-    ah: Any,
-    al: Any,
-    bh: Any,
-    bl: Any,
-    wide: Any,
+    words: Any, st: Any, out: Any, i: int, t: int, fp: Any, fm: Any, floor: Any, gp: Any, gm: Any
 ) -> int:  # pragma: no cover - compiled
     """Fill ``out[i:]`` with Algorithm 3's values: a candidate y of the discrete Laplace of
-    scale t, kept with probability exp(-gamma(|y|)), gamma's floor and fraction from the
-    table (floor(gamma) draws of bernoulli_exp(1), false at the first false, then the
-    chain of the fraction); the index where it stopped."""
+    scale t, kept with probability exp(-gamma(|y|)), gamma's floor and its fraction's digits
+    from the table (floor(gamma) draws of bernoulli_exp(1), false at the first false, then
+    the chain of the fraction); the index where it stopped."""
     n = out.size
     size = floor.size
+    vmax = ((1 << 62) - t) // t
     while i < n:
         start = st[0]
         while True:
-            y = _laplace(words, st, 1, t, rnum, rden)
+            y = _laplace(words, st, 1, t, vmax, fp, fm)
             if st[2]:
                 break
             mag = -y if y < 0 else y
-            if mag >= size or wide[mag]:
+            if mag >= size:
                 st[2] |= SPECIAL
                 break
             keep = True
@@ -243,7 +247,7 @@ def gaussian_loop(
                     keep = False
                     break
             if keep:
-                keep = _chain(words, st, ah[mag], al[mag], bh[mag], bl[mag])
+                keep = _chain(words, st, gp[mag], gm[mag])
             if st[2]:
                 break
             if keep:

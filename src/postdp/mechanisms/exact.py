@@ -9,7 +9,8 @@ Differential Privacy" (NeurIPS; arXiv:2004.00010): Algorithm 1 (a Bernoulli of
 exp(-gamma) for a rational gamma), Algorithm 2 (the discrete Laplace of a rational scale)
 and Algorithm 3 (the discrete Gaussian of a rational sigma^2, by rejection from a discrete
 Laplace of scale floor(sigma) + 1). Every probability they draw against is a rational
-number kept exactly, as integers (two 56-bit limbs where one 64-bit word is too small).
+number kept exactly: as a fraction of Python integers when a table is built, and as its
+binary digits in the compiled loops.
 
 How random bits are used (what makes a draw reproducible from a fixed byte stream, and what
 the tests check against a slow reference written with Python's exact fractions):
@@ -17,7 +18,12 @@ the tests check against a slow reference written with Python's exact fractions):
 - bits are read from the byte stream most significant first;
 - ``uniform(m)`` reads ``L = (m - 1).bit_length()`` bits as an unsigned integer and reads
   again while it is at least ``m`` (so ``uniform(1)`` reads nothing);
-- ``bernoulli(p)``, for ``p = a/b`` in lowest terms, is ``uniform(b) < a``;
+- ``bernoulli(p)`` reads bits as the binary digits of a uniform U in [0, 1) until they
+  settle whether U < p: after ``j`` bits forming the integer ``r``, it stops when ``r !=
+  floor(p * 2**j)`` (U < p when ``r`` is the smaller) or when ``p * 2**j`` is an integer (U
+  >= p). So ``bernoulli(0)`` and ``bernoulli(1)`` read nothing, ``bernoulli(1/2)`` one bit,
+  and any other p at most two bits on average, however long its denominator (the
+  comparison with p's binary expansion of Knuth and Yao, 1976);
 - ``bernoulli_exp(gamma)`` (Algorithm 1): for gamma <= 1, ``K = 1`` and ``K += 1`` while
   ``bernoulli(gamma / K)``, true when ``K`` ends odd; for gamma > 1, ``floor(gamma)`` draws
   of ``bernoulli_exp(1)`` (false at the first false), then ``bernoulli_exp(gamma -
@@ -27,9 +33,9 @@ the tests check against a slow reference written with Python's exact fractions):
 
 Values are drawn one after another, each taking exactly the bits the paper's steps take
 (Numba-compiled loops, :mod:`postdp.mechanisms._exact_loop`, reading the random words in
-place). Rare states (a gamma's denominator beyond 96 bits, a chain beyond 127 steps, a
-Gaussian candidate beyond the table, a scale's numerator of 2**56 or more) are drawn element
-by element with Python integers, from the same stream and the same bits.
+place). Rare states (a comparison that 64 bits leave unsettled, probability 2**-64 per
+draw; a Gaussian candidate beyond the table; a scale's numerator of 2**56 or more) are drawn
+element by element with Python integers, from the same stream and the same bits.
 """
 
 from __future__ import annotations
@@ -58,9 +64,9 @@ __all__ = [
 #: The sampler's name in ledger records and privacy statements.
 SAMPLER = "postdp-exact"
 
+# The widest field one read takes; a scale's numerator t must be below 2**_LIMB for the
+# compiled loops (uniform(t) is one field), beyond it values are drawn element by element.
 _LIMB = 56
-# Denominators below 2**_WIDE go through the compiled loops; beyond, element by element.
-_WIDE = 96
 # Gaussian candidates |y| below this many multiples of t have a precomputed gamma.
 _TABLE_T = 40
 _TABLE_MAX = 1 << 16
@@ -180,7 +186,16 @@ def _uniform_int(m: int, src: BitSource) -> int:
 
 
 def _bernoulli(p: Fraction, src: BitSource) -> bool:
-    return _uniform_int(p.denominator, src) < p.numerator
+    """U < p, U's binary digits read one at a time until they settle it."""
+    num, den = p.numerator, p.denominator
+    r = 0  # the digits read so far, as an integer
+    j = 0
+    while True:
+        digits, rest = divmod(num << j, den)  # floor(p * 2**j)
+        if r != digits or rest == 0:
+            return r < digits
+        r = 2 * r + src.take_int(1)
+        j += 1
 
 
 def _chain_from(gamma: Fraction, k: int, src: BitSource) -> bool:
@@ -250,48 +265,36 @@ def _drive(n: int, src: BitSource, loop: Callable[..., int], one: Callable[[], i
 
 class _GaussianTable:
     """gamma(y) = (y - sigma2/t)^2 / (2 sigma2) for the candidates y = 0, 1, ...: its floor
-    and its fractional part in lowest terms, as limbs (wide ones flagged)."""
+    and its fractional part's binary digits ``(P, M)`` (see :mod:`._exact_loop`)."""
 
-    __slots__ = ("ah", "al", "bh", "bl", "floor", "size", "wide")
+    __slots__ = ("end", "floor", "p", "size")
 
     def __init__(self, sigma2: Fraction, t: int):
         size = min(_TABLE_T * t + 1, _TABLE_MAX)
         self.size = size
         self.floor = np.zeros(size, dtype=np.int64)
-        a = np.zeros(size, dtype=object)
-        b = np.ones(size, dtype=object)
+        self.p = np.zeros(size, dtype=np.uint64)
+        self.end = np.zeros(size, dtype=np.uint64)
         centre = sigma2 / t
         for y in range(size):
             gamma = (y - centre) ** 2 / (2 * sigma2)
-            whole = math.floor(gamma) if gamma > 1 else 0
+            whole = math.floor(gamma)  # gamma = 1: bernoulli_exp(1), then the chain of 0
             frac = gamma - whole
             self.floor[y] = whole
-            a[y], b[y] = frac.numerator, frac.denominator
-        bits = np.array([int(v).bit_length() for v in b])
-        self.wide = bits > _WIDE  # element by element
-        self.ah, self.al = _limbs(a, self.wide)
-        self.bh, self.bl = _limbs(b, self.wide)
-        self.bl[self.wide] = 1
-
-
-def _limbs(values: Any, skip: Any) -> tuple[Any, Any]:
-    """Python integers below 2**112 as (high, low) 56-bit limbs; 0 where ``skip``."""
-    mask = (1 << _LIMB) - 1
-    kept = [0 if w else int(v) for v, w in zip(values, skip, strict=True)]
-    high = np.array([v >> _LIMB for v in kept], dtype=np.uint64)
-    low = np.array([v & mask for v in kept], dtype=np.uint64)
-    return high, low
+            self.p[y], self.end[y] = _exact_loop.digits(frac.numerator, frac.denominator)
 
 
 @functools.lru_cache(maxsize=64)
-def _reduced(t: int) -> tuple[Any, Any]:
-    """u/t in lowest terms for u = 0 .. t - 1 (numerators, denominators; 0 is 0/1); empty
-    beyond _TABLE_MAX (the loops then reduce each u themselves)."""
+def _fractions(t: int) -> tuple[Any, Any]:
+    """The digits ``(P, M)`` of u/t for u = 0 .. t - 1; empty beyond _TABLE_MAX (the loops
+    then divide for each u themselves)."""
     if t > _TABLE_MAX:
         return np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.uint64)
-    u = np.arange(t, dtype=np.uint64)
-    g = np.gcd(u, np.uint64(t))
-    return u // g, np.uint64(t) // g
+    pairs = [_exact_loop.digits(u, t) for u in range(t)]
+    return (
+        np.array([p for p, _ in pairs], dtype=np.uint64),
+        np.array([e for _, e in pairs], dtype=np.uint64),
+    )
 
 
 @functools.lru_cache(maxsize=64)
@@ -360,12 +363,10 @@ def discrete_gaussian(
     if t >= 1 << _LIMB:  # element by element
         return np.array([_gaussian_int(s2, t, src) for _ in range(n)], dtype=np.int64)
     tb = _table(s2, t)
-    rnum, rden = _reduced(t)
+    fp, fm = _fractions(t)
 
     def loop(words: Any, st: Any, out: Any, i: int) -> int:
-        return _exact_loop.gaussian_loop(
-            words, st, out, i, t, rnum, rden, tb.floor, tb.ah, tb.al, tb.bh, tb.bl, tb.wide
-        )
+        return _exact_loop.gaussian_loop(words, st, out, i, t, fp, fm, tb.floor, tb.p, tb.end)
 
     return _drive(n, src, loop, lambda: _gaussian_int(s2, t, src))
 
@@ -409,9 +410,9 @@ def discrete_laplace(
     t, s = b.numerator, b.denominator
     if t >= 1 << _LIMB:  # element by element
         return np.array([_laplace_int(b, src) for _ in range(n)], dtype=np.int64)
-    rnum, rden = _reduced(t)
+    fp, fm = _fractions(t)
 
     def loop(words: Any, st: Any, out: Any, i: int) -> int:
-        return _exact_loop.laplace_loop(words, st, out, i, s, t, rnum, rden)
+        return _exact_loop.laplace_loop(words, st, out, i, s, t, fp, fm)
 
     return _drive(n, src, loop, lambda: _laplace_int(b, src))
