@@ -16,6 +16,9 @@ zeros):
 - ``opendp`` (with ``--opendp N``): OpenDP's discrete Gaussian through postdp's release
   path, on N values (it is some 200 times slower than the study path).
 
+Then the discrete Laplace (the geometric mechanism) the same way: ``Geometric.sample``
+against :func:`postdp.mechanisms.exact.discrete_laplace` at epsilon 1, 3/7 and 1/10.
+
 The scales are the 2020 persons design's: the smallest and largest sigma of its queries at
 the blocks and the counties (``load_strategy("pl94-2020-persons")``, each query's exact
 rho), plus sigma = 1.1 and 30 given as exact fractions. Printed per scale: the median time
@@ -37,8 +40,8 @@ from fractions import Fraction
 
 import numpy as np
 
-from postdp import DiscreteGaussian
-from postdp.mechanisms.exact import discrete_gaussian
+from postdp import DiscreteGaussian, Geometric
+from postdp.mechanisms.exact import discrete_gaussian, discrete_laplace
 from postdp.tables import load_strategy
 
 
@@ -53,6 +56,11 @@ def scales() -> list[tuple[str, Fraction]]:
             rho = level[q] / 2  # bounded neighbours: each query costs twice its rho
             out.append((f"{names[d]} {q}", 1 / (2 * rho)))
     return out
+
+
+def laplace_scales() -> list[tuple[str, Fraction]]:
+    """The geometric mechanism's scale 1/epsilon (sensitivity 1) at a few exact epsilons."""
+    return [(f"geometric eps {e}", 1 / e) for e in (Fraction(1), Fraction(3, 7), Fraction(1, 10))]
 
 
 def main() -> None:
@@ -95,6 +103,25 @@ def main() -> None:
                 runs.append((time.perf_counter() - t0) / args.opendp * 1e9)
             line += f" {statistics.median(runs):10.0f}"
         print(line, flush=True)
+    print(f"{'scale':<34} {'scale':>7} {'study ns':>9} {'exact ns':>9} {'exact/study':>11}")
+    for label, scale in laplace_scales():
+        geo = Geometric(epsilon=float(1 / scale))
+        discrete_laplace(scale, 1000)
+        study, exact, ratio = [], [], []
+        for r in range(args.repeat):
+            t0 = time.perf_counter()
+            geo.sample(zeros, rng=r)
+            t1 = time.perf_counter()
+            discrete_laplace(scale, n)
+            t2 = time.perf_counter()
+            study.append((t1 - t0) / n * 1e9)
+            exact.append((t2 - t1) / n * 1e9)
+            ratio.append((t2 - t1) / (t1 - t0))
+        print(
+            f"{label:<34} {float(scale):7.2f} {statistics.median(study):9.0f} "
+            f"{statistics.median(exact):9.0f} {statistics.median(ratio):11.1f}",
+            flush=True,
+        )
     after = os.getloadavg()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"load average after {after[0]:.2f}; peak resident memory {peak:.0f} MB")

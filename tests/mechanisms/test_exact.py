@@ -38,6 +38,9 @@ class Stream:
         return out
 
 
+TABLE_MAX = 1 << 16  # the sampler's tables of exp(-u/t) end at t = 2**16 (its contract)
+
+
 class Reference:
     """Algorithms 1-3, one value at a time, in exact fractions; counts the bits it reads and
     logs every decision."""
@@ -48,6 +51,7 @@ class Reference:
         self.left = 0  # unread bits of self.byte
         self.bits = 0
         self.log: list[tuple[str, int]] = []
+        self.series: dict[Fraction, tuple[int, int, int]] = {}
 
     def bit(self) -> int:
         if self.left == 0:
@@ -79,24 +83,66 @@ class Reference:
             width /= 2
             low += width * self.bit()
 
+    def chain(self, gamma: Fraction) -> bool:
+        """Algorithm 1 for gamma <= 1: Bernoulli(exp(-gamma)) as a chain of Bernoullis."""
+        assert 0 <= gamma <= 1
+        k = 1
+        while self.bernoulli(gamma / k):
+            k += 1
+        self.log.append(("chain", k))
+        return k % 2 == 1
+
+    def exp_exceeds(self, gamma: Fraction, x: Fraction) -> bool:
+        """exp(-gamma) > x, for gamma > 0 (irrational, so never equal to x), from the
+        positive series of exp(gamma): its partial sums T_k = sum_(j <= k) gamma^j / j!
+        give exp(-gamma) < 1/T_k, and once k + 2 > 2 gamma the rest of the series is at
+        most twice its next term, so exp(-gamma) >= 1/(T_k + 2 gamma^(k+1)/(k+1)!). More
+        terms while x lies between the bounds. T_k is kept as num/den, den = b^k k!."""
+        if x <= 0:
+            return True
+        a, b = gamma.numerator, gamma.denominator
+        k, num, den = self.series.get(gamma, (0, 1, 1))
+        while True:
+            if x * num >= den:  # x >= 1/T_k > exp(-gamma)
+                break
+            # T_(k+1) over the denominator b^(k+1) (k+1)!; the new term is a^(k+1) over it
+            nxt_den = den * b * (k + 1)
+            nxt_term = a ** (k + 1)
+            if k + 2 > 2 * gamma and x * (num * b * (k + 1) + 2 * nxt_term) < nxt_den:
+                self.series[gamma] = (k, num, den)
+                return True  # x < 1/(T_k + 2 next term) <= exp(-gamma)
+            k, num, den = k + 1, num * b * (k + 1) + nxt_term, nxt_den
+        self.series[gamma] = (k, num, den)
+        return False
+
     def bernoulli_exp(self, gamma: Fraction) -> bool:
-        """Algorithm 1 (and its extension to gamma > 1)."""
-        if gamma <= 1:
-            k = 1
-            while self.bernoulli(gamma / k):
-                k += 1
-            self.log.append(("exp", k))
-            return k % 2 == 1
-        for _ in range(math.floor(gamma)):
-            if not self.bernoulli_exp(Fraction(1)):
-                return False
-        return self.bernoulli_exp(gamma - math.floor(gamma))
+        """Bernoulli(exp(-gamma)) by comparison: U's digits read until [low, low + width)
+        lies wholly below exp(-gamma) or wholly above it (nothing read for gamma = 0)."""
+        if gamma == 0:
+            return True
+        low, width = Fraction(0), Fraction(1)
+        while True:
+            if self.exp_exceeds(gamma, low + width):
+                outcome = True
+                break
+            if not self.exp_exceeds(gamma, low):
+                outcome = False
+                break
+            width /= 2
+            low += width * self.bit()
+        self.log.append(("exp", int(outcome)))
+        return outcome
 
     def laplace(self, s: int, t: int) -> int:
-        """Algorithm 2: P[z] proportional to exp(-|z| s/t)."""
+        """Algorithm 2: P[z] proportional to exp(-|z| s/t); u kept by comparison with
+        exp(-u/t) when t is within the sampler's tables, else by Algorithm 1."""
         while True:
             u = self.uniform(t)
-            if not self.bernoulli_exp(Fraction(u, t)):
+            if t <= TABLE_MAX:
+                keep = self.bernoulli_exp(Fraction(u, t))
+            else:
+                keep = self.chain(Fraction(u, t))
+            if not keep:
                 continue
             v = 0
             while self.bernoulli_exp(Fraction(1)):
@@ -129,14 +175,16 @@ GAUSSIAN_CASES = [
     Fraction(643312550121, 161570200),
     Fraction(0.37),
     Fraction(250_000),
+    Fraction(2),  # sigma^2 / t = 1: gamma(1) = 0, kept without a draw
 ]
 LAPLACE_CASES = [
     Fraction(1),
     Fraction(7, 3),
     Fraction(1, 2),
     Fraction(40),
-    Fraction((1 << 50) + 1, 3),  # t beyond the table of u/t: long division in the loop
-    Fraction(1 / 0.3),  # a float's binary fraction
+    Fraction((1 << 50) + 1, 3),  # t beyond the tables: Algorithm 1, u/t by long division
+    Fraction(1 << 17, 3),  # Algorithm 1 on dyadic u/t: expansions that end
+    Fraction(1 / 0.3),  # a float's binary fraction: Algorithm 1
     Fraction((1 << 60) + 1, 7),  # element by element
 ]
 
@@ -165,15 +213,21 @@ def test_laplace_takes_the_references_bits_and_values(scale: Fraction) -> None:
 
 
 def test_the_reference_makes_every_kind_of_decision() -> None:
-    """The identity tests above reach the chain's odd and even ends, the floor(gamma) > 0
-    branch, refused candidates and -0 refusals (so none of them is left untested)."""
+    """The identity tests above reach both outcomes of the comparisons with exp(-gamma),
+    refused candidates, and (at a scale beyond the tables) Algorithm 1's chain ending odd
+    and even and past K = 2 (so none of them is left untested)."""
     ref = Reference(Stream("coverage"))
     values = [ref.gaussian(Fraction(9, 4)) for _ in range(2000)]
-    ends = {k % 2 for kind, k in ref.log if kind == "exp"}
-    assert ends == {0, 1}
+    assert {k for kind, k in ref.log if kind == "exp"} == {0, 1}
     proposals = sum(kind == "laplace" for kind, _ in ref.log)
     assert proposals > len(values)  # some candidates were refused
-    assert max(k for kind, k in ref.log if kind == "exp") >= 3
+    assert not any(kind == "chain" for kind, _ in ref.log)
+    big = Fraction((1 << 50) + 1, 3)  # a LAPLACE_CASES scale
+    for _ in range(300):
+        ref.laplace(big.denominator, big.numerator)
+    ends = [k for kind, k in ref.log if kind == "chain"]
+    assert {k % 2 for k in ends} == {0, 1}
+    assert max(ends) >= 3
 
 
 class Crafted(Stream):
@@ -192,30 +246,46 @@ def _expansion(p: Fraction, n: int) -> str:
     return format(math.floor(p * 2**n), f"0{n}b")
 
 
+def _exp_expansion(gamma: Fraction, n: int) -> str:
+    """The first ``n`` binary digits of exp(-gamma), from the sampler's exact digits (the
+    reference checks them: it reads on where they end)."""
+    from postdp.mechanisms.exact import _exp_digits
+
+    return format(_exp_digits(gamma, n), f"0{n}b")
+
+
+BIG_T = (1 << 17) + 1  # beyond the tables: Algorithm 1 for u/t
 CRAFTED = {
-    # candidate 0 (bernoulli_exp(1) false at K = 2, sign +), then gamma(0) = 1/6 in the
-    # acceptance's first step, whose 64 digits the stream repeats: Python integers read on
-    "gauss-64-equal-digits": (Fraction(1, 3), "1" + "1" + _expansion(Fraction(1, 6), 64)),
-    # u = 1 of t = 3, then bernoulli(1/3) meets 64 equal digits in the chain's first step
-    "laplace-64-equal-digits": (Fraction(3), "01" + _expansion(Fraction(1, 3), 64) + "0"),
-    # u = 2 of t = 5: bernoulli(2/5) true (00 below 01), then (2/5) / 2 = 1/5's 64 digits
-    # in step K = 2
-    "chain-64-equal-digits": (Fraction(5), "010" + "00" + _expansion(Fraction(1, 5), 64)),
-    # zeros make every bernoulli(1/K) of bernoulli_exp(1) true: the chain passes K = 128
-    # (1/K's digits computed in the loop, K a power of two and not)
-    "exp1-beyond-127": (Fraction(1, 4), "0" * 1100),
+    # candidate 0 (exp(-1) refused at U's first digit, sign +), then the acceptance of
+    # gamma(0) = 1/6 meets exp(-1/6)'s 64 digits: Python integers read on
+    "gauss-64-equal-digits": (Fraction(1, 3), "1" + "1" + _exp_expansion(Fraction(1, 6), 64)),
+    # u = 1 of t = 3, then the comparison with exp(-1/3) meets 64 equal digits
+    "laplace-64-equal-digits": (Fraction(3), "01" + _exp_expansion(Fraction(1, 3), 64)),
+    # u = 1 of a t beyond the tables: Algorithm 1's step K = 1 meets 1/t's 64 digits
+    "chain-64-equal-digits-k1": (
+        Fraction(BIG_T),
+        format(1, "018b") + _expansion(Fraction(1, BIG_T), 64),
+    ),
+    # u = 2: bernoulli(2/t) true after 17 zeros, then step K = 2 meets 1/t's 64 digits
+    "chain-64-equal-digits-k2": (
+        Fraction(BIG_T),
+        format(2, "018b") + "0" * 17 + _expansion(Fraction(1, BIG_T), 64),
+    ),
+    # zeros keep exp(-1) accepted 550 times: a candidate far beyond the Gaussian's table
+    "candidate-beyond-the-table": (Fraction(1, 4), "0" * 1100),
 }
 
 
 @pytest.mark.parametrize("case", CRAFTED, ids=str)
 def test_crafted_streams_reach_the_rare_states(case: str, monkeypatch) -> None:
-    """The states no random stream reaches (a comparison with p left unsettled by 64
-    bits, probability 2**-64; a chain past its table of 1/K) on streams built to reach
-    them: the fast sampler still takes the reference's bits and values."""
+    """The states no random stream reaches (a comparison left unsettled by 64 digits,
+    probability 2**-64 each; a candidate far beyond the table) on streams built to reach
+    them: the fast sampler still takes the reference's bits and values, and the first value
+    is the one left to Python integers."""
     import postdp.mechanisms.exact as exact
 
     param, bits = CRAFTED[case]
-    gaussian = case not in ("laplace-64-equal-digits", "chain-64-equal-digits")
+    gaussian = case.startswith(("gauss", "candidate"))
     handed = []  # values the compiled loops handed to Python integers
     for name in ("_gaussian_int", "_laplace_int"):
         real = getattr(exact, name)
@@ -236,11 +306,8 @@ def test_crafted_streams_reach_the_rare_states(case: str, monkeypatch) -> None:
             expected = ref.laplace(param.denominator, param.numerator)
         assert fast == expected, f"value {i}"
         assert src.consumed == ref.bits, f"value {i}: bits read"
-    if case == "exp1-beyond-127":
-        assert max(k for kind, k in ref.log if kind == "exp") > 128
-    else:  # the first value, and only it, left the compiled loop
-        top = "_gaussian_int" if gaussian else "_laplace_int"
-        assert handed.count(top) == 1 and handed[0] == top
+    top = "_gaussian_int" if gaussian else "_laplace_int"
+    assert handed.count(top) == 1 and handed[0] == top
 
 
 def test_bit_source_reads_most_significant_first() -> None:
@@ -265,19 +332,19 @@ def _pmf(sigma2: float, support: np.ndarray) -> np.ndarray:
 
 
 def _chi_square(sample: np.ndarray, pmf) -> float:
-    """The p-value of Pearson's test of ``sample`` against ``pmf`` (cells with expected
-    count >= 20; the two tails pooled into one cell each)."""
+    """The p-value of Pearson's test of ``sample`` against ``pmf``: cells for the values
+    with expected count >= 20, the two tails merged into the outermost of them (so that no
+    cell expects a handful, where one legitimate rare value would decide the test)."""
     n = sample.size
     lo, hi = int(sample.min()), int(sample.max())
     k = np.arange(lo, hi + 1)
-    expected = pmf(k) * n
-    core = np.flatnonzero(expected >= 20)
+    core = np.flatnonzero(pmf(k) * n >= 20)
     a, b = k[core[0]], k[core[-1]]
     obs = np.bincount(sample - lo, minlength=k.size)
-    cells_obs = [obs[: core[0]].sum(), *obs[core[0] : core[-1] + 1], obs[core[-1] + 1 :].sum()]
-    inner = pmf(np.arange(a, b + 1))
-    tail_lo = pmf(np.arange(a - 2000, a)).sum()
-    tail_hi = pmf(np.arange(b + 1, b + 2001)).sum()
+    cells_obs = [obs[: core[0] + 1].sum(), *obs[core[0] + 1 : core[-1]], obs[core[-1] :].sum()]
+    inner = pmf(np.arange(a + 1, b))
+    tail_lo = pmf(np.arange(a - 2000, a + 1)).sum()
+    tail_hi = pmf(np.arange(b, b + 2001)).sum()
     cells_exp = np.array([tail_lo, *inner, tail_hi]) * n
     stat = float(((np.array(cells_obs) - cells_exp) ** 2 / cells_exp).sum())
     return float(stats.chi2.sf(stat, len(cells_obs) - 1))
@@ -399,7 +466,8 @@ def test_refuses_a_bad_size_and_a_short_byte_source() -> None:
 def test_a_secure_measure_draws_the_2020_design_with_its_exact_shares(monkeypatch) -> None:
     """Every noisy measurement of the persons preset is drawn by the exact sampler with its
     exact rational rho (the design's share, halved under bounded neighbours): sigma^2 is
-    1/rho exactly and every gamma stays on the vectorised two-limb path."""
+    1/rho exactly, and the table holds exp(-gamma)'s first 64 digits exactly (checked
+    against the reference's bounds)."""
     import postdp.mechanisms.release as release
     from postdp.mechanisms.exact import _table
     from postdp.tables import load_strategy, measure
@@ -426,10 +494,12 @@ def test_a_secure_measure_draws_the_2020_design_with_its_exact_shares(monkeypatc
         assert sigma2 == 1 / share
         t = math.isqrt(sigma2.numerator // sigma2.denominator) + 1
         table = _table(sigma2, t)
-        for y in (0, t, 3 * t, table.size - 1):  # gamma's digits, from the exact fraction
+        ref = Reference(Stream("digits"))
+        for y in (0, t, 3 * t, table.size - 1):  # exp(-gamma)'s digits: floor(. * 2**64)
             gamma = (y - sigma2 / t) ** 2 / (2 * sigma2)
-            assert table.floor[y] == math.floor(gamma)
-            assert int(table.p[y]) == math.floor((gamma - math.floor(gamma)) * 2**64)
+            digits = Fraction(int(table.eg[y]), 1 << 64)
+            assert ref.exp_exceeds(gamma, digits)
+            assert not ref.exp_exceeds(gamma, digits + Fraction(1, 1 << 64))
     for values in m.values:
         assert np.array_equal(values, np.round(values))  # integers
 

@@ -2,17 +2,21 @@
 
 One value at a time, in the order of the bit contract of :mod:`postdp.mechanisms.exact`:
 the loops read the random bits straight from the words a :class:`BitSource` holds, so a
-value takes exactly the bits, and makes exactly the decisions, of the paper's steps drawn
-one after another (Canonne, Kamath and Steinke 2020, Algorithms 1-3).
+value takes exactly the bits, and makes exactly the decisions, of the contract's steps
+drawn one after another (Canonne, Kamath and Steinke 2020, Algorithms 2 and 3, with
+Bernoulli(exp(-gamma)) as a comparison with exp(-gamma)'s digits, or Algorithm 1).
 
 A probability ``p`` in [0, 1) is held as ``P = floor(p * 2**64)``, its first 64 binary
 digits, and ``M``: when ``p * 2**64`` is an integer, the bit of p's last 1 digit (``P &
--P``; 1 for p = 0, a mark the chain checks before it draws), else 0. ``bernoulli(p)``
-compares the random bits, as the binary digits of a uniform U in [0, 1), with p's digits and
-stops at the first digit that settles U < p: one 64-bit window, an exclusive or, ``M`` to
-stop at p's last digit, and a count of leading zeros, without a branch on the outcome
-(:func:`_bernoulli`). The floor of a floor is the floor (``floor(floor(x) / k) = floor(x /
-k)``), so gamma / K's digits are ``P // K``: the chain needs no wide integers.
+-P``; 1 for p = 0, a mark the chain checks before it draws), else 0 (always 0 for
+exp(-gamma), which is irrational for gamma > 0). ``bernoulli(p)`` compares the random bits,
+as the binary digits of a uniform U in [0, 1), with p's digits and stops at the first digit
+that settles U < p: one 64-bit window, an exclusive or, ``M`` to stop at p's last digit,
+and a count of leading zeros, without a branch on the outcome (:func:`_bernoulli`). The
+digits of exp(-gamma) come in tables computed exactly with Python integers
+(:mod:`postdp.mechanisms.exact`). Algorithm 1's chain, for Algorithm 2's u/t when t is
+beyond the table, needs no wide integers either: the floor of a floor is the floor
+(``floor(floor(x) / k) = floor(x / k)``), so gamma / K's digits are ``P // K``.
 
 The state array ``st`` carries ``st[0]``, the next bit to read, ``st[1]``, the bits that
 may be read (the words hold two more beyond it), and ``st[2]``, a flag: :data:`SHORT` when
@@ -35,27 +39,11 @@ import numba
 import numpy as np
 from numba.cpython.unsafe.numbers import leading_zeros
 
-__all__ = ["SHORT", "SPECIAL", "digits", "gaussian_loop", "laplace_loop"]
+__all__ = ["SHORT", "SPECIAL", "gaussian_loop", "laplace_loop"]
 
 SHORT = 1
 SPECIAL = 2
 _njit = numba.njit(cache=True, nogil=True)
-
-
-def digits(num: int, den: int) -> tuple[int, int]:
-    """``(P, M)`` of the probability ``num / den`` in [0, 1), with Python integers."""
-    P, rest = divmod(num << 64, den)
-    if rest:
-        return P, 0
-    return P, (P & -P) if P else 1
-
-
-# 1/K's digits for the chain of gamma = 1 (bernoulli_exp(1)), K = 2 .. 127
-_INV_P = np.zeros(128, dtype=np.uint64)
-_INV_M = np.zeros(128, dtype=np.uint64)
-for _k in range(2, 128):
-    _INV_P[_k], _INV_M[_k] = digits(1, _k)
-del _k
 
 
 @_njit
@@ -130,31 +118,6 @@ def _chain(words: Any, st: Any, P: Any, M: Any) -> Any:  # pragma: no cover - co
 
 
 @_njit
-def _inverse(k: int) -> Any:  # pragma: no cover - compiled
-    """The digits of 1/K for K >= 2 beyond the table."""
-    if k & (k - 1) == 0:  # 1/K = 2**-j
-        P = np.uint64(1) << np.uint64(65 - _bitlen(np.uint64(k)))
-        return P, P
-    return np.uint64(0xFFFFFFFFFFFFFFFF) // np.uint64(k), np.uint64(0)
-
-
-@_njit
-def _exp1(words: Any, st: Any) -> Any:  # pragma: no cover - compiled
-    """bernoulli_exp(1): the chain for gamma = 1, whose first step reads nothing."""
-    k = 2
-    while True:
-        if st[2]:
-            return False
-        if k < 128:
-            P, M = _INV_P[k], _INV_M[k]
-        else:
-            P, M = _inverse(k)
-        if not _bernoulli(words, st, P, M):
-            return (k & 1) == 1
-        k += 1
-
-
-@_njit
 def _fraction(u: Any, t: Any) -> Any:  # pragma: no cover - compiled
     """The digits of u/t (u < t < 2**56) by long division, eight bits at a time."""
     r = u
@@ -170,30 +133,34 @@ def _fraction(u: Any, t: Any) -> Any:  # pragma: no cover - compiled
 
 @_njit
 def _laplace(
-    words: Any, st: Any, s: int, t: int, vmax: int, fp: Any, fm: Any
+    words: Any, st: Any, s: int, t: int, vmax: int, eu: Any, e1: Any
 ) -> Any:  # pragma: no cover - compiled
-    """Algorithm 2, one value: P[z] proportional to exp(-|z| s / t) (t below 2**56; the
-    geometric part v at most ``vmax``, else Python integers)."""
+    """Algorithm 2, one value: P[z] proportional to exp(-|z| s / t) (t below 2**56; u kept
+    with probability exp(-u/t) by comparison with ``eu[u]``, or by Algorithm 1 when ``eu``
+    is empty; ``e1`` the digits of exp(-1); the geometric part v at most ``vmax``, else
+    Python integers)."""
     tt = np.uint64(t)
+    half = np.uint64(1 << 63)
+    zero = np.uint64(0)
     while True:
         if st[2]:
             return 0
         u = _uniform(words, st, tt)
-        if fp.size:  # u / t's digits from the table
-            P, M = fp[u], fm[u]
+        if eu.size:  # exp(-u/t)'s digits from the table; exp(0) = 1 reads nothing
+            if u != zero and not _bernoulli(words, st, eu[u], zero):
+                continue
         else:
             P, M = _fraction(u, tt)
-        if not _chain(words, st, P, M):
-            continue
+            if not _chain(words, st, P, M):
+                continue
         v = 0
-        while _exp1(words, st):
+        while _bernoulli(words, st, e1, zero):  # bernoulli_exp(1)
             v += 1
             if v > vmax:  # beyond int64: Python integers
                 st[2] |= SPECIAL
                 return 0
         x = np.int64(u) + t * v
         y = x if s == 1 else x // s
-        half = np.uint64(1 << 63)
         negative = _bernoulli(words, st, half, half)  # bernoulli(1/2)
         if st[2]:
             return 0
@@ -204,14 +171,14 @@ def _laplace(
 
 @_njit
 def laplace_loop(
-    words: Any, st: Any, out: Any, i: int, s: int, t: int, fp: Any, fm: Any
+    words: Any, st: Any, out: Any, i: int, s: int, t: int, eu: Any, e1: Any
 ) -> int:  # pragma: no cover - compiled
     """Fill ``out[i:]`` with Algorithm 2's values; the index where it stopped."""
     n = out.size
     vmax = ((1 << 62) - t) // t
     while i < n:
         start = st[0]
-        y = _laplace(words, st, s, t, vmax, fp, fm)
+        y = _laplace(words, st, s, t, vmax, eu, e1)
         if st[2]:
             st[0] = start
             return i
@@ -222,35 +189,29 @@ def laplace_loop(
 
 @_njit
 def gaussian_loop(
-    words: Any, st: Any, out: Any, i: int, t: int, fp: Any, fm: Any, floor: Any, gp: Any, gm: Any
+    words: Any, st: Any, out: Any, i: int, t: int, eu: Any, e1: Any, eg: Any, centre: int
 ) -> int:  # pragma: no cover - compiled
     """Fill ``out[i:]`` with Algorithm 3's values: a candidate y of the discrete Laplace of
-    scale t, kept with probability exp(-gamma(|y|)), gamma's floor and its fraction's digits
-    from the table (floor(gamma) draws of bernoulli_exp(1), false at the first false, then
-    the chain of the fraction); the index where it stopped."""
+    scale t, kept with probability exp(-gamma(|y|)) by comparison with ``eg[|y|]`` (at
+    ``|y| == centre``, gamma is 0 and it is kept without a draw; ``centre`` is -1 when
+    sigma^2 / t is not an integer); the index where it stopped."""
     n = out.size
-    size = floor.size
+    size = eg.size
     vmax = ((1 << 62) - t) // t
+    zero = np.uint64(0)
     while i < n:
         start = st[0]
         while True:
-            y = _laplace(words, st, 1, t, vmax, fp, fm)
+            y = _laplace(words, st, 1, t, vmax, eu, e1)
             if st[2]:
                 break
             mag = -y if y < 0 else y
             if mag >= size:
                 st[2] |= SPECIAL
                 break
-            keep = True
-            for _ in range(floor[mag]):
-                if not _exp1(words, st):
-                    keep = False
-                    break
-            if keep:
-                keep = _chain(words, st, gp[mag], gm[mag])
-            if st[2]:
+            if mag == centre or _bernoulli(words, st, eg[mag], zero):
                 break
-            if keep:
+            if st[2]:
                 break
         if st[2]:
             st[0] = start

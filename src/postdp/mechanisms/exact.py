@@ -5,12 +5,17 @@ randomness from ``os.urandom``, vectorised over a batch so that a nation's billi
 noisy counts can be drawn in hours, not days.
 
 The algorithms are those of Canonne, Kamath and Steinke (2020), "The Discrete Gaussian for
-Differential Privacy" (NeurIPS; arXiv:2004.00010): Algorithm 1 (a Bernoulli of
-exp(-gamma) for a rational gamma), Algorithm 2 (the discrete Laplace of a rational scale)
-and Algorithm 3 (the discrete Gaussian of a rational sigma^2, by rejection from a discrete
-Laplace of scale floor(sigma) + 1). Every probability they draw against is a rational
-number kept exactly: as a fraction of Python integers when a table is built, and as its
-binary digits in the compiled loops.
+Differential Privacy" (NeurIPS; arXiv:2004.00010): Algorithm 2 (the discrete Laplace of a
+rational scale) and Algorithm 3 (the discrete Gaussian of a rational sigma^2, by rejection
+from a discrete Laplace of scale floor(sigma) + 1). Both need coins that land heads with
+probability exp(-gamma) for rational gammas. The paper's Algorithm 1 flips a chain of
+rational coins for each; here such a coin compares a uniform U with exp(-gamma)'s binary
+expansion directly (Algorithms 2 and 3 ask only that the coin be exact). Its digits are
+computed exactly, with Python integers, from partial sums of the exponential series that
+bracket it, and tabled for the gammas a draw can meet: two random bits on average and one
+comparison per coin, where Algorithm 1 flips several rational coins for a gamma below 1
+and a chain more for each unit of gamma above it. Algorithm 1 remains for Algorithm 2's
+u/t when t is beyond the tables (2**16). Every probability drawn against is exact.
 
 How random bits are used (what makes a draw reproducible from a fixed byte stream, and what
 the tests check against a slow reference written with Python's exact fractions):
@@ -18,24 +23,30 @@ the tests check against a slow reference written with Python's exact fractions):
 - bits are read from the byte stream most significant first;
 - ``uniform(m)`` reads ``L = (m - 1).bit_length()`` bits as an unsigned integer and reads
   again while it is at least ``m`` (so ``uniform(1)`` reads nothing);
-- ``bernoulli(p)`` reads bits as the binary digits of a uniform U in [0, 1) until they
-  settle whether U < p: after ``j`` bits forming the integer ``r``, it stops when ``r !=
-  floor(p * 2**j)`` (U < p when ``r`` is the smaller) or when ``p * 2**j`` is an integer (U
-  >= p). So ``bernoulli(0)`` and ``bernoulli(1)`` read nothing, ``bernoulli(1/2)`` one bit,
-  and any other p at most two bits on average, however long its denominator (the
-  comparison with p's binary expansion of Knuth and Yao, 1976);
-- ``bernoulli_exp(gamma)`` (Algorithm 1): for gamma <= 1, ``K = 1`` and ``K += 1`` while
-  ``bernoulli(gamma / K)``, true when ``K`` ends odd; for gamma > 1, ``floor(gamma)`` draws
-  of ``bernoulli_exp(1)`` (false at the first false), then ``bernoulli_exp(gamma -
-  floor(gamma))``;
-- the discrete Laplace of scale ``t/s`` (Algorithm 2) and the discrete Gaussian (Algorithm
-  3) follow the paper step for step; the sign is ``bernoulli(1/2)``.
+- ``bernoulli(p)``, p rational in [0, 1], reads bits as the binary digits of a uniform U
+  in [0, 1) until they settle whether U < p: after ``j`` bits forming the integer ``r``,
+  it stops when ``r != floor(p * 2**j)`` (U < p when ``r`` is the smaller) or when ``p *
+  2**j`` is an integer (U >= p). So ``bernoulli(0)`` and ``bernoulli(1)`` read nothing,
+  ``bernoulli(1/2)`` one bit, and any other p at most two bits on average, however long its
+  denominator (the comparison with p's binary expansion of Knuth and Yao, 1976);
+- ``bernoulli_exp(gamma)``, gamma >= 0 rational: ``bernoulli(exp(-gamma))`` by the same
+  rule (exp(-gamma) is irrational for gamma > 0, so it stops at the first digit that
+  differs; for gamma = 0 it reads nothing and is true);
+- ``chain(gamma)``, gamma in [0, 1] (Algorithm 1): ``K = 1`` and ``K += 1`` while
+  ``bernoulli(gamma / K)``, true when ``K`` ends odd;
+- the discrete Laplace of scale ``t/s`` in lowest terms (Algorithm 2): ``u = uniform(t)``,
+  kept when ``bernoulli_exp(u/t)`` if t <= 2**16, else when ``chain(u/t)``; then ``v``, the
+  number of ``bernoulli_exp(1)`` before the first false; ``y = (u + t v) // s``; the sign
+  ``bernoulli(1/2)`` (true: negative), and a new start for a negative zero;
+- the discrete Gaussian (Algorithm 3), ``t = floor(sigma) + 1``: a candidate ``y`` of the
+  discrete Laplace of scale t, kept when ``bernoulli_exp((|y| - sigma^2/t)^2 /
+  (2 sigma^2))``, else a new candidate.
 
-Values are drawn one after another, each taking exactly the bits the paper's steps take
-(Numba-compiled loops, :mod:`postdp.mechanisms._exact_loop`, reading the random words in
-place). Rare states (a comparison that 64 bits leave unsettled, probability 2**-64 per
-draw; a Gaussian candidate beyond the table; a scale's numerator of 2**56 or more) are drawn
-element by element with Python integers, from the same stream and the same bits.
+Values are drawn one after another, each taking exactly these bits (Numba-compiled loops,
+:mod:`postdp.mechanisms._exact_loop`, reading the random words in place). Rare states (a
+comparison that 64 digits leave unsettled, probability 2**-64 per coin; a Gaussian
+candidate beyond the table; a scale's numerator of 2**56 or more) are drawn element by
+element with Python integers, from the same stream and the same bits.
 """
 
 from __future__ import annotations
@@ -205,13 +216,83 @@ def _chain_from(gamma: Fraction, k: int, src: BitSource) -> bool:
     return k % 2 == 1
 
 
+# -- exp(-gamma)'s binary digits, exactly -----------------------------------------------
+def _series(a: int, b: int, p: int) -> tuple[int, int]:
+    """``(L, H)`` with ``L <= exp(-a/b) * 2**p <= H`` for ``0 <= a/b <= 1``.
+
+    The series of exp(-x) alternates and its terms x**j / j! never grow, so exp(-x) lies
+    between any two consecutive partial sums; the last two before a term below
+    ``2**-(p + 2)``, summed exactly over one denominator ``b**k k!``."""
+    if a == 0:
+        return 1 << p, 1 << p
+    k, fact = 1, 1
+    while fact < 1 << (p + 2):
+        k += 1
+        fact *= k
+    den = b**k * fact
+    num, term = 0, den  # term j: a**j b**(k - j) k!/j!, an integer
+    for j in range(k + 1):
+        num += -term if j % 2 else term
+        if j < k:
+            term = term * a // (b * (j + 1))
+    prev = num - (-1) ** k * a**k  # the partial sum one term shorter
+    lo, hi = min(num, prev), max(num, prev)
+    return (lo << p) // den, -((-hi << p) // den)
+
+
+@functools.lru_cache(maxsize=256)
+def _exp_whole(n: int, p: int) -> tuple[int, int]:
+    """``(L, H)`` with ``L <= exp(-n) * 2**p <= H`` for an integer n >= 0."""
+    low, high = 1 << p, 1 << p
+    l1, h1 = _series(1, 1, p)
+    for _ in range(n):
+        low, high = (low * l1) >> p, -((-high * h1) >> p)
+    return low, high
+
+
+def _exp_digits(gamma: Fraction, bits: int) -> int:
+    """``floor(exp(-gamma) * 2**bits)`` for a rational gamma > 0, exactly: enclosures of
+    exp(-floor(gamma)) and exp(-frac(gamma)) at a working precision 64 bits beyond, more
+    until the floor is settled (exp(-gamma) is irrational, so it always is)."""
+    if gamma * 10 >= 7 * bits:  # gamma > bits * ln 2: below 2**-bits
+        return 0
+    whole = math.floor(gamma)
+    frac = gamma - whole
+    p = bits + 64
+    while True:
+        lw, hw = _exp_whole(whole, p)
+        lf, hf = _series(frac.numerator, frac.denominator, p)
+        low = ((lw * lf) >> p) >> (p - bits)
+        high = (-((-hw * hf) >> p)) >> (p - bits)
+        if low == high:
+            return low
+        p *= 2
+
+
 def _bernoulli_exp(gamma: Fraction, src: BitSource) -> bool:
-    if gamma > 1:
-        for _ in range(math.floor(gamma)):
-            if not _chain_from(Fraction(1), 1, src):
-                return False
-        gamma -= math.floor(gamma)
-    return _chain_from(gamma, 1, src)
+    """U < exp(-gamma), U's binary digits read one at a time until they settle it (none
+    for gamma = 0)."""
+    if gamma == 0:
+        return True
+    bits = 64
+    digits = _exp_digits(gamma, bits)
+    r, j = 0, 0
+    while True:
+        if j > bits:
+            bits *= 2
+            digits = _exp_digits(gamma, bits)
+        if r != digits >> (bits - j):
+            return r < digits >> (bits - j)
+        r = 2 * r + src.take_int(1)
+        j += 1
+
+
+def _keep_u(u: int, t: int, src: BitSource) -> bool:
+    """Algorithm 2's Bernoulli(exp(-u/t)): by exp(-u/t)'s digits when t is at most
+    _TABLE_MAX, by Algorithm 1 beyond (the compiled loops' tables end there)."""
+    if t <= _TABLE_MAX:
+        return _bernoulli_exp(Fraction(u, t), src)
+    return _chain_from(Fraction(u, t), 1, src)
 
 
 def _laplace_int(scale: Fraction, src: BitSource) -> int:
@@ -219,7 +300,7 @@ def _laplace_int(scale: Fraction, src: BitSource) -> int:
     t, s = scale.numerator, scale.denominator
     while True:
         u = _uniform_int(t, src)
-        if not _bernoulli_exp(Fraction(u, t), src):
+        if not _keep_u(u, t, src):
             continue
         v = 0
         while _bernoulli_exp(Fraction(1), src):
@@ -264,37 +345,35 @@ def _drive(n: int, src: BitSource, loop: Callable[..., int], one: Callable[[], i
 
 
 class _GaussianTable:
-    """gamma(y) = (y - sigma2/t)^2 / (2 sigma2) for the candidates y = 0, 1, ...: its floor
-    and its fractional part's binary digits ``(P, M)`` (see :mod:`._exact_loop`)."""
+    """The digits of exp(-gamma(y)), gamma(y) = (y - sigma2/t)^2 / (2 sigma2), for the
+    candidates y = 0, 1, ... (``eg``), and ``centre``, the y where gamma is 0 (-1 if
+    sigma2/t is not an integer)."""
 
-    __slots__ = ("end", "floor", "p", "size")
+    __slots__ = ("centre", "eg", "size")
 
     def __init__(self, sigma2: Fraction, t: int):
         size = min(_TABLE_T * t + 1, _TABLE_MAX)
         self.size = size
-        self.floor = np.zeros(size, dtype=np.int64)
-        self.p = np.zeros(size, dtype=np.uint64)
-        self.end = np.zeros(size, dtype=np.uint64)
+        self.eg = np.zeros(size, dtype=np.uint64)
         centre = sigma2 / t
+        self.centre = int(centre) if centre.denominator == 1 and centre < size else -1
         for y in range(size):
             gamma = (y - centre) ** 2 / (2 * sigma2)
-            whole = math.floor(gamma)  # gamma = 1: bernoulli_exp(1), then the chain of 0
-            frac = gamma - whole
-            self.floor[y] = whole
-            self.p[y], self.end[y] = _exact_loop.digits(frac.numerator, frac.denominator)
+            if gamma:
+                self.eg[y] = _exp_digits(gamma, 64)
 
 
 @functools.lru_cache(maxsize=64)
-def _fractions(t: int) -> tuple[Any, Any]:
-    """The digits ``(P, M)`` of u/t for u = 0 .. t - 1; empty beyond _TABLE_MAX (the loops
-    then divide for each u themselves)."""
+def _exp_fractions(t: int) -> Any:
+    """The digits of exp(-u/t) for u = 0 .. t - 1 (0 at u = 0, where the loops draw
+    nothing); empty beyond _TABLE_MAX (the loops then run Algorithm 1)."""
     if t > _TABLE_MAX:
-        return np.zeros(0, dtype=np.uint64), np.zeros(0, dtype=np.uint64)
-    pairs = [_exact_loop.digits(u, t) for u in range(t)]
-    return (
-        np.array([p for p, _ in pairs], dtype=np.uint64),
-        np.array([e for _, e in pairs], dtype=np.uint64),
-    )
+        return np.zeros(0, dtype=np.uint64)
+    return np.array([_exp_digits(Fraction(u, t), 64) if u else 0 for u in range(t)], np.uint64)
+
+
+#: The digits of exp(-1): bernoulli_exp(1), Algorithm 2's geometric part.
+_E1 = np.uint64(_exp_digits(Fraction(1), 64))
 
 
 @functools.lru_cache(maxsize=64)
@@ -347,7 +426,9 @@ def discrete_gaussian(
     -----
     Canonne, Kamath and Steinke (2020), Algorithm 3, with the bit contract of this module's
     docstring. Memory beside the output: the random bits fetched ahead (128 KB at a time)
-    and the table of gamma for the candidates (at most 65,536 entries per sigma^2).
+    and the tables of exp(-gamma)'s digits (at most 65,536 candidates and t values of u/t
+    per sigma^2, 8 bytes each; built once per sigma^2 and kept for 64 of them, about 0.05 s
+    for each of the 2020 design's scales).
 
     Examples
     --------
@@ -363,10 +444,10 @@ def discrete_gaussian(
     if t >= 1 << _LIMB:  # element by element
         return np.array([_gaussian_int(s2, t, src) for _ in range(n)], dtype=np.int64)
     tb = _table(s2, t)
-    fp, fm = _fractions(t)
+    eu = _exp_fractions(t)
 
     def loop(words: Any, st: Any, out: Any, i: int) -> int:
-        return _exact_loop.gaussian_loop(words, st, out, i, t, fp, fm, tb.floor, tb.p, tb.end)
+        return _exact_loop.gaussian_loop(words, st, out, i, t, eu, _E1, tb.eg, tb.centre)
 
     return _drive(n, src, loop, lambda: _gaussian_int(s2, t, src))
 
@@ -393,10 +474,11 @@ def discrete_laplace(
     Notes
     -----
     Canonne, Kamath and Steinke (2020), Algorithm 2, with scale ``t/s`` in lowest terms.
-    A scale whose numerator is 2**56 or more is drawn element by element: exact, but some
-    hundred times slower. A float epsilon can give one: 0.01 is the binary fraction
-    5764607523034235/2**59, so 1/0.01 taken exactly has the numerator 2**59; pass
-    ``Fraction(100)`` for the scale you mean.
+    For t up to 2**16 a table of exp(-u/t)'s digits is built once per t (about 3 s at
+    2**16); beyond, u is kept by Algorithm 1. A scale whose numerator is 2**56 or more is
+    drawn element by element: exact, but some hundred times slower. A float epsilon can
+    give one: 0.01 is the binary fraction 5764607523034235/2**59, so 1/0.01 taken exactly
+    has the numerator 2**59; pass ``Fraction(100)`` for the scale you mean.
 
     Examples
     --------
@@ -410,9 +492,9 @@ def discrete_laplace(
     t, s = b.numerator, b.denominator
     if t >= 1 << _LIMB:  # element by element
         return np.array([_laplace_int(b, src) for _ in range(n)], dtype=np.int64)
-    fp, fm = _fractions(t)
+    eu = _exp_fractions(t)
 
     def loop(words: Any, st: Any, out: Any, i: int) -> int:
-        return _exact_loop.laplace_loop(words, st, out, i, s, t, fp, fm)
+        return _exact_loop.laplace_loop(words, st, out, i, s, t, eu, _E1)
 
     return _drive(n, src, loop, lambda: _laplace_int(b, src))
