@@ -538,3 +538,31 @@ def test_numpy_integers_are_taken_exactly() -> None:
     a = discrete_laplace(big, 20, source=BitSource(Stream("np").read))
     b = discrete_laplace(Fraction((1 << 60) + 1), 20, source=BitSource(Stream("np").read))
     assert np.array_equal(a, b)
+
+
+def test_exp_bounds_and_digits_against_the_reference() -> None:
+    """The sampler's enclosures of exp(-x) (alternating series) and its digits of
+    exp(-gamma) against the reference's bounds (the positive series of exp(gamma)): L <=
+    exp(-x) 2**p <= H at low and high precisions, and floor(exp(-gamma) 2**bits) for
+    gammas from 0 to 60 (the floor checked from both sides)."""
+    from postdp.mechanisms.exact import _exp_digits, _exp_whole, _series
+
+    rng = np.random.default_rng(7)
+    ref = Reference(Stream("bounds"))
+    for _ in range(150):
+        x = Fraction(int(rng.integers(1, 10**6)), int(rng.integers(10**6, 10**7)))
+        p = int(rng.choice([4, 6, 8, 16, 64]))
+        low, high = _series(x.numerator, x.denominator, p)
+        assert ref.exp_exceeds(x, Fraction(low, 1 << p)) or Fraction(low, 1 << p) == 0
+        assert not ref.exp_exceeds(x, Fraction(high, 1 << p))
+    for n in (1, 2, 7):
+        low, high = _exp_whole(n, 8)
+        assert ref.exp_exceeds(Fraction(n), Fraction(low, 256))
+        assert not ref.exp_exceeds(Fraction(n), Fraction(high, 256))
+    for _ in range(150):
+        gamma = Fraction(int(rng.integers(1, 6 * 10**7)), int(rng.integers(1, 10**6)))
+        gamma = min(gamma, Fraction(60))
+        bits = int(rng.choice([3, 8, 64, 100]))
+        digits = _exp_digits(gamma, bits)
+        assert digits == 0 or ref.exp_exceeds(gamma, Fraction(digits, 1 << bits))
+        assert not ref.exp_exceeds(gamma, Fraction(digits + 1, 1 << bits))
