@@ -283,6 +283,8 @@ BARE_NOISE = {"scale", "sigma", "epsilon", "rho", "lam", "b"}
 # Optional data that may still be given by position: a hierarchy's counts, a design's truth.
 OPTIONAL_DATA = {"counts", "truth", "hierarchy"}  # project(): table measurements carry theirs
 NOISE_CLASSES = {"Laplace", "Geometric", "Gaussian", "DiscreteGaussian", "LogLaplace", "Budget"}
+# Parameters named like noise that are not noise: the synthetic population's size factor.
+NOT_NOISE = {"synthetic_population": {"scale"}}
 
 
 def _callables():
@@ -329,7 +331,11 @@ def _problems(obj, kind, owner):
         if late:
             found.append(f"options must be keyword-only: {', '.join(late)}")
     if kind == "function" or (kind in ("class", "builder") and owner not in NOISE_CLASSES):
-        bare = [p.name for p in params if p.name in BARE_NOISE]
+        bare = [
+            p.name
+            for p in params
+            if p.name in BARE_NOISE and p.name not in NOT_NOISE.get(owner, set())
+        ]
         if bare:
             found.append(f"noise must be a mechanism object, not {', '.join(bare)}")
     return found

@@ -8,6 +8,7 @@ import numpy as np
 import numpy.typing as npt
 
 ArrayLike: TypeAlias = npt.ArrayLike
+BoolArray: TypeAlias = npt.NDArray[np.bool_]
 FloatArray: TypeAlias = npt.NDArray[np.float64]
 IntArray: TypeAlias = npt.NDArray[np.int64]
 #: int64 or float64 array (integer mechanisms keep integers integer).

@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 
 from postdp.data import load_p1
+from postdp.data._population import tallies
 from postdp.errors import ValidationError
 from postdp.nmf import synthetic_population
-from postdp.nmf._population import tallies
 from postdp.tables import pl94_schema
 
 RACES = {

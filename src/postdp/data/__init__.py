@@ -2,8 +2,10 @@
 loaders of the bundled files, readers of the Census Bureau's files, and the descriptions
 they need (facility columns, state codes, the published tables). The 2020 schemas and
 production strategies are :mod:`postdp.tables`'s (:func:`postdp.tables.pl94_schema`,
-:func:`postdp.tables.load_strategy`); the synthetic 2020 population is
-:func:`postdp.nmf.synthetic_population`."""
+:func:`postdp.tables.dhc_schema`, :func:`postdp.tables.load_strategy`; ``dhc_schema`` and
+``load_strategy`` are reachable from here too); the synthetic 2020 population,
+:func:`synthetic_population`, is this package's (and :mod:`postdp.nmf`'s, which measures
+it)."""
 
 from __future__ import annotations
 
@@ -34,9 +36,11 @@ from postdp.data._pl94_tables import (
     level_names,
     pl94_tables,
 )
+from postdp.data._population import synthetic_population
 from postdp.data._states import STATE_FIPS
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
+from postdp.tables import dhc_schema, load_strategy
 
 __all__ = [
     "FACILITY_COLUMNS",
@@ -46,6 +50,7 @@ __all__ = [
     "STATE_FIPS",
     "check_facilities",
     "county_hierarchy",
+    "dhc_schema",
     "facility_bounds",
     "geography_names",
     "geoid_names",
@@ -55,6 +60,7 @@ __all__ = [
     "load_county_populations",
     "load_p1",
     "load_section203",
+    "load_strategy",
     "load_title1",
     "person_states",
     "pl94_tables",
@@ -63,6 +69,7 @@ __all__ = [
     "read_persons",
     "synthetic_facilities",
     "synthetic_hierarchy",
+    "synthetic_population",
     "synthetic_table",
     "tabulate_persons",
 ]

@@ -14,10 +14,10 @@ estimates, partition by partition and resumably (:mod:`postdp.nmf.runs`);
 :mod:`postdp.nmf._layout` for the layout's facts and sources.
 """
 
+from postdp.data._population import synthetic_population, synthetic_states
 from postdp.nmf._io import write
 from postdp.nmf._layout import LEVELS_2020
 from postdp.nmf._output import PLAN_FILE
-from postdp.nmf._population import synthetic_population, synthetic_states
 from postdp.nmf._read import read, subtrees
 from postdp.nmf._subtree import below
 from postdp.nmf.amc import amc

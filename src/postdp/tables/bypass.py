@@ -27,15 +27,12 @@ which is all this module does.
 from __future__ import annotations
 
 import numpy as np
-import numpy.typing as npt
 
-from postdp._typing import ArrayLike, FloatArray, IntArray
+from postdp._typing import ArrayLike, BoolArray, FloatArray, IntArray
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
 from postdp.tables._table import Table
 from postdp.tables.workload import Workload
-
-BoolArray = npt.NDArray[np.bool_]
 
 __all__ = [
     "check_budget_scale",

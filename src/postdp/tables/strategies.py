@@ -16,6 +16,15 @@ sources) in ``shared/research/pl94-2020-design.md`` sections 1.1-1.4:
 - invariants kept as public queries here: persons, the state totals (and so the US total);
   units, the block housing-unit counts (and so every geounit's total).
 
+The DHC persons preset, ``dhc-2020-persons``, is the Census Bureau's 2020 production run of
+the Demographic and Housing Characteristics file (``shared/research/dhc-2020-design.md``
+section 2: strategy ``DecompTestStrategyDHCP_20220922_exp_iteration_23_1``, US run): eight
+geolevels (with the spine's Prim, Tract_Subset_Group and Tract_Subset), ten queries at each,
+each given as its absolute rho (total 24811/5000); its shares here are those rhos over their
+level's sum and the level sums over the total. Its schema is :func:`postdp.tables.dhc_schema`,
+and it holds the published PL94 persons histogram (``hhgq8lev * votingage * hispanic *
+cenrace``) at every level: :attr:`Strategy.held`.
+
 A third preset, ``pl94-2020-p1``, is postdp's, not the Census Bureau's: table P1's 63 race
 cells (the persons schema's ``cenrace``) measured with the persons run's rho and geolevel
 shares, each level's share split between ``total`` (the persons run's share of it there) and
@@ -41,6 +50,7 @@ import pandas as pd
 from postdp.errors import ValidationError
 from postdp.mechanisms import Budget
 from postdp.tables._table import Table
+from postdp.tables.dhc import dhc_schema
 from postdp.tables.pl94 import p1_schema, pl94_schema, units_schema
 from postdp.tables.schema import Schema
 from postdp.tables.workload import Query, Share, Workload
@@ -66,6 +76,27 @@ _PERSON_QUERIES = (  # query -> share per level, in LEVELS order ("0": not measu
 )  # fmt: skip
 _UNIT_LEVELS = ("1/205", "1/205", "7/82", "364/1025", "1759/4100", "99/820")
 
+DHC_LEVELS = (
+    "US", "State", "County", "Prim", "Tract_Subset_Group", "Tract_Subset", "Block_Group", "Block",
+)  # fmt: skip
+# The DHC persons queries, in the production order and spelling, and each one's absolute rho
+# per level in units of 1/10000 (dhcp_strategies.py 601-624; DHC_LEVELS order)
+_DHC_QUERIES = (
+    ("age_18_64_116 * relgq_4_groups", (73, 999, 310, 478, 478, 868, 430, 11)),
+    ("age_18_64_116 * sex", (73, 999, 310, 478, 478, 868, 430, 11)),
+    ("age_38_groups * sex", (73, 999, 310, 478, 478, 868, 430, 11)),
+    ("hispanic * sex", (73, 999, 310, 478, 478, 868, 430, 11)),
+    ("sex * relgq_4_groups", (73, 999, 310, 478, 478, 868, 430, 11)),
+    ("gq_constr_groups * age_10_groups", (292, 3996, 1240, 1912, 1912, 3472, 430, 11)),
+    ("popSehsdTargetsRelship", (73, 999, 1240, 478, 478, 3472, 430, 11)),
+    ("hispanic * sex * age_40_groups * relship_and_eight_level_GQ * cenrace",
+     (73, 999, 310, 478, 478, 868, 430, 11)),
+    ("relgq * age_40_groups * hispanic * cenrace * sex", (73, 999, 310, 478, 478, 868, 430, 11)),
+    ("detailed", (73, 999, 310, 478, 478, 868, 430, 11)),
+)  # fmt: skip
+#: The PL94 persons histogram, as a marginal of the DHC persons schema.
+PL94_IN_DHC = "hhgq8lev * votingage * hispanic * cenrace"
+
 
 @dataclass(frozen=True)
 class Strategy:
@@ -84,6 +115,11 @@ class Strategy:
         Per level, each measured marginal's share of the level's rho.
     invariants : tuple of (level index, marginal name)
         Counts published exactly.
+    held : tuple of (level index, marginal name)
+        Counts held equal to another release's, not measured by this run: the DHC persons
+        run holds the published PL94 persons histogram at every geounit. They cost this
+        run no privacy (their release paid for them), so :meth:`workload` does not measure
+        them from the table; they are constraints on its post-processing.
 
     Examples
     --------
@@ -99,6 +135,7 @@ class Strategy:
     level_shares: tuple[Fraction, ...]
     query_shares: tuple[Mapping[str, Fraction], ...]
     invariants: tuple[tuple[int, str], ...]
+    held: tuple[tuple[int, str], ...] = ()
 
     @property
     def budget(self) -> Budget:
@@ -290,7 +327,30 @@ def _units() -> Strategy:
     )
 
 
-_STRATEGIES = {"pl94-2020-persons": _persons, "pl94-2020-p1": _p1, "pl94-2020-units": _units}
+def _dhc_persons() -> Strategy:
+    rho = [{q: Fraction(v[d], 10000) for q, v in _DHC_QUERIES} for d in range(len(DHC_LEVELS))]
+    level = [sum(r.values(), Fraction(0)) for r in rho]
+    total = sum(level, Fraction(0))
+    return Strategy(
+        name="dhc-2020-persons",
+        schema=dhc_schema(),
+        rho=total,
+        levels=DHC_LEVELS,
+        level_shares=tuple(g / total for g in level),
+        query_shares=tuple(
+            {q: v / g for q, v in r.items()} for r, g in zip(rho, level, strict=True)
+        ),
+        invariants=((0, "total"), (1, "total")),
+        held=tuple((d, PL94_IN_DHC) for d in range(len(DHC_LEVELS))),
+    )
+
+
+_STRATEGIES = {
+    "pl94-2020-persons": _persons,
+    "pl94-2020-p1": _p1,
+    "pl94-2020-units": _units,
+    "dhc-2020-persons": _dhc_persons,
+}
 
 
 def _cells(table: Table) -> tuple[str, ...]:
@@ -299,9 +359,9 @@ def _cells(table: Table) -> tuple[str, ...]:
 
 
 def load_strategy(name: str) -> Strategy:
-    """A preset measurement strategy: ``"pl94-2020-persons"``, ``"pl94-2020-units"`` (the
-    Census Bureau's 2020 production runs) or ``"pl94-2020-p1"`` (postdp's P1-shaped design:
-    the persons budget on table P1's 63 race cells).
+    """A preset measurement strategy: ``"pl94-2020-persons"``, ``"pl94-2020-units"``,
+    ``"dhc-2020-persons"`` (the Census Bureau's 2020 production runs) or ``"pl94-2020-p1"``
+    (postdp's P1-shaped design: the persons budget on table P1's 63 race cells).
 
     Parameters
     ----------
@@ -310,8 +370,8 @@ def load_strategy(name: str) -> Strategy:
     Returns
     -------
     Strategy
-        With :meth:`Strategy.budget` (17.14 and 2.47 epsilon at delta 1e-10; the P1
-        design's is the persons run's),
+        With :meth:`Strategy.budget` (17.14, 2.47 and 25.42 epsilon at delta 1e-10; the
+        P1 design's is the persons run's),
         :meth:`Strategy.workload` for a table and :meth:`Strategy.sigma_table`.
 
     Examples

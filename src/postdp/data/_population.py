@@ -24,7 +24,8 @@ import numpy as np
 from scipy import sparse
 
 from postdp._validation import fraction
-from postdp.data import STATE_FIPS, load_p1
+from postdp.data._p1 import load_p1
+from postdp.data._states import STATE_FIPS
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
 from postdp.tables import Table, pl94_schema
