@@ -36,7 +36,7 @@ from postdp.data._pl94_tables import (
     level_names,
     pl94_tables,
 )
-from postdp.data._population import synthetic_population
+from postdp.data._population import synthetic_population, synthetic_states
 from postdp.data._states import STATE_FIPS
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
@@ -70,6 +70,7 @@ __all__ = [
     "synthetic_facilities",
     "synthetic_hierarchy",
     "synthetic_population",
+    "synthetic_states",
     "synthetic_table",
     "tabulate_persons",
 ]

@@ -14,7 +14,7 @@ estimates, partition by partition and resumably (:mod:`postdp.nmf.runs`);
 :mod:`postdp.nmf._layout` for the layout's facts and sources.
 """
 
-from postdp.data._population import synthetic_population, synthetic_states
+from postdp.data import synthetic_population, synthetic_states
 from postdp.nmf._io import write
 from postdp.nmf._layout import LEVELS_2020
 from postdp.nmf._output import PLAN_FILE

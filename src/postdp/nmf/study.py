@@ -65,7 +65,7 @@ def synthetic_truth(run_dir: str | os.PathLike[str]) -> Table:
     >>> int(truth.counts()[truth.geography.root, 0]) == int(held[0][0, 0])  # the invariant
     True
     """
-    from postdp.data._population import synthetic_population
+    from postdp.data import synthetic_population
     from postdp.tables import load_strategy
 
     run = Path(run_dir)

@@ -71,7 +71,7 @@ def synthetic_run(
     >>> m.secure, m.table.geography.n_levels
     (False, 6)
     """
-    from postdp.data._population import synthetic_population
+    from postdp.data import synthetic_population
     from postdp.tables import load_strategy, measure, single_child_bypass
 
     s = load_strategy("pl94-2020-persons")
