@@ -36,6 +36,7 @@ import os
 import resource
 import statistics
 import time
+from collections.abc import Callable
 from fractions import Fraction
 
 import numpy as np
@@ -63,6 +64,27 @@ def laplace_scales() -> list[tuple[str, Fraction]]:
     return [(f"geometric eps {e}", 1 / e) for e in (Fraction(1), Fraction(3, 7), Fraction(1, 10))]
 
 
+def _back_to_back(
+    study: Callable[[int], object], exact: Callable[[], object], n: int, repeat: int
+) -> str:
+    """``study(run)`` then ``exact()`` timed back to back ``repeat`` times: the medians of
+    the per-value times and of the per-run ratios exact/study, as printed columns."""
+    per_study, per_exact, ratio = [], [], []
+    for r in range(repeat):
+        t0 = time.perf_counter()
+        study(r)
+        t1 = time.perf_counter()
+        exact()
+        t2 = time.perf_counter()
+        per_study.append((t1 - t0) / n * 1e9)
+        per_exact.append((t2 - t1) / n * 1e9)
+        ratio.append((t2 - t1) / (t1 - t0))
+    return (
+        f"{statistics.median(per_study):9.0f} {statistics.median(per_exact):9.0f} "
+        f"{statistics.median(ratio):11.1f}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--values", type=int, default=1_000_000)
@@ -78,20 +100,13 @@ def main() -> None:
     for label, sigma2 in scales():
         mech = DiscreteGaussian(rho=float(1 / (2 * sigma2)))
         discrete_gaussian(sigma2, 1000)  # its table built once, as in a release
-        study, exact, ratio = [], [], []
-        for r in range(args.repeat):
-            t0 = time.perf_counter()
-            mech.sample(zeros, rng=r)
-            t1 = time.perf_counter()
-            discrete_gaussian(sigma2, n)
-            t2 = time.perf_counter()
-            study.append((t1 - t0) / n * 1e9)
-            exact.append((t2 - t1) / n * 1e9)
-            ratio.append((t2 - t1) / (t1 - t0))
-        line = (
-            f"{label:<34} {float(sigma2) ** 0.5:7.2f} {statistics.median(study):9.0f} "
-            f"{statistics.median(exact):9.0f} {statistics.median(ratio):11.1f}"
+        times = _back_to_back(
+            lambda r, m=mech: m.sample(zeros, rng=r),
+            lambda s=sigma2: discrete_gaussian(s, n),
+            n,
+            args.repeat,
         )
+        line = f"{label:<34} {float(sigma2) ** 0.5:7.2f} {times}"
         if args.opendp:
             from postdp.mechanisms.release import opendp_sampler
 
@@ -107,21 +122,13 @@ def main() -> None:
     for label, scale in laplace_scales():
         geo = Geometric(epsilon=float(1 / scale))
         discrete_laplace(scale, 1000)
-        study, exact, ratio = [], [], []
-        for r in range(args.repeat):
-            t0 = time.perf_counter()
-            geo.sample(zeros, rng=r)
-            t1 = time.perf_counter()
-            discrete_laplace(scale, n)
-            t2 = time.perf_counter()
-            study.append((t1 - t0) / n * 1e9)
-            exact.append((t2 - t1) / n * 1e9)
-            ratio.append((t2 - t1) / (t1 - t0))
-        print(
-            f"{label:<34} {float(scale):7.2f} {statistics.median(study):9.0f} "
-            f"{statistics.median(exact):9.0f} {statistics.median(ratio):11.1f}",
-            flush=True,
+        times = _back_to_back(
+            lambda r, g=geo: g.sample(zeros, rng=r),
+            lambda b=scale: discrete_laplace(b, n),
+            n,
+            args.repeat,
         )
+        print(f"{label:<34} {float(scale):7.2f} {times}", flush=True)
     after = os.getloadavg()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"load average after {after[0]:.2f}; peak resident memory {peak:.0f} MB")
