@@ -81,16 +81,9 @@ _RELGQ = (
     "GQ997 other noninstitutional",
 )
 _AGES = 116
-# the 7 major group-quarters groups of PL94 (relgq codes), after the households (0-17)
-_GQ_MAJOR = (
-    ("adult correctional", range(18, 24)),
-    ("juvenile", range(24, 27)),
-    ("nursing", range(27, 28)),
-    ("other institutional", range(28, 33)),
-    ("college housing", range(33, 34)),
-    ("military quarters", range(34, 36)),
-    ("other noninstitutional", range(36, 42)),
-)
+# the relgq codes of PL94's 7 group-quarters levels (hhgq 1-7), after the households (0-17)
+_GQ_MAJOR = (range(18, 24), range(24, 27), range(27, 28), range(28, 33), range(33, 34),
+             range(34, 36), range(36, 42))  # fmt: skip
 
 
 def _spans(name: str, bounds: Sequence[tuple[int, int]]) -> Recode:
@@ -125,7 +118,9 @@ def _age() -> Attribute:
 
 def _relgq() -> Attribute:
     households = range(18)
-    major = dict(_GQ_MAJOR)
+    # PL94's own labels, so that hhgq8lev's counts are the PL94 histogram's
+    hhgq = pl94_schema().attributes[0].levels
+    major = dict(zip(hhgq[1:], _GQ_MAJOR, strict=True))
     recodes = [
         Recode(
             "relgq_4_groups",
@@ -155,7 +150,7 @@ def _relgq() -> Attribute:
             "relship_and_eight_level_GQ",
             {**{_RELGQ[r]: [r] for r in households}, **major},
         ),
-        Recode("hhgq8lev", {"household": households, **major}),
+        Recode("hhgq8lev", {hhgq[0]: households, **major}),
     ]
     return Attribute("relgq", _RELGQ, recodes=recodes)
 
