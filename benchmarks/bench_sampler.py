@@ -17,7 +17,8 @@ zeros):
   path, on N values (it is some 200 times slower than the study path).
 
 Then the discrete Laplace (the geometric mechanism) the same way: ``Geometric.sample``
-against :func:`postdp.mechanisms.exact.discrete_laplace` at epsilon 1, 3/7 and 1/10.
+against :func:`postdp.mechanisms.exact.discrete_laplace` at epsilon 1, 3/7 and 1/10 (drawn
+by inversion) and 1/2000 and 1/50000 (scales beyond the inversion's tables: Algorithm 2).
 
 The scales are the 2020 persons design's: the smallest and largest sigma of its queries at
 the blocks and the counties (``load_strategy("pl94-2020-persons")``, each query's exact
@@ -60,8 +61,10 @@ def scales() -> list[tuple[str, Fraction]]:
 
 
 def laplace_scales() -> list[tuple[str, Fraction]]:
-    """The geometric mechanism's scale 1/epsilon (sensitivity 1) at a few exact epsilons."""
-    return [(f"geometric eps {e}", 1 / e) for e in (Fraction(1), Fraction(3, 7), Fraction(1, 10))]
+    """The geometric mechanism's scale 1/epsilon (sensitivity 1) at a few exact epsilons:
+    three drawn by inversion, and two beyond its tables (scale above 1024), by Algorithm 2."""
+    eps = (Fraction(1), Fraction(3, 7), Fraction(1, 10), Fraction(1, 2000), Fraction(1, 50000))
+    return [(f"geometric eps {e}", 1 / e) for e in eps]
 
 
 def _back_to_back(
@@ -128,7 +131,7 @@ def main() -> None:
             n,
             args.repeat,
         )
-        print(f"{label:<34} {float(scale):7.2f} {times}", flush=True)
+        print(f"{label:<34} {float(scale):7.0f} {times}", flush=True)
     after = os.getloadavg()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"load average after {after[0]:.2f}; peak resident memory {peak:.0f} MB")

@@ -39,6 +39,7 @@ class Stream:
 
 
 TABLE_MAX = 1 << 16  # the sampler's tables of exp(-u/t) end at t = 2**16 (its contract)
+INVERT_MAX = 8192  # scales up to this are drawn by inversion (its contract)
 
 
 class Reference:
@@ -133,9 +134,38 @@ class Reference:
         self.log.append(("exp", int(outcome)))
         return outcome
 
+    def geometric(self, step: Fraction) -> int:
+        """G with P[G >= g] = exp(-g step), by inversion: U's digits read until [low, low +
+        width) lies wholly in one cell [exp(-(G + 1) step), exp(-G step))."""
+        low, width = Fraction(0), Fraction(1)
+        while True:
+            top = low + width
+            # the cell of the top end: the largest g with top <= exp(-g step); a float
+            # logarithm picks where to start looking, the exact comparisons decide
+            start = (math.log(top.denominator) - math.log(top.numerator)) / float(step)
+            g = max(0, int(start) - 1)
+            while g > 0 and not self.exp_exceeds(g * step, top):
+                g -= 1
+            while self.exp_exceeds((g + 1) * step, top):
+                g += 1
+            if not self.exp_exceeds((g + 1) * step, low):  # low in the same cell
+                self.log.append(("geometric", g))
+                return g
+            width /= 2
+            low += width * self.bit()
+
     def laplace(self, s: int, t: int) -> int:
-        """Algorithm 2: P[z] proportional to exp(-|z| s/t); u kept by comparison with
+        """P[z] proportional to exp(-|z| s/t). Up to scale INVERT_MAX: G by inversion and a
+        sign, again for a negative zero. Beyond: Algorithm 2, u kept by comparison with
         exp(-u/t) when t is within the sampler's tables, else by Algorithm 1."""
+        if Fraction(t, s) <= INVERT_MAX:
+            while True:
+                g = self.geometric(Fraction(s, t))
+                b = self.bernoulli(Fraction(1, 2))
+                if b and g == 0:
+                    continue
+                self.log.append(("laplace", (1 - 2 * b) * g))
+                return (1 - 2 * b) * g
         while True:
             u = self.uniform(t)
             if t <= TABLE_MAX:
@@ -144,9 +174,7 @@ class Reference:
                 keep = self.chain(Fraction(u, t))
             if not keep:
                 continue
-            v = 0
-            while self.bernoulli_exp(Fraction(1)):
-                v += 1
+            v = self.geometric(Fraction(1))
             x = u + t * v
             y = x // s
             b = self.bernoulli(Fraction(1, 2))
@@ -178,13 +206,19 @@ GAUSSIAN_CASES = [
     Fraction(2),  # sigma^2 / t = 1: gamma(1) = 0, kept without a draw
 ]
 LAPLACE_CASES = [
+    # by inversion (scale up to INVERT_MAX)
     Fraction(1),
     Fraction(7, 3),
     Fraction(1, 2),
     Fraction(40),
+    Fraction(8192),  # the largest table of powers (and the widest guide)
+    Fraction(1 / 0.3),  # a float's binary fraction (a 53-bit numerator)
+    Fraction((1 << 60) + 1, 1 << 58),  # element by element (numerator beyond 2**56)
+    # by Algorithm 2
+    Fraction(8193),  # u kept by comparison with the table of exp(-u/t)
+    Fraction(16385, 2),
     Fraction((1 << 50) + 1, 3),  # t beyond the tables: Algorithm 1, u/t by long division
     Fraction(1 << 17, 3),  # Algorithm 1 on dyadic u/t: expansions that end
-    Fraction(1 / 0.3),  # a float's binary fraction: Algorithm 1
     Fraction((1 << 60) + 1, 7),  # element by element
 ]
 
@@ -206,7 +240,8 @@ def test_laplace_takes_the_references_bits_and_values(scale: Fraction) -> None:
     label = f"laplace-{scale}"
     ref = Reference(Stream(label))
     src = BitSource(Stream(label).read, chunk=64)
-    for i in range(300 if scale.numerator > 1 << 56 else 1500):
+    # fewer values where the reference is slow: Python integers, or a scale of thousands
+    for i in range(300 if scale.numerator > 1 << 56 or scale > 1000 else 1500):
         (fast,) = discrete_laplace(scale, 1, source=src).tolist()
         assert fast == ref.laplace(scale.denominator, scale.numerator), f"value {i}"
         assert src.consumed == ref.bits, f"value {i}: bits read"
@@ -214,14 +249,16 @@ def test_laplace_takes_the_references_bits_and_values(scale: Fraction) -> None:
 
 def test_the_reference_makes_every_kind_of_decision() -> None:
     """The identity tests above reach both outcomes of the comparisons with exp(-gamma),
-    refused candidates, and (at a scale beyond the tables) Algorithm 1's chain ending odd
-    and even and past K = 2 (so none of them is left untested)."""
+    refused candidates, the inversion's cells, and (at a scale beyond the tables) Algorithm
+    1's chain ending odd and even and past K = 2 (so none of them is left untested)."""
     ref = Reference(Stream("coverage"))
     values = [ref.gaussian(Fraction(9, 4)) for _ in range(2000)]
     assert {k for kind, k in ref.log if kind == "exp"} == {0, 1}
     proposals = sum(kind == "laplace" for kind, _ in ref.log)
     assert proposals > len(values)  # some candidates were refused
     assert not any(kind == "chain" for kind, _ in ref.log)
+    cells = {g for kind, g in ref.log if kind == "geometric"}
+    assert {0, 1, 2} <= cells  # inversion lands in several cells
     big = Fraction((1 << 50) + 1, 3)  # a LAPLACE_CASES scale
     for _ in range(300):
         ref.laplace(big.denominator, big.numerator)
@@ -259,8 +296,16 @@ CRAFTED = {
     # candidate 0 (exp(-1) refused at U's first digit, sign +), then the acceptance of
     # gamma(0) = 1/6 meets exp(-1/6)'s 64 digits: Python integers read on
     "gauss-64-equal-digits": (Fraction(1, 3), "1" + "1" + _exp_expansion(Fraction(1, 6), 64)),
-    # u = 1 of t = 3, then the comparison with exp(-1/3) meets 64 equal digits
-    "laplace-64-equal-digits": (Fraction(3), "01" + _exp_expansion(Fraction(1, 3), 64)),
+    # inversion at scale 3: U's first 64 digits are exp(-1/3)'s, the edge of G = 0's cell
+    "inversion-64-equal-digits": (Fraction(3), _exp_expansion(Fraction(1, 3), 64)),
+    # inversion at scale 1: 64 zeros, below every power in the table (U < exp(-44))
+    "inversion-beyond-the-powers": (Fraction(1), "0" * 64),
+    # Algorithm 2 (scale beyond INVERT_MAX): u = 1 of t = 8193, then the comparison with
+    # exp(-1/8193) meets 64 equal digits
+    "laplace-64-equal-digits": (
+        Fraction(8193),
+        format(1, "014b") + _exp_expansion(Fraction(1, 8193), 64),
+    ),
     # u = 1 of a t beyond the tables: Algorithm 1's step K = 1 meets 1/t's 64 digits
     "chain-64-equal-digits-k1": (
         Fraction(BIG_T),
@@ -271,8 +316,9 @@ CRAFTED = {
         Fraction(BIG_T),
         format(2, "018b") + "0" * 17 + _expansion(Fraction(1, BIG_T), 64),
     ),
-    # zeros keep exp(-1) accepted 550 times: a candidate far beyond the Gaussian's table
-    "candidate-beyond-the-table": (Fraction(1, 4), "0" * 1100),
+    # U below 2**-60 at scale t = 1: a candidate of 41 or 42, beyond the Gaussian's table
+    # (its 41 entries) but within the powers' (45)
+    "candidate-beyond-the-table": (Fraction(1, 4), "0" * 60 + "1"),
 }
 
 
@@ -543,9 +589,10 @@ def test_numpy_integers_are_taken_exactly() -> None:
 def test_exp_bounds_and_digits_against_the_reference() -> None:
     """The sampler's enclosures of exp(-x) (alternating series) and its digits of
     exp(-gamma) against the reference's bounds (the positive series of exp(gamma)): L <=
-    exp(-x) 2**p <= H at low and high precisions, and floor(exp(-gamma) 2**bits) for
-    gammas from 0 to 60 (the floor checked from both sides)."""
-    from postdp.mechanisms.exact import _exp_digits, _exp_whole, _series
+    exp(-x) 2**p <= H at low and high precisions, floor(exp(-gamma) 2**bits) for gammas from
+    0 to 60, and the inversion's table of floor(exp(-g/scale) 2**64) built by iterated
+    enclosures (each floor checked from both sides)."""
+    from postdp.mechanisms.exact import _exp_digits, _exp_whole, _power_digits, _series
 
     rng = np.random.default_rng(7)
     ref = Reference(Stream("bounds"))
@@ -559,6 +606,14 @@ def test_exp_bounds_and_digits_against_the_reference() -> None:
         low, high = _exp_whole(n, 8)
         assert ref.exp_exceeds(Fraction(n), Fraction(low, 256))
         assert not ref.exp_exceeds(Fraction(n), Fraction(high, 256))
+    for scale in (Fraction(1), Fraction(7, 3), Fraction(1, 3), Fraction(8192)):
+        powers = _power_digits(scale.denominator, scale.numerator)  # iterated enclosures
+        assert powers[-1] == 0 and all(powers[:-1])  # up to the first 0, no further
+        for g in sorted({1, 2, 3, len(powers) // 2, len(powers) - 1, len(powers)}):
+            gamma = g / scale
+            digits = Fraction(powers[g - 1], 1 << 64)
+            assert powers[g - 1] == 0 or ref.exp_exceeds(gamma, digits)
+            assert not ref.exp_exceeds(gamma, digits + Fraction(1, 1 << 64))
     for _ in range(150):
         gamma = Fraction(int(rng.integers(1, 6 * 10**7)), int(rng.integers(1, 10**6)))
         gamma = min(gamma, Fraction(60))

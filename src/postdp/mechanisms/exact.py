@@ -4,18 +4,21 @@ The release path's own sampler: integers only (no floating point touches a decis
 randomness from ``os.urandom``, vectorised over a batch so that a nation's billions of
 noisy counts can be drawn in hours, not days.
 
-The algorithms are those of Canonne, Kamath and Steinke (2020), "The Discrete Gaussian for
-Differential Privacy" (NeurIPS; arXiv:2004.00010): Algorithm 2 (the discrete Laplace of a
-rational scale) and Algorithm 3 (the discrete Gaussian of a rational sigma^2, by rejection
-from a discrete Laplace of scale floor(sigma) + 1). Both need coins that land heads with
-probability exp(-gamma) for rational gammas. The paper's Algorithm 1 flips a chain of
-rational coins for each; here such a coin compares a uniform U with exp(-gamma)'s binary
-expansion directly (Algorithms 2 and 3 ask only that the coin be exact). Its digits are
-computed exactly, with Python integers, from partial sums of the exponential series that
-bracket it, and tabled for the gammas a draw can meet: two random bits on average and one
-comparison per coin, where Algorithm 1 flips several rational coins for a gamma below 1
-and a chain more for each unit of gamma above it. Algorithm 1 remains for Algorithm 2's
-u/t when t is beyond the tables (2**16). Every probability drawn against is exact.
+The discrete Gaussian of a rational sigma^2 is Algorithm 3 of Canonne, Kamath and Steinke
+(2020), "The Discrete Gaussian for Differential Privacy" (NeurIPS; arXiv:2004.00010): by
+rejection from a discrete Laplace of scale floor(sigma) + 1. The discrete Laplace of a
+rational scale up to 8192 is drawn by inversion: a geometric G with P[G >= g] =
+exp(-g/scale) found by comparing one uniform U with a table of exp(-g/scale)'s exact
+digits, and a sign. Beyond that scale it is their Algorithm 2. Algorithms 2 and 3 need
+coins that land heads with probability exp(-gamma) for rational gammas. The paper's
+Algorithm 1 flips a chain of rational coins for each; here such a coin compares a uniform U
+with exp(-gamma)'s binary expansion directly (Algorithms 2 and 3 ask only that the coin be
+exact). Its digits are computed exactly, with Python integers, from partial sums of the
+exponential series that bracket it, and tabled for the gammas a draw can meet: two random
+bits on average and one comparison per coin, where Algorithm 1 flips several rational coins
+for a gamma below 1 and a chain more for each unit of gamma above it. Algorithm 1 remains
+for Algorithm 2's u/t when t is beyond the tables (2**16). Every probability drawn against
+is exact.
 
 How random bits are used (what makes a draw reproducible from a fixed byte stream, and what
 the tests check against a slow reference written with Python's exact fractions):
@@ -34,19 +37,28 @@ the tests check against a slow reference written with Python's exact fractions):
   differs; for gamma = 0 it reads nothing and is true);
 - ``chain(gamma)``, gamma in [0, 1] (Algorithm 1): ``K = 1`` and ``K += 1`` while
   ``bernoulli(gamma / K)``, true when ``K`` ends odd;
-- the discrete Laplace of scale ``t/s`` in lowest terms (Algorithm 2): ``u = uniform(t)``,
-  kept when ``bernoulli_exp(u/t)`` if t <= 2**16, else when ``chain(u/t)``; then ``v``, the
-  number of ``bernoulli_exp(1)`` before the first false; ``y = (u + t v) // s``; the sign
-  ``bernoulli(1/2)`` (true: negative), and a new start for a negative zero;
+- ``geometric(step)``, step > 0 rational: reads bits as the binary digits of a uniform U
+  until they place U in one cell [exp(-(g + 1) step), exp(-g step)), and gives that g:
+  after ``j`` bits forming the integer ``r``, the cell is that of the largest g with ``r <
+  floor(exp(-g step) 2**j)`` (every r for g = 0), and it is settled when ``r >
+  floor(exp(-(g + 1) step) 2**j)`` (exp(-g step) is irrational for g >= 1, so U is never
+  on an edge);
+- the discrete Laplace of scale ``t/s`` in lowest terms, t/s <= 8192 (inversion): ``y =
+  geometric(s/t)``, then the sign ``bernoulli(1/2)`` (true: negative), and a new start
+  for a negative zero;
+- beyond 8192 (Algorithm 2): ``u = uniform(t)``, kept when ``bernoulli_exp(u/t)`` if t <=
+  2**16, else when ``chain(u/t)``; then ``v = geometric(1)``; ``y = (u + t v) // s``; the
+  sign and the new start for a negative zero as above;
 - the discrete Gaussian (Algorithm 3), ``t = floor(sigma) + 1``: a candidate ``y`` of the
   discrete Laplace of scale t, kept when ``bernoulli_exp((|y| - sigma^2/t)^2 /
   (2 sigma^2))``, else a new candidate.
 
 Values are drawn one after another, each taking exactly these bits (Numba-compiled loops,
 :mod:`postdp.mechanisms._exact_loop`, reading the random words in place). Rare states (a
-comparison that 64 digits leave unsettled, probability 2**-64 per coin; a Gaussian
-candidate beyond the table; a scale's numerator of 2**56 or more) are drawn element by
-element with Python integers, from the same stream and the same bits.
+comparison that 64 digits leave unsettled, probability 2**-64 per coin; a uniform below
+every power in the inversion's table, U < 2**-64; a Gaussian candidate beyond its table; a
+scale's numerator of 2**56 or more) are drawn element by element with Python integers,
+from the same stream and the same bits.
 """
 
 from __future__ import annotations
@@ -81,6 +93,9 @@ _LIMB = 56
 # Gaussian candidates |y| below this many multiples of t have a precomputed gamma.
 _TABLE_T = 40
 _TABLE_MAX = 1 << 16
+# Scales up to this are drawn by inversion against a table of exp(-g/scale)'s digits (at
+# most 363,409 of them, 2.9 MB, and a guide of 4 MB); beyond it, by Algorithm 2.
+_INVERT_MAX = 8192
 # Bits fetched ahead for the compiled loops at first (about 4,000 values' worth).
 _AHEAD = 1 << 20
 
@@ -295,16 +310,51 @@ def _keep_u(u: int, t: int, src: BitSource) -> bool:
     return _chain_from(Fraction(u, t), 1, src)
 
 
+def _geometric_int(step: Fraction, src: BitSource) -> int:
+    """G with P[G >= g] = exp(-g step), by inversion: U's digits read until they place U in
+    one cell [exp(-(G + 1) step), exp(-G step)). After j digits forming the integer r, the
+    cell is that of the largest g with r < floor(exp(-g step) 2**j) (every r for g = 0), and
+    it is settled when r > floor(exp(-(g + 1) step) 2**j)."""
+    bits = 64
+    known: dict[int, int] = {}
+
+    def floor_at(g: int, j: int) -> int:  # floor(exp(-g step) 2**j), g >= 1, j <= bits
+        if g not in known:
+            known[g] = _exp_digits(g * step, bits)
+        return known[g] >> (bits - j)
+
+    r, j = 0, 0
+    while True:
+        if j > bits:
+            bits *= 2
+            known.clear()
+        guess = (j * math.log(2) - math.log(r + 1)) / float(step)  # a start; not a decision
+        g = max(0, int(guess))
+        while g > 0 and r >= floor_at(g, j):
+            g -= 1
+        while r < floor_at(g + 1, j):
+            g += 1
+        if r > floor_at(g + 1, j):
+            return g
+        r = 2 * r + src.take_int(1)
+        j += 1
+
+
 def _laplace_int(scale: Fraction, src: BitSource) -> int:
-    """Algorithm 2, one draw, with Python integers."""
+    """The discrete Laplace, one draw, with Python integers: by inversion for a scale up to
+    _INVERT_MAX, else Algorithm 2."""
     t, s = scale.numerator, scale.denominator
+    if t <= _INVERT_MAX * s:
+        while True:
+            g = _geometric_int(Fraction(s, t), src)
+            negative = _bernoulli(Fraction(1, 2), src)
+            if not (negative and g == 0):
+                return -g if negative else g
     while True:
         u = _uniform_int(t, src)
         if not _keep_u(u, t, src):
             continue
-        v = 0
-        while _bernoulli_exp(Fraction(1), src):
-            v += 1
+        v = _geometric_int(Fraction(1), src)
         y = (u + t * v) // s
         negative = _bernoulli(Fraction(1, 2), src)
         if negative and y == 0:
@@ -372,8 +422,56 @@ def _exp_fractions(t: int) -> Any:
     return np.array([_exp_digits(Fraction(u, t), 64) if u else 0 for u in range(t)], np.uint64)
 
 
-#: The digits of exp(-1): bernoulli_exp(1), Algorithm 2's geometric part.
-_E1 = np.uint64(_exp_digits(Fraction(1), 64))
+def _power_digits(s: int, t: int) -> list[int]:
+    """``floor(exp(-g s/t) * 2**64)`` for g = 1, 2, ... up to and including the first that
+    is 0, exactly: enclosures of exp(-g s/t) at 128 bits, each the previous one times an
+    enclosure of exp(-s/t) (rounded outward), whose floors agree but where the value lies
+    within some 2**-100 of a digit's edge; there the digits are computed on their own."""
+    step = Fraction(s, t)
+    p = 128
+    whole = math.floor(step)
+    frac = step - whole
+    lw, hw = _exp_whole(whole, p)
+    lf, hf = _series(frac.numerator, frac.denominator, p)
+    one_lo, one_hi = (lw * lf) >> p, -((-hw * hf) >> p)
+    low = high = 1 << p
+    out: list[int] = []
+    while not out or out[-1]:
+        low, high = (low * one_lo) >> p, -((-high * one_hi) >> p)
+        digits = low >> (p - 64)
+        if digits != high >> (p - 64):
+            digits = _exp_digits((len(out) + 1) * step, 64)
+        out.append(digits)
+    return out
+
+
+@functools.lru_cache(maxsize=16)
+def _powers(s: int, t: int) -> tuple[Any, Any]:
+    """The inversion's tables for the scale t/s (at most _INVERT_MAX): the digits of exp(-g
+    s/t) for g = 1, 2, ... up to and including the first that is 0 (index 0 holds 0, which
+    the loops rely on), and the guide. The guide cuts the 64-bit windows w into buckets by their
+    leading zeros and the next ``b`` bits after the leading one (b from 8 up to 14, more for
+    a larger scale, so that a bucket spans about one g); for each bucket it holds the
+    largest g with w < digits[g] at the bucket's largest w, where the search starts."""
+    digits = np.array([0, *_power_digits(s, t)], dtype=np.uint64)
+    b = min(max(8, math.ceil(t / s).bit_length() + 1), 14)
+    lz = np.arange(64, dtype=np.uint64)[:, None]
+    m = np.arange(1 << b, dtype=np.uint64)[None, :]
+    rest = np.uint64((1 << (63 - b)) - 1)
+    top = (np.uint64(1 << 63) | (m << np.uint64(63 - b)) | rest) >> lz
+    rising = digits[1:][::-1]  # the powers from the smallest (0) up
+    guide = rising.size - np.searchsorted(rising, top.ravel(), side="right")
+    return digits, np.minimum(guide, digits.size - 2).astype(np.int32)
+
+
+def _tables(s: int, t: int) -> tuple[bool, Any, Any, Any]:
+    """What the compiled loops need for the discrete Laplace of scale t/s: whether it is
+    drawn by inversion, the table of exp(-u/t) (Algorithm 2's, else empty) and the powers
+    with their guide (of exp(-s/t), or of exp(-1) for Algorithm 2's v)."""
+    invert = t <= _INVERT_MAX * s
+    powers, guide = _powers(s, t) if invert else _powers(1, 1)
+    eu = powers[:0] if invert else _exp_fractions(t)
+    return invert, eu, powers, guide
 
 
 @functools.lru_cache(maxsize=64)
@@ -424,11 +522,13 @@ def discrete_gaussian(
 
     Notes
     -----
-    Canonne, Kamath and Steinke (2020), Algorithm 3, with the bit contract of this module's
-    docstring. Memory beside the output: the random bits fetched ahead (128 KB at a time)
-    and the tables of exp(-gamma)'s digits (at most 65,536 candidates and t values of u/t
-    per sigma^2, 8 bytes each; built once per sigma^2 and kept for 64 of them, about 0.05 s
-    for each of the 2020 design's scales).
+    Canonne, Kamath and Steinke (2020), Algorithm 3, its candidates drawn as
+    :func:`discrete_laplace` draws scale t = floor(sigma) + 1, with the bit contract of
+    this module's docstring. Memory beside the output: the random bits fetched ahead (128
+    KB at a time), the digits of exp(-gamma) for the candidates (at most 65,536 per
+    sigma^2, 8 bytes each, kept for 64 of them) and the discrete Laplace's tables for t
+    (below 0.2 MB for t up to 100, kept for 16 scales); about 0.05 s to build for each of
+    the 2020 design's scales.
 
     Examples
     --------
@@ -444,10 +544,12 @@ def discrete_gaussian(
     if t >= 1 << _LIMB:  # element by element
         return np.array([_gaussian_int(s2, t, src) for _ in range(n)], dtype=np.int64)
     tb = _table(s2, t)
-    eu = _exp_fractions(t)
+    invert, eu, powers, guide = _tables(1, t)
 
     def loop(words: Any, st: Any, out: Any, i: int) -> int:
-        return _exact_loop.gaussian_loop(words, st, out, i, t, eu, _E1, tb.eg, tb.centre)
+        return _exact_loop.gaussian_loop(
+            words, st, out, i, t, invert, eu, powers, guide, tb.eg, tb.centre
+        )
 
     return _drive(n, src, loop, lambda: _gaussian_int(s2, t, src))
 
@@ -473,9 +575,13 @@ def discrete_laplace(
 
     Notes
     -----
-    Canonne, Kamath and Steinke (2020), Algorithm 2, with scale ``t/s`` in lowest terms.
-    For t up to 2**16 a table of exp(-u/t)'s digits is built once per t (about 3 s at
-    2**16); beyond, u is kept by Algorithm 1. A scale whose numerator is 2**56 or more is
+    With scale ``t/s`` in lowest terms, and the bit contract of this module's docstring.
+    Up to scale 8192, by inversion: the tables (the digits of exp(-g s/t) until they reach
+    0, about 44.4 t/s of them, and a guide of 64 KB to 4 MB) are built once per scale and
+    kept for 16 scales; 0.3 s and 7 MB at 8192. Beyond, Canonne, Kamath and Steinke (2020),
+    Algorithm 2: for t up to 2**16 a table of exp(-u/t)'s digits is built once per t (about
+    3 s at 2**16), and beyond, u is kept by Algorithm 1. A scale whose numerator is 2**56
+    or more is
     drawn element by element: exact, but some hundred times slower. A float epsilon can
     give one: 0.01 is the binary fraction 5764607523034235/2**59, so 1/0.01 taken exactly
     has the numerator 2**59; pass ``Fraction(100)`` for the scale you mean.
@@ -492,9 +598,9 @@ def discrete_laplace(
     t, s = b.numerator, b.denominator
     if t >= 1 << _LIMB:  # element by element
         return np.array([_laplace_int(b, src) for _ in range(n)], dtype=np.int64)
-    eu = _exp_fractions(t)
+    invert, eu, powers, guide = _tables(s, t)
 
     def loop(words: Any, st: Any, out: Any, i: int) -> int:
-        return _exact_loop.laplace_loop(words, st, out, i, s, t, eu, _E1)
+        return _exact_loop.laplace_loop(words, st, out, i, s, t, invert, eu, powers, guide)
 
     return _drive(n, src, loop, lambda: _laplace_int(b, src))
