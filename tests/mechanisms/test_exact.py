@@ -38,7 +38,6 @@ class Stream:
         return out
 
 
-TABLE_MAX = 1 << 16  # the sampler's tables of exp(-u/t) end at t = 2**16 (its contract)
 INVERT_MAX = 8192  # scales up to this are drawn by inversion (its contract)
 
 
@@ -83,15 +82,6 @@ class Reference:
                 return False
             width /= 2
             low += width * self.bit()
-
-    def chain(self, gamma: Fraction) -> bool:
-        """Algorithm 1 for gamma <= 1: Bernoulli(exp(-gamma)) as a chain of Bernoullis."""
-        assert 0 <= gamma <= 1
-        k = 1
-        while self.bernoulli(gamma / k):
-            k += 1
-        self.log.append(("chain", k))
-        return k % 2 == 1
 
     def exp_exceeds(self, gamma: Fraction, x: Fraction) -> bool:
         """exp(-gamma) > x, for gamma > 0 (irrational, so never equal to x), from the
@@ -155,33 +145,25 @@ class Reference:
             low += width * self.bit()
 
     def laplace(self, s: int, t: int) -> int:
-        """P[z] proportional to exp(-|z| s/t). Up to scale INVERT_MAX: G by inversion and a
-        sign, again for a negative zero. Beyond: Algorithm 2, u kept by comparison with
-        exp(-u/t) when t is within the sampler's tables, else by Algorithm 1."""
-        if Fraction(t, s) <= INVERT_MAX:
-            while True:
-                g = self.geometric(Fraction(s, t))
-                b = self.bernoulli(Fraction(1, 2))
-                if b and g == 0:
-                    continue
-                self.log.append(("laplace", (1 - 2 * b) * g))
-                return (1 - 2 * b) * g
+        """P[z] proportional to exp(-|z| s/t): the magnitude k a + b, k = ceil(t / (INVERT_MAX
+        s)), a by inversion at step k s/t and, for k > 1, b uniform below k and kept with
+        probability exp(-b s/t) (else a new b); then a sign, again for a negative zero."""
+        k = max(1, -(-t // (INVERT_MAX * s)))
         while True:
-            u = self.uniform(t)
-            if t <= TABLE_MAX:
-                keep = self.bernoulli_exp(Fraction(u, t))
-            else:
-                keep = self.chain(Fraction(u, t))
-            if not keep:
+            y = self.geometric(Fraction(k * s, t))
+            if k > 1:
+                while True:
+                    b = self.uniform(k)
+                    keep = self.bernoulli_exp(Fraction(b * s, t))
+                    self.log.append(("remainder", int(keep)))
+                    if keep:
+                        break
+                y = k * y + b
+            negative = self.bernoulli(Fraction(1, 2))
+            if negative and y == 0:
                 continue
-            v = self.geometric(Fraction(1))
-            x = u + t * v
-            y = x // s
-            b = self.bernoulli(Fraction(1, 2))
-            if b and y == 0:
-                continue
-            self.log.append(("laplace", (1 - 2 * b) * y))
-            return (1 - 2 * b) * y
+            self.log.append(("laplace", -y if negative else y))
+            return -y if negative else y
 
     def gaussian(self, sigma2: Fraction) -> int:
         """Algorithm 3."""
@@ -213,13 +195,14 @@ LAPLACE_CASES = [
     Fraction(40),
     Fraction(8192),  # the largest table of powers (and the widest guide)
     Fraction(1 / 0.3),  # a float's binary fraction (a 53-bit numerator)
-    Fraction((1 << 60) + 1, 1 << 58),  # element by element (numerator beyond 2**56)
-    # by Algorithm 2
-    Fraction(8193),  # u kept by comparison with the table of exp(-u/t)
-    Fraction(16385, 2),
-    Fraction((1 << 50) + 1, 3),  # t beyond the tables: Algorithm 1, u/t by long division
-    Fraction(1 << 17, 3),  # Algorithm 1 on dyadic u/t: expansions that end
-    Fraction((1 << 60) + 1, 7),  # element by element
+    Fraction((1 << 60) + 1, 1 << 58),  # a 61-bit numerator
+    Fraction(1 << 59, 5764607523034235),  # 1/0.01 taken exactly: a 60-bit numerator
+    # above INVERT_MAX: the magnitude k a + b
+    Fraction(8193),  # k = 2
+    Fraction(16385, 2),  # k = 2, s = 2
+    Fraction(1 << 17, 3),  # k = 6
+    Fraction(10**6),  # k = 123
+    Fraction(5 << 29, 3),  # k = 109,227, beyond the compiled loops' 2**16: element by element
 ]
 
 
@@ -249,22 +232,19 @@ def test_laplace_takes_the_references_bits_and_values(scale: Fraction) -> None:
 
 def test_the_reference_makes_every_kind_of_decision() -> None:
     """The identity tests above reach both outcomes of the comparisons with exp(-gamma),
-    refused candidates, the inversion's cells, and (at a scale beyond the tables) Algorithm
-    1's chain ending odd and even and past K = 2 (so none of them is left untested)."""
+    refused candidates, the inversion's cells and, above scale 8192, remainders b of every
+    size below k (so none of them is left untested; a refused b is the crafted test's)."""
     ref = Reference(Stream("coverage"))
     values = [ref.gaussian(Fraction(9, 4)) for _ in range(2000)]
     assert {k for kind, k in ref.log if kind == "exp"} == {0, 1}
     proposals = sum(kind == "laplace" for kind, _ in ref.log)
     assert proposals > len(values)  # some candidates were refused
-    assert not any(kind == "chain" for kind, _ in ref.log)
     cells = {g for kind, g in ref.log if kind == "geometric"}
     assert {0, 1, 2} <= cells  # inversion lands in several cells
-    big = Fraction((1 << 50) + 1, 3)  # a LAPLACE_CASES scale
-    for _ in range(300):
-        ref.laplace(big.denominator, big.numerator)
-    ends = [k for kind, k in ref.log if kind == "chain"]
-    assert {k % 2 for k in ends} == {0, 1}
-    assert max(ends) >= 3
+    scale = Fraction(1 << 17, 3)  # a LAPLACE_CASES scale: k = 6
+    draws = [abs(ref.laplace(scale.denominator, scale.numerator)) for _ in range(300)]
+    assert {d % 6 for d in draws} == set(range(6))
+    assert 1 in {k for kind, k in ref.log if kind == "remainder"}
 
 
 class Crafted(Stream):
@@ -291,30 +271,26 @@ def _exp_expansion(gamma: Fraction, n: int) -> str:
     return format(_exp_digits(gamma, n), f"0{n}b")
 
 
-BIG_T = (1 << 17) + 1  # beyond the tables: Algorithm 1 for u/t
+def _ones_to_settle(step: Fraction) -> int:
+    """How many 1 digits of U settle geometric(step) at 0 (the reference reads them)."""
+    ref = Reference(Crafted("1" * 64, "ones"))
+    assert ref.geometric(step) == 0
+    return ref.bits
+
+
+SPLIT = Fraction(16385, 2)  # k = 2: a by inversion at step 4/16385, b below 2
 CRAFTED = {
-    # candidate 0 (exp(-1) refused at U's first digit, sign +), then the acceptance of
-    # gamma(0) = 1/6 meets exp(-1/6)'s 64 digits: Python integers read on
+    # candidate 0 (U's first digit 1 puts it above exp(-1): G = 0; sign +), then the
+    # acceptance of gamma(0) = 1/6 meets exp(-1/6)'s 64 digits: Python integers read on
     "gauss-64-equal-digits": (Fraction(1, 3), "1" + "1" + _exp_expansion(Fraction(1, 6), 64)),
     # inversion at scale 3: U's first 64 digits are exp(-1/3)'s, the edge of G = 0's cell
     "inversion-64-equal-digits": (Fraction(3), _exp_expansion(Fraction(1, 3), 64)),
     # inversion at scale 1: 64 zeros, below every power in the table (U < exp(-44))
     "inversion-beyond-the-powers": (Fraction(1), "0" * 64),
-    # Algorithm 2 (scale beyond INVERT_MAX): u = 1 of t = 8193, then the comparison with
-    # exp(-1/8193) meets 64 equal digits
-    "laplace-64-equal-digits": (
-        Fraction(8193),
-        format(1, "014b") + _exp_expansion(Fraction(1, 8193), 64),
-    ),
-    # u = 1 of a t beyond the tables: Algorithm 1's step K = 1 meets 1/t's 64 digits
-    "chain-64-equal-digits-k1": (
-        Fraction(BIG_T),
-        format(1, "018b") + _expansion(Fraction(1, BIG_T), 64),
-    ),
-    # u = 2: bernoulli(2/t) true after 17 zeros, then step K = 2 meets 1/t's 64 digits
-    "chain-64-equal-digits-k2": (
-        Fraction(BIG_T),
-        format(2, "018b") + "0" * 17 + _expansion(Fraction(1, BIG_T), 64),
+    # a scale above INVERT_MAX: a = 0, b = 1, then its coin meets exp(-2/16385)'s 64 digits
+    "remainder-64-equal-digits": (
+        SPLIT,
+        "1" * _ones_to_settle(Fraction(4, 16385)) + "1" + _exp_expansion(Fraction(2, 16385), 64),
     ),
     # U below 2**-60 at scale t = 1: a candidate of 41 or 42, beyond the Gaussian's table
     # (its 41 entries) but within the powers' (45)
@@ -354,6 +330,21 @@ def test_crafted_streams_reach_the_rare_states(case: str, monkeypatch) -> None:
         assert src.consumed == ref.bits, f"value {i}: bits read"
     top = "_gaussian_int" if gaussian else "_laplace_int"
     assert handed.count(top) == 1 and handed[0] == top
+
+
+def test_a_refused_remainder_takes_the_references_bits() -> None:
+    """Above scale 8192 the part b below k is refused with probability below 1/8192, so no
+    random stream of test size shows it: U's digits all 1 settle a = 0, then keep b = 1 and
+    refuse it (U above exp(-2/16385)) for as long as they last."""
+    bits = "1" * 200
+    ref = Reference(Crafted(bits, "refused"))
+    src = BitSource(Crafted(bits, "refused").read, chunk=64)
+    for i in range(20):
+        (fast,) = discrete_laplace(SPLIT, 1, source=src).tolist()
+        assert fast == ref.laplace(SPLIT.denominator, SPLIT.numerator), f"value {i}"
+        assert src.consumed == ref.bits, f"value {i}: bits read"
+    outcomes = [k for kind, k in ref.log if kind == "remainder"]
+    assert outcomes.count(0) >= 5 and 1 in outcomes
 
 
 def test_bit_source_reads_most_significant_first() -> None:

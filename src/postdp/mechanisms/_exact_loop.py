@@ -3,23 +3,18 @@
 One value at a time, in the order of the bit contract of :mod:`postdp.mechanisms.exact`:
 the loops read the random bits straight from the words a :class:`BitSource` holds, so a
 value takes exactly the bits, and makes exactly the decisions, of the contract's steps
-drawn one after another (the discrete Laplace by inversion, or Canonne, Kamath and Steinke
-2020, Algorithm 2; their Algorithm 3 for the discrete Gaussian; Bernoulli(exp(-gamma)) as a
-comparison with exp(-gamma)'s digits, or Algorithm 1).
+drawn one after another (the discrete Laplace by inversion, split in two above scale 8192;
+Canonne, Kamath and Steinke 2020, Algorithm 3, for the discrete Gaussian; Bernoulli(p) as a
+comparison with p's digits).
 
-A probability ``p`` in [0, 1) is held as ``P = floor(p * 2**64)``, its first 64 binary
-digits, and ``M``: when ``p * 2**64`` is an integer, the bit of p's last 1 digit (``P &
--P``; 1 for p = 0, a mark the chain checks before it draws), else 0 (always 0 for
-exp(-gamma), which is irrational for gamma > 0). ``bernoulli(p)`` compares the random bits,
-as the binary digits of a uniform U in [0, 1), with p's digits and stops at the first digit
-that settles U < p: one 64-bit window, an exclusive or, ``M`` to stop at p's last digit,
-and a count of leading zeros, without a branch on the outcome (:func:`_bernoulli`). The
-digits of exp(-gamma) come in tables computed exactly with Python integers
-(:mod:`postdp.mechanisms.exact`). Algorithm 1's chain, for Algorithm 2's u/t when t is
-beyond the table, needs no wide integers either: the floor of a floor is the floor
-(``floor(floor(x) / k) = floor(x / k)``), so gamma / K's digits are ``P // K``. The
-inversion (:func:`_geometric`) compares one 64-bit window with a table of powers, found
-through a guide table, in the same way.
+A probability ``p`` in (0, 1), irrational here (exp(-gamma) for a rational gamma > 0), is
+held as ``P = floor(p * 2**64)``, its first 64 binary digits. ``bernoulli(p)`` compares the
+random bits, as the binary digits of a uniform U in [0, 1), with p's digits and stops at
+the first digit that differs, which settles U < p: one 64-bit window, an exclusive or and a
+count of leading zeros, without a branch on the outcome (:func:`_bernoulli`). The
+inversion (:func:`_geometric`) compares one 64-bit window with a table of powers of
+exp(-1/scale), found through a guide table, in the same way. The digits come in tables
+computed exactly with Python integers (:mod:`postdp.mechanisms.exact`).
 
 Every helper is inlined into the two loops (``inline="always"``), and the rare states are
 flagged through one exit per helper, without a branch each: measured here, a call per
@@ -99,56 +94,21 @@ def _uniform(words: Any, st: Any, m: Any) -> Any:  # pragma: no cover - compiled
 
 
 @_inline
-def _bernoulli(words: Any, st: Any, P: Any, M: Any) -> Any:  # pragma: no cover - compiled
-    """bernoulli(p) for p > 0 with digits ``(P, M)``: the bits read up to the first that
-    differs from p's (true when p's digit there is 1), or up to p's last digit (false
-    when they all agree)."""
+def _bernoulli(words: Any, st: Any, P: Any) -> Any:  # pragma: no cover - compiled
+    """bernoulli(p) for an irrational p with digits ``P``: the bits read up to the first
+    that differs from p's, true when p's digit there is 1."""
     pos = st[0]
     w = _window(words, pos)
-    x = (w ^ P) | M  # M: stop at p's last digit at the latest
+    x = w ^ P
     lead = _clz(x | np.uint64(1))
-    # one exit for the rare states: past the limit, or 64 digits equal and p's go on
-    # (Python integers read on)
+    # one exit for the rare states: past the limit, or 64 digits equal (Python integers
+    # read on)
     flag = np.int64(pos + 64 > st[1]) * SHORT | np.int64(x == 0) * SPECIAL
     if flag:
         st[2] |= flag
         return False
     st[0] = pos + lead + 1  # the digits before the one that settles it, and that one
     return (((P & ~w) >> np.uint64(63 - lead)) & np.uint64(1)) == np.uint64(1)
-
-
-@_inline
-def _chain(words: Any, st: Any, P: Any, M: Any) -> Any:  # pragma: no cover - compiled
-    """Algorithm 1 for gamma in [0, 1) with digits ``(P, M)``: K = 1, K += 1 while
-    bernoulli(gamma / K), true when K ends odd."""
-    if P == 0 and M != 0:  # gamma = 0: bernoulli(0) reads nothing
-        return True
-    if not _bernoulli(words, st, P, M):  # K = 1
-        return True
-    k = np.uint64(2)
-    while True:
-        if st[2]:
-            return False
-        q = P // k
-        # gamma / K's expansion ends within 64 digits when gamma's does and K divides P
-        mk = (q & (~q + np.uint64(1))) if (M != 0 and q * k == P) else np.uint64(0)
-        if not _bernoulli(words, st, q, mk):
-            return (k & np.uint64(1)) == np.uint64(1)
-        k += np.uint64(1)
-
-
-@_inline
-def _fraction(u: Any, t: Any) -> Any:  # pragma: no cover - compiled
-    """The digits of u/t (u < t < 2**56) by long division, eight bits at a time."""
-    r = u
-    q = np.uint64(0)
-    for _ in range(8):
-        r = r << np.uint64(8)
-        q = (q << np.uint64(8)) | (r // t)
-        r = r % t
-    if r:
-        return q, np.uint64(0)
-    return q, ((q & (~q + np.uint64(1))) if q else np.uint64(1))
 
 
 @_inline
@@ -189,32 +149,23 @@ def _geometric(words: Any, st: Any, T: Any, guide: Any) -> Any:  # pragma: no co
 
 @_inline
 def _laplace(
-    words: Any, st: Any, s: int, t: int, invert: bool, eu: Any, T: Any, guide: Any
+    words: Any, st: Any, k: int, eb: Any, T: Any, guide: Any
 ) -> Any:  # pragma: no cover - compiled
-    """One value with P[z] proportional to exp(-|z| s / t) (t below 2**56), then its sign
-    (one bit, 0 for negative), a new start for a negative zero. Its magnitude: when
-    ``invert``, G by inversion (:func:`_geometric`) against ``T``, the digits of exp(-g s /
-    t), and its ``guide``. Otherwise Algorithm 2: u kept with probability exp(-u/t) by
-    comparison with ``eu[u]``, or by Algorithm 1 when ``eu`` is empty; v by inversion
-    against ``T``, here the digits of exp(-g) (so v is at most 44 and u + t v fits)."""
-    tt = np.uint64(t)
+    """One value with P[z] proportional to exp(-|z| / scale). Its magnitude is k a + b: a
+    by inversion (:func:`_geometric`) against ``T``, the digits of exp(-g k / scale), with
+    its ``guide``; for k > 1, b = uniform(k) kept with probability exp(-b / scale) by
+    comparison with ``eb[b]`` (b = 0 kept without a draw), else a new b. Then its sign
+    (one bit, 0 for negative), and a new start for a negative zero."""
+    kk = np.uint64(k)
     zero = np.uint64(0)
     while True:
-        if invert:
-            y = _geometric(words, st, T, guide)
-        else:
-            u = _uniform(words, st, tt)
-            if eu.size:  # exp(-u/t)'s digits from the table; exp(0) = 1 reads nothing
-                keep = u == zero or _bernoulli(words, st, eu[u], zero)
-            else:
-                P, M = _fraction(u, tt)
-                keep = _chain(words, st, P, M)
-            if st[2]:
-                return 0
-            if not keep:
-                continue
-            x = np.int64(u) + t * _geometric(words, st, T, guide)
-            y = x if s == 1 else x // s
+        y = _geometric(words, st, T, guide)
+        if k > 1:
+            while True:
+                b = _uniform(words, st, kk)
+                if b == zero or st[2] or _bernoulli(words, st, eb[b]) or st[2]:
+                    break
+            y = y * k + np.int64(b)
         pos = st[0]  # the sign, bernoulli(1/2): one bit, 0 for negative
         negative = ((words[pos >> 6] >> np.uint64(63 - (pos & 63))) & np.uint64(1)) == 0
         flag = st[2] | np.int64(pos >= st[1]) * SHORT
@@ -228,23 +179,14 @@ def _laplace(
 
 @_njit
 def laplace_loop(
-    words: Any,
-    st: Any,
-    out: Any,
-    i: int,
-    s: int,
-    t: int,
-    invert: bool,
-    eu: Any,
-    T: Any,
-    guide: Any,
+    words: Any, st: Any, out: Any, i: int, k: int, eb: Any, T: Any, guide: Any
 ) -> int:  # pragma: no cover - compiled
     """Fill ``out[i:]`` with the discrete Laplace's values (:func:`_laplace`); the index
     where it stopped."""
     n = out.size
     while i < n:
         start = st[0]
-        y = _laplace(words, st, s, t, invert, eu, T, guide)
+        y = _laplace(words, st, k, eb, T, guide)
         if st[2]:
             st[0] = start
             return i
@@ -259,9 +201,8 @@ def gaussian_loop(
     st: Any,
     out: Any,
     i: int,
-    t: int,
-    invert: bool,
-    eu: Any,
+    k: int,
+    eb: Any,
     T: Any,
     guide: Any,
     eg: Any,
@@ -276,7 +217,7 @@ def gaussian_loop(
     while i < n:
         start = st[0]
         while True:
-            y = _laplace(words, st, 1, t, invert, eu, T, guide)
+            y = _laplace(words, st, k, eb, T, guide)
             mag = -y if y < 0 else y
             # bernoulli(exp(-gamma(|y|))) against eg[|y|] (exp(-gamma) is irrational, so
             # its expansion never ends), written out so that the rare states are flagged

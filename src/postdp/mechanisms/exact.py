@@ -6,19 +6,18 @@ noisy counts can be drawn in hours, not days.
 
 The discrete Gaussian of a rational sigma^2 is Algorithm 3 of Canonne, Kamath and Steinke
 (2020), "The Discrete Gaussian for Differential Privacy" (NeurIPS; arXiv:2004.00010): by
-rejection from a discrete Laplace of scale floor(sigma) + 1. The discrete Laplace of a
-rational scale up to 8192 is drawn by inversion: a geometric G with P[G >= g] =
-exp(-g/scale) found by comparing one uniform U with a table of exp(-g/scale)'s exact
-digits, and a sign. Beyond that scale it is their Algorithm 2. Algorithms 2 and 3 need
-coins that land heads with probability exp(-gamma) for rational gammas. The paper's
-Algorithm 1 flips a chain of rational coins for each; here such a coin compares a uniform U
-with exp(-gamma)'s binary expansion directly (Algorithms 2 and 3 ask only that the coin be
-exact). Its digits are computed exactly, with Python integers, from partial sums of the
+rejection from a discrete Laplace of scale floor(sigma) + 1, each candidate kept by a coin
+that lands heads with probability exp(-gamma) for a rational gamma. The discrete Laplace
+is drawn by inversion: a geometric magnitude G with P[G >= g] = exp(-g/scale), found by
+comparing one uniform U with a table of exp(-g/scale)'s exact digits, and a sign. Above
+scale 8192 the magnitude is k a + b, with k = ceil(scale / 8192): a by inversion at scale /
+k and b uniform below k, kept by a coin of probability exp(-b/scale) (so that P[k a + b] is
+proportional to exp(-(k a + b)/scale)). Every coin compares a uniform U with the binary
+expansion of its probability directly, which is exact (the algorithms ask only that the
+coins be exact), where the paper's Algorithm 1 flips a chain of rational coins. The digits
+of exp(-gamma) are computed exactly, with Python integers, from partial sums of the
 exponential series that bracket it, and tabled for the gammas a draw can meet: two random
-bits on average and one comparison per coin, where Algorithm 1 flips several rational coins
-for a gamma below 1 and a chain more for each unit of gamma above it. Algorithm 1 remains
-for Algorithm 2's u/t when t is beyond the tables (2**16). Every probability drawn against
-is exact.
+bits on average and one comparison per coin. Every probability drawn against is exact.
 
 How random bits are used (what makes a draw reproducible from a fixed byte stream, and what
 the tests check against a slow reference written with Python's exact fractions):
@@ -26,7 +25,7 @@ the tests check against a slow reference written with Python's exact fractions):
 - bits are read from the byte stream most significant first;
 - ``uniform(m)`` reads ``L = (m - 1).bit_length()`` bits as an unsigned integer and reads
   again while it is at least ``m`` (so ``uniform(1)`` reads nothing);
-- ``bernoulli(p)``, p rational in [0, 1], reads bits as the binary digits of a uniform U
+- ``bernoulli(p)``, p in [0, 1], reads bits as the binary digits of a uniform U
   in [0, 1) until they settle whether U < p: after ``j`` bits forming the integer ``r``,
   it stops when ``r != floor(p * 2**j)`` (U < p when ``r`` is the smaller) or when ``p *
   2**j`` is an integer (U >= p). So ``bernoulli(0)`` and ``bernoulli(1)`` read nothing,
@@ -35,20 +34,16 @@ the tests check against a slow reference written with Python's exact fractions):
 - ``bernoulli_exp(gamma)``, gamma >= 0 rational: ``bernoulli(exp(-gamma))`` by the same
   rule (exp(-gamma) is irrational for gamma > 0, so it stops at the first digit that
   differs; for gamma = 0 it reads nothing and is true);
-- ``chain(gamma)``, gamma in [0, 1] (Algorithm 1): ``K = 1`` and ``K += 1`` while
-  ``bernoulli(gamma / K)``, true when ``K`` ends odd;
 - ``geometric(step)``, step > 0 rational: reads bits as the binary digits of a uniform U
   until they place U in one cell [exp(-(g + 1) step), exp(-g step)), and gives that g:
   after ``j`` bits forming the integer ``r``, the cell is that of the largest g with ``r <
   floor(exp(-g step) 2**j)`` (every r for g = 0), and it is settled when ``r >
   floor(exp(-(g + 1) step) 2**j)`` (exp(-g step) is irrational for g >= 1, so U is never
   on an edge);
-- the discrete Laplace of scale ``t/s`` in lowest terms, t/s <= 8192 (inversion): ``y =
-  geometric(s/t)``, then the sign ``bernoulli(1/2)`` (true: negative), and a new start
-  for a negative zero;
-- beyond 8192 (Algorithm 2): ``u = uniform(t)``, kept when ``bernoulli_exp(u/t)`` if t <=
-  2**16, else when ``chain(u/t)``; then ``v = geometric(1)``; ``y = (u + t v) // s``; the
-  sign and the new start for a negative zero as above;
+- the discrete Laplace of scale ``t/s`` in lowest terms: ``k = ceil(t / (8192 s))``; ``a
+  = geometric(k s/t)``; for k > 1, ``b = uniform(k)``, kept when ``bernoulli_exp(b s/t)``,
+  else a new b; the magnitude ``y = k a + b`` (``a`` when k = 1); then the sign
+  ``bernoulli(1/2)`` (true: negative), and a new start (a new a) for a negative zero;
 - the discrete Gaussian (Algorithm 3), ``t = floor(sigma) + 1``: a candidate ``y`` of the
   discrete Laplace of scale t, kept when ``bernoulli_exp((|y| - sigma^2/t)^2 /
   (2 sigma^2))``, else a new candidate.
@@ -56,9 +51,9 @@ the tests check against a slow reference written with Python's exact fractions):
 Values are drawn one after another, each taking exactly these bits (Numba-compiled loops,
 :mod:`postdp.mechanisms._exact_loop`, reading the random words in place). Rare states (a
 comparison that 64 digits leave unsettled, probability 2**-64 per coin; a uniform below
-every power in the inversion's table, U < 2**-64; a Gaussian candidate beyond its table; a
-scale's numerator of 2**56 or more) are drawn element by element with Python integers,
-from the same stream and the same bits.
+every power in the inversion's table, U < 2**-64; a Gaussian candidate beyond its table)
+are drawn element by element with Python integers, from the same stream and the same bits;
+so is every value of a scale above 2**29 (k above 2**16).
 """
 
 from __future__ import annotations
@@ -87,15 +82,17 @@ __all__ = [
 #: The sampler's name in ledger records and privacy statements.
 SAMPLER = "postdp-exact"
 
-# The widest field one read takes; a scale's numerator t must be below 2**_LIMB for the
-# compiled loops (uniform(t) is one field), beyond it values are drawn element by element.
+# The widest field one read takes.
 _LIMB = 56
 # Gaussian candidates |y| below this many multiples of t have a precomputed gamma.
 _TABLE_T = 40
 _TABLE_MAX = 1 << 16
 # Scales up to this are drawn by inversion against a table of exp(-g/scale)'s digits (at
-# most 363,409 of them, 2.9 MB, and a guide of 4 MB); beyond it, by Algorithm 2.
+# most 363,409 of them, 2.9 MB, and a guide of 4 MB); a larger one's magnitude is k a + b,
+# a by inversion at scale / k and b below k, with k up to _KMAX in the compiled loops
+# (scales up to 2**29); beyond, values are drawn element by element with Python integers.
 _INVERT_MAX = 8192
+_KMAX = 1 << 16
 # Bits fetched ahead for the compiled loops at first (about 4,000 values' worth).
 _AHEAD = 1 << 20
 
@@ -224,13 +221,6 @@ def _bernoulli(p: Fraction, src: BitSource) -> bool:
         j += 1
 
 
-def _chain_from(gamma: Fraction, k: int, src: BitSource) -> bool:
-    """Algorithm 1's loop for gamma <= 1, from its step ``k`` on."""
-    while _bernoulli(gamma / k, src):
-        k += 1
-    return k % 2 == 1
-
-
 # -- exp(-gamma)'s binary digits, exactly -----------------------------------------------
 def _series(a: int, b: int, p: int) -> tuple[int, int]:
     """``(L, H)`` with ``L <= exp(-a/b) * 2**p <= H`` for ``0 <= a/b <= 1``.
@@ -302,14 +292,6 @@ def _bernoulli_exp(gamma: Fraction, src: BitSource) -> bool:
         j += 1
 
 
-def _keep_u(u: int, t: int, src: BitSource) -> bool:
-    """Algorithm 2's Bernoulli(exp(-u/t)): by exp(-u/t)'s digits when t is at most
-    _TABLE_MAX, by Algorithm 1 beyond (the compiled loops' tables end there)."""
-    if t <= _TABLE_MAX:
-        return _bernoulli_exp(Fraction(u, t), src)
-    return _chain_from(Fraction(u, t), 1, src)
-
-
 def _geometric_int(step: Fraction, src: BitSource) -> int:
     """G with P[G >= g] = exp(-g step), by inversion: U's digits read until they place U in
     one cell [exp(-(G + 1) step), exp(-G step)). After j digits forming the integer r, the
@@ -340,26 +322,27 @@ def _geometric_int(step: Fraction, src: BitSource) -> int:
         j += 1
 
 
+def _split(s: int, t: int) -> int:
+    """k = ceil(t / (_INVERT_MAX s)): the discrete Laplace of scale t/s draws its magnitude
+    as k a + b, a by inversion at scale t/(k s) (at most _INVERT_MAX), b below k."""
+    return max(1, -(-t // (_INVERT_MAX * s)))
+
+
 def _laplace_int(scale: Fraction, src: BitSource) -> int:
-    """The discrete Laplace, one draw, with Python integers: by inversion for a scale up to
-    _INVERT_MAX, else Algorithm 2."""
+    """The discrete Laplace, one draw, with Python integers."""
     t, s = scale.numerator, scale.denominator
-    if t <= _INVERT_MAX * s:
-        while True:
-            g = _geometric_int(Fraction(s, t), src)
-            negative = _bernoulli(Fraction(1, 2), src)
-            if not (negative and g == 0):
-                return -g if negative else g
+    k = _split(s, t)
     while True:
-        u = _uniform_int(t, src)
-        if not _keep_u(u, t, src):
-            continue
-        v = _geometric_int(Fraction(1), src)
-        y = (u + t * v) // s
+        y = _geometric_int(Fraction(k * s, t), src)
+        if k > 1:
+            while True:
+                b = _uniform_int(k, src)
+                if _bernoulli_exp(Fraction(b * s, t), src):
+                    break
+            y = k * y + b
         negative = _bernoulli(Fraction(1, 2), src)
-        if negative and y == 0:
-            continue
-        return -y if negative else y
+        if not (negative and y == 0):
+            return -y if negative else y
 
 
 def _gaussian_int(sigma2: Fraction, t: int, src: BitSource) -> int:
@@ -413,15 +396,6 @@ class _GaussianTable:
                 self.eg[y] = _exp_digits(gamma, 64)
 
 
-@functools.lru_cache(maxsize=64)
-def _exp_fractions(t: int) -> Any:
-    """The digits of exp(-u/t) for u = 0 .. t - 1 (0 at u = 0, where the loops draw
-    nothing); empty beyond _TABLE_MAX (the loops then run Algorithm 1)."""
-    if t > _TABLE_MAX:
-        return np.zeros(0, dtype=np.uint64)
-    return np.array([_exp_digits(Fraction(u, t), 64) if u else 0 for u in range(t)], np.uint64)
-
-
 def _power_digits(s: int, t: int) -> list[int]:
     """``floor(exp(-g s/t) * 2**64)`` for g = 1, 2, ... up to and including the first that
     is 0, exactly: enclosures of exp(-g s/t) at 128 bits, each the previous one times an
@@ -464,14 +438,20 @@ def _powers(s: int, t: int) -> tuple[Any, Any]:
     return digits, np.minimum(guide, digits.size - 2).astype(np.int32)
 
 
-def _tables(s: int, t: int) -> tuple[bool, Any, Any, Any]:
-    """What the compiled loops need for the discrete Laplace of scale t/s: whether it is
-    drawn by inversion, the table of exp(-u/t) (Algorithm 2's, else empty) and the powers
-    with their guide (of exp(-s/t), or of exp(-1) for Algorithm 2's v)."""
-    invert = t <= _INVERT_MAX * s
-    powers, guide = _powers(s, t) if invert else _powers(1, 1)
-    eu = powers[:0] if invert else _exp_fractions(t)
-    return invert, eu, powers, guide
+@functools.lru_cache(maxsize=16)
+def _remainders(s: int, t: int, k: int) -> Any:
+    """The digits of exp(-b s/t) for b = 1 .. k - 1 (index 0 holds 0, never read: b = 0 is
+    kept without a draw), the coins of the magnitude's part b below k."""
+    return np.array([0, *(_exp_digits(Fraction(b * s, t), 64) for b in range(1, k))], np.uint64)
+
+
+def _tables(s: int, t: int) -> tuple[int, Any, Any, Any]:
+    """What the compiled loops need for the discrete Laplace of scale t/s: k, the coins'
+    digits for the part b below k, and the inversion's powers and guide at scale t/(k s)."""
+    k = _split(s, t)
+    inner = Fraction(t, k * s)
+    powers, guide = _powers(inner.denominator, inner.numerator)
+    return k, _remainders(s, t, k), powers, guide
 
 
 @functools.lru_cache(maxsize=64)
@@ -541,15 +521,13 @@ def discrete_gaussian(
     n = _size(size)
     src = BitSource() if source is None else source
     t = math.isqrt(s2.numerator // s2.denominator) + 1  # floor(sigma) + 1
-    if t >= 1 << _LIMB:  # element by element
+    if _split(1, t) > _KMAX:  # sigma beyond 2**29: element by element
         return np.array([_gaussian_int(s2, t, src) for _ in range(n)], dtype=np.int64)
     tb = _table(s2, t)
-    invert, eu, powers, guide = _tables(1, t)
+    k, eb, powers, guide = _tables(1, t)
 
     def loop(words: Any, st: Any, out: Any, i: int) -> int:
-        return _exact_loop.gaussian_loop(
-            words, st, out, i, t, invert, eu, powers, guide, tb.eg, tb.centre
-        )
+        return _exact_loop.gaussian_loop(words, st, out, i, k, eb, powers, guide, tb.eg, tb.centre)
 
     return _drive(n, src, loop, lambda: _gaussian_int(s2, t, src))
 
@@ -575,16 +553,15 @@ def discrete_laplace(
 
     Notes
     -----
-    With scale ``t/s`` in lowest terms, and the bit contract of this module's docstring.
-    Up to scale 8192, by inversion: the tables (the digits of exp(-g s/t) until they reach
-    0, about 44.4 t/s of them, and a guide of 64 KB to 4 MB) are built once per scale and
-    kept for 16 scales; 0.3 s and 7 MB at 8192. Beyond, Canonne, Kamath and Steinke (2020),
-    Algorithm 2: for t up to 2**16 a table of exp(-u/t)'s digits is built once per t (about
-    3 s at 2**16), and beyond, u is kept by Algorithm 1. A scale whose numerator is 2**56
-    or more is
-    drawn element by element: exact, but some hundred times slower. A float epsilon can
-    give one: 0.01 is the binary fraction 5764607523034235/2**59, so 1/0.01 taken exactly
-    has the numerator 2**59; pass ``Fraction(100)`` for the scale you mean.
+    By inversion, with the bit contract of this module's docstring: up to scale 8192 the
+    whole magnitude, above it the magnitude's part a at scale / k, k = ceil(scale / 8192),
+    and a part b below k by rejection. The tables (the digits of exp(-g k/scale) until
+    they reach 0, about 44.4 scale / k of them, a guide of 64 KB to 4 MB, and k - 1 coins'
+    digits) are built once per scale and kept for 16 scales: 0.3 s and 7 MB at 8192, and
+    about 2.5 s more for the coins at k = 2**16. A scale above 2**29 is drawn element by
+    element: exact, but some hundred times slower. The scale is taken exactly: the
+    reciprocal of the float 0.01, ``1 / Fraction(0.01)``, is 2**59/5764607523034235, not
+    100; pass ``Fraction(100)`` for the scale you mean.
 
     Examples
     --------
@@ -596,11 +573,11 @@ def discrete_laplace(
     n = _size(size)
     src = BitSource() if source is None else source
     t, s = b.numerator, b.denominator
-    if t >= 1 << _LIMB:  # element by element
+    if _split(s, t) > _KMAX:  # a scale beyond 2**29: element by element
         return np.array([_laplace_int(b, src) for _ in range(n)], dtype=np.int64)
-    invert, eu, powers, guide = _tables(s, t)
+    k, eb, powers, guide = _tables(s, t)
 
     def loop(words: Any, st: Any, out: Any, i: int) -> int:
-        return _exact_loop.laplace_loop(words, st, out, i, s, t, invert, eu, powers, guide)
+        return _exact_loop.laplace_loop(words, st, out, i, k, eb, powers, guide)
 
     return _drive(n, src, loop, lambda: _laplace_int(b, src))
