@@ -17,8 +17,9 @@ zeros):
   path, on N values (it is some 200 times slower than the study path).
 
 Then the discrete Laplace (the geometric mechanism) the same way: ``Geometric.sample``
-against :func:`postdp.mechanisms.exact.discrete_laplace` at epsilon 1, 3/7 and 1/10 (drawn
-by inversion) and 1/2000 and 1/50000 (scales beyond the inversion's tables: Algorithm 2).
+against :func:`postdp.mechanisms.exact.discrete_laplace` at epsilon 1, 3/7, 1/10 and 1/2000
+(drawn by inversion) and 1/50000 and 1/10**7 (above scale 8192: the magnitude's quotient by
+inversion and its remainder by rejection).
 
 The scales are the 2020 persons design's: the smallest and largest sigma of its queries at
 the blocks and the counties (``load_strategy("pl94-2020-persons")``, each query's exact
@@ -62,8 +63,15 @@ def scales() -> list[tuple[str, Fraction]]:
 
 def laplace_scales() -> list[tuple[str, Fraction]]:
     """The geometric mechanism's scale 1/epsilon (sensitivity 1) at a few exact epsilons:
-    three drawn by inversion, and two beyond its tables (scale above 1024), by Algorithm 2."""
-    eps = (Fraction(1), Fraction(3, 7), Fraction(1, 10), Fraction(1, 2000), Fraction(1, 50000))
+    four drawn by inversion whole, and two above scale 8192, in two parts."""
+    eps = (
+        Fraction(1),
+        Fraction(3, 7),
+        Fraction(1, 10),
+        Fraction(1, 2000),
+        Fraction(1, 50000),
+        Fraction(1, 10**7),
+    )
     return [(f"geometric eps {e}", 1 / e) for e in eps]
 
 

@@ -145,10 +145,13 @@ class Reference:
             low += width * self.bit()
 
     def laplace(self, s: int, t: int) -> int:
-        """P[z] proportional to exp(-|z| s/t): the magnitude k a + b, k = ceil(t / (INVERT_MAX
-        s)), a by inversion at step k s/t and, for k > 1, b uniform below k and kept with
-        probability exp(-b s/t) (else a new b); then a sign, again for a negative zero."""
-        k = max(1, -(-t // (INVERT_MAX * s)))
+        """P[z] proportional to exp(-|z| s/t): the magnitude k a + b, k the least power of
+        two with t/(k s) <= INVERT_MAX, a by inversion at step k s/t and, for k > 1, b
+        uniform below k and kept with probability exp(-b s/t) (else a new b); then a sign,
+        again for a negative zero."""
+        k = 1  # the least power of two with t/(k s) <= INVERT_MAX
+        while Fraction(t, k * s) > INVERT_MAX:
+            k *= 2
         while True:
             y = self.geometric(Fraction(k * s, t))
             if k > 1:
@@ -200,9 +203,9 @@ LAPLACE_CASES = [
     # above INVERT_MAX: the magnitude k a + b
     Fraction(8193),  # k = 2
     Fraction(16385, 2),  # k = 2, s = 2
-    Fraction(1 << 17, 3),  # k = 6
-    Fraction(10**6),  # k = 123
-    Fraction(5 << 29, 3),  # k = 109,227, beyond the compiled loops' 2**16: element by element
+    Fraction(1 << 17, 3),  # k = 8
+    Fraction(10**6),  # k = 128
+    Fraction(5 << 29, 3),  # k = 2**17, beyond the compiled loops' 2**16: element by element
 ]
 
 
@@ -241,9 +244,9 @@ def test_the_reference_makes_every_kind_of_decision() -> None:
     assert proposals > len(values)  # some candidates were refused
     cells = {g for kind, g in ref.log if kind == "geometric"}
     assert {0, 1, 2} <= cells  # inversion lands in several cells
-    scale = Fraction(1 << 17, 3)  # a LAPLACE_CASES scale: k = 6
+    scale = Fraction(1 << 17, 3)  # a LAPLACE_CASES scale: k = 8
     draws = [abs(ref.laplace(scale.denominator, scale.numerator)) for _ in range(300)]
-    assert {d % 6 for d in draws} == set(range(6))
+    assert {d % 8 for d in draws} == set(range(8))
     assert 1 in {k for kind, k in ref.log if kind == "remainder"}
 
 

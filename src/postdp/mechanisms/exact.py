@@ -7,17 +7,18 @@ noisy counts can be drawn in hours, not days.
 The discrete Gaussian of a rational sigma^2 is Algorithm 3 of Canonne, Kamath and Steinke
 (2020), "The Discrete Gaussian for Differential Privacy" (NeurIPS; arXiv:2004.00010): by
 rejection from a discrete Laplace of scale floor(sigma) + 1, each candidate kept by a coin
-that lands heads with probability exp(-gamma) for a rational gamma. The discrete Laplace
-is drawn by inversion: a geometric magnitude G with P[G >= g] = exp(-g/scale), found by
+that lands heads with probability exp(-gamma) for a rational gamma. The discrete Laplace is
+drawn by inversion: a geometric magnitude G with P[G >= g] = exp(-g/scale), found by
 comparing one uniform U with a table of exp(-g/scale)'s exact digits, and a sign. Above
-scale 8192 the magnitude is k a + b, with k = ceil(scale / 8192): a by inversion at scale /
-k and b uniform below k, kept by a coin of probability exp(-b/scale) (so that P[k a + b] is
-proportional to exp(-(k a + b)/scale)). Every coin compares a uniform U with the binary
-expansion of its probability directly, which is exact (the algorithms ask only that the
-coins be exact), where the paper's Algorithm 1 flips a chain of rational coins. The digits
-of exp(-gamma) are computed exactly, with Python integers, from partial sums of the
-exponential series that bracket it, and tabled for the gammas a draw can meet: two random
-bits on average and one comparison per coin. Every probability drawn against is exact.
+scale 8192 the magnitude is k a + b, with k the least power of two such that scale / k is
+at most 8192: a by inversion at scale / k and b uniform below k, kept by a coin of
+probability exp(-b/scale) (so that P[k a + b] is proportional to exp(-(k a + b)/scale)).
+Every coin compares a uniform U with the binary expansion of its probability directly,
+which is exact (the algorithms ask only that the coins be exact), where the paper's
+Algorithm 1 flips a chain of rational coins. The digits of exp(-gamma) are computed
+exactly, with Python integers, from partial sums of the exponential series that bracket it,
+and tabled for the gammas a draw can meet: two random bits on average and one comparison
+per coin. Every probability drawn against is exact.
 
 How random bits are used (what makes a draw reproducible from a fixed byte stream, and what
 the tests check against a slow reference written with Python's exact fractions):
@@ -40,7 +41,8 @@ the tests check against a slow reference written with Python's exact fractions):
   floor(exp(-g step) 2**j)`` (every r for g = 0), and it is settled when ``r >
   floor(exp(-(g + 1) step) 2**j)`` (exp(-g step) is irrational for g >= 1, so U is never
   on an edge);
-- the discrete Laplace of scale ``t/s`` in lowest terms: ``k = ceil(t / (8192 s))``; ``a
+- the discrete Laplace of scale ``t/s`` in lowest terms: ``k``, the least power of two
+  with ``t <= 8192 k s``; ``a
   = geometric(k s/t)``; for k > 1, ``b = uniform(k)``, kept when ``bernoulli_exp(b s/t)``,
   else a new b; the magnitude ``y = k a + b`` (``a`` when k = 1); then the sign
   ``bernoulli(1/2)`` (true: negative), and a new start (a new a) for a negative zero;
@@ -323,9 +325,13 @@ def _geometric_int(step: Fraction, src: BitSource) -> int:
 
 
 def _split(s: int, t: int) -> int:
-    """k = ceil(t / (_INVERT_MAX s)): the discrete Laplace of scale t/s draws its magnitude
-    as k a + b, a by inversion at scale t/(k s) (at most _INVERT_MAX), b below k."""
-    return max(1, -(-t // (_INVERT_MAX * s)))
+    """k, the least power of two with t/(k s) <= _INVERT_MAX: the discrete Laplace of scale
+    t/s draws its magnitude as k a + b, a by inversion at scale t/(k s), b below k (a
+    power of two, so that uniform(k) never reads again)."""
+    k = 1
+    while t > _INVERT_MAX * s * k:
+        k *= 2
+    return k
 
 
 def _laplace_int(scale: Fraction, src: BitSource) -> int:
@@ -554,14 +560,14 @@ def discrete_laplace(
     Notes
     -----
     By inversion, with the bit contract of this module's docstring: up to scale 8192 the
-    whole magnitude, above it the magnitude's part a at scale / k, k = ceil(scale / 8192),
-    and a part b below k by rejection. The tables (the digits of exp(-g k/scale) until
-    they reach 0, about 44.4 scale / k of them, a guide of 64 KB to 4 MB, and k - 1 coins'
-    digits) are built once per scale and kept for 16 scales: 0.3 s and 7 MB at 8192, and
-    about 2.5 s more for the coins at k = 2**16. A scale above 2**29 is drawn element by
-    element: exact, but some hundred times slower. The scale is taken exactly: the
-    reciprocal of the float 0.01, ``1 / Fraction(0.01)``, is 2**59/5764607523034235, not
-    100; pass ``Fraction(100)`` for the scale you mean.
+    whole magnitude, above it the magnitude's part a at scale / k (k the least power of two
+    that brings it to 8192 or below) and a part b below k by rejection. The tables (the
+    digits of exp(-g k/scale) until they reach 0, about 44.4 scale / k of them, a guide of
+    64 KB to 4 MB, and k - 1 coins' digits) are built once per scale and kept for 16
+    scales: 0.3 s and 7 MB at 8192, and about 2.5 s more for the coins at k = 2**16. A
+    scale above 2**29 is drawn element by element: exact, but some hundred times slower.
+    The scale is taken exactly: the reciprocal of the float 0.01, ``1 / Fraction(0.01)``,
+    is 2**59/5764607523034235, not 100; pass ``Fraction(100)`` for the scale you mean.
 
     Examples
     --------
