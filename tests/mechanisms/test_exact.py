@@ -615,3 +615,26 @@ def test_exp_bounds_and_digits_against_the_reference() -> None:
         digits = _exp_digits(gamma, bits)
         assert digits == 0 or ref.exp_exceeds(gamma, Fraction(digits, 1 << bits))
         assert not ref.exp_exceeds(gamma, Fraction(digits + 1, 1 << bits))
+
+
+def test_the_default_source_is_kept_between_calls_and_renewed_in_a_new_process(
+    monkeypatch,
+) -> None:
+    """Small draws on the operating system's CSPRNG share one fetched chunk instead of
+    fetching (and dropping) one each; a process with another pid (a forked child) gets a
+    source of its own, never its parent's fetched bits."""
+    import os
+
+    from postdp.mechanisms.exact import _os_source
+
+    src = _os_source()
+    discrete_gaussian(Fraction(9, 4), 10)
+    fetched, used = src._read_bytes, src.consumed
+    discrete_gaussian(Fraction(9, 4), 10)
+    discrete_laplace(Fraction(3), 10)
+    assert _os_source() is src
+    assert src._read_bytes == fetched and src.consumed > used
+    real = os.getpid()
+    monkeypatch.setattr(os, "getpid", lambda: real + 1)
+    child = _os_source()
+    assert child is not src and child._read_bytes == 0

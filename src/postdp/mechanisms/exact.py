@@ -63,6 +63,7 @@ from __future__ import annotations
 import functools
 import math
 import os
+import threading
 from collections.abc import Callable
 from fractions import Fraction
 from typing import Any
@@ -199,6 +200,21 @@ class BitSource:
             value = (value << w) | int(part[0])
             nbits -= w
         return value
+
+
+_LOCAL = threading.local()
+
+
+def _os_source() -> BitSource:
+    """This thread's :class:`BitSource` on ``os.urandom``, kept between calls: a release
+    draws some 30 small batches per subtree, and a fresh source for each fetched a whole
+    chunk (64 KB) of the CSPRNG and dropped what it did not use. A new one in a new process,
+    so that a forked child never reuses bits its parent fetched."""
+    src = getattr(_LOCAL, "source", None)
+    if src is None or _LOCAL.pid != os.getpid():
+        src = _LOCAL.source = BitSource()
+        _LOCAL.pid = os.getpid()
+    return src
 
 
 # -- element by element, with Python integers (rare states; exact) -------------------------
@@ -425,7 +441,7 @@ def _power_digits(s: int, t: int) -> list[int]:
     return out
 
 
-@functools.lru_cache(maxsize=16)
+@functools.lru_cache(maxsize=64)
 def _powers(s: int, t: int) -> tuple[Any, Any]:
     """The inversion's tables for the scale t/s (at most _INVERT_MAX): the digits of exp(-g
     s/t) for g = 1, 2, ... up to and including the first that is 0 (index 0 holds 0, which
@@ -444,7 +460,7 @@ def _powers(s: int, t: int) -> tuple[Any, Any]:
     return digits, np.minimum(guide, digits.size - 2).astype(np.int32)
 
 
-@functools.lru_cache(maxsize=16)
+@functools.lru_cache(maxsize=64)
 def _remainders(s: int, t: int, k: int) -> Any:
     """The digits of exp(-b s/t) for b = 1 .. k - 1 (index 0 holds 0, never read: b = 0 is
     kept without a draw), the coins of the magnitude's part b below k."""
@@ -500,7 +516,8 @@ def discrete_gaussian(
     size : int
         Number of draws.
     source : BitSource, optional
-        The random bits; default a fresh one on ``os.urandom``.
+        The random bits; default this thread's on ``os.urandom`` (kept between calls; a
+        new one in a new process).
 
     Returns
     -------
@@ -513,8 +530,10 @@ def discrete_gaussian(
     this module's docstring. Memory beside the output: the random bits fetched ahead (128
     KB at a time), the digits of exp(-gamma) for the candidates (at most 65,536 per
     sigma^2, 8 bytes each, kept for 64 of them) and the discrete Laplace's tables for t
-    (below 0.2 MB for t up to 100, kept for 16 scales); about 0.05 s to build for each of
-    the 2020 design's scales.
+    (below 0.2 MB for t up to 100, kept for 64 scales: the persons design's 33 sigmas have
+    20 distinct t, and a cache smaller than that rebuilt every table at every call of a
+    measure that cycles through them); about 0.05 s to build for each of the 2020 design's
+    scales.
 
     Examples
     --------
@@ -525,7 +544,7 @@ def discrete_gaussian(
     """
     s2 = _rational("sigma2", sigma2)
     n = _size(size)
-    src = BitSource() if source is None else source
+    src = _os_source() if source is None else source
     t = math.isqrt(s2.numerator // s2.denominator) + 1  # floor(sigma) + 1
     if _split(1, t) > _KMAX:  # sigma beyond 2**29: element by element
         return np.array([_gaussian_int(s2, t, src) for _ in range(n)], dtype=np.int64)
@@ -551,7 +570,8 @@ def discrete_laplace(
     size : int
         Number of draws.
     source : BitSource, optional
-        The random bits; default a fresh one on ``os.urandom``.
+        The random bits; default this thread's on ``os.urandom`` (kept between calls; a
+        new one in a new process).
 
     Returns
     -------
@@ -563,7 +583,7 @@ def discrete_laplace(
     whole magnitude, above it the magnitude's part a at scale / k (k the least power of two
     that brings it to 8192 or below) and a part b below k by rejection. The tables (the
     digits of exp(-g k/scale) until they reach 0, about 44.4 scale / k of them, a guide of
-    64 KB to 4 MB, and k - 1 coins' digits) are built once per scale and kept for 16
+    64 KB to 4 MB, and k - 1 coins' digits) are built once per scale and kept for 64
     scales: 0.3 s and 7 MB at 8192, and about 2.5 s more for the coins at k = 2**16. A
     scale above 2**29 is drawn element by element: exact, but some hundred times slower.
     The scale is taken exactly: the reciprocal of the float 0.01, ``1 / Fraction(0.01)``,
@@ -577,7 +597,7 @@ def discrete_laplace(
     """
     b = _rational("scale", scale)
     n = _size(size)
-    src = BitSource() if source is None else source
+    src = _os_source() if source is None else source
     t, s = b.numerator, b.denominator
     if _split(s, t) > _KMAX:  # a scale beyond 2**29: element by element
         return np.array([_laplace_int(b, src) for _ in range(n)], dtype=np.int64)
