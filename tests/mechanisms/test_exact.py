@@ -2,11 +2,13 @@
 Python's exact fractions, against the exact pmf, and against OpenDP.
 
 Reference: Canonne, Kamath and Steinke (2020), "The Discrete Gaussian for Differential
-Privacy", Algorithms 1 (Bernoulli(exp(-gamma))), 2 (discrete Laplace of scale t/s) and 3
-(discrete Gaussian); a Bernoulli(p) compares uniform bits with p's binary expansion (Knuth
-and Yao 1976). The reference below follows the paper's steps one value at a time, on
-its own bit reader (byte by byte, most significant bit first), with the bit contract of the
-module's docstring; the fast sampler must take the same bits and make the same decisions.
+Privacy", Algorithm 3 (the discrete Gaussian by rejection from a discrete Laplace); the
+discrete Laplace by inversion of its geometric magnitude (above scale 8192 in two parts, a
+quotient by inversion and a remainder by rejection); a Bernoulli(p) compares uniform bits
+with p's binary expansion (Knuth and Yao 1976). The reference below takes these steps one
+value at a time, on its own bit reader (byte by byte, most significant bit first), with
+the bit contract of the module's docstring, and bounds exp(-gamma) with a different series
+from the sampler's; the fast sampler must take the same bits and make the same decisions.
 """
 
 from __future__ import annotations
