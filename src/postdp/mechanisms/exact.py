@@ -226,19 +226,6 @@ def _uniform_int(m: int, src: BitSource) -> int:
             return u
 
 
-def _bernoulli(p: Fraction, src: BitSource) -> bool:
-    """U < p, U's binary digits read one at a time until they settle it."""
-    num, den = p.numerator, p.denominator
-    r = 0  # the digits read so far, as an integer
-    j = 0
-    while True:
-        digits, rest = divmod(num << j, den)  # floor(p * 2**j)
-        if r != digits or rest == 0:
-            return r < digits
-        r = 2 * r + src.take_int(1)
-        j += 1
-
-
 # -- exp(-gamma)'s binary digits, exactly -----------------------------------------------
 def _series(a: int, b: int, p: int) -> tuple[int, int]:
     """``(L, H)`` with ``L <= exp(-a/b) * 2**p <= H`` for ``0 <= a/b <= 1``.
@@ -362,7 +349,7 @@ def _laplace_int(scale: Fraction, src: BitSource) -> int:
                 if _bernoulli_exp(Fraction(b * s, t), src):
                     break
             y = k * y + b
-        negative = _bernoulli(Fraction(1, 2), src)
+        negative = src.take_int(1) == 0  # bernoulli(1/2): one bit, 0 for negative
         if not (negative and y == 0):
             return -y if negative else y
 
