@@ -196,3 +196,32 @@ def test_a_family_with_nothing_to_move_needs_no_linear_program():
     with pytest.raises(ConvergenceError):
         round_nested(whole, CHAIN, cell_weight=1.0, parent=whole.sum(0).astype(int) + 1,
                      totals=whole.sum(1).astype(int) + np.array([2, 0]), fixed=fixed)  # fmt: skip
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_incidence_matrix_is_the_sparse_rows_picked(seed):
+    """The rounder's network matrix, built straight from its arcs, equals the node-arc
+    incidence matrix built by scipy with the rows not kept dropped (-1 at an arc's tail,
+    +1 at its head), its rows sorted within each column as HiGHS is given them."""
+    from scipy import sparse
+
+    from postdp.postprocess.topdown2020.rounding import _incidence
+
+    rng = np.random.default_rng(seed)
+    nodes, arcs = int(rng.integers(2, 30)), int(rng.integers(1, 80))
+    ends = rng.integers(0, nodes, size=(arcs, 2))
+    ends[:, 1] = np.where(ends[:, 0] == ends[:, 1], (ends[:, 1] + 1) % nodes, ends[:, 1])
+    keep = rng.random(nodes) < 0.8
+    full = sparse.csr_array(
+        (np.repeat([[-1.0, 1.0]], arcs, axis=0).T.ravel(),
+         (ends.T.ravel(), np.tile(np.arange(arcs), 2))),
+        shape=(nodes, arcs),
+    )  # fmt: skip
+    ours = _incidence(ends, keep)
+    assert ours.format == "csc" and ours.has_sorted_indices
+    assert ours.shape == (int(keep.sum()), arcs)
+    np.testing.assert_array_equal(ours.toarray(), full[keep].toarray())
+    ref = full[keep].tocsc()
+    ref.sort_indices()
+    np.testing.assert_array_equal(ours.indices, ref.indices)
+    np.testing.assert_array_equal(ours.indptr, ref.indptr)

@@ -64,27 +64,30 @@ def solve_equalities(
     import highspy
 
     csc = A.tocsc()
-    csc.sort_indices()
+    if not csc.has_sorted_indices:
+        csc.sort_indices()
     n_rows, n_cols = csc.shape
-    lp = highspy.HighsLp()
-    lp.num_col_, lp.num_row_ = n_cols, n_rows
-    lp.col_cost_ = np.ascontiguousarray(cost, dtype=np.float64)
-    lp.col_lower_ = np.ascontiguousarray(lower, dtype=np.float64)
-    lp.col_upper_ = np.ascontiguousarray(upper, dtype=np.float64)
     b = np.ascontiguousarray(rhs, dtype=np.float64)
-    lp.row_lower_, lp.row_upper_ = b, b
-    matrix = lp.a_matrix_
-    matrix.format_ = highspy.MatrixFormat.kColwise
-    matrix.num_col_, matrix.num_row_ = n_cols, n_rows
-    matrix.start_ = csc.indptr
-    matrix.index_ = csc.indices
-    matrix.value_ = csc.data.astype(np.float64, copy=False)
     h = _solver()
-    h.passModel(lp)
+    # the arrays' own overload: no Python list is made of any of them
+    status = h.passModel(
+        n_cols, n_rows, csc.nnz,
+        int(highspy.MatrixFormat.kColwise), int(highspy.ObjSense.kMinimize), 0.0,
+        np.ascontiguousarray(cost, dtype=np.float64),
+        np.ascontiguousarray(lower, dtype=np.float64),
+        np.ascontiguousarray(upper, dtype=np.float64),
+        b, b,
+        csc.indptr.astype(np.int32, copy=False),
+        csc.indices.astype(np.int32, copy=False),
+        csc.data.astype(np.float64, copy=False),
+        np.zeros(n_cols, dtype=np.int32),  # every column continuous
+    )  # fmt: skip
+    if status != highspy.HighsStatus.kOk:
+        return LinearResult(False, None, float("nan"), f"HiGHS refused the model ({status})")
     h.run()
-    status = h.getModelStatus()
-    message = h.modelStatusToString(status)
-    if status != highspy.HighsModelStatus.kOptimal:
+    model = h.getModelStatus()
+    message = h.modelStatusToString(model)
+    if model != highspy.HighsModelStatus.kOptimal:
         return LinearResult(False, None, float("nan"), message)
     x = np.array(h.getSolution().col_value, dtype=np.float64)
     return LinearResult(True, x, float(h.getInfo().objective_function_value), message)

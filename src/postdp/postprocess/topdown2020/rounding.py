@@ -223,25 +223,41 @@ def _solve(
     else:  # the root: the sink takes whatever the source sends
         keep[[source, int(ends[0])]] = False
     live = _live_arcs(net.n, tail, head, low, high, b != 0, ~keep)
-    n_arcs = int(live.sum())
-    rows = np.concatenate([tail[live], head[live]])
-    signs = np.concatenate([-np.ones(n_arcs), np.ones(n_arcs)])
-    A = sparse.csr_array(
-        (signs, (rows, np.concatenate([np.arange(n_arcs)] * 2))), shape=(net.n, n_arcs)
-    )
-    keep &= (np.bincount(rows, minlength=net.n) > 0) | (b != 0)  # rows left empty: 0 = 0
+    ends_of = np.stack([tail[live], head[live]], axis=1)  # (arcs, 2): each column's rows
+    n_arcs = ends_of.shape[0]
+    keep &= (np.bincount(ends_of.ravel(), minlength=net.n) > 0) | (b != 0)  # empty rows: 0 = 0
     flow = np.zeros(tail.size)
     if n_arcs == 0:  # nothing can move (a family of zeros): feasible only if nothing must
         if (b[keep] != 0).any():
             raise ConvergenceError("the rounder's flow problem failed: it is infeasible")
         return flow, net.offset
-    res = solve_equalities(cost[live], A[keep], b[keep], low[live], high[live])
+    A = _incidence(ends_of, keep)
+    res = solve_equalities(cost[live], A, b[keep], low[live], high[live])
     if not res.optimal:
         raise ConvergenceError(f"the rounder's flow problem failed: {res.message}")
     flow[live] = res.x
     if np.abs(flow - np.rint(flow)).max(initial=0.0) > 1e-6:
         raise ConvergenceError("the rounder's flow is not integral; please report the input")
     return flow, res.fun + net.offset
+
+
+def _incidence(ends_of: IntArray, keep: Any) -> Any:
+    """The node-arc incidence matrix (CSC, rows sorted in each column) of arcs ``ends_of``
+    (tail, head) on the rows ``keep`` (renumbered in order): -1 at the tail, +1 at the
+    head, an end on a row not kept left out. Built straight from the arcs, the same matrix
+    as a sparse matrix's rows picked and converted, in a fraction of the time."""
+    value = np.broadcast_to(np.array([-1.0, 1.0]), ends_of.shape)
+    order = ends_of[:, 0] > ends_of[:, 1]  # each column's rows ascending
+    rows = np.where(order[:, None], ends_of[:, ::-1], ends_of)
+    value = np.where(order[:, None], value[:, ::-1], value)
+    kept = keep[rows]
+    renumber = np.cumsum(keep) - 1
+    start = np.zeros(rows.shape[0] + 1, dtype=np.int32)
+    np.cumsum(kept.sum(axis=1), out=start[1:])
+    return sparse.csc_array(
+        (value[kept], renumber[rows[kept]].astype(np.int32), start),
+        shape=(int(keep.sum()), rows.shape[0]),
+    )
 
 
 def _live_arcs(
