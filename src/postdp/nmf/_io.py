@@ -304,12 +304,13 @@ def _geocodes(geo: Hierarchy, *, rooted: bool = True) -> tuple[Any, Any]:
         return codes, np.full(geo.n, codes[geo.root], dtype=object)
     codes[geo.root] = ""
     top = np.arange(geo.n)
+    depth = geo.depth  # (a property computed on each access: once)
     for _ in range(max(geo.n_levels - 2, 0)):
-        top = np.where(geo.depth[top] > 1, geo.parent[top], top)
+        top = np.where(depth[top] > 1, geo.parent[top], top)
     subtree = codes[top]
-    for node in range(geo.n):
+    for node in np.flatnonzero(depth >= 2):
         p = geo.parent[node]
-        if geo.depth[node] >= 2 and not codes[node].startswith(codes[p]):
+        if not codes[node].startswith(codes[p]):
             raise ValidationError(
                 f"geounit {ids[node]!r} does not start with its parent's id {ids[p]!r}: NMF "
                 "geocodes nest by prefix (use tabulation GEOIDs)"

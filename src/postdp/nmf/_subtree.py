@@ -104,8 +104,9 @@ def _rooted(m: TableMeasurements, depth: int, nodes: Any, rank: Any) -> TableMea
     every geounit from ``depth`` down)."""
     geo = m.table.geography
     ids = geo.ids[nodes]
-    parents = [None if geo.depth[n] == depth else str(geo.ids[geo.parent[n]]) for n in nodes]
-    sub_geo = Hierarchy.from_parents(ids, np.asarray(parents, dtype=object))
+    parents = geo.ids[geo.parent[nodes]].astype(str).astype(object)  # (the depth: once)
+    parents[geo.depth[nodes] == depth] = None
+    sub_geo = Hierarchy.from_parents(ids, parents)
     source = np.empty(sub_geo.n, dtype=np.int64)  # each new geounit's position in m
     source[sub_geo.index([str(i) for i in ids])] = nodes
     _, lower = m.workload.split_at(depth)

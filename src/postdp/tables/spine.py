@@ -184,17 +184,18 @@ def aian_branches(table: Table, *, aian: ArrayLike, level: int = 1) -> Table:
     ids = geo.ids.astype(str)
     new_ids: list[str] = []
     new_parents: list[str | None] = []
-    for i in np.flatnonzero(geo.depth <= level):
+    depth = geo.depth  # (a property computed on each access: once)
+    for i in np.flatnonzero(depth <= level):
         new_ids.append(str(ids[i]))
         new_parents.append(None if geo.parent[i] < 0 else str(ids[geo.parent[i]]))
-    inner = np.flatnonzero(geo.depth >= level)
+    inner = np.flatnonzero(depth >= level)
     inner = inner[np.isin(inner, leaves, invert=True)]
     for i in inner:
         for bit, code in ((1, "0"), (2, "1")):
             if mask[i] & bit:
                 new_ids.append(code + str(ids[i]))
                 up = geo.parent[i]
-                new_parents.append(str(ids[i]) if geo.depth[i] == level else code + str(ids[up]))
+                new_parents.append(str(ids[i]) if depth[i] == level else code + str(ids[up]))
     codes = np.where(flag, "1", "0").astype(object)
     new_ids += list(ids[leaves])
     new_parents += list(codes + ids[geo.parent[leaves]].astype(object))
