@@ -95,8 +95,11 @@ def _moe_part(
 
 
 #: Values per row group of an output file: the rows written (and the temporaries made for
-#: them) a group at a time, so a level's files cost little memory beside its estimates.
-PART_VALUES = 1 << 21
+#: them) a group at a time, so a level's files cost little memory beside its estimates (a
+#: group of 8M values is 64 MB). Parquet's cost per column chunk is what sets the floor: on
+#: 25,000 blocks x 2,016 cells, groups of 2M values took 3.4 s to write and 15 MB on disk,
+#: of 8M 1.7 s and 6 MB, of 16M 1.7 s and 4 MB.
+PART_VALUES = 1 << 23
 
 
 def _spans(values: Any, width: int | None = None) -> list[tuple[int, int]]:
