@@ -158,3 +158,23 @@ def test_state_by_state_refuses_before_drawing(tmp_path):
         with pytest.raises((TypeError, ValidationError), match="population_s"):
             nmf.measure_by_state(one, ["10"], tmp_path / "d", strategy=s, secure=False, **bad)
         assert not (tmp_path / "d").exists()  # refused before anything was drawn or made
+
+
+def test_a_workers_subtrees_go_in_batches_of_at_most_the_cut():
+    """On a Dask worker the children of a cut subtree are tasks of consecutive siblings of
+    at most ``cut_blocks`` blocks in all, each child once and in order; a child above the
+    cut goes alone (it is cut again)."""
+    from types import SimpleNamespace
+
+    from postdp.nmf.measure import _batches
+
+    sizes = [3, 4, 2, 9, 1, 1, 1, 6, 5, 5]
+    jobs = [
+        ((SimpleNamespace(geography=SimpleNamespace(leaves=np.arange(s))), k), {})
+        for k, s in enumerate(sizes)
+    ]
+    batches = _batches(jobs, 6)
+    assert [job for batch in batches for job in batch] == jobs
+    got = [[sizes[job[0][1]] for job in batch] for batch in batches]
+    assert got == [[3], [4, 2], [9], [1, 1, 1], [6], [5], [5]]
+    assert _batches(jobs, 100) == [jobs]
