@@ -308,7 +308,7 @@ def _geocodes(geo: Hierarchy, *, rooted: bool = True) -> tuple[Any, Any]:
     for _ in range(max(geo.n_levels - 2, 0)):
         top = np.where(depth[top] > 1, geo.parent[top], top)
     subtree = codes[top]
-    for node in np.flatnonzero(depth >= 2):
+    for node in np.flatnonzero(depth >= 2).tolist():
         p = geo.parent[node]
         if not codes[node].startswith(codes[p]):
             raise ValidationError(
