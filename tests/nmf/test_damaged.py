@@ -238,3 +238,34 @@ def test_the_fingerprint_follows_the_content(original, tmp_path):
     assert fingerprint(run) == before
     (run / ".part-0.parquet.tmp").write_bytes(b"a killed writer's temporary")
     assert fingerprint(run) == before
+
+
+def _changed_row(run, column, change):
+    """Row 3 of the State 11 blocks' file with ``column`` changed (a list column); the
+    row's query name without its suffix."""
+    path = run / BLOCKS
+    table = pq.read_table(path)
+    values = table.column(column).to_pylist()
+    values[3] = change(values[3])
+    field = table.schema.field(column)
+    table = table.set_column(table.column_names.index(column), field, pa.array(values, field.type))
+    pq.write_table(table, path)
+    return str(table.column("query_name")[3]).removesuffix("_dpq")
+
+
+@pytest.mark.parametrize(
+    ("column", "change", "named"),
+    [
+        ("query_shape", lambda s: [2 * s[0], *s[1:]], "query_shape"),
+        ("value", lambda v: v[:-1], "answers per geounit"),
+    ],
+)
+def test_one_row_of_another_shape_or_length_is_refused(original, tmp_path, column, change, named):
+    """A query's rows must all have the schema's shape and as many answers: one row out of
+    many that differs is refused, naming the level and the query."""
+    run = tmp_path / "run"
+    shutil.copytree(original, run)
+    query = _changed_row(run, column, change)
+    with pytest.raises(ValidationError, match=named) as caught:
+        nmf.read(run)
+    assert f"query {query!r}" in str(caught.value) and "level 5" in str(caught.value)

@@ -327,7 +327,9 @@ def _part(
         return empty, np.zeros(0, dtype=np.int64)
     frame, flat = _joined(pieces)
     frame["geocode"] = frame["geocode"].astype(str)
-    frame["query_name"] = frame["query_name"].astype(str).map(layout.strip_suffix)
+    codes, names = pd.factorize(frame["query_name"].astype(str))  # a name per query, not row
+    stripped = np.asarray([layout.strip_suffix(n) for n in names], dtype=object)
+    frame["query_name"] = stripped[codes] if len(codes) else frame["query_name"].astype(str)
     return frame, flat
 
 
@@ -520,12 +522,17 @@ def _answers(
     attrs = {a: str(rows[a][0]) for a in schema.names}
     marginal = layout.marginal_of(schema, name, attrs, label)
     dims = np.column_stack([rows[f"_s{j}"] for j in range(len(schema.names))])
-    shapes = {tuple(int(v) for v in s) for s in np.unique(dims, axis=0)}
+    if len(dims) and (dims == dims[0]).all():  # as written: one shape (no sort of every row)
+        shapes = {tuple(int(v) for v in dims[0])}
+    else:
+        shapes = {tuple(int(v) for v in s) for s in np.unique(dims, axis=0)}
     if shapes != {marginal.shape}:
         raise ValidationError(
             f"{label}: query_shape {sorted(shapes)}; the schema's is {marginal.shape}"
         )
-    lengths = np.unique(rows["_len"])
+    lengths = (
+        rows["_len"][:1] if (rows["_len"] == rows["_len"][0]).all() else np.unique(rows["_len"])
+    )
     if lengths.tolist() != [marginal.size]:
         raise ValidationError(
             f"{label}: {lengths.tolist()} answers per geounit; expected {marginal.size}"
@@ -537,9 +544,9 @@ def _answers(
     if not (np.isfinite(variance).all() and (variance > 0).all()):
         raise ValidationError(f"{label}: a variance is not a positive number")
     plb = str(rows["plb"][0]) if "plb" in rows else ""
+    if (variance == variance[0]).all():
+        return out, float(variance[0]), plb, None
     values, counts = np.unique(variance, return_counts=True)
-    if values.size == 1:
-        return out, float(values[0]), plb, None
     # geounits measured with their own budgets: the level's variance is the most common one
     # (a postdp run's is its exact share's), each geounit's own kept for its budget factor
     own = np.full(len(where), np.nan)
