@@ -20,7 +20,6 @@ solution's cost.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -151,7 +150,8 @@ def round_nested(
         ends = np.full(m, net.nodes(1)[0])
         need = None
     levels = [np.asarray(g, dtype=np.int64) for g, _ in chain]
-    check_nesting(levels)
+    grouped = [np.unique(g, return_inverse=True) for g in levels]
+    _check_nesting(levels, grouped)
     children = net.nodes(k)
     gaps = x - base
     if totals is not None:
@@ -163,8 +163,7 @@ def round_nested(
         net.l1(np.full(k, source), children, gaps.sum(axis=1), np.full(k, m), total_weight)
     above = np.repeat(children[:, None], m, axis=1)  # (k, m): each cell's node one level up
     limits = list(bounds) if bounds is not None else [None] * len(levels)
-    for groups, (_, weight), limit in zip(levels, chain, limits, strict=True):
-        ids, inverse = np.unique(groups, return_inverse=True)
+    for (ids, inverse), (_, weight), limit in zip(grouped, chain, limits, strict=True):
         n_g = ids.size
         here = net.nodes(k * n_g).reshape(k, n_g)
         sums = np.zeros((n_g, k))
@@ -178,7 +177,8 @@ def round_nested(
         else:  # the group's flow passes one more arc, bounded
             gate = net.nodes(k * n_g).reshape(k, n_g)
             net.l1(above[:, first].ravel(), gate.ravel(), sums.ravel(), np.tile(sizes, k), weight)
-            floors = np.stack([np.bincount(inverse, row, minlength=n_g) for row in base])
+            slots = (np.arange(k)[:, None] * n_g + inverse).ravel()  # (child, group)
+            floors = np.bincount(slots, base.ravel(), minlength=k * n_g).reshape(k, n_g)
             low = np.maximum(np.asarray(limit[0], dtype=float)[:, ids] - floors, 0.0)
             high = np.minimum(np.asarray(limit[1], dtype=float)[:, ids] - floors, sizes)
             if (high < low).any():
@@ -193,7 +193,7 @@ def round_nested(
     flow, bound = _solve(net, source, ends, need)
     z = np.rint(flow[cell_arcs]).astype(np.int64)
     out = base + z
-    cost = _cost(out, x, levels, chain, cell_weight, total_weight if totals is None else 0.0)
+    cost = _cost(out, x, grouped, chain, cell_weight, total_weight if totals is None else 0.0)
     if cost > bound + 1e-7 * (1.0 + abs(bound)):
         raise ConvergenceError(
             f"the rounder's integral solution is not certified optimal (cost {cost:.9g}, "
@@ -204,9 +204,17 @@ def round_nested(
 
 def check_nesting(levels: list[IntArray]) -> None:
     """Refuse groupings (coarse to fine) where a group is not inside one group above."""
-    for coarse, fine in itertools.pairwise(levels):
-        pairs = np.unique(np.stack([fine, coarse]), axis=1)
-        if np.unique(pairs[0]).size != pairs.shape[1]:
+    levels = [np.asarray(g, dtype=np.int64) for g in levels]
+    _check_nesting(levels, [np.unique(g, return_inverse=True) for g in levels])
+
+
+def _check_nesting(levels: list[IntArray], grouped: list[tuple[IntArray, IntArray]]) -> None:
+    """:func:`check_nesting` given each level's ``np.unique(..., return_inverse=True)``: a
+    fine group nests when every one of its cells has the coarse label of its first cell."""
+    for coarse, (ids, inverse) in zip(levels[:-1], grouped[1:], strict=True):
+        first = np.zeros(ids.size, dtype=np.int64)
+        first[inverse[::-1]] = np.arange(inverse.size)[::-1]
+        if (coarse != coarse[first][inverse]).any():
             raise ValidationError("the rounder's queries must nest (each group inside one above)")
 
 
@@ -287,17 +295,19 @@ def _live_arcs(
 def _cost(
     out: IntArray,
     x: FloatArray,
-    levels: list[IntArray],
+    grouped: list[tuple[IntArray, IntArray]],
     chain: Sequence[tuple[IntArray, float]],
     cell_weight: float,
     total_weight: float,
 ) -> float:
-    """The weighted L1 distance of the rounded children to their least-squares values."""
+    """The weighted L1 distance of the rounded children to their least-squares values
+    (``grouped``: each query's ``np.unique(groups, return_inverse=True)``)."""
     err = out - x
+    k = err.shape[0]
     cost = cell_weight * float(np.abs(err).sum()) + total_weight * float(np.abs(err.sum(1)).sum())
-    for groups, (_, weight) in zip(levels, chain, strict=True):
-        ids, inverse = np.unique(groups, return_inverse=True)
-        sums = np.stack([np.bincount(inverse, e, minlength=ids.size) for e in err])
+    for (ids, inverse), (_, weight) in zip(grouped, chain, strict=True):
+        slots = (np.arange(k)[:, None] * ids.size + inverse).ravel()  # (child, group)
+        sums = np.bincount(slots, err.ravel(), minlength=k * ids.size)
         cost += weight * float(np.abs(sums).sum())
     return cost
 
