@@ -133,12 +133,11 @@ class _Inner:
             return
         width = int(free.sum(axis=1).max(initial=0)) + 1
         if width > self.width:  # widen every child's padded arrays
-            grow = width - self.width
-            self.idx = np.pad(self.idx, ((0, 0), (0, grow)), constant_values=m)
-            self.valid = np.pad(self.valid, ((0, 0), (0, grow)))
-            self.Z = np.pad(self.Z, ((0, 0), (0, grow), (0, grow)))
-            self.v = np.pad(self.v, ((0, 0), (0, grow)))
-            self.width = width
+            k, w = free.shape[0], self.width
+            idx, valid = np.full((k, width), m, dtype=np.int64), np.zeros((k, width), dtype=bool)
+            Z, v = np.zeros((k, width, width)), np.zeros((k, width))
+            idx[:, :w], valid[:, :w], Z[:, :w, :w], v[:, :w] = self.idx, self.valid, self.Z, self.v
+            self.idx, self.valid, self.Z, self.v, self.width = idx, valid, Z, v, width
         sizes = free.sum(axis=1)
         small = changed[sizes[changed] <= _BATCH_WIDTH]
         if small.size:  # small blocks: one batched inversion, padded to the widest
