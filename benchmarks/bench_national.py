@@ -12,11 +12,14 @@ Drives the public command line on the synthetic persons population
 with postdp's P1-shaped preset (``--strategy pl94-2020-p1``: the persons budget on the 63
 race cells):
 
-1. ``postdp measure --synthetic STATES --strategy S --study --seed 1 --output-dir RUN``
-   (one state in memory at a time, the run renamed into place when complete);
-2. ``postdp postprocess RUN --method topdown-2020 --output-dir OUT --scheduler ADDRESS``
-   on a Dask LocalCluster this script starts (``--workers``), or in-process with
-   ``--workers 0``.
+1. ``postdp measure --synthetic STATES --strategy S --study --seed 1 --output-dir RUN
+   --scheduler ADDRESS`` (the states, and the counties and tracts of a state cut at
+   ``--cut-blocks``, as tasks; the run renamed into place when complete);
+2. ``postdp postprocess RUN --method topdown-2020 --output-dir OUT --scheduler ADDRESS``,
+
+both on a Dask LocalCluster this script starts (``--workers``; its workers restarted
+between the two, so that each command's peak on them is its own), or in-process with
+``--workers 0``.
 
 Printed: the load average, wall time and peak RSS of each command (the client), every Dask
 worker's peak RSS, the run's and the output's size on disk, the bytes each subtree task
@@ -104,17 +107,6 @@ def main() -> None:
     for path in (run, out):
         if path.exists():
             shutil.rmtree(path)
-    wall_m, peak_m = _timed(
-        ["measure", "--synthetic", ",".join(states), "--strategy", args.strategy,
-         "--study", "--seed", "1",
-         "--output-dir", str(run), *cut, "--quiet",
-         *(["--facilities", "synthetic"] if args.facilities else [])]
-    )  # fmt: skip
-    top = read(run, levels=2)
-    print(
-        f"measure: {wall_m:.0f} s wall, peak RSS {peak_m:.2f} GB; run {_size_gb(run):.2f} GB "
-        f"on disk; {len(subtrees(run))} subtrees"
-    )
     cluster = client = None
     extra: list[str] = []
     if args.workers:
@@ -123,6 +115,23 @@ def main() -> None:
         cluster = LocalCluster(n_workers=args.workers, threads_per_worker=1, dashboard_address=None)
         client = Client(cluster)
         extra = ["--scheduler", cluster.scheduler_address]
+    wall_m, peak_m = _timed(
+        ["measure", "--synthetic", ",".join(states), "--strategy", args.strategy,
+         "--study", "--seed", "1",
+         "--output-dir", str(run), *cut, "--quiet", *extra,
+         *(["--facilities", "synthetic"] if args.facilities else [])]
+    )  # fmt: skip
+    top = read(run, levels=2)
+    on_workers = ""
+    if client is not None:
+        peaks = client.run(_worker_peak)
+        on_workers = "; workers' peak RSS " + ", ".join(f"{v:.2f}" for v in peaks.values()) + " GB"
+    print(
+        f"measure: {wall_m:.0f} s wall, peak RSS {peak_m:.2f} GB{on_workers}; run "
+        f"{_size_gb(run):.2f} GB on disk; {len(subtrees(run))} subtrees"
+    )
+    if client is not None:  # each command's own peak on the workers
+        client.restart()
     wall_p, peak_p = _timed(
         ["postprocess", str(run), "--method", args.method, "--output-dir", str(out), "--quiet",
          *cut, *extra]
