@@ -15,7 +15,9 @@ before the clock starts). On the study path the three write the same files. Prin
 median wall time of ``--repeat`` runs of each, the median of the per-run ratios 2 workers /
 1 worker, and the load average before and after (``os.getloadavg``). The ratio is bounded
 below by the largest task's share of the work: the states are the tasks, and the subtrees
-(counties, tracts) of a state above ``--cut-blocks`` blocks.
+(counties, tracts) of a state above ``--cut-blocks`` blocks. When no state is cut, the
+blocks by state and that bound (the busier worker's share of the blocks, states placed
+largest first) are printed too.
 """
 
 from __future__ import annotations
@@ -81,7 +83,23 @@ def main() -> None:
     for name, runs in times.items():
         print(f"{name:<10} median {statistics.median(runs):8.1f} s   runs {runs}")
     print(f"2 workers / 1 worker: median ratio {statistics.median(ratios):.2f}")
+    blocks = {s: tables(s).geography.leaves.size for s in states}
+    if max(blocks.values()) <= args.cut_blocks:  # whole states as tasks: the balance's bound
+        print(
+            f"blocks by state {blocks}; {_balance(list(blocks.values())):.2f} of the blocks "
+            "on the busier of 2 workers (states placed largest first on the less loaded)"
+        )
     print(f"load average after {os.getloadavg()[0]:.2f}")
+
+
+def _balance(sizes: list[int]) -> float:
+    """The busier worker's share when tasks of these sizes go, largest first, to the less
+    loaded of 2 workers: the ratio 2 / 1 workers cannot fall below it (blocks stand in
+    for time)."""
+    load = [0, 0]
+    for size in sorted(sizes, reverse=True):
+        load[load.index(min(load))] += size
+    return max(load) / sum(sizes)
 
 
 if __name__ == "__main__":
