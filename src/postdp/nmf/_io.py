@@ -286,35 +286,34 @@ def write_levels(
                 _atomic_parquet(pq, frame, where / file, held)
 
 
+def _refuse_unnested(ids: Any, codes: Any, parent: IntArray, nodes: IntArray) -> None:
+    """Refuse the first of ``nodes`` whose geocode does not start with its parent's."""
+    for node in nodes.tolist():
+        p = parent[node]
+        if not codes[node].startswith(codes[p]):
+            raise ValidationError(
+                f"geounit {ids[node]!r} does not start with its parent's id {ids[p]!r}: NMF "
+                "geocodes nest by prefix (use tabulation GEOIDs)"
+            )
+
+
 def _geocodes(geo: Hierarchy, *, rooted: bool = True) -> tuple[Any, Any]:
     """Every geounit's geocode (flag 0 + id; root '') and its subtree code (flag + the
     level-1 ancestor's id). ``rooted=False``: a state's subtree (its root the state)."""
     ids = np.asarray([str(i) for i in geo.ids], dtype=object)
     codes = np.asarray(["0" + i for i in ids], dtype=object)
     if not rooted:
-        for node in range(geo.n):
-            p = geo.parent[node]
-            if p >= 0 and not codes[node].startswith(codes[p]):
-                raise ValidationError(
-                    f"geounit {ids[node]!r} does not start with its parent's id {ids[p]!r}: "
-                    "NMF geocodes nest by prefix (use tabulation GEOIDs)"
-                )
+        _refuse_unnested(ids, codes, geo.parent, np.flatnonzero(geo.parent >= 0))
         if not codes[geo.root].isalnum():
             raise ValidationError(f"subtree id {ids[geo.root]!r} must be letters and digits")
         return codes, np.full(geo.n, codes[geo.root], dtype=object)
     codes[geo.root] = ""
     top = np.arange(geo.n)
-    depth = geo.depth  # (a property computed on each access: once)
+    depth = geo.depth  # a property computed on each access: taken once
     for _ in range(max(geo.n_levels - 2, 0)):
         top = np.where(depth[top] > 1, geo.parent[top], top)
     subtree = codes[top]
-    for node in np.flatnonzero(depth >= 2).tolist():
-        p = geo.parent[node]
-        if not codes[node].startswith(codes[p]):
-            raise ValidationError(
-                f"geounit {ids[node]!r} does not start with its parent's id {ids[p]!r}: NMF "
-                "geocodes nest by prefix (use tabulation GEOIDs)"
-            )
+    _refuse_unnested(ids, codes, geo.parent, np.flatnonzero(depth >= 2))
     for code in set(subtree[geo.levels[1]]) if geo.n_levels > 1 else ():
         if not code.isalnum():
             raise ValidationError(

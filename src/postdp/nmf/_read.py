@@ -328,8 +328,7 @@ def _part(
     frame, flat = _joined(pieces)
     frame["geocode"] = frame["geocode"].astype(str)
     codes, names = pd.factorize(frame["query_name"].astype(str))  # a name per query, not row
-    stripped = np.asarray([layout.strip_suffix(n) for n in names], dtype=object)
-    frame["query_name"] = stripped[codes] if len(codes) else frame["query_name"].astype(str)
+    frame["query_name"] = np.asarray([layout.strip_suffix(n) for n in names], dtype=object)[codes]
     return frame, flat
 
 
@@ -507,6 +506,14 @@ def _placed(
     return out, places
 
 
+def _distinct(a: np.ndarray) -> np.ndarray:
+    """``np.unique(a, axis=0)`` (a's distinct entries, or rows), without sorting ``a`` when
+    they are all alike, as a run writes them (a block level's query has one row per block)."""
+    if len(a) and (a == a[0]).all():
+        return a[:1]
+    return np.unique(a, axis=0)
+
+
 def _answers(
     rows: QueryRows,
     flat: np.ndarray,
@@ -522,17 +529,12 @@ def _answers(
     attrs = {a: str(rows[a][0]) for a in schema.names}
     marginal = layout.marginal_of(schema, name, attrs, label)
     dims = np.column_stack([rows[f"_s{j}"] for j in range(len(schema.names))])
-    if len(dims) and (dims == dims[0]).all():  # as written: one shape (no sort of every row)
-        shapes = {tuple(int(v) for v in dims[0])}
-    else:
-        shapes = {tuple(int(v) for v in s) for s in np.unique(dims, axis=0)}
+    shapes = {tuple(int(v) for v in s) for s in _distinct(dims)}
     if shapes != {marginal.shape}:
         raise ValidationError(
             f"{label}: query_shape {sorted(shapes)}; the schema's is {marginal.shape}"
         )
-    lengths = (
-        rows["_len"][:1] if (rows["_len"] == rows["_len"][0]).all() else np.unique(rows["_len"])
-    )
+    lengths = _distinct(rows["_len"])
     if lengths.tolist() != [marginal.size]:
         raise ValidationError(
             f"{label}: {lengths.tolist()} answers per geounit; expected {marginal.size}"
@@ -544,7 +546,7 @@ def _answers(
     if not (np.isfinite(variance).all() and (variance > 0).all()):
         raise ValidationError(f"{label}: a variance is not a positive number")
     plb = str(rows["plb"][0]) if "plb" in rows else ""
-    if (variance == variance[0]).all():
+    if _distinct(variance).size == 1:
         return out, float(variance[0]), plb, None
     values, counts = np.unique(variance, return_counts=True)
     # geounits measured with their own budgets: the level's variance is the most common one

@@ -104,7 +104,8 @@ def _rooted(m: TableMeasurements, depth: int, nodes: Any, rank: Any) -> TableMea
     every geounit from ``depth`` down)."""
     geo = m.table.geography
     ids = geo.ids[nodes]
-    parents = geo.ids[geo.parent[nodes]].astype(str).astype(object)  # (the depth: once)
+    parents = geo.ids[geo.parent[nodes]].astype(str).astype(object)  # vectorised: the
+    # depth is a property computed afresh on each access
     parents[geo.depth[nodes] == depth] = None
     sub_geo = Hierarchy.from_parents(ids, parents)
     source = np.empty(sub_geo.n, dtype=np.int64)  # each new geounit's position in m

@@ -184,7 +184,7 @@ def aian_branches(table: Table, *, aian: ArrayLike, level: int = 1) -> Table:
     ids = geo.ids.astype(str)
     new_ids: list[str] = []
     new_parents: list[str | None] = []
-    depth = geo.depth  # (a property computed on each access: once)
+    depth = geo.depth  # a property computed on each access: taken once
     for i in np.flatnonzero(depth <= level):
         new_ids.append(str(ids[i]))
         new_parents.append(None if geo.parent[i] < 0 else str(ids[geo.parent[i]]))
