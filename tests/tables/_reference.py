@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import cvxpy as cp
 import numpy as np
 from scipy import linalg
@@ -240,15 +242,47 @@ def random_schema(rng, *, max_size=None):
             return schema
 
 
+def random_overlapping_schema(rng, *, max_size=60):
+    """Like :func:`random_schema`, but the first attribute has two recodes whose classes
+    overlap without nesting (the DHC's age groups: contiguous spans cut at different
+    points, some classes of each straddling a cut of the other), and the others up to two
+    recodes of contiguous spans each (which may or may not nest)."""
+    from postdp.tables import Attribute, Recode, Schema
+
+    def spans(name, n, cuts):
+        bounds = [0, *sorted(cuts), n]
+        return Recode(name, {f"s{a}": list(range(a, b)) for a, b in itertools.pairwise(bounds)})
+
+    while True:
+        attributes = []
+        for k in range(int(rng.integers(2, 4))):
+            n = int(rng.integers(4 if k == 0 else 2, 8))
+            recodes = []
+            if k == 0:  # cut at 1 and 3 against a cut at 2: {1, 2} straddles {0, 1} | {2, ..}
+                lo = int(rng.integers(1, n - 2))
+                recodes = [spans("r0a", n, [lo, lo + 2]), spans("r0b", n, [lo + 1])]
+            else:
+                for j in range(int(rng.integers(0, 3))):
+                    m = int(rng.integers(1, n))
+                    cuts = rng.choice(np.arange(1, n), size=m - 1, replace=False).tolist()
+                    recodes.append(spans(f"r{k}{'ab'[j]}", n, cuts))
+            attributes.append(Attribute(f"a{k}", [f"v{i}" for i in range(n)], recodes=recodes))
+        schema = Schema(attributes)
+        if schema.size <= max_size:
+            return schema
+
+
 def random_terms(rng, schema):
-    """A random marginal: each attribute kept, recoded or summed out."""
+    """A random marginal: each attribute kept, recoded (any of its recodes) or summed out."""
     terms = []
     for a in schema.attributes:
         pick = int(rng.integers(0, 3))
         if pick == 1:
             terms.append(a.name)
         elif pick == 2 and a.recodes:
-            terms.append(a.recodes[0].name)
+            # one recode: no draw, so the streams of older tests' cases stay as they were
+            j = int(rng.integers(0, len(a.recodes))) if len(a.recodes) > 1 else 0
+            terms.append(a.recodes[j].name)
     return terms
 
 
