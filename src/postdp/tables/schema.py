@@ -428,8 +428,8 @@ class Marginal:
             rows = np.eye(n, dtype=np.int8) if factor is None else (factor != 0).astype(np.int8)
             member = sparse.kron(member, sparse.csr_array(rows), format="csr")
         member.sort_indices()
-        cells = np.asarray(self.schema.cells, dtype=object)[member.indices]
-        return [p.tolist() for p in np.split(cells, member.indptr[1:-1])]
+        cells = np.asarray(self.schema.cells, dtype=object)[member.indices].tolist()
+        return [cells[a:b] for a, b in itertools.pairwise(member.indptr.tolist())]
 
 
 def apply_factors(

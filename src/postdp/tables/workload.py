@@ -89,7 +89,11 @@ class Query:
         ('b', 3, ('0|x', '1|x'))
         """
         m = Marginal(schema, terms)
-        query = cls(m.name, m.groups())
+        # the groups are the schema's own non-empty cell codes: no check or conversion (a
+        # DHC persons query has up to 1.2 million of them)
+        query = cls.__new__(cls)
+        object.__setattr__(query, "name", m.name)
+        object.__setattr__(query, "groups", tuple(map(tuple, m.groups())))
         object.__setattr__(query, "marginal_of", m)
         return query
 
@@ -281,12 +285,16 @@ class Workload:
         if budget <= 0:
             raise ValidationError(f"`total` must be positive; got {total!r}")
 
+        made: dict[str, Query] = {}  # one query per name, shared by the levels
+
         def query(q: Query | str) -> Query:
             if isinstance(q, Query):
                 return q
             if schema is None:
                 raise ValidationError(f"query {q!r} given by name needs `schema`")
-            return Query.marginal(schema, q)
+            if q not in made:
+                made[q] = Query.marginal(schema, q)
+            return made[q]
 
         level_sum = sum((_share(f"level {d}", g) for d, (g, _) in levels.items()), Fraction(0))
         if level_sum != 1:

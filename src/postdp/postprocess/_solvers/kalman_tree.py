@@ -385,7 +385,41 @@ def _shape(
     sum_pinv = psd_pinv(summed)
     if A.shape[0] == 0:
         return _Shape(summed, None, None, sum_pinv, summed)
-    S = A @ summed @ A.T + np.diag(r)
-    gain = summed @ A.T @ psd_pinv(S)
-    cov = summed - gain @ A @ summed
-    return _Shape((cov + cov.T) / 2, gain, None, sum_pinv, summed)
+    gain, cov = _update(A, r, summed)
+    return _Shape(cov, gain, None, sum_pinv, summed)
+
+
+def _update(A: FloatArray, r: FloatArray, summed: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """The Kalman gain K (c x k) and covariance of a prior of covariance ``summed`` updated
+    with rows A of noise variances r (0: public, held exactly).
+
+    The noisy rows go first, in the prior's c dimensions rather than the rows' k (the DHC's
+    blocks have c = 1,160 unknowns and k = 3,320 rows): with J = A' R^-1 A, the gain
+    S A' (A S A' + R)^-1 equals S (I + J S)^-1 A' R^-1 (since (I + A' R^-1 A S) A' = A' R^-1
+    (R + A S A')) and the covariance S - K A S equals S (I + J S)^-1, so one c x c solve
+    does; I + J S is invertible for any covariance S (its eigenvalues are those of I + R^-1/2
+    A S A' R^-1/2, at least 1). The public rows P then update that estimate exactly (gain G
+    = S1 P' (P S1 P')^+), and the joint gain is [(I - G P) K, G]: one update after the
+    other is the update with both, the public answers independent of the noise."""
+    c = summed.shape[0]
+    noisy = r > 0
+    gain = np.zeros((c, A.shape[0]))
+    cov = summed
+    if noisy.any():
+        An, weighted = A[noisy], A[noisy].T / r[noisy]  # A', columns over R
+        step = np.eye(c) + (weighted @ An) @ summed
+        cov = np.linalg.solve(step.T, summed).T  # S (I + J S)^-1
+        cov = (cov + cov.T) / 2
+        gain[:, noisy] = cov @ weighted
+    if not noisy.all():
+        P = A[~noisy]
+        # the cut of psd_pinv relative to the prior's scale, not the updated one's: a public
+        # row already fixed by what is below has variance ~0 after the noisy rows, and that
+        # rounding residue, small against the prior, must not be inverted
+        prior = float(np.abs(summed).max()) * float((P * P).sum(axis=1).max())
+        held = cov @ P.T @ psd_pinv(P @ cov @ P.T, scale=prior)
+        gain[:, noisy] -= held @ (P @ gain[:, noisy])
+        gain[:, ~noisy] = held
+        cov = cov - held @ P @ cov
+        cov = (cov + cov.T) / 2
+    return gain, cov

@@ -377,21 +377,24 @@ def _single_cell_update(
     return out
 
 
-def _pinv(M: FloatArray) -> FloatArray:
-    """Pseudo-inverses of a stack of symmetric positive semidefinite matrices."""
+def _pinv(M: FloatArray, scale: float = 0.0) -> FloatArray:
+    """Pseudo-inverses of a stack of symmetric positive semidefinite matrices (eigenvalues
+    below 1e-12 of the largest, or of ``scale`` when larger, taken as zeros)."""
     vals, vecs = np.linalg.eigh(M)
-    cut = 1e-12 * np.maximum(vals.max(axis=1, keepdims=True), 1e-300)
+    cut = 1e-12 * np.maximum(vals.max(axis=1, keepdims=True), max(scale, 1e-300))
     inv = np.where(vals > cut, 1.0 / np.where(vals > cut, vals, 1.0), 0.0)
     out: FloatArray = (vecs * inv[:, None, :]) @ np.swapaxes(vecs, 1, 2)
     return out
 
 
-def psd_pinv(M: FloatArray) -> FloatArray:
+def psd_pinv(M: FloatArray, *, scale: float = 0.0) -> FloatArray:
     """Pseudo-inverse of one symmetric positive semidefinite matrix, with eigenvalues below
     1e-12 of the largest taken as exact zeros. A covariance after an exact (public) update
     is singular in exact arithmetic but only nearly so in floating point; numpy's default
-    cut (a few ulps) keeps that rounding residue and inverts it into ~1e15."""
-    out: FloatArray = _pinv(((M + M.T) / 2)[None])[0]
+    cut (a few ulps) keeps that rounding residue and inverts it into ~1e15. ``scale``: a
+    size the cut is relative to when larger than the largest eigenvalue (the matrix's
+    inputs' own, when its rounding residue comes from them)."""
+    out: FloatArray = _pinv(((M + M.T) / 2)[None], scale)[0]
     return out
 
 
