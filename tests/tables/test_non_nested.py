@@ -125,3 +125,42 @@ def test_top_down_families_of_non_nested_marginals_match_clarabel(seed):
     items = [m for m in workload.measurements if not m.public or m.level == 0]
     draws = measure(table, Workload(items), secure=False, rng=seed)
     assert_top_down_matches_reference(draws)
+
+
+def test_equal_schemas_built_apart_are_one_schema():
+    """Marginals of two equal schema objects (two ``dhc_schema()`` calls) are solved in the
+    marginal basis, as if built from one; a schema that differs is not."""
+    from postdp.tables import Attribute, Recode, Schema
+
+    def make(*recodes):
+        return Schema([Attribute("a", ["0", "1", "2"], recodes=recodes), Attribute("b", "xy")])
+
+    # the same cells, but another schema: it has a recode the others have not
+    one, two, other = make(), make(), make(Recode("r", {"lo": [0], "hi": [1, 2]}))
+    assert one is not two and one == two and one != other
+    geo = random_tree(np.random.default_rng(0), 4, "g")
+    table = Table(geo, one.categories(), np.ones((geo.leaves.size, one.size), dtype=np.int64))
+    items = [
+        Measurement(d, Query.marginal(one, "detailed"), Gaussian(rho=0.5))
+        for d in range(geo.n_levels)
+    ]
+    items.append(Measurement(0, Query.marginal(two, "a"), Gaussian(rho=0.5)))
+    assert TableProjector(table, Workload(items))._basis is not None
+    items[-1] = Measurement(0, Query.marginal(other, "a"), Gaussian(rho=0.5))
+    assert TableProjector(table, Workload(items))._basis is None  # the dense solver
+
+
+def test_a_table_too_large_for_the_dense_solver_is_refused_before_allocating():
+    """Queries that are not marginals of one schema take the dense solver's c x c matrices;
+    with more than 20,000 detailed cells that is refused in one line, naming the remedy,
+    instead of asking numpy for terabytes."""
+    from postdp import Hierarchy
+    from postdp.errors import ValidationError
+
+    c = 20_001
+    cat = Hierarchy.from_parents(["T", *(f"c{i}" for i in range(c))], [None, *["T"] * c])
+    geo = Hierarchy.from_parents(["S", "a", "b"], [None, "S", "S"])
+    table = Table(geo, cat, np.zeros((2, c), dtype=np.int64))
+    w = Workload([Measurement(1, Query.detailed(cat), Gaussian(rho=1.0))])
+    with pytest.raises(ValidationError, match=r"20,001 detailed cells.*Query\.marginal"):
+        TableProjector(table, w)

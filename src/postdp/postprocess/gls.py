@@ -41,6 +41,9 @@ from postdp.tables.published import PublishedTable
 
 __all__ = ["TableProjector", "gls_cells"]
 
+#: The most detailed cells the dense tree solver takes (its c x c matrices: 3.2 GB here).
+_DENSE_CELLS = 20_000
+
 
 @dataclass(frozen=True, eq=False)
 class TableProjector:
@@ -103,9 +106,15 @@ class TableProjector:
         """The dense tree solver (c x c matrices), prepared on first use."""
         if self._tree is not None:
             return self._tree
+        c = self.table.categories.leaves.size
+        if c > _DENSE_CELLS:
+            raise ValidationError(
+                f"this table has {c:,} detailed cells: the dense solver's c x c matrices "
+                f"would take {8 * c * c / 2**30:,.0f} GiB each; measure marginals of one "
+                "schema (Query.marginal), which the marginal basis solves without them"
+            )
         levels = level_matrices(self.table, self.workload)
         object.__setattr__(self, "_levels", levels)
-        c = self.table.categories.leaves.size
         per_level = [(A, r) for A, r, _ in levels]
         tree = TreeGLS(self.table.geography, per_level, c, scale=self.budget_scale)
         object.__setattr__(self, "_tree", tree)

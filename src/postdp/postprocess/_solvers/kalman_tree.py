@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from postdp._typing import FloatArray, IntArray
+from postdp._typing import BoolArray, FloatArray, IntArray
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
 from postdp.postprocess._solvers.nonneg_pivoting import psd_pinv
@@ -37,12 +37,49 @@ __all__ = ["TreeGLS"]
 
 
 @dataclass(frozen=True, slots=True)
+class _Own:
+    """How a geounit's own answers move its estimate, kept in factors rather than as a
+    c x k gain (a DHC persons block's would be 1,160 x 3,320, 31 MB a shape): the noisy rows
+    through the covariance after them, then the public rows through their gain after those.
+
+    From a prior estimate m (the children's sum; none at a leaf), with W the noisy rows'
+    inverse variances: m1 = m + C1 A_n' W (y_n - A_n m) (a leaf: C1 A_n' W y_n) and then
+    m1 + G (y_p - P m1); applied in this order, the two steps are the joint update."""
+
+    noisy: IntArray  # the level's rows read with noise
+    weight: FloatArray  # their inverse variances
+    cov: FloatArray  # C1: the covariance after the noisy rows (the prior's if none)
+    public: IntArray  # the level's rows held exactly
+    held: FloatArray | None  # G (c x public rows)
+    leaf: bool  # no prior: the noisy rows alone give m1
+
+    def rows(self, A: FloatArray) -> tuple[FloatArray, FloatArray]:
+        """The noisy and public rows of the level's matrix (one copy each per shape)."""
+        return A[self.noisy], A[self.public]
+
+    def apply(
+        self, An: FloatArray, Ap: FloatArray, y: FloatArray, est: FloatArray | None
+    ) -> FloatArray:
+        """The estimate of geounits with answers y (B, nodes, k) and prior ``est`` (B,
+        nodes, c; None at a leaf)."""
+        if self.noisy.size:
+            yn = y[..., self.noisy]
+            if est is not None:
+                yn = yn - est @ An.T
+            step = ((yn * self.weight) @ An) @ self.cov  # C1 symmetric
+            est = step if est is None else est + step
+        assert est is not None
+        if self.held is not None:
+            est = est + (y[..., self.public] - est @ Ap.T) @ self.held.T
+        return est
+
+
+@dataclass(frozen=True, slots=True)
 class _Shape:
     """Matrices of one subtree shape."""
 
     cov: FloatArray  # S: covariance of the subtree's estimate after own measurements
-    gain: FloatArray | None  # K: Kalman gain of the node's own measurements (c x k)
-    leaf_map: FloatArray | None  # leaves: c x k map from noisy answers to the estimate
+    own: _Own | None  # how the node's own answers update its estimate
     sum_pinv: FloatArray | None  # internal: pseudo-inverse of the children's summed S
     summed: FloatArray | None = None  # internal: the children's summed S itself
     open: bool = False  # no information of its own: the only child of a parent it equals
@@ -106,7 +143,7 @@ class TreeGLS:
                 at = float(self.scale[p])
                 if p >= first_leaf:  # a leaf standing for a subtree: its own shape
                     assert self.below is not None
-                    kid = _Shape(self.below[p - first_leaf], None, None, None)
+                    kid = _Shape(self.below[p - first_leaf], None, None)
                     shapes.append(_node_shape(d, A, r, at, [kid], self.c))
                     sig[p] = len(shapes) - 1
                     continue
@@ -169,19 +206,19 @@ class TreeGLS:
                 summed[:, lay.parents[d]] = sums
                 del sums
             for s in np.unique(self.sig[b0:b1]):
-                shape = self.shapes[s]
+                own = self.shapes[s].own
+                rows = None if own is None else own.rows(A)
                 every = b0 + np.flatnonzero(self.sig[b0:b1] == s)
                 for a in range(0, every.size, chunk):  # geounits at a time: small temporaries
                     nodes = every[a : a + chunk]
-                    y = ys[d][:, nodes - b0]
-                    if shape.leaf_map is not None:
-                        est = y @ shape.leaf_map.T
-                    elif b0 < summed.shape[1]:
-                        est = summed[:, nodes]
-                    else:  # an open leaf: no answers, no children (its parent's, downward)
-                        est = np.zeros((B, nodes.size, c))
-                    if shape.gain is not None:
-                        est += (y - est @ A.T) @ shape.gain.T
+                    est: FloatArray | None = None
+                    if own is None or not own.leaf:
+                        if b0 < summed.shape[1]:
+                            est = summed[:, nodes]
+                        else:  # an open leaf: no answers, no children (its parent's, downward)
+                            est = np.zeros((B, nodes.size, c))
+                    if own is not None and rows is not None:
+                        est = own.apply(*rows, ys[d][:, nodes - b0], est)
                     post[:, nodes] = est
         return post, summed
 
@@ -334,21 +371,15 @@ def _node_shape(
             )
         kids, summed = [], None  # the one child is this geounit: its answers are this one's
     if not kids and not keep.any():
-        return _Shape(np.zeros((c, c)), None, None, None, open=True)
+        return _Shape(np.zeros((c, c)), None, None, open=True)
     rows = np.flatnonzero(keep)
     r_kept = np.where(noisy[rows], r[rows] / (at if at > 0 else 1.0), 0.0)
     shape = _shape(d, A[rows], r_kept, [kid.cov for kid in kids], c, summed)
-    if rows.size == A.shape[0]:
+    own = shape.own
+    if rows.size == A.shape[0] or own is None:
         return shape
-
-    def full(m: FloatArray | None) -> FloatArray | None:
-        if m is None:
-            return None
-        out = np.zeros((c, A.shape[0]))
-        out[:, rows] = m
-        return out
-
-    return replace(shape, gain=full(shape.gain), leaf_map=full(shape.leaf_map))
+    # the rows kept, as rows of the level's whole matrix
+    return replace(shape, own=replace(own, noisy=rows[own.noisy], public=rows[own.public]))
 
 
 def _shape(
@@ -370,27 +401,19 @@ def _shape(
             )
         cov0 = np.linalg.inv(info)
         cov0 = (cov0 + cov0.T) / 2
-        leaf_map = np.zeros((c, A.shape[0]))
-        leaf_map[:, noisy] = cov0 @ An.T * wn[None, :]
-        public = A[~noisy]
-        gain = None
-        cov = cov0
-        if public.shape[0]:
-            gain = np.zeros((c, A.shape[0]))
-            gain[:, ~noisy] = cov0 @ public.T @ psd_pinv(public @ cov0 @ public.T)
-            cov = cov0 - gain[:, ~noisy] @ public @ cov0
-        return _Shape((cov + cov.T) / 2, gain, leaf_map, None)
+        own, cov = _held(A, noisy, cov0, cov0, wn, leaf=True)
+        return _Shape(cov, own, None)
     if summed is None:
         summed = np.sum(kid_covs, axis=0)
     sum_pinv = psd_pinv(summed)
     if A.shape[0] == 0:
-        return _Shape(summed, None, None, sum_pinv, summed)
-    gain, cov = _update(A, r, summed)
-    return _Shape(cov, gain, None, sum_pinv, summed)
+        return _Shape(summed, None, sum_pinv, summed)
+    own, cov = _update(A, r, summed)
+    return _Shape(cov, own, sum_pinv, summed)
 
 
-def _update(A: FloatArray, r: FloatArray, summed: FloatArray) -> tuple[FloatArray, FloatArray]:
-    """The Kalman gain K (c x k) and covariance of a prior of covariance ``summed`` updated
+def _update(A: FloatArray, r: FloatArray, summed: FloatArray) -> tuple[_Own, FloatArray]:
+    """The update (:class:`_Own`) and covariance of a prior of covariance ``summed`` updated
     with rows A of noise variances r (0: public, held exactly).
 
     The noisy rows go first, in the prior's c dimensions rather than the rows' k (the DHC's
@@ -401,25 +424,39 @@ def _update(A: FloatArray, r: FloatArray, summed: FloatArray) -> tuple[FloatArra
     A S A' R^-1/2, at least 1). The public rows P then update that estimate exactly (gain G
     = S1 P' (P S1 P')^+), and the joint gain is [(I - G P) K, G]: one update after the
     other is the update with both, the public answers independent of the noise."""
-    c = summed.shape[0]
     noisy = r > 0
-    gain = np.zeros((c, A.shape[0]))
     cov = summed
     if noisy.any():
         An, weighted = A[noisy], A[noisy].T / r[noisy]  # A', columns over R
-        step = np.eye(c) + (weighted @ An) @ summed
-        cov = np.linalg.solve(step.T, summed).T  # S (I + J S)^-1
-        cov = (cov + cov.T) / 2
-        gain[:, noisy] = cov @ weighted
-    if not noisy.all():
-        P = A[~noisy]
+        step = np.eye(summed.shape[0]) + (weighted @ An) @ summed
+        solved = np.linalg.solve(step.T, summed).T  # S (I + J S)^-1
+        cov = np.asarray((solved + solved.T) / 2, dtype=np.float64)
+    return _held(A, noisy, cov, summed, 1.0 / r[noisy], leaf=False)
+
+
+def _held(
+    A: FloatArray,
+    noisy: BoolArray,
+    cov: FloatArray,
+    prior: FloatArray,
+    weight: FloatArray,
+    *,
+    leaf: bool,
+) -> tuple[_Own, FloatArray]:
+    """The update by the noisy rows (covariance ``cov`` after them) completed with the
+    public rows P (gain G = C1 P' (P C1 P')^+), and the covariance after both."""
+    public = ~noisy
+    held = None
+    if public.any():
+        P = A[public]
         # the cut of psd_pinv relative to the prior's scale, not the updated one's: a public
         # row already fixed by what is below has variance ~0 after the noisy rows, and that
         # rounding residue, small against the prior, must not be inverted
-        prior = float(np.abs(summed).max()) * float((P * P).sum(axis=1).max())
-        held = cov @ P.T @ psd_pinv(P @ cov @ P.T, scale=prior)
-        gain[:, noisy] -= held @ (P @ gain[:, noisy])
-        gain[:, ~noisy] = held
-        cov = cov - held @ P @ cov
-        cov = (cov + cov.T) / 2
-    return gain, cov
+        size = float(np.abs(prior).max()) * float((P * P).sum(axis=1).max())
+        held = cov @ P.T @ psd_pinv(P @ cov @ P.T, scale=size)
+        after = cov - held @ P @ cov
+        after = (after + after.T) / 2
+    else:
+        after = cov
+    rows = np.flatnonzero(noisy), np.flatnonzero(public)
+    return _Own(rows[0], weight, cov, rows[1], held, leaf), after

@@ -60,14 +60,14 @@ class Factored(Protocol):
 
 def marginal_workload(workload: Workload) -> Schema | None:
     """The schema when every query of ``workload`` is a marginal of one schema, else None."""
-    schemas = {
-        id(m.query.marginal_of.schema) if m.query.marginal_of else None
-        for m in workload.measurements
-    }
-    if None in schemas or len(schemas) != 1:
+    marginals = [m.query.marginal_of for m in workload.measurements]
+    if not marginals or any(m is None for m in marginals):
         return None
-    first = workload.measurements[0].query.marginal_of
+    first = marginals[0]
     assert first is not None
+    # equal schemas built apart (two dhc_schema() calls) are one schema
+    if any(m.schema is not first.schema and m.schema != first.schema for m in marginals if m):
+        return None
     return first.schema
 
 
@@ -157,6 +157,7 @@ class MarginalBasis:
                     continue  # an attribute outside tau has no complement: the type is empty
                 per_level: list[tuple[FloatArray, FloatArray]] = []
                 which: list[list[int]] = []
+                stacks: dict[object, FloatArray] = {}
                 s = math.prod(self.ranks[k] for k in tau)
                 for d in range(geography.n_levels):
                     mats, var, used = [], [], []
@@ -172,7 +173,12 @@ class MarginalBasis:
                         mats.append(M)
                         var.append(np.full(M.shape[0], self.variances[j]))
                         used.append(j)
-                    A = np.vstack(mats) if mats else np.zeros((0, s))
+                    # levels measuring the same marginals share one stacked matrix (the
+                    # DHC's eight levels: 31 MB each for its largest types)
+                    stack_key = ("stack", tau, tuple(self.marginals[j].name for j in used))
+                    if stack_key not in stacks:
+                        stacks[stack_key] = np.vstack(mats) if mats else np.zeros((0, s))
+                    A = stacks[stack_key]
                     noise = np.concatenate(var) if var else np.zeros(0)
                     per_level.append((A, noise))
                     which.append(used)
