@@ -100,6 +100,7 @@ def main() -> None:
     times: dict[str, list[float]] = {"measure": [], "design": [], "solve": [], "margins": []}
     age_sex = Query.marginal(schema, "sex * age")
     for r in range(args.repeat):
+        cells = var = None  # the last run's go first: one run's arrays at a time
         t0 = time.perf_counter()
         draws = measure(table, workload, secure=False, rng=r)
         t1 = time.perf_counter()
@@ -115,7 +116,7 @@ def main() -> None:
             "  run " + str(r + 1) + ": "
             + ", ".join(f"{k} {v[-1]:.1f} s" for k, v in times.items())
         )  # fmt: skip
-        del draws
+        del draws, projector
     truth = table.counts()
     leaves = table.categories.leaves
     geo = table.geography
