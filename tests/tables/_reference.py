@@ -272,6 +272,24 @@ def random_overlapping_schema(rng, *, max_size=60):
             return schema
 
 
+def random_marginal_workload(rng, schema, geo, chosen):
+    """Each level's marginals ``chosen(d)`` (a list of names; it may draw from ``rng``),
+    each noisy (Laplace or Gaussian at a random budget), and at a level with non-leaf
+    geounits, half the time, one more random marginal held exactly (public)."""
+    items, names = [], set()
+    for d in range(geo.n_levels):
+        for name in dict.fromkeys(chosen(d)):
+            mech = Laplace(epsilon=float(rng.uniform(0.3, 2))) if rng.random() < 0.3 else None
+            mech = mech or Gaussian(rho=float(rng.uniform(0.1, 1)))
+            items.append(Measurement(d, Query.marginal(schema, name), mech))
+            names.add((d, name))
+        if not geo.is_leaf[geo.levels[d]].all() and rng.random() < 0.5:
+            name = schema.marginal(random_terms(rng, schema)).name
+            if (d, name) not in names:  # a public marginal, held exactly
+                items.append(Measurement(d, Query.marginal(schema, name), None))
+    return Workload(items)
+
+
 def random_terms(rng, schema):
     """A random marginal: each attribute kept, recoded (any of its recodes) or summed out."""
     terms = []

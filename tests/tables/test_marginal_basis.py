@@ -8,12 +8,13 @@ import numpy as np
 import pytest
 
 import postdp
-from postdp import Gaussian, Hierarchy, Laplace
+from postdp import Gaussian, Hierarchy
 from postdp.postprocess import TableProjector
 from postdp.tables import Measurement, Query, Table, Workload, expand, measure, pl94_schema
 from tests.tables._reference import (
     assert_equals_dense_gls,
     assert_top_down_matches_reference,
+    random_marginal_workload,
     random_schema,
     random_terms,
     random_tree,
@@ -30,22 +31,14 @@ def _case(seed):
     geo = random_tree(rng, int(rng.integers(2, 7)), "g")
     cat = schema.categories()
     table = Table(geo, cat, rng.integers(0, 15, (geo.leaves.size, schema.size)))
-    items, names = [], set()
-    for d in range(geo.n_levels):
-        leafy = geo.is_leaf[geo.levels[d]].any()
-        chosen = [schema.marginal(_terms(rng, schema)).name for _ in range(int(rng.integers(1, 4)))]
-        if leafy:
-            chosen.append("detailed")
-        for name in dict.fromkeys(chosen):
-            mech = Laplace(epsilon=float(rng.uniform(0.3, 2))) if rng.random() < 0.3 else None
-            mech = mech or Gaussian(rho=float(rng.uniform(0.1, 1)))
-            items.append(Measurement(d, Query.marginal(schema, name), mech))
-            names.add((d, name))
-        if not geo.is_leaf[geo.levels[d]].all() and rng.random() < 0.5:
-            name = schema.marginal(_terms(rng, schema)).name
-            if (d, name) not in names:  # a public marginal, held exactly
-                items.append(Measurement(d, Query.marginal(schema, name), None))
-    return table, Workload(items)
+
+    def chosen(d):
+        names = [schema.marginal(_terms(rng, schema)).name for _ in range(int(rng.integers(1, 4)))]
+        if geo.is_leaf[geo.levels[d]].any():
+            names.append("detailed")
+        return names
+
+    return table, random_marginal_workload(rng, schema, geo, chosen)
 
 
 @pytest.mark.parametrize("seed", range(30))

@@ -15,13 +15,14 @@ import numpy as np
 import pytest
 
 import postdp
-from postdp import Gaussian, Laplace
+from postdp import Gaussian
 from postdp.postprocess import TableNonnegProjector, TableProjector
 from postdp.tables import Measurement, Query, Table, Workload, measure
 from tests.tables._reference import (
     assert_equals_dense_gls,
     assert_top_down_matches_reference,
     qp_table,
+    random_marginal_workload,
     random_overlapping_schema,
     random_terms,
     random_tree,
@@ -44,22 +45,15 @@ def _case(seed, *, detailed_everywhere=False):
     geo = random_tree(rng, int(rng.integers(2, 7)), "g")
     table = Table(geo, schema.categories(), rng.integers(0, 15, (geo.leaves.size, schema.size)))
     rest = [a.name for a in schema.attributes[1:]]
-    items, names = [], set()
-    for d in range(geo.n_levels):
-        chosen = [" * ".join(["r0a", *rest[:1]]), "r0b"]
-        chosen += [schema.marginal(random_terms(rng, schema)).name for _ in range(2)]
+
+    def chosen(d):
+        names = [" * ".join(["r0a", *rest[:1]]), "r0b"]
+        names += [schema.marginal(random_terms(rng, schema)).name for _ in range(2)]
         if detailed_everywhere or geo.is_leaf[geo.levels[d]].any():
-            chosen.append("detailed")
-        for name in dict.fromkeys(chosen):
-            mech = Laplace(epsilon=float(rng.uniform(0.3, 2))) if rng.random() < 0.3 else None
-            mech = mech or Gaussian(rho=float(rng.uniform(0.1, 1)))
-            items.append(Measurement(d, Query.marginal(schema, name), mech))
-            names.add((d, name))
-        if not geo.is_leaf[geo.levels[d]].all() and rng.random() < 0.5:
-            name = schema.marginal(random_terms(rng, schema)).name
-            if (d, name) not in names:  # a public marginal, held exactly
-                items.append(Measurement(d, Query.marginal(schema, name), None))
-    return table, Workload(items)
+            names.append("detailed")
+        return names
+
+    return table, random_marginal_workload(rng, schema, geo, chosen)
 
 
 def test_the_first_attributes_recodes_overlap_without_nesting():
