@@ -158,3 +158,29 @@ def test_a_table_too_large_for_the_dense_solver_is_refused_before_allocating():
     w = Workload([Measurement(1, Query.detailed(cat), Gaussian(rho=1.0))])
     with pytest.raises(ValidationError, match=r"20,001 detailed cells.*Query\.marginal"):
         TableProjector(table, w)
+
+
+@pytest.mark.parametrize("seed", [4, 6, 9])
+def test_parents_equal_their_childrens_sums_when_variances_span_ten_orders(seed):
+    """(P) is consistent to rounding even when the noise variances span 1e-5 to 1e5 and a
+    public marginal is held at every inner level (the DHC's single-year ages beside its held
+    histogram make the covariances this ill-conditioned): the downward split is applied
+    once more to what the children's sums still miss of their parent. With one split these
+    seeds' parents missed their children's sums by 1.7e-10 to 5.9e-10 of the largest
+    estimate; with two, by at most 1.1e-11."""
+    rng = np.random.default_rng(seed)
+    schema = random_overlapping_schema(rng, max_size=60)
+    geo = random_tree(rng, 12, "g")
+    table = Table(geo, schema.categories(), rng.integers(0, 15, (geo.leaves.size, schema.size)))
+    names = ["r0a", "r0b", "detailed", schema.marginal(random_terms(rng, schema)).name]
+    items = [
+        Measurement(d, Query.marginal(schema, q), Gaussian(rho=float(10.0 ** rng.uniform(-5, 5))))
+        for d in range(geo.n_levels)
+        for q in dict.fromkeys(names)
+    ]
+    items += [Measurement(d, Query.marginal(schema, "r0a"), None) for d in range(geo.n_levels - 1)]
+    cells = postdp.project(measure(table, Workload(items), secure=False, rng=3), nonneg=False)
+    kids = np.zeros_like(cells)
+    np.add.at(kids, geo.parent[geo.parent >= 0], cells[geo.parent >= 0])
+    inner = ~geo.is_leaf
+    assert np.abs(cells[inner] - kids[inner]).max() <= 5e-11 * float(np.abs(cells).max())

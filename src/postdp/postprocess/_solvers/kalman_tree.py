@@ -226,33 +226,46 @@ class TreeGLS:
         self, post: FloatArray, summed: FloatArray, root: FloatArray | None
     ) -> FloatArray:
         lay = self.geography.layout
-        B, c = post.shape[0], self.c
         out = post  # each level's estimates become final in place, parents before children
         if root is not None:
             out[:, 0] = root
         for d in range(len(lay.parents)):
             parents = lay.parents[d]
-            step = np.zeros((B, parents.size, c))
-            for s in np.unique(self.sig[parents]):
-                pick = np.flatnonzero(self.sig[parents] == s)
-                pinv = self.shapes[s].sum_pinv
-                if pinv is not None:  # else its one child is open: it takes the parent's
-                    gap = out[:, parents[pick]] - summed[:, parents[pick]]
-                    step[:, pick] = gap @ pinv  # symmetric
-            parent_of = np.repeat(np.arange(parents.size), lay.sizes[d])  # each child's
-            c0 = lay.bounds[d + 1]
-            kids_sig = self.sig[c0 : lay.bounds[d + 2]]
-            chunk = max(1, (1 << 20) // max(1, B * c))  # children at a time: small temporaries
-            for s in np.unique(kids_sig):
-                pick = np.flatnonzero(kids_sig == s)
-                if self.shapes[s].open:
-                    out[:, c0 + pick] = out[:, parents[parent_of[pick]]]
-                    continue
-                cov = self.shapes[s].cov
-                for a in range(0, pick.size, chunk):
-                    part = pick[a : a + chunk]
-                    out[:, c0 + part] += step[:, parent_of[part]] @ cov
+            c0, c1 = lay.bounds[d + 1], lay.bounds[d + 2]
+            self._split(out, out[:, parents] - summed[:, parents], d)
+            # once more with what the children's sums still miss of their parents: S_sum^+
+            # S_sum is the identity only to the covariances' conditioning (about 1e-7 at the
+            # DHC's sizes, where single-year ages have variances near 1e6 beside held
+            # directions near 0); a second split of that residue brings it to rounding
+            sums = np.add.reduceat(out[:, c0:c1], lay.starts[d], axis=1)
+            self._split(out, out[:, parents] - sums, d)
         return out
+
+    def _split(self, out: FloatArray, gap: FloatArray, d: int) -> None:
+        """Add to the children of level d's parents their least-squares shares S_c S_sum^+
+        of each parent's ``gap`` (B, parents, c) between its histogram and their sum."""
+        lay = self.geography.layout
+        parents = lay.parents[d]
+        B, c = out.shape[0], self.c
+        step = np.zeros((B, parents.size, c))
+        for s in np.unique(self.sig[parents]):
+            pick = np.flatnonzero(self.sig[parents] == s)
+            pinv = self.shapes[s].sum_pinv
+            if pinv is not None:  # else its one child is open: it takes the parent's
+                step[:, pick] = gap[:, pick] @ pinv  # symmetric
+        parent_of = np.repeat(np.arange(parents.size), lay.sizes[d])  # each child's
+        c0 = lay.bounds[d + 1]
+        kids_sig = self.sig[c0 : lay.bounds[d + 2]]
+        chunk = max(1, (1 << 20) // max(1, B * c))  # children at a time: small temporaries
+        for s in np.unique(kids_sig):
+            pick = np.flatnonzero(kids_sig == s)
+            if self.shapes[s].open:
+                out[:, c0 + pick] = out[:, parents[parent_of[pick]]]
+                continue
+            cov = self.shapes[s].cov
+            for a in range(0, pick.size, chunk):
+                part = pick[a : a + chunk]
+                out[:, c0 + part] += step[:, parent_of[part]] @ cov
 
     def covariances(self, root: FloatArray | None = None) -> Iterator[tuple[int, FloatArray]]:
         """(layout position, covariance (c x c) of its final estimate) of every geounit,
