@@ -237,8 +237,9 @@ class TreeGLS:
             # S_sum is the identity only to the covariances' conditioning (about 1e-7 at the
             # DHC's sizes, where single-year ages have variances near 1e6 beside held
             # directions near 0); a second split of that residue brings it to rounding
-            sums = np.add.reduceat(out[:, c0:c1], lay.starts[d], axis=1)
-            self._split(out, out[:, parents] - sums, d)
+            gap = out[:, parents] - np.add.reduceat(out[:, c0:c1], lay.starts[d], axis=1)
+            if np.abs(gap).max() > 1e-12 * max(1.0, float(np.abs(out[:, parents]).max())):
+                self._split(out, gap, d)  # (well-conditioned trees, PL94's, need not)
         return out
 
     def _split(self, out: FloatArray, gap: FloatArray, d: int) -> None:
