@@ -54,7 +54,10 @@ class _Own:
     leaf: bool  # no prior: the noisy rows alone give m1
 
     def rows(self, A: FloatArray) -> tuple[FloatArray, FloatArray]:
-        """The noisy and public rows of the level's matrix (one copy each per shape)."""
+        """The noisy and public rows of the level's matrix (a copy only when they are not
+        all of its rows: the DHC's largest are 31 MB)."""
+        if self.noisy.size == A.shape[0]:
+            return A, A[:0]
         return A[self.noisy], A[self.public]
 
     def apply(
@@ -63,7 +66,7 @@ class _Own:
         """The estimate of geounits with answers y (B, nodes, k) and prior ``est`` (B,
         nodes, c; None at a leaf)."""
         if self.noisy.size:
-            yn = y[..., self.noisy]
+            yn = y if self.noisy.size == y.shape[-1] else y[..., self.noisy]
             if est is not None:
                 yn = yn - est @ An.T
             step = ((yn * self.weight) @ An) @ self.cov  # C1 symmetric

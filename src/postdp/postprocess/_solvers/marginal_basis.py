@@ -157,7 +157,7 @@ class MarginalBasis:
                     continue  # an attribute outside tau has no complement: the type is empty
                 per_level: list[tuple[FloatArray, FloatArray]] = []
                 which: list[list[int]] = []
-                stacks: dict[object, FloatArray] = {}
+                stacks: dict[tuple[str, ...], FloatArray] = {}  # this type's, by marginals
                 s = math.prod(self.ranks[k] for k in tau)
                 for d in range(geography.n_levels):
                     mats, var, used = [], [], []
@@ -175,10 +175,10 @@ class MarginalBasis:
                         used.append(j)
                     # levels measuring the same marginals share one stacked matrix (the
                     # DHC's eight levels: 31 MB each for its largest types)
-                    stack_key = ("stack", tau, tuple(self.marginals[j].name for j in used))
-                    if stack_key not in stacks:
-                        stacks[stack_key] = np.vstack(mats) if mats else np.zeros((0, s))
-                    A = stacks[stack_key]
+                    names = tuple(self.marginals[j].name for j in used)
+                    if names not in stacks:
+                        stacks[names] = np.vstack(mats) if mats else np.zeros((0, s))
+                    A = stacks[names]
                     noise = np.concatenate(var) if var else np.zeros(0)
                     per_level.append((A, noise))
                     which.append(used)
