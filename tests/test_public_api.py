@@ -284,7 +284,7 @@ BARE_NOISE = {"scale", "sigma", "epsilon", "rho", "lam", "b"}
 OPTIONAL_DATA = {"counts", "truth", "hierarchy"}  # project(): table measurements carry theirs
 NOISE_CLASSES = {"Laplace", "Geometric", "Gaussian", "DiscreteGaussian", "LogLaplace", "Budget"}
 # Parameters named like noise that are not noise: the synthetic population's size factor.
-NOT_NOISE = {"synthetic_population": {"scale"}}
+NOT_NOISE = {"synthetic_population": {"scale"}, "synthetic_dhc_population": {"scale"}}
 
 
 def _callables():

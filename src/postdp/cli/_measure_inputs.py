@@ -59,6 +59,11 @@ def source(args: argparse.Namespace, strategy: Any) -> tuple[list[str], Any, str
                 "(pl94-2020-persons, or its race cells: pl94-2020-p1); give block histograms "
                 "for the units preset"
             )
+        if persons and strategy.name == "dhc-2020-persons":
+            raise CliError(
+                f"--strategy {args.strategy!r}: the PPMF person columns have no single year "
+                "of age, sex or relationship; give block histograms of the DHC persons schema"
+            )
         digest = hashlib.sha256()
         files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
         for f in files:
@@ -73,6 +78,7 @@ def source(args: argparse.Namespace, strategy: Any) -> tuple[list[str], Any, str
         kind = "person records" if persons else "block histograms"
         content = persons_content(path) if persons else histograms_content(path, schema)
         return states, tables, f"{kind} {path.resolve()}", digest.hexdigest(), content
+    from postdp.data import synthetic_dhc_population
     from postdp.nmf import synthetic_population, synthetic_states
 
     states = [s.zfill(2) for s in args.synthetic]
@@ -88,19 +94,19 @@ def source(args: argparse.Namespace, strategy: Any) -> tuple[list[str], Any, str
         if unknown:  # every state checked before any draw
             raise ValidationError(f"not a FIPS code of the 50 states and DC: {unknown}")
 
+    # the DHC persons design measures the same persons with their ages, sexes and relationships
+    dhc = strategy.name == "dhc-2020-persons"
+    population = synthetic_dhc_population if dhc else synthetic_population
+
     def synthetic(state: str) -> Any:
-        return strategy.tabulate(
-            synthetic_population(states=[state], seed=args.population_seed, scale=scale)
-        )
+        return strategy.tabulate(population(states=[state], seed=args.population_seed, scale=scale))
 
     scale = args.population_scale or 1.0
     shrunk = "" if scale == 1 else f" scale={scale!r}"
-    source = f"synthetic population states={','.join(states)} seed={args.population_seed}{shrunk}"
+    kind = "synthetic DHC population" if dhc else "synthetic population"
+    source = f"{kind} states={','.join(states)} seed={args.population_seed}{shrunk}"
     # each state's population is drawn on its own: the same states in any order, one content
-    same = (
-        f"synthetic population states={','.join(sorted(states))} seed={args.population_seed}"
-        f"{shrunk}"
-    )
+    same = f"{kind} states={','.join(sorted(states))} seed={args.population_seed}{shrunk}"
     content = hashlib.sha256(same.encode()).hexdigest()
     return states, synthetic, source, hashlib.sha256(source.encode()).hexdigest(), content
 

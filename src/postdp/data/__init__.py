@@ -4,7 +4,8 @@ they need (facility columns, state codes, the published tables). The 2020 schema
 production strategies are :mod:`postdp.tables`'s (:func:`postdp.tables.pl94_schema`,
 :func:`postdp.tables.dhc_schema`, :func:`postdp.tables.load_strategy`; ``dhc_schema`` and
 ``load_strategy`` are reachable from here too); the synthetic 2020 population,
-:func:`synthetic_population`, is this package's (and :mod:`postdp.nmf`'s, which measures
+:func:`synthetic_population`, and its DHC persons version, :func:`synthetic_dhc_population`,
+are this package's (and :mod:`postdp.nmf`'s, which measures
 it)."""
 
 from __future__ import annotations
@@ -19,6 +20,12 @@ import pandas as pd
 
 from postdp import _rng
 from postdp._typing import RNGLike
+from postdp.data._dhc_population import (
+    HOUSEHOLD_SHARES,
+    dhc_person_law,
+    national_age_sex,
+    synthetic_dhc_population,
+)
 from postdp.data._facilities import (
     FACILITY_COLUMNS,
     check_facilities,
@@ -44,12 +51,14 @@ from postdp.tables import dhc_schema, load_strategy
 
 __all__ = [
     "FACILITY_COLUMNS",
+    "HOUSEHOLD_SHARES",
     "P1_TABLES",
     "PERSON_COLUMNS",
     "PL94_TABLES",
     "STATE_FIPS",
     "check_facilities",
     "county_hierarchy",
+    "dhc_person_law",
     "dhc_schema",
     "facility_bounds",
     "geography_names",
@@ -62,11 +71,13 @@ __all__ = [
     "load_section203",
     "load_strategy",
     "load_title1",
+    "national_age_sex",
     "person_states",
     "pl94_tables",
     "read_facilities",
     "read_histograms",
     "read_persons",
+    "synthetic_dhc_population",
     "synthetic_facilities",
     "synthetic_hierarchy",
     "synthetic_population",

@@ -17,6 +17,7 @@ from postdp.hierarchy import Hierarchy
 from postdp.mechanisms import DiscreteGaussian, Gaussian, Geometric, Laplace, Mechanism
 from postdp.nmf import _layout as layout
 from postdp.tables import Schema, TableMeasurements, Workload
+from postdp.tables.schema import leaf_codes
 
 __all__ = ["run_manifest"]
 
@@ -61,14 +62,19 @@ def synthetic_record(
     *,
     drawn_by: str,
     population_scale: float = 1.0,
+    strategy: str | None = None,
 ) -> dict[str, Any]:
-    """What a run of a synthetic population records of it: the generator, the states, the
-    population's seed and scale, the noise's seed (``rng`` when an integer, else None: the
-    secure path or a generator, not reproducible from the manifest) and the function that
-    drew it."""
+    """What a run of a synthetic population records of it: the generator (the DHC persons
+    population for ``strategy="dhc-2020-persons"``, else the persons population), the
+    states, the population's seed and scale, the noise's seed (``rng`` when an integer, else
+    None: the secure path or a generator, not reproducible from the manifest) and the
+    function that drew it."""
     seedable = isinstance(rng, (int, np.integer)) and not isinstance(rng, bool)
+    dhc = strategy == "dhc-2020-persons"
     return {
-        "generator": "postdp.nmf.synthetic_population",
+        "generator": (
+            "postdp.data.synthetic_dhc_population" if dhc else "postdp.nmf.synthetic_population"
+        ),
         "states": [str(s) for s in states],
         "population_seed": int(population_seed),
         "population_scale": float(population_scale),
@@ -132,9 +138,10 @@ def geounit_counts(names: Sequence[str], subtree: Any, geo: Hierarchy) -> dict[s
 
 def _schema_of(measurements: TableMeasurements) -> Schema:
     marginals = [m.query.marginal_of for m in measurements.workload.measurements]
-    schemas = {(q.schema.names, q.schema.cells): q.schema for q in marginals if q is not None}
+    distinct = {id(q.schema): q.schema for q in marginals if q is not None}  # hash each once
+    schemas = {(s.names, s.cells): s for s in distinct.values()}
     cat = measurements.table.categories
-    cells = tuple(str(cat.ids[j]) for j in cat.leaves)
+    cells = leaf_codes(cat)
     if len(schemas) != 1 or any(q is None for q in marginals):
         raise ValidationError("the NMF layout holds marginals of one schema; these queries are not")
     schema = next(iter(schemas.values()))

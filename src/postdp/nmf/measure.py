@@ -198,6 +198,7 @@ def measure_by_state(
             rng,
             drawn_by="postdp.nmf.measure_by_state",
             population_scale=population_scale,
+            strategy=strategy.name,
         )
     _atomic_text(run / layout.MANIFEST, json.dumps(manifest, indent=2) + "\n")
     return run

@@ -65,7 +65,7 @@ def synthetic_truth(run_dir: str | os.PathLike[str]) -> Table:
     >>> int(truth.counts()[truth.geography.root, 0]) == int(held[0][0, 0])  # the invariant
     True
     """
-    from postdp.data import synthetic_population
+    from postdp.data import synthetic_dhc_population, synthetic_population
     from postdp.tables import load_strategy
 
     run = Path(run_dir)
@@ -88,8 +88,10 @@ def synthetic_truth(run_dir: str | os.PathLike[str]) -> Table:
     except (TypeError, ValidationError) as err:
         where = str(run / layout.MANIFEST)
         raise ValidationError(f"{where!r}: its 'synthetic' entry: {err}") from None
-    table = synthetic_population(states=[str(s) for s in states], seed=seed, scale=scale)
     strategy = manifest.get("strategy")
+    dhc = strategy == "dhc-2020-persons"
+    population = synthetic_dhc_population if dhc else synthetic_population
+    table = population([str(s) for s in states], seed=seed, scale=scale)
     return load_strategy(strategy).tabulate(table) if strategy else table
 
 

@@ -28,6 +28,7 @@ from postdp.mechanisms import Budget, NoiseMechanism, expand_mechanisms
 from postdp.tables._table import Table
 from postdp.tables.bounds import CountBounds, check_bounds
 from postdp.tables.bypass import check_budget_scale, level_rho
+from postdp.tables.schema import leaf_codes
 from postdp.tables.workload import Query, Workload
 
 if TYPE_CHECKING:
@@ -262,7 +263,7 @@ def measure(
     if scale is not None and budget_checked:  # else checked with the paths
         level_rho(workload, geo.n_levels)  # zero-concentrated mechanisms only
     detailed = None if table.is_sparse else table.detailed()
-    codes = tuple(str(c) for c in cat.ids[cat.leaves])
+    codes = leaf_codes(cat)
     of_schema: dict[int, bool] = {}  # per schema: are its cells the table's?
     levels: dict[int, Any] = {}  # a sparse table's histograms per level, made once
     answers = []

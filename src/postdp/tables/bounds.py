@@ -203,7 +203,8 @@ def check_bounds(bounds: Sequence[CountBounds], workload: Workload, *, geounits:
     if not bounds:
         return
     marginals = [m.query.marginal_of for m in workload.measurements]
-    schemas = {(q.schema.names, q.schema.cells): q.schema for q in marginals if q is not None}
+    distinct = {id(q.schema): q.schema for q in marginals if q is not None}  # hash each once
+    schemas = {(s.names, s.cells): s for s in distinct.values()}
     if len(schemas) != 1:
         raise ValidationError("`bounds` need a workload of one schema's marginals")
     schema = next(iter(schemas.values()))

@@ -25,6 +25,7 @@ not a tree.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -155,6 +156,7 @@ def _relgq() -> Attribute:
     return Attribute("relgq", _RELGQ, recodes=recodes)
 
 
+@functools.cache
 def dhc_schema() -> Schema:
     """The persons schema of the 2020 DHC: relgq x sex x age x hispanic x cenrace = 42 x 2 x
     116 x 2 x 63 = 1,227,744 detailed cells, with the production queries' recodes.
@@ -169,7 +171,8 @@ def dhc_schema() -> Schema:
         ``hispanic`` and ``cenrace`` (with its recode ``numraces``) are the PL94 persons
         schema's own attributes, and the recodes ``hhgq8lev`` (of relgq) and ``votingage``
         (of age) have PL94's labels: the marginal ``hhgq8lev * votingage * hispanic *
-        cenrace`` is the PL94 persons histogram, count for count.
+        cenrace`` is the PL94 persons histogram, count for count. The same object on
+        every call: what it makes once (its category tree, its queries) is made once.
 
     Examples
     --------

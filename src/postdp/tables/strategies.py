@@ -52,7 +52,7 @@ from postdp.mechanisms import Budget
 from postdp.tables._table import Table
 from postdp.tables.dhc import dhc_schema
 from postdp.tables.pl94 import p1_schema, pl94_schema, units_schema
-from postdp.tables.schema import Schema
+from postdp.tables.schema import Schema, leaf_codes
 from postdp.tables.workload import Query, Share, Workload
 
 __all__ = ["Strategy", "load_strategy"]
@@ -354,8 +354,7 @@ _STRATEGIES = {
 
 
 def _cells(table: Table) -> tuple[str, ...]:
-    cat = table.categories
-    return tuple(str(cat.ids[j]) for j in cat.leaves)
+    return leaf_codes(table.categories)
 
 
 def load_strategy(name: str) -> Strategy:

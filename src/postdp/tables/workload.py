@@ -89,12 +89,16 @@ class Query:
         ('b', 3, ('0|x', '1|x'))
         """
         m = Marginal(schema, terms)
+        made = schema._queries.get(m.name)  # immutable, so made once per schema and name
+        if made is not None:
+            return made  # type: ignore[no-any-return]
         # the groups are the schema's own non-empty cell codes: no check or conversion (a
         # DHC persons query has up to 1.2 million of them)
         query = cls.__new__(cls)
         object.__setattr__(query, "name", m.name)
-        object.__setattr__(query, "groups", tuple(map(tuple, m.groups())))
+        object.__setattr__(query, "groups", tuple(m.groups()))
         object.__setattr__(query, "marginal_of", m)
+        schema._queries[m.name] = query
         return query
 
     @property

@@ -38,7 +38,7 @@ from postdp._typing import FloatArray, IntArray
 from postdp.hierarchy import Hierarchy
 from postdp.postprocess._solvers.kalman_tree import TreeGLS
 from postdp.tables import Workload
-from postdp.tables.schema import Marginal, Schema
+from postdp.tables.schema import Marginal, Schema, leaf_codes
 
 __all__ = ["MarginalBasis", "identifies_cells", "marginal_workload", "table_schema"]
 
@@ -81,7 +81,7 @@ def table_schema(categories: Hierarchy, workload: Workload) -> Schema | None:
     if key not in _FITS:
         if len(_FITS) > 256:
             _FITS.clear()
-        cells = tuple(str(categories.ids[j]) for j in categories.leaves)
+        cells = leaf_codes(categories)
         _FITS[key] = (categories, schema, cells == schema.cells)  # both kept: ids stay unique
     return schema if _FITS[key][2] else None
 

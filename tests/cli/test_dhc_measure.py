@@ -1,0 +1,76 @@
+"""``postdp measure --strategy dhc-2020-persons`` (issue 46, part 3): the DHC persons design
+drawn from the synthetic DHC population into the noisy measurement file layout, its
+eight geolevels, and the refusals that come before any draw."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+from postdp import nmf
+from postdp.cli import main
+from postdp.data import synthetic_dhc_population
+from postdp.tables import load_strategy
+
+from .test_nmf_cli import _person_records
+
+Z = 4.0
+
+
+def test_measure_draws_the_dhc_design_of_the_synthetic_population(tmp_path, capsys):
+    """A tiny District of Columbia (138 persons, 10 geounits): every geolevel's folder, the
+    design's budget (rho = 24811/5000, epsilon 25.42 at delta 1e-10), the population's
+    record, and the State's 1,227,744 detailed answers: their errors against the truth
+    have the design's mean (0) and variance within Z standard errors of the sample's."""
+    run = tmp_path / "run"
+    args = ["measure", "--synthetic", "11", "--population-scale", "0.0002", "--strategy"]
+    args += ["dhc-2020-persons", "--study", "--seed", "7", "--output-dir", str(run), "--quiet"]
+    assert main(args) == 0
+    manifest = json.loads((run / "postdp-nmf.json").read_text())
+    assert (
+        manifest["levels"] == list(load_strategy("dhc-2020-persons").levels)
+        and manifest["strategy"] == "dhc-2020-persons"
+    )
+    assert manifest["rho"] == "24811/5000"
+    assert manifest["synthetic"]["generator"] == "postdp.data.synthetic_dhc_population"
+    statement = json.loads((run / "privacy.json").read_text())
+    assert statement["epsilon_at_delta"]["epsilon"] == pytest.approx(25.42, abs=0.005)
+    blocks = pq.read_table(run / "Block.parquet" / "DPQuery").num_rows
+    truth = nmf.synthetic_truth(run)
+    expected = synthetic_dhc_population(["11"], seed=0, scale=0.0002)
+    assert abs(truth.cells - expected.cells).max() == 0  # the same persons, rebuilt
+    n_blocks = truth.geography.levels[7].size
+    assert blocks == 10 * n_blocks  # ten noisy queries per block
+    top = nmf.read(run, levels=2)
+    state = truth.level_detailed(1)
+    state = np.asarray(state.todense() if hasattr(state, "todense") else state, dtype=float)
+    (k,) = [
+        i
+        for i, m in enumerate(top.workload.measurements)
+        if m.level == 1 and m.query.name == "detailed"
+    ]
+    error = top.values[k] - state
+    assert error.size == 1_227_744
+    variance = top.workload.measurements[k].variance
+    se_mean = np.sqrt(variance / error.size)
+    se_var = variance * np.sqrt(2.0 / error.size)  # normal fourth moment: within 1e-9 here
+    assert abs(error.mean()) <= Z * se_mean
+    assert abs(error.var() - variance) <= Z * se_var
+
+
+def test_person_records_and_the_plain_population_are_refused_for_the_dhc(tmp_path, capsys, spy):
+    """PPMF person records carry no age, sex or relationship: refused by name, exit 2, one
+    line, nothing drawn, no folder."""
+    from postdp.nmf import synthetic_population
+
+    table = synthetic_population(["11"], seed=1, scale=0.0002)
+    _person_records(table).to_parquet(tmp_path / "persons.parquet")
+    args = ["measure", "--input", str(tmp_path / "persons.parquet"), "--strategy"]
+    args += ["dhc-2020-persons", "--study", "--seed", "1", "--output-dir", str(tmp_path / "r")]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "--strategy 'dhc-2020-persons'" in err and "single year of age" in err
+    assert err.count("\n") == 1 and spy == [] and not (tmp_path / "r").exists()
