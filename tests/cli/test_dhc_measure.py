@@ -20,15 +20,22 @@ from .test_nmf_cli import _person_records
 Z = 4.0
 
 
-def test_measure_draws_the_dhc_design_of_the_synthetic_population(tmp_path, capsys):
-    """A tiny District of Columbia (138 persons, 10 geounits): every geolevel's folder, the
-    design's budget (rho = 24811/5000, epsilon 25.42 at delta 1e-10), the population's
-    record, and the State's 1,227,744 detailed answers: their errors against the truth
-    have the design's mean (0) and variance within Z standard errors of the sample's."""
-    run = tmp_path / "run"
+@pytest.fixture(scope="module")
+def dhc_run(tmp_path_factory):
+    """A tiny District of Columbia (138 persons, 10 geounits) drawn with the DHC design."""
+    run = tmp_path_factory.mktemp("dhc") / "run"
     args = ["measure", "--synthetic", "11", "--population-scale", "0.0002", "--strategy"]
     args += ["dhc-2020-persons", "--study", "--seed", "7", "--output-dir", str(run), "--quiet"]
     assert main(args) == 0
+    return run
+
+
+def test_measure_draws_the_dhc_design_of_the_synthetic_population(dhc_run):
+    """Every geolevel's folder, the design's budget (rho = 24811/5000, epsilon 25.42 at
+    delta 1e-10), the population's record, and the State's 1,227,744 detailed answers:
+    their errors against the truth have the design's mean (0) and variance within Z
+    standard errors of the sample's."""
+    run = dhc_run
     manifest = json.loads((run / "postdp-nmf.json").read_text())
     assert (
         manifest["levels"] == list(load_strategy("dhc-2020-persons").levels)
@@ -74,3 +81,26 @@ def test_person_records_and_the_plain_population_are_refused_for_the_dhc(tmp_pat
     err = capsys.readouterr().err
     assert "--strategy 'dhc-2020-persons'" in err and "single year of age" in err
     assert err.count("\n") == 1 and spy == [] and not (tmp_path / "r").exists()
+
+
+def test_postprocess_refuses_what_is_not_built_for_the_dhc_before_any_output(
+    dhc_run, tmp_path, capsys
+):
+    """Every table estimator that forms a cells x cells matrix refuses a table of the DHC's
+    1,227,744 cells in its design check (no traceback, no gigabytes asked for); the CLI
+    says so in one line naming --method, exit 2, and makes no output folder."""
+    from postdp.postprocess import check_step, estimators
+
+    table = synthetic_dhc_population(["11"], seed=0, scale=0.0002)  # the run's truth
+    work = load_strategy("dhc-2020-persons").workload(table)
+    for e in estimators("table"):
+        if e.solver and not e.wide:
+            with pytest.raises(ValueError, match=r"not built for tables of more than 20,000"):
+                check_step(e.name, table, work)
+    check_step("project", table, work)  # (P) solves it in the marginal basis
+    out = tmp_path / "out"
+    args = ["postprocess", str(dhc_run), "--method", "topdown-2020", "--output-dir", str(out)]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "--method 'topdown-2020'" in err and "1,227,744" in err and err.count("\n") == 1
+    assert not out.exists()

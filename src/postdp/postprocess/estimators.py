@@ -111,6 +111,11 @@ class Estimator:
         The options a chain step takes (``name:key=value``).
     required : tuple of str
         The options it cannot do without.
+    wide : bool
+        Runs on tables of more detailed cells than the dense solvers take (more than
+        20,000: the DHC persons design's 1,227,744), never forming a cells x cells matrix
+        (``project``, in the marginal basis). :meth:`check_design` refuses the others on
+        such a table before anything is drawn or solved.
     check : str or None
         ``"module:function"`` of its design checks, ``check(table, workload)``, run before
         any draw or solve.
@@ -144,6 +149,7 @@ class Estimator:
     alone: bool = False
     options: tuple[str, ...] = ()
     required: tuple[str, ...] = ()
+    wide: bool = False
     check: str | None = None
     prepare: str | None = None
 
@@ -167,8 +173,18 @@ class Estimator:
         Raises
         ------
         ValidationError
-            Where it cannot run on this design.
+            Where it cannot run on this design (e.g. a table of more detailed cells than
+            it takes, see :attr:`wide`).
         """
+        from postdp.postprocess.gls import _DENSE_CELLS
+
+        c = table.categories.leaves.size
+        if c > _DENSE_CELLS and not self.wide:
+            takes = [e.name for e in _REGISTRY if e.wide and e.solver]
+            raise ValidationError(
+                f"{self.name} is not built for tables of more than {_DENSE_CELLS:,} detailed "
+                f"cells (this one has {c:,}); {', '.join(takes)} is"
+            )
         if self.check is not None:
             _resolve(self.check)(table, workload)
 
@@ -263,6 +279,7 @@ PROJECT = Estimator(
     streams=True,
     variances=True,
     per_geounit=True,
+    wide=True,
     prepare=f"{_HERE}:_project",
 )
 
@@ -367,6 +384,7 @@ ROUND = Estimator(
     random=True,
     elementwise=True,
     finisher=True,
+    wide=True,
 )
 
 BAYES = Estimator(

@@ -438,11 +438,14 @@ class Marginal:
         from scipy import sparse
 
         group = self.cell_groups()
-        kept = np.flatnonzero(group >= 0)
-        return sparse.csr_array(
-            (np.ones(kept.size, dtype=np.int64), (group[kept], kept)),
-            shape=(self.size, self.schema.size),
-        )
+        kept = group >= 0
+        # a column per cell with at most one 1 (its count): built as columns, one byte a 1
+        index = np.int32 if max(self.size, self.schema.size) < 2**31 else np.int64
+        rows: IntArray = group[kept].astype(index)
+        starts: IntArray = np.concatenate([[0], np.cumsum(kept)]).astype(index)
+        ones = np.ones(rows.size, dtype=np.int8)
+        columns = sparse.csc_array((ones, rows, starts), shape=(self.size, self.schema.size))
+        return columns.tocsr()
 
     @functools.cached_property
     def _cell_groups(self) -> IntArray:
