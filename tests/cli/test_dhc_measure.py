@@ -104,3 +104,9 @@ def test_postprocess_refuses_what_is_not_built_for_the_dhc_before_any_output(
     err = capsys.readouterr().err
     assert "--method 'topdown-2020'" in err and "1,227,744" in err and err.count("\n") == 1
     assert not out.exists()
+    # (P) solves it, but the output forms hold a column per cell: refused by the run's name
+    args = ["postprocess", str(dhc_run), "--method", "project", "--output-dir", str(out)]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert f"RUN {str(dhc_run)!r}" in err and "TableProjector" in err and err.count("\n") == 1
+    assert not out.exists()

@@ -34,7 +34,8 @@ The input is person records (--input: Parquet with the 2020 PPMF columns, read a
 one state at a time), block histograms (--input: Parquet with a 'geocode' column and the
 cells of the strategy's schema, wide or long, as postdp postprocess writes them) or a
 synthetic persons population (--synthetic 11,10 or --synthetic 11 10: state FIPS codes; no
-confidential data exists here), measured with a 2020 preset (--strategy; persons are
+confidential data exists here; with --strategy dhc-2020-persons its persons have ages,
+sexes and relationships too), measured with a 2020 preset (--strategy; persons are
 tabulated to its cells). Every option and every record is checked, and the output folder,
 before anything is drawn. The run is written under a temporary name and renamed into place
 when complete: a run killed part-way leaves no RUN, and an existing RUN is never drawn into
@@ -98,9 +99,11 @@ def add_parser(commands: Any) -> None:
         "--strategy",
         default="pl94-2020-persons",
         help="the measurement preset: pl94-2020-persons (the 2020 persons run; default), "
-        "pl94-2020-units (block histograms input only) or pl94-2020-p1 (the persons budget "
+        "pl94-2020-units (block histograms input only), pl94-2020-p1 (the persons budget "
         "on table P1's 63 race cells; person records and the synthetic population are "
-        "tabulated to them)",
+        "tabulated to them) or dhc-2020-persons (the 2020 DHC persons run, 1,227,744 cells: "
+        "block histograms of its schema, or --synthetic: the synthetic persons with ages, "
+        "sexes and relationships)",
     )
     parser.add_argument("--output-dir", required=True, metavar="RUN", help="a new folder")
     parser.add_argument("--study", action="store_true", help="numpy draws: NOT a private release")

@@ -162,10 +162,12 @@ def run(args: argparse.Namespace, state: RunState) -> int:
     from postdp.cli._tables import check_step_fits
 
     check_step_fits(args, top.table, top.workload, step, option="--method")
-    from postdp.nmf.runs import check_budgets
+    from postdp.nmf.runs import check_budgets, check_forms
 
     with flag("--method", args.method):
         check_budgets(run_dir, top, step)
+    with flag("RUN", args.run_dir):
+        check_forms(top)
     if args.scheduler is not None:
         state.phase = "starting the Dask workers (--scheduler)"
     client, cluster = _dask.connect(args)

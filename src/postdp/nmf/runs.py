@@ -214,6 +214,7 @@ def postprocess(
         digest = fingerprint(run)
     check_budgets(run, top, step)
     check_fits(step, top)
+    check_forms(top)
     tables = moe_tables(schema)
     forms = list(forms_of(integral, streamed))
     if tables and (streamed or amc):
@@ -314,6 +315,22 @@ def check_fits(step: str, top: TableMeasurements) -> None:
     from postdp.postprocess import check_step
 
     check_step(step, top.table, top.workload)
+
+
+def check_forms(top: TableMeasurements) -> None:
+    """Refuse, before the output folder is made, a run whose table is wider than the output
+    forms are built for: they hold a column per detailed cell (and per count of every
+    measured query), which a table of the DHC persons design's 1,227,744 cells would make
+    unreadable."""
+    from postdp.postprocess.gls import _DENSE_CELLS
+
+    c = top.table.categories.leaves.size
+    if c > _DENSE_CELLS:
+        raise ValidationError(
+            f"a table of {c:,} detailed cells; the output forms (a column "
+            f"per cell) are built for up to {_DENSE_CELLS:,}: (P) of such a run is "
+            "postdp.postprocess.TableProjector's, in Python (nmf.read the run)"
+        )
 
 
 #: The plan's key marking a seed drawn from OS entropy (no ``seed`` given): a resume reuses it.

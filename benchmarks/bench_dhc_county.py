@@ -1,0 +1,126 @@
+"""The 2020 DHC persons design end to end on a synthetic county: population, measure (the
+noisy measurement files), read, (P)/BLUE, its margins, and the accuracy of single years of
+age by sex by geolevel against the truth and against theory.
+
+Run by hand (never collected by pytest)::
+
+    python benchmarks/bench_dhc_county.py                      # DC at scale 0.001, 3 runs
+    python benchmarks/bench_dhc_county.py --scale 0.002 --repeat 5
+
+The truth is ``postdp.data.synthetic_dhc_population(["11"], scale=--scale)``: the District
+of Columbia's 2020 persons shrunk by --scale, with ages, sexes and relationships, on the
+DHC's eight-level spine (scale 0.001: 690 persons, 23 geounits). The design is
+``load_strategy("dhc-2020-persons")`` (about 1.9 million noisy answers per geounit). No PL94
+histogram is held here (the production held the published PL94 release; a study holding the
+true one would flatter every estimator), so (P) is the BLUE of the DHC's own measurements.
+
+Printed per run, then medians of --repeat runs in this one process with the load average
+(``os.getloadavg``) before and after:
+
+- ``measure``: ``postdp measure --synthetic 11 --strategy dhc-2020-persons --study`` in
+  process: the population, the draw, the files written;
+- ``floor``: the draw alone in memory (``postdp.tables.measure`` of the same workload on
+  numpy's generator): the noise floor every estimator sits on;
+- ``read``: ``postdp.nmf.read`` of the run;
+- ``design``: :class:`postdp.postprocess.TableProjector` of the run's table and workload;
+- ``solve``: (P) of the draw, every geounit's 1,227,744 cells;
+- ``margins``: the exact variances of ``sex * age`` (232 counts) at every geounit;
+
+then the process's peak resident memory, and by geolevel the mean absolute error of (P)'s
+``sex * age`` counts against the truth over the runs, beside what theory gives for an
+unbiased estimate with those variances and normal errors (sqrt(2 / pi) x the mean standard
+deviation); the ratio should be near 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def _peak_gb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6  # KB on Linux
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--scale", type=float, default=0.001)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+
+    from postdp import nmf
+    from postdp.cli import main as postdp
+    from postdp.data import synthetic_dhc_population
+    from postdp.postprocess import TableProjector
+    from postdp.tables import Query, load_strategy, measure
+
+    load = os.getloadavg()[0]
+    strategy = load_strategy("dhc-2020-persons")
+    truth = synthetic_dhc_population(["11"], seed=0, scale=args.scale)
+    geo = truth.geography
+    print(
+        f"{int(truth.cells.sum()):,} persons, {geo.n} geounits (levels "
+        f"{', '.join(str(level.size) for level in geo.levels)}), {strategy.schema.size:,} cells"
+    )
+    age_sex = Query.marginal(strategy.schema, "sex * age")
+    true_counts = age_sex.marginal_of.apply(np.asarray(truth.counts()[:, truth.categories.leaves]))
+    steps = ("measure", "floor", "read", "design", "solve", "margins")
+    times: dict[str, list[float]] = {k: [] for k in steps}
+    errors, sds = [], []
+    for r in range(args.repeat):
+        with tempfile.TemporaryDirectory() as tmp:
+            run = Path(tmp) / "run"
+            t0 = time.perf_counter()
+            argv = ["measure", "--synthetic", "11", "--population-scale", str(args.scale)]
+            argv += ["--strategy", "dhc-2020-persons", "--study", "--seed", str(r)]
+            assert postdp([*argv, "--output-dir", str(run), "--quiet"]) == 0
+            t1 = time.perf_counter()
+            floor = measure(truth, strategy.workload(truth), secure=False, rng=r)
+            t2 = time.perf_counter()
+            del floor
+            draw = nmf.read(run)
+            t3 = time.perf_counter()
+        projector = TableProjector(draw.table, draw.workload)
+        t4 = time.perf_counter()
+        cells = projector(draw)
+        t5 = time.perf_counter()
+        var = projector.query_variances(age_sex)
+        t6 = time.perf_counter()
+        marks = (t0, t1, t2, t3, t4, t5, t6)
+        for k, name in enumerate(steps):
+            times[name].append(marks[k + 1] - marks[k])
+        # the run's geounits are the truth's, in its order (ids: the truth's)
+        order = geo.index([str(i) for i in draw.table.geography.ids])
+        estimate = age_sex.marginal_of.apply(cells)
+        errors.append(np.abs(estimate - true_counts[order]))
+        sds.append(np.sqrt(np.maximum(var, 0.0)))
+        depth = draw.table.geography.depth
+        print(f"  run {r + 1}: " + ", ".join(f"{k} {v[-1]:.1f} s" for k, v in times.items()))
+        del draw, projector, cells
+    med = {k: statistics.median(v) for k, v in times.items()}
+    print("median: " + ", ".join(f"{k} {v:.1f} s" for k, v in med.items()))
+    print(
+        f"measure / floor {med['measure'] / med['floor']:.2f}; "
+        f"(P) design + solve / floor {(med['design'] + med['solve']) / med['floor']:.2f}"
+    )
+    print(f"peak resident memory {_peak_gb():.2f} GB")
+    err, sd = np.stack(errors), np.stack(sds)
+    print("single year of age x sex, (P) against the truth, by geolevel:")
+    print("  level                 geounits   MAE    theory  ratio")
+    for d, name in enumerate(strategy.levels):
+        at = depth == d
+        mae = float(err[:, at].mean())
+        theory = float(np.sqrt(2 / np.pi) * sd[:, at].mean())
+        print(f"  {name:<20} {int(at.sum()):>9} {mae:7.3f} {theory:7.3f}  {mae / theory:5.2f}")
+    print(f"load average {load:.2f} before, {os.getloadavg()[0]:.2f} after")
+
+
+if __name__ == "__main__":
+    main()
