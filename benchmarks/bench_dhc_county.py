@@ -5,11 +5,12 @@ age by sex by geolevel against the truth and against theory.
 Run by hand (never collected by pytest)::
 
     python benchmarks/bench_dhc_county.py                      # DC at scale 0.001, 3 runs
-    python benchmarks/bench_dhc_county.py --scale 0.002 --repeat 5
+    python benchmarks/bench_dhc_county.py --state 10 --scale 0.002 --repeat 3
 
-The truth is ``postdp.data.synthetic_dhc_population(["11"], scale=--scale)``: the District
-of Columbia's 2020 persons shrunk by --scale, with ages, sexes and relationships, on the
-DHC's eight-level spine (scale 0.001: 690 persons, 23 geounits). The design is
+The truth is ``postdp.data.synthetic_dhc_population([--state], scale=--scale)``: a state's
+2020 persons (default the District of Columbia's) shrunk by --scale, with ages, sexes and
+relationships, on the DHC's eight-level spine (DC at scale 0.001: 690 persons in one tract,
+24 geounits; Delaware at 0.002: three counties). The design is
 ``load_strategy("dhc-2020-persons")`` (about 1.9 million noisy answers per geounit). No PL94
 histogram is held here (the production held the published PL94 release; a study holding the
 true one would flatter every estimator), so (P) is the BLUE of the DHC's own measurements.
@@ -17,8 +18,8 @@ true one would flatter every estimator), so (P) is the BLUE of the DHC's own mea
 Printed per run, then medians of --repeat runs in this one process with the load average
 (``os.getloadavg``) before and after:
 
-- ``measure``: ``postdp measure --synthetic 11 --strategy dhc-2020-persons --study`` in
-  process: the population, the draw, the files written;
+- ``measure``: ``postdp measure --synthetic <state> --strategy dhc-2020-persons --study``
+  in process: the population, the draw, the files written;
 - ``floor``: the draw alone in memory (``postdp.tables.measure`` of the same workload on
   numpy's generator): the noise floor every estimator sits on;
 - ``read``: ``postdp.nmf.read`` of the run;
@@ -51,6 +52,7 @@ def _peak_gb() -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--state", default="11", help="a state's FIPS code (default 11)")
     parser.add_argument("--scale", type=float, default=0.001)
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
@@ -63,7 +65,7 @@ def main() -> None:
 
     load = os.getloadavg()[0]
     strategy = load_strategy("dhc-2020-persons")
-    truth = synthetic_dhc_population(["11"], seed=0, scale=args.scale)
+    truth = synthetic_dhc_population([args.state], seed=0, scale=args.scale)
     geo = truth.geography
     print(
         f"{int(truth.cells.sum()):,} persons, {geo.n} geounits (levels "
@@ -78,7 +80,7 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             run = Path(tmp) / "run"
             t0 = time.perf_counter()
-            argv = ["measure", "--synthetic", "11", "--population-scale", str(args.scale)]
+            argv = ["measure", "--synthetic", args.state, "--population-scale", str(args.scale)]
             argv += ["--strategy", "dhc-2020-persons", "--study", "--seed", str(r)]
             assert postdp([*argv, "--output-dir", str(run), "--quiet"]) == 0
             t1 = time.perf_counter()
