@@ -157,3 +157,24 @@ def test_a_county_is_the_same_in_any_selection_of_states():
     dc_rows = np.flatnonzero([str(i).startswith("11") for i in geo.ids[geo.leaves]])
     assert abs(two.cells[dc_rows] - one.cells).max() == 0
     assert postdp.data.synthetic_dhc_population is synthetic_dhc_population
+
+
+def test_the_dhc_spine_keeps_every_blocks_cells_and_refuses_other_geographies():
+    """dhc_spine of the PL94 population is the DHC population's spine, block for block;
+    a geography that is not the tabulation one is refused in one message."""
+    from postdp import Hierarchy
+    from postdp.data import dhc_spine
+    from postdp.errors import ValidationError
+    from postdp.tables import Table
+
+    pl94 = synthetic_population(["11"], seed=2, scale=0.002)
+    moved = dhc_spine(pl94)
+    dhc = synthetic_dhc_population(["11"], seed=2, scale=0.002)
+    assert list(moved.geography.ids) == list(dhc.geography.ids)
+    old = {str(b): r for r, b in enumerate(pl94.geography.ids[pl94.geography.leaves])}
+    new_ids = [str(b) for b in moved.geography.ids[moved.geography.leaves]]
+    rows = [old[b[:5] + b[6:]] for b in new_ids]
+    assert abs(moved.cells - pl94.cells[rows]).max() == 0
+    geo = Hierarchy.from_parents(["T", "a", "b"], [None, "T", "T"])
+    with pytest.raises(ValidationError, match="tabulation geography"):
+        dhc_spine(Table(geo, pl94.categories, np.zeros((2, 2016), dtype=np.int64)))

@@ -33,6 +33,7 @@ def source(args: argparse.Namespace, strategy: Any) -> tuple[list[str], Any, str
     if args.input is not None:
         from postdp.data import (
             PERSON_COLUMNS,
+            dhc_spine,
             histogram_states,
             person_states,
             read_histograms,
@@ -73,7 +74,9 @@ def source(args: argparse.Namespace, strategy: Any) -> tuple[list[str], Any, str
         def tables(state: str) -> Any:
             if persons:
                 return strategy.tabulate(tabulate_persons(read_persons(path, states=[state])))
-            return read_histograms(path, schema, states=[state])
+            table = read_histograms(path, schema, states=[state])
+            # the DHC design measures its own spine (Prim, tract-subset groups), built here
+            return dhc_spine(table) if strategy.name == "dhc-2020-persons" else table
 
         kind = "person records" if persons else "block histograms"
         content = persons_content(path) if persons else histograms_content(path, schema)

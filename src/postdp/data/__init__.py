@@ -23,6 +23,7 @@ from postdp._typing import RNGLike
 from postdp.data._dhc_population import (
     HOUSEHOLD_SHARES,
     dhc_person_law,
+    dhc_spine,
     national_age_sex,
     synthetic_dhc_population,
 )
@@ -60,6 +61,7 @@ __all__ = [
     "county_hierarchy",
     "dhc_person_law",
     "dhc_schema",
+    "dhc_spine",
     "facility_bounds",
     "geography_names",
     "geoid_names",

@@ -25,9 +25,10 @@ States (``_files/age_sex_2010_us.csv``, ``PROVENANCE.md``). What is modelled:
 
 The spine: US > State > County > Prim > Tract_Subset_Group > Tract_Subset > Block_Group >
 Block, with the DAS geocode widths (0, 2, 5, 6, 11, 12, 13, 16; ``dhc-2020-design.md``
-section 4.4). Here a county is one primitive geounit (no strong minor civil divisions or
-places are modelled), its tracts are grouped ten at a time into tract-subset groups, and a
-tract subset is a tract; block groups and blocks are the PL94 population's, in their order.
+section 4.4), as :func:`dhc_spine` builds it: a county is one primitive geounit (no strong
+minor civil divisions or places are modelled), tracts are grouped by the first five digits
+of their codes (ten at a time) into tract-subset groups, and a tract subset is a tract;
+block groups and blocks are the PL94 population's.
 """
 
 from __future__ import annotations
@@ -47,11 +48,15 @@ from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
 from postdp.tables import Table, dhc_schema, dhc_structural_zeros
 
-__all__ = ["HOUSEHOLD_SHARES", "dhc_person_law", "national_age_sex", "synthetic_dhc_population"]
+__all__ = [
+    "HOUSEHOLD_SHARES",
+    "dhc_person_law",
+    "dhc_spine",
+    "national_age_sex",
+    "synthetic_dhc_population",
+]
 
 _AGES, _RELGQ, _SEXES = 116, 42, 2
-#: tract subsets per tract-subset group (one digit of the geocode)
-_TSG_FANOUT = 10
 # the relgq codes of PL94's 7 group-quarters levels (as postdp.tables.dhc's _GQ_MAJOR)
 _GQ_LEVELS = (range(18, 24), range(24, 27), range(27, 28), range(28, 33), range(33, 34),
               range(34, 36), range(36, 42))  # fmt: skip
@@ -234,11 +239,75 @@ def synthetic_dhc_population(
     return Table(geography, schema.categories(), matrix)  # type: ignore[arg-type]
 
 
+def dhc_spine(table: Table) -> Table:
+    """A table on the tabulation geography (US > State > County > Tract > Block group >
+    Block, ids the GEOIDs) moved onto postdp's DHC spine, which the design
+    ``load_strategy("dhc-2020-persons")`` measures.
+
+    The production spine cut counties by places and minor civil divisions and grouped tract
+    subsets by an optimiser (``dhc-2020-design.md`` section 4.4); none of that is public
+    here, so a county is one primitive geounit (``SSCCC0``), a tract-subset group holds the
+    tracts whose codes share their first five digits (at most ten), a tract subset is a
+    tract, and block groups and blocks are the table's. Geocode widths are the DAS's: 6,
+    11, 12, 13 and 16; a block's is its GEOID with the primitive geounit's ``0`` after the
+    county.
+
+    Parameters
+    ----------
+    table : Table
+        Its geography's ids are GEOIDs of widths 2, 5, 11, 12 and 15 below a root, each
+        starting with its parent's (as :func:`postdp.data.read_histograms` and
+        :func:`synthetic_population` make them).
+
+    Returns
+    -------
+    Table
+        The same cells (sparse stays sparse), blocks in the new geography's leaf order.
+
+    Raises
+    ------
+    ValidationError
+        For a geography that is not the tabulation one.
+
+    Examples
+    --------
+    >>> t = dhc_spine(synthetic_population(["11"], seed=0, scale=0.001))
+    >>> t.geography.n_levels, str(t.geography.ids[t.geography.leaves[0]])
+    (8, '1100100000000000')
+    """
+    if not isinstance(table, Table):
+        raise TypeError(f"`table` must be a Table; got {type(table).__name__}")
+    geography, block_ids, _ = _spine(table.geography)
+    leaf_rank = np.empty(geography.n, dtype=np.int64)
+    leaf_rank[geography.leaves] = np.arange(geography.leaves.size)
+    order = np.argsort(leaf_rank[geography.index(block_ids)])  # new leaf -> old row
+    cells = table.cells[order] if table.is_sparse else np.asarray(table.cells)[order]
+    return Table(geography, table.categories, cells, labels=table.labels)
+
+
+_WIDTHS = (2, 5, 11, 12, 15)  # state, county, tract, block group, block GEOIDs
+
+
 def _spine(geo: Hierarchy) -> tuple[Hierarchy, list[str], np.ndarray]:
-    """The DHC spine over the PL94 population's geography (US > State > County > Tract >
-    Block group > Block): its hierarchy, the new id of every PL94 block in PL94 leaf order,
-    and each such block's county FIPS (as an integer)."""
+    """The DHC spine over a tabulation geography (US > State > County > Tract > Block group
+    > Block, GEOIDs): its hierarchy, the new id of every block in the old leaf order, and
+    each block's county FIPS (as an integer)."""
     ids, parent, depth = geo.ids, geo.parent, geo.depth
+    text = [str(i) for i in ids]
+    below = depth >= 1
+    widths = {int(d): {len(text[i]) for i in np.flatnonzero(depth == d)} for d in range(1, 6)}
+    nested = all(text[i].startswith(text[parent[i]]) for i in np.flatnonzero(depth >= 2))
+    if (
+        geo.n_levels != 6
+        or any(widths[d] != {_WIDTHS[d - 1]} for d in range(1, 6))
+        or not nested
+        or not all(text[i].isdigit() for i in np.flatnonzero(below))
+    ):
+        raise ValidationError(
+            "the DHC spine is built on the tabulation geography: US > State > County > "
+            "Tract > Block group > Block, ids GEOIDs of 2, 5, 11, 12 and 15 digits, each "
+            "starting with its parent's"
+        )
     children: list[list[int]] = [[] for _ in range(geo.n)]
     for node in np.flatnonzero(parent >= 0):
         children[int(parent[node])].append(int(node))
@@ -251,28 +320,29 @@ def _spine(geo: Hierarchy) -> tuple[Hierarchy, list[str], np.ndarray]:
         out_parents.append(parent_id)
 
     for state in children[geo.root]:
-        new[state] = str(ids[state])
+        new[state] = text[state]
         add(new[state], "US")
         for county in children[state]:
-            fips = str(ids[county])
+            fips = text[county]
             new[county] = fips
             add(fips, new[state])
             prim = f"{fips}0"
             add(prim, fips)
-            for t, tract in enumerate(children[county]):
-                tsg = f"{prim}{t // _TSG_FANOUT:05d}"
-                if t % _TSG_FANOUT == 0:
+            groups: set[str] = set()
+            for tract in children[county]:
+                code = text[tract][5:]
+                tsg = prim + code[:5]  # tracts whose codes share five digits: at most ten
+                if tsg not in groups:
+                    groups.add(tsg)
                     add(tsg, prim)
-                new[tract] = f"{tsg}{t % _TSG_FANOUT}"
+                new[tract] = prim + code
                 add(new[tract], tsg)
-                for g, bg in enumerate(children[tract]):
-                    new[bg] = f"{new[tract]}{g}"
+                for bg in children[tract]:
+                    new[bg] = new[tract] + text[bg][-1]
                     add(new[bg], new[tract])
-                    for b, block in enumerate(children[bg]):
-                        new[block] = f"{new[bg]}{b:03d}"
+                    for block in children[bg]:
+                        new[block] = new[bg] + text[block][-3:]
                         add(new[block], new[bg])
-    assert int(depth.max()) == 5, "a PL94 population geography has six levels"
-    leaves = geo.leaves
-    block_ids = [new[int(leaf)] for leaf in leaves]
+    block_ids = [new[int(leaf)] for leaf in geo.leaves]
     county_of_block = np.array([int(b[:5]) for b in block_ids], dtype=np.int64)
     return Hierarchy.from_parents(out_ids, out_parents), block_ids, county_of_block  # type: ignore[arg-type]

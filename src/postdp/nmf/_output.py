@@ -53,6 +53,9 @@ FORMS = ("long", "wide")
 STD = "std_dev"
 #: The margins of error of the published tables' rows (``<variable>_moe``, 90%).
 MOE = "moe"
+#: The most detailed cells the output forms are built for: a column each (and one per count
+#: of every measured query in the standard deviations' form).
+FORM_CELLS = 20_000
 #: The z of a 90% margin of error (the Census Bureau's margins are 90%): moe = Z90 x s.e.
 Z90 = 1.6448536269514722
 

@@ -75,6 +75,7 @@ from postdp.nmf import _layout as layout
 from postdp.nmf._io import _atomic_text
 from postdp.nmf._output import (
     DONE,
+    FORM_CELLS,
     MOE,
     PLAN_FILE,
     TOTAL,
@@ -322,13 +323,11 @@ def check_forms(top: TableMeasurements) -> None:
     forms are built for: they hold a column per detailed cell (and per count of every
     measured query), which a table of the DHC persons design's 1,227,744 cells would make
     unreadable."""
-    from postdp.postprocess.gls import _DENSE_CELLS
-
     c = top.table.categories.leaves.size
-    if c > _DENSE_CELLS:
+    if c > FORM_CELLS:
         raise ValidationError(
             f"a table of {c:,} detailed cells; the output forms (a column "
-            f"per cell) are built for up to {_DENSE_CELLS:,}: (P) of such a run is "
+            f"per cell) are built for up to {FORM_CELLS:,}: (P) of such a run is "
             "postdp.postprocess.TableProjector's, in Python (nmf.read the run)"
         )
 
