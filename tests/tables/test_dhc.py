@@ -171,3 +171,23 @@ def test_the_data_namespace_reaches_the_designs() -> None:
     assert postdp.data.synthetic_population is postdp.nmf.synthetic_population
     with pytest.raises(AttributeError):
         _ = postdp.data.not_a_name  # type: ignore[attr-defined]
+
+
+def test_marginal_queries_travel_as_their_schema_and_name() -> None:
+    """A Dask task ships its workload: a DHC marginal pickles to a few kilobytes (not its
+    1.2 million groups), lands equal, and the schema it lands on is made once per process,
+    so a worker builds each query once for all its tasks; other queries pickle whole."""
+    import pickle
+
+    from postdp.tables import Query, dhc_schema
+
+    detailed = Query.marginal(dhc_schema(), "detailed")
+    data = pickle.dumps(detailed)
+    assert len(data) < 20_000
+    one, two = pickle.loads(data), pickle.loads(pickle.dumps(detailed))
+    assert one == detailed and one.marginal_of is not None
+    assert one.marginal_of.schema == dhc_schema()
+    assert one is two  # the second landing finds the first's schema and query
+    plain = Query("pair", [["a"], ["b", "c"]])
+    again = pickle.loads(pickle.dumps(plain))
+    assert again == plain and again.marginal_of is None

@@ -166,13 +166,10 @@ class Schema:
                 "'total' and 'detailed'"
             )
 
-    def __getstate__(self) -> dict[str, Any]:
-        # the attributes alone: the caches (cell codes, category tree, queries) are remade
-        # on demand, never shipped to a worker
-        return {"attributes": self.attributes}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        object.__setattr__(self, "attributes", state["attributes"])
+    def __reduce__(self) -> tuple[Any, ...]:
+        # the attributes alone: the caches (cell codes, category tree, queries) are never
+        # shipped; where it lands an equal schema already there is taken, caches and all
+        return (_interned, (self.attributes,))
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -305,6 +302,23 @@ class Schema:
                     return k, r.matrix(a.size), r.labels
         known = ", ".join([*self.names, *(r.name for a in self.attributes for r in a.recodes)])
         raise ValidationError(f"{name!r} is not an attribute or recode of the schema ({known})")
+
+
+#: The schemas unpickled in this process, by their attributes' names and sizes (a few).
+_INTERNED: dict[tuple[tuple[str, int], ...], list[Schema]] = {}
+
+
+def _interned(attributes: tuple[Attribute, ...]) -> Schema:
+    """The schema of ``attributes``: one already unpickled in this process if equal (its
+    caches kept: a task's DHC queries are made once per worker, not once per task)."""
+    key = tuple((a.name, a.size) for a in attributes)
+    seen = _INTERNED.setdefault(key, [])
+    for schema in seen:
+        if schema.attributes == attributes:
+            return schema
+    schema = Schema(attributes)
+    seen.append(schema)
+    return schema
 
 
 def leaf_codes(categories: Hierarchy) -> tuple[str, ...]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import Any, SupportsIndex
 
 import numpy as np
 import pandas as pd
@@ -64,6 +65,13 @@ class Query:
         object.__setattr__(self, "groups", tuple(tuple(str(c) for c in g) for g in groups))
         if not self.groups or any(not g for g in self.groups):
             raise ValidationError(f"query {self.name!r} needs at least one non-empty group")
+
+    def __reduce_ex__(self, protocol: SupportsIndex) -> Any:
+        # a schema's marginal travels as (schema, name) and is made again where it lands
+        # (once per process and schema): its groups are up to 1.2 million tuples of codes
+        if self.marginal_of is not None:
+            return (_marginal_query, (self.marginal_of.schema, self.marginal_of.name))
+        return super().__reduce_ex__(protocol)
 
     @classmethod
     def detailed(cls, categories: Hierarchy, *, name: str = "detailed") -> Query:
@@ -122,6 +130,11 @@ class Query:
                 "exceed 1); split it into separate queries"
             )
         return out
+
+
+def _marginal_query(schema: Schema, name: str) -> Query:
+    """:meth:`Query.marginal`, as an unpickled marginal query is made."""
+    return Query.marginal(schema, name)
 
 
 @dataclass(frozen=True)
