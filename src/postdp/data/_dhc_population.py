@@ -192,15 +192,17 @@ def synthetic_dhc_population(
     >>> from postdp.tables import load_strategy
     >>> w = load_strategy("dhc-2020-persons").workload(t)  # the production design fits it
     """
-    pl94 = synthetic_population(states, seed=seed, scale=scale)
-    geo = pl94.geography
-    geography, block_ids, county_of_block = _spine(geo)
+    pl94 = dhc_spine(synthetic_population(states, seed=seed, scale=scale))
+    geography = pl94.geography
+    county_of_block = np.array([int(str(b)[:5]) for b in geography.ids[geography.leaves]])
     law = dhc_person_law().reshape(16, -1)
     cdf = np.cumsum(law, axis=1)
     schema = dhc_schema()
     cells = pl94.cells.tocsr()  # type: ignore[attr-defined]
     rows, cols, vals = [], [], []
     bounds = np.flatnonzero(np.r_[True, county_of_block[1:] != county_of_block[:-1], True])
+    # a county's blocks are consecutive leaves: one stream draws them all
+    assert np.unique(county_of_block).size == bounds.size - 1
     for start, stop in itertools.pairwise(bounds):
         county = county_of_block[start]
         rng = np.random.default_rng([seed, 46, int(county)])
@@ -226,13 +228,10 @@ def synthetic_dhc_population(
         rows.append(key // schema.size)
         cols.append(key % schema.size)
         vals.append(number)
-    leaf_rank = np.empty(geography.n, dtype=np.int64)
-    leaf_rank[geography.leaves] = np.arange(geography.leaves.size)
-    position = leaf_rank[geography.index(block_ids)]
     empty = np.zeros(0, dtype=np.int64)
     matrix = sparse.csr_array(
         (np.concatenate(vals) if vals else empty,
-         (position[np.concatenate(rows)] if rows else empty,
+         (np.concatenate(rows) if rows else empty,
           np.concatenate(cols) if cols else empty)),
         shape=(geography.leaves.size, schema.size),
     )  # fmt: skip
@@ -277,7 +276,7 @@ def dhc_spine(table: Table) -> Table:
     """
     if not isinstance(table, Table):
         raise TypeError(f"`table` must be a Table; got {type(table).__name__}")
-    geography, block_ids, _ = _spine(table.geography)
+    geography, block_ids = _spine(table.geography)
     leaf_rank = np.empty(geography.n, dtype=np.int64)
     leaf_rank[geography.leaves] = np.arange(geography.leaves.size)
     order = np.argsort(leaf_rank[geography.index(block_ids)])  # new leaf -> old row
@@ -288,10 +287,9 @@ def dhc_spine(table: Table) -> Table:
 _WIDTHS = (2, 5, 11, 12, 15)  # state, county, tract, block group, block GEOIDs
 
 
-def _spine(geo: Hierarchy) -> tuple[Hierarchy, list[str], np.ndarray]:
+def _spine(geo: Hierarchy) -> tuple[Hierarchy, list[str]]:
     """The DHC spine over a tabulation geography (US > State > County > Tract > Block group
-    > Block, GEOIDs): its hierarchy, the new id of every block in the old leaf order, and
-    each block's county FIPS (as an integer)."""
+    > Block, GEOIDs): its hierarchy and the new id of every block in the old leaf order."""
     ids, parent, depth = geo.ids, geo.parent, geo.depth
     text = [str(i) for i in ids]
     below = depth >= 1
@@ -344,5 +342,4 @@ def _spine(geo: Hierarchy) -> tuple[Hierarchy, list[str], np.ndarray]:
                         new[block] = new[bg] + text[block][-3:]
                         add(new[block], new[bg])
     block_ids = [new[int(leaf)] for leaf in geo.leaves]
-    county_of_block = np.array([int(b[:5]) for b in block_ids], dtype=np.int64)
-    return Hierarchy.from_parents(out_ids, out_parents), block_ids, county_of_block  # type: ignore[arg-type]
+    return Hierarchy.from_parents(out_ids, out_parents), block_ids  # type: ignore[arg-type]
