@@ -23,7 +23,7 @@ import numpy as np
 
 from postdp._typing import FloatArray
 
-__all__ = ["LinearResult", "solve_equalities"]
+__all__ = ["LinearResult", "solve_equalities", "solve_quadratic"]
 
 _local = threading.local()
 
@@ -39,8 +39,10 @@ class LinearResult:
     message: str
 
 
-def _solver() -> Any:
-    h = getattr(_local, "highs", None)
+def _solver(name: str = "highs") -> Any:
+    """This thread's solver ``name`` (the linear programs' or the quadratic ones': a QP's
+    Hessian never meets a later linear program)."""
+    h = getattr(_local, name, None)
     if h is None:
         import highspy
 
@@ -50,7 +52,7 @@ def _solver() -> Any:
         h.setOptionValue("output_flag", False)
         h.setOptionValue("presolve", "off")  # networks: presolve costs more than it saves
         h.setOptionValue("threads", 1)
-        _local.highs = h
+        setattr(_local, name, h)
     return h
 
 
@@ -81,6 +83,51 @@ def solve_equalities(
         csc.indices.astype(np.int32, copy=False),
         csc.data.astype(np.float64, copy=False),
         np.zeros(n_cols, dtype=np.int32),  # every column continuous
+    )  # fmt: skip
+    if status != highspy.HighsStatus.kOk:
+        return LinearResult(False, None, float("nan"), f"HiGHS refused the model ({status})")
+    h.run()
+    model = h.getModelStatus()
+    message = h.modelStatusToString(model)
+    if model != highspy.HighsModelStatus.kOptimal:
+        return LinearResult(False, None, float("nan"), message)
+    x = np.array(h.getSolution().col_value, dtype=np.float64)
+    return LinearResult(True, x, float(h.getInfo().objective_function_value), message)
+
+
+def solve_quadratic(
+    hessian: Any,
+    cost: FloatArray,
+    A: Any,
+    rhs: FloatArray,
+    lower: FloatArray,
+    upper: FloatArray,
+) -> LinearResult:
+    """min 1/2 x'Qx + cost' x subject to A x = rhs and lower <= x <= upper, by HiGHS's
+    active-set QP solver (Q positive semidefinite; ``hessian`` its lower triangle, any
+    scipy sparse matrix)."""
+    import highspy
+    from scipy import sparse
+
+    csc = A.tocsc()
+    csc.sort_indices()
+    q = sparse.tril(hessian, format="csc")
+    q.sort_indices()
+    n_rows, n_cols = csc.shape
+    b = np.ascontiguousarray(rhs, dtype=np.float64)
+    h = _solver("qp")
+    status = h.passModel(
+        n_cols, n_rows, csc.nnz, q.nnz,
+        int(highspy.MatrixFormat.kColwise), int(highspy.HessianFormat.kTriangular),
+        int(highspy.ObjSense.kMinimize), 0.0,
+        np.ascontiguousarray(cost, dtype=np.float64),
+        np.ascontiguousarray(lower, dtype=np.float64),
+        np.ascontiguousarray(upper, dtype=np.float64),
+        b, b,
+        csc.indptr.astype(np.int32), csc.indices.astype(np.int32),
+        csc.data.astype(np.float64),
+        q.indptr.astype(np.int32), q.indices.astype(np.int32), q.data.astype(np.float64),
+        np.zeros(n_cols, dtype=np.int32),
     )  # fmt: skip
     if status != highspy.HighsStatus.kOk:
         return LinearResult(False, None, float("nan"), f"HiGHS refused the model ({status})")

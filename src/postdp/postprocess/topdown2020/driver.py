@@ -59,6 +59,7 @@ import numpy as np
 from postdp._typing import ArrayLike, FloatArray, IntArray
 from postdp.errors import ValidationError
 from postdp.postprocess._solvers.marginal_basis import identifies_cells, table_schema
+from postdp.postprocess.topdown2020.dhc import DhcPlan, is_dhc, top_down_dhc
 from postdp.postprocess.topdown2020.family import LevelQuadratic
 from postdp.postprocess.topdown2020.passes import (
     SLACK,
@@ -99,8 +100,12 @@ def top_down_2020(
     root: ArrayLike | None = None,
     cut: bool = False,
     bounds: Sequence[CountBounds] | None = None,
+    held: ArrayLike | None = None,
 ) -> IntArray:
-    """The 2020 production TopDown on a schema table's measurements (see the module notes).
+    """The 2020 production TopDown on a schema table's measurements (see the module notes;
+    for the DHC persons design, :func:`postdp.tables.dhc_schema`'s tables, its two outer
+    passes per parent with the PL94 histogram ``held``:
+    :mod:`postdp.postprocess.topdown2020.dhc`).
 
     Parameters
     ----------
@@ -133,6 +138,13 @@ def top_down_2020(
         The first least-squares pass then holds them through its tolerance (the smallest
         at which its totals can be held with them, plus ``slack``), and the rounder's
         first pass rounds the totals by a flow that meets them.
+    held : array_like of int, shape (geography.n, 2016), optional
+        The DHC design only (and required there): each geounit's PL94 persons histogram
+        (``hhgq8lev * votingage * hispanic * cenrace``, :attr:`Strategy.held`; the
+        production held the published PL94 release), every parent its children's sum.
+        Every pass holds it exactly. ``rounders`` and ``bounds`` are then not taken (the
+        production's DHC rounder queries are used; the group-quarters record switching is
+        not carried) and ``cut`` changes nothing (every level runs the same two passes).
 
     Returns
     -------
@@ -165,6 +177,14 @@ def top_down_2020(
     """
     if bounds is None:
         bounds = measurements.bounds
+    dhc = _dhc_plan(
+        measurements.table, measurements.workload, held, rounders, bounds, root is not None,
+        measurements.budget_scale,
+    )  # fmt: skip
+    if dhc is not None:
+        lead = measurements.values[0].shape[:-2]
+        fixed = None if root is None else _fixed_root(root, lead, dhc.c)
+        return top_down_dhc(dhc, measurements, fixed)
     plan = _Plan(
         measurements.table,
         measurements.workload,
@@ -208,7 +228,11 @@ def top_down_2020(
 
 
 def check_top_down_2020(
-    table: Table, workload: Workload, *, rounders: Sequence[str] | None = None
+    table: Table,
+    workload: Workload,
+    *,
+    rounders: Sequence[str] | None = None,
+    held: ArrayLike | None = None,
 ) -> None:
     """Refuse, before anything is drawn, a design :func:`top_down_2020` cannot run.
 
@@ -218,6 +242,8 @@ def check_top_down_2020(
     workload : Workload
     rounders : sequence of str, optional
         As :func:`top_down_2020`.
+    held : array_like of int, optional
+        As :func:`top_down_2020` (the DHC design).
 
     Returns
     -------
@@ -243,7 +269,33 @@ def check_top_down_2020(
     ...     print(str(err)[:40])
     topdown-2020 needs a noisy or public tot
     """
-    _Plan(table, workload, rounders)
+    if _dhc_plan(table, workload, held, rounders, (), False, None) is None:
+        _Plan(table, workload, rounders)
+
+
+def _dhc_plan(
+    table: Table,
+    work: Workload,
+    held: ArrayLike | None,
+    rounders: Sequence[str] | None,
+    bounds: Sequence[CountBounds],
+    root_fixed: bool,
+    scale: FloatArray | None,
+) -> DhcPlan | None:
+    """The DHC design's plan for a table of the DHC persons schema, else None (and
+    ``held`` refused: it belongs to that design)."""
+    schema = table_schema(table.categories, work)
+    if schema is None or not is_dhc(schema):
+        if held is not None:
+            raise ValidationError("`held` is for the DHC persons design (dhc_schema()'s tables)")
+        return None
+    if rounders is not None or bounds:
+        raise ValidationError(
+            "topdown-2020 on the DHC runs the production's rounder queries and carries no "
+            "structural bounds (its group-quarters record switching is not implemented)"
+        )
+    scale = only_children_unmeasured(table.geography, scale, "top_down_2020", root_fixed=root_fixed)
+    return DhcPlan(table, work, held, scale, root_fixed)
 
 
 def _fixed_root(root: ArrayLike, lead: tuple[int, ...], c: int) -> IntArray:

@@ -1,0 +1,354 @@
+"""The 2020 TopDown of the DHC persons design: two outer passes per parent, the PL94
+histogram held at every geounit (private; run by :func:`~postdp.postprocess.top_down_2020`).
+
+The production ordering (``shared/research/dhc-2020-design.md`` section 4.2, strategy
+``DecompTestStrategyRegularOrderingDHCP_20220811_exp_21_1``, the same at every geolevel):
+
+- **Outer pass 0**, on the 40-age-group histogram ``relgq * age_40_groups * hispanic *
+  cenrace * sex`` (423,360 cells; the production's q9): least squares of every measured
+  query coarser than it (q1 to q9; the detailed query is not), nonnegative, the children
+  adding up to the parent's pass-0 cells and each child's PL94 histogram (``hhgq8lev *
+  votingage * hispanic * cenrace``) equal to the one it is held to; then the rounder over
+  ``hispanic * sex * votingage * hhgq8lev * cenrace``, ``hispanic * sex * age_18_64_116 *
+  hhgq8lev * cenrace``, q8 and the 40-group cells, with the PL94 histogram held.
+- **Outer pass 1**, on the detailed cells: least squares of ``detailed`` alone, each child's
+  40-group cells held at pass 0's rounded counts (each multi-year group split into single
+  years); then the rounder over the detailed cells with those counts held.
+
+At the root the same two passes run with no parent: pass 0's least squares is over every
+40-group cell the edits admit inside a positive held PL94 cell (up to 423,360 unknowns), so it
+is solved matrix-free (:mod:`postdp.postprocess._solvers.grouped_nnls`: the PL94 cells are the
+groups whose sums are held); pass 1's is a simplex projection per 40-group cell. Below the
+root a family's unknowns are the parent's positive cells (its persons bound them), solved
+exactly by :mod:`~postdp.postprocess.topdown2020.family` with the PL94 (pass 0) or 40-group
+(pass 1) cells as each child's public rows; every rounder pass is the minimum-cost flow of
+:mod:`~postdp.postprocess.topdown2020.rounding`, the held counts as bounds equal on both sides.
+
+A cell the parent holds at 0 is 0 in every child, so the 32 edits hold everywhere once the root
+keeps them (its unknowns are the admissible cells only).
+
+Not carried (the issue's open part): the record-switching repair of the group-quarters bounds
+(``hhgq_total_lb/ub``; no facility data enters a DHC run here).
+
+Memory: the answer (geounits x 1,227,744 int64) and the 40-group answer beside it; a
+family's dense quadratic is m x m (m its parent's positive cells, at most its persons), so
+a parent of more than :data:`FAMILY_PERSONS` persons is refused before anything is solved.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from postdp._typing import ArrayLike, FloatArray, IntArray
+from postdp.errors import ConvergenceError, ValidationError
+from postdp.postprocess._solvers.grouped_nnls import MarginalGram, grouped_nnls
+from postdp.postprocess._solvers.simplex import project_families
+from postdp.postprocess.topdown2020.family import LevelQuadratic
+from postdp.postprocess.topdown2020.family_rows import solve_family_rows
+from postdp.postprocess.topdown2020.passes import certified, weighted
+from postdp.postprocess.topdown2020.rounding import round_nested
+from postdp.tables import Table, TableMeasurements, Workload, dhc_schema, dhc_structural_zeros
+from postdp.tables.schema import Marginal, Schema
+from postdp.tables.strategies import PL94_IN_DHC
+
+__all__ = ["COARSE", "FAMILY_PERSONS", "PASS0_ROUNDERS", "DhcPlan", "is_dhc", "top_down_dhc"]
+
+#: Outer pass 0's histogram: the DHC persons cells with age in the 40 groups (the q9 query).
+COARSE = "relgq * age_40_groups * hispanic * cenrace * sex"
+#: Outer pass 0's rounder queries above the 40-group cells, coarse to fine (production's).
+PASS0_ROUNDERS = (
+    "hispanic * sex * votingage * hhgq8lev * cenrace",
+    "hispanic * sex * age_18_64_116 * hhgq8lev * cenrace",
+    "hispanic * sex * age_40_groups * relship_and_eight_level_GQ * cenrace",
+)
+#: The most persons a parent of two or more children may hold: a family's dense quadratic
+#: is (its positive cells)^2 floats, at most 288 MB here.
+FAMILY_PERSONS = 6_000
+
+
+def is_dhc(schema: Schema) -> bool:
+    """Whether ``schema`` is the DHC persons schema."""
+    dhc = dhc_schema()
+    return schema is dhc or (schema.shape == dhc.shape and schema.names == dhc.names)
+
+
+def _first_cells(groups: IntArray, n: int) -> IntArray:
+    """Each group's first cell (the group's representative)."""
+    first = np.empty(n, dtype=np.int64)
+    first[groups[::-1]] = np.arange(groups.size)[::-1]
+    return first
+
+
+class DhcPlan:
+    """What every solve of a DHC run needs: the fine-to-40-group map, each level's pass-0
+    quadratic over the 40-group cells and its detailed measurement, the rounder chain and
+    the held PL94 histograms (validated)."""
+
+    def __init__(
+        self,
+        table: Table,
+        work: Workload,
+        held: ArrayLike | None,
+        scale: FloatArray | None,
+        root_fixed: bool,
+    ) -> None:
+        schema = dhc_schema()
+        geo = table.geography
+        self.geography, self.c = geo, schema.size
+        self.coarse_of = Marginal(schema, COARSE).cell_groups()
+        self.C = int(self.coarse_of.max()) + 1
+        rep = _first_cells(self.coarse_of, self.C)
+        self.admissible = ~dhc_structural_zeros(schema)
+        self.coarse_admissible = np.bincount(self.coarse_of, self.admissible, self.C) > 0
+        pl94 = Marginal(schema, PL94_IN_DHC)
+        self.pl94 = pl94.cell_groups()[rep]
+        self.n_pl94 = pl94.size
+        self.chain = [(self.pl94, 0.0)] + [
+            (Marginal(schema, name).cell_groups()[rep], 1.0) for name in PASS0_ROUNDERS
+        ]
+        self.scale = scale
+        self.levels: list[dict[str, Any]] = []
+        for d in range(geo.n_levels):
+            coarse, weights, ids, detailed = [], [], [], None
+            for i, m in enumerate(work.measurements):
+                if m.level != d:
+                    continue
+                if m.public:
+                    if m.query.size != 1:
+                        raise ValidationError(
+                            "topdown-2020 on the DHC keeps public totals only (the PL94 "
+                            f"histogram is `held`); level {d} has public {m.query.name!r}"
+                        )
+                    continue
+                if m.query.size == self.c:
+                    detailed = (i, 1.0 / m.variance)
+                    continue
+                groups = m.query.marginal_of.cell_groups()  # type: ignore[union-attr]
+                mine = groups[rep]
+                if not np.array_equal(groups, mine[self.coarse_of]):
+                    raise ValidationError(
+                        f"topdown-2020 on the DHC: {m.query.name!r} (level {d}) is neither "
+                        "'detailed' nor coarser than the 40 age groups of its first pass"
+                    )
+                coarse.append(mine)
+                weights.append(1.0 / m.variance)
+                ids.append(i)
+            if detailed is None or not coarse:
+                if d == 0 and root_fixed:
+                    self.levels.append({})
+                    continue
+                raise ValidationError(
+                    f"topdown-2020 on the DHC needs 'detailed' and coarser noisy queries at "
+                    f"every level; level {d} lacks "
+                    + ("'detailed'" if detailed is None else "the coarser ones")
+                )
+            self.levels.append(
+                {"quad": LevelQuadratic(coarse, weights), "ids": ids, "detailed": detailed}
+            )
+        self.held = self._held(held, work)
+
+    def _held(self, held: ArrayLike | None, work: Workload) -> IntArray:
+        geo = self.geography
+        if held is None:
+            raise ValidationError(
+                "topdown-2020 on the DHC needs `held`: each geounit's PL94 persons histogram "
+                f"({self.n_pl94} cells of {PL94_IN_DHC!r}), which the design holds exactly"
+            )
+        values = np.asarray(held, dtype=np.float64)
+        if values.shape != (geo.n, self.n_pl94):
+            raise ValidationError(
+                f"`held` must have shape {(geo.n, self.n_pl94)}; got {values.shape}"
+            )
+        if not np.isfinite(values).all() or (values < 0).any() or (values != np.rint(values)).any():
+            raise ValidationError("`held` must hold nonnegative whole numbers")
+        out = values.astype(np.int64)
+        sums = np.zeros_like(out)
+        kids = np.flatnonzero(geo.parent >= 0)
+        np.add.at(sums, geo.parent[kids], out[kids])
+        inner = np.bincount(geo.parent[kids], minlength=geo.n) > 0
+        if (sums[inner] != out[inner]).any():
+            raise ValidationError("`held` is not consistent: a parent is not its children's sum")
+        reachable = np.bincount(self.pl94, self.coarse_admissible, self.n_pl94) > 0
+        if (out[:, ~reachable] > 0).any():
+            raise ValidationError(
+                "`held` puts persons in a PL94 cell every DHC edit forbids (e.g. under-18s "
+                "in nursing facilities)"
+            )
+        kids_of = np.bincount(geo.parent[kids], minlength=geo.n)
+        big = (kids_of >= 2) & (out.sum(axis=1) > FAMILY_PERSONS)
+        if big.any():
+            raise ValidationError(
+                f"topdown-2020 on the DHC solves a family densely over its parent's positive "
+                f"cells; a parent of two or more children holds more than {FAMILY_PERSONS:,} "
+                "persons (run a smaller population or a subtree)"
+            )
+        return out
+
+    def check_totals(self, work: Workload, values: list[FloatArray]) -> None:
+        """The public totals (the invariants) must be the held histograms' totals."""
+        for i, m in enumerate(work.measurements):
+            if m.public and m.query.size == 1:
+                rows = self.geography.levels[m.level]
+                if not np.allclose(values[i][:, 0], self.held[rows].sum(axis=1)):
+                    raise ValidationError(
+                        f"`held` does not add up to the public totals of level {m.level}"
+                    )
+
+    def _weight(self, geounits: IntArray) -> FloatArray | None:
+        a = None if self.scale is None else self.scale[geounits]
+        return None if a is None or (a == 1.0).all() else a
+
+    # -- the root -------------------------------------------------------------------------
+
+    def root(self, values: list[FloatArray]) -> tuple[IntArray, IntArray]:
+        """The root's 40-group and detailed histograms."""
+        level, h = self.levels[0], self.held[self.geography.root]
+        cells = np.flatnonzero(self.coarse_admissible & (h[self.pl94] > 0))
+        cells = cells[np.argsort(self.pl94[cells], kind="stable")]
+        labels, group = np.unique(self.pl94[cells], return_inverse=True)
+        quad: LevelQuadratic = level["quad"]
+        gram = MarginalGram([g[cells] for g in quad.groups], quad.weights)
+        b = quad.linear([values[i][:1] for i in level["ids"]], cells)[0]
+        target = h[labels].astype(np.float64)
+        scale = max(1.0, float(np.abs(b).max(initial=0.0)), gram.lipschitz() * target.max())
+        res = grouped_nnls(gram, b, group, target, tol=1e-11 * scale)
+        if res.worst > 1e-9 * scale:
+            raise ConvergenceError(
+                f"the DHC root's least squares is not certified (KKT residual {res.worst:.3g})"
+            )
+        coarse = np.zeros(self.C, dtype=np.int64)
+        coarse[cells] = round_nested(
+            res.x[None],
+            [(g[cells], w) for g, w in self.chain],
+            cell_weight=1.0,
+            totals=np.array([h.sum()]),
+            bounds=[(h[None], h[None]), None, None, None],
+        ).x[0]
+        return coarse, self._root_split(values, coarse)
+
+    def _root_split(self, values: list[FloatArray], coarse: IntArray) -> IntArray:
+        """Pass 1 at the root: each 40-group count split into its admissible single years,
+        the detailed answers projected onto those sums, then rounded with them held."""
+        cells = np.flatnonzero(self.admissible & (coarse[self.coarse_of] > 0))
+        cells = cells[np.argsort(self.coarse_of[cells], kind="stable")]
+        labels, sizes = np.unique(self.coarse_of[cells], return_counts=True)
+        starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        i, _ = self.levels[0]["detailed"]
+        y = np.asarray(values[i][0, cells], dtype=np.float64)
+        ones = np.ones(cells.size)
+        x = project_families(
+            y[None], starts, sizes, coarse[labels][None].astype(float), ones, ones > 0
+        )
+        out = np.zeros(self.c, dtype=np.int64)
+        out[cells] = round_nested(
+            x,
+            [(self.coarse_of[cells], 0.0)],
+            cell_weight=1.0,
+            totals=np.array([coarse.sum()]),
+            bounds=[(coarse[None], coarse[None])],
+        ).x[0]
+        return out
+
+    # -- a family -------------------------------------------------------------------------
+
+    def family(
+        self,
+        d: int,
+        parent: tuple[IntArray, IntArray],
+        geounits: IntArray,
+        rows: IntArray,
+        values: list[FloatArray],
+    ) -> tuple[IntArray, IntArray]:
+        """One parent's children at level ``d``: their 40-group (k, 423,360) and detailed
+        (k, 1,227,744) histograms."""
+        coarse_p, detailed_p = parent
+        k = geounits.size
+        if k == 1:
+            return coarse_p[None].copy(), detailed_p[None].copy()
+        level, a = self.levels[d], self._weight(geounits)
+        h = self.held[geounits]
+        coarse = np.zeros((k, self.C), dtype=np.int64)
+        cells = np.flatnonzero(coarse_p > 0)
+        if cells.size:
+            quad: LevelQuadratic = level["quad"]
+            b = weighted(quad.linear([values[i][rows] for i in level["ids"]], cells), a)
+            G, g = _rows(self.pl94[cells], h)
+            x = _split(quad.block(cells), b, coarse_p[cells].astype(float), G, g, a)
+            coarse[:, cells] = round_nested(
+                x,
+                [(grp[cells], w) for grp, w in self.chain],
+                cell_weight=1.0,
+                parent=coarse_p[cells],
+                totals=h.sum(axis=1),
+                bounds=[(h, h), None, None, None],
+            ).x
+        detailed = np.zeros((k, self.c), dtype=np.int64)
+        cells = np.flatnonzero(detailed_p > 0)
+        if cells.size:
+            i, w = level["detailed"]
+            b = weighted(w * np.asarray(values[i][rows][:, cells], dtype=np.float64), a)
+            G, g = _rows(self.coarse_of[cells], coarse)
+            H = np.diag(np.full(cells.size, w))
+            x = _split(H, b, detailed_p[cells].astype(float), G, g, a)
+            detailed[:, cells] = round_nested(
+                x,
+                [(self.coarse_of[cells], 0.0)],
+                cell_weight=1.0,
+                parent=detailed_p[cells],
+                totals=h.sum(axis=1),
+                bounds=[(coarse, coarse)],
+            ).x
+        return coarse, detailed
+
+
+def _split(
+    H: FloatArray, b: FloatArray, p: FloatArray, G: FloatArray, g: FloatArray, a: Any
+) -> FloatArray:
+    """A family's least-squares split with each child's public rows ``G x_j = g_j``,
+    certified by its KKT residuals (:func:`~postdp.postprocess.topdown2020.passes.certified`
+    of :func:`~postdp.postprocess.topdown2020.family_rows.solve_family_rows`)."""
+    return certified(solve_family_rows, H, b, p, G=G, g=g, weight=a)
+
+
+def _rows(labels: IntArray, counts: IntArray) -> tuple[FloatArray, FloatArray]:
+    """Public rows over a family's cells: one per label present (its cells' indicator) and
+    each child's count there (``counts``: (k, labels))."""
+    present, where = np.unique(labels, return_inverse=True)
+    G = np.zeros((present.size, labels.size))
+    G[where, np.arange(labels.size)] = 1.0
+    return G, counts[:, present].astype(np.float64)
+
+
+def top_down_dhc(plan: DhcPlan, measurements: TableMeasurements, root: IntArray | None) -> IntArray:
+    """Every draw's detailed histograms (B, n, c) (``root``: the fixed root per draw)."""
+    geo = plan.geography
+    lead = measurements.values[0].shape[:-2]
+    B = int(np.prod(lead)) if lead else 1
+    values = [v.reshape(B, *v.shape[-2:]) for v in measurements.values]
+    out = np.zeros((B, geo.n, plan.c), dtype=np.int64)
+    for b in range(B):
+        draw = [v[b] for v in values]
+        plan.check_totals(measurements.workload, draw)
+        coarse = np.zeros((geo.n, plan.C), dtype=np.int64)
+        if root is None:
+            coarse[0], out[b, 0] = plan.root(draw)
+        else:
+            out[b, 0] = root[b]
+            coarse[0] = np.bincount(plan.coarse_of, root[b], plan.C)
+            if (np.bincount(plan.pl94, coarse[0], plan.n_pl94) != plan.held[geo.root]).any():
+                raise ValidationError("`root` is not the PL94 histogram `held` gives the root")
+        for d in range(1, geo.n_levels):
+            kids = geo.levels[d]
+            parents, up = np.unique(geo.parent[kids], return_inverse=True)
+            order = np.argsort(up, kind="stable")
+            edges = np.searchsorted(up[order], np.arange(parents.size + 1))
+            where = np.empty(int(kids.max()) + 1, dtype=np.int64)
+            where[kids] = np.arange(kids.size)
+            for f, parent in enumerate(parents):
+                mine = kids[order[edges[f] : edges[f + 1]]]
+                coarse[mine], out[b, mine] = plan.family(
+                    d, (coarse[parent], out[b, parent]), mine, where[mine], draw
+                )
+    return out.reshape(*lead, geo.n, plan.c)
