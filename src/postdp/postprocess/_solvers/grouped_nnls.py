@@ -119,7 +119,10 @@ class _Groups:
         self.h = np.asarray(h, dtype=np.float64)
 
     def sums(self, v: FloatArray, mask: FloatArray | None = None) -> FloatArray:
-        return np.bincount(self.group, v if mask is None else v * mask, minlength=self.n)
+        out: FloatArray = np.bincount(
+            self.group, v if mask is None else v * mask, minlength=self.n
+        ).astype(np.float64)
+        return out
 
     def project(self, v: FloatArray) -> FloatArray:
         out: FloatArray = project_families(
@@ -134,7 +137,9 @@ class _Groups:
         return float(grad @ x - self.h @ low)
 
 
-def _fista(H: MarginalGram, b: FloatArray, grp: _Groups, x: FloatArray, tol: float) -> tuple:
+def _fista(
+    H: MarginalGram, b: FloatArray, grp: _Groups, x: FloatArray, tol: float
+) -> tuple[FloatArray, int]:
     """Projected gradient with momentum and restarts until the gap is below ``tol``."""
     L = H.lipschitz()
     y, t = x.copy(), 1.0
@@ -170,16 +175,20 @@ def _equality_solve(
         return (v - (grp.sums(v) * inv)[grp.group]) * mask
 
     x = (grp.h * inv)[grp.group] * mask
-    for _ in range(3):
+    dim = int(mask.sum() - (count > 0).sum())  # the null space's dimension
+    for _ in range(3):  # conjugate gradients, then refined from the exact residual
         r = -project(H(x) - b)
-        if np.abs(r).max(initial=0.0) <= tol:
+        if np.abs(r).max(initial=0.0) <= tol or dim == 0:
             break
         z = np.zeros_like(x)
         p = r.copy()
         rr = float(r @ r)
-        for _ in range(10 * max(1, int(np.sqrt(x.size))) + 200):
+        for _ in range(dim + 50):  # n steps in exact arithmetic
             Hp = project(H(p))
-            alpha = rr / float(p @ Hp)
+            curvature = float(p @ Hp)
+            if not curvature > 0:
+                break
+            alpha = rr / curvature
             z += alpha * p
             r -= alpha * Hp
             rr_new = float(r @ r)

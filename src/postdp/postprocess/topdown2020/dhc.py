@@ -105,11 +105,12 @@ class DhcPlan:
         pl94 = Marginal(schema, PL94_IN_DHC)
         self.pl94 = pl94.cell_groups()[rep]
         self.n_pl94 = pl94.size
-        self.chain = [(self.pl94, 0.0)] + [
+        self.chain: list[tuple[IntArray, float]] = [(self.pl94, 0.0)] + [
             (Marginal(schema, name).cell_groups()[rep], 1.0) for name in PASS0_ROUNDERS
         ]
         self.scale = scale
         self.levels: list[dict[str, Any]] = []
+        shared: dict[str, IntArray] = {}
         for d in range(geo.n_levels):
             coarse, weights, ids, detailed = [], [], [], None
             for i, m in enumerate(work.measurements):
@@ -125,14 +126,15 @@ class DhcPlan:
                 if m.query.size == self.c:
                     detailed = (i, 1.0 / m.variance)
                     continue
-                groups = m.query.marginal_of.cell_groups()  # type: ignore[union-attr]
-                mine = groups[rep]
-                if not np.array_equal(groups, mine[self.coarse_of]):
-                    raise ValidationError(
-                        f"topdown-2020 on the DHC: {m.query.name!r} (level {d}) is neither "
-                        "'detailed' nor coarser than the 40 age groups of its first pass"
-                    )
-                coarse.append(mine)
+                if m.query.name not in shared:  # the same queries at every level: once
+                    groups = m.query.marginal_of.cell_groups()  # type: ignore[union-attr]
+                    shared[m.query.name] = groups[rep]
+                    if not np.array_equal(groups, shared[m.query.name][self.coarse_of]):
+                        raise ValidationError(
+                            f"topdown-2020 on the DHC: {m.query.name!r} (level {d}) is neither "
+                            "'detailed' nor coarser than the 40 age groups of its first pass"
+                        )
+                coarse.append(shared[m.query.name])
                 weights.append(1.0 / m.variance)
                 ids.append(i)
             if detailed is None or not coarse:
@@ -224,7 +226,7 @@ class DhcPlan:
             [(g[cells], w) for g, w in self.chain],
             cell_weight=1.0,
             totals=np.array([h.sum()]),
-            bounds=[(h[None], h[None]), None, None, None],
+            bounds=[(h[None].astype(float), h[None].astype(float)), None, None, None],
         ).x[0]
         return coarse, self._root_split(values, coarse)
 
@@ -247,7 +249,7 @@ class DhcPlan:
             [(self.coarse_of[cells], 0.0)],
             cell_weight=1.0,
             totals=np.array([coarse.sum()]),
-            bounds=[(coarse[None], coarse[None])],
+            bounds=[(coarse[None].astype(float), coarse[None].astype(float))],
         ).x[0]
         return out
 
@@ -282,7 +284,7 @@ class DhcPlan:
                 cell_weight=1.0,
                 parent=coarse_p[cells],
                 totals=h.sum(axis=1),
-                bounds=[(h, h), None, None, None],
+                bounds=[(h.astype(float), h.astype(float)), None, None, None],
             ).x
         detailed = np.zeros((k, self.c), dtype=np.int64)
         cells = np.flatnonzero(detailed_p > 0)
@@ -298,7 +300,7 @@ class DhcPlan:
                 cell_weight=1.0,
                 parent=detailed_p[cells],
                 totals=h.sum(axis=1),
-                bounds=[(coarse, coarse)],
+                bounds=[(coarse.astype(float), coarse.astype(float))],
             ).x
         return coarse, detailed
 

@@ -14,14 +14,16 @@ solver (:func:`~postdp.postprocess._solvers.highs.solve_quadratic`), then:
 1. the cells are solved exactly on that set (the equality-constrained solve of
    :class:`~postdp.postprocess.topdown2020.family.Family`);
 2. the multipliers are those of that solve when they prove optimality; else (degenerate)
-   the best multipliers with the held cells' signs right, by bounded-variable least squares
-   (Stark and Parker 1995, ``scipy.optimize.lsq_linear``): the stationarity residual they
-   leave is the certificate, the dual signs holding by construction.
+   multipliers that do are sought row by row: each cell is in one row, so the conditions
+   (lam_i + nu_jr equal to the gradient on free cells, at most it on held ones) are a
+   system of difference constraints, feasible (within the tolerance) exactly when its
+   graph has no negative cycle (Bellman-Ford; Cormen et al., Introduction to Algorithms,
+   3rd ed., section 24.4).
 
 The KKT residuals are returned as :class:`~postdp.postprocess.topdown2020.family.FamilyResult`
 and checked by :func:`~postdp.postprocess.topdown2020.passes.certified`. Cost: HiGHS on k m
-unknowns with k dense m x m Hessian blocks; the fallback's dense matrix is (k m) x (m + k R
-+ k m) floats.
+unknowns with k dense m x m Hessian blocks; the multipliers' graph has m + k R nodes and
+at most 2 k m arcs.
 """
 
 from __future__ import annotations
@@ -30,7 +32,6 @@ from typing import Any
 
 import numpy as np
 from scipy import sparse
-from scipy.optimize import lsq_linear
 
 from postdp._typing import FloatArray
 from postdp.errors import ConvergenceError
@@ -49,7 +50,7 @@ def solve_family_rows(
     G: FloatArray,
     g: FloatArray,
     weight: FloatArray | None = None,
-    **_: Any,
+    **unused: Any,
 ) -> FamilyResult:
     """The family's exact split (see the module notes); ``G`` (R, m) 0/1 rows, each cell
     in one, and ``g`` (k, R) each child's counts there (a child's cells in a row it holds
@@ -70,7 +71,7 @@ def solve_family_rows(
     inner.g, inner.active = g, g > 0
     free = (qp.x.reshape(k, m) > 1e-8 * max(1.0, float(p.max()))) & ~fixed
     for _ in range(3):  # cells HiGHS left barely positive that the exact solve sends below 0
-        x, _, lam, nu = inner.solve(free)
+        x, _mu, lam, nu = inner.solve(free)
         low = free & (x < -tol)
         if not low.any():
             break
@@ -78,39 +79,43 @@ def solve_family_rows(
     result = _finish(inner, x, free, lam, nu, 1)
     if result.dual <= tol:
         return result
-    stationarity = _best_multipliers(inner.gradient(result.x), free, fixed, G, g > 0)
+    # degenerate: the solve's least-norm multipliers are not the ones that prove it
+    proved = _potentials(inner.gradient(result.x), free, fixed, G, tol)
     return FamilyResult(
         x=result.x,
-        stationarity=max(result.stationarity, stationarity),
-        dual=0.0,
+        stationarity=tol if proved else np.inf,
+        dual=tol if proved else np.inf,
         negative=result.negative,
         consistency=result.consistency,
         rounds=2,
     )
 
 
-def _best_multipliers(
-    grad: FloatArray, free: np.ndarray, fixed: np.ndarray, G: FloatArray, active: np.ndarray
-) -> float:
-    """The least stationarity residual max |grad - lam - nu_j G - z| over multipliers lam
-    (cells), nu (each child's active rows) and z >= 0 on the held cells (0 on free ones)."""
+def _potentials(
+    grad: FloatArray, free: np.ndarray, fixed: np.ndarray, G: FloatArray, tol: float
+) -> bool:
+    """Whether multipliers exist with every free cell's reduced gradient within ``tol`` of 0
+    and every held one's at least -tol. Each cell is in one row r, so the conditions are
+    lam_i + nu_jr = grad_ji (free) and <= grad_ji (held), row by row: with mu = -nu, a
+    system of difference constraints lam_i - mu_jr <= grad_ji (+ tol), and mu_jr - lam_i <=
+    -grad_ji (+ tol) for a free cell. It is feasible exactly when its constraint graph has no
+    negative cycle (Bellman-Ford from every node at distance 0; the distances are then the
+    multipliers)."""
     k, m = grad.shape
     R = G.shape[0]
-    jj, ii = np.nonzero(~fixed)  # one equation per cell not held structurally
-    n = jj.size
-    eq = np.arange(n)
-    row_of = np.argmax(G != 0, axis=0)  # each cell's row
-    nu_id = np.full((k, R), -1, dtype=np.int64)
-    nu_id[active] = np.arange(int(active.sum()))
-    q = nu_id[jj, row_of[ii]]
-    on = q >= 0
-    held = np.flatnonzero(~free[jj, ii])
-    n_nu = int(active.sum())
-    M = np.zeros((n, m + n_nu + held.size))
-    M[eq, ii] = 1.0
-    M[eq[on], m + q[on]] = G[row_of[ii[on]], ii[on]]
-    M[held, m + n_nu + np.arange(held.size)] = 1.0
-    lo = np.concatenate([np.full(m + n_nu, -np.inf), np.zeros(held.size)])
-    rhs = grad[jj, ii]
-    res = lsq_linear(M, rhs, bounds=(lo, np.inf), method="bvls", tol=1e-14)
-    return float(np.abs(M @ res.x - rhs).max(initial=0.0))
+    jj, ii = np.nonzero(~fixed)
+    node = m + jj * R + np.argmax(G != 0, axis=0)[ii]  # each equation's (child, row) node
+    c = grad[jj, ii]
+    f = free[jj, ii]
+    tail = np.concatenate([node, ii[f]])
+    head = np.concatenate([ii, node[f]])
+    weight = np.concatenate([c + tol, -c[f] + tol])
+    dist = np.zeros(m + k * R)
+    for _ in range(dist.size + 1):
+        reach = dist[tail] + weight
+        new = dist.copy()
+        np.minimum.at(new, head, reach)
+        if np.array_equal(new, dist):
+            return True
+        dist = new
+    return False

@@ -1,0 +1,203 @@
+"""The 2020 TopDown of the DHC persons design (issue 46; ``shared/research/dhc-2020-design.md``
+section 4.2): two outer passes per parent with the PL94 histogram held.
+
+- the root's matrix-free least squares with the PL94 cells' sums held
+  (``postdp/postprocess/_solvers/grouped_nnls.py``) and a family's split with many public
+  rows (``postdp/postprocess/topdown2020/family_rows.py``) equal Clarabel on random inputs,
+  with their KKT certificates;
+- on a synthetic District of Columbia county (10 geounits): integral, nonnegative,
+  consistent, the PL94 histogram of every geounit equal to the one held, the 32 edits kept,
+  each child's 40-age-group counts adding up to its parent's;
+- bad inputs refused before anything is solved.
+"""
+
+from __future__ import annotations
+
+import cvxpy as cp
+import numpy as np
+import pytest
+from scipy import sparse
+
+from postdp.data import synthetic_dhc_population
+from postdp.errors import ValidationError
+from postdp.postprocess import top_down_2020
+from postdp.postprocess._solvers.grouped_nnls import MarginalGram, grouped_nnls
+from postdp.postprocess.topdown2020.dhc import COARSE
+from postdp.postprocess.topdown2020.family import LevelQuadratic
+from postdp.postprocess.topdown2020.family_rows import _potentials, solve_family_rows
+from postdp.tables import Query, dhc_schema, dhc_structural_zeros, load_strategy, measure
+from postdp.tables.strategies import PL94_IN_DHC
+from tests.postprocess._reference import CLARABEL_TIGHT
+
+# the DHC county's tests peak at about 1.47 GB (the 1.2-million-cell draw: 1.05 GB)
+
+
+def _queries(shape):
+    """Count indices of a few crossing marginals of a small schema (one of them partial)."""
+    idx = np.indices(shape).reshape(len(shape), -1)
+    return [
+        np.arange(idx.shape[1]),  # the cells themselves: H positive definite
+        idx[0] * shape[1] + idx[1],
+        idx[2],
+        idx[1] * shape[3] + idx[3],
+        np.where(idx[2] < 2, idx[0], -1),
+    ]
+
+
+def _dense(queries, weights, m):
+    H = np.zeros((m, m))
+    for q, w in zip(queries, weights, strict=True):
+        inside = q >= 0
+        same = (q[:, None] == q[None, :]) & inside[:, None] & inside[None, :]
+        H += w * same
+    return H
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_grouped_nnls_equals_clarabel_with_its_certificate(seed):
+    rng = np.random.default_rng(seed)
+    shape = (4, 3, 5, 2)
+    m = int(np.prod(shape))
+    queries = _queries(shape)
+    weights = list(rng.uniform(0.2, 3.0, len(queries)))
+    truth = rng.poisson(0.7, m).astype(float)
+    H = _dense(queries, weights, m)
+    b = H @ truth + rng.normal(0, 3.0, m)
+    group = np.indices(shape).reshape(4, -1)[0]  # the first attribute's cells
+    h = np.bincount(group, truth)
+    gram = MarginalGram(queries, weights)
+    scale = max(1.0, np.abs(b).max(), gram.lipschitz() * h.max())  # as the DHC root's
+    res = grouped_nnls(gram, b, group, h, tol=1e-11 * scale)
+    assert res.worst <= 1e-9 * scale
+    v = cp.Variable(m)
+    G = np.zeros((h.size, m))
+    G[group, np.arange(m)] = 1.0
+    objective = cp.Minimize(0.5 * cp.quad_form(v, cp.psd_wrap(H)) - b @ v)
+    cp.Problem(objective, [v >= 0, G @ v == h]).solve(solver=cp.CLARABEL, **CLARABEL_TIGHT)
+    assert np.abs(res.x - v.value).max() <= 1e-5
+    f = lambda x: 0.5 * x @ H @ x - b @ x  # noqa: E731
+    assert f(res.x) <= f(v.value) + 1e-9 * abs(f(v.value))
+    assert (res.x >= 0).all() and np.abs(G @ res.x - h).max() <= 1e-9
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_family_with_public_rows_equals_clarabel(seed):
+    """A DHC-like family: 4 children, the parent's positive cells, each child's counts in
+    row groups of the cells held (some at 0), integer data (degenerate optima)."""
+    rng = np.random.default_rng(seed)
+    shape = (3, 3, 4, 2)
+    queries = _queries(shape)
+    weights = list(rng.uniform(0.5, 2.0, len(queries)))
+    k, c = 4, int(np.prod(shape))
+    kids = rng.poisson(0.6, (k, c))
+    parent = kids.sum(axis=0)
+    cells = np.flatnonzero(parent > 0)
+    m = cells.size
+    row_of = np.indices(shape).reshape(4, -1)[0][cells] * 2 + (cells % 2)
+    present, where = np.unique(row_of, return_inverse=True)
+    G = np.zeros((present.size, m))
+    G[where, np.arange(m)] = 1.0
+    g = kids[:, cells] @ G.T
+    quad = LevelQuadratic(queries, weights)
+    H = quad.block(cells)
+    noisy = [np.bincount(q[q >= 0], kids[j][q >= 0]) for j in range(k) for q in queries]
+    answers = [
+        np.stack([noisy[j * len(queries) + i] for j in range(k)]) + rng.normal(0, 1.5, (k, 1))
+        for i in range(len(queries))
+    ]
+    b = quad.linear(answers, cells)
+    p = parent[cells].astype(float)
+    res = solve_family_rows(H, b, p, tol=1e-11 * max(1.0, np.abs(b).max()), G=G, g=g)
+    assert res.worst <= 1e-9 * max(1.0, np.abs(b).max())
+    X = cp.Variable((k, m))
+    objective = sum(0.5 * cp.quad_form(X[j], cp.psd_wrap(H)) - b[j] @ X[j] for j in range(k))
+    cons = [X >= 0, cp.sum(X, axis=0) == p] + [G @ X[j] == g[j] for j in range(k)]
+    cp.Problem(cp.Minimize(objective), cons).solve(solver=cp.CLARABEL, **CLARABEL_TIGHT)
+    f = lambda x: sum(0.5 * x[j] @ H @ x[j] - b[j] @ x[j] for j in range(k))  # noqa: E731
+    assert f(res.x) <= f(X.value) + 1e-9 * abs(f(X.value))  # Clarabel stops a little short
+    assert np.abs(res.x - X.value).max() <= 1e-4
+    np.testing.assert_allclose(res.x.sum(axis=0), p, atol=1e-9)
+    np.testing.assert_allclose(res.x @ G.T, g, atol=1e-9)
+
+
+def test_multipliers_by_difference_constraints_prove_optimality_and_only_it():
+    """One row, two children, two cells: x = [[1, 0], [0, 1]] with gradients that admit
+    multipliers (lam_i + nu_j equal to them where free, at most them where held) is proved;
+    a held cell whose gradient is below what the free cells force is not."""
+    G = np.ones((1, 2))
+    free = np.array([[True, False], [False, True]])
+    fixed = np.zeros((2, 2), dtype=bool)
+    # free: lam0 + nu0 = 1, lam1 + nu1 = 2; held: lam1 + nu0 <= 3, lam0 + nu1 <= 0
+    # lam0 = 0, nu0 = 1, lam1 = 2, nu1 = 0: held sums 3 and 0, both allowed
+    assert _potentials(np.array([[1.0, 3.0], [0.0, 2.0]]), free, fixed, G, 1e-12)
+    # held lam1 + nu0 <= 2.5 and lam0 + nu1 <= 0 force 1 + 2 = lam0+nu0+lam1+nu1 <= 2.5
+    assert not _potentials(np.array([[1.0, 2.5], [0.0, 2.0]]), free, fixed, G, 1e-12)
+
+
+@pytest.fixture(scope="module")
+def dc_run():
+    table = synthetic_dhc_population(["11"], seed=1, scale=0.0002)
+    work = load_strategy("dhc-2020-persons").workload(table)
+    m = measure(table, work, secure=False, rng=3)
+    return table, m, _true_pl94(table), top_down_2020(m, held=_true_pl94(table))
+
+
+def _true_pl94(table):
+    """Every geounit's true PL94 histogram, from the blocks' sparse cells (a study holds
+    the truth; production held the published PL94 release)."""
+    groups = Query.marginal(dhc_schema(), PL94_IN_DHC).marginal_of.cell_groups()
+    to_pl94 = sparse.csr_array((np.ones(groups.size), (np.arange(groups.size), groups)))
+    geo = table.geography
+    leaves = np.zeros((geo.n, to_pl94.shape[1]), dtype=np.int64)
+    leaves[geo.leaves] = np.rint((table.cells @ to_pl94).toarray())
+    return geo.aggregate(leaves.T).T
+
+
+@pytest.mark.slow
+def test_dhc_release_is_integral_consistent_and_holds_the_pl94_histogram(dc_run):
+    table, _, held, out = dc_run
+    geo = table.geography
+    assert out.dtype == np.int64 and out.shape == (geo.n, dhc_schema().size)
+    assert out.min() >= 0
+    kids = np.flatnonzero(geo.parent >= 0)
+    sums = np.zeros_like(out)
+    np.add.at(sums, geo.parent[kids], out[kids])
+    inner = np.bincount(geo.parent[kids], minlength=geo.n) > 0
+    np.testing.assert_array_equal(out[inner], sums[inner])
+    pl94 = Query.marginal(dhc_schema(), PL94_IN_DHC).marginal_of
+    np.testing.assert_array_equal(pl94.apply(out), held)  # every geounit, exactly
+    assert not out[:, dhc_structural_zeros()].any()  # the 32 edits
+    assert geo.levels[-1].size >= 2 and len({*map(int, out[geo.levels[-1]].sum(axis=1))}) > 1
+
+
+@pytest.mark.slow
+def test_dhc_release_is_deterministic_and_takes_a_fixed_root(dc_run):
+    _, m, held, out = dc_run
+    again = top_down_2020(m, held=held, root=out[0])
+    np.testing.assert_array_equal(again, out)  # the families below solved as before
+
+
+@pytest.mark.slow
+def test_dhc_design_refuses_bad_inputs_before_solving(dc_run):
+    _, m, held, _ = dc_run
+    with pytest.raises(ValidationError, match="needs `held`"):
+        top_down_2020(m)
+    with pytest.raises(ValidationError, match="shape"):
+        top_down_2020(m, held=held[:, :100])
+    bad = held.copy()
+    bad[-1, 0] += 1  # a block no longer adds up to its parent
+    with pytest.raises(ValidationError, match="not consistent"):
+        top_down_2020(m, held=bad)
+    with pytest.raises(ValidationError, match="rounder"):
+        top_down_2020(m, held=held, rounders=["detailed"])
+    coarse = Query.marginal(dhc_schema(), COARSE)
+    assert coarse.size == 423_360  # outer pass 0's histogram
+
+
+def test_held_is_refused_outside_the_dhc_design():
+    from tests.tables._reference import small_pl94_state
+
+    table, work = small_pl94_state(0, people=20)
+    m = measure(table, work, secure=False, rng=0)
+    with pytest.raises(ValidationError, match="DHC"):
+        top_down_2020(m, held=np.zeros((table.geography.n, 2016)))
