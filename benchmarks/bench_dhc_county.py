@@ -1,6 +1,7 @@
 """The 2020 DHC persons design end to end on a synthetic county: population, measure (the
-noisy measurement files), read, (P)/BLUE, its margins, and the accuracy of single years of
-age by sex by geolevel against the truth and against theory.
+noisy measurement files), read, (P)/BLUE, its margins, the 2020 TopDown of the DHC (its two
+outer passes, the PL94 histogram held), and the accuracy of single years of age by sex by
+geolevel against the truth and against theory.
 
 Run by hand (never collected by pytest)::
 
@@ -14,6 +15,11 @@ relationships, on the DHC's eight-level spine (DC at scale 0.001: 690 persons in
 ``load_strategy("dhc-2020-persons")`` (about 1.9 million noisy answers per geounit). No PL94
 histogram is held here (the production held the published PL94 release; a study holding the
 true one would flatter every estimator), so (P) is the BLUE of the DHC's own measurements.
+``topdown-2020`` cannot run without it (the design holds it exactly): it holds a PL94 release
+of the same persons, ``top_down_2020`` of a ``pl94-2020-persons`` draw on the tabulation
+geography (``postdp.nmf.synthetic_population``, same seed and scale; the facility bounds of
+``postdp.data.synthetic_facilities``, as production held them), each DHC geounit's
+histogram the sum of its blocks' (a DHC block is its tabulation block).
 
 Printed per run, then medians of --repeat runs in this one process with the load average
 (``os.getloadavg``) before and after:
@@ -26,11 +32,13 @@ Printed per run, then medians of --repeat runs in this one process with the load
 - ``design``: :class:`postdp.postprocess.TableProjector` of the run's table and workload;
 - ``solve``: (P) of the draw, every geounit's 1,227,744 cells;
 - ``margins``: the exact variances of ``sex * age`` (232 counts) at every geounit;
+- ``pl94``: the PL94 release held (measure and ``top_down_2020`` of the PL94 design);
+- ``topdown``: ``top_down_2020`` of the DHC draw with that release held;
 
 then the process's peak resident memory, and by geolevel the mean absolute error of (P)'s
 ``sex * age`` counts against the truth over the runs, beside what theory gives for an
 unbiased estimate with those variances and normal errors (sqrt(2 / pi) x the mean standard
-deviation); the ratio should be near 1.
+deviation); the ratio should be near 1; and the same MAE for ``topdown-2020``.
 """
 
 from __future__ import annotations
@@ -60,7 +68,7 @@ def main() -> None:
     from postdp import nmf
     from postdp.cli import main as postdp
     from postdp.data import synthetic_dhc_population
-    from postdp.postprocess import TableProjector
+    from postdp.postprocess import TableProjector, top_down_2020
     from postdp.tables import Query, load_strategy, measure
 
     load = os.getloadavg()[0]
@@ -73,9 +81,9 @@ def main() -> None:
     )
     age_sex = Query.marginal(strategy.schema, "sex * age")
     true_counts = age_sex.marginal_of.apply(np.asarray(truth.counts()[:, truth.categories.leaves]))
-    steps = ("measure", "floor", "read", "design", "solve", "margins")
+    steps = ("measure", "floor", "read", "design", "solve", "margins", "pl94", "topdown")
     times: dict[str, list[float]] = {k: [] for k in steps}
-    errors, sds = [], []
+    errors, sds, td_errors = [], [], []
     for r in range(args.repeat):
         with tempfile.TemporaryDirectory() as tmp:
             run = Path(tmp) / "run"
@@ -95,17 +103,22 @@ def main() -> None:
         t5 = time.perf_counter()
         var = projector.query_variances(age_sex)
         t6 = time.perf_counter()
-        marks = (t0, t1, t2, t3, t4, t5, t6)
-        for k, name in enumerate(steps):
-            times[name].append(marks[k + 1] - marks[k])
         # the run's geounits are the truth's, in its order (ids: the truth's)
         order = geo.index([str(i) for i in draw.table.geography.ids])
+        held = _pl94_release(args.state, args.scale, r, geo)[order]
+        t7 = time.perf_counter()
+        released = top_down_2020(draw, held=held)
+        t8 = time.perf_counter()
+        marks = (t0, t1, t2, t3, t4, t5, t6, t7, t8)
+        for k, name in enumerate(steps):
+            times[name].append(marks[k + 1] - marks[k])
         estimate = age_sex.marginal_of.apply(cells)
         errors.append(np.abs(estimate - true_counts[order]))
+        td_errors.append(np.abs(age_sex.marginal_of.apply(released) - true_counts[order]))
         sds.append(np.sqrt(np.maximum(var, 0.0)))
         depth = draw.table.geography.depth
         print(f"  run {r + 1}: " + ", ".join(f"{k} {v[-1]:.1f} s" for k, v in times.items()))
-        del draw, projector, cells
+        del draw, projector, cells, released
     med = {k: statistics.median(v) for k, v in times.items()}
     print("median: " + ", ".join(f"{k} {v:.1f} s" for k, v in med.items()))
     print(
@@ -113,15 +126,44 @@ def main() -> None:
         f"(P) design + solve / floor {(med['design'] + med['solve']) / med['floor']:.2f}"
     )
     print(f"peak resident memory {_peak_gb():.2f} GB")
-    err, sd = np.stack(errors), np.stack(sds)
-    print("single year of age x sex, (P) against the truth, by geolevel:")
-    print("  level                 geounits   MAE    theory  ratio")
+    err, sd, td = np.stack(errors), np.stack(sds), np.stack(td_errors)
+    print("single year of age x sex against the truth, by geolevel (MAE per count):")
+    print("  level                 geounits  (P) MAE  theory  ratio  topdown-2020 MAE")
     for d, name in enumerate(strategy.levels):
         at = depth == d
         mae = float(err[:, at].mean())
         theory = float(np.sqrt(2 / np.pi) * sd[:, at].mean())
-        print(f"  {name:<20} {int(at.sum()):>9} {mae:7.3f} {theory:7.3f}  {mae / theory:5.2f}")
+        print(
+            f"  {name:<20} {int(at.sum()):>9} {mae:8.3f} {theory:7.3f}  {mae / theory:5.2f}"
+            f"  {float(td[:, at].mean()):10.3f}"
+        )
     print(f"load average {load:.2f} before, {os.getloadavg()[0]:.2f} after")
+
+
+def _pl94_release(state: str, scale: float, seed: int, geo: object) -> np.ndarray:
+    """Every DHC geounit's PL94 histogram in a PL94 release of the same persons:
+    ``top_down_2020`` of a ``pl94-2020-persons`` draw on the tabulation geography, each
+    DHC block its tabulation block's (its GEOID with the prim's 0 after the county), every
+    other geounit the sum of its blocks."""
+    from postdp.data import facility_bounds, synthetic_facilities
+    from postdp.nmf import synthetic_population
+    from postdp.postprocess import top_down_2020
+    from postdp.tables import load_strategy, measure
+
+    pl94 = synthetic_population(states=[state], seed=0, scale=scale)
+    work = load_strategy("pl94-2020-persons").workload(pl94)
+    # with the production's structural constraints (its no-minors-in-nursing zero among
+    # them, which the DHC's edits need of any PL94 histogram they hold)
+    bounds = facility_bounds(synthetic_facilities(pl94, seed=0), pl94.geography)
+    release = top_down_2020(measure(pl94, work, secure=False, rng=seed), bounds=bounds)
+    tab = pl94.geography
+    blocks = {str(i): release[n] for i, n in zip(tab.ids[tab.leaves], tab.leaves, strict=True)}
+    out = np.zeros((geo.n, release.shape[1]), dtype=np.int64)  # type: ignore[attr-defined]
+    for n in geo.leaves:  # type: ignore[attr-defined]
+        code = str(geo.ids[n])  # type: ignore[attr-defined]
+        out[n] = blocks[code[:5] + code[6:]]
+    aggregated: np.ndarray = geo.aggregate(out.T).T  # type: ignore[attr-defined]
+    return aggregated
 
 
 if __name__ == "__main__":

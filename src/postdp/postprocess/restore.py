@@ -52,11 +52,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from postdp._typing import FloatArray
+from postdp._typing import ArrayLike, FloatArray
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
 from postdp.postprocess._solvers.marginal_basis import identifies_cells, table_schema
 from postdp.postprocess._solvers.simplex import weighted_simplex
+from postdp.postprocess.topdown2020.dhc import is_dhc, top_down_dhc
 from postdp.postprocess.topdown2020.family import LevelQuadratic
 from postdp.postprocess.topdown2020.level import split_level
 from postdp.postprocess.topdown2020.passes import (
@@ -72,7 +73,7 @@ from postdp.tables import CountBounds, Measurement, Table, TableMeasurements, Wo
 from postdp.tables.bypass import only_children_unmeasured
 from postdp.tables.schema import Marginal, Schema
 
-__all__ = ["blue_restore", "check_blue_restore"]
+__all__ = ["blue_restore", "check_blue_restore", "restore_dhc"]
 
 
 def blue_restore(
@@ -82,9 +83,12 @@ def blue_restore(
     integral: bool = False,
     rounders: Sequence[str] | None = None,
     ordered: bool = True,
-    root_metric: str = "blue",
+    root_metric: str | None = None,
+    held: ArrayLike | None = None,
 ) -> FloatArray:
-    """The BLUE of a schema table, restored to nonnegative family by family.
+    """The BLUE of a schema table, restored to nonnegative family by family (for the DHC
+    persons design, in its two outer passes with the PL94 histogram ``held``: see
+    :func:`restore_dhc`).
 
     Parameters
     ----------
@@ -112,11 +116,15 @@ def blue_restore(
         totals rounded before the cells). False restores every family in one pass, totals
         and cells together (postdp 0.1's restoration, whose nonnegativity moves persons
         from larger to smaller siblings: ``docs/accuracy.md``).
-    root_metric : {"blue", "measurements"}, default "blue"
+    root_metric : {"blue", "measurements"}, optional
         The distance the root is restored in: the BLUE's own precision there (the inverse
         of its covariance, :meth:`TableProjector.cell_precision`: every level's
         measurements, so a marginal the levels below pin down moves little), or the
-        information of the root's own measurements (H_0, postdp 0.1).
+        information of the root's own measurements (H_0, postdp 0.1). Default "blue"
+        ("measurements" for the DHC, whose BLUE precision over 423,360 cells is not formed).
+    held : array_like of int, shape (geography.n, 2016), optional
+        The DHC design only (and required there, with ``integral=True``): each geounit's
+        PL94 persons histogram, held exactly (as :func:`~postdp.postprocess.top_down_2020`).
 
     Returns
     -------
@@ -147,7 +155,14 @@ def blue_restore(
     from postdp.postprocess.gls import TableProjector
 
     table, workload = measurements.table, measurements.workload
-    check_blue_restore(table, workload)
+    if is_dhc(check_blue_restore(table, workload)):
+        return restore_dhc(
+            measurements, held=held, integral=integral, rounders=rounders, bounds=bounds,
+            ordered=ordered, root_metric=root_metric or "measurements",
+        )  # fmt: skip
+    if held is not None:
+        raise ValidationError("`held` is for the DHC persons design (dhc_schema()'s tables)")
+    root_metric = root_metric or "blue"
     check_restore_options(workload, integral=integral, root_metric=root_metric)
     scale = only_children_unmeasured(table.geography, measurements.budget_scale, "blue_restore")
     projector = TableProjector(table, workload, budget_scale=scale)
@@ -158,6 +173,88 @@ def blue_restore(
         measurements, blue, precision=precise, bounds=bounds, integral=integral,
         rounders=rounders, ordered=ordered,
     )  # fmt: skip
+
+
+def restore_dhc(
+    measurements: TableMeasurements,
+    *,
+    held: ArrayLike | None,
+    integral: bool,
+    rounders: Sequence[str] | None = None,
+    bounds: Sequence[CountBounds] | None = None,
+    ordered: bool = True,
+    root_metric: str = "measurements",
+    blue: FloatArray | None = None,
+) -> FloatArray:
+    """BLUE, then restore, for the DHC persons design: the BLUE of every geounit (the GLS
+    (P) of :class:`~postdp.postprocess.TableProjector`, exact over the non-nested marginals),
+    then its restoration in the DHC's two outer passes per parent
+    (:mod:`postdp.postprocess.topdown2020.dhc`), with the BLUE's answers to every measured
+    query in place of the noisy ones: so each family minimises sum_j (x_j - blue_j)' H_d
+    (x_j - blue_j) over the 40-age-group cells (H_d the level's information from its
+    measured queries coarser than them; PL94 held), rounds, then splits single years
+    nearest the BLUE's detailed cells with the rounded 40-group counts held, and rounds.
+    The root is restored in its own measurements' information (``root_metric`` is
+    "measurements": the BLUE's precision over 423,360 cells is not formed), the PL94
+    histogram held. Integral only (``integral=True``): the design rounds between passes.
+
+    ``blue`` (shape (..., geography.n, 1227744)) is a BLUE computed already (e.g. by one
+    :class:`~postdp.postprocess.TableProjector` kept for several draws: its design is most
+    of the cost); default: computed here. Restoring any estimate that is itself a feasible
+    release (whole, nonnegative, consistent, the PL94 histograms held) gives it back.
+
+    Returns
+    -------
+    ndarray of float64, shape (..., geography.n, 1227744)
+        Whole numbers: nonnegative, consistent, every PL94 histogram the one held.
+    """
+    from postdp.postprocess.gls import TableProjector
+    from postdp.postprocess.topdown2020.driver import dhc_plan
+
+    if not integral:
+        raise ValidationError(
+            "blue-restore on the DHC rounds between its two passes (40 age groups, then "
+            "single years): pass integral=True (the blue-restore-2020 method)"
+        )
+    if root_metric != "measurements":
+        raise ValidationError(
+            "blue-restore on the DHC restores the root in its measurements' information "
+            "(root_metric='measurements'): the BLUE's precision over 423,360 cells is not "
+            "formed"
+        )
+    if not ordered:
+        raise ValidationError("blue-restore on the DHC runs the production's ordered passes")
+    table, workload = measurements.table, measurements.workload
+    plan = dhc_plan(table, workload, held, rounders, bounds or (), False,
+                    measurements.budget_scale)  # fmt: skip
+    assert plan is not None  # a DHC table
+    if blue is None:
+        blue = TableProjector(table, workload, budget_scale=plan.scale)(measurements)
+    blue = np.asarray(blue, dtype=np.float64)
+    geo = table.geography
+    if blue.shape != (*measurements.values[0].shape[:-2], geo.n, plan.c):
+        raise ValidationError(
+            f"`blue` must have shape {(*measurements.values[0].shape[:-2], geo.n, plan.c)}; "
+            f"got {blue.shape}"
+        )
+    answers = []
+    for i, m in enumerate(workload.measurements):
+        if m.public:
+            answers.append(np.asarray(measurements.values[i], dtype=np.float64))
+            continue
+        nodes = geo.levels[m.level]
+        first, n = int(nodes[0]), nodes.size
+        consecutive = np.array_equal(nodes, np.arange(first, first + n))
+        rows = blue[..., first : first + n, :] if consecutive else blue[..., nodes, :]  # a view
+        if m.query.size == plan.c:
+            answers.append(rows)
+        else:
+            flat = rows.reshape(-1, plan.c)
+            own = m.query.marginal_of.apply(flat)  # type: ignore[union-attr]
+            answers.append(own.reshape(*rows.shape[:-1], m.query.size))
+    del blue  # the caller's; the answers keep what they need
+    out: FloatArray = top_down_dhc(plan, workload, answers, None, dtype=np.float64)
+    return out
 
 
 def check_restore_options(workload: Workload, *, integral: bool, root_metric: str) -> None:

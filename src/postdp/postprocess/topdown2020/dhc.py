@@ -49,7 +49,7 @@ from postdp.postprocess.topdown2020.family import LevelQuadratic
 from postdp.postprocess.topdown2020.family_rows import solve_family_rows
 from postdp.postprocess.topdown2020.passes import certified, weighted
 from postdp.postprocess.topdown2020.rounding import round_nested
-from postdp.tables import Table, TableMeasurements, Workload, dhc_schema, dhc_structural_zeros
+from postdp.tables import Table, Workload, dhc_schema, dhc_structural_zeros
 from postdp.tables.schema import Marginal, Schema
 from postdp.tables.strategies import PL94_IN_DHC
 
@@ -323,22 +323,31 @@ def _rows(labels: IntArray, counts: IntArray) -> tuple[FloatArray, FloatArray]:
     return G, counts[:, present].astype(np.float64)
 
 
-def top_down_dhc(plan: DhcPlan, measurements: TableMeasurements, root: IntArray | None) -> IntArray:
-    """Every draw's detailed histograms (B, n, c) (``root``: the fixed root per draw)."""
+def top_down_dhc(
+    plan: DhcPlan,
+    work: Workload,
+    answers: list[FloatArray],
+    root: IntArray | None,
+    dtype: type = np.int64,
+) -> Any:
+    """Every draw's detailed histograms (..., n, c) from ``answers`` (one array per
+    measurement of ``work``, leading draw axes allowed: the noisy answers, or for the
+    restoration the BLUE's; ``root``: the fixed root per draw), whole numbers of ``dtype``
+    (float64 holds them exactly: the restoration's float answer made without a copy)."""
     geo = plan.geography
-    lead = measurements.values[0].shape[:-2]
+    lead = answers[0].shape[:-2]
     B = int(np.prod(lead)) if lead else 1
-    values = [v.reshape(B, *v.shape[-2:]) for v in measurements.values]
-    out = np.zeros((B, geo.n, plan.c), dtype=np.int64)
+    values = [v.reshape(B, *v.shape[-2:]) for v in answers]
+    out: Any = np.zeros((B, geo.n, plan.c), dtype=dtype)
     for b in range(B):
         draw = [v[b] for v in values]
-        plan.check_totals(measurements.workload, draw)
+        plan.check_totals(work, draw)
         coarse = np.zeros((geo.n, plan.C), dtype=np.int64)
         if root is None:
             coarse[0], out[b, 0] = plan.root(draw)
         else:
             out[b, 0] = root[b]
-            coarse[0] = np.bincount(plan.coarse_of, root[b], plan.C)
+            coarse[0] = np.bincount(plan.coarse_of, root[b], plan.C).astype(np.int64)
             if (np.bincount(plan.pl94, coarse[0], plan.n_pl94) != plan.held[geo.root]).any():
                 raise ValidationError("`root` is not the PL94 histogram `held` gives the root")
         for d in range(1, geo.n_levels):
@@ -351,6 +360,6 @@ def top_down_dhc(plan: DhcPlan, measurements: TableMeasurements, root: IntArray 
             for f, parent in enumerate(parents):
                 mine = kids[order[edges[f] : edges[f + 1]]]
                 coarse[mine], out[b, mine] = plan.family(
-                    d, (coarse[parent], out[b, parent]), mine, where[mine], draw
+                    d, (coarse[parent], out[b, parent].astype(np.int64)), mine, where[mine], draw
                 )
     return out.reshape(*lead, geo.n, plan.c)

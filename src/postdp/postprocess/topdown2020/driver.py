@@ -177,14 +177,17 @@ def top_down_2020(
     """
     if bounds is None:
         bounds = measurements.bounds
-    dhc = _dhc_plan(
+    dhc = dhc_plan(
         measurements.table, measurements.workload, held, rounders, bounds, root is not None,
         measurements.budget_scale,
     )  # fmt: skip
     if dhc is not None:
         lead = measurements.values[0].shape[:-2]
         fixed = None if root is None else _fixed_root(root, lead, dhc.c)
-        return top_down_dhc(dhc, measurements, fixed)
+        released: IntArray = top_down_dhc(
+            dhc, measurements.workload, list(measurements.values), fixed
+        )
+        return released
     plan = _Plan(
         measurements.table,
         measurements.workload,
@@ -269,11 +272,11 @@ def check_top_down_2020(
     ...     print(str(err)[:40])
     topdown-2020 needs a noisy or public tot
     """
-    if _dhc_plan(table, workload, held, rounders, (), False, None) is None:
+    if dhc_plan(table, workload, held, rounders, (), False, None) is None:
         _Plan(table, workload, rounders)
 
 
-def _dhc_plan(
+def dhc_plan(
     table: Table,
     work: Workload,
     held: ArrayLike | None,

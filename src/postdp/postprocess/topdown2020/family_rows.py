@@ -34,7 +34,6 @@ import numpy as np
 from scipy import sparse
 
 from postdp._typing import FloatArray
-from postdp.errors import ConvergenceError
 from postdp.postprocess._solvers.highs import solve_quadratic
 from postdp.postprocess.topdown2020.family import Family, FamilyResult, _finish
 
@@ -63,10 +62,12 @@ def solve_family_rows(
         [sparse.hstack([sparse.identity(m)] * k), sparse.block_diag([sparse.csr_matrix(G)] * k)]
     )
     upper = np.where(fixed.ravel(), 0.0, np.inf)
-    qp = solve_quadratic(Q, -b.ravel(), A, np.concatenate([p, g.ravel()]), np.zeros(k * m), upper)
-    if not qp.optimal or qp.x is None:
-        raise ConvergenceError(f"HiGHS's QP did not solve a family ({qp.message})")
+    unit = 1.0 / max(float(H.diagonal().max()) * float(a.max()), 1e-300)  # Q's diagonal ~ 1
+    rhs = np.concatenate([p, g.ravel()])
+    qp = solve_quadratic(Q * unit, -b.ravel() * unit, A, rhs, np.zeros(k * m), upper)
     family = Family(H, b, p, G, fixed=fixed, weight=weight)
+    if not qp.optimal or qp.x is None:  # the pivoting's own active set, certified alike
+        return family.solve(g, g > 0, tol=tol)
     inner = family.inner
     inner.g, inner.active = g, g > 0
     free = (qp.x.reshape(k, m) > 1e-8 * max(1.0, float(p.max()))) & ~fixed
