@@ -34,11 +34,14 @@ Printed per run, then medians of --repeat runs in this one process with the load
 - ``margins``: the exact variances of ``sex * age`` (232 counts) at every geounit;
 - ``pl94``: the PL94 release held (measure and ``top_down_2020`` of the PL94 design);
 - ``topdown``: ``top_down_2020`` of the DHC draw with that release held;
+- ``restore``: BLUE-then-restore (``restore_dhc`` of the (P) above, in the DHC's two
+  passes, that release held);
 
 then the process's peak resident memory, and by geolevel the mean absolute error of (P)'s
 ``sex * age`` counts against the truth over the runs, beside what theory gives for an
 unbiased estimate with those variances and normal errors (sqrt(2 / pi) x the mean standard
-deviation); the ratio should be near 1; and the same MAE for ``topdown-2020``.
+deviation); the ratio should be near 1; and the same MAE for ``topdown-2020`` and the
+restoration.
 """
 
 from __future__ import annotations
@@ -68,7 +71,7 @@ def main() -> None:
     from postdp import nmf
     from postdp.cli import main as postdp
     from postdp.data import synthetic_dhc_population
-    from postdp.postprocess import TableProjector, top_down_2020
+    from postdp.postprocess import TableProjector, restore_dhc, top_down_2020
     from postdp.tables import Query, load_strategy, measure
 
     load = os.getloadavg()[0]
@@ -81,9 +84,9 @@ def main() -> None:
     )
     age_sex = Query.marginal(strategy.schema, "sex * age")
     true_counts = age_sex.marginal_of.apply(np.asarray(truth.counts()[:, truth.categories.leaves]))
-    steps = ("measure", "floor", "read", "design", "solve", "margins", "pl94", "topdown")
+    steps = ("measure", "floor", "read", "design", "solve", "margins", "pl94", "topdown", "restore")
     times: dict[str, list[float]] = {k: [] for k in steps}
-    errors, sds, td_errors = [], [], []
+    errors, sds, td_errors, rs_errors = [], [], [], []
     for r in range(args.repeat):
         with tempfile.TemporaryDirectory() as tmp:
             run = Path(tmp) / "run"
@@ -109,16 +112,19 @@ def main() -> None:
         t7 = time.perf_counter()
         released = top_down_2020(draw, held=held)
         t8 = time.perf_counter()
-        marks = (t0, t1, t2, t3, t4, t5, t6, t7, t8)
+        restored = restore_dhc(draw, held=held, integral=True, blue=cells)  # (P) from above
+        t9 = time.perf_counter()
+        marks = (t0, t1, t2, t3, t4, t5, t6, t7, t8, t9)
         for k, name in enumerate(steps):
             times[name].append(marks[k + 1] - marks[k])
         estimate = age_sex.marginal_of.apply(cells)
         errors.append(np.abs(estimate - true_counts[order]))
         td_errors.append(np.abs(age_sex.marginal_of.apply(released) - true_counts[order]))
+        rs_errors.append(np.abs(age_sex.marginal_of.apply(restored) - true_counts[order]))
         sds.append(np.sqrt(np.maximum(var, 0.0)))
         depth = draw.table.geography.depth
         print(f"  run {r + 1}: " + ", ".join(f"{k} {v[-1]:.1f} s" for k, v in times.items()))
-        del draw, projector, cells, released
+        del draw, projector, cells, released, restored
     med = {k: statistics.median(v) for k, v in times.items()}
     print("median: " + ", ".join(f"{k} {v:.1f} s" for k, v in med.items()))
     print(
@@ -126,16 +132,16 @@ def main() -> None:
         f"(P) design + solve / floor {(med['design'] + med['solve']) / med['floor']:.2f}"
     )
     print(f"peak resident memory {_peak_gb():.2f} GB")
-    err, sd, td = np.stack(errors), np.stack(sds), np.stack(td_errors)
+    err, sd, td, rs = np.stack(errors), np.stack(sds), np.stack(td_errors), np.stack(rs_errors)
     print("single year of age x sex against the truth, by geolevel (MAE per count):")
-    print("  level                 geounits  (P) MAE  theory  ratio  topdown-2020 MAE")
+    print("  level                 geounits  (P) MAE  theory  ratio  topdown-2020  blue-restore")
     for d, name in enumerate(strategy.levels):
         at = depth == d
         mae = float(err[:, at].mean())
         theory = float(np.sqrt(2 / np.pi) * sd[:, at].mean())
         print(
             f"  {name:<20} {int(at.sum()):>9} {mae:8.3f} {theory:7.3f}  {mae / theory:5.2f}"
-            f"  {float(td[:, at].mean()):10.3f}"
+            f"  {float(td[:, at].mean()):12.3f}  {float(rs[:, at].mean()):12.3f}"
         )
     print(f"load average {load:.2f} before, {os.getloadavg()[0]:.2f} after")
 

@@ -11,7 +11,7 @@ import pytest
 
 from postdp.data import synthetic_dhc_population
 from postdp.errors import ValidationError
-from postdp.postprocess.restore import restore_dhc
+from postdp.postprocess import restore_dhc
 from postdp.tables import (
     Query,
     TableMeasurements,

@@ -59,6 +59,7 @@ _LAZY = {
     "round_by_subtree": "postdp.postprocess.rounding_stream",
     "blue_restore": "postdp.postprocess.restore",
     "check_blue_restore": "postdp.postprocess.restore",
+    "restore_dhc": "postdp.postprocess.restore",
     "project_by_subtree": "postdp.postprocess.projection_stream",
     "check_top_down": "postdp.postprocess.topdown",
     "ROUNDER_QUERIES": "postdp.postprocess.topdown2020",
@@ -99,6 +100,7 @@ __all__ = [
     "project",
     "project_by_subtree",
     "project_sum",
+    "restore_dhc",
     "restriction_ramp_ratio",
     "round",
     "round_by_subtree",
@@ -152,7 +154,7 @@ if TYPE_CHECKING:  # what static checkers and IDEs see
         project_sum,
         top_down,
     )
-    from postdp.postprocess.restore import blue_restore, check_blue_restore
+    from postdp.postprocess.restore import blue_restore, check_blue_restore, restore_dhc
     from postdp.postprocess.rounding import round, round_consistent, stochastic_round
     from postdp.postprocess.rounding_stream import round_by_subtree
     from postdp.postprocess.topdown import check_top_down

@@ -17,6 +17,10 @@
   over nested queries as a minimum-cost flow;
 - :mod:`~postdp.postprocess.topdown2020.structural`: structural bounds and zeros (the
   group-quarters facilities) as rows, held cells and rounder limits of a family.
+- :mod:`~postdp.postprocess.topdown2020.dhc`: the DHC persons design's two outer passes per
+  parent (40 age groups, then single years), the PL94 histogram held;
+- :mod:`~postdp.postprocess.topdown2020.family_rows`: a family with each child's counts
+  held on a partition of its cells (the DHC's), by HiGHS's QP and an exact solve, certified.
 
 Over a run of noisy measurement files, :func:`postdp.nmf.postprocess` schedules this
 algorithm as tasks, state by state and cut below large subtrees (``postdp/nmf/_topdown_tasks.py``):
