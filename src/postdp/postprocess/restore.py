@@ -198,15 +198,57 @@ def restore_dhc(
     "measurements": the BLUE's precision over 423,360 cells is not formed), the PL94
     histogram held. Integral only (``integral=True``): the design rounds between passes.
 
-    ``blue`` (shape (..., geography.n, 1227744)) is a BLUE computed already (e.g. by one
-    :class:`~postdp.postprocess.TableProjector` kept for several draws: its design is most
-    of the cost); default: computed here. Restoring any estimate that is itself a feasible
-    release (whole, nonnegative, consistent, the PL94 histograms held) gives it back.
+    Restoring any estimate that is itself a feasible release (whole, nonnegative,
+    consistent, the PL94 histograms held) gives it back.
+
+    Parameters
+    ----------
+    measurements : TableMeasurements
+        Of a :func:`postdp.tables.dhc_schema` table measured by
+        ``load_strategy("dhc-2020-persons")`` (leading draw axes allowed).
+    held : array_like of int, shape (geography.n, 2016)
+        Each geounit's PL94 persons histogram, held exactly (as
+        :func:`~postdp.postprocess.top_down_2020`'s ``held``).
+    integral : bool
+        Must be True (the design rounds between its passes).
+    rounders, bounds
+        Not taken on the DHC (None / empty): the production's rounder queries are used,
+        and its group-quarters record switching is not carried.
+    ordered : bool, default True
+        Must be True (the production's ordered passes).
+    root_metric : {"measurements"}, default "measurements"
+    blue : ndarray, shape (..., geography.n, 1227744), optional
+        A BLUE computed already (e.g. by one :class:`~postdp.postprocess.TableProjector`
+        kept for several draws: its design is most of the cost); default: computed here.
+        The noisy answers are then not read (only the public totals).
 
     Returns
     -------
     ndarray of float64, shape (..., geography.n, 1227744)
         Whole numbers: nonnegative, consistent, every PL94 histogram the one held.
+
+    Raises
+    ------
+    ValidationError
+        For ``integral=False``, another ``root_metric``, ``ordered=False``, rounders or
+        bounds, a ``held`` that is missing or not a consistent PL94 histogram per geounit
+        the edits allow, or a ``blue`` of another shape.
+
+    Examples
+    --------
+    The restoration rounds between its passes, so it is integral only (refused before
+    anything is solved; a county's design, no answer drawn):
+
+    >>> from postdp.data import synthetic_dhc_population
+    >>> from postdp.tables import TableMeasurements, load_strategy
+    >>> t = synthetic_dhc_population(["11"], seed=0, scale=0.0002)
+    >>> w = load_strategy("dhc-2020-persons").workload(t)
+    >>> nan = [np.full((t.geography.levels[m.level].size, 1), np.nan) for m in w.measurements]
+    >>> try:
+    ...     restore_dhc(TableMeasurements(t, w, tuple(nan), False), held=None, integral=False)
+    ... except ValueError as err:
+    ...     print(str(err)[:46])
+    blue-restore on the DHC rounds between its two
     """
     from postdp.postprocess.gls import TableProjector
     from postdp.postprocess.topdown2020.driver import dhc_plan

@@ -158,7 +158,10 @@ def top_down_2020(
         For a table that is not a schema table measured by marginals, a root (not fixed by
         ``root``) whose noisy queries do not identify every detailed cell, a level below
         the root without a noisy ``total``, public queries other than ``total``, or rounder
-        queries that do not nest.
+        queries that do not nest; for the DHC design, a ``held`` that is missing, of
+        another shape, not consistent, in a PL94 cell every edit forbids, or not adding up
+        to the public totals, ``rounders`` or ``bounds`` given, or a parent of two or more
+        children holding more than 6,000 persons.
 
     Examples
     --------
