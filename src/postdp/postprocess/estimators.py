@@ -183,7 +183,9 @@ class Estimator:
             takes = [e.name for e in _REGISTRY if e.wide and e.solver]
             raise ValidationError(
                 f"{self.name} is not built for tables of more than {_DENSE_CELLS:,} detailed "
-                f"cells (this one has {c:,}); {', '.join(takes)} is"
+                f"cells (this one has {c:,}); {', '.join(takes)} is (on the DHC persons "
+                "design, the Python API's top_down_2020(..., held=) and restore_dhc run "
+                "its TopDown and restoration with the PL94 histogram held)"
             )
         if self.check is not None:
             _resolve(self.check)(table, workload)

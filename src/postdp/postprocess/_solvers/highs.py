@@ -84,15 +84,7 @@ def solve_equalities(
         csc.data.astype(np.float64, copy=False),
         np.zeros(n_cols, dtype=np.int32),  # every column continuous
     )  # fmt: skip
-    if status != highspy.HighsStatus.kOk:
-        return LinearResult(False, None, float("nan"), f"HiGHS refused the model ({status})")
-    h.run()
-    model = h.getModelStatus()
-    message = h.modelStatusToString(model)
-    if model != highspy.HighsModelStatus.kOptimal:
-        return LinearResult(False, None, float("nan"), message)
-    x = np.array(h.getSolution().col_value, dtype=np.float64)
-    return LinearResult(True, x, float(h.getInfo().objective_function_value), message)
+    return _run(h, status)
 
 
 def solve_quadratic(
@@ -132,6 +124,13 @@ def solve_quadratic(
         q.indptr.astype(np.int32), q.indices.astype(np.int32), q.data.astype(np.float64),
         np.zeros(n_cols, dtype=np.int32),
     )  # fmt: skip
+    return _run(h, status)
+
+
+def _run(h: Any, status: Any) -> LinearResult:
+    """Solve the model passed (``status``: what passing it returned) and read the answer."""
+    import highspy
+
     if status != highspy.HighsStatus.kOk:
         return LinearResult(False, None, float("nan"), f"HiGHS refused the model ({status})")
     h.run()
