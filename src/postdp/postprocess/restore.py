@@ -280,21 +280,26 @@ def restore_dhc(
             f"got {blue.shape}"
         )
     answers = []
+    level_rows: dict[int, FloatArray] = {}
     for i, m in enumerate(workload.measurements):
         if m.public:
             answers.append(np.asarray(measurements.values[i], dtype=np.float64))
             continue
-        nodes = geo.levels[m.level]
-        first, n = int(nodes[0]), nodes.size
-        consecutive = np.array_equal(nodes, np.arange(first, first + n))
-        rows = blue[..., first : first + n, :] if consecutive else blue[..., nodes, :]  # a view
+        if m.level not in level_rows:  # once a level: its ten queries share the rows
+            nodes = geo.levels[m.level]
+            first, n = int(nodes[0]), nodes.size
+            consecutive = np.array_equal(nodes, np.arange(first, first + n))
+            level_rows[m.level] = (
+                blue[..., first : first + n, :] if consecutive else blue[..., nodes, :]
+            )  # a view where it can be
+        rows = level_rows[m.level]
         if m.query.size == plan.c:
             answers.append(rows)
         else:
             flat = rows.reshape(-1, plan.c)
             own = m.query.marginal_of.apply(flat)  # type: ignore[union-attr]
             answers.append(own.reshape(*rows.shape[:-1], m.query.size))
-    del blue  # the caller's; the answers keep what they need
+    del blue, level_rows  # the caller's; the answers keep what they need
     out: FloatArray = top_down_dhc(plan, workload, answers, None, dtype=np.float64)
     return out
 
