@@ -45,9 +45,10 @@ from postdp._typing import ArrayLike, FloatArray, IntArray
 from postdp.errors import ConvergenceError, ValidationError
 from postdp.postprocess._solvers.grouped_nnls import MarginalGram, grouped_nnls
 from postdp.postprocess._solvers.simplex import project_families
+from postdp.postprocess.chain import is_consistent
 from postdp.postprocess.topdown2020.family import LevelQuadratic
 from postdp.postprocess.topdown2020.family_rows import solve_family_rows
-from postdp.postprocess.topdown2020.passes import certified, weighted
+from postdp.postprocess.topdown2020.passes import certified, child_weight, families, weighted
 from postdp.postprocess.topdown2020.rounding import round_nested
 from postdp.tables import Table, Workload, dhc_schema, dhc_structural_zeros
 from postdp.tables.schema import Marginal, Schema
@@ -166,11 +167,7 @@ class DhcPlan:
         if not np.isfinite(values).all() or (values < 0).any() or (values != np.rint(values)).any():
             raise ValidationError("`held` must hold nonnegative whole numbers")
         out = values.astype(np.int64)
-        sums = np.zeros_like(out)
-        kids = np.flatnonzero(geo.parent >= 0)
-        np.add.at(sums, geo.parent[kids], out[kids])
-        inner = np.bincount(geo.parent[kids], minlength=geo.n) > 0
-        if (sums[inner] != out[inner]).any():
+        if not is_consistent(out.T, geo, rtol=0.0):
             raise ValidationError("`held` is not consistent: a parent is not its children's sum")
         reachable = np.bincount(self.pl94, self.coarse_admissible, self.n_pl94) > 0
         if (out[:, ~reachable] > 0).any():
@@ -178,6 +175,7 @@ class DhcPlan:
                 "`held` puts persons in a PL94 cell every DHC edit forbids (e.g. under-18s "
                 "in nursing facilities)"
             )
+        kids = np.flatnonzero(geo.parent >= 0)
         kids_of = np.bincount(geo.parent[kids], minlength=geo.n)
         big = (kids_of >= 2) & (out.sum(axis=1) > FAMILY_PERSONS)
         if big.any():
@@ -197,10 +195,6 @@ class DhcPlan:
                     raise ValidationError(
                         f"`held` does not add up to the public totals of level {m.level}"
                     )
-
-    def _weight(self, geounits: IntArray) -> FloatArray | None:
-        a = None if self.scale is None else self.scale[geounits]
-        return None if a is None or (a == 1.0).all() else a
 
     # -- the root -------------------------------------------------------------------------
 
@@ -269,7 +263,7 @@ class DhcPlan:
         k = geounits.size
         if k == 1:
             return coarse_p[None].copy(), detailed_p[None].copy()
-        level, a = self.levels[d], self._weight(geounits)
+        level, a = self.levels[d], child_weight(self.scale, geounits)
         h = self.held[geounits]
         coarse = np.zeros((k, self.C), dtype=np.int64)
         cells = np.flatnonzero(coarse_p > 0)
@@ -352,13 +346,9 @@ def top_down_dhc(
                 raise ValidationError("`root` is not the PL94 histogram `held` gives the root")
         for d in range(1, geo.n_levels):
             kids = geo.levels[d]
-            parents, up = np.unique(geo.parent[kids], return_inverse=True)
-            order = np.argsort(up, kind="stable")
-            edges = np.searchsorted(up[order], np.arange(parents.size + 1))
             where = np.empty(int(kids.max()) + 1, dtype=np.int64)
             where[kids] = np.arange(kids.size)
-            for f, parent in enumerate(parents):
-                mine = kids[order[edges[f] : edges[f + 1]]]
+            for parent, mine in families(kids, geo.parent[kids]):
                 coarse[mine], out[b, mine] = plan.family(
                     d, (coarse[parent], out[b, parent].astype(np.int64)), mine, where[mine], draw
                 )

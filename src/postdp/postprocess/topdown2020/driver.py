@@ -63,6 +63,8 @@ from postdp.postprocess.topdown2020.dhc import DhcPlan, is_dhc, top_down_dhc
 from postdp.postprocess.topdown2020.family import LevelQuadratic
 from postdp.postprocess.topdown2020.passes import (
     SLACK,
+    child_weight,
+    families,
     level_quadratic,
     pass_zero,
     round_totals_first,
@@ -216,12 +218,8 @@ def top_down_2020(
             grouped = d - 1 in plan.through
             if grouped:
                 above = geo.parent[above]
-            parents, up = np.unique(above, return_inverse=True)
-            order = np.argsort(up, kind="stable")
-            edges = np.searchsorted(up[order], np.arange(parents.size + 1))
             leaves = d == geo.n_levels - 1 and not cut
-            for f, parent in enumerate(parents):
-                rows = kids[order[edges[f] : edges[f + 1]]]
+            for parent, rows in families(kids, above):
                 if grouped:
                     out[b, rows] = plan.grouped(d, out[b, parent], rows, _rows(geo, d, rows), draw)
                 else:
@@ -524,8 +522,7 @@ class _Plan:
 
     def _weight(self, geounits: IntArray) -> FloatArray | None:
         """The children's budget factors, None when all are 1."""
-        a = None if self.scale is None else self.scale[geounits]
-        return None if a is None or (a == 1.0).all() else a
+        return child_weight(self.scale, geounits)
 
     def _round(self, x: FloatArray, chain: Any, parent: IntArray, totals: Any, bound: Any) -> Any:
         """Rounder pass 1: the cells, the children's totals fixed, the bounds held."""

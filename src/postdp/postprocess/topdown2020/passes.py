@@ -27,6 +27,8 @@ SLACK = 0.1
 __all__ = [
     "SLACK",
     "certified",
+    "child_weight",
+    "families",
     "largest_remainders",
     "level_quadratic",
     "pass_zero",
@@ -105,6 +107,21 @@ def certified(
         )
     x: FloatArray = np.maximum(result.x, 0.0)
     return x
+
+
+def families(kids: IntArray, above: IntArray) -> list[tuple[int, IntArray]]:
+    """A level's families: each parent in ``above`` (the geounit above each of ``kids``)
+    with its children, in the children's order."""
+    parents, up = np.unique(above, return_inverse=True)
+    order = np.argsort(up, kind="stable")
+    edges = np.searchsorted(up[order], np.arange(parents.size + 1))
+    return [(int(p), kids[order[edges[f] : edges[f + 1]]]) for f, p in enumerate(parents)]
+
+
+def child_weight(scale: FloatArray | None, geounits: IntArray) -> FloatArray | None:
+    """The children's budget factors (``scale`` per geounit), None when all are 1."""
+    a = None if scale is None else scale[geounits]
+    return None if a is None or (a == 1.0).all() else a
 
 
 def weighted(b: FloatArray, a: FloatArray | None) -> FloatArray:
