@@ -232,14 +232,11 @@ def grouped_nnls(
     b = np.asarray(b, dtype=np.float64)
     diag = H.diagonal()
     x0 = grp.project(b / np.where(diag > 0, diag, 1.0))
-    scale = max(1.0, float(np.abs(grp.h).max(initial=0.0)))
     # the gap is in the objective's units: small against |b| x the mass, the pivoting
     # then finishes exactly from the cells it finds at zero
     gap_tol = 1e-9 * max(1.0, float(np.abs(b).max(initial=0.0)) * float(grp.h.sum()))
     x, iterations = _fista(H, b, grp, x0, gap_tol)
-    free = x > 1e-9 * scale
-    free |= grp.h[grp.group] > 0  # a fallback below keeps one free cell per positive group
-    free &= x > 0
+    free = x > 0  # the projection's zeros; a group summing to 0 has no positive cell
     best, stall = np.inf, 0
     for rounds in range(1, _PIVOT_ROUNDS + 1):
         x, mu = _equality_solve(H, b, grp, free, 0.01 * tol)

@@ -45,7 +45,6 @@ from postdp._typing import ArrayLike, FloatArray, IntArray
 from postdp.errors import ConvergenceError, ValidationError
 from postdp.postprocess._solvers.grouped_nnls import MarginalGram, grouped_nnls
 from postdp.postprocess._solvers.simplex import project_families
-from postdp.postprocess.chain import is_consistent
 from postdp.postprocess.topdown2020.family import LevelQuadratic
 from postdp.postprocess.topdown2020.family_rows import solve_family_rows
 from postdp.postprocess.topdown2020.passes import certified, child_weight, families, weighted
@@ -167,7 +166,7 @@ class DhcPlan:
         if not np.isfinite(values).all() or (values < 0).any() or (values != np.rint(values)).any():
             raise ValidationError("`held` must hold nonnegative whole numbers")
         out = values.astype(np.int64)
-        if not is_consistent(out.T, geo, rtol=0.0):
+        if not np.array_equal(geo.aggregate(out.T).T, out):  # each parent its leaves' sum
             raise ValidationError("`held` is not consistent: a parent is not its children's sum")
         reachable = np.bincount(self.pl94, self.coarse_admissible, self.n_pl94) > 0
         if (out[:, ~reachable] > 0).any():
