@@ -114,14 +114,25 @@ def add_parser(commands: Any) -> None:
     parser.add_argument(
         "--cut-blocks",
         type=whole(1, 10**9),
-        default=50_000,
         metavar="N",
         help="a method solved in subtree tasks: a state with more than N blocks is cut at "
         "its counties, a county "
         "still above N at its tracts, and so on; the other counties (tracts, ...) go in "
         "tasks of consecutive ones of at most N blocks in all (memory per task: at most N "
         "blocks or one block group: a worker of 5.6 GB on synthetic California at the "
-        "default); the numbers are the same",
+        "default); the numbers are the same (default 50000; 100 for a DHC run, whose "
+        "geounits hold some 25 MB each in a task)",
+    )
+    parser.add_argument(
+        "--held",
+        metavar="PL94_OUT",
+        help="a run of the DHC persons design (postdp measure --strategy dhc-2020-persons), "
+        "and only there, where it is needed: the PL94 release it is held to, as the "
+        "production held the redistricting data -- the output folder of a finished "
+        "integral postdp postprocess of the pl94-2020-persons run of the same persons and "
+        "blocks; every DHC geounit's PL94 histogram is held to the sum of its blocks'. "
+        "Such a run takes --method topdown-2020 and writes the long form only, a column "
+        "per attribute (relgq, sex, age, hispanic, cenrace) in place of category",
     )
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
     parser.set_defaults(func=run)
@@ -159,15 +170,42 @@ def run(args: argparse.Namespace, state: RunState) -> int:
     out = Path(args.output_dir).expanduser()
     if out.resolve() == run_dir.resolve() or run_dir.resolve() in out.resolve().parents:
         raise CliError(f"--output-dir {args.output_dir!r}: inside the run; name another folder")
-    from postdp.cli._tables import check_step_fits
+    from postdp.nmf.runs import check_budgets, check_fits, held_top, run_levels, wide_form
 
-    check_step_fits(args, top.table, top.workload, step, option="--method")
-    from postdp.nmf.runs import check_budgets, check_forms
+    cells = top.table.categories.leaves.size
+    if args.held is not None and wide_form(cells):
+        raise CliError(
+            f"--held {args.held!r}: for a run of the DHC persons design; RUN's table has "
+            f"{cells:,} cells"
+        )
+    if not wide_form(cells):
+        if args.method != "topdown-2020":
+            raise CliError(
+                f"--method {args.method!r}: a run of {cells:,} detailed cells (the DHC "
+                "persons design) is post-processed by topdown-2020 held to a PL94 release "
+                "(its BLUE and restoration: postdp.postprocess.restore_dhc, in Python)"
+            )
+        if args.held is None:
+            raise CliError(
+                "--held: a run of the DHC persons design is held to a PL94 release (the "
+                "output folder of a finished postdp postprocess of its PL94 run)"
+            )
+        if args.amc is not None:
+            raise CliError(f"--amc {args.amc}: not built for a run of the DHC persons design")
+    from postdp.nmf.runs import CUT_BLOCKS, DHC_CUT_BLOCKS
 
+    if args.cut_blocks is None:
+        args.cut_blocks = CUT_BLOCKS if wide_form(cells) else DHC_CUT_BLOCKS
+    with flag("--held", args.held):
+        names = run_levels(run_dir)
+        _, top_held = held_top(run_dir, top, codes, names, args.held)
+        check_fits(step, top, top_held)
+    if top_held is None:
+        from postdp.cli._tables import check_step_fits
+
+        check_step_fits(args, top.table, top.workload, step, option="--method")
     with flag("--method", args.method):
         check_budgets(run_dir, top, step)
-    with flag("RUN", args.run_dir):
-        check_forms(top)
     if args.scheduler is not None:
         state.phase = "starting the Dask workers (--scheduler)"
     client, cluster = _dask.connect(args)
@@ -198,6 +236,7 @@ def run(args: argparse.Namespace, state: RunState) -> int:
                     scheduler=client,
                     amc=args.amc or 0,
                     cut_blocks=args.cut_blocks,
+                    held=args.held,
                     progress=tick,
                 )
             except RunError as exc:  # the run's files, not the output folder

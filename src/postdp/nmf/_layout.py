@@ -164,9 +164,10 @@ def schema_to_json(schema: Schema) -> list[dict[str, Any]]:
 
 
 def schema_from_json(data: Any) -> Schema:
-    """The schema of :func:`schema_to_json`."""
+    """The schema of :func:`schema_to_json` (:meth:`Schema.shared`: every read of a run
+    shares one schema and its caches)."""
     try:
-        return Schema(
+        return Schema.shared(
             [
                 Attribute(
                     str(a["name"]),

@@ -15,7 +15,10 @@ Forms:
   real-valued one. It holds every cell of every geounit.
 - ``long`` (integral methods only: ``topdown-2020``, ``blue-restore-2020``, any step with
   ``,round``): ``geocode``, ``category`` (dictionary of the schema's cells) and
-  ``estimate``, the cells of estimate 0 left out (a cell not listed is 0). A real-valued
+  ``estimate``, the cells of estimate 0 left out (a cell not listed is 0). A schema of more
+  than :data:`FORM_CELLS` cells (the DHC persons design's 1,227,744) has this form only, with
+  a column per attribute (``relgq``, ``sex``, ``age``, ``hispanic``, ``cenrace``: each a
+  dictionary of its levels' names) in place of ``category``. A real-valued
   method (``project``, ``blue-restore``, ``project-nonneg``, ...) writes no long form: its cells are
   almost never 0, so it would list every cell of every geounit (628 MB for the District of
   Columbia's ``project``), negative ones included; its wide form holds them all.
@@ -53,8 +56,9 @@ FORMS = ("long", "wide")
 STD = "std_dev"
 #: The margins of error of the published tables' rows (``<variable>_moe``, 90%).
 MOE = "moe"
-#: The most detailed cells the output forms are built for: a column each (and one per count
-#: of every measured query in the standard deviations' form).
+#: The most detailed cells of a schema with a wide form (a column per cell) and the
+#: standard deviations' form (one value per count of every measured query); a wider one
+#: (the DHC persons design) has the long form only, by attributes.
 FORM_CELLS = 20_000
 #: The z of a 90% margin of error (the Census Bureau's margins are 90%): moe = Z90 x s.e.
 Z90 = 1.6448536269514722
@@ -126,9 +130,12 @@ def sibling(out: Path, path: Path, form: str) -> Path:
 TOTAL = "total"
 
 
-def forms_of(integral: bool, std: bool) -> tuple[str, ...]:
-    """The forms written: ``wide`` always, ``long`` for an integral method only, and
-    ``std_dev`` for a method with standard deviations."""
+def forms_of(integral: bool, std: bool, cells: int = 0) -> tuple[str, ...]:
+    """The forms written: ``wide`` (but for a schema of more than :data:`FORM_CELLS`
+    cells), ``long`` for an integral method only, and ``std_dev`` for a method with
+    standard deviations."""
+    if cells > FORM_CELLS:
+        return ("long",)
     return (*(FORMS if integral else ("wide",)), *((STD,) if std else ()))
 
 
@@ -156,7 +163,9 @@ class Writer:
             raise ValidationError(f"a cell named {TOTAL!r} would clash with the wide form's total")
         self.integral = integral
         self.tables = tuple(tables) if queries is not None else ()
-        self.forms = forms_of(integral, queries is not None)
+        self.forms = forms_of(integral, queries is not None, schema.size)
+        if "long" not in self.forms and schema.size > FORM_CELLS:
+            raise ValidationError(f"a schema of {schema.size:,} cells has a long form only")
         if self.tables:
             self.forms = (*self.forms, MOE)
 
@@ -257,11 +266,12 @@ class Writer:
                     ),
                     self._path(MOE, level, code, part),
                 )
-        _atomic_parquet_parts(
-            pq,
-            (self._wide(pa, geocodes, values, a, b) for a, b in spans),
-            self._path("wide", level, code, part),
-        )
+        if "wide" in self.forms:
+            _atomic_parquet_parts(
+                pq,
+                (self._wide(pa, geocodes, values, a, b) for a, b in spans),
+                self._path("wide", level, code, part),
+            )
         if "long" in self.forms:
             _atomic_parquet_parts(
                 pq,
@@ -298,13 +308,19 @@ class Writer:
         """Rows ``a:b`` of the long form: one row per nonzero cell (with its moe)."""
         block = values[a:b]
         rows, cols = np.nonzero(block)
-        long = {
-            "geocode": pa.array(np.asarray(geocodes[a:b], dtype=object)[rows], pa.string()),
-            "category": pa.DictionaryArray.from_arrays(
+        long = {"geocode": pa.array(np.asarray(geocodes[a:b], dtype=object)[rows], pa.string())}
+        if "wide" in self.forms:
+            long["category"] = pa.DictionaryArray.from_arrays(
                 pa.array(cols.astype(np.int32)), pa.array(self.schema.cells)
-            ),
-            "estimate": pa.array(block[rows, cols]),
-        }
+            )
+        else:  # a column per attribute: no dictionary of a million cell names
+            levels = [a.levels for a in self.schema.attributes]
+            index = np.unravel_index(cols, [len(v) for v in levels])
+            for attribute, codes in zip(self.schema.attributes, index, strict=True):
+                long[attribute.name] = pa.DictionaryArray.from_arrays(
+                    pa.array(codes.astype(np.int32)), pa.array(list(attribute.levels))
+                )
+        long["estimate"] = pa.array(block[rows, cols])
         if self.queries is not None:
             assert variances is not None
             sd = np.sqrt(np.maximum(variances["detailed"][a:b], 0.0))
@@ -356,6 +372,31 @@ def form_path(out: Path, form: str, level: str, code: str | None, part: str | No
     where = out / form / f"{level}.parquet"
     name = layout.PART if part is None else f"part-{part}.parquet"
     return (where if code is None else where / code) / name
+
+
+def written_long(path: Path, geocodes: Sequence[str], schema: Schema) -> Any:
+    """The cells of ``geocodes`` in a written long form by attributes (a schema of more
+    than :data:`FORM_CELLS` cells), in their order (int64; a cell not listed is 0)."""
+    pa, pq = _pyarrow()
+    import pyarrow.compute as pc
+
+    wanted = list(geocodes)
+    table = pq.ParquetFile(path).read()
+    table = table.filter(pc.is_in(table.column("geocode"), pa.array(wanted)))
+    row = {g: i for i, g in enumerate(wanted)}
+    where = np.array([row[g] for g in table.column("geocode").to_pylist()], dtype=np.int64)
+    index = []
+    for attribute in schema.attributes:
+        column = table.column(attribute.name).combine_chunks()
+        if isinstance(column.type, pa.DictionaryType):
+            column = column.dictionary_decode()
+        index.append(
+            pc.index_in(column, pa.array(list(attribute.levels))).to_numpy(zero_copy_only=False)
+        )
+    cells = np.ravel_multi_index(tuple(index), [len(a.levels) for a in schema.attributes])
+    out = np.zeros((len(wanted), schema.size), dtype=np.int64)
+    out[where, cells] = table.column("estimate").to_numpy()
+    return out
 
 
 def written(path: Path, geocodes: Sequence[str]) -> Any:

@@ -24,11 +24,12 @@ from typing import Any
 
 from postdp._threads import one_thread
 from postdp.nmf import _layout as layout
+from postdp.nmf._held import Held
 from postdp.nmf._io import _pyarrow
-from postdp.nmf._output import Writer, form_path, geocode, written
+from postdp.nmf._output import FORM_CELLS, Writer, form_path, geocode, written, written_long
 from postdp.nmf._read import _related, read
 from postdp.nmf._subtree import below, below_each, schema_of
-from postdp.tables import TableMeasurements
+from postdp.tables import Schema, TableMeasurements
 
 #: (function, arguments) of a task; the arguments are paths, codes and one histogram.
 Task = tuple[Any, tuple[Any, ...]]
@@ -42,15 +43,19 @@ def run_topdown(
     scheduler: Any,
     report: Any,
     cut_blocks: int,
+    held: Held | None = None,
+    top_held: Any = None,
 ) -> None:
     """The top, then every subtree as a task (``order``: the states' codes in the top's
-    leaf order); ``report("subtrees", done, known)`` after each task."""
+    leaf order); ``report("subtrees", done, known)`` after each task. A DHC run: ``held``
+    the PL94 release it is held to, ``top_held`` the top's histograms in it."""
     from postdp.postprocess import top_down_2020
 
-    upper = top_down_2020(top)
+    upper = top_down_2020(top, held=top_held)
     writer.top(top.table.geography, upper, order)
     report("top", 1, len(order) + 1)
-    common = (str(run), str(writer.out), writer.names, cut_blocks)
+    source = None if held is None else str(held.path.resolve())
+    common = (str(run), str(writer.out), writer.names, cut_blocks, source)
     tasks: list[Task] = []
     for code in order:
         big = _cuttable(writer.names, 1) and _blocks(run, writer.names, code, code) > cut_blocks
@@ -100,11 +105,22 @@ def _roots(
     depth: int,
     source: str | None,
     members: tuple[str, ...],
+    schema: Schema,
 ) -> Any:
     """The members' histograms as the task above wrote them (``source``: its part; None:
     the partition's own file, e.g. the top's row of a state), so that a task ships
     geocodes, not histograms."""
+    if schema.size > FORM_CELLS:  # the long form only, by attributes
+        path = form_path(Path(out), "long", names[depth], code, source)
+        return written_long(path, members, schema)
     return written(form_path(Path(out), "wide", names[depth], code, source), members)
+
+
+def _held(held: str | None, names: tuple[str, ...], sub: TableMeasurements, code: str) -> Any:
+    """A DHC subtree's held PL94 histograms (None: not a DHC run)."""
+    if held is None:
+        return None
+    return Held(held, names[-1]).rows(sub.table.geography, code)
 
 
 def _leaf_task(
@@ -116,6 +132,7 @@ def _leaf_task(
     out: str,
     names: tuple[str, ...],
     cut_blocks: int,
+    held: str | None = None,
 ) -> None:
     """Sibling subtrees at level ``depth`` (``members``: their geocodes, in geocode order,
     their fixed histograms in the part ``source`` of the level's output), each solved below
@@ -125,11 +142,11 @@ def _leaf_task(
 
     m = read(run, states=[code], within=list(members) if depth > 1 else None)
     pieces = []
-    roots = _roots(out, names, code, depth, source, members)
+    roots = _roots(out, names, code, depth, source, members, schema_of(m))
     ids = [None] if depth == 1 else [_id(child, code) for child in members]
     for sub, root in zip(below_each(m, depth=depth, at=ids), roots, strict=True):
         with one_thread():
-            estimate = top_down_2020(sub, root=root)
+            estimate = top_down_2020(sub, root=root, held=_held(held, names, sub, code))
         pieces.append((sub.table.geography, estimate, None))
     del m
     _, part = _part((code, depth, members))
@@ -145,6 +162,7 @@ def _cut_task(
     out: str,
     names: tuple[str, ...],
     cut_blocks: int,
+    held: str | None = None,
 ) -> list[Task]:
     """The subtree of the one member down to its children only (solved as inner
     families); writes the children's level and returns their tasks: a child of more than
@@ -153,11 +171,11 @@ def _cut_task(
     from postdp.postprocess import top_down_2020
 
     (prefix,) = members
-    (root,) = _roots(out, names, code, depth, source, members)
     m = read(run, states=[code], levels=depth + 2, within=prefix if depth > 1 else None)
+    (root,) = _roots(out, names, code, depth, source, members, schema_of(m))
     sub = below(m, depth=depth)
     with one_thread():
-        estimate = top_down_2020(sub, root=root, cut=True)
+        estimate = top_down_2020(sub, root=root, cut=True, held=_held(held, names, sub, code))
     geo = sub.table.geography
     Writer(Path(out), names, schema_of(sub)).subtree(
         code, geo, estimate, depth=depth, part=prefix if depth > 1 else None
@@ -165,7 +183,7 @@ def _cut_task(
     children = sorted(geocode(str(geo.ids[g]), code) for g in geo.levels[1])
     sizes = _blocks_by_child(Path(run), names, code, prefix, children)
     source = prefix if depth > 1 else None  # the part the children's level went to
-    common = (source, run, out, names, cut_blocks)
+    common = (source, run, out, names, cut_blocks, held)
     tasks: list[Task] = []
     batch: list[str] = []
     blocks = 0
@@ -201,7 +219,7 @@ def _cuttable(names: tuple[str, ...], depth: int) -> bool:
     return depth + 2 <= len(names) - 1
 
 
-def _block_geocodes(run: Path, names: tuple[str, ...], code: str, prefix: str) -> Any:
+def block_geocodes(run: Path, names: tuple[str, ...], code: str, prefix: str) -> Any:
     """The distinct geocodes of a subtree's deepest level (its files' ``geocode`` column)."""
     import pyarrow.compute as pc
 
@@ -219,7 +237,7 @@ def _block_geocodes(run: Path, names: tuple[str, ...], code: str, prefix: str) -
 
 
 def _blocks(run: Path, names: tuple[str, ...], code: str, prefix: str) -> int:
-    return len(_block_geocodes(run, names, code, prefix))
+    return len(block_geocodes(run, names, code, prefix))
 
 
 def _blocks_by_child(
@@ -230,7 +248,7 @@ def _blocks_by_child(
 
     if not children:
         return {}
-    geocodes = _block_geocodes(run, names, code, prefix)
+    geocodes = block_geocodes(run, names, code, prefix)
     heads = pc.utf8_slice_codeunits(geocodes, 0, len(children[0])).value_counts()
     found = heads.field("values").to_pylist()
     return dict(zip(found, heads.field("counts").to_pylist(), strict=True))

@@ -72,6 +72,7 @@ from postdp._threads import one_thread
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
 from postdp.nmf import _layout as layout
+from postdp.nmf._held import Held
 from postdp.nmf._io import _atomic_text
 from postdp.nmf._output import (
     DONE,
@@ -86,7 +87,7 @@ from postdp.nmf._output import (
 )
 from postdp.nmf._read import read, subtrees
 from postdp.nmf._subtree import below, refuse_missing, schema_of
-from postdp.nmf._topdown_tasks import run_topdown
+from postdp.nmf._topdown_tasks import block_geocodes, run_topdown
 from postdp.tables import Query, TableMeasurements
 
 __all__ = ["RunError", "postprocess"]
@@ -95,6 +96,9 @@ __all__ = ["RunError", "postprocess"]
 #: this at its counties (tasks of at most this many blocks: synthetic California's
 #: workers peaked at 5.6 GB with it, 9.0 GB with 100,000).
 CUT_BLOCKS = 50_000
+#: The same for a run of the DHC persons design, whose geounits' noisy answers are some
+#: 1.9 million values (15 MB) each: tasks of at most this many blocks.
+DHC_CUT_BLOCKS = 100
 
 
 def postprocess(
@@ -105,7 +109,8 @@ def postprocess(
     seed: int | None = None,
     scheduler: Any = None,
     amc: int = 0,
-    cut_blocks: int = CUT_BLOCKS,
+    cut_blocks: int | None = None,
+    held: str | os.PathLike[str] | None = None,
     progress: Callable[[str, int, int], None] | None = None,
 ) -> Path:
     """Estimate every geounit's detailed histogram from a run's noisy measurements.
@@ -140,14 +145,30 @@ def postprocess(
         of error ``moe`` of its total) and the ``moe`` form (every published table row's
         90% margin of error, each geounit, the same layout as ``wide``). Needs an integral
         method.
-    cut_blocks : int, default 50_000
+    cut_blocks : int, optional
         A method solved in subtree tasks: a state with more blocks is cut at its
         counties -- one task solves it down to its counties, then consecutive counties of at most
         ``cut_blocks`` blocks in all are a task, each below its histogram, their levels
         written to ``part-<first county's geocode>.parquet`` files in the state's
         partition -- so a task holds at most ``cut_blocks`` blocks, not a state of 500,000;
         a county still too large is cut at its tracts, a tract at its block groups. The
-        numbers are the same as without the cut (every family is solved alike).
+        numbers are the same as without the cut (every family is solved alike). Default
+        50,000 (:data:`CUT_BLOCKS`); 100 for a DHC persons run (:data:`DHC_CUT_BLOCKS`:
+        its geounits' noisy answers are 15 MB each).
+    held : path, optional
+        A run of the DHC persons design (:func:`postdp.tables.dhc_schema`, 1,227,744
+        cells; ``postdp measure --strategy dhc-2020-persons``), and only there, where it is
+        required: the PL94 release it is held to, as the production held the published
+        redistricting data. A finished post-processing, by an integral method, of a
+        ``pl94-2020-persons`` run of the same persons and blocks (e.g. ``postprocess(pl94_run,
+        ..., method="topdown-2020")``); each DHC geounit's PL94 histogram is the sum of its
+        blocks' (a DHC block's geocode is its tabulation geocode with the primitive
+        geounit's digit after the county: :func:`postdp.data.dhc_spine`). Such a run takes
+        ``method="topdown-2020"`` only (its two passes per parent:
+        :func:`postdp.postprocess.top_down_2020`) and writes the long form only, a column
+        per attribute (``relgq``, ``sex``, ``age``, ``hispanic``, ``cenrace``) in place of
+        ``category``; a task holds its measurements (15 MB a geounit) and two copies of
+        its histograms (10 MB a geounit), so memory is bounded by ``cut_blocks``.
     progress : callable, optional
         ``progress(stage, done, total)`` after each partition (the total grows when a
         state is cut into its counties).
@@ -165,8 +186,10 @@ def postprocess(
         top are read, and the method's own checks run on them, before the output folder is
         made; a subtree refused later leaves no output folder that this call made.
     ValidationError
-        For a bad option, a method the run does not fit, or an output folder that holds
-        other files or another post-processing.
+        For a bad option, a method the run does not fit, an output folder that holds
+        other files or another post-processing, or a ``held`` that is not a finished
+        integral PL94 release of the run's blocks (or given for a run that is not of the
+        DHC design, or missing for one that is).
 
     Examples
     --------
@@ -200,7 +223,9 @@ def postprocess(
             f"`amc` takes the release as the truth, so it needs whole numbers: "
             f"{method!r} is not integral (add ',round')"
         )
-    if isinstance(cut_blocks, bool) or not isinstance(cut_blocks, int) or cut_blocks < 1:
+    if cut_blocks is not None and (
+        isinstance(cut_blocks, bool) or not isinstance(cut_blocks, int) or cut_blocks < 1
+    ):
         raise ValidationError(f"`cut_blocks` must be a positive integer; got {cut_blocks!r}")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
         raise ValidationError(f"`seed` must be a nonnegative integer; got {seed!r}")
@@ -209,15 +234,21 @@ def postprocess(
     with _reading(run_dir):  # the run checked before the output folder is touched
         codes = subtrees(run)
         top = read(run, levels=2)
-        manifest = layout.read_manifest(run)
-        names = tuple(manifest["levels"]) if manifest else layout.LEVELS_2020[: _depth(run)]
+        names = run_levels(run)
         schema = schema_of(top)
         digest = fingerprint(run)
     check_budgets(run, top, step)
-    check_fits(step, top)
-    check_forms(top)
+    check_forms(top, method, held)
+    source, top_held = held_top(run, top, codes, names, held)
+    check_fits(step, top, top_held)
+    if source is not None and amc:
+        raise ValidationError(
+            "`amc`: its replicates are not built for a run of the DHC persons design"
+        )
+    if cut_blocks is None:
+        cut_blocks = DHC_CUT_BLOCKS if source is not None else CUT_BLOCKS
     tables = moe_tables(schema)
-    forms = list(forms_of(integral, streamed))
+    forms = list(forms_of(integral, streamed, schema.size))
     if tables and (streamed or amc):
         forms.append(MOE)
     plan = {
@@ -230,6 +261,9 @@ def postprocess(
         "amc": amc,
         **({"cut_blocks": cut_blocks} if tasks else {}),
     }
+    if source is not None:
+        plan["held"] = str(source.path.resolve())
+        plan["held_fingerprint"] = source.fingerprint()
     if seed is None and (rounded or amc):  # a random step: its seed recorded for a resume
         plan["seed"] = seed = _drawn_seed(out, plan)
         plan[SEED_DRAWN] = True
@@ -243,7 +277,9 @@ def postprocess(
         with one_thread(), _reading(run_dir):  # what the run's subtrees hold or lack
             if tasks:
                 order = _state_order(top, codes)
-                run_topdown(run, top, order, writer, scheduler, report, cut_blocks)
+                run_topdown(
+                    run, top, order, writer, scheduler, report, cut_blocks, source, top_held
+                )
             elif streamed:
                 _blue(run, top, codes, writer, report, step)
             elif by_state and not _top_only(writer):
@@ -310,25 +346,73 @@ def _made_by_start(out: Path) -> Callable[[], None]:
     return lambda: shutil.rmtree(highest, ignore_errors=True)
 
 
-def check_fits(step: str, top: TableMeasurements) -> None:
+def check_fits(step: str, top: TableMeasurements, held: Any = None) -> None:
     """Refuse, before the output folder is made, a step whose own checks the run's
-    workload fails (e.g. ``topdown-2020`` on a nation that its queries do not pin)."""
-    from postdp.postprocess import check_step
+    workload fails (e.g. ``topdown-2020`` on a nation that its queries do not pin); a DHC
+    run's with the top's ``held`` histograms."""
+    from postdp.postprocess import check_step, check_top_down_2020
 
+    if held is not None:
+        check_top_down_2020(top.table, top.workload, held=held)
+        return
     check_step(step, top.table, top.workload)
 
 
-def check_forms(top: TableMeasurements) -> None:
-    """Refuse, before the output folder is made, a run whose table is wider than the output
-    forms are built for: they hold a column per detailed cell (and per count of every
-    measured query), which a table of the DHC persons design's 1,227,744 cells would make
-    unreadable."""
+def held_top(
+    run: Path,
+    top: TableMeasurements,
+    codes: list[str],
+    names: tuple[str, ...],
+    held: str | os.PathLike[str] | None,
+) -> tuple[Held | None, Any]:
+    """A DHC run's PL94 release (``held``; None: not a DHC run) and the top's histograms in
+    it, checked against the run: the same blocks in every state, and the public totals."""
+    if held is None:
+        return None, None
+    source = Held(os.fspath(held), names[-1])
+    order = _state_order(top, codes)
+    with _reading(run):
+        blocks = {c: block_geocodes(run, names, c, c).to_pylist() for c in order}
+    histograms = source.top(top.table.geography, order, blocks)
+    geo = top.table.geography
+    for m, values in zip(top.workload.measurements, top.values, strict=True):
+        rows = geo.levels[m.level]
+        if (
+            m.public
+            and m.query.size == 1
+            and not np.array_equal(values[:, 0], histograms[rows].sum(axis=1))
+        ):
+            raise ValidationError(
+                f"the PL94 release to hold (`held`): its totals of level {m.level} are not "
+                "the run's public totals (hold a release of the same persons)"
+            )
+    return source, histograms
+
+
+def check_forms(
+    top: TableMeasurements, method: str, held: str | os.PathLike[str] | None = None
+) -> None:
+    """Refuse, before the output folder is made, what a run's table is too wide for: a
+    table of more than :data:`FORM_CELLS` cells (the DHC persons design's 1,227,744) is
+    post-processed by ``topdown-2020`` held to a PL94 release (``held``) only, and
+    ``held`` belongs to such a run."""
     c = top.table.categories.leaves.size
-    if c > FORM_CELLS:
+    if c <= FORM_CELLS:
+        if held is not None:
+            raise ValidationError(
+                f"`held` is for a run of the DHC persons design; this run's table has {c:,} cells"
+            )
+        return
+    if method != "topdown-2020":
         raise ValidationError(
-            f"a table of {c:,} detailed cells; the output forms (a column "
-            f"per cell) are built for up to {FORM_CELLS:,}: (P) of such a run is "
-            "postdp.postprocess.TableProjector's, in Python (nmf.read the run)"
+            f"a run of {c:,} detailed cells (the DHC persons design) is post-processed by "
+            f"'topdown-2020' held to a PL94 release; {method!r} is not built for it here "
+            "(its BLUE and restoration: postdp.postprocess.restore_dhc, in Python)"
+        )
+    if held is None:
+        raise ValidationError(
+            "a run of the DHC persons design needs `held`: the PL94 release it is held to "
+            "(a finished integral post-processing of the PL94 run of the same persons)"
         )
 
 
@@ -545,6 +629,18 @@ def _queries(top: TableMeasurements) -> dict[str, tuple[int, ...]]:
     schema = schema_of(top)
     names = {"total", "detailed", *(x.query.name for x in top.workload.measurements)}
     return {n: tuple(schema.marginal(n).shape) for n in sorted(names)}
+
+
+def wide_form(cells: int) -> bool:
+    """Whether a table of ``cells`` detailed cells has the wide form (a column per cell):
+    one of at most :data:`~postdp.nmf._output.FORM_CELLS` does, the DHC's does not."""
+    return cells <= FORM_CELLS
+
+
+def run_levels(run: Path) -> tuple[str, ...]:
+    """A run's geolevel names, root first: its manifest's, else the 2020 ones it has."""
+    manifest = layout.read_manifest(run)
+    return tuple(manifest["levels"]) if manifest else layout.LEVELS_2020[: _depth(run)]
 
 
 def _depth(run: Path) -> int:

@@ -183,7 +183,7 @@ def dhc_schema() -> Schema:
     423360
     """
     pl94 = pl94_schema()
-    return Schema(
+    return Schema.shared(  # the one a run's manifest reads back to, too
         [
             _relgq(),
             Attribute("sex", ["male", "female"]),

@@ -1,0 +1,189 @@
+"""``postdp postprocess --held`` on a run of the DHC persons design (issue 46, part 3): the
+run held to the PL94 release of the same persons, as the 2020 production held the DHC to the
+redistricting data (``dhc-2020-design.md`` section 4.2), end to end through the noisy
+measurement files, in process and by cut subtrees on Dask, and every refusal before any
+output."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from postdp import nmf
+from postdp.cli import main
+from postdp.errors import ValidationError
+from postdp.tables import Marginal, dhc_schema, dhc_structural_zeros
+from postdp.tables.strategies import PL94_IN_DHC
+from tests._dask import dask_client
+
+SCALE = "0.0002"  # the District of Columbia: 138 persons, 10 geounits on the DHC spine
+LEVELS = ("US", "State", "County", "Prim", "Tract_Subset_Group", "Tract_Subset")
+LEVELS += ("Block_Group", "Block")
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """A DHC run and the PL94 release of the same persons (a PL94 run with the synthetic
+    facilities' bounds, post-processed by topdown-2020), and the DHC run post-processed by
+    the CLI held to it."""
+    root = tmp_path_factory.mktemp("dhc-held")
+    dhc, pl94, release, out = (root / n for n in ("dhc", "pl94", "release", "out"))
+    common = ["measure", "--synthetic", "11", "--population-scale", SCALE, "--study", "--quiet"]
+    assert main([*common, "--strategy", "dhc-2020-persons", "--seed", "7", "--output-dir",
+                 str(dhc)]) == 0  # fmt: skip
+    assert main([*common, "--strategy", "pl94-2020-persons", "--facilities", "synthetic",
+                 "--seed", "8", "--output-dir", str(pl94)]) == 0  # fmt: skip
+    args = ["postprocess", str(pl94), "--method", "topdown-2020", "--quiet"]
+    assert main([*args, "--output-dir", str(release)]) == 0
+    args = ["postprocess", str(dhc), "--method", "topdown-2020", "--held", str(release)]
+    assert main([*args, "--output-dir", str(out), "--quiet"]) == 0
+    return {"dhc": dhc, "pl94": pl94, "release": release, "out": out, "root": root}
+
+
+def _histograms(out, level: str) -> dict[str, np.ndarray]:
+    """Each geounit's detailed histogram in a DHC long form (by attributes)."""
+    schema = dhc_schema()
+    frame = pd.read_parquet(out / "long" / f"{level}.parquet")
+    codes = [
+        pd.Categorical(frame[a.name].astype(str), categories=list(a.levels)).codes
+        for a in schema.attributes
+    ]
+    assert all((c >= 0).all() for c in codes)
+    cells = np.ravel_multi_index(tuple(codes), schema.shape)
+    out_ = {}
+    for g, rows in frame.groupby("geocode").indices.items():
+        h = np.zeros(schema.size, dtype=np.int64)
+        np.add.at(h, cells[rows], frame["estimate"].to_numpy()[rows])
+        out_[str(g)] = h
+    return out_
+
+
+def test_the_dhc_run_is_held_to_its_pl94_release_at_every_geounit(runs):
+    """The long form alone, a column per attribute; whole positive counts; every parent its
+    children's sum; no person in a cell an edit forbids; the public total exact; and every
+    block's PL94 histogram the release's block's (its geocode without the primitive
+    geounit's digit), so every geounit's is the sum of its blocks' in the release."""
+    out = runs["out"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "long", "postdp-manifest.json", "postdp-postprocess.json"
+    ]  # fmt: skip
+    levels = sorted(p.name for p in (out / "long").iterdir())
+    assert levels == sorted(f"{n}.parquet" for n in LEVELS)
+    block_file = next((out / "long" / "Block.parquet").rglob("*.parquet"))
+    assert pq.read_schema(block_file).names == [
+        "geocode", "relgq", "sex", "age", "hispanic", "cenrace", "estimate"
+    ]  # fmt: skip
+    truth = nmf.synthetic_truth(runs["dhc"])
+    geo = truth.geography
+    by_level = [_histograms(out, name) for name in LEVELS]
+    c = dhc_schema().size
+    released = np.zeros((geo.n, c), dtype=np.int64)
+    for d, histograms in enumerate(by_level):
+        for node in geo.levels[d]:
+            code = "" if d == 0 else "0" + str(geo.ids[node])
+            released[node] = histograms.pop(code, np.zeros(c, dtype=np.int64))
+        assert histograms == {}  # no geounit the run lacks
+    assert (released >= 0).all()
+    assert np.array_equal(geo.aggregate(released.T).T, released)
+    assert not released[:, dhc_structural_zeros()].any()
+    assert released[geo.root].sum() == truth.cells.sum()  # the invariant
+    pl94 = Marginal(dhc_schema(), PL94_IN_DHC)
+    frame = pd.read_parquet(runs["release"] / "long" / "Block.parquet")
+    index = {name: k for k, name in enumerate(pl94.labels)}
+    held = {}
+    for g, rows in frame.groupby("geocode").indices.items():
+        h = np.zeros(pl94.size, dtype=np.int64)
+        cats = frame["category"].astype(str).to_numpy()[rows]
+        h[[index[x] for x in cats]] = frame["estimate"].to_numpy()[rows]
+        held[str(g)] = h
+    for node in geo.leaves:
+        code = "0" + str(geo.ids[node])
+        expected = held.get(code[:6] + code[7:], np.zeros(pl94.size, dtype=np.int64))
+        assert np.array_equal(pl94.apply(released[node].astype(float)), expected)
+    assert released.sum() > 0 and (released != 0).sum() > pl94.size // 100
+
+
+def test_cut_subtrees_on_dask_give_the_same_files(runs, tmp_path):
+    """Every subtree cut for tasks of one block (a cut task at each level from the state to
+    the tract subset, each reading its own held histograms and its root from the long form
+    the task above wrote; the block group's family one task), run on a Dask worker: the same
+    numbers as in process."""
+    out = tmp_path / "cut"
+    with dask_client() as client:
+        nmf.postprocess(runs["dhc"], out, method="topdown-2020", held=runs["release"],
+                        cut_blocks=1, scheduler=client)  # fmt: skip
+    for name in LEVELS[3:]:  # each written by the cut task of the level above it
+        (part,) = (out / "long" / f"{name}.parquet" / "011").iterdir()
+        assert part.name != "part-0.parquet"
+    for name in LEVELS:
+        a, b = (pd.read_parquet(o / "long" / f"{name}.parquet") for o in (runs["out"], out))
+        keys = list(a.columns[:-1])
+        a, b = (x.astype(dict.fromkeys(keys, str)).sort_values(keys, ignore_index=True)
+                for x in (a, b))  # fmt: skip
+        pd.testing.assert_frame_equal(a, b)
+
+
+def _refused(capsys, args, out, *needles):
+    assert main([*args, "--output-dir", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert all(n in err for n in needles), err
+    assert not out.exists()
+
+
+def test_what_is_not_held_to_a_matching_pl94_release_is_refused_before_any_output(
+    runs, tmp_path, capsys
+):
+    """One line naming the flag, exit 2, no output folder: no --held; --held of a folder
+    that is not a finished post-processing, of a real-valued one, of another population's
+    blocks, or of a release whose totals are not the run's invariants; --held for a PL94
+    run; a method other than topdown-2020; --amc."""
+    dhc, release = str(runs["dhc"]), str(runs["release"])
+    out = tmp_path / "out"
+    base = ["postprocess", dhc, "--method", "topdown-2020", "--quiet"]
+    _refused(capsys, base, out, "--held:", "PL94 release")
+    _refused(capsys, [*base, "--held", str(runs["pl94"])], out, "--held", "not a finished")
+    _refused(capsys, [*base, "--held", str(tmp_path / "nowhere")], out, "no such folder")
+    _refused(capsys, [*base, "--held", release, "--amc", "2"], out, "--amc 2")
+    args = ["postprocess", dhc, "--method", "project", "--held", release, "--quiet"]
+    _refused(capsys, args, out, "--method 'project'", "1,227,744", "restore_dhc")
+    args = ["postprocess", str(runs["pl94"]), "--method", "topdown-2020", "--held", release]
+    _refused(capsys, [*args, "--quiet"], out, f"--held {release!r}", "2,016 cells")
+    # a real-valued post-processing of the PL94 run: no long form to hold
+    real = tmp_path / "real"
+    assert main(["postprocess", str(runs["pl94"]), "--method", "project", "--quiet",
+                 "--output-dir", str(real)]) == 0  # fmt: skip
+    _refused(capsys, [*base, "--held", str(real)], out, "'project' is not integral")
+    # one block's count changed: the state's totals no longer the run's invariant
+    edited = tmp_path / "edited"
+    shutil.copytree(runs["release"], edited)
+    (path,) = (edited / "long" / "Block.parquet").rglob("part-*.parquet")
+    table = pq.read_table(path)
+    estimate = table.column("estimate").to_numpy().copy()
+    estimate[0] += 1
+    table = table.set_column(table.column_names.index("estimate"), "estimate", pa.array(estimate))
+    pq.write_table(table, path)
+    _refused(capsys, [*base, "--held", str(edited)], out, "not the run's public totals")
+    # a release of another population's blocks (the same state at another scale)
+    other_run, other = tmp_path / "other-run", tmp_path / "other"
+    assert main(["measure", "--synthetic", "11", "--population-scale", "0.0004", "--study",
+                 "--seed", "1", "--strategy", "pl94-2020-persons", "--quiet",
+                 "--output-dir", str(other_run)]) == 0  # fmt: skip
+    assert main(["postprocess", str(other_run), "--method", "topdown-2020", "--quiet",
+                 "--output-dir", str(other)]) == 0  # fmt: skip
+    _refused(capsys, [*base, "--held", str(other)], out, "blocks of state 011 are not the run's")
+
+
+def test_held_belongs_to_dhc_runs_in_python_too(runs, tmp_path):
+    """The library refuses what the CLI does: ``held`` for a PL94 run, none for a DHC run."""
+    with pytest.raises(ValidationError, match="`held` is for a run of the DHC"):
+        nmf.postprocess(runs["pl94"], tmp_path / "a", method="topdown-2020",
+                        held=runs["release"])  # fmt: skip
+    with pytest.raises(ValidationError, match="needs `held`"):
+        nmf.postprocess(runs["dhc"], tmp_path / "b", method="topdown-2020")
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
