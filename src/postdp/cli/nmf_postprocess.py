@@ -53,6 +53,15 @@ killed at any moment is resumed by the same command: finished partitions are kep
 result is the same, byte for byte. {tasks} solves the subtrees one at a time (one
 state's measurements in memory), or as Dask tasks with --scheduler (local: a LocalCluster
 of --workers processes; or a scheduler's address), with the same result.
+
+A run of the DHC persons design (postdp measure --strategy dhc-2020-persons: 1,227,744
+cells) is held to a PL94 release, as the 2020 production held it to the redistricting
+data: --held names the output folder of a finished integral postdp postprocess of the
+pl94-2020-persons run of the same persons and blocks, and every DHC geounit's PL94
+histogram is held exactly to the sum of its blocks' there. It takes --method topdown-2020
+only and writes the long form only, with a column per attribute (relgq, sex, age,
+hispanic, cenrace) in place of category; its tasks hold at most --cut-blocks blocks
+(default 100: some 25 MB per geounit in a task).
 """
 
 
@@ -170,7 +179,14 @@ def run(args: argparse.Namespace, state: RunState) -> int:
     out = Path(args.output_dir).expanduser()
     if out.resolve() == run_dir.resolve() or run_dir.resolve() in out.resolve().parents:
         raise CliError(f"--output-dir {args.output_dir!r}: inside the run; name another folder")
-    from postdp.nmf.runs import check_budgets, check_fits, held_top, run_levels, wide_form
+    from postdp.nmf.runs import (
+        check_budgets,
+        check_fits,
+        held_top,
+        run_levels,
+        task_method,
+        wide_form,
+    )
 
     cells = top.table.categories.leaves.size
     if args.held is not None and wide_form(cells):
@@ -179,10 +195,10 @@ def run(args: argparse.Namespace, state: RunState) -> int:
             f"{cells:,} cells"
         )
     if not wide_form(cells):
-        if args.method != "topdown-2020":
+        if not method.step.tasks or rounded:
             raise CliError(
                 f"--method {args.method!r}: a run of {cells:,} detailed cells (the DHC "
-                "persons design) is post-processed by topdown-2020 held to a PL94 release "
+                f"persons design) is post-processed by {task_method()} held to a PL94 release "
                 "(its BLUE and restoration: postdp.postprocess.restore_dhc, in Python)"
             )
         if args.held is None:

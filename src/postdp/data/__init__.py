@@ -30,8 +30,10 @@ from postdp.data._dhc_population import (
 from postdp.data._facilities import (
     FACILITY_COLUMNS,
     check_facilities,
+    dhc_facility_bounds,
     facility_bounds,
     read_facilities,
+    synthetic_dhc_facilities,
     synthetic_facilities,
 )
 from postdp.data._histograms import histogram_batches, histogram_states, read_histograms
@@ -59,6 +61,7 @@ __all__ = [
     "STATE_FIPS",
     "check_facilities",
     "county_hierarchy",
+    "dhc_facility_bounds",
     "dhc_person_law",
     "dhc_schema",
     "dhc_spine",
@@ -79,6 +82,7 @@ __all__ = [
     "read_facilities",
     "read_histograms",
     "read_persons",
+    "synthetic_dhc_facilities",
     "synthetic_dhc_population",
     "synthetic_facilities",
     "synthetic_hierarchy",

@@ -34,8 +34,10 @@ from postdp.tables.bounds import CountBounds
 __all__ = [
     "FACILITY_COLUMNS",
     "check_facilities",
+    "dhc_facility_bounds",
     "facility_bounds",
     "read_facilities",
+    "synthetic_dhc_facilities",
     "synthetic_facilities",
 ]
 
@@ -51,6 +53,7 @@ FACILITY_COLUMNS = (
     "other_noninstitutional",
 )
 _NURSING = 3
+_DHC_FIRST_GQ, _DHC_GQ_TYPES = 18, 24  # relgq 18-41: the DHC's detailed GQ types
 _PEOPLE_PER_UNIT = 2.5  # about the 2020 average household size
 _VACANT_ONLY = 0.3  # share of blocks with no people that hold (vacant) housing units
 
@@ -184,6 +187,102 @@ def synthetic_facilities(table: Table, *, seed: int = 0) -> IntArray:
         vacant = empty & (rng.random(rows.size) < _VACANT_ONLY)
         units[vacant] = rng.integers(1, 4, int(vacant.sum()))
         out[rows, 0] = units
+    return out
+
+
+def dhc_facility_bounds(facilities: ArrayLike, geography: Hierarchy) -> CountBounds:
+    """The 2020 DHC persons design's group-quarters bounds from block facility counts by
+    detailed type (``hhgq_total_lb/ub`` on household vs each of the 24 detailed types,
+    ``dhc-2020-design.md`` section 3), for :func:`postdp.postprocess.top_down_2020`'s record
+    switching.
+
+    Parameters
+    ----------
+    facilities : array_like of int, shape (n_leaves, 24)
+        Per leaf, in ``geography.leaves`` order, the facilities of each detailed
+        group-quarters type (relgq 18 to 41 of :func:`postdp.tables.dhc_schema`, in order).
+    geography : Hierarchy
+        The table's geography (leaves: blocks).
+
+    Returns
+    -------
+    CountBounds
+        ``hhgq_total`` on the ``relgq`` marginal: at every geounit (facilities summed up the
+        geography) each detailed type at least its facilities and none where there is none
+        (the production's 99,999 persons per facility never binds: no upper bound); the 18
+        household relationships unbounded.
+
+    Raises
+    ------
+    ValidationError
+        For a shape other than (n_leaves, 24), or counts that are not nonnegative whole
+        numbers.
+
+    Examples
+    --------
+    >>> from postdp import Hierarchy
+    >>> geo = Hierarchy.from_parents(["S", "a", "b"], [None, "S", "S"])
+    >>> f = np.zeros((2, 24), dtype=int); f[0, 0] = 2; f[1, 10] = 1
+    >>> b = dhc_facility_bounds(f, geo)
+    >>> b.lower[0, [18, 28]].tolist(), b.upper[1, [18, 28]].tolist(), b.upper[1, 0]
+    ([2.0, 1.0], [0.0, inf], inf)
+    """
+    values = np.asarray(facilities)
+    n_leaves = geography.leaves.size
+    if values.shape != (n_leaves, _DHC_GQ_TYPES):
+        raise ValidationError(
+            f"`facilities` must have shape {(n_leaves, _DHC_GQ_TYPES)} (blocks x the 24 "
+            f"detailed group-quarters types); got {values.shape}"
+        )
+    if not np.issubdtype(values.dtype, np.number) or not np.isfinite(values).all():
+        raise ValidationError("`facilities` must hold nonnegative whole numbers")
+    if (values < 0).any() or (values != np.rint(values)).any():
+        raise ValidationError("`facilities` must hold nonnegative whole numbers")
+    full = np.zeros((_DHC_GQ_TYPES, geography.n), dtype=np.int64)
+    full[:, geography.leaves] = values.T.astype(np.int64)
+    every = geography.aggregate(full).T  # (n, 24)
+    lower = np.zeros((geography.n, _DHC_FIRST_GQ + _DHC_GQ_TYPES))
+    upper = np.full(lower.shape, np.inf)
+    lower[:, _DHC_FIRST_GQ:] = every
+    upper[:, _DHC_FIRST_GQ:] = np.where(every > 0, np.inf, 0.0)
+    return CountBounds("relgq", lower, upper, name="hhgq_total")
+
+
+def synthetic_dhc_facilities(table: Table) -> IntArray:
+    """Synthetic block facility counts by detailed group-quarters type for a synthetic DHC
+    persons table: one facility of each detailed type a block's residents live in.
+    Synthetic: no confidential facility list exists here. The PL94 facilities of the same
+    persons are their sums by major group (what :func:`facility_bounds` takes for the PL94
+    release a DHC run is held to), so the two designs' bounds agree.
+
+    Parameters
+    ----------
+    table : Table
+        A persons table of :func:`postdp.tables.dhc_schema` (e.g.
+        :func:`synthetic_dhc_population`).
+
+    Returns
+    -------
+    ndarray of int64, shape (n_leaves, 24)
+        In ``geography.leaves`` order; columns the detailed types (relgq 18 to 41).
+
+    Examples
+    --------
+    >>> from postdp.data import synthetic_dhc_population
+    >>> t = synthetic_dhc_population(["11"], seed=0, scale=0.001)
+    >>> f = synthetic_dhc_facilities(t)
+    >>> f.shape, int(f.max())
+    ((17, 24), 1)
+    """
+    from postdp.tables import dhc_schema
+
+    schema = dhc_schema()
+    if table.categories.leaves.size != schema.size:
+        raise ValidationError("`table` must be a persons table of the DHC schema")
+    groups = Marginal(schema, "relgq").count_matrix()[_DHC_FIRST_GQ:]  # (24, cells)
+    people = groups @ table.cells.T
+    people = np.asarray(people.toarray() if hasattr(people, "toarray") else people).T
+    out: IntArray = (people > 0).astype(np.int64)
     return out
 
 

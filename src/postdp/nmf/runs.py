@@ -48,6 +48,11 @@ How each method is partitioned (by the properties of its record in
 - any other table post-processing (``project-nonneg``, any with ``,round``): solved on the
   whole run at once (memory grows with it), written partition by partition.
 
+A run of the DHC persons design (:func:`postdp.tables.dhc_schema`, 1,227,744 cells) is
+post-processed by ``topdown-2020`` only, in subtree tasks as above, held to a PL94 release
+(``held``: :mod:`postdp.nmf._held`), and writes the long form only, by attributes
+(:mod:`postdp.nmf._output`).
+
 Margins of error are 90% (1.645 standard errors) wherever they are written, in columns
 named ``moe`` or ``<variable>_moe``. An integral method has them with ``amc``: the Census
 Bureau's approximate Monte Carlo writes the ``moe`` form (the same columns as ``project``'s,
@@ -403,10 +408,13 @@ def check_forms(
                 f"`held` is for a run of the DHC persons design; this run's table has {c:,} cells"
             )
         return
-    if method != "topdown-2020":
+    from postdp.postprocess import parse_table_method
+
+    parsed = parse_table_method(method)
+    if parsed.step is None or not parsed.step.tasks or parsed.rounded:
         raise ValidationError(
             f"a run of {c:,} detailed cells (the DHC persons design) is post-processed by "
-            f"'topdown-2020' held to a PL94 release; {method!r} is not built for it here "
+            f"{task_method()!r} held to a PL94 release; {method!r} is not built for it here "
             "(its BLUE and restoration: postdp.postprocess.restore_dhc, in Python)"
         )
     if held is None:
@@ -629,6 +637,13 @@ def _queries(top: TableMeasurements) -> dict[str, tuple[int, ...]]:
     schema = schema_of(top)
     names = {"total", "detailed", *(x.query.name for x in top.workload.measurements)}
     return {n: tuple(schema.marginal(n).shape) for n in sorted(names)}
+
+
+def task_method() -> str:
+    """The name of the method solved in subtree tasks (the only one for a DHC run)."""
+    from postdp.postprocess import estimators
+
+    return next(e.name for e in estimators("table") if e.tasks)
 
 
 def wide_form(cells: int) -> bool:

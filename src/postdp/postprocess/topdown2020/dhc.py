@@ -27,8 +27,11 @@ exactly by :mod:`~postdp.postprocess.topdown2020.family` with the PL94 (pass 0) 
 A cell the parent holds at 0 is 0 in every child, so the 32 edits hold everywhere once the root
 keeps them (its unknowns are the admissible cells only).
 
-Not carried (the issue's open part): the record-switching repair of the group-quarters bounds
-(``hhgq_total_lb/ub``; no facility data enters a DHC run here).
+Given the group-quarters bounds (``hhgq_total_lb/ub`` on the 24 detailed types,
+:func:`postdp.data.dhc_facility_bounds`), they are kept out of both passes, as in production,
+and met afterwards by record switching (:mod:`~postdp.postprocess.topdown2020.switching`):
+at the root, then after each family's last rounding (required down to Tract_Subset, best
+effort at Block_Group and Block), each child's 40-group cells recounted from the result.
 
 Memory: the answer (geounits x 1,227,744 int64) and the 40-group answer beside it; a
 family's dense quadratic is m x m (m its parent's positive cells, at most its persons), so
@@ -49,7 +52,9 @@ from postdp.postprocess.topdown2020.family import LevelQuadratic
 from postdp.postprocess.topdown2020.family_rows import solve_family_rows
 from postdp.postprocess.topdown2020.passes import certified, child_weight, families, weighted
 from postdp.postprocess.topdown2020.rounding import round_nested
+from postdp.postprocess.topdown2020.switching import FIRST_GQ, N_GQ, Switcher
 from postdp.tables import Table, Workload, dhc_schema, dhc_structural_zeros
+from postdp.tables.bounds import CountBounds
 from postdp.tables.schema import Marginal, Schema
 from postdp.tables.strategies import PL94_IN_DHC
 
@@ -63,6 +68,10 @@ PASS0_ROUNDERS = (
     "hispanic * sex * age_18_64_116 * hhgq8lev * cenrace",
     "hispanic * sex * age_40_groups * relship_and_eight_level_GQ * cenrace",
 )
+#: The last levels (Block_Group and Block on the DHC spine) at which record switching is
+#: best effort: above them the group-quarters bounds are required (the production's
+#: ``require_feasible_postproc_dim = 1,1,1,1,1,1,0,0``).
+BEST_EFFORT_LEVELS = 2
 #: The most persons a parent of two or more children may hold: a family's dense quadratic
 #: is (its positive cells)^2 floats, at most 288 MB here.
 FAMILY_PERSONS = 6_000
@@ -93,6 +102,7 @@ class DhcPlan:
         held: ArrayLike | None,
         scale: FloatArray | None,
         root_fixed: bool,
+        gq_bounds: CountBounds | None = None,
     ) -> None:
         schema = dhc_schema()
         geo = table.geography
@@ -150,6 +160,47 @@ class DhcPlan:
                 {"quad": LevelQuadratic(coarse, weights), "ids": ids, "detailed": detailed}
             )
         self.held = self._held(held, work)
+        self.switcher = None if gq_bounds is None else self._switcher(gq_bounds, schema)
+        #: geounits whose group-quarters bounds record switching left unmet, by level
+        #: (best effort at the last :data:`BEST_EFFORT_LEVELS` levels only)
+        self.unmet: dict[int, int] = {}
+
+    def _switcher(self, bounds: CountBounds, schema: Schema) -> Switcher:
+        """The record switching of ``bounds`` (on relgq: households unbounded)."""
+        geo = self.geography
+        bounds.check(schema, geo.n)
+        households = slice(0, FIRST_GQ)
+        if (bounds.lower[:, households] > 0).any() or np.isfinite(
+            bounds.upper[:, households]
+        ).any():
+            raise ValidationError(
+                "topdown-2020 on the DHC bounds the group-quarters types only: the household "
+                "relationships' bounds must be 0 and inf"
+            )
+        stride = schema.size // schema.shape[0]
+        major = Marginal(schema, "hhgq8lev").cell_groups()[(FIRST_GQ + np.arange(N_GQ)) * stride]
+        return Switcher(
+            Marginal(schema, PL94_IN_DHC).cell_groups(),
+            self.admissible,
+            major,
+            bounds.lower[:, FIRST_GQ:],
+            bounds.upper[:, FIRST_GQ:],
+            schema.shape,
+        )
+
+    def switch(self, d: int, x: Any, geounits: IntArray, *, root: bool = False) -> None:
+        """Record switching of level ``d``'s siblings ``x`` (in place; or the root's):
+        required above the last :data:`BEST_EFFORT_LEVELS` levels, else best effort."""
+        assert self.switcher is not None
+        left = self.switcher.repair(x, geounits, root=root)
+        if not left.any():
+            return
+        if d < self.geography.n_levels - BEST_EFFORT_LEVELS:
+            raise ConvergenceError(
+                f"record switching could not meet the group-quarters bounds of "
+                f"{int((left > 0).sum())} geounit(s) at level {d} (required there)"
+            )
+        self.unmet[d] = self.unmet.get(d, 0) + int((left > 0).sum())
 
     def _held(self, held: ArrayLike | None, work: Workload) -> IntArray:
         geo = self.geography
@@ -338,6 +389,9 @@ def top_down_dhc(
         coarse = np.zeros((geo.n, plan.C), dtype=np.int64)
         if root is None:
             coarse[0], out[b, 0] = plan.root(draw)
+            if plan.switcher is not None:
+                plan.switch(0, out[b, :1], np.array([geo.root]), root=True)
+                coarse[0] = np.bincount(plan.coarse_of, out[b, 0], plan.C).astype(np.int64)
         else:
             out[b, 0] = root[b]
             coarse[0] = np.bincount(plan.coarse_of, root[b], plan.C).astype(np.int64)
@@ -348,7 +402,12 @@ def top_down_dhc(
             where = np.empty(int(kids.max()) + 1, dtype=np.int64)
             where[kids] = np.arange(kids.size)
             for parent, mine in families(kids, geo.parent[kids]):
-                coarse[mine], out[b, mine] = plan.family(
+                coarse[mine], detailed = plan.family(
                     d, (coarse[parent], out[b, parent].astype(np.int64)), mine, where[mine], draw
                 )
+                if plan.switcher is not None and mine.size > 1:
+                    plan.switch(d, detailed, mine)  # then the 40-group cells anew
+                    for row, child in enumerate(mine):
+                        coarse[child] = np.bincount(plan.coarse_of, detailed[row], plan.C)
+                out[b, mine] = detailed
     return out.reshape(*lead, geo.n, plan.c)

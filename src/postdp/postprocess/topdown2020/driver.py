@@ -144,9 +144,12 @@ def top_down_2020(
         The DHC design only (and required there): each geounit's PL94 persons histogram
         (``hhgq8lev * votingage * hispanic * cenrace``, :attr:`Strategy.held`; the
         production held the published PL94 release), every parent its children's sum.
-        Every pass holds it exactly. ``rounders`` and ``bounds`` are then not taken (the
-        production's DHC rounder queries are used; the group-quarters record switching is
-        not carried) and ``cut`` changes nothing (every level runs the same two passes).
+        Every pass holds it exactly. ``rounders`` is then not taken (the production's DHC
+        rounder queries are used), ``bounds`` may be one set on ``relgq``, the
+        group-quarters bounds of :func:`postdp.data.dhc_facility_bounds` (kept out of both
+        passes and met afterwards by record switching:
+        :mod:`~postdp.postprocess.topdown2020.switching`), and ``cut`` changes nothing
+        (every level runs the same two passes).
 
     Returns
     -------
@@ -162,8 +165,12 @@ def top_down_2020(
         the root without a noisy ``total``, public queries other than ``total``, or rounder
         queries that do not nest; for the DHC design, a ``held`` that is missing, of
         another shape, not consistent, in a PL94 cell every edit forbids, or not adding up
-        to the public totals, ``rounders`` or ``bounds`` given, or a parent of two or more
-        children holding more than 6,000 persons.
+        to the public totals, ``rounders`` given, ``bounds`` other than one set on
+        ``relgq`` with the households unbounded, or a parent of two or more children
+        holding more than 6,000 persons.
+    ConvergenceError
+        The DHC design with ``bounds``: record switching could not meet them at a level
+        where they are required (down to the last two levels).
 
     Examples
     --------
@@ -293,13 +300,17 @@ def dhc_plan(
         if held is not None:
             raise ValidationError("`held` is for the DHC persons design (dhc_schema()'s tables)")
         return None
-    if rounders is not None or bounds:
+    if rounders is not None:
+        raise ValidationError("topdown-2020 on the DHC runs the production's rounder queries")
+    other = [b for b in bounds if b.query != "relgq"]
+    if other or len(bounds) > 1:
         raise ValidationError(
-            "topdown-2020 on the DHC runs the production's rounder queries and carries no "
-            "structural bounds (its group-quarters record switching is not implemented)"
+            "topdown-2020 on the DHC takes one set of bounds, on 'relgq' (the group-quarters "
+            "bounds of postdp.data.dhc_facility_bounds, met by record switching); got "
+            + ", ".join(repr(b.query) for b in bounds)
         )
     scale = only_children_unmeasured(table.geography, scale, "top_down_2020", root_fixed=root_fixed)
-    return DhcPlan(table, work, held, scale, root_fixed)
+    return DhcPlan(table, work, held, scale, root_fixed, bounds[0] if bounds else None)
 
 
 def _fixed_root(root: ArrayLike, lead: tuple[int, ...], c: int) -> IntArray:

@@ -1,0 +1,168 @@
+"""The 2020 DHC persons design post-processed through its noisy measurement files, held to
+the PL94 release of the same persons: ``postdp postprocess DHC_RUN --method topdown-2020
+--held PL94_OUT``, in process and by subtree tasks on a Dask LocalCluster of two workers.
+Study path: synthetic populations, noise from numpy's generator (``--study``).
+
+Run by hand (never collected by pytest)::
+
+    python benchmarks/bench_dhc_subtrees.py                     # Delaware at 0.002, 3 runs
+    python benchmarks/bench_dhc_subtrees.py --state 11 --scale 0.001 --cut-blocks 8
+
+Each run, in fresh folders:
+
+- ``measure``: ``postdp measure --synthetic <state> --strategy dhc-2020-persons --study``
+  (the DHC draw written as files: the floor every post-processing sits on);
+- ``pl94``: the PL94 run of the same persons (``pl94-2020-persons``, the synthetic
+  facilities' bounds) and its release, ``postdp postprocess --method topdown-2020``;
+- ``local``: ``postdp postprocess`` of the DHC run held to that release, in process (the
+  state one task unless it has more than ``--cut-blocks`` blocks);
+- ``dask``: the same on the two workers, the state cut for tasks of at most
+  ``--cut-blocks`` blocks (default 20: Delaware's counties are tasks), checked equal to
+  ``local`` file by file.
+
+Then medians of --repeat runs with the load average (``os.getloadavg``) before and after,
+the peak resident memory of this process and of each worker (``ru_maxrss``), and the mean
+absolute error of single years of age by sex (232 counts a geounit) in the released files
+against the truth, by geolevel.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def _peak_gb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6  # KB on Linux
+
+
+def _age_sex(out: Path, level: str) -> dict[str, np.ndarray]:
+    """Each geounit's single-year age by sex counts (sex-major, 2 x 116) in a released long
+    form."""
+    import pandas as pd
+
+    frame = pd.read_parquet(
+        out / "long" / f"{level}.parquet", columns=["geocode", "sex", "age", "estimate"]
+    )
+    sex = pd.Categorical(frame["sex"].astype(str), categories=["male", "female"]).codes
+    age = frame["age"].astype(str).astype(int).to_numpy()
+    frame["cell"] = sex.astype(np.int64) * 116 + age
+    totals = frame.groupby(["geocode", "cell"])["estimate"].sum()
+    result: dict[str, np.ndarray] = {}
+    for (geocode, cell), count in totals.items():
+        result.setdefault(str(geocode), np.zeros(232, dtype=np.int64))[int(cell)] = count
+    return result
+
+
+def _same(a: Path, b: Path, levels: tuple[str, ...]) -> bool:
+    """Whether two releases hold the same rows at every level (files may be cut apart)."""
+    import pandas as pd
+
+    for level in levels:
+        x, y = (pd.read_parquet(o / "long" / f"{level}.parquet") for o in (a, b))
+        keys = list(x.columns[:-1])
+        x, y = (f.astype(dict.fromkeys(keys, str)).sort_values(keys, ignore_index=True)
+                for f in (x, y))  # fmt: skip
+        if not x.equals(y):
+            return False
+    return True
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--state", default="10", help="a state's FIPS code (default 10)")
+    parser.add_argument("--scale", type=float, default=0.002)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--cut-blocks", type=int, default=20)
+    args = parser.parse_args()
+
+    from dask.distributed import Client, LocalCluster
+
+    from postdp import nmf
+    from postdp.cli import main as postdp
+    from postdp.data import synthetic_dhc_population
+    from postdp.tables import Query, load_strategy
+
+    load = os.getloadavg()[0]
+    strategy = load_strategy("dhc-2020-persons")
+    truth = synthetic_dhc_population([args.state], seed=0, scale=args.scale)
+    geo = truth.geography
+    print(
+        f"{int(truth.cells.sum()):,} persons, {geo.n} geounits (levels "
+        f"{', '.join(str(level.size) for level in geo.levels)}), {strategy.schema.size:,} cells"
+    )
+    age_sex = Query.marginal(strategy.schema, "sex * age").marginal_of
+    true_counts = age_sex.apply(np.asarray(truth.counts()[:, truth.categories.leaves]))
+    code_of = ["" if n == geo.root else "0" + str(geo.ids[n]) for n in range(geo.n)]
+    levels = tuple(strategy.levels)
+    steps = ("measure", "pl94", "local", "dask")
+    times: dict[str, list[float]] = {k: [] for k in steps}
+    errors = []
+    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                           dashboard_address=":0")  # fmt: skip
+    client = Client(cluster)
+    try:
+        for r in range(args.repeat):
+            with tempfile.TemporaryDirectory() as tmp:
+                run, pl94, release, local, tasks = (
+                    Path(tmp) / n for n in ("dhc", "pl94", "release", "local", "tasks")
+                )
+                common = ["measure", "--synthetic", args.state, "--population-scale"]
+                common += [str(args.scale), "--study", "--quiet"]
+                t0 = time.perf_counter()
+                assert postdp([*common, "--strategy", "dhc-2020-persons", "--seed", str(2 * r),
+                               "--output-dir", str(run)]) == 0  # fmt: skip
+                t1 = time.perf_counter()
+                assert postdp([*common, "--strategy", "pl94-2020-persons", "--facilities",
+                               "synthetic", "--seed", str(2 * r + 1), "--output-dir",
+                               str(pl94)]) == 0  # fmt: skip
+                assert postdp(["postprocess", str(pl94), "--method", "topdown-2020",
+                               "--output-dir", str(release), "--quiet"]) == 0  # fmt: skip
+                t2 = time.perf_counter()
+                nmf.postprocess(run, local, method="topdown-2020", held=release)
+                t3 = time.perf_counter()
+                nmf.postprocess(run, tasks, method="topdown-2020", held=release,
+                                scheduler=client, cut_blocks=args.cut_blocks)  # fmt: skip
+                t4 = time.perf_counter()
+                assert _same(local, tasks, levels), "the Dask run differs from the local one"
+                marks = (t0, t1, t2, t3, t4)
+                for k, name in enumerate(steps):
+                    times[name].append(marks[k + 1] - marks[k])
+                released = np.zeros((geo.n, 232), dtype=np.int64)
+                for d, level in enumerate(levels):
+                    counts = _age_sex(tasks, level)
+                    for n in geo.levels[d]:
+                        released[n] = counts.get(code_of[n], 0)
+                errors.append(np.abs(released - true_counts))
+                print(
+                    f"  run {r + 1}: " + ", ".join(f"{k} {v[-1]:.1f} s" for k, v in times.items())
+                )
+        workers = client.run(lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6)
+    finally:
+        client.close()
+        cluster.close()
+    med = {k: statistics.median(v) for k, v in times.items()}
+    print("median: " + ", ".join(f"{k} {v:.1f} s" for k, v in med.items()))
+    print(
+        f"local / measure {med['local'] / med['measure']:.2f}; "
+        f"dask / measure {med['dask'] / med['measure']:.2f}"
+    )
+    print(f"peak resident memory: this process {_peak_gb():.2f} GB; workers "
+          + ", ".join(f"{v:.2f} GB" for v in workers.values()))  # fmt: skip
+    err = np.stack(errors)
+    print("single year of age x sex in the released files against the truth (MAE per count):")
+    for d, name in enumerate(levels):
+        at = geo.depth == d
+        print(f"  {name:<20} {int(at.sum()):>5} geounits  {float(err[:, at].mean()):7.3f}")
+    print(f"load average {load:.2f} before, {os.getloadavg()[0]:.2f} after")
+
+
+if __name__ == "__main__":
+    main()
