@@ -149,3 +149,16 @@ def test_block_histograms_of_the_dhc_schema_draw_what_the_synthetic_population_d
         ours, theirs = ours.sort_by(key), theirs.sort_by(key)
         assert ours.column("geocode").equals(theirs.column("geocode"))
         assert ours.column("value").equals(theirs.column("value")), level
+
+
+def test_a_facilities_file_is_refused_for_the_dhc(tmp_path, capsys, spy):
+    """A facilities file holds PL94's seven group-quarters levels, not the DHC's 24
+    detailed types: refused by name, one line, exit 2, nothing drawn ('synthetic' derives
+    them from the synthetic population: ``tests/nmf/test_postprocess_dhc.py``)."""
+    (tmp_path / "f.csv").write_text("geocode,housing_units\n")
+    args = ["measure", "--synthetic", "11", "--population-scale", "0.0002", "--strategy"]
+    args += ["dhc-2020-persons", "--study", "--seed", "1", "--facilities", str(tmp_path / "f.csv")]
+    assert main([*args, "--output-dir", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert "--facilities" in err and "24 detailed" in err and err.count("\n") == 1
+    assert spy == [] and not (tmp_path / "r").exists()

@@ -178,3 +178,21 @@ def test_the_dhc_spine_keeps_every_blocks_cells_and_refuses_other_geographies():
     geo = Hierarchy.from_parents(["T", "a", "b"], [None, "T", "T"])
     with pytest.raises(ValidationError, match="tabulation geography"):
         dhc_spine(Table(geo, pl94.categories, np.zeros((2, 2016), dtype=np.int64)))
+
+
+def test_a_blocks_residents_of_a_level_share_one_type_and_the_facilities_agree(dc):
+    """Every block houses at most one detailed group-quarters type per PL94 level, so the
+    synthetic facilities by detailed type (one per type present) add up, level by level, to
+    the PL94 population's synthetic facilities (one per level present): the bounds of the
+    two designs agree, and a PL94 release meeting its own can meet the DHC's."""
+    from postdp.data import dhc_spine, synthetic_dhc_facilities, synthetic_facilities
+
+    row, _count, relgq, _s, _a, _h, _r = _decode(dc)
+    gq = relgq >= 18
+    pairs = np.unique(np.stack([row[gq], _level(relgq[gq]), relgq[gq]]), axis=1)
+    _, per_level = np.unique(pairs[:2], axis=1, return_counts=True)
+    assert pairs.shape[1] > 20 and (per_level == 1).all()
+    detailed = synthetic_dhc_facilities(dc)
+    by_level = np.stack([detailed[:, a - 18 : b - 18].sum(axis=1) for a, b in _GQ], axis=1)
+    pl94 = dhc_spine(synthetic_population(["11"], seed=3, scale=0.2))
+    assert np.array_equal(by_level, synthetic_facilities(pl94)[:, 1:])

@@ -16,6 +16,7 @@ import pytest
 
 from postdp import nmf
 from postdp.cli import main
+from postdp.data import dhc_facility_bounds, synthetic_dhc_facilities
 from postdp.errors import ValidationError
 from postdp.tables import Marginal, dhc_schema, dhc_structural_zeros
 from postdp.tables.strategies import PL94_IN_DHC
@@ -28,14 +29,14 @@ LEVELS += ("Block_Group", "Block")
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    """A DHC run and the PL94 release of the same persons (a PL94 run with the synthetic
-    facilities' bounds, post-processed by topdown-2020), and the DHC run post-processed by
-    the CLI held to it."""
+    """A DHC run (with the synthetic facilities by detailed type) and the PL94 release of
+    the same persons (a PL94 run with the synthetic facilities' bounds, post-processed by
+    topdown-2020), and the DHC run post-processed by the CLI held to it."""
     root = tmp_path_factory.mktemp("dhc-held")
     dhc, pl94, release, out = (root / n for n in ("dhc", "pl94", "release", "out"))
     common = ["measure", "--synthetic", "11", "--population-scale", SCALE, "--study", "--quiet"]
-    assert main([*common, "--strategy", "dhc-2020-persons", "--seed", "7", "--output-dir",
-                 str(dhc)]) == 0  # fmt: skip
+    assert main([*common, "--strategy", "dhc-2020-persons", "--facilities", "synthetic",
+                 "--seed", "7", "--output-dir", str(dhc)]) == 0  # fmt: skip
     assert main([*common, "--strategy", "pl94-2020-persons", "--facilities", "synthetic",
                  "--seed", "8", "--output-dir", str(pl94)]) == 0  # fmt: skip
     args = ["postprocess", str(pl94), "--method", "topdown-2020", "--quiet"]
@@ -92,6 +93,12 @@ def test_the_dhc_run_is_held_to_its_pl94_release_at_every_geounit(runs):
     assert np.array_equal(geo.aggregate(released.T).T, released)
     assert not released[:, dhc_structural_zeros()].any()
     assert released[geo.root].sum() == truth.cells.sum()  # the invariant
+    # the group-quarters bounds the run's files carry (record switching's), met everywhere
+    (bounds,) = nmf.read(runs["dhc"], levels=2).bounds
+    assert bounds.query == "relgq" and bounds.name == "hhgq_total"
+    expected = dhc_facility_bounds(synthetic_dhc_facilities(truth), geo)
+    persons = Marginal(dhc_schema(), "relgq").apply(released.astype(float))
+    assert (persons >= expected.lower).all() and (persons <= expected.upper).all()
     pl94 = Marginal(dhc_schema(), PL94_IN_DHC)
     frame = pd.read_parquet(runs["release"] / "long" / "Block.parquet")
     index = {name: k for k, name in enumerate(pl94.labels)}

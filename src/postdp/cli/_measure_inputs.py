@@ -118,12 +118,24 @@ def facilities(args: argparse.Namespace, strategy: Any) -> Any:
     """``bounds(table)`` for --facilities (checked here, before anything is drawn), or None."""
     if args.facilities is None:
         return None
-    if strategy.name != "pl94-2020-persons":
+    dhc = strategy.name == "dhc-2020-persons"
+    if strategy.name != "pl94-2020-persons" and not dhc:
         raise CliError(
             f"--facilities {args.facilities!r}: the facility constraints are the persons "
-            f"preset's (pl94-2020-persons); --strategy is {strategy.name!r}"
+            f"presets' (pl94-2020-persons, dhc-2020-persons); --strategy is {strategy.name!r}"
         )
     from postdp.data import facility_bounds, read_facilities, synthetic_facilities
+
+    if dhc:  # the group-quarters bounds by the 24 detailed types, met by record switching
+        if args.facilities != "synthetic" or args.synthetic is None:
+            raise CliError(
+                f"--facilities {args.facilities!r}: a DHC run's facilities are by the 24 "
+                "detailed group-quarters types, which a facilities file (PL94's 7) lacks: "
+                "'synthetic' with --synthetic only"
+            )
+        from postdp.data import dhc_facility_bounds, synthetic_dhc_facilities
+
+        return lambda t: (dhc_facility_bounds(synthetic_dhc_facilities(t), t.geography),)
 
     if args.facilities == "synthetic":
         if args.synthetic is None:

@@ -142,7 +142,10 @@ def add_parser(commands: Any) -> None:
         "military_quarters, other_noninstitutional (a block it lacks is left "
         "unconstrained); written as Constraint rows "
         "(hhgq_total_lb_con, hhgq_total_ub_con, nurse_nva_0_con) that topdown-2020 and "
-        "blue-restore hold",
+        "blue-restore hold; with --strategy dhc-2020-persons, 'synthetic' only: one facility "
+        "of each of the 24 detailed group-quarters types a block's residents live in, "
+        "written as hhgq_total_lb_con and hhgq_total_ub_con on relgq, which topdown-2020 "
+        "meets by record switching",
     )
     parser.add_argument(
         "--bypass",

@@ -20,8 +20,12 @@ States (``_files/age_sex_2010_us.csv``, ``PROVENANCE.md``). What is modelled:
   :data:`HOUSEHOLD_SHARES` by age band, renormalised over the relationships the edits admit
   at that age. They are this module's stated model (rounded, plausible shares), not a
   published table: no relationship-by-age table of the 2020 DHC was reachable here.
-- **Group-quarters type**, for persons in group quarters: uniform over the types of their
-  PL94 level that the edits admit at their age (also a model, for the same reason).
+- **Group-quarters type**, for persons in group quarters: one type per block and PL94
+  level (a block's residents of a level live in one facility), drawn uniformly among the
+  level's types that the edits admit at every one of their ages (also a model, for the same
+  reason); so a block has one facility of each level it houses, as
+  :func:`~postdp.data.synthetic_facilities` counts them, and one of each detailed type,
+  as :func:`~postdp.data.synthetic_dhc_facilities` does.
 
 The spine: US > State > County > Prim > Tract_Subset_Group > Tract_Subset > Block_Group >
 Block, with the DAS geocode widths (0, 2, 5, 6, 11, 12, 13, 16; ``dhc-2020-design.md``
@@ -37,6 +41,7 @@ import itertools
 from collections.abc import Sequence
 from functools import cache
 from importlib import resources
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -222,6 +227,8 @@ def synthetic_dhc_population(
                 )
             u = rng.random(int(mine.sum())) * cdf[g, -1]
             detail[mine] = np.minimum(np.searchsorted(cdf[g], u, side="right"), law.shape[1] - 1)
+        # one group-quarters type per block and level (a facility's residents share it)
+        detail = _one_type(detail, who, group // 2, [seed, 46, int(county), 1])
         # detail indexes (relgq, sex, age); the DHC cell appends hispanic and cenrace
         cell = (detail * 2 + hisp) * 63 + race
         key, number = np.unique(who * schema.size + cell, return_counts=True)
@@ -236,6 +243,28 @@ def synthetic_dhc_population(
         shape=(geography.leaves.size, schema.size),
     )  # fmt: skip
     return Table(geography, schema.categories(), matrix)  # type: ignore[arg-type]
+
+
+def _one_type(detail: np.ndarray, who: np.ndarray, level: np.ndarray, key: list[int]) -> Any:
+    """``detail`` (relgq, sex, age indexes) with every block's group-quarters persons of a
+    level given one type: drawn uniformly (stream ``key``) among the level's types that the
+    edits admit at every one of their ages (one always exists: each level has a type that
+    admits all the ages the level does)."""
+    gq = np.flatnonzero(level > 0)
+    if not gq.size:
+        return detail
+    admissible = _admissible()
+    rng = np.random.default_rng(key)
+    out = detail.copy()
+    pair = who[gq] * 8 + level[gq]
+    order = np.argsort(pair, kind="stable")
+    starts = np.flatnonzero(np.r_[True, pair[order][1:] != pair[order][:-1]])
+    for members in np.split(gq[order], starts[1:]):
+        ages = detail[members] % _AGES
+        codes = [r for r in _GQ_LEVELS[int(level[members[0]]) - 1] if admissible[r, ages].all()]
+        chosen = codes[int(rng.integers(len(codes)))]
+        out[members] = chosen * (_SEXES * _AGES) + detail[members] % (_SEXES * _AGES)
+    return out
 
 
 def dhc_spine(table: Table) -> Table:

@@ -224,7 +224,7 @@ def dhc_facility_bounds(facilities: ArrayLike, geography: Hierarchy) -> CountBou
     >>> geo = Hierarchy.from_parents(["S", "a", "b"], [None, "S", "S"])
     >>> f = np.zeros((2, 24), dtype=int); f[0, 0] = 2; f[1, 10] = 1
     >>> b = dhc_facility_bounds(f, geo)
-    >>> b.lower[0, [18, 28]].tolist(), b.upper[1, [18, 28]].tolist(), b.upper[1, 0]
+    >>> b.lower[0, [18, 28]].tolist(), b.upper[2, [18, 28]].tolist(), float(b.upper[2, 0])
     ([2.0, 1.0], [0.0, inf], inf)
     """
     values = np.asarray(facilities)
