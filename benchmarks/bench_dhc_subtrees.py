@@ -10,12 +10,13 @@ Run by hand (never collected by pytest)::
 
 Each run, in fresh folders:
 
-- ``measure``: ``postdp measure --synthetic <state> --strategy dhc-2020-persons --study``
-  (the DHC draw written as files: the floor every post-processing sits on);
+- ``measure``: ``postdp measure --synthetic <state> --strategy dhc-2020-persons
+  --facilities synthetic --study`` (the DHC draw written as files, with the group-quarters
+  bounds by detailed type: the floor every post-processing sits on);
 - ``pl94``: the PL94 run of the same persons (``pl94-2020-persons``, the synthetic
   facilities' bounds) and its release, ``postdp postprocess --method topdown-2020``;
-- ``local``: ``postdp postprocess`` of the DHC run held to that release, in process (the
-  state one task unless it has more than ``--cut-blocks`` blocks);
+- ``local``: ``postdp postprocess`` of the DHC run held to that release (record switching
+  meeting the bounds), in process (a state of at most 100 blocks one task);
 - ``dask``: the same on the two workers, the state cut for tasks of at most
   ``--cut-blocks`` blocks (default 20: Delaware's counties are tasks), checked equal to
   ``local`` file by file.
@@ -23,7 +24,7 @@ Each run, in fresh folders:
 Then medians of --repeat runs with the load average (``os.getloadavg``) before and after,
 the peak resident memory of this process and of each worker (``ru_maxrss``), and the mean
 absolute error of single years of age by sex (232 counts a geounit) in the released files
-against the truth, by geolevel.
+against the truth, by geolevel (``postdp.nmf.evaluate``).
 """
 
 from __future__ import annotations
@@ -36,29 +37,9 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-
 
 def _peak_gb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6  # KB on Linux
-
-
-def _age_sex(out: Path, level: str) -> dict[str, np.ndarray]:
-    """Each geounit's single-year age by sex counts (sex-major, 2 x 116) in a released long
-    form."""
-    import pandas as pd
-
-    frame = pd.read_parquet(
-        out / "long" / f"{level}.parquet", columns=["geocode", "sex", "age", "estimate"]
-    )
-    sex = pd.Categorical(frame["sex"].astype(str), categories=["male", "female"]).codes
-    age = frame["age"].astype(str).astype(int).to_numpy()
-    frame["cell"] = sex.astype(np.int64) * 116 + age
-    totals = frame.groupby(["geocode", "cell"])["estimate"].sum()
-    result: dict[str, np.ndarray] = {}
-    for (geocode, cell), count in totals.items():
-        result.setdefault(str(geocode), np.zeros(232, dtype=np.int64))[int(cell)] = count
-    return result
 
 
 def _same(a: Path, b: Path, levels: tuple[str, ...]) -> bool:
@@ -88,7 +69,7 @@ def main() -> None:
     from postdp import nmf
     from postdp.cli import main as postdp
     from postdp.data import synthetic_dhc_population
-    from postdp.tables import Query, load_strategy
+    from postdp.tables import load_strategy
 
     load = os.getloadavg()[0]
     strategy = load_strategy("dhc-2020-persons")
@@ -98,9 +79,6 @@ def main() -> None:
         f"{int(truth.cells.sum()):,} persons, {geo.n} geounits (levels "
         f"{', '.join(str(level.size) for level in geo.levels)}), {strategy.schema.size:,} cells"
     )
-    age_sex = Query.marginal(strategy.schema, "sex * age").marginal_of
-    true_counts = age_sex.apply(np.asarray(truth.counts()[:, truth.categories.leaves]))
-    code_of = ["" if n == geo.root else "0" + str(geo.ids[n]) for n in range(geo.n)]
     levels = tuple(strategy.levels)
     steps = ("measure", "pl94", "local", "dask")
     times: dict[str, list[float]] = {k: [] for k in steps}
@@ -117,8 +95,9 @@ def main() -> None:
                 common = ["measure", "--synthetic", args.state, "--population-scale"]
                 common += [str(args.scale), "--study", "--quiet"]
                 t0 = time.perf_counter()
-                assert postdp([*common, "--strategy", "dhc-2020-persons", "--seed", str(2 * r),
-                               "--output-dir", str(run)]) == 0  # fmt: skip
+                assert postdp([*common, "--strategy", "dhc-2020-persons", "--facilities",
+                               "synthetic", "--seed", str(2 * r), "--output-dir",
+                               str(run)]) == 0  # fmt: skip
                 t1 = time.perf_counter()
                 assert postdp([*common, "--strategy", "pl94-2020-persons", "--facilities",
                                "synthetic", "--seed", str(2 * r + 1), "--output-dir",
@@ -135,12 +114,9 @@ def main() -> None:
                 marks = (t0, t1, t2, t3, t4)
                 for k, name in enumerate(steps):
                     times[name].append(marks[k + 1] - marks[k])
-                released = np.zeros((geo.n, 232), dtype=np.int64)
-                for d, level in enumerate(levels):
-                    counts = _age_sex(tasks, level)
-                    for n in geo.levels[d]:
-                        released[n] = counts.get(code_of[n], 0)
-                errors.append(np.abs(released - true_counts))
+                scores = nmf.evaluate(tasks, queries=["sex * age"])
+                scores["error"] = scores["mae"] * scores["counts"]
+                errors.append(scores.groupby("level", sort=False)[["error", "counts"]].sum())
                 print(
                     f"  run {r + 1}: " + ", ".join(f"{k} {v[-1]:.1f} s" for k, v in times.items())
                 )
@@ -156,11 +132,13 @@ def main() -> None:
     )
     print(f"peak resident memory: this process {_peak_gb():.2f} GB; workers "
           + ", ".join(f"{v:.2f} GB" for v in workers.values()))  # fmt: skip
-    err = np.stack(errors)
-    print("single year of age x sex in the released files against the truth (MAE per count):")
+    pooled = sum(errors[1:], errors[0])
+    print("single year of age x sex in the released files against the truth (MAE per count;")
+    print("postdp.nmf.evaluate, pooled over the runs and size bins):")
     for d, name in enumerate(levels):
-        at = geo.depth == d
-        print(f"  {name:<20} {int(at.sum()):>5} geounits  {float(err[:, at].mean()):7.3f}")
+        row = pooled.loc[name]
+        mae = row["error"] / row["counts"]
+        print(f"  {name:<20} {geo.levels[d].size:>5} geounits  {mae:7.3f}")
     print(f"load average {load:.2f} before, {os.getloadavg()[0]:.2f} after")
 
 

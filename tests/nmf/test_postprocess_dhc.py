@@ -194,3 +194,30 @@ def test_held_belongs_to_dhc_runs_in_python_too(runs, tmp_path):
     with pytest.raises(ValidationError, match="needs `held`"):
         nmf.postprocess(runs["dhc"], tmp_path / "b", method="topdown-2020")
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_the_release_is_scored_against_the_truth_from_its_long_form(runs):
+    """``nmf.evaluate`` of a DHC release: the summary metrics of each default query at every
+    level, made from the long form's rows, never the detailed histograms; the total exact
+    where it is invariant, and the blocks' single years of age by sex scored as a direct
+    count from the detailed histograms scores them (MAE pooled over the size bins)."""
+    metrics = nmf.evaluate(runs["out"])
+    assert set(metrics["query"]) == {"total", "sex * age", "age", "relgq"}
+    assert list(dict.fromkeys(metrics["level"])) == list(LEVELS)
+    us = metrics[(metrics["level"] == "US") & (metrics["query"] == "total")]
+    assert us["mae"].tolist() == [0.0]
+    truth = nmf.synthetic_truth(runs["dhc"])
+    geo = truth.geography
+    age_sex = Marginal(dhc_schema(), "sex * age")
+    released = _histograms(runs["out"], "Block")
+    blocks = geo.levels[-1]
+    mine = np.stack([released.get("0" + str(geo.ids[b]), np.zeros(dhc_schema().size))
+                     for b in blocks])  # fmt: skip
+    true = (age_sex.count_matrix() @ truth.level_detailed(len(LEVELS) - 1).T).toarray().T
+    direct = np.abs(age_sex.apply(mine.astype(float)) - true).mean()
+    rows = metrics[(metrics["level"] == "Block") & (metrics["query"] == "sex * age")]
+    pooled = (rows["mae"] * rows["counts"]).sum() / rows["counts"].sum()
+    assert rows["counts"].sum() == blocks.size * 232
+    assert pooled == pytest.approx(direct, rel=1e-12)
+    with pytest.raises(ValidationError, match="not an attribute or recode"):
+        nmf.evaluate(runs["out"], queries=["shoe size"])

@@ -12,6 +12,7 @@ from postdp.analysis.cell_metrics import (
 from postdp.analysis.census_metrics import (
     ReliabilityThreshold,
     census_metrics,
+    count_metrics,
     p2_groups,
     reliability_threshold,
     summary_queries,
@@ -61,6 +62,7 @@ __all__ = [
     "audit_privacy",
     "budget_frontier",
     "census_metrics",
+    "count_metrics",
     "geometric_h",
     "gls_intervals",
     "interval_coverage",

@@ -54,6 +54,7 @@ from postdp.tables.schema import Schema
 __all__ = [
     "ReliabilityThreshold",
     "census_metrics",
+    "count_metrics",
     "p2_groups",
     "reliability_threshold",
     "summary_queries",
@@ -277,23 +278,76 @@ def census_metrics(
     names_of_levels = list(levels) if levels is not None else [str(d) for d in range(geo.n_levels)]
     if len(names_of_levels) != geo.n_levels:
         raise ValidationError(f"`levels` must name the {geo.n_levels} geographic levels")
-    rows = []
+    frames = []
     for d in range(geo.n_levels):
         nodes = geo.levels[d]
         truth = _dense(table.level_detailed(d))
         rel = est[:, nodes, :]
-        size, labels = _bin_of(truth.sum(axis=1), bins)
         for name in names:
             q = every[name]
             t_q = np.asarray(q.matrix @ truth.T).T  # (units, groups)
             r_q = rel @ q.matrix.T.toarray()  # (draws, units, groups)
-            for b, label in enumerate(labels):
-                pick = size == b
-                if pick.any():
-                    rows.append(
-                        {"query": name, "level": names_of_levels[d], "size": label}
-                        | _metrics(r_q[:, pick], t_q[pick], q.partition)
-                    )
+            frame = count_metrics(
+                r_q, t_q, totals=truth.sum(axis=1), partition=q.partition, bins=bins
+            )
+            frame.insert(0, "level", names_of_levels[d])
+            frame.insert(0, "query", name)
+            frames.append(frame)
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def count_metrics(
+    released: ArrayLike,
+    truth: ArrayLike,
+    *,
+    totals: ArrayLike | None = None,
+    partition: bool = True,
+    bins: Sequence[int] = SIZE_BINS,
+) -> pd.DataFrame:
+    """The summary metrics of one query's released counts against the truth, by size bin
+    of the geounits' true total population (what :func:`census_metrics` computes per query
+    and level, for counts made elsewhere: e.g. from a long form, without the detailed
+    cells).
+
+    Parameters
+    ----------
+    released : array_like, shape (..., units, groups)
+        The released counts (leading axes: draws, pooled).
+    truth : array_like, shape (units, groups)
+    totals : array_like, shape (units,), optional
+        Each geounit's true total population, which sets its size bin; default the truth's
+        counts summed (right where the groups partition the persons).
+    partition : bool, default True
+        Whether the groups partition the persons (then ``tvd`` is computed).
+    bins : sequence of int, default (0, 10, 100, 1000, 10000)
+        Lower edges of the size bins.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per bin holding geounits: ``size`` and the metrics of the module notes.
+
+    Examples
+    --------
+    >>> truth = np.array([[3.0, 1.0], [40.0, 20.0]])
+    >>> m = count_metrics(truth + [[1.0, 0.0], [0.0, 0.0]], truth)
+    >>> m[["size", "geounits", "mae"]].to_numpy().tolist()
+    [['0-9', 1, 0.5], ['10-99', 1, 0.0]]
+    """
+    rel = np.asarray(released, dtype=np.float64)
+    true = np.asarray(truth, dtype=np.float64)
+    if true.ndim != 2 or rel.shape[-2:] != true.shape:
+        raise ValidationError(
+            f"`released` must end in the shape of `truth` {true.shape}; got {rel.shape}"
+        )
+    rel = rel.reshape(-1, *true.shape)
+    total = true.sum(axis=1) if totals is None else np.asarray(totals, dtype=np.float64)
+    size, labels = _bin_of(total, bins)
+    rows = []
+    for b, label in enumerate(labels):
+        pick = size == b
+        if pick.any():
+            rows.append({"size": label} | _metrics(rel[:, pick], true[pick], partition))
     return pd.DataFrame(rows)
 
 

@@ -22,12 +22,13 @@ from postdp._validation import fraction
 from postdp.errors import ValidationError
 from postdp.nmf import _layout as layout
 from postdp.nmf._manifest import SYNTHETIC
-from postdp.nmf._output import DONE, PLAN_FILE
+from postdp.nmf._output import DONE, FORM_CELLS, PLAN_FILE
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from postdp.tables import Table
+    from postdp.hierarchy import Hierarchy
+    from postdp.tables import Schema, Table
 
 __all__ = ["evaluate", "synthetic_truth"]
 
@@ -111,7 +112,9 @@ def evaluate(
         its plan records).
     queries : list of str, optional
         Names of :func:`postdp.analysis.summary_queries` (default all); e.g.
-        ``["total"]``.
+        ``["total"]``. For a DHC persons release, marginals of
+        :func:`postdp.tables.dhc_schema` (default :data:`DHC_QUERIES`: ``total``, ``sex *
+        age``, ``age``, ``relgq``; any other, e.g. ``"sex * age_40_groups"``).
 
     Returns
     -------
@@ -120,7 +123,10 @@ def evaluate(
         query, geolevel (by its name, e.g. ``County``) and bin of true total population,
         with ``geounits``, ``counts``, ``mae``, ``rmse``, ``mean_error``, ``malpe``, ``mape``,
         ``median_ape``, ``share_ape_over_10`` and ``tvd``. The estimates of every geounit
-        are held at once (a state or a few; not the nation's blocks).
+        are held at once (a state or a few; not the nation's blocks). A DHC persons
+        release (the long form by attributes) is scored the same way
+        (:func:`postdp.analysis.count_metrics`), each query's counts made from its rows
+        and the truth's sparse cells, one level at a time.
 
     Raises
     ------
@@ -143,9 +149,15 @@ def evaluate(
     truth = synthetic_truth(run)
     manifest = layout.read_manifest(run) or {}
     names = list(manifest.get("levels") or layout.LEVELS_2020)
+    if manifest.get("strategy"):
+        from postdp.tables import load_strategy
+
+        wide = load_strategy(manifest["strategy"]).schema
+        if wide.size > FORM_CELLS:  # the DHC: its long form only, by attributes
+            return _evaluate_long(out, truth, wide, names, queries)
     geo = truth.geography
     cells = [str(truth.categories.ids[j]) for j in truth.categories.leaves]
-    row_of = {("" if g == geo.root else "0" + str(geo.ids[g])): g for g in range(geo.n)}
+    row_of = _rows_of(geo)
     released = np.full((geo.n, len(cells)), np.nan)
     for name in names:
         frame = pd.read_parquet(out / "wide" / f"{name}.parquet", columns=["geocode", *cells])
@@ -166,3 +178,64 @@ def evaluate(
 
         schema = pl94_schema()
     return census_metrics(released, truth, schema=schema, queries=queries, levels=names)
+
+
+#: The queries :func:`evaluate` scores a DHC persons release on by default: the total,
+#: single years of age by sex (the counts users ask about), single years of age, and
+#: relationship or group-quarters type.
+DHC_QUERIES = ("total", "sex * age", "age", "relgq")
+
+
+def _rows_of(geo: Hierarchy) -> dict[str, int]:
+    """Every geounit's row by its output geocode (the root's is empty)."""
+    return {("" if g == geo.root else "0" + str(geo.ids[g])): g for g in range(geo.n)}
+
+
+def _evaluate_long(
+    out: Path, truth: Table, schema: Schema, names: list[str], queries: list[str] | None
+) -> pd.DataFrame:
+    """:func:`evaluate` of a release in the long form by attributes (the DHC's): each
+    query's counts made from the rows and the truth's sparse cells, never the detailed
+    histograms (1.2 million cells a geounit)."""
+    import pandas as pd
+
+    from postdp.analysis import count_metrics
+    from postdp.tables import Marginal
+
+    chosen = list(DHC_QUERIES if queries is None else queries)
+    marginals = [Marginal(schema, q) for q in chosen]  # an unknown name refused here
+    geo = truth.geography
+    row_of = _rows_of(geo)
+    frames = []
+    for d, name in enumerate(names):
+        nodes = geo.levels[d]
+        position = np.full(geo.n, -1, dtype=np.int64)
+        position[nodes] = np.arange(nodes.size)
+        true_cells = truth.level_detailed(d)  # sparse: (units, cells)
+        frame = pd.read_parquet(out / "long" / f"{name}.parquet")
+        codes = []
+        for attribute in schema.attributes:
+            column = pd.Categorical(frame[attribute.name].astype(str), list(attribute.levels))
+            if (column.codes < 0).any():
+                raise ValidationError(f"{str(out)!r}: {attribute.name!r} has unknown levels")
+            codes.append(column.codes.astype(np.int64))
+        cell = np.ravel_multi_index(tuple(codes), schema.shape)
+        rows = np.array([row_of.get(str(g), -1) for g in frame["geocode"]], dtype=np.int64)
+        unit = np.where(rows >= 0, position[np.maximum(rows, 0)], -1)
+        if (unit < 0).any():
+            stray = frame["geocode"].iloc[int(np.argmax(unit < 0))]
+            raise ValidationError(f"{str(out)!r}: geocode {stray!r} is not of level {name!r}")
+        estimate = frame["estimate"].to_numpy(np.float64)
+        totals = np.asarray(true_cells.sum(axis=1), dtype=np.float64).ravel()
+        for query, marginal in zip(chosen, marginals, strict=True):
+            size = marginal.size
+            released = np.bincount(
+                unit * size + marginal.cell_groups()[cell], estimate, nodes.size * size
+            ).reshape(nodes.size, size)
+            true = marginal.count_matrix() @ true_cells.T
+            true = np.asarray(true.toarray() if hasattr(true, "toarray") else true).T
+            scores = count_metrics(released, true, totals=totals, partition=True)
+            scores.insert(0, "level", name)
+            scores.insert(0, "query", query)
+            frames.append(scores)
+    return pd.concat(frames, ignore_index=True)
