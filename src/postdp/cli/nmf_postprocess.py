@@ -215,7 +215,8 @@ def run(args: argparse.Namespace, state: RunState) -> int:
     with flag("--held", args.held):
         names = run_levels(run_dir)
         _, top_held = held_top(run_dir, top, codes, names, args.held)
-        check_fits(step, top, top_held)
+        if top_held is not None:
+            check_fits(step, top, top_held)
     if top_held is None:
         from postdp.cli._tables import check_step_fits
 
