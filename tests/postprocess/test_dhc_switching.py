@@ -16,7 +16,6 @@ from postdp.postprocess import top_down_2020
 from postdp.postprocess.topdown2020.switching import FIRST_GQ, N_GQ, Switcher
 from postdp.tables import (
     Marginal,
-    Query,
     Table,
     dhc_schema,
     dhc_structural_zeros,
@@ -24,6 +23,7 @@ from postdp.tables import (
     measure,
 )
 from postdp.tables.strategies import PL94_IN_DHC
+from tests.postprocess._dhc import true_pl94
 
 SCHEMA = dhc_schema()
 STRIDE = SCHEMA.size // SCHEMA.shape[0]  # cells per relgq level: 2 x 116 x 2 x 63
@@ -132,15 +132,6 @@ def _incarcerated(seed: int = 1) -> Table:
     return Table(table.geography, table.categories, sparse.csr_array(cells))
 
 
-def _pl94(table: Table) -> np.ndarray:
-    groups = Query.marginal(SCHEMA, PL94_IN_DHC).marginal_of.cell_groups()
-    to_pl94 = sparse.csr_array((np.ones(groups.size), (np.arange(groups.size), groups)))
-    geo = table.geography
-    leaves = np.zeros((geo.n, to_pl94.shape[1]), dtype=np.int64)
-    leaves[geo.leaves] = np.rint((table.cells @ to_pl94).toarray())
-    return geo.aggregate(leaves.T).T
-
-
 @pytest.mark.slow
 def test_topdown_with_record_switching_meets_the_bounds_where_required():
     """Held to the true PL94 histogram, the passes alone put correctional persons in types
@@ -152,7 +143,7 @@ def test_topdown_with_record_switching_meets_the_bounds_where_required():
     geo = table.geography
     work = load_strategy("dhc-2020-persons").workload(table)
     m = measure(table, work, secure=False, rng=4)
-    held = _pl94(table)
+    held = true_pl94(table)
     bounds = dhc_facility_bounds(synthetic_dhc_facilities(table), geo)
     relgq = Marginal(SCHEMA, "relgq")
 

@@ -20,7 +20,7 @@ from postdp.tables import (
     load_strategy,
 )
 from postdp.tables.strategies import PL94_IN_DHC
-from tests.postprocess.test_topdown_2020_dhc import _true_pl94
+from tests.postprocess._dhc import true_pl94
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +30,7 @@ def dc_run():
     draw is held."""
     table = synthetic_dhc_population(["11"], seed=1, scale=0.0002)
     work = load_strategy("dhc-2020-persons").workload(table)
-    held = _true_pl94(table)
+    held = true_pl94(table)
     geo = table.geography
     values = []
     for m in work.measurements:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import cvxpy as cp
 import numpy as np
 import pytest
-from scipy import sparse
 
 from postdp.data import synthetic_dhc_population
 from postdp.errors import ValidationError
@@ -27,6 +26,7 @@ from postdp.postprocess.topdown2020.family import LevelQuadratic
 from postdp.postprocess.topdown2020.family_rows import _potentials, solve_family_rows
 from postdp.tables import Query, dhc_schema, dhc_structural_zeros, load_strategy, measure
 from postdp.tables.strategies import PL94_IN_DHC
+from tests.postprocess._dhc import true_pl94
 from tests.postprocess._reference import CLARABEL_TIGHT
 
 # the DHC county's tests peak at about 1.47 GB (the 1.2-million-cell draw: 1.05 GB)
@@ -139,18 +139,7 @@ def dc_run():
     table = synthetic_dhc_population(["11"], seed=1, scale=0.0002)
     work = load_strategy("dhc-2020-persons").workload(table)
     m = measure(table, work, secure=False, rng=3)
-    return table, m, _true_pl94(table), top_down_2020(m, held=_true_pl94(table))
-
-
-def _true_pl94(table):
-    """Every geounit's true PL94 histogram, from the blocks' sparse cells (a study holds
-    the truth; production held the published PL94 release)."""
-    groups = Query.marginal(dhc_schema(), PL94_IN_DHC).marginal_of.cell_groups()
-    to_pl94 = sparse.csr_array((np.ones(groups.size), (np.arange(groups.size), groups)))
-    geo = table.geography
-    leaves = np.zeros((geo.n, to_pl94.shape[1]), dtype=np.int64)
-    leaves[geo.leaves] = np.rint((table.cells @ to_pl94).toarray())
-    return geo.aggregate(leaves.T).T
+    return table, m, true_pl94(table), top_down_2020(m, held=true_pl94(table))
 
 
 @pytest.mark.slow

@@ -58,6 +58,21 @@ _PEOPLE_PER_UNIT = 2.5  # about the 2020 average household size
 _VACANT_ONLY = 0.3  # share of blocks with no people that hold (vacant) housing units
 
 
+def _block_counts(facilities: ArrayLike, n_leaves: int, columns: int, what: str) -> Any:
+    """Facility counts per block: shape (n_leaves, columns), nonnegative whole numbers."""
+    values = np.asarray(facilities)
+    if values.shape != (n_leaves, columns):
+        raise ValidationError(
+            f"`facilities` must have shape {(n_leaves, columns)} (blocks x {what}); got "
+            f"{values.shape}"
+        )
+    if not np.issubdtype(values.dtype, np.number) or not np.isfinite(values).all():
+        raise ValidationError("`facilities` must hold nonnegative whole numbers")
+    if (values < 0).any() or (values != np.rint(values)).any():
+        raise ValidationError("`facilities` must hold nonnegative whole numbers")
+    return values
+
+
 def facility_bounds(
     facilities: ArrayLike, geography: Hierarchy, *, known: ArrayLike | None = None
 ) -> tuple[CountBounds, ...]:
@@ -100,17 +115,10 @@ def facility_bounds(
     >>> lb.upper[2].tolist()[:3], zero.upper[0, 6:8].tolist()
     ([0.0, inf, 0.0], [0.0, inf])
     """
-    values = np.asarray(facilities)
     n_leaves = geography.leaves.size
-    if values.shape != (n_leaves, len(FACILITY_COLUMNS)):
-        raise ValidationError(
-            f"`facilities` must have shape {(n_leaves, len(FACILITY_COLUMNS))} (blocks x "
-            f"housing units and 7 GQ types); got {values.shape}"
-        )
-    if not np.issubdtype(values.dtype, np.number) or not np.isfinite(values).all():
-        raise ValidationError("`facilities` must hold nonnegative whole numbers")
-    if (values < 0).any() or (values != np.rint(values)).any():
-        raise ValidationError("`facilities` must hold nonnegative whole numbers")
+    values = _block_counts(
+        facilities, n_leaves, len(FACILITY_COLUMNS), "housing units and 7 GQ types"
+    )
     seen = np.ones(n_leaves, dtype=bool) if known is None else np.asarray(known, dtype=bool)
     if seen.shape != (n_leaves,):
         raise ValidationError(f"`known` must have shape ({n_leaves},); got {seen.shape}")
@@ -227,17 +235,9 @@ def dhc_facility_bounds(facilities: ArrayLike, geography: Hierarchy) -> CountBou
     >>> b.lower[0, [18, 28]].tolist(), b.upper[2, [18, 28]].tolist(), float(b.upper[2, 0])
     ([2.0, 1.0], [0.0, inf], inf)
     """
-    values = np.asarray(facilities)
-    n_leaves = geography.leaves.size
-    if values.shape != (n_leaves, _DHC_GQ_TYPES):
-        raise ValidationError(
-            f"`facilities` must have shape {(n_leaves, _DHC_GQ_TYPES)} (blocks x the 24 "
-            f"detailed group-quarters types); got {values.shape}"
-        )
-    if not np.issubdtype(values.dtype, np.number) or not np.isfinite(values).all():
-        raise ValidationError("`facilities` must hold nonnegative whole numbers")
-    if (values < 0).any() or (values != np.rint(values)).any():
-        raise ValidationError("`facilities` must hold nonnegative whole numbers")
+    values = _block_counts(
+        facilities, geography.leaves.size, _DHC_GQ_TYPES, "the 24 detailed group-quarters types"
+    )
     full = np.zeros((_DHC_GQ_TYPES, geography.n), dtype=np.int64)
     full[:, geography.leaves] = values.T.astype(np.int64)
     every = geography.aggregate(full).T  # (n, 24)
