@@ -98,6 +98,8 @@ def test_postprocess_refuses_what_is_not_built_for_the_dhc_before_any_output(
             with pytest.raises(ValueError, match=r"not built for tables of more than 20,000"):
                 check_step(e.name, table, work)
     check_step("project", table, work)  # (P) solves it in the marginal basis
+    with pytest.raises(ValueError, match="needs `held`"):  # its passes, given them
+        check_step("topdown-2020", table, work)
     out = tmp_path / "out"
     # topdown-2020 is held to a PL94 release (tests/nmf/test_postprocess_dhc.py): none given
     args = ["postprocess", str(dhc_run), "--method", "topdown-2020", "--output-dir", str(out)]

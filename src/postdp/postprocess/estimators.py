@@ -114,7 +114,8 @@ class Estimator:
     wide : bool
         Runs on tables of more detailed cells than the dense solvers take (more than
         20,000: the DHC persons design's 1,227,744), never forming a cells x cells matrix
-        (``project``, in the marginal basis). :meth:`check_design` refuses the others on
+        (``project``, in the marginal basis; ``topdown-2020``, its DHC passes, given the
+        PL94 histograms to hold). :meth:`check_design` refuses the others on
         such a table before anything is drawn or solved.
     check : str or None
         ``"module:function"`` of its design checks, ``check(table, workload)``, run before
@@ -183,9 +184,9 @@ class Estimator:
             takes = [e.name for e in _REGISTRY if e.wide and e.solver]
             raise ValidationError(
                 f"{self.name} is not built for tables of more than {_DENSE_CELLS:,} detailed "
-                f"cells (this one has {c:,}); {', '.join(takes)} is (on the DHC persons "
-                "design, the Python API's top_down_2020(..., held=) and restore_dhc run "
-                "its TopDown and restoration with the PL94 histogram held)"
+                f"cells (this one has {c:,}); {', '.join(takes)} are (on the DHC persons "
+                "design its TopDown with the PL94 histogram held, `postdp postprocess "
+                "--held` or top_down_2020(..., held=); its restoration restore_dhc)"
             )
         if self.check is not None:
             _resolve(self.check)(table, workload)
@@ -331,6 +332,7 @@ TOPDOWN_2020 = Estimator(
     per_geounit=True,
     level_by_level=True,
     tasks=True,
+    wide=True,  # the DHC's, given the PL94 histograms to hold (postdp postprocess --held)
     check="postdp.postprocess.topdown2020:check_top_down_2020",
     prepare=f"{_HERE}:_topdown_2020",
 )
