@@ -196,9 +196,11 @@ class DhcPlan:
         if not left.any():
             return
         if d < self.geography.n_levels - BEST_EFFORT_LEVELS:
-            raise ConvergenceError(
+            raise ValidationError(
                 f"record switching could not meet the group-quarters bounds of "
-                f"{int((left > 0).sum())} geounit(s) at level {d} (required there)"
+                f"{int((left > 0).sum())} geounit(s) at level {d}, where they are required: "
+                "the PL94 histograms held leave no swap within one PL94 answer (hold a PL94 "
+                "release that met the same facilities' bounds)"
             )
         self.unmet[d] = self.unmet.get(d, 0) + int((left > 0).sum())
 
