@@ -212,8 +212,10 @@ def restore_dhc(
     integral : bool
         Must be True (the design rounds between its passes).
     rounders, bounds
-        Not taken on the DHC (None / empty): the production's rounder queries are used,
-        and its group-quarters record switching is not carried.
+        ``rounders`` is not taken on the DHC (the production's rounder queries are used);
+        ``bounds`` may be one set on ``relgq``, the group-quarters bounds of
+        :func:`postdp.data.dhc_facility_bounds`, met by record switching as
+        :func:`~postdp.postprocess.top_down_2020` meets them.
     ordered : bool, default True
         Must be True (the production's ordered passes).
     root_metric : {"measurements"}, default "measurements"
@@ -230,9 +232,10 @@ def restore_dhc(
     Raises
     ------
     ValidationError
-        For ``integral=False``, another ``root_metric``, ``ordered=False``, rounders or
-        bounds, a ``held`` that is missing or not a consistent PL94 histogram per geounit
-        the edits allow, or a ``blue`` of another shape.
+        For ``integral=False``, another ``root_metric``, ``ordered=False``, rounders,
+        bounds other than one set on ``relgq`` (or ones record switching cannot meet where
+        they are required), a ``held`` that is missing or not a consistent PL94 histogram
+        per geounit the edits allow, or a ``blue`` of another shape.
 
     Examples
     --------
