@@ -175,3 +175,20 @@ def test_topdown_with_record_switching_meets_the_bounds_where_required():
     assert not gaps(restored)[required].any()
     assert np.array_equal(Marginal(SCHEMA, PL94_IN_DHC).apply(restored), held)
     assert np.array_equal(geo.aggregate(restored.T).T, restored)
+
+
+def test_where_the_bounds_are_best_effort_is_decided_by_the_spine_geocode_width():
+    """As the production decided by geocode width, so a subtree's table, whose levels count
+    from its own root (the top of a run, a cut task's state and counties), requires what
+    the whole run requires: Block_Group (13 digits) and Block (16) best effort only."""
+    from postdp import Hierarchy
+    from postdp.postprocess.topdown2020.dhc import best_effort
+
+    top = Hierarchy.from_parents(["US", "10", "11"], [None, "US", "US"])
+    cut = Hierarchy.from_parents(["10", "10001", "10003"], [None, "10", "10"])
+    assert not best_effort(top).any() and not best_effort(cut).any()
+    bg = "1000104330001"
+    blocks = Hierarchy.from_parents([bg, bg + "001", bg + "002"], [None, bg, bg])
+    assert best_effort(blocks).tolist() == [False, True, True]
+    other = Hierarchy.from_parents(["r", "a", "b", "a1"], [None, "r", "r", "a"])
+    assert best_effort(other).tolist() == [False, True, True, True]

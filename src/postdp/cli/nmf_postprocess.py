@@ -212,11 +212,18 @@ def run(args: argparse.Namespace, state: RunState) -> int:
 
     if args.cut_blocks is None:
         args.cut_blocks = CUT_BLOCKS if wide_form(cells) else DHC_CUT_BLOCKS
-    with flag("--held", args.held):
-        names = run_levels(run_dir)
-        _, top_held = held_top(run_dir, top, codes, names, args.held)
-        if top_held is not None:
-            check_fits(step, top, top_held)
+    from postdp.nmf.runs import RunError
+
+    try:
+        with flag("--held", args.held):
+            names = run_levels(run_dir)
+            _, top_held = held_top(run_dir, top, codes, names, args.held)
+            if top_held is not None:
+                check_fits(step, top, top_held)
+    except CliError as exc:
+        if isinstance(exc.__cause__, RunError):  # the run's files, not the release held
+            raise CliError(f"RUN {args.run_dir!r}: {exc.__cause__.problem}") from None
+        raise
     if top_held is None:
         from postdp.cli._tables import check_step_fits
 
@@ -239,8 +246,6 @@ def run(args: argparse.Namespace, state: RunState) -> int:
         bars[stage].total = total  # grows when a large state is cut into its counties
         bars[stage].n = done
         bars[stage].refresh()
-
-    from postdp.nmf.runs import RunError
 
     try:
         with flag("--output-dir", args.output_dir):

@@ -127,7 +127,12 @@ class Held:
         import pyarrow.compute as pc
 
         pa, pq = _pyarrow()
-        tables = [pq.read_table(f, columns=["geocode", "category", "estimate"])
+        where = None
+        if prefix:  # the geocodes from prefix up to the next: row groups outside skipped
+            upper = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+            where = (pc.field("geocode") >= prefix) & (pc.field("geocode") < upper)
+        columns = ["geocode", "category", "estimate"]
+        tables = [pq.read_table(f, columns=columns, filters=where)
                   for f in self._files("long", code)]  # fmt: skip
         if not tables:
             return pa.array([], pa.string()), np.zeros(0, np.int64), np.zeros(0, np.int64)
@@ -144,6 +149,23 @@ class Held:
         estimate = table.column("estimate").to_numpy().astype(np.int64)
         return table.column("geocode").combine_chunks(), cell, estimate
 
+    def totals(self, code: str, blocks: list[str], heads: list[str]) -> IntArray:
+        """The persons the release holds in each DHC geounit ``heads`` (geocodes) of state
+        ``code``, whose DHC blocks are ``blocks``: the sums of their blocks' totals."""
+        geocodes, _, estimate = self._long(code, None)
+        by_block: dict[str, int] = {}
+        for g, n in zip(geocodes.to_pylist(), estimate.tolist(), strict=True):
+            by_block[g] = by_block.get(g, 0) + n
+        order = sorted(blocks)
+        cum = np.concatenate([[0], np.cumsum([by_block.get(tabulation(b), 0) for b in order])])
+        keys = np.asarray(order, dtype=object)
+        out = np.zeros(len(heads), dtype=np.int64)
+        for k, head in enumerate(heads):
+            upper = head[:-1] + chr(ord(head[-1]) + 1)
+            a, b = np.searchsorted(keys, head), np.searchsorted(keys, upper)
+            out[k] = cum[b] - cum[a]
+        return out
+
     def _sum(self, code: str) -> IntArray:
         """A state's histogram: the sum of its blocks'."""
         _, cell, estimate = self._long(code, None)
@@ -156,8 +178,12 @@ class Held:
         leaves = geo.leaves
         prefixes = [tabulation(geocode(str(i), code)) for i in geo.ids[leaves]]
         widths = {len(p) for p in prefixes}
-        if len(widths) != 1:
-            raise ValueError("a subtree's leaves at different depths")
+        if len(widths) != 1 or len(set(prefixes)) != len(prefixes):
+            raise ValidationError(
+                "the DHC geography's leaves do not map to distinct tabulation geocodes of one "
+                "width (postdp's spine: one primitive geounit per county); its blocks cannot "
+                "be matched to the PL94 release's"
+            )
         width = widths.pop()
         geocodes, cell, estimate = self._long(code, _common(prefixes))
         leaf_of = {p: k for k, p in enumerate(prefixes)}

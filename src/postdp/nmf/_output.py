@@ -131,10 +131,15 @@ TOTAL = "total"
 
 
 def forms_of(integral: bool, std: bool, cells: int = 0) -> tuple[str, ...]:
-    """The forms written: ``wide`` (but for a schema of more than :data:`FORM_CELLS`
-    cells), ``long`` for an integral method only, and ``std_dev`` for a method with
-    standard deviations."""
+    """The forms written: ``wide``, ``long`` for an integral method only, and ``std_dev``
+    for a method with standard deviations; a schema of more than :data:`FORM_CELLS` cells
+    has the long form alone (an integral method without standard deviations only)."""
     if cells > FORM_CELLS:
+        if not integral or std:
+            raise ValidationError(
+                f"a schema of {cells:,} cells has the long form only, of whole numbers: "
+                "no wide form, standard deviations or real-valued estimates"
+            )
         return ("long",)
     return (*(FORMS if integral else ("wide",)), *((STD,) if std else ()))
 
@@ -164,8 +169,6 @@ class Writer:
         self.integral = integral
         self.tables = tuple(tables) if queries is not None else ()
         self.forms = forms_of(integral, queries is not None, schema.size)
-        if "long" not in self.forms and schema.size > FORM_CELLS:
-            raise ValidationError(f"a schema of {schema.size:,} cells has a long form only")
         if self.tables:
             self.forms = (*self.forms, MOE)
 

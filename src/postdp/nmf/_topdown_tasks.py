@@ -219,12 +219,15 @@ def _cuttable(names: tuple[str, ...], depth: int) -> bool:
     return depth + 2 <= len(names) - 1
 
 
-def block_geocodes(run: Path, names: tuple[str, ...], code: str, prefix: str) -> Any:
-    """The distinct geocodes of a subtree's deepest level (its files' ``geocode`` column)."""
+def block_geocodes(
+    run: Path, names: tuple[str, ...], code: str, prefix: str, level: str | None = None
+) -> Any:
+    """The distinct geocodes of a subtree's deepest level (or of the level named ``level``:
+    its files' ``geocode`` column)."""
     import pyarrow.compute as pc
 
     pa, pq = _pyarrow()
-    where = run / f"{names[-1]}.parquet" / layout.DPQUERY / layout.folder(code)
+    where = run / f"{level or names[-1]}.parquet" / layout.DPQUERY / layout.folder(code)
     files = sorted(where.glob("*.parquet")) if where.is_dir() else []
     files = [f for f in files if _related(f.name, [prefix])]  # other subtrees' files unread
     parts = []

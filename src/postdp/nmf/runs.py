@@ -379,6 +379,7 @@ def held_top(
     with _reading(run):
         blocks = {c: block_geocodes(run, names, c, c).to_pylist() for c in order}
     histograms = source.top(top.table.geography, order, blocks)
+    _check_families(run, names, order, blocks, source)
     geo = top.table.geography
     for m, values in zip(top.workload.measurements, top.values, strict=True):
         rows = geo.levels[m.level]
@@ -392,6 +393,42 @@ def held_top(
                 "the run's public totals (hold a release of the same persons)"
             )
     return source, histograms
+
+
+def _check_families(
+    run: Path, names: tuple[str, ...], order: list[str], blocks: dict[str, Any], source: Held
+) -> None:
+    """Refuse, before anything is written, a DHC run with a parent of two or more children
+    holding more than :data:`~postdp.postprocess.topdown2020.dhc.FAMILY_PERSONS` persons in
+    the release held (a family is solved densely over its parent's positive cells): the
+    tasks would meet it only as they reach it."""
+    import pyarrow.compute as pc
+
+    from postdp.postprocess.topdown2020.dhc import FAMILY_PERSONS
+
+    for code in order:
+        heads: list[str] = []
+        with _reading(run):
+            below = block_geocodes(run, names, code, code, names[1])
+            for d in range(1, len(names) - 1):
+                parents, below = below, block_geocodes(run, names, code, code, names[d + 1])
+                if not len(parents) or not len(below):
+                    continue
+                width = len(parents[0].as_py())
+                counts = pc.utf8_slice_codeunits(below, 0, width).value_counts()
+                heads += [str(v) for v, n in zip(counts.field("values").to_pylist(),
+                          counts.field("counts").to_pylist(), strict=True) if n >= 2]  # fmt: skip
+        if not heads:
+            continue
+        big = source.totals(code, blocks[code], heads) > FAMILY_PERSONS
+        if big.any():
+            more = f" (and {int(big.sum()) - 1} more)" if big.sum() > 1 else ""
+            raise ValidationError(
+                f"topdown-2020 on the DHC solves a family densely over its parent's positive "
+                f"cells; geounit {heads[int(np.argmax(big))]!r}{more} has two or more "
+                f"children and more than {FAMILY_PERSONS:,} persons in the PL94 release held "
+                "(run a smaller population)"
+            )
 
 
 def check_forms(

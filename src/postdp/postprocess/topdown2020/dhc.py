@@ -44,8 +44,9 @@ from typing import Any
 
 import numpy as np
 
-from postdp._typing import ArrayLike, FloatArray, IntArray
+from postdp._typing import ArrayLike, BoolArray, FloatArray, IntArray
 from postdp.errors import ConvergenceError, ValidationError
+from postdp.hierarchy import Hierarchy
 from postdp.postprocess._solvers.grouped_nnls import MarginalGram, grouped_nnls
 from postdp.postprocess._solvers.simplex import project_families
 from postdp.postprocess.topdown2020.family import LevelQuadratic
@@ -68,9 +69,13 @@ PASS0_ROUNDERS = (
     "hispanic * sex * age_18_64_116 * hhgq8lev * cenrace",
     "hispanic * sex * age_40_groups * relship_and_eight_level_GQ * cenrace",
 )
-#: The last levels (Block_Group and Block on the DHC spine) at which record switching is
-#: best effort: above them the group-quarters bounds are required (the production's
-#: ``require_feasible_postproc_dim = 1,1,1,1,1,1,0,0``).
+#: The DAS geocode widths (on the DHC spine: Block_Group and Block) at which record switching
+#: is best effort: at the others the group-quarters bounds are required (the production's
+#: ``require_feasible_postproc_dim = 1,1,1,1,1,1,0,0``, indexed by geocode width).
+BEST_EFFORT_WIDTHS = (13, 16)
+#: The DHC spine's geocode widths below the root (``dhc-2020-design.md`` section 4.4).
+SPINE_WIDTHS = (2, 5, 6, 11, 12, 13, 16)
+#: A table whose ids are not the DHC spine's geocodes: best effort at its last levels.
 BEST_EFFORT_LEVELS = 2
 #: The most persons a parent of two or more children may hold: a family's dense quadratic
 #: is (its positive cells)^2 floats, at most 288 MB here.
@@ -81,6 +86,21 @@ def is_dhc(schema: Schema) -> bool:
     """Whether ``schema`` is the DHC persons schema."""
     dhc = dhc_schema()
     return schema is dhc or (schema.shape == dhc.shape and schema.names == dhc.names)
+
+
+def best_effort(geo: Hierarchy) -> BoolArray:
+    """Whether each geounit's group-quarters bounds are best effort: by its id's width as a
+    DHC spine geocode (Block_Group and Block), as the production decided, so that a
+    subtree's or a cut task's table, whose levels count from its own root, decides as the
+    whole run does; for ids that are not the spine's, the table's last
+    :data:`BEST_EFFORT_LEVELS` levels."""
+    below = geo.depth > 0
+    widths = np.array([len(i) if i.isdigit() else -1 for i in map(str, geo.ids)])
+    if below.any() and np.isin(widths[below], SPINE_WIDTHS).all():
+        spine: BoolArray = below & np.isin(widths, BEST_EFFORT_WIDTHS)
+        return spine
+    best: BoolArray = geo.depth >= geo.n_levels - BEST_EFFORT_LEVELS
+    return best
 
 
 def _first_cells(groups: IntArray, n: int) -> IntArray:
@@ -161,9 +181,10 @@ class DhcPlan:
             )
         self.held = self._held(held, work)
         self.switcher = None if gq_bounds is None else self._switcher(gq_bounds, schema)
-        #: geounits whose group-quarters bounds record switching left unmet, by level
-        #: (best effort at the last :data:`BEST_EFFORT_LEVELS` levels only)
+        #: geounits whose group-quarters bounds record switching left unmet, by level of
+        #: this table (where they are best effort only: :func:`best_effort`)
         self.unmet: dict[int, int] = {}
+        self.best_effort = best_effort(geo)
 
     def _switcher(self, bounds: CountBounds, schema: Schema) -> Switcher:
         """The record switching of ``bounds`` (on relgq: households unbounded)."""
@@ -190,26 +211,28 @@ class DhcPlan:
 
     def switch(self, d: int, x: Any, geounits: IntArray, *, root: bool = False) -> None:
         """Record switching of level ``d``'s siblings ``x`` (in place; or the root's):
-        required above the last :data:`BEST_EFFORT_LEVELS` levels, else best effort."""
+        required but where :func:`best_effort` says otherwise."""
         assert self.switcher is not None
         left = self.switcher.repair(x, geounits, root=root)
-        if not left.any():
-            return
-        if d < self.geography.n_levels - BEST_EFFORT_LEVELS:
+        required = (left > 0) & ~self.best_effort[geounits]
+        if required.any():
+            where = str(self.geography.ids[geounits[np.argmax(required)]])
             raise ValidationError(
-                f"record switching could not meet the group-quarters bounds of "
-                f"{int((left > 0).sum())} geounit(s) at level {d}, where they are required: "
-                "the PL94 histograms held leave no swap within one PL94 answer (hold a PL94 "
-                "release that met the same facilities' bounds)"
+                f"record switching could not meet the group-quarters bounds of geounit "
+                f"{where!r} (and {int(required.sum()) - 1} more of its siblings), where they "
+                "are required: the PL94 histograms held leave no swap within one PL94 "
+                "answer (hold a PL94 release that met the same facilities' bounds)"
             )
-        self.unmet[d] = self.unmet.get(d, 0) + int((left > 0).sum())
+        if left.any():
+            self.unmet[d] = self.unmet.get(d, 0) + int((left > 0).sum())
 
     def _held(self, held: ArrayLike | None, work: Workload) -> IntArray:
         geo = self.geography
         if held is None:
             raise ValidationError(
                 "topdown-2020 on the DHC needs `held`: each geounit's PL94 persons histogram "
-                f"({self.n_pl94} cells of {PL94_IN_DHC!r}), which the design holds exactly"
+                f"({self.n_pl94} cells of {PL94_IN_DHC!r}), which the design holds exactly "
+                "(`postdp postprocess --held`, or top_down_2020(..., held=))"
             )
         values = np.asarray(held, dtype=np.float64)
         if values.shape != (geo.n, self.n_pl94):
