@@ -22,6 +22,7 @@ from postdp.tables import (
     load_strategy,
     measure,
 )
+from postdp.tables.bounds import CountBounds
 from postdp.tables.strategies import PL94_IN_DHC
 from tests.postprocess._dhc import true_pl94
 
@@ -164,6 +165,13 @@ def test_topdown_with_record_switching_meets_the_bounds_where_required():
     del switched
     with pytest.raises(ValidationError, match="one set of bounds, on 'relgq'"):
         top_down_2020(m, held=held, bounds=[bounds, bounds])
+    # a juvenile facility where the PL94 histogram held has no juvenile: no move can meet
+    # it, and at the root (required) the release is refused, naming the geounit
+    lower = bounds.lower.copy()
+    lower[:, 24] = 1  # relgq 24: GQ201, of PL94's juvenile level
+    impossible = CountBounds("relgq", lower, np.maximum(bounds.upper, lower), name="hhgq_total")
+    with pytest.raises(ValidationError, match=r"bounds of geounit 'US', where they are required"):
+        top_down_2020(m, held=held, bounds=[impossible])
     # the restoration's passes switch records alike (a stand-in for the BLUE: the truth,
     # its cells jittered, which the passes project and round)
     blue = np.zeros((geo.n, SCHEMA.size))

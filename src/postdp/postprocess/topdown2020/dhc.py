@@ -217,11 +217,12 @@ class DhcPlan:
         required = (left > 0) & ~self.best_effort[geounits]
         if required.any():
             where = str(self.geography.ids[geounits[np.argmax(required)]])
+            more = f" (and {int(required.sum()) - 1} of its siblings)" if required.sum() > 1 else ""
             raise ValidationError(
                 f"record switching could not meet the group-quarters bounds of geounit "
-                f"{where!r} (and {int(required.sum()) - 1} more of its siblings), where they "
-                "are required: the PL94 histograms held leave no swap within one PL94 "
-                "answer (hold a PL94 release that met the same facilities' bounds)"
+                f"{where!r}{more}, where they are required: the PL94 histograms held leave "
+                "no swap within one PL94 answer (hold a PL94 release that met the same "
+                "facilities' bounds)"
             )
         if left.any():
             self.unmet[d] = self.unmet.get(d, 0) + int((left > 0).sum())
