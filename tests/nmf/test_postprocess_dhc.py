@@ -202,6 +202,16 @@ def test_a_family_too_large_for_the_dense_solver_is_refused_before_any_output(
     assert not out.exists()
 
 
+def test_tabulate_says_what_a_dhc_release_is_not(runs, tmp_path, capsys):
+    """``postdp tabulate`` makes the P.L. 94-171 tables; of a DHC release (the long form
+    alone) it says so in one line, exit 2, writing nothing."""
+    out = tmp_path / "tables"
+    assert main(["tabulate", str(runs["out"]), "--output-dir", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "DHC persons design" in err and "nmf.evaluate" in err and err.count("\n") == 1
+    assert not out.exists()
+
+
 def test_held_belongs_to_dhc_runs_in_python_too(runs, tmp_path):
     """The library refuses what the CLI does: ``held`` for a PL94 run, none for a DHC run."""
     with pytest.raises(ValidationError, match="`held` is for a run of the DHC"):

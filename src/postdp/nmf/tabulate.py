@@ -171,6 +171,12 @@ class _Release:
         order = [n for n in LEVELS_2020 if n in found]
         self.levels = order + sorted(found - set(order))
         if not self.levels:
+            if (path / "long").is_dir():  # a DHC persons release: the long form alone
+                raise ValidationError(
+                    f"{str(path)!r}: a release in the long form alone (the DHC persons "
+                    "design); the P.L. 94-171 tables are the redistricting design's, and the "
+                    "DHC's tables are not built here (score it with postdp.nmf.evaluate)"
+                )
             raise ValidationError(f"{str(path)!r}: no wide form to tabulate")
         self.has_moe = (path / "moe").is_dir()
         first = self.files(self.levels[0])
