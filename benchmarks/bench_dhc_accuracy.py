@@ -39,20 +39,18 @@ def main() -> None:
     parser.add_argument("--draws", type=int, default=10)
     args = parser.parse_args()
 
-    from bench_dhc_county import _pl94_release  # the same PL94 release (this folder)
+    from bench_dhc_county import _pl94_release, dhc_truth  # the same as there (this folder)
 
-    from postdp.data import synthetic_dhc_population
     from postdp.postprocess import TableProjector, restore_dhc, top_down_2020
-    from postdp.tables import Query, load_strategy, measure
+    from postdp.tables import Query, measure
 
     load = os.getloadavg()[0]
-    strategy = load_strategy("dhc-2020-persons")
-    truth = synthetic_dhc_population([args.state], seed=0, scale=args.scale)
+    strategy, truth = dhc_truth(args.state, args.scale)
     geo = truth.geography
     work = strategy.workload(truth)
     age_sex = Query.marginal(strategy.schema, "sex * age").marginal_of
     true_counts = age_sex.apply(np.asarray(truth.counts()[:, truth.categories.leaves]))
-    print(f"{int(truth.cells.sum()):,} persons, {geo.n} geounits, {args.draws} draws")
+    print(f"{args.draws} draws")
     t0 = time.perf_counter()
     projector = TableProjector(truth, work)
     print(f"(P) design {time.perf_counter() - t0:.1f} s")

@@ -53,6 +53,7 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -70,18 +71,12 @@ def main() -> None:
 
     from postdp import nmf
     from postdp.cli import main as postdp
-    from postdp.data import synthetic_dhc_population
     from postdp.postprocess import TableProjector, restore_dhc, top_down_2020
-    from postdp.tables import Query, load_strategy, measure
+    from postdp.tables import Query, measure
 
     load = os.getloadavg()[0]
-    strategy = load_strategy("dhc-2020-persons")
-    truth = synthetic_dhc_population([args.state], seed=0, scale=args.scale)
+    strategy, truth = dhc_truth(args.state, args.scale)
     geo = truth.geography
-    print(
-        f"{int(truth.cells.sum()):,} persons, {geo.n} geounits (levels "
-        f"{', '.join(str(level.size) for level in geo.levels)}), {strategy.schema.size:,} cells"
-    )
     age_sex = Query.marginal(strategy.schema, "sex * age")
     true_counts = age_sex.marginal_of.apply(np.asarray(truth.counts()[:, truth.categories.leaves]))
     steps = ("measure", "floor", "read", "design", "solve", "margins", "pl94", "topdown", "restore")
@@ -144,6 +139,22 @@ def main() -> None:
             f"  {float(td[:, at].mean()):12.3f}  {float(rs[:, at].mean()):12.3f}"
         )
     print(f"load average {load:.2f} before, {os.getloadavg()[0]:.2f} after")
+
+
+def dhc_truth(state: str, scale: float) -> tuple[Any, Any]:
+    """The DHC persons design and a state's synthetic DHC population at ``scale`` (the
+    truth), described in one printed line."""
+    from postdp.data import synthetic_dhc_population
+    from postdp.tables import load_strategy
+
+    strategy = load_strategy("dhc-2020-persons")
+    truth = synthetic_dhc_population([state], seed=0, scale=scale)
+    geo = truth.geography
+    print(
+        f"{int(truth.cells.sum()):,} persons, {geo.n} geounits (levels "
+        f"{', '.join(str(level.size) for level in geo.levels)}), {strategy.schema.size:,} cells"
+    )
+    return strategy, truth
 
 
 def _pl94_release(state: str, scale: float, seed: int, geo: object) -> np.ndarray:

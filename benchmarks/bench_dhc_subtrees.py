@@ -64,21 +64,15 @@ def main() -> None:
     parser.add_argument("--cut-blocks", type=int, default=20)
     args = parser.parse_args()
 
+    from bench_dhc_county import dhc_truth  # the same truth as there (this folder)
     from dask.distributed import Client, LocalCluster
 
     from postdp import nmf
     from postdp.cli import main as postdp
-    from postdp.data import synthetic_dhc_population
-    from postdp.tables import load_strategy
 
     load = os.getloadavg()[0]
-    strategy = load_strategy("dhc-2020-persons")
-    truth = synthetic_dhc_population([args.state], seed=0, scale=args.scale)
+    strategy, truth = dhc_truth(args.state, args.scale)
     geo = truth.geography
-    print(
-        f"{int(truth.cells.sum()):,} persons, {geo.n} geounits (levels "
-        f"{', '.join(str(level.size) for level in geo.levels)}), {strategy.schema.size:,} cells"
-    )
     levels = tuple(strategy.levels)
     steps = ("measure", "pl94", "local", "dask")
     times: dict[str, list[float]] = {k: [] for k in steps}

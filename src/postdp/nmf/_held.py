@@ -11,9 +11,10 @@ Blocks are matched by geocode. A DHC geocode is the tabulation one with the prim
 geounit's digit after the county (:func:`postdp.data.dhc_spine`: ``0`` + ``SSCCC`` + ``P`` +
 tract + block), so the PL94 geocode of a DHC geounit at or below the primitive level is its
 own without character 6, and a state's or county's is its own. Before anything is solved,
-:meth:`Held.top` checks that the release is complete and of the PL94 schema, and that every
-state's blocks are the run's (the same geocodes, a block of no persons included: the wide
-form lists every block); each subtree task then reads its own blocks only.
+:meth:`Held.check` checks that the release is complete and of the PL94 schema and
+:meth:`Held.state` that every state's blocks are the run's (the same geocodes, a block of
+no persons included: the wide form lists every block); each subtree task then reads its own
+blocks only.
 """
 
 from __future__ import annotations
@@ -96,31 +97,33 @@ class Held:
                 f"({PL94_CELLS_NAMED}); it has {len(names):,}"
             )
 
-    def top(self, geo: Hierarchy, codes: list[str], blocks: dict[str, Any]) -> IntArray:
-        """The top's held histograms (the nation and its states, ``codes`` their subtree
-        codes in level order; ``blocks`` each state's DHC block geocodes), after checking
-        the release (:meth:`check`) and that each state's blocks are the run's."""
-        self.check()
+    def state(self, code: str, blocks: list[str]) -> tuple[IntArray, IntArray]:
+        """A state's held histogram and each of its DHC ``blocks``' total persons (in that
+        order), from one read of its blocks in the release, after checking that they are
+        the run's blocks (the wide form lists every block, the empty ones too)."""
         pa, pq = _pyarrow()
-        out = np.zeros((geo.n, len(self.cells)), dtype=np.int64)
-        for node, code in zip(geo.levels[1], codes, strict=True):
-            wide = self._files("wide", code)
-            if not wide:
-                raise self._refuse(f"no blocks of state {code} (the run has them)")
-            mine = pa.concat_arrays(
-                [pq.read_table(f, columns=["geocode"]).column("geocode").combine_chunks()
-                 for f in wide]
-            )  # fmt: skip
-            theirs = {tabulation(str(g)) for g in blocks[code]}
-            known = set(mine.to_pylist())
-            if known != theirs:
-                raise self._refuse(
-                    f"its blocks of state {code} are not the run's: {len(theirs - known):,} "
-                    f"of the run's have no row and {len(known - theirs):,} are not the run's "
-                    "(hold a release of the same persons and blocks)"
-                )
-            out[node] = self._sum(code)
-        return geo.aggregate(out.T).T
+        wide = self._files("wide", code)
+        if not wide:
+            raise self._refuse(f"no blocks of state {code} (the run has them)")
+        mine = pa.concat_arrays(
+            [pq.read_table(f, columns=["geocode"]).column("geocode").combine_chunks()
+             for f in wide]
+        )  # fmt: skip
+        tabulated = [tabulation(str(g)) for g in blocks]
+        theirs, known = set(tabulated), set(mine.to_pylist())
+        if known != theirs:
+            raise self._refuse(
+                f"its blocks of state {code} are not the run's: {len(theirs - known):,} "
+                f"of the run's have no row and {len(known - theirs):,} are not the run's "
+                "(hold a release of the same persons and blocks)"
+            )
+        geocodes, cell, estimate = self._long(code, None)
+        histogram = np.bincount(cell, estimate, len(self.cells)).astype(np.int64)
+        sums = pa.table({"g": geocodes, "n": estimate}).group_by("g").aggregate([("n", "sum")])
+        by_block = dict(zip(sums.column("g").to_pylist(), sums.column("n_sum").to_pylist(),
+                            strict=True))  # fmt: skip
+        totals = np.array([by_block.get(g, 0) for g in tabulated], dtype=np.int64)
+        return histogram, totals
 
     def _long(self, code: str, prefix: str | None) -> tuple[Any, IntArray, Any]:
         """A state's long rows (geocodes, cell index, estimate), those under ``prefix`` only."""
@@ -148,28 +151,6 @@ class Held:
         cell = found.to_numpy(zero_copy_only=False).astype(np.int64)
         estimate = table.column("estimate").to_numpy().astype(np.int64)
         return table.column("geocode").combine_chunks(), cell, estimate
-
-    def totals(self, code: str, blocks: list[str], heads: list[str]) -> IntArray:
-        """The persons the release holds in each DHC geounit ``heads`` (geocodes) of state
-        ``code``, whose DHC blocks are ``blocks``: the sums of their blocks' totals."""
-        geocodes, _, estimate = self._long(code, None)
-        by_block: dict[str, int] = {}
-        for g, n in zip(geocodes.to_pylist(), estimate.tolist(), strict=True):
-            by_block[g] = by_block.get(g, 0) + n
-        order = sorted(blocks)
-        cum = np.concatenate([[0], np.cumsum([by_block.get(tabulation(b), 0) for b in order])])
-        keys = np.asarray(order, dtype=object)
-        out = np.zeros(len(heads), dtype=np.int64)
-        for k, head in enumerate(heads):
-            upper = head[:-1] + chr(ord(head[-1]) + 1)
-            a, b = np.searchsorted(keys, head), np.searchsorted(keys, upper)
-            out[k] = cum[b] - cum[a]
-        return out
-
-    def _sum(self, code: str) -> IntArray:
-        """A state's histogram: the sum of its blocks'."""
-        _, cell, estimate = self._long(code, None)
-        return np.bincount(cell, estimate, len(self.cells)).astype(np.int64)
 
     def rows(self, geo: Hierarchy, code: str) -> IntArray:
         """Every geounit's held histogram in a subtree of state ``code`` (its ids DHC ids):

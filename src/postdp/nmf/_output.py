@@ -377,6 +377,24 @@ def form_path(out: Path, form: str, level: str, code: str | None, part: str | No
     return (where if code is None else where / code) / name
 
 
+def long_cells(table: Any, schema: Schema) -> Any:
+    """Each row's detailed cell (int64) in a long form by attributes (a pyarrow table with
+    a column per attribute, levels by name); a level the schema lacks is refused."""
+    pa, _ = _pyarrow()
+    import pyarrow.compute as pc
+
+    index = []
+    for attribute in schema.attributes:
+        column = table.column(attribute.name).combine_chunks()
+        if isinstance(column.type, pa.DictionaryType):
+            column = column.dictionary_decode()
+        found = pc.index_in(column, pa.array(list(attribute.levels)))
+        if found.null_count:
+            raise ValidationError(f"the long form's {attribute.name!r} has unknown levels")
+        index.append(found.to_numpy(zero_copy_only=False).astype(np.int64))
+    return np.ravel_multi_index(tuple(index), schema.shape)
+
+
 def written_long(path: Path, geocodes: Sequence[str], schema: Schema) -> Any:
     """The cells of ``geocodes`` in a written long form by attributes (a schema of more
     than :data:`FORM_CELLS` cells), in their order (int64; a cell not listed is 0)."""
@@ -388,15 +406,7 @@ def written_long(path: Path, geocodes: Sequence[str], schema: Schema) -> Any:
     table = table.filter(pc.is_in(table.column("geocode"), pa.array(wanted)))
     row = {g: i for i, g in enumerate(wanted)}
     where = np.array([row[g] for g in table.column("geocode").to_pylist()], dtype=np.int64)
-    index = []
-    for attribute in schema.attributes:
-        column = table.column(attribute.name).combine_chunks()
-        if isinstance(column.type, pa.DictionaryType):
-            column = column.dictionary_decode()
-        index.append(
-            pc.index_in(column, pa.array(list(attribute.levels))).to_numpy(zero_copy_only=False)
-        )
-    cells = np.ravel_multi_index(tuple(index), [len(a.levels) for a in schema.attributes])
+    cells = long_cells(table, schema)
     out = np.zeros((len(wanted), schema.size), dtype=np.int64)
     out[where, cells] = table.column("estimate").to_numpy()
     return out

@@ -22,7 +22,7 @@ from postdp._validation import fraction
 from postdp.errors import ValidationError
 from postdp.nmf import _layout as layout
 from postdp.nmf._manifest import SYNTHETIC
-from postdp.nmf._output import DONE, FORM_CELLS, PLAN_FILE
+from postdp.nmf._output import DONE, FORM_CELLS, PLAN_FILE, long_cells
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -200,7 +200,10 @@ def _evaluate_long(
     import pandas as pd
 
     from postdp.analysis import count_metrics
+    from postdp.nmf._io import _pyarrow
     from postdp.tables import Marginal
+
+    _, pq = _pyarrow()
 
     chosen = list(DHC_QUERIES if queries is None else queries)
     marginals = [Marginal(schema, q) for q in chosen]  # an unknown name refused here
@@ -212,20 +215,18 @@ def _evaluate_long(
         position = np.full(geo.n, -1, dtype=np.int64)
         position[nodes] = np.arange(nodes.size)
         true_cells = truth.level_detailed(d)  # sparse: (units, cells)
-        frame = pd.read_parquet(out / "long" / f"{name}.parquet")
-        codes = []
-        for attribute in schema.attributes:
-            column = pd.Categorical(frame[attribute.name].astype(str), list(attribute.levels))
-            if (column.codes < 0).any():
-                raise ValidationError(f"{str(out)!r}: {attribute.name!r} has unknown levels")
-            codes.append(column.codes.astype(np.int64))
-        cell = np.ravel_multi_index(tuple(codes), schema.shape)
-        rows = np.array([row_of.get(str(g), -1) for g in frame["geocode"]], dtype=np.int64)
+        table = pq.read_table(out / "long" / f"{name}.parquet")
+        try:
+            cell = long_cells(table, schema)
+        except ValidationError as err:
+            raise ValidationError(f"{str(out)!r}: {err}") from None
+        geocodes = table.column("geocode").to_pylist()
+        rows = np.array([row_of.get(str(g), -1) for g in geocodes], dtype=np.int64)
         unit = np.where(rows >= 0, position[np.maximum(rows, 0)], -1)
         if (unit < 0).any():
-            stray = frame["geocode"].iloc[int(np.argmax(unit < 0))]
+            stray = geocodes[int(np.argmax(unit < 0))]
             raise ValidationError(f"{str(out)!r}: geocode {stray!r} is not of level {name!r}")
-        estimate = frame["estimate"].to_numpy(np.float64)
+        estimate = table.column("estimate").to_numpy().astype(np.float64)
         totals = np.asarray(true_cells.sum(axis=1), dtype=np.float64).ravel()
         for query, marginal in zip(chosen, marginals, strict=True):
             size = marginal.size
