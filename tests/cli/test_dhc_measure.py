@@ -116,7 +116,7 @@ def test_postprocess_refuses_what_is_not_built_for_the_dhc_before_any_output(
 
 
 def test_block_histograms_of_the_dhc_schema_draw_what_the_synthetic_population_does(
-    dhc_run, tmp_path
+    dhc_run, tmp_path, capsys
 ):
     """The long form (tabulation GEOID, cell, count) of the synthetic DHC population's
     blocks, measured with the same study seed, gives the run the synthetic population gave:
@@ -151,6 +151,13 @@ def test_block_histograms_of_the_dhc_schema_draw_what_the_synthetic_population_d
         ours, theirs = ours.sort_by(key), theirs.sort_by(key)
         assert ours.column("geocode").equals(theirs.column("geocode"))
         assert ours.column("value").equals(theirs.column("value")), level
+    # the facilities by detailed type are derived from a synthetic population only
+    args[args.index(str(run))] = str(tmp_path / "other")
+    capsys.readouterr()
+    assert main([*args, "--facilities", "synthetic"]) == 2
+    err = capsys.readouterr().err
+    assert "--facilities 'synthetic'" in err and "--synthetic only" in err
+    assert err.count("\n") == 1 and not (tmp_path / "other").exists()
 
 
 def test_a_facilities_file_is_refused_for_the_dhc(tmp_path, capsys, spy):
