@@ -186,22 +186,6 @@ def test_what_is_not_held_to_a_matching_pl94_release_is_refused_before_any_outpu
     _refused(capsys, [*base, "--held", str(other)], out, "blocks of state 011 are not the run's")
 
 
-def test_a_family_too_large_for_the_dense_solver_is_refused_before_any_output(
-    runs, tmp_path, monkeypatch
-):
-    """A parent of two or more children with more persons (in the release held) than a
-    family's dense solve takes is refused up front, by its geocode, not by the task that
-    would meet it after the top and other states were written (here the limit lowered below
-    the block group's persons: its three blocks are a family)."""
-    import postdp.postprocess.topdown2020.dhc as dhc
-
-    monkeypatch.setattr(dhc, "FAMILY_PERSONS", 50)
-    out = tmp_path / "out"
-    with pytest.raises(ValidationError, match=r"geounit '01100100000000' has two or more"):
-        nmf.postprocess(runs["dhc"], out, method="topdown-2020", held=runs["release"])
-    assert not out.exists()
-
-
 def test_tabulate_says_what_a_dhc_release_is_not(runs, tmp_path, capsys):
     """``postdp tabulate`` makes the P.L. 94-171 tables; of a DHC release (the long form
     alone) it says so in one line, exit 2, writing nothing."""

@@ -23,7 +23,8 @@ from postdp.postprocess import top_down_2020
 from postdp.postprocess._solvers.grouped_nnls import MarginalGram, grouped_nnls
 from postdp.postprocess.topdown2020.dhc import COARSE
 from postdp.postprocess.topdown2020.family import LevelQuadratic
-from postdp.postprocess.topdown2020.family_rows import _potentials, solve_family_rows
+from postdp.postprocess.topdown2020.family_free import solve_family_free
+from postdp.postprocess.topdown2020.family_rows import potentials, solve_family_rows
 from postdp.tables import Query, dhc_schema, dhc_structural_zeros, load_strategy, measure
 from postdp.tables.strategies import PL94_IN_DHC
 from tests.postprocess._dhc import true_pl94
@@ -80,16 +81,14 @@ def test_grouped_nnls_equals_clarabel_with_its_certificate(seed):
     assert (res.x >= 0).all() and np.abs(G @ res.x - h).max() <= 1e-9
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_family_with_public_rows_equals_clarabel(seed):
-    """A DHC-like family: 4 children, the parent's positive cells, each child's counts in
+def _family(seed, k=4, rate=0.6, shape=(3, 3, 4, 2), spread=1.5):
+    """A DHC-like family: k children, the parent's positive cells, each child's counts in
     row groups of the cells held (some at 0), integer data (degenerate optima)."""
     rng = np.random.default_rng(seed)
-    shape = (3, 3, 4, 2)
     queries = _queries(shape)
     weights = list(rng.uniform(0.5, 2.0, len(queries)))
-    k, c = 4, int(np.prod(shape))
-    kids = rng.poisson(0.6, (k, c))
+    c = int(np.prod(shape))
+    kids = rng.poisson(rate, (k, c))
     parent = kids.sum(axis=0)
     cells = np.flatnonzero(parent > 0)
     m = cells.size
@@ -99,24 +98,82 @@ def test_family_with_public_rows_equals_clarabel(seed):
     G[where, np.arange(m)] = 1.0
     g = kids[:, cells] @ G.T
     quad = LevelQuadratic(queries, weights)
-    H = quad.block(cells)
     noisy = [np.bincount(q[q >= 0], kids[j][q >= 0]) for j in range(k) for q in queries]
     answers = [
-        np.stack([noisy[j * len(queries) + i] for j in range(k)]) + rng.normal(0, 1.5, (k, 1))
+        np.stack([noisy[j * len(queries) + i] for j in range(k)]) + rng.normal(0, spread, (k, 1))
         for i in range(len(queries))
     ]
     b = quad.linear(answers, cells)
-    p = parent[cells].astype(float)
-    res = solve_family_rows(H, b, p, tol=1e-11 * max(1.0, np.abs(b).max()), G=G, g=g)
-    assert res.worst <= 1e-9 * max(1.0, np.abs(b).max())
+    return quad, cells, b, parent[cells].astype(float), G, g, where
+
+
+def _clarabel_family(H, b, p, G, g, a):
+    k, m = b.shape
     X = cp.Variable((k, m))
-    objective = sum(0.5 * cp.quad_form(X[j], cp.psd_wrap(H)) - b[j] @ X[j] for j in range(k))
+    objective = sum(0.5 * a[j] * cp.quad_form(X[j], cp.psd_wrap(H)) - b[j] @ X[j] for j in range(k))
     cons = [X >= 0, cp.sum(X, axis=0) == p] + [G @ X[j] == g[j] for j in range(k)]
     cp.Problem(cp.Minimize(objective), cons).solve(solver=cp.CLARABEL, **CLARABEL_TIGHT)
-    f = lambda x: sum(0.5 * x[j] @ H @ x[j] - b[j] @ x[j] for j in range(k))  # noqa: E731
-    assert f(res.x) <= f(X.value) + 1e-9 * abs(f(X.value))  # Clarabel stops a little short
-    assert np.abs(res.x - X.value).max() <= 1e-4
+    return X.value
+
+
+def _objective(H, b, a):
+    return lambda x: sum(0.5 * a[j] * x[j] @ H @ x[j] - b[j] @ x[j] for j in range(len(a)))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_family_with_public_rows_equals_clarabel(seed):
+    quad, cells, b, p, G, g, _ = _family(seed)
+    H = quad.block(cells)
+    res = solve_family_rows(H, b, p, tol=1e-11 * max(1.0, np.abs(b).max()), G=G, g=g)
+    assert res.worst <= 1e-9 * max(1.0, np.abs(b).max())
+    ones = np.ones(b.shape[0])
+    ref = _clarabel_family(H, b, p, G, g, ones)
+    f = _objective(H, b, ones)
+    assert f(res.x) <= f(ref) + 1e-9 * abs(f(ref))  # Clarabel stops a little short
+    assert np.abs(res.x - ref).max() <= 1e-4
     np.testing.assert_allclose(res.x.sum(axis=0), p, atol=1e-9)
+    np.testing.assert_allclose(res.x @ G.T, g, atol=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("seed", "k", "rate", "weighted"),
+    [(0, 4, 0.6, False), (1, 4, 0.6, True), (2, 12, 0.15, False), (3, 12, 0.15, True)],
+)
+def test_matrix_free_family_equals_clarabel_and_the_dense_solver(seed, k, rate, weighted):
+    """``family_free.py``: the matrix-free split (barrier, then pivoting, then the
+    certificate) equals Clarabel and the dense solver, children's weights a_j included;
+    the 12-child cases are the sparse, degenerate families of blocks."""
+    quad, cells, b, p, G, g, where = _family(seed, k=k, rate=rate)
+    a = np.random.default_rng(seed).uniform(0.5, 2.0, k) if weighted else np.ones(k)
+    b = b * a[:, None]
+    H = quad.block(cells)
+    tol = 1e-11 * max(1.0, np.abs(b).max())
+    gram = MarginalGram([q[cells] for q in quad.groups], quad.weights)
+    res = solve_family_free(gram, b, p, tol=tol, labels=where, g=g, weight=a)
+    assert res.worst <= 100 * tol
+    ref = _clarabel_family(H, b, p, G, g, a)
+    f = _objective(H, b, a)
+    assert f(res.x) <= f(ref) + 1e-9 * abs(f(ref))
+    assert np.abs(res.x - ref).max() <= 1e-4
+    dense = solve_family_rows(H, b, p, tol=tol, G=G, g=g, weight=a)
+    assert np.abs(res.x - dense.x).max() <= 1e-8 * max(1.0, p.max())  # one optimum
+    assert (res.x >= 0).all()
+    np.testing.assert_allclose(res.x.sum(axis=0), p, atol=1e-9)
+    np.testing.assert_allclose(res.x @ G.T, g, atol=1e-9)
+    assert not res.x[(g == 0)[:, where]].any()  # a row a child holds at 0 stays 0
+
+
+def test_matrix_free_family_with_a_diagonal_quadratic_is_the_weighted_projection():
+    """Outer pass 1's family (the detailed query alone: H = w I) with the children's rows
+    held: the matrix-free split equals Clarabel's projection."""
+    _, cells, b, p, G, g, where = _family(7, k=5, rate=0.4)
+    m = cells.size
+    gram = MarginalGram([np.arange(m)], [2.5])
+    tol = 1e-11 * max(1.0, np.abs(b).max())
+    res = solve_family_free(gram, b, p, tol=tol, labels=where, g=g)
+    assert res.worst <= 100 * tol
+    ref = _clarabel_family(2.5 * np.eye(m), b, p, G, g, np.ones(5))
+    assert np.abs(res.x - ref).max() <= 1e-4
     np.testing.assert_allclose(res.x @ G.T, g, atol=1e-9)
 
 
@@ -124,14 +181,14 @@ def test_multipliers_by_difference_constraints_prove_optimality_and_only_it():
     """One row, two children, two cells: x = [[1, 0], [0, 1]] with gradients that admit
     multipliers (lam_i + nu_j equal to them where free, at most them where held) is proved;
     a held cell whose gradient is below what the free cells force is not."""
-    G = np.ones((1, 2))
+    labels = np.zeros(2, dtype=np.int64)  # one row
     free = np.array([[True, False], [False, True]])
     fixed = np.zeros((2, 2), dtype=bool)
     # free: lam0 + nu0 = 1, lam1 + nu1 = 2; held: lam1 + nu0 <= 3, lam0 + nu1 <= 0
     # lam0 = 0, nu0 = 1, lam1 = 2, nu1 = 0: held sums 3 and 0, both allowed
-    assert _potentials(np.array([[1.0, 3.0], [0.0, 2.0]]), free, fixed, G, 1e-12)
+    assert potentials(np.array([[1.0, 3.0], [0.0, 2.0]]), free, fixed, labels, 1, 1e-12)
     # held lam1 + nu0 <= 2.5 and lam0 + nu1 <= 0 force 1 + 2 = lam0+nu0+lam1+nu1 <= 2.5
-    assert not _potentials(np.array([[1.0, 2.5], [0.0, 2.0]]), free, fixed, G, 1e-12)
+    assert not potentials(np.array([[1.0, 2.5], [0.0, 2.0]]), free, fixed, labels, 1, 1e-12)
 
 
 @pytest.fixture(scope="module")
@@ -164,6 +221,18 @@ def test_dhc_release_is_deterministic_and_takes_a_fixed_root(dc_run):
     _, m, held, out = dc_run
     again = top_down_2020(m, held=held, root=out[0])
     np.testing.assert_array_equal(again, out)  # the families below solved as before
+
+
+@pytest.mark.slow
+def test_dhc_release_with_every_family_matrix_free_is_the_dense_one(dc_run, monkeypatch):
+    """Every family below the root solved matrix-free (``DENSE_ENTRIES`` 0) gives the
+    release of the dense solver, count for count (one optimum per family, the same
+    rounding), so every invariant checked above holds of it too."""
+    import postdp.postprocess.topdown2020.dhc as dhc
+
+    _, m, held, out = dc_run
+    monkeypatch.setattr(dhc, "DENSE_ENTRIES", 0)
+    np.testing.assert_array_equal(top_down_2020(m, held=held, root=out[0]), out)
 
 
 @pytest.mark.slow

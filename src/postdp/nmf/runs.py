@@ -381,9 +381,7 @@ def held_top(
     for node, code in zip(geo.levels[1], _state_order(top, codes), strict=True):
         with _reading(run):
             blocks = block_geocodes(run, names, code, code).to_pylist()
-            heads = _family_heads(run, names, code, blocks)
-        leaves[node], totals = source.state(code, blocks)
-        _check_families(heads, blocks, totals)
+        leaves[node], _ = source.state(code, blocks)
     histograms = geo.aggregate(leaves.T).T
     for m, values in zip(top.workload.measurements, top.values, strict=True):
         rows = geo.levels[m.level]
@@ -397,55 +395,6 @@ def held_top(
                 "the run's public totals (hold a release of the same persons)"
             )
     return source, histograms
-
-
-def _family_heads(run: Path, names: tuple[str, ...], code: str, blocks: list[str]) -> list[str]:
-    """The geocodes of a state's geounits with two or more children, from the run's files
-    (each level's geocodes; the blocks' given)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    heads: list[str] = []
-    below = block_geocodes(run, names, code, code, names[1])
-    for d in range(1, len(names) - 1):
-        last = d + 1 == len(names) - 1
-        parents = below
-        below = pa.array(blocks, pa.string()) if last else block_geocodes(
-            run, names, code, code, names[d + 1]
-        )  # fmt: skip
-        if not len(parents) or not len(below):
-            continue
-        width = len(parents[0].as_py())
-        counts = pc.utf8_slice_codeunits(below, 0, width).value_counts()
-        heads += [str(v) for v, n in zip(counts.field("values").to_pylist(),
-                  counts.field("counts").to_pylist(), strict=True) if n >= 2]  # fmt: skip
-    return heads
-
-
-def _check_families(heads: list[str], blocks: list[str], totals: Any) -> None:
-    """Refuse, before anything is written, a DHC run with a parent (``heads``) of two or
-    more children holding more than
-    :data:`~postdp.postprocess.topdown2020.dhc.FAMILY_PERSONS` persons in the release held
-    (``totals``: its ``blocks``' persons; a family is solved densely over its parent's
-    positive cells): the tasks would meet it only as they reach it."""
-    from postdp.postprocess.topdown2020.dhc import FAMILY_PERSONS
-
-    if not heads:
-        return
-    order = np.argsort(np.asarray(blocks, dtype=object))
-    keys = np.asarray(blocks, dtype=object)[order]
-    cum = np.concatenate([[0], np.cumsum(np.asarray(totals)[order])])
-    upper = [h[:-1] + chr(ord(h[-1]) + 1) for h in heads]
-    persons = cum[np.searchsorted(keys, upper)] - cum[np.searchsorted(keys, heads)]
-    big = persons > FAMILY_PERSONS
-    if big.any():
-        more = f" (and {int(big.sum()) - 1} more)" if big.sum() > 1 else ""
-        raise ValidationError(
-            f"topdown-2020 on the DHC solves a family densely over its parent's positive "
-            f"cells; geounit {heads[int(np.argmax(big))]!r}{more} has two or more "
-            f"children and more than {FAMILY_PERSONS:,} persons in the PL94 release held "
-            "(run a smaller population)"
-        )
 
 
 def check_forms(

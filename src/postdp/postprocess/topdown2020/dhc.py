@@ -33,9 +33,14 @@ and met afterwards by record switching (:mod:`~postdp.postprocess.topdown2020.sw
 at the root, then after each family's last rounding (required down to Tract_Subset, best
 effort at Block_Group and Block), each child's 40-group cells recounted from the result.
 
-Memory: the answer (geounits x 1,227,744 int64) and the 40-group answer beside it; a
-family's dense quadratic is m x m (m its parent's positive cells, at most its persons), so
-a parent of more than :data:`FAMILY_PERSONS` persons is refused before anything is solved.
+A family is solved densely (:mod:`~postdp.postprocess.topdown2020.family_rows`: HiGHS's
+active set on k dense m x m blocks, m the parent's positive cells) while k m^2 is at most
+:data:`DENSE_ENTRIES`, and matrix-free beyond
+(:mod:`~postdp.postprocess.topdown2020.family_free`: a few (k, m) arrays), so a family's
+memory grows with k m, never m^2: a county's tract-subset groups and a state's counties run.
+
+Memory: the answer (geounits x 1,227,744 int64) and the 40-group answer beside it, and a
+family's (k, m) arrays.
 """
 
 from __future__ import annotations
@@ -50,6 +55,7 @@ from postdp.hierarchy import Hierarchy
 from postdp.postprocess._solvers.grouped_nnls import MarginalGram, grouped_nnls
 from postdp.postprocess._solvers.simplex import project_families
 from postdp.postprocess.topdown2020.family import LevelQuadratic
+from postdp.postprocess.topdown2020.family_free import solve_family_free
 from postdp.postprocess.topdown2020.family_rows import solve_family_rows
 from postdp.postprocess.topdown2020.passes import certified, child_weight, families, weighted
 from postdp.postprocess.topdown2020.rounding import round_nested
@@ -59,7 +65,7 @@ from postdp.tables.bounds import CountBounds
 from postdp.tables.schema import Marginal, Schema
 from postdp.tables.strategies import PL94_IN_DHC
 
-__all__ = ["COARSE", "FAMILY_PERSONS", "PASS0_ROUNDERS", "DhcPlan", "is_dhc", "top_down_dhc"]
+__all__ = ["COARSE", "DENSE_ENTRIES", "PASS0_ROUNDERS", "DhcPlan", "is_dhc", "top_down_dhc"]
 
 #: Outer pass 0's histogram: the DHC persons cells with age in the 40 groups (the q9 query).
 COARSE = "relgq * age_40_groups * hispanic * cenrace * sex"
@@ -77,9 +83,9 @@ BEST_EFFORT_WIDTHS = (13, 16)
 SPINE_WIDTHS = (2, 5, 6, 11, 12, 13, 16)
 #: A table whose ids are not the DHC spine's geocodes: best effort at its last levels.
 BEST_EFFORT_LEVELS = 2
-#: The most persons a parent of two or more children may hold: a family's dense quadratic
-#: is (its positive cells)^2 floats, at most 288 MB here.
-FAMILY_PERSONS = 6_000
+#: The largest k m^2 (k children, m the parent's positive cells) a family is solved densely
+#: at: about 240 MB of HiGHS's Hessian blocks; larger families are solved matrix-free.
+DENSE_ENTRIES = 30_000_000
 
 
 def is_dhc(schema: Schema) -> bool:
@@ -251,15 +257,6 @@ class DhcPlan:
                 "`held` puts persons in a PL94 cell every DHC edit forbids (e.g. under-18s "
                 "in nursing facilities)"
             )
-        kids = np.flatnonzero(geo.parent >= 0)
-        kids_of = np.bincount(geo.parent[kids], minlength=geo.n)
-        big = (kids_of >= 2) & (out.sum(axis=1) > FAMILY_PERSONS)
-        if big.any():
-            raise ValidationError(
-                f"topdown-2020 on the DHC solves a family densely over its parent's positive "
-                f"cells; a parent of two or more children holds more than {FAMILY_PERSONS:,} "
-                "persons (run a smaller population or a subtree)"
-            )
         return out
 
     def check_totals(self, work: Workload, values: list[FloatArray]) -> None:
@@ -346,8 +343,7 @@ class DhcPlan:
         if cells.size:
             quad: LevelQuadratic = level["quad"]
             b = weighted(quad.linear([values[i][rows] for i in level["ids"]], cells), a)
-            G, g = _rows(self.pl94[cells], h)
-            x = _split(quad.block(cells), b, coarse_p[cells].astype(float), G, g, a)
+            x = _split(quad, cells, b, coarse_p[cells].astype(float), self.pl94[cells], h, a)
             coarse[:, cells] = round_nested(
                 x,
                 [(grp[cells], w) for grp, w in self.chain],
@@ -361,9 +357,10 @@ class DhcPlan:
         if cells.size:
             i, w = level["detailed"]
             b = weighted(w * np.asarray(values[i][rows][:, cells], dtype=np.float64), a)
-            G, g = _rows(self.coarse_of[cells], coarse)
-            H = np.diag(np.full(cells.size, w))
-            x = _split(H, b, detailed_p[cells].astype(float), G, g, a)
+            one = LevelQuadratic([np.arange(self.c)], [w])  # the detailed query alone
+            x = _split(
+                one, cells, b, detailed_p[cells].astype(float), self.coarse_of[cells], coarse, a
+            )
             detailed[:, cells] = round_nested(
                 x,
                 [(self.coarse_of[cells], 0.0)],
@@ -376,21 +373,27 @@ class DhcPlan:
 
 
 def _split(
-    H: FloatArray, b: FloatArray, p: FloatArray, G: FloatArray, g: FloatArray, a: Any
+    quad: LevelQuadratic,
+    cells: IntArray,
+    b: FloatArray,
+    p: FloatArray,
+    labels: IntArray,
+    counts: IntArray,
+    a: Any,
 ) -> FloatArray:
-    """A family's least-squares split with each child's public rows ``G x_j = g_j``,
-    certified by its KKT residuals (:func:`~postdp.postprocess.topdown2020.passes.certified`
-    of :func:`~postdp.postprocess.topdown2020.family_rows.solve_family_rows`)."""
-    return certified(solve_family_rows, H, b, p, G=G, g=g, weight=a)
-
-
-def _rows(labels: IntArray, counts: IntArray) -> tuple[FloatArray, FloatArray]:
-    """Public rows over a family's cells: one per label present (its cells' indicator) and
-    each child's count there (``counts``: (k, labels))."""
+    """A family's least-squares split over the parent's positive ``cells`` with each child's
+    counts in each label held (``counts``: (k, labels)), certified by its KKT residuals
+    (:func:`~postdp.postprocess.topdown2020.passes.certified`): dense while k m^2 is at most
+    :data:`DENSE_ENTRIES`, matrix-free beyond."""
     present, where = np.unique(labels, return_inverse=True)
-    G = np.zeros((present.size, labels.size))
-    G[where, np.arange(labels.size)] = 1.0
-    return G, counts[:, present].astype(np.float64)
+    g = counts[:, present].astype(np.float64)
+    k, m = b.shape
+    if k * m * m <= DENSE_ENTRIES:
+        G = np.zeros((present.size, m))
+        G[where, np.arange(m)] = 1.0
+        return certified(solve_family_rows, quad.block(cells), b, p, G=G, g=g, weight=a)
+    gram = MarginalGram([groups[cells] for groups in quad.groups], quad.weights)
+    return certified(solve_family_free, gram, b, p, labels=where, g=g, weight=a)
 
 
 def top_down_dhc(

@@ -37,7 +37,7 @@ from postdp._typing import FloatArray
 from postdp.postprocess._solvers.highs import solve_quadratic
 from postdp.postprocess.topdown2020.family import Family, FamilyResult, _finish
 
-__all__ = ["solve_family_rows"]
+__all__ = ["potentials", "solve_family_rows"]
 
 
 def solve_family_rows(
@@ -81,7 +81,8 @@ def solve_family_rows(
     if result.dual <= tol:
         return result
     # degenerate: the solve's least-norm multipliers are not the ones that prove it
-    proved = _potentials(inner.gradient(result.x), free, fixed, G, tol)
+    labels = np.argmax(G != 0, axis=0)
+    proved = potentials(inner.gradient(result.x), free, fixed, labels, G.shape[0], tol)
     return FamilyResult(
         x=result.x,
         stationarity=tol if proved else np.inf,
@@ -92,8 +93,13 @@ def solve_family_rows(
     )
 
 
-def _potentials(
-    grad: FloatArray, free: np.ndarray, fixed: np.ndarray, G: FloatArray, tol: float
+def potentials(
+    grad: FloatArray,
+    free: np.ndarray,
+    fixed: np.ndarray,
+    labels: np.ndarray,
+    R: int,
+    tol: float,
 ) -> bool:
     """Whether multipliers exist with every free cell's reduced gradient within ``tol`` of 0
     and every held one's at least -tol. Each cell is in one row r, so the conditions are
@@ -101,11 +107,10 @@ def _potentials(
     system of difference constraints lam_i - mu_jr <= grad_ji (+ tol), and mu_jr - lam_i <=
     -grad_ji (+ tol) for a free cell. It is feasible exactly when its constraint graph has no
     negative cycle (Bellman-Ford from every node at distance 0; the distances are then the
-    multipliers)."""
+    multipliers). ``labels`` (m,): each cell's row 0 .. R-1."""
     k, m = grad.shape
-    R = G.shape[0]
     jj, ii = np.nonzero(~fixed)
-    node = m + jj * R + np.argmax(G != 0, axis=0)[ii]  # each equation's (child, row) node
+    node = m + jj * R + labels[ii]  # each equation's (child, row) node
     c = grad[jj, ii]
     f = free[jj, ii]
     tail = np.concatenate([node, ii[f]])

@@ -91,10 +91,9 @@ def total_rows(public: FloatArray | None, m: int) -> tuple[FloatArray | None, Fl
     return np.ones((1, m)), np.asarray(public, dtype=np.float64)[:, None]
 
 
-def certified(
-    solver: object, H: FloatArray, b: FloatArray, p: FloatArray, **rows: object
-) -> FloatArray:
-    """A family's least-squares split, its KKT certificate checked at 1e-9 of the scale."""
+def certified(solver: object, H: Any, b: FloatArray, p: FloatArray, **rows: object) -> FloatArray:
+    """A family's least-squares split, its KKT certificate checked at 1e-9 of the scale
+    (``H`` the (m, m) matrix or a matrix-free one with its ``diagonal()``)."""
     a: Any = rows.get("weight")
     h = float(H.diagonal().max()) * (1.0 if a is None else float(np.max(a)))
     scale = max(1.0, float(np.abs(b).max(initial=0.0)), float(p.max()) * h)
