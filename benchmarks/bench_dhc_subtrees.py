@@ -19,7 +19,8 @@ Each run, in fresh folders:
   meeting the bounds), in process (a state of at most 100 blocks one task);
 - ``dask``: the same on the two workers, the state cut for tasks of at most
   ``--cut-blocks`` blocks (default 20: Delaware's counties are tasks), checked equal to
-  ``local`` file by file.
+  ``local`` file by file (``--no-dask``: skipped, for a county too large for two
+  workers' memory).
 
 Then medians of --repeat runs with the load average (``os.getloadavg``) before and after,
 the peak resident memory of this process and of each worker (``ru_maxrss``), and the mean
@@ -62,6 +63,9 @@ def main() -> None:
     parser.add_argument("--scale", type=float, default=0.002)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--cut-blocks", type=int, default=20)
+    parser.add_argument(
+        "--no-dask", action="store_true", help="in process only (a county too large for two)"
+    )
     args = parser.parse_args()
 
     from bench_dhc_county import dhc_truth  # the same truth as there (this folder)
@@ -74,12 +78,13 @@ def main() -> None:
     strategy, truth = dhc_truth(args.state, args.scale)
     geo = truth.geography
     levels = tuple(strategy.levels)
-    steps = ("measure", "pl94", "local", "dask")
+    steps = ("measure", "pl94", "local") + (() if args.no_dask else ("dask",))
     times: dict[str, list[float]] = {k: [] for k in steps}
     errors = []
-    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                           dashboard_address=":0")  # fmt: skip
-    client = Client(cluster)
+    cluster = None if args.no_dask else LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0"
+    )  # fmt: skip
+    client = None if cluster is None else Client(cluster)
     try:
         for r in range(args.repeat):
             with tempfile.TemporaryDirectory() as tmp:
@@ -101,10 +106,14 @@ def main() -> None:
                 t2 = time.perf_counter()
                 nmf.postprocess(run, local, method="topdown-2020", held=release)
                 t3 = time.perf_counter()
-                nmf.postprocess(run, tasks, method="topdown-2020", held=release,
-                                scheduler=client, cut_blocks=args.cut_blocks)  # fmt: skip
+                if client is not None:
+                    nmf.postprocess(run, tasks, method="topdown-2020", held=release,
+                                    scheduler=client, cut_blocks=args.cut_blocks)  # fmt: skip
+                    ok = _same(local, tasks, levels)
+                    assert ok, "the Dask run differs from the local one"
+                else:
+                    tasks = local
                 t4 = time.perf_counter()
-                assert _same(local, tasks, levels), "the Dask run differs from the local one"
                 marks = (t0, t1, t2, t3, t4)
                 for k, name in enumerate(steps):
                     times[name].append(marks[k + 1] - marks[k])
@@ -114,16 +123,18 @@ def main() -> None:
                 print(
                     f"  run {r + 1}: " + ", ".join(f"{k} {v[-1]:.1f} s" for k, v in times.items())
                 )
-        workers = client.run(lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6)
+        workers = {} if client is None else client.run(
+            lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
+        )  # fmt: skip
     finally:
-        client.close()
-        cluster.close()
+        if client is not None and cluster is not None:
+            client.close()
+            cluster.close()
     med = {k: statistics.median(v) for k, v in times.items()}
     print("median: " + ", ".join(f"{k} {v:.1f} s" for k, v in med.items()))
-    print(
-        f"local / measure {med['local'] / med['measure']:.2f}; "
-        f"dask / measure {med['dask'] / med['measure']:.2f}"
-    )
+    print(f"local / measure {med['local'] / med['measure']:.2f}" + (
+        f"; dask / measure {med['dask'] / med['measure']:.2f}" if "dask" in med else ""
+    ))  # fmt: skip
     print(f"peak resident memory: this process {_peak_gb():.2f} GB; workers "
           + ", ".join(f"{v:.2f} GB" for v in workers.values()))  # fmt: skip
     pooled = sum(errors[1:], errors[0])

@@ -166,9 +166,8 @@ def top_down_2020(
         queries that do not nest; for the DHC design, a ``held`` that is missing, of
         another shape, not consistent, in a PL94 cell every edit forbids, or not adding up
         to the public totals, ``rounders`` given, ``bounds`` other than one set on
-        ``relgq`` with the households unbounded, a parent of two or more children
-        holding more than 6,000 persons, or ``bounds`` that record switching cannot meet
-        where they are required (down to the last two levels).
+        ``relgq`` with the households unbounded, or ``bounds`` that record switching cannot
+        meet where they are required (down to the last two levels).
 
     Examples
     --------

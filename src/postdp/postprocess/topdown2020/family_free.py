@@ -166,11 +166,12 @@ class _Problem:
         self.fixed = (g == 0)[:, labels]  # a child's cells in a row it holds at 0
 
     def solve(
-        self, free: BoolArray, tol: float
+        self, free: BoolArray, tol: float, start: FloatArray
     ) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, _Graph]:
-        """(x, gradient, lam, nu, graph) of the free set's equality problem."""
+        """(x, gradient, lam, nu, graph) of the free set's equality problem, from ``start``
+        (a nearby answer) on it."""
         graph = _Graph(free, self.w, self.labels, self.R)
-        x = self.equality(graph, self.b, None, np.zeros((self.k, self.m)), tol)
+        x = self.equality(graph, self.b, None, np.where(free, start, 0.0), tol)
         grad = self.kids(x) - self.b
         _, lam, nu = graph.project(np.where(graph.free, grad, 0.0))
         return x, grad, lam, nu, graph
@@ -255,7 +256,7 @@ def solve_family_free(
         # positive where x outweighs its multiplier, in the gradient's units
         free = (barrier.x / prob.w > barrier.z) & ~prob.fixed
         _keep(prob, free, barrier.x, barrier.z)
-        result, used = _pivot(prob, free, tol)
+        result, used = _pivot(prob, free, tol, barrier.x)
         rounds += used
         if result is not None:
             return result
@@ -326,16 +327,19 @@ def _longest(v: FloatArray, dv: FloatArray, live: BoolArray) -> float:
     return float((v[falling] / -dv[falling]).min())
 
 
-def _pivot(prob: _Problem, free: BoolArray, tol: float) -> tuple[FamilyResult | None, int]:
+def _pivot(
+    prob: _Problem, free: BoolArray, tol: float, x: FloatArray
+) -> tuple[FamilyResult | None, int]:
     """Pivoting from ``free``: the certified result, or None should the wrong cells be many
     or stop falling (the barrier then goes on). Negative free cells leave first (with the
     held cells of any row the free ones cannot meet); only once none is negative do held
     cells with a negative reduced gradient enter, and only if no multipliers prove the
     optimum (:func:`~postdp.postprocess.topdown2020.family_rows.potentials`: with a
-    degenerate optimum the least-squares multipliers show held cells wrong that are not)."""
+    degenerate optimum the least-squares multipliers show held cells wrong that are not).
+    Each free set's solve starts from the last answer ``x``."""
     best, stall = np.inf, 0
     for rounds in range(1, _ROUNDS + 1):
-        x, grad, lam, nu, graph = prob.solve(free, tol)
+        x, grad, lam, nu, graph = prob.solve(free, tol, x)
         move = (free & (x < -tol)) | (~free & ~prob.fixed & prob.unmet(x, graph, tol))
         if not move.any():
             reduced = grad - lam[None, :] - nu[:, prob.labels]
