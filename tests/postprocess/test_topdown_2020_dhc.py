@@ -224,15 +224,22 @@ def test_dhc_release_is_deterministic_and_takes_a_fixed_root(dc_run):
 
 
 @pytest.mark.slow
-def test_dhc_release_with_every_family_matrix_free_is_the_dense_one(dc_run, monkeypatch):
-    """Every family below the root solved matrix-free (``DENSE_ENTRIES`` 0) gives the
-    release of the dense solver, count for count (one optimum per family, the same
-    rounding), so every invariant checked above holds of it too."""
+def test_dhc_release_with_every_family_dense_is_the_matrix_free_one(dc_run, monkeypatch):
+    """Every family below the root solved by the dense solver (the matrix-free one made to
+    fail, so ``_split`` falls back) gives the release of the matrix-free solver, count for
+    count (one optimum per family, the same rounding)."""
     import postdp.postprocess.topdown2020.dhc as dhc
+    from postdp.errors import ConvergenceError
+
+    def fails(*args, **kwargs):
+        raise ConvergenceError("made to fail")
 
     _, m, held, out = dc_run
-    monkeypatch.setattr(dhc, "DENSE_ENTRIES", 0)
+    monkeypatch.setattr(dhc, "solve_family_free", fails)
     np.testing.assert_array_equal(top_down_2020(m, held=held, root=out[0]), out)
+    monkeypatch.setattr(dhc, "DENSE_ENTRIES", 0)  # no dense fallback: the error stands
+    with pytest.raises(ConvergenceError, match="made to fail"):
+        top_down_2020(m, held=held, root=out[0])
 
 
 @pytest.mark.slow
