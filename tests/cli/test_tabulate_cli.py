@@ -54,7 +54,10 @@ def test_tabulate_refuses_bad_input_in_one_line_before_writing(release, tmp_path
     cases = [
         (["tabulate", str(release), "--output-dir", out, "--tables", "P9"], "--tables 'P9'"),
         (["tabulate", str(release), "--output-dir", out, "--tables", ","], "--tables ','"),
-        (["tabulate", str(release), "--output-dir", out, "--tables", "H1"], "OUT "),
+        (
+            ["tabulate", str(release), "--output-dir", out, "--tables", "H1"],
+            "--tables 'H1': table H1 is made from the housing",
+        ),
         (["tabulate", str(tmp_path), "--output-dir", out], "not a postdp post-processing"),
         (["tabulate", str(release), "--output-dir", str(release / "x")], "--output-dir"),
     ]

@@ -186,14 +186,44 @@ def test_what_is_not_held_to_a_matching_pl94_release_is_refused_before_any_outpu
     _refused(capsys, [*base, "--held", str(other)], out, "blocks of state 011 are not the run's")
 
 
-def test_tabulate_says_what_a_dhc_release_is_not(runs, tmp_path, capsys):
-    """``postdp tabulate`` makes the P.L. 94-171 tables; of a DHC release (the long form
-    alone) it says so in one line, exit 2, writing nothing."""
-    out = tmp_path / "tables"
-    assert main(["tabulate", str(runs["out"]), "--output-dir", str(out)]) == 2
+def test_tabulate_makes_the_dhc_sex_by_age_tables_of_a_dhc_release(runs, tmp_path, capsys):
+    """``postdp tabulate`` of a DHC release writes P12 and PCT12 (``dhc_tables``) at the
+    levels that are tabulation geographies: each row the table of the geounit's released
+    histogram (read here from the long form independently, cell by cell), GEOID the spine
+    geocode without the primitive geounit's digit, names from the Census's; the P.L.
+    94-171 tables are refused in one line, exit 2, writing nothing."""
+    from postdp.data import dhc_tables
+
+    out, folder = runs["out"], tmp_path / "tables"
+    folder.mkdir()
+    assert main(["tabulate", str(out), "--output-dir", str(folder), "--quiet"]) == 0
+    tables = dhc_tables()
+    written = sorted(p.name for p in folder.iterdir())
+    tabulated = ("US", "State", "County", "Tract_Subset", "Block_Group", "Block")
+    assert written == sorted([f"{n}.{e}" for n in tabulated for e in ("csv", "parquet")]
+                             + ["postdp-manifest.json", "variables.csv"])  # fmt: skip
+    for level in ("County", "Block"):
+        frame = pd.read_parquet(folder / f"{level}.parquet")
+        assert list(frame.columns[:4]) == ["GEOID", "NAME", "AIAN_BRANCH", "GEOLEVEL"]
+        histograms = _histograms(out, level)
+        assert len(frame) == len(histograms)
+        for geocode, h in histograms.items():
+            geoid = geocode[1:6] + geocode[7:]  # the AIAN flag and the prim digit left out
+            row = frame.loc[frame["GEOID"] == geoid]
+            assert len(row) == 1, geoid
+            for t in tables.values():
+                np.testing.assert_array_equal(row[list(t.codes)].to_numpy()[0], t.apply(h))
+    county = pd.read_parquet(folder / "County.parquet")
+    assert county.loc[0, "GEOID"] == "11001" and county.loc[0, "NAME"].startswith("District")
+    assert county["P12_001N"].iloc[0] == county["PCT12_001N"].iloc[0] > 0
+    variables = pd.read_csv(folder / "variables.csv")
+    assert len(variables) == 49 + 209 and variables["label"].iloc[2] == "Male: Under 5 years"
+    capsys.readouterr()
+    other = tmp_path / "other"
+    assert main(["tabulate", str(out), "--output-dir", str(other), "--tables", "P1"]) == 2
     err = capsys.readouterr().err
-    assert "DHC persons design" in err and "nmf.evaluate" in err and err.count("\n") == 1
-    assert not out.exists()
+    assert "--tables 'P1': table P1 is not made from a DHC" in err and "P12, PCT12" in err
+    assert err.count("\n") == 1 and not other.exists()
 
 
 def test_held_belongs_to_dhc_runs_in_python_too(runs, tmp_path):

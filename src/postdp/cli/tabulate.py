@@ -17,8 +17,11 @@ DESCRIPTION = """\
 Tabulate a release (the output folder of `postdp postprocess`, any method) into the 2020
 redistricting (P.L. 94-171) tables: P1 (race), P2 (Hispanic or Latino by race), P3 and P4
 (the same for the population 18 and over), P5 (group quarters population by type) from a
-persons release, H1 (occupancy status) from a units release. Costs no privacy: it reads
-only the release.
+persons release, H1 (occupancy status) from a units release; of a release of the DHC
+persons design (`--held`), the DHC's P12 (sex by age, 49 rows) and PCT12 (sex by single-year
+age, 209 rows) at its levels that are tabulation geographies (US, State, County,
+Tract_Subset, Block_Group, Block; a geounit with no one in the release has no row). Costs
+no privacy: it reads only the release.
 
 Writes TABLES/<Geolevel>.csv and TABLES/<Geolevel>.parquet (one row per geounit: GEOID, the
 Census's tabulation GEOID as text (state 2, county 5, tract 11, block group 12, block 15
@@ -39,7 +42,8 @@ def add_parser(commands: Any) -> None:
     """Register the ``tabulate`` subcommand."""
     parser = commands.add_parser(
         "tabulate",
-        help="the P.L. 94-171 tables (P1-P5, H1) of a release, with margins of error",
+        help="the P.L. 94-171 tables (P1-P5, H1) of a release, with margins of error; "
+        "a DHC release's P12 and PCT12",
         description=DESCRIPTION,
     )
     parser.add_argument("release", metavar="OUT", help="a `postdp postprocess` output folder")
@@ -47,8 +51,9 @@ def add_parser(commands: Any) -> None:
     parser.add_argument(
         "--tables",
         metavar="LIST",
-        help="comma-separated tables among P1,P2,P3,P4,P5 (a persons release) or H1 (a "
-        "units release); default every table the release makes",
+        help="comma-separated tables among P1,P2,P3,P4,P5 (a persons release), H1 (a "
+        "units release) or P12,PCT12 (a DHC persons release); default every table the "
+        "release makes",
     )
     add_output_options(parser)
     parser.set_defaults(func=run)
@@ -56,7 +61,7 @@ def add_parser(commands: Any) -> None:
 
 def run(args: argparse.Namespace, state: RunState) -> int:
     """Check the release, the tables and the folder; then tabulate, level by level."""
-    from postdp.nmf.tabulate import tabulate, tabulated_levels
+    from postdp.nmf.tabulate import tabulate, tabulated_levels, tabulated_tables
 
     state.phase = "checking the options"
     tables = None
@@ -64,13 +69,20 @@ def run(args: argparse.Namespace, state: RunState) -> int:
         tables = [t.strip() for t in args.tables.split(",") if t.strip()]
         if not tables:
             raise CliError(f"--tables {args.tables!r}: name at least one table")
-        from postdp.data import pl94_tables
+        from postdp.data import DHC_TABLES, PL94_TABLES
 
-        with flag("--tables", args.tables):
-            pl94_tables(tables)
+        unknown = [t for t in tables if t not in PL94_TABLES + DHC_TABLES]
+        if unknown:
+            raise CliError(
+                f"--tables {args.tables!r}: unknown table {unknown[0]!r}; choose from "
+                f"{', '.join(PL94_TABLES + DHC_TABLES)}"
+            )
     release = Path(args.release).expanduser()
     with flag("OUT", args.release):
         levels, margins = tabulated_levels(release)
+    if tables is not None:
+        with flag("--tables", args.tables):
+            tabulated_tables(release, tables)
     inside = Path(args.output_dir).expanduser().resolve()
     if inside == release.resolve() or release.resolve() in inside.parents:
         raise CliError(f"--output-dir {args.output_dir!r}: inside the release; name another folder")

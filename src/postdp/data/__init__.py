@@ -27,6 +27,7 @@ from postdp.data._dhc_population import (
     national_age_sex,
     synthetic_dhc_population,
 )
+from postdp.data._dhc_tables import DHC_TABLES, dhc_tables
 from postdp.data._facilities import (
     FACILITY_COLUMNS,
     check_facilities,
@@ -53,6 +54,7 @@ from postdp.hierarchy import Hierarchy
 from postdp.tables import dhc_schema, load_strategy
 
 __all__ = [
+    "DHC_TABLES",
     "FACILITY_COLUMNS",
     "HOUSEHOLD_SHARES",
     "P1_TABLES",
@@ -65,6 +67,7 @@ __all__ = [
     "dhc_person_law",
     "dhc_schema",
     "dhc_spine",
+    "dhc_tables",
     "facility_bounds",
     "geography_names",
     "geoid_names",

@@ -19,6 +19,15 @@ partition by partition (memory: one batch of a partition's rows, never a level):
 
 Counts are whole numbers (int64) for an integral method, real numbers for the others; the CSV
 files write real numbers with 4 decimals, the Parquet files in full.
+
+A release of the DHC persons design (the long form alone, by attributes) gives the DHC's
+sex-by-age tables instead (:func:`postdp.data.dhc_tables`: P12 and PCT12), read from its
+long rows a batch at a time, at the levels whose geounits are Census tabulation geographies
+(US, State, County, Tract_Subset as the tract it is on postdp's spine, Block_Group and
+Block; ``GEOID`` the spine geocode without the primitive geounit's digit). Prim and
+Tract_Subset_Group are the design's own and are not tabulated, and a geounit with no one in
+the release has no long rows and no row here. No margin of error comes with them (the
+integral DHC release carries none).
 """
 
 from __future__ import annotations
@@ -39,7 +48,7 @@ from postdp.nmf._io import _pyarrow
 from postdp.nmf._output import DONE, PLAN_FILE
 from postdp.tables import PublishedTable
 
-__all__ = ["tabulate", "tabulated_levels"]
+__all__ = ["tabulate", "tabulated_levels", "tabulated_tables"]
 
 #: Rows read from a partition at a time (2,016 cells: 33 MB of float64 per copy; the
 #: tabulation of three synthetic states peaked at 0.50 GB with it, 1.12 GB with 8,192 rows,
@@ -51,6 +60,12 @@ BATCH_ROWS = 2048
 CSV_FLOAT = "%.4f"
 #: The moe form's column of a variable.
 MOE_SUFFIX = "_moe"
+#: Rows of a DHC release's long form read at a time (each spread over the tables' rows:
+#: 2 x 65,536 x 258 float64, 270 MB at most).
+LONG_ROWS = 65_536
+#: The DHC levels tabulated: their geounits are tabulation geographies (a spine geocode's
+#: width to its GEOID's: the primitive geounit's digit, the sixth, left out below County).
+DHC_GEOIDS = {"US": 0, "State": 2, "County": 5, "Tract_Subset": 12, "Block_Group": 13, "Block": 16}
 _ID_COLUMNS = ("GEOID", "NAME", "AIAN_BRANCH", "GEOLEVEL")
 
 
@@ -72,6 +87,31 @@ def tabulated_levels(release: str | os.PathLike[str]) -> tuple[list[str], bool]:
     return list(found.levels), found.has_moe
 
 
+def tabulated_tables(
+    release: str | os.PathLike[str], tables: Sequence[str] | None = None
+) -> list[str]:
+    """The tables a post-processed run makes: ``tables`` checked against its cells, or
+    every one it makes.
+
+    Parameters
+    ----------
+    release : path
+        A finished :func:`postdp.nmf.postprocess` output folder.
+    tables : sequence of str, optional
+        Table names (P1..P5, H1; P12, PCT12 of a DHC persons release).
+
+    Returns
+    -------
+    list of str
+
+    Raises
+    ------
+    ValidationError
+        For a table the release's cells do not make.
+    """
+    return [t.name for t in _Release(Path(release)).tables(tables)]
+
+
 def tabulate(
     release: str | os.PathLike[str],
     output_dir: str | os.PathLike[str],
@@ -91,8 +131,8 @@ def tabulate(
         ``variables.csv`` are written into it, each under a temporary name renamed into
         place (existing ones replaced).
     tables : sequence of str, optional
-        Some of P1..P5 (a persons release) or H1 (a units release); default every table
-        the release's cells make.
+        Some of P1..P5 (a persons release) or H1 (a units release), or of P12 and PCT12 (a
+        release of the DHC persons design); default every table the release's cells make.
     progress : callable, optional
         ``progress(level, done, total)`` as a level starts (``done`` 0) and after each of
         its partition files.
@@ -170,13 +210,19 @@ class _Release:
 
         order = [n for n in LEVELS_2020 if n in found]
         self.levels = order + sorted(found - set(order))
+        self.form = "wide"
+        if not self.levels and (path / "long").is_dir():  # the DHC persons design's release
+            long = {p.name.removesuffix(".parquet") for p in (path / "long").glob("*.parquet")}
+            self.form, self.levels, self.has_moe = (
+                "long",
+                [n for n in DHC_GEOIDS if n in long],
+                False,
+            )
+            if not self.levels:
+                raise ValidationError(f"{str(path)!r}: no level of the DHC design to tabulate")
+            self.cells = ()
+            return
         if not self.levels:
-            if (path / "long").is_dir():  # a DHC persons release: the long form alone
-                raise ValidationError(
-                    f"{str(path)!r}: a release in the long form alone (the DHC persons "
-                    "design); the P.L. 94-171 tables are the redistricting design's, and the "
-                    "DHC's tables are not built here (score it with postdp.nmf.evaluate)"
-                )
             raise ValidationError(f"{str(path)!r}: no wide form to tabulate")
         self.has_moe = (path / "moe").is_dir()
         first = self.files(self.levels[0])
@@ -187,7 +233,16 @@ class _Release:
         self.cells = tuple(c for c in names if c not in ("geocode", "total", "State"))
 
     def tables(self, names: Sequence[str] | None) -> list[PublishedTable]:
-        from postdp.data import pl94_tables
+        from postdp.data import DHC_TABLES, dhc_tables, pl94_tables
+
+        if self.form == "long":
+            unknown = [n for n in names or () if n not in DHC_TABLES]
+            if unknown:
+                raise ValidationError(
+                    f"table {unknown[0]} is not made from a DHC persons release; it makes "
+                    f"{', '.join(DHC_TABLES)}"
+                )
+            return list(dhc_tables(names).values())
 
         every = pl94_tables()
         fits = [t for t in every.values() if t.schema.cells == self.cells]
@@ -207,8 +262,8 @@ class _Release:
                 )
         return list(chosen.values())
 
-    def files(self, level: str, form: str = "wide") -> list[Path]:
-        root = self.path / form / f"{level}.parquet"
+    def files(self, level: str, form: str | None = None) -> list[Path]:
+        root = self.path / (form or self.form) / f"{level}.parquet"
         return sorted(
             p
             for p in root.rglob("*.parquet")
@@ -227,6 +282,9 @@ class _Release:
 
     def rows(self, level: str, path: Path, tables: list[PublishedTable]) -> Iterator[pd.DataFrame]:
         """The tables' rows of one partition file, a batch at a time."""
+        if self.form == "long":
+            yield self._long_rows(level, path, tables)
+            return
         _, pq = _pyarrow()
         wide = pq.ParquetFile(path)
         margins = self._margins(level, path, wide.metadata.num_rows)
@@ -250,6 +308,45 @@ class _Release:
                             )
                         parts[code + MOE_SUFFIX] = moe[code + MOE_SUFFIX].to_numpy()
             yield pd.concat([_identify(geocodes, level), pd.DataFrame(parts)], axis=1)
+
+    def _long_rows(self, level: str, path: Path, tables: list[PublishedTable]) -> pd.DataFrame:
+        """The tables' rows of one partition file of a DHC release's long form: each long
+        row (one nonzero cell of a geounit) spread over the tables' rows by its attributes'
+        factor columns, summed by geounit."""
+        from postdp.nmf._output import long_cells
+
+        pa, pq = _pyarrow()
+        schema = tables[0].schema
+        blocks = [b for t in tables for b in t.blocks]
+        width = sum(b.size for b in blocks)
+        geocodes: dict[str, int] = {}
+        totals = np.zeros((0, width))
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=LONG_ROWS):
+            names = batch.column("geocode").to_pylist()
+            rows = np.array([geocodes.setdefault(g, len(geocodes)) for g in names])
+            cells = long_cells(pa.Table.from_batches([batch]), schema)
+            levels = np.unravel_index(cells, schema.shape)
+            count = batch.column("estimate").to_numpy().astype(np.float64)
+            spread = np.empty((len(names), width))
+            start = 0
+            for b in blocks:
+                v = count[:, None]
+                for factor, level_ in zip(b.factors, levels, strict=True):
+                    v = (v[:, :, None] * factor[:, level_].T[:, None, :]).reshape(len(names), -1)
+                spread[:, start : start + b.size] = v
+                start += b.size
+            order = np.argsort(rows, kind="stable")
+            present, starts = np.unique(rows[order], return_index=True)
+            sums = np.add.reduceat(spread[order], starts, axis=0)
+            if len(geocodes) > totals.shape[0]:  # room for the geounits new in this batch
+                totals = np.concatenate(
+                    [totals, np.zeros((len(geocodes) - totals.shape[0], width))]
+                )
+            totals[present] += sums
+        counts = np.rint(totals).astype(np.int64) if self.integral else totals
+        codes = [c for t in tables for c in t.codes]
+        keys = list(geocodes)
+        return pd.concat([_dhc_identify(keys, level), pd.DataFrame(counts, columns=codes)], axis=1)
 
     def _margins(self, level: str, path: Path, rows: int) -> Callable[[Any], pd.DataFrame] | None:
         """The moe form's rows for each batch of a wide partition file: its twin file read
@@ -299,6 +396,22 @@ def _identify(geocodes: Any, level: str) -> pd.DataFrame:
             "GEOID": pd.array(geoids, dtype="string"),
             "NAME": pd.Series(geoid_names(list(geoids)), dtype="string"),
             "AIAN_BRANCH": branch,
+            "GEOLEVEL": pd.array([level] * len(geoids), dtype="string"),
+        }
+    )
+
+
+def _dhc_identify(geocodes: list[str], level: str) -> pd.DataFrame:
+    """GEOID, NAME, AIAN_BRANCH and GEOLEVEL of a DHC release's geocodes (an AIAN flag,
+    then the spine geocode, whose primitive geounit's digit, the sixth, is dropped below
+    County)."""
+    spine = [g[1:] for g in geocodes]
+    geoids = [c[:5] + c[6:] if len(c) > 5 else (c or "US") for c in spine]
+    return pd.DataFrame(
+        {
+            "GEOID": pd.array(geoids, dtype="string"),
+            "NAME": pd.Series(geoid_names(geoids), dtype="string"),
+            "AIAN_BRANCH": np.array([g.startswith("1") for g in geocodes], dtype=bool),
             "GEOLEVEL": pd.array([level] * len(geoids), dtype="string"),
         }
     )
