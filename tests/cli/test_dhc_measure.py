@@ -171,3 +171,26 @@ def test_a_facilities_file_is_refused_for_the_dhc(tmp_path, capsys, spy):
     err = capsys.readouterr().err
     assert "--facilities" in err and "24 detailed" in err and err.count("\n") == 1
     assert spy == [] and not (tmp_path / "r").exists()
+
+
+def test_a_dhc_run_is_measured_in_subtrees_of_at_most_its_own_cut(dhc_run, tmp_path, monkeypatch):
+    """``--cut-blocks`` defaults to :data:`~postdp.nmf.runs.DHC_CUT_BLOCKS` for the DHC
+    (a geounit's answers are some 1.9 million values): with it lowered to one block, the
+    state is measured subtree by subtree, a file each, which read back as one run of the
+    same geounits and measurements as the whole state's."""
+    import postdp.nmf.runs as runs
+
+    monkeypatch.setattr(runs, "DHC_CUT_BLOCKS", 1)
+    run = tmp_path / "cut"
+    args = ["measure", "--synthetic", "11", "--population-scale", "0.0002", "--strategy"]
+    args += ["dhc-2020-persons", "--study", "--seed", "7", "--output-dir", str(run), "--quiet"]
+    assert main(args) == 0
+    whole = {p.name for p in (dhc_run / "Block.parquet").rglob("*.parquet")}
+    parts = {p.name for p in (run / "Block.parquet").rglob("*.parquet")}
+    assert whole == {"part-0.parquet"}  # the state whole
+    assert parts and "part-0.parquet" not in parts  # a file a subtree (part-<geocode>)
+    a, b = nmf.read(dhc_run), nmf.read(run)
+    assert list(a.table.geography.ids) == list(b.table.geography.ids)
+    assert [m.query.name for m in a.workload.measurements] == [
+        m.query.name for m in b.workload.measurements
+    ]

@@ -126,11 +126,12 @@ def add_parser(commands: Any) -> None:
     parser.add_argument(
         "--cut-blocks",
         type=whole(1, 10**9),
-        default=100_000,
+        default=None,
         metavar="N",
         help="a state with more than N blocks is measured county by county, a county still "
         "above N tract by tract (one such subtree's answers in memory; the same design), a "
-        "file per subtree in its state's partition",
+        "file per subtree in its state's partition (default 100000; 100 for "
+        "dhc-2020-persons, whose geounits hold some 1.9 million answers each)",
     )
     parser.add_argument(
         "--facilities",
@@ -188,6 +189,10 @@ def run(args: argparse.Namespace, state: RunState) -> int:
 
     with flag("--strategy", args.strategy):
         strategy = load_strategy(args.strategy)
+    if args.cut_blocks is None:
+        from postdp.nmf.runs import DHC_CUT_BLOCKS, wide_form
+
+        args.cut_blocks = 100_000 if wide_form(strategy.schema.size) else DHC_CUT_BLOCKS
     states, tables, source, digest, content = _measure_inputs.source(args, strategy)
     with flag("--strategy", args.strategy):
         first = tables(states[0])
