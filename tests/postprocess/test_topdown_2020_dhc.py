@@ -243,6 +243,44 @@ def test_dhc_release_with_every_family_dense_is_the_matrix_free_one(dc_run, monk
 
 
 @pytest.mark.slow
+def test_project_runs_the_dhc_topdown_through_the_registry_with_held(dc_run):
+    """``postdp.project(m, method="topdown-2020", held=)``: the registry's estimator holds
+    the PL94 histograms (``Estimator.holds``) and gives the release of ``top_down_2020``;
+    one that does not hold them refuses ``held`` in one line naming those that do."""
+    from postdp import project
+
+    _, m, held, out = dc_run
+    np.testing.assert_array_equal(project(m, method="topdown-2020", held=held), out)
+    with pytest.raises(ValidationError, match="`held`: project does not hold the DHC's"):
+        project(m, method="project", held=held)
+
+
+def test_blue_restore_2020_passes_held_to_the_restoration(monkeypatch):
+    """The registry's ``blue-restore-2020`` hands ``held`` to ``blue_restore(...,
+    integral=True, held=)`` (which runs ``restore_dhc`` on the DHC design; its BLUE, 4 GB
+    on a county, is too heavy for this suite); ``held`` of counts is refused."""
+    import postdp.postprocess.restore as restore
+    from postdp import Hierarchy, project
+    from postdp.postprocess import estimator
+
+    seen = {}
+
+    def fake(m, **kwargs):
+        seen.update(kwargs)
+        return np.zeros((2, 3))
+
+    monkeypatch.setattr(restore, "blue_restore", fake)
+    held = np.ones((2, 2016), dtype=np.int64)
+    solver = estimator("blue-restore-2020").table_solver(None, None, held=held)
+    solver("measurements")
+    assert seen["integral"] is True and seen["held"] is held
+    assert estimator("blue-restore-2020").holds and not estimator("blue-restore").holds
+    h = Hierarchy.from_parents(["T", "a", "b"], [None, "T", "T"])
+    with pytest.raises(ValidationError, match="`held` is for table measurements"):
+        project(np.zeros(3), h, held=held)
+
+
+@pytest.mark.slow
 def test_dhc_design_refuses_bad_inputs_before_solving(dc_run):
     _, m, held, _ = dc_run
     with pytest.raises(ValidationError, match="needs `held`"):

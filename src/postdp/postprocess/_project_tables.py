@@ -64,6 +64,7 @@ def project_measurements(
     public: Any,
     method: str | None,
     weights: ArrayLike | None,
+    held: ArrayLike | None = None,
 ) -> FloatArray:
     """``project`` of a table's measurements: the detailed cells of every geounit."""
     from postdp.postprocess.estimators import resolve_projection
@@ -71,6 +72,9 @@ def project_measurements(
     _counts_only(hierarchy, public, weights)
     est, _ = resolve_projection(method, nonneg, "table")
     cells: FloatArray = est.table_solver(
-        measurements.table, measurements.workload, budget_scale=measurements.budget_scale
+        measurements.table,
+        measurements.workload,
+        budget_scale=measurements.budget_scale,
+        held=held,
     )(measurements)
     return cells

@@ -117,13 +117,20 @@ class Estimator:
         (``project``, in the marginal basis; ``topdown-2020``, its DHC passes, given the
         PL94 histograms to hold). :meth:`check_design` refuses the others on
         such a table before anything is drawn or solved.
+    holds : bool
+        Takes the PL94 persons histograms the DHC persons design holds exactly at every
+        geounit (``held``: each geounit's 2,016 counts, e.g. a PL94 release of the same
+        persons), which :meth:`table_solver` passes on (``topdown-2020``,
+        ``blue-restore-2020``: :func:`~postdp.postprocess.top_down_2020` and
+        :func:`~postdp.postprocess.restore_dhc`).
     check : str or None
         ``"module:function"`` of its design checks, ``check(table, workload)``, run before
         any draw or solve.
     prepare : str or None
         ``"module:function"`` building its table solver,
         ``prepare(table, workload, budget_scale)`` returning a callable of measurements
-        that gives the detailed cells of every geounit.
+        that gives the detailed cells of every geounit (with ``held=`` too where it
+        :attr:`holds`).
 
     Examples
     --------
@@ -151,6 +158,7 @@ class Estimator:
     options: tuple[str, ...] = ()
     required: tuple[str, ...] = ()
     wide: bool = False
+    holds: bool = False
     check: str | None = None
     prepare: str | None = None
 
@@ -185,14 +193,19 @@ class Estimator:
             raise ValidationError(
                 f"{self.name} is not built for tables of more than {_DENSE_CELLS:,} detailed "
                 f"cells (this one has {c:,}); {', '.join(takes)} are (on the DHC persons "
-                "design its TopDown with the PL94 histogram held, `postdp postprocess "
-                "--held` or top_down_2020(..., held=); its restoration restore_dhc)"
+                "design the last two given the PL94 histograms to hold: "
+                "postdp.project(..., held=), `postdp postprocess --held`)"
             )
         if self.check is not None:
             _resolve(self.check)(table, workload)
 
     def table_solver(
-        self, table: Table, workload: Workload, *, budget_scale: ArrayLike | None = None
+        self,
+        table: Table,
+        workload: Workload,
+        *,
+        budget_scale: ArrayLike | None = None,
+        held: ArrayLike | None = None,
     ) -> Callable[[TableMeasurements], FloatArray]:
         """Its solver prepared for a table design.
 
@@ -202,6 +215,8 @@ class Estimator:
         workload : Workload
         budget_scale : array_like, optional
             Each geounit's multiple of its level's budget (only for ``per_geounit``).
+        held : array_like of int, shape (geography.n, 2016), optional
+            The DHC persons design's PL94 histograms to hold (only where it :attr:`holds`).
 
         Returns
         -------
@@ -216,9 +231,18 @@ class Estimator:
         """
         if self.prepare is None:
             raise ValidationError(f"{self.name!r} does not run on a table's measurements")
-        solver: Callable[[TableMeasurements], FloatArray] = _resolve(self.prepare)(
-            table, workload, budget_scale
-        )
+        prepare = _resolve(self.prepare)
+        if held is None:
+            solver: Callable[[TableMeasurements], FloatArray] = prepare(
+                table, workload, budget_scale
+            )
+            return solver
+        if not self.holds:
+            takes = ", ".join(e.name for e in _REGISTRY if e.holds)
+            raise ValidationError(
+                f"`held`: {self.name} does not hold the DHC's PL94 histograms; {takes} do"
+            )
+        solver = prepare(table, workload, budget_scale, held=held)
         return solver
 
 
@@ -253,20 +277,24 @@ def _blue_restore(table: Table, workload: Workload, scale: ArrayLike | None) -> 
     return blue_restore
 
 
-def _blue_restore_2020(table: Table, workload: Workload, scale: ArrayLike | None) -> Any:
+def _blue_restore_2020(
+    table: Table, workload: Workload, scale: ArrayLike | None, held: ArrayLike | None = None
+) -> Any:
     import numpy as np
 
     from postdp.postprocess.restore import blue_restore
 
-    return lambda m: np.asarray(blue_restore(m, integral=True), dtype=np.float64)
+    return lambda m: np.asarray(blue_restore(m, integral=True, held=held), dtype=np.float64)
 
 
-def _topdown_2020(table: Table, workload: Workload, scale: ArrayLike | None) -> Any:
+def _topdown_2020(
+    table: Table, workload: Workload, scale: ArrayLike | None, held: ArrayLike | None = None
+) -> Any:
     import numpy as np
 
     from postdp.postprocess.topdown2020 import top_down_2020
 
-    return lambda m: top_down_2020(m).astype(np.float64)
+    return lambda m: top_down_2020(m, held=held).astype(np.float64)
 
 
 _HERE = __name__
@@ -333,6 +361,7 @@ TOPDOWN_2020 = Estimator(
     level_by_level=True,
     tasks=True,
     wide=True,  # the DHC's, given the PL94 histograms to hold (postdp postprocess --held)
+    holds=True,
     check="postdp.postprocess.topdown2020:check_top_down_2020",
     prepare=f"{_HERE}:_topdown_2020",
 )
@@ -348,6 +377,8 @@ BLUE_RESTORE_2020 = Estimator(
     streams=True,
     per_geounit=True,
     level_by_level=True,
+    wide=True,  # the DHC's in its two outer passes, given the PL94 histograms (restore_dhc)
+    holds=True,
     check="postdp.postprocess.restore:check_blue_restore",
     prepare=f"{_HERE}:_blue_restore_2020",
 )

@@ -107,6 +107,7 @@ def project(
     public: PublicSpec = None,
     method: str | None = None,
     weights: ArrayLike | None = None,
+    held: ArrayLike | None = None,
 ) -> FloatArray:
     """Project noisy counts onto the hierarchy's constraints, every draw at once.
 
@@ -140,6 +141,11 @@ def project(
     weights : array_like, shape (n,), optional
         Positive weights w of the objective Σ w_i (v_i - y_i)², e.g.
         :func:`inverse_variance_weights`; equal weights when omitted.
+    held : array_like of int, shape (geography.n, 2016), optional
+        Table measurements of the DHC persons design only: each geounit's PL94 persons
+        histogram, held exactly by the methods that hold it (``"topdown-2020"``, and
+        ``"blue-restore-2020"`` by :func:`postdp.postprocess.restore_dhc`), which need it
+        there; refused for the others.
 
     Returns
     -------
@@ -195,7 +201,9 @@ def project(
     if isinstance(noisy, TableMeasurements):
         from postdp.postprocess._project_tables import project_measurements
 
-        return project_measurements(noisy, hierarchy, nonneg, public, method, weights)
+        return project_measurements(noisy, hierarchy, nonneg, public, method, weights, held)
+    if held is not None:
+        raise ValidationError("`held` is for table measurements of the DHC persons design")
     if hierarchy is None:
         raise ValidationError("`hierarchy` is required to project counts")
     return _prepared(hierarchy, nonneg, public, method, weights)(noisy)
