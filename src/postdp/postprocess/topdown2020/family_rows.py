@@ -116,12 +116,16 @@ def potentials(
     tail = np.concatenate([node, ii[f]])
     head = np.concatenate([ii, node[f]])
     weight = np.concatenate([c + tol, -c[f] + tol])
+    order = np.argsort(head, kind="stable")  # arcs by head: each node's min one reduceat
+    tail, head, weight = tail[order], head[order], weight[order]
+    heads, starts = np.unique(head, return_index=True)
     dist = np.zeros(m + k * R)
+    if not heads.size:
+        return True
     for _ in range(dist.size + 1):
-        reach = dist[tail] + weight
-        new = dist.copy()
-        np.minimum.at(new, head, reach)
-        if np.array_equal(new, dist):
+        best = np.minimum.reduceat(dist[tail] + weight, starts)
+        lower = best < dist[heads]
+        if not lower.any():
             return True
-        dist = new
+        dist[heads[lower]] = best[lower]
     return False
