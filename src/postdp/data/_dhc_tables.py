@@ -25,7 +25,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from postdp._typing import FloatArray
-from postdp.errors import ValidationError
+from postdp.data._pl94_tables import pick_tables
 from postdp.tables import Block, PublishedTable, dhc_schema
 
 __all__ = ["DHC_TABLES", "dhc_tables"]
@@ -76,12 +76,7 @@ def dhc_tables(names: Sequence[str] | None = None) -> dict[str, PublishedTable]:
     >>> t["P12"].labels[2], t["P12"].labels[-1], t["PCT12"].labels[105]
     ('Male: Under 5 years', 'Female: 85 years and over', 'Female')
     """
-    wanted = DHC_TABLES if names is None else tuple(dict.fromkeys(str(n) for n in names))
-    unknown = [n for n in wanted if n not in DHC_TABLES]
-    if unknown:
-        raise ValidationError(f"unknown table {unknown[0]!r}; choose from {', '.join(DHC_TABLES)}")
-    built = _tables()
-    return {n: built[n] for n in DHC_TABLES if n in wanted}
+    return pick_tables(names, DHC_TABLES, _tables())
 
 
 @functools.cache

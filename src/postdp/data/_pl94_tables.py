@@ -95,12 +95,19 @@ def pl94_tables(names: Sequence[str] | None = None) -> dict[str, PublishedTable]
     >>> [(k, v.size, v.codes[0]) for k, v in t.items()]
     [('P1', 71, 'P1_001N'), ('P5', 10, 'P5_001N')]
     """
-    wanted = PL94_TABLES if names is None else tuple(dict.fromkeys(str(n) for n in names))
-    unknown = [n for n in wanted if n not in PL94_TABLES]
+    return pick_tables(names, PL94_TABLES, _tables())
+
+
+def pick_tables(
+    names: Sequence[str] | None, order: tuple[str, ...], built: dict[str, PublishedTable]
+) -> dict[str, PublishedTable]:
+    """The tables ``names`` (default all) of ``built``, in ``order``; an unknown name is
+    refused naming the known ones."""
+    wanted = order if names is None else tuple(dict.fromkeys(str(n) for n in names))
+    unknown = [n for n in wanted if n not in order]
     if unknown:
-        raise ValidationError(f"unknown table {unknown[0]!r}; choose from {', '.join(PL94_TABLES)}")
-    built = _tables()
-    return {n: built[n] for n in PL94_TABLES if n in wanted}
+        raise ValidationError(f"unknown table {unknown[0]!r}; choose from {', '.join(order)}")
+    return {n: built[n] for n in order if n in wanted}
 
 
 @functools.cache
