@@ -226,6 +226,26 @@ def test_tabulate_makes_the_dhc_sex_by_age_tables_of_a_dhc_release(runs, tmp_pat
     assert err.count("\n") == 1 and not other.exists()
 
 
+def test_tabulate_reads_a_dhc_long_form_a_few_rows_at_a_time(runs, tmp_path, monkeypatch):
+    """The DHC tables of a long form read 7 rows at a time (a geounit's rows spread over
+    several batches, new geounits met batch by batch) are those read in one batch."""
+    import postdp.nmf.tabulate as tab
+
+    whole, batched = tmp_path / "whole", tmp_path / "batched"
+    whole.mkdir()
+    batched.mkdir()
+    tab.tabulate(runs["out"], whole)
+    rows = pq.ParquetFile(next((runs["out"] / "long" / "Block.parquet").rglob("*.parquet")))
+    assert rows.metadata.num_rows > 7 * 3  # several batches
+    monkeypatch.setattr(tab, "LONG_ROWS", 7)
+    tab.tabulate(runs["out"], batched)
+    for level in ("County", "Block_Group", "Block"):
+        pd.testing.assert_frame_equal(
+            pd.read_parquet(whole / f"{level}.parquet"),
+            pd.read_parquet(batched / f"{level}.parquet"),
+        )
+
+
 def test_held_belongs_to_dhc_runs_in_python_too(runs, tmp_path):
     """The library refuses what the CLI does: ``held`` for a PL94 run, none for a DHC run."""
     with pytest.raises(ValidationError, match="`held` is for a run of the DHC"):
