@@ -64,6 +64,7 @@ _ATTEMPTS = 6
 _BARRIER_STEPS = 200
 _REFINE = 3
 _CG_STEPS = 5_000
+_CG_STALL = 200  # steps without halving the residual before a restart from the exact one
 
 
 class _Kids:
@@ -181,7 +182,7 @@ class _Problem:
     ) -> FloatArray:
         """argmin 1/2 x'(Q + diag(shift))x - b'x on ``graph``'s free cells with the sums
         held, from ``x`` (changed in place): projected conjugate gradients, restarted from
-        the exact residual."""
+        the exact residual (also when the residual stops halving: its precision's floor)."""
         free = graph.free
         scale = np.where(free, 1.0 / np.where(free, graph.fw, 1.0), 0.0)
 
@@ -197,23 +198,30 @@ class _Problem:
             x += graph.fw * (lam[None, :] + nu[:, self.labels])
             z, _, _ = graph.project(product(x) - np.where(free, b, 0.0))
             r = z * scale  # the gradient less its multipliers' part (Gould et al.'s reset)
-            if np.abs(r).max(initial=0.0) <= 0.1 * tol:
+            best = np.abs(r).max(initial=0.0)
+            if best <= 0.1 * tol:
                 break
-            d, rz = -z, float((r * z).sum())
-            for _ in range(_CG_STEPS):
-                Qd = product(d)
-                curvature = float((d * Qd).sum())
-                if not curvature > 0:
-                    break
-                alpha = rz / curvature
-                x += alpha * d
-                z, _, _ = graph.project(r + alpha * Qd)
-                r = z * scale
-                if np.abs(r).max(initial=0.0) <= 0.1 * tol:
-                    break
-                rz_new = float((r * z).sum())
-                d = -z + (rz_new / rz) * d
-                rz = rz_new
+            d, rz, since = -z, float((r * z).sum()), 0
+            with np.errstate(over="ignore", invalid="ignore"):  # not finite: checked, stop
+                for _ in range(_CG_STEPS):
+                    Qd = product(d)
+                    curvature = float((d * Qd).sum())
+                    if not (np.isfinite(curvature) and curvature > 0 and rz > 0):
+                        break
+                    alpha = rz / curvature
+                    x += alpha * d
+                    z, _, _ = graph.project(r + alpha * Qd)
+                    r = z * scale
+                    size = np.abs(r).max(initial=0.0)
+                    if size <= 0.1 * tol:
+                        break
+                    if size < 0.5 * best:
+                        best, since = size, 0
+                    elif (since := since + 1) > _CG_STALL:
+                        break
+                    rz_new = float((r * z).sum())
+                    d = -z + (rz_new / rz) * d
+                    rz = rz_new
         return x
 
     def unmet(self, x: FloatArray, graph: _Graph, tol: float) -> BoolArray:
