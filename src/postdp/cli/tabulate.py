@@ -115,9 +115,14 @@ def run(args: argparse.Namespace, state: RunState) -> int:
         for bar in bars.values():
             bar.close()
     if not args.quiet:
+        from postdp.data import DHC_TABLES
+
+        dhc = set(tabulated_tables(release)) <= set(DHC_TABLES)
         note = (
             "with margins of error (<variable>_moe, 90%)"
             if margins
+            else "no margins of error: none is built for a release of the DHC persons design"
+            if dhc
             else "no margins of error: the release has none (post-process with --method "
             "blue, or an integral method with --amc K)"
         )
