@@ -13,8 +13,9 @@ query, never an m x m matrix.
    gradients projected onto the constraints' null space, preconditioned by the scaled
    projection P = W - W A'(A W A')^+ A W with W = (a_j diag H)^-1 (Gould, Hribar and Nocedal
    2001, "On the solution of equality constrained quadratic programming problems arising
-   in optimization", SIAM J. Sci. Comput. 23(4), algorithm II), refined twice from the
-   exact residual. A W A' is solved exactly: each free (child j, cell i) is an edge between
+   in optimization", SIAM J. Sci. Comput. 23(4), algorithm II), restarted from the exact
+   residual (twice, and whenever the residual stops halving: its precision's floor), every
+   step checked finite. A W A' is solved exactly: each free (child j, cell i) is an edge between
    the cell and the child's row (j, r(i)); eliminating the cells (diagonal) leaves, per
    row, a k x k weighted Laplacian of the children, whose pseudo-inverse (its null space is
    each connected piece's constant) is formed once per free set. When H is diagonal (outer
@@ -136,11 +137,6 @@ class _Graph:
         nu = np.einsum("rjl,lr->jr", self.pinv, rhs)
         lam = (s_cell - (fw * nu[:, self.labels]).sum(axis=0)) * self.inv_c
         return lam, nu
-
-    def spread(self, lam: FloatArray, nu: FloatArray) -> FloatArray:
-        """A'(lam, nu) on the free cells."""
-        out: FloatArray = np.where(self.free, lam[None, :] + nu[:, self.labels], 0.0)
-        return out
 
     def project(self, r: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:
         """P r (the preconditioned residual in the null space) and the multipliers."""
