@@ -80,9 +80,8 @@ def run(args: argparse.Namespace, state: RunState) -> int:
     release = Path(args.release).expanduser()
     with flag("OUT", args.release):
         levels, margins = tabulated_levels(release)
-    if tables is not None:
-        with flag("--tables", args.tables):
-            tabulated_tables(release, tables)
+    with flag("--tables" if tables is not None else "OUT", args.tables or args.release):
+        made = tabulated_tables(release, tables)  # what the release's cells make
     inside = Path(args.output_dir).expanduser().resolve()
     if inside == release.resolve() or release.resolve() in inside.parents:
         raise CliError(f"--output-dir {args.output_dir!r}: inside the release; name another folder")
@@ -117,7 +116,7 @@ def run(args: argparse.Namespace, state: RunState) -> int:
     if not args.quiet:
         from postdp.data import DHC_TABLES
 
-        dhc = set(tabulated_tables(release)) <= set(DHC_TABLES)
+        dhc = set(made) <= set(DHC_TABLES)
         note = (
             "with margins of error (<variable>_moe, 90%)"
             if margins

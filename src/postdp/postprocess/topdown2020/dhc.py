@@ -136,6 +136,7 @@ class DhcPlan:
         schema = dhc_schema()
         geo = table.geography
         self.geography, self.c = geo, schema.size
+        self.cell_index = np.arange(self.c)  # the detailed query's counts: the cells
         self.coarse_of = Marginal(schema, COARSE).cell_groups()
         self.C = int(self.coarse_of.max()) + 1
         rep = _first_cells(self.coarse_of, self.C)
@@ -360,7 +361,7 @@ class DhcPlan:
         if cells.size:
             i, w = level["detailed"]
             b = weighted(w * np.asarray(values[i][rows][:, cells], dtype=np.float64), a)
-            one = LevelQuadratic([np.arange(self.c)], [w])  # the detailed query alone
+            one = LevelQuadratic([self.cell_index], [w])  # the detailed query alone
             x = _split(
                 one, cells, b, detailed_p[cells].astype(float), self.coarse_of[cells], coarse, a
             )
