@@ -6,6 +6,8 @@ spread over the wrong types."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 from scipy import sparse
@@ -115,6 +117,141 @@ def test_the_root_moves_alone_and_an_impossible_family_is_left_with_its_violatio
     assert left.tolist() == [2, 1] and x[0, _cell(18 + A, 0, 40)] == 1  # A over, B under
 
 
+def _splits(x, types=(A, B)):
+    """(k, types, 2) persons by type and PL94 answer (not Hispanic, Hispanic adults)."""
+    out = np.zeros((x.shape[0], len(types), 2), dtype=np.int64)
+    for i, t in enumerate(types):
+        block = x[:, (18 + t) * STRIDE : (19 + t) * STRIDE].reshape(x.shape[0], 2, 116, 2, 63)
+        out[:, i] = block.sum(axis=(1, 2, 4))
+    return out
+
+
+def _reachable(y0):
+    """Every split of (k, 2, 2) with the parent's sums and each child's answers held."""
+    k = y0.shape[0]
+    held, parent = y0.sum(axis=1), y0.sum(axis=0)
+    per_answer = []
+    for a in range(2):
+        options = [
+            firsts
+            for firsts in itertools.product(*(range(held[j, a] + 1) for j in range(k)))
+            if sum(firsts) == parent[0, a]
+        ]
+        per_answer.append(options)
+    for first_0, first_1 in itertools.product(*per_answer):
+        y = np.zeros_like(y0)
+        for j in range(k):
+            y[j, 0] = first_0[j], first_1[j]
+        y[:, 1] = held - y[:, 0]
+        yield y
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_repair_is_the_least_violation_and_fewest_moves_of_every_reachable_split(seed):
+    """Brute force over every split of three children's correctional adults between two
+    detailed types and two PL94 answers that keeps the parent and each child's PL94 answers
+    (the switching's reach, ``switching.py`` notes): the repair's violation is the least of
+    them all, and it moves the fewest persons among those; the parent's cells, the children's
+    PL94 answers and their sum stay, cell by cell."""
+    rng = np.random.default_rng(seed)
+    k = 3
+    x = np.zeros((k, SCHEMA.size), dtype=np.int64)
+    for j in range(k):
+        for t in (A, B):
+            for hisp in (0, 1):
+                for age in (40, 50):
+                    x[j, _cell(18 + t, 0, age, hisp)] = rng.integers(0, 2)
+    lower = np.zeros((k, N_GQ))
+    upper = np.full((k, N_GQ), np.inf)
+    lower[:, [A, B]] = rng.integers(0, 3, size=(k, 2))
+    upper[:, [A, B]] = np.where(rng.random((k, 2)) < 0.3, 0.0, np.inf)
+    upper = np.maximum(upper, lower * (rng.random((k, N_GQ)) < 0.5))
+    pl94 = Marginal(SCHEMA, PL94_IN_DHC)
+    before, answers = x.sum(axis=0), pl94.apply(x.astype(float))
+    y0 = _splits(x)
+
+    def gap(y):
+        n = y.sum(axis=2)
+        lo, hi = lower[:, [A, B]], upper[:, [A, B]]
+        return (np.maximum(n - hi, 0) + np.maximum(lo - n, 0)).sum(axis=1)
+
+    scored = [(gap(y).sum(), np.maximum(y0 - y, 0).sum()) for y in _reachable(y0)]
+    best = min(scored)
+    left = _switcher(lower, upper).repair(x, np.arange(k))
+    y = _splits(x)
+    assert left.tolist() == gap(y).tolist()
+    assert (left.sum(), np.maximum(y0 - y, 0).sum()) == best
+    assert np.array_equal(x.sum(axis=0), before) and (x >= 0).all()
+    assert np.array_equal(pl94.apply(x.astype(float)), answers)
+
+
+def test_the_root_keeps_what_it_holds_deliverable_to_the_blocks():
+    """The failure seen on the District at scale 0.02, in small: the root meets its own
+    bounds with 2 persons of type A and 2 of B, but B's one facility is in block b2, whose
+    held PL94 histogram has one correctional adult, so the family below cannot meet c1's
+    bound (c2 allows A only). Given the blocks' held histograms the root keeps its split
+    deliverable (B at most 1) and every geounit's bounds are then met all the way down;
+    without them the root is left as it is and c1 is left short of A."""
+    from postdp import Hierarchy
+
+    geo = Hierarchy.from_parents(
+        ["R", "c1", "c2", "b1", "b2", "b3"], [None, "R", "R", "c1", "c1", "c2"]
+    )
+    facility = np.zeros((6, N_GQ))
+    facility[3, A] = facility[4, B] = facility[5, A] = 1  # b1: A, b2: B, b3: A
+    lower = geo.aggregate(facility.T).T
+    upper = np.where(lower > 0, np.inf, 0.0)
+    blocks = np.zeros((6, SCHEMA.size), dtype=np.int64)
+    blocks[3, _cell(18 + A, 0, 40)] = 1
+    blocks[4, _cell(18 + A, 0, 40)] = 1
+    blocks[5, _cell(18 + A, 0, 40)] = 2
+    held = Marginal(SCHEMA, PL94_IN_DHC).apply(geo.aggregate(blocks.T).T.astype(float))
+    major = Marginal(SCHEMA, "hhgq8lev").cell_groups()[(FIRST_GQ + np.arange(N_GQ)) * STRIDE]
+    ahead = Switcher(
+        Marginal(SCHEMA, PL94_IN_DHC).cell_groups(),
+        ~dhc_structural_zeros(),
+        major,
+        lower,
+        upper,
+        SCHEMA.shape,
+        geography=geo,
+    )
+    ahead.reach = ahead.block_reach(held[geo.leaves], upper[geo.leaves])
+    root = np.zeros((1, SCHEMA.size), dtype=np.int64)
+    root[0, _cell(18 + A, 0, 40)] = 2
+    root[0, _cell(18 + B, 0, 40)] = 2
+    blind = root.copy()
+    assert ahead.repair(root, np.array([0]), root=True).tolist() == [0]
+    assert root[0, _cell(18 + A, 0, 40)] == 3 and root[0, _cell(18 + B, 0, 40)] == 1
+    children = np.zeros((2, SCHEMA.size), dtype=np.int64)  # what the passes might give
+    children[0, _cell(18 + B, 0, 40)] = 1
+    children[0, _cell(18 + A, 0, 40)] = 1
+    children[1, _cell(18 + A, 0, 40)] = 2
+    assert ahead.repair(children, np.array([1, 2])).tolist() == [0, 0]
+    kids = np.zeros((2, SCHEMA.size), dtype=np.int64)  # c1's blocks, each in the other's type
+    kids[0, _cell(18 + B, 0, 40)] = 1
+    kids[1, _cell(18 + A, 0, 40)] = 1
+    assert ahead.repair(kids, np.array([3, 4])).tolist() == [0, 0]
+    assert kids[0, _cell(18 + A, 0, 40)] == kids[1, _cell(18 + B, 0, 40)] == 1
+    # a task whose leaves are c1 and c2 (above the blocks), given their blocks' reach
+    # summed, splits the root alike
+    top = Hierarchy.from_parents(["R", "c1", "c2"], [None, "R", "R"])
+    cut = Switcher.of_schema(SCHEMA, lower[:3], upper[:3], geography=top)
+    cut.reach = sparse.csr_array(
+        sparse.csr_array(([1.0, 1.0, 1.0], ([0, 0, 1], [0, 1, 2])), shape=(2, 3)) @ ahead.reach
+    )
+    again = blind.copy()
+    assert cut.repair(again, np.array([0]), root=True).tolist() == [0]
+    assert np.array_equal(again, root)
+    without = _switcher(lower, upper)
+    assert without.repair(blind, np.array([0]), root=True).tolist() == [0]
+    assert blind[0, _cell(18 + B, 0, 40)] == 2  # nothing to mend at the root itself
+    below = np.zeros((2, SCHEMA.size), dtype=np.int64)
+    below[0, _cell(18 + B, 0, 40)] = 2
+    below[1, _cell(18 + A, 0, 40)] = 2
+    assert without.repair(below, np.array([1, 2])).tolist() == [1, 0]  # c1 short of A
+
+
 def _incarcerated(seed: int = 1) -> Table:
     """The District at scale 0.0002 (138 persons, 3 blocks) with some household adults
     moved into correctional facilities of four detailed types, a block's types its own
@@ -165,6 +302,11 @@ def test_topdown_with_record_switching_meets_the_bounds_where_required():
     del switched
     with pytest.raises(ValidationError, match="one set of bounds, on 'relgq'"):
         top_down_2020(m, held=held, bounds=[bounds, bounds])
+    odd = sparse.csr_array((geo.leaves.size, 5))
+    with pytest.raises(ValidationError, match=r"`reach` must have shape \(3, "):
+        top_down_2020(m, held=held, bounds=[bounds], reach=odd)
+    with pytest.raises(ValidationError, match="give the DHC's `bounds` too"):
+        top_down_2020(m, held=held, bounds=[], reach=odd)
     # a juvenile facility where the PL94 histogram held has no juvenile: no move can meet
     # it, and at the root (required) the release is refused, naming the geounit
     lower = bounds.lower.copy()

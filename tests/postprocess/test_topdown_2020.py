@@ -48,6 +48,17 @@ def test_integral_consistent_with_exact_invariants_and_deterministic(seed):
     np.testing.assert_array_equal(postdp.project(m, method="topdown-2020"), out)
 
 
+def test_held_and_reach_belong_to_the_dhc_design():
+    """The PL94 histograms to hold and record switching's reach are the DHC's only."""
+    table, work = small_pl94_state(0, people=20)
+    m = measure(table, work, secure=False, rng=0)
+    n = table.geography.n
+    with pytest.raises(ValidationError, match=r"^`held` is for the DHC persons design"):
+        top_down_2020(m, held=np.zeros((n, 2016)))
+    with pytest.raises(ValidationError, match=r"^`reach` is for the DHC persons design"):
+        top_down_2020(m, reach=np.zeros((1, 1)))
+
+
 def test_children_totals_follow_least_squares_pass_zero():
     """Below the states (no public total), each child's released total is within 0.1 (the
     production slack) plus the rounding of its pass-0 total: the simplex projection of the

@@ -24,10 +24,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from scipy import sparse
 
 from postdp._typing import IntArray
 from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
+from postdp.nmf import _layout as layout
 from postdp.nmf._io import _pyarrow
 from postdp.nmf._output import DONE, PLAN_FILE, TOTAL, geocode
 
@@ -179,6 +181,53 @@ class Held:
         out = np.zeros((geo.n, c), dtype=np.int64)
         out[leaves] = np.bincount(row * c + cell, estimate, leaves.size * c).reshape(-1, c)
         return geo.aggregate(out.T).T
+
+    def reach(self, run: str, code: str, leaves: list[str]) -> Any:
+        """The deliverability to the blocks (record switching's ``reach``:
+        :meth:`~postdp.postprocess.topdown2020.switching.Switcher.block_reach`) of a task's
+        leaves above the blocks, geocodes ``leaves`` in state ``code`` (the state itself for
+        the top): each the sum over its blocks, from the DHC run's block bounds (its
+        ``hhgq_total`` rows on ``relgq``) and this release's block histograms. None when the
+        run's blocks have no such bounds."""
+        from postdp.nmf._bounds import _collect_bounds
+        from postdp.nmf._read import _part
+        from postdp.postprocess.topdown2020.switching import FIRST_GQ, Switcher
+        from postdp.tables import dhc_schema
+
+        _, pq = _pyarrow()
+        schema = dhc_schema()
+        prefix = _common(leaves)
+        where = Path(run) / f"{self.level}.parquet" / layout.CONSTRAINT
+        frame, flat = _part(pq, where, code, schema, layout.CONSTRAINT, [prefix])
+        frame = frame[frame["sign"].isin([">=", "<="])]
+        blocks = sorted(set(frame["geocode"]))
+        found: dict[Any, Any] = {}
+        at = {g: k for k, g in enumerate(blocks)}
+        _collect_bounds(frame, flat, schema, np.arange(len(blocks)), at, found)
+        bounds = found.get(("hhgq_total", "relgq"))
+        if bounds is None or not blocks:
+            return None
+        upper = bounds[1][:, FIRST_GQ:]
+        geocodes, cell, estimate = self._long(code, tabulation(prefix))
+        block_of = {tabulation(g): k for k, g in enumerate(blocks)}
+        row = np.fromiter(
+            (block_of.get(g, -1) for g in geocodes.to_pylist()), dtype=np.int64, count=len(cell)
+        )
+        mine = row >= 0
+        c = len(self.cells)
+        held = sparse.csr_array(
+            (estimate[mine].astype(np.float64), (row[mine], cell[mine])), shape=(len(blocks), c)
+        )
+        switcher = Switcher.of_schema(schema, np.zeros((0, upper.shape[1])), upper[:0])
+        per_block = switcher.block_reach(held, upper)
+        width = len(leaves[0])
+        leaf_of = {g: k for k, g in enumerate(leaves)}
+        owner = np.array([leaf_of.get(g[:width], -1) for g in blocks], dtype=np.int64)
+        take = np.flatnonzero(owner >= 0)
+        member = sparse.csr_array(
+            (np.ones(take.size), (owner[take], take)), shape=(len(leaves), len(blocks))
+        )
+        return sparse.csr_array(member @ per_block)
 
 
 def _common(texts: list[str]) -> str:

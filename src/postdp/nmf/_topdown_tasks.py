@@ -22,6 +22,8 @@ import importlib
 from pathlib import Path
 from typing import Any
 
+from scipy import sparse
+
 from postdp._threads import one_thread
 from postdp.nmf import _layout as layout
 from postdp.nmf._held import Held
@@ -51,7 +53,11 @@ def run_topdown(
     the PL94 release it is held to, ``top_held`` the top's histograms in it."""
     from postdp.postprocess import top_down_2020
 
-    upper = top_down_2020(top, held=top_held)
+    reach = None
+    if held is not None and top.bounds:  # record switching: the states' reach to their blocks
+        rows = [held.reach(str(run), code, [code]) for code in order]
+        reach = None if any(r is None for r in rows) else sparse.vstack(rows, format="csr")
+    upper = top_down_2020(top, held=top_held, reach=reach)
     writer.top(top.table.geography, upper, order)
     report("top", 1, len(order) + 1)
     source = None if held is None else str(held.path.resolve())
@@ -123,6 +129,18 @@ def _held(held: str | None, names: tuple[str, ...], sub: TableMeasurements, code
     return Held(held, names[-1]).rows(sub.table.geography, code)
 
 
+def _reach(
+    held: str | None, names: tuple[str, ...], run: str, sub: TableMeasurements, code: str
+) -> Any:
+    """A cut task's leaves' reach to their blocks (record switching's: None without a
+    held release or bounds)."""
+    if held is None or not sub.bounds:
+        return None
+    geo = sub.table.geography
+    leaves = [geocode(str(i), code) for i in geo.ids[geo.leaves]]
+    return Held(held, names[-1]).reach(run, code, leaves)
+
+
 def _leaf_task(
     code: str,
     depth: int,
@@ -175,7 +193,13 @@ def _cut_task(
     (root,) = _roots(out, names, code, depth, source, members, schema_of(m))
     sub = below(m, depth=depth)
     with one_thread():
-        estimate = top_down_2020(sub, root=root, cut=True, held=_held(held, names, sub, code))
+        estimate = top_down_2020(
+            sub,
+            root=root,
+            cut=True,
+            held=_held(held, names, sub, code),
+            reach=_reach(held, names, run, sub, code),
+        )
     geo = sub.table.geography
     Writer(Path(out), names, schema_of(sub)).subtree(
         code, geo, estimate, depth=depth, part=prefix if depth > 1 else None

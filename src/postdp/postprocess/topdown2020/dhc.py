@@ -32,6 +32,8 @@ Given the group-quarters bounds (``hhgq_total_lb/ub`` on the 24 detailed types,
 and met afterwards by record switching (:mod:`~postdp.postprocess.topdown2020.switching`):
 at the root, then after each family's last rounding (required down to Tract_Subset, best
 effort at Block_Group and Block), each child's 40-group cells recounted from the result.
+The switching is given every geounit's held PL94 histogram, so each split it leaves can be
+carried down to the blocks.
 
 A family (k children, m the parent's positive cells) is solved matrix-free
 (:mod:`~postdp.postprocess.topdown2020.family_free`: a few (k, m) arrays), its memory
@@ -50,6 +52,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from scipy import sparse
 
 from postdp._typing import ArrayLike, BoolArray, FloatArray, IntArray
 from postdp.errors import ConvergenceError, ValidationError
@@ -61,7 +64,7 @@ from postdp.postprocess.topdown2020.family_free import solve_family_free
 from postdp.postprocess.topdown2020.family_rows import solve_family_rows
 from postdp.postprocess.topdown2020.passes import certified, child_weight, families, weighted
 from postdp.postprocess.topdown2020.rounding import round_nested
-from postdp.postprocess.topdown2020.switching import FIRST_GQ, N_GQ, Switcher
+from postdp.postprocess.topdown2020.switching import FIRST_GQ, Switcher
 from postdp.tables import Table, Workload, dhc_schema, dhc_structural_zeros
 from postdp.tables.bounds import CountBounds
 from postdp.tables.schema import Marginal, Schema
@@ -132,6 +135,7 @@ class DhcPlan:
         scale: FloatArray | None,
         root_fixed: bool,
         gq_bounds: CountBounds | None = None,
+        reach: Any = None,
     ) -> None:
         schema = dhc_schema()
         geo = table.geography
@@ -190,14 +194,15 @@ class DhcPlan:
                 {"quad": LevelQuadratic(coarse, weights), "ids": ids, "detailed": detailed}
             )
         self.held = self._held(held, work)
-        self.switcher = None if gq_bounds is None else self._switcher(gq_bounds, schema)
+        self.switcher = None if gq_bounds is None else self._switcher(gq_bounds, schema, reach)
         #: geounits whose group-quarters bounds record switching left unmet, by level of
         #: this table (where they are best effort only: :func:`best_effort`)
         self.unmet: dict[int, int] = {}
         self.best_effort = best_effort(geo)
 
-    def _switcher(self, bounds: CountBounds, schema: Schema) -> Switcher:
-        """The record switching of ``bounds`` (on relgq: households unbounded)."""
+    def _switcher(self, bounds: CountBounds, schema: Schema, reach: Any) -> Switcher:
+        """The record switching of ``bounds`` (on relgq: households unbounded), its splits
+        kept deliverable to the blocks by ``reach`` (default: the leaves are the blocks)."""
         geo = self.geography
         bounds.check(schema, geo.n)
         households = slice(0, FIRST_GQ)
@@ -208,16 +213,19 @@ class DhcPlan:
                 "topdown-2020 on the DHC bounds the group-quarters types only: the household "
                 "relationships' bounds must be 0 and inf"
             )
-        stride = schema.size // schema.shape[0]
-        major = Marginal(schema, "hhgq8lev").cell_groups()[(FIRST_GQ + np.arange(N_GQ)) * stride]
-        return Switcher(
-            Marginal(schema, PL94_IN_DHC).cell_groups(),
-            self.admissible,
-            major,
-            bounds.lower[:, FIRST_GQ:],
-            bounds.upper[:, FIRST_GQ:],
-            schema.shape,
+        switcher = Switcher.of_schema(
+            schema, bounds.lower[:, FIRST_GQ:], bounds.upper[:, FIRST_GQ:], geography=geo
         )
+        if reach is None:
+            leaves = geo.leaves
+            reach = switcher.block_reach(self.held[leaves], bounds.upper[leaves, FIRST_GQ:])
+        elif reach.shape != (geo.leaves.size, switcher.column[-1]):
+            raise ValidationError(
+                f"`reach` must have shape {(geo.leaves.size, int(switcher.column[-1]))}; "
+                f"got {reach.shape}"
+            )
+        switcher.reach = sparse.csr_array(reach)
+        return switcher
 
     def switch(self, d: int, x: Any, geounits: IntArray, *, root: bool = False) -> None:
         """Record switching of level ``d``'s siblings ``x`` (in place; or the root's):
@@ -230,9 +238,9 @@ class DhcPlan:
             more = f" (and {int(required.sum()) - 1} of its siblings)" if required.sum() > 1 else ""
             raise ValidationError(
                 f"record switching could not meet the group-quarters bounds of geounit "
-                f"{where!r}{more}, where they are required: the PL94 histograms held leave "
-                "no swap within one PL94 answer (hold a PL94 release that met the same "
-                "facilities' bounds)"
+                f"{where!r}{more}, where they are required: no split of the persons of "
+                "each PL94 answer among its detailed types meets them (hold a PL94 release "
+                "that met the same facilities' bounds)"
             )
         if left.any():
             self.unmet[d] = self.unmet.get(d, 0) + int((left > 0).sum())

@@ -103,6 +103,7 @@ def top_down_2020(
     cut: bool = False,
     bounds: Sequence[CountBounds] | None = None,
     held: ArrayLike | None = None,
+    reach: Any = None,
 ) -> IntArray:
     """The 2020 production TopDown on a schema table's measurements (see the module notes;
     for the DHC persons design, :func:`postdp.tables.dhc_schema`'s tables, its two outer
@@ -150,6 +151,12 @@ def top_down_2020(
         passes and met afterwards by record switching:
         :mod:`~postdp.postprocess.topdown2020.switching`), and ``cut`` changes nothing
         (every level runs the same two passes).
+    reach : scipy.sparse array, shape (leaves, columns), optional
+        The DHC design with ``bounds`` only: each leaf's deliverability to the blocks
+        below it, the sum of its blocks' ``Switcher.block_reach`` (record switching keeps
+        every split deliverable). Default: the leaves are the blocks, their reach made of
+        ``held`` and ``bounds``. A subtree task whose leaves lie above the blocks (``postdp
+        postprocess``'s cut tasks and top) passes its own.
 
     Returns
     -------
@@ -188,7 +195,7 @@ def top_down_2020(
         bounds = measurements.bounds
     dhc = dhc_plan(
         measurements.table, measurements.workload, held, rounders, bounds, root is not None,
-        measurements.budget_scale,
+        measurements.budget_scale, reach,
     )  # fmt: skip
     if dhc is not None:
         lead = measurements.values[0].shape[:-2]
@@ -289,13 +296,15 @@ def dhc_plan(
     bounds: Sequence[CountBounds],
     root_fixed: bool,
     scale: FloatArray | None,
+    reach: Any = None,
 ) -> DhcPlan | None:
     """The DHC design's plan for a table of the DHC persons schema, else None (and
     ``held`` refused: it belongs to that design)."""
     schema = table_schema(table.categories, work)
     if schema is None or not is_dhc(schema):
-        if held is not None:
-            raise ValidationError("`held` is for the DHC persons design (dhc_schema()'s tables)")
+        if held is not None or reach is not None:
+            what = "`held`" if held is not None else "`reach`"
+            raise ValidationError(f"{what} is for the DHC persons design (dhc_schema()'s tables)")
         return None
     if rounders is not None:
         raise ValidationError("topdown-2020 on the DHC runs the production's rounder queries")
@@ -307,7 +316,9 @@ def dhc_plan(
             + ", ".join(repr(b.query) for b in bounds)
         )
     scale = only_children_unmeasured(table.geography, scale, "top_down_2020", root_fixed=root_fixed)
-    return DhcPlan(table, work, held, scale, root_fixed, bounds[0] if bounds else None)
+    if reach is not None and not bounds:
+        raise ValidationError("`reach` is for record switching: give the DHC's `bounds` too")
+    return DhcPlan(table, work, held, scale, root_fixed, bounds[0] if bounds else None, reach)
 
 
 def _fixed_root(root: ArrayLike, lead: tuple[int, ...], c: int) -> IntArray:

@@ -10,25 +10,52 @@ cenrace``) until they held, required for the children at US to Tract_Subset and 
 at Block_Group and Block (``dhc-2020-design.md`` sections 3 and 4.3). The production's move
 rules are not published in the design notes; these are postdp's own.
 
-A move is a *swap* between two siblings, so that the parent, fixed above, stays their sum:
-child ``j`` moves one person from cell ``c`` to cell ``c'`` and sibling ``i`` one from ``c'``
-to ``c``, where ``c`` and ``c'`` are of two detailed types of one major group and share the
-PL94 answer. Both children keep their PL94 histograms (held), every cell stays one the
-parent has (so the edits hold), and only the two types' counts change in each. A swap is
-made only if it takes the violation down and breaks no bound of the others' counts, so the
-total violation (the sum over children and types of the distance to the bounds) falls by at
-least one per swap and the repair ends. At the root, which has no parent, the move is one
-person's, into an admissible cell. Preferred: the same sex and age (the type alone changes);
-else any sex and age of the same voting-age class (the nearest age first).
+**What can move.** Within a family the parent is fixed above and every child's PL94
+histogram is held, so per major group ``G`` (hhgq8lev level) and PL94 answer ``a`` (voting
+age, origin and race within ``G``) only the split of the child's persons among ``G``'s
+detailed types may change, and only so that the children still sum to the parent. With
+``y[j, t, a]`` child ``j``'s persons of type ``t`` and answer ``a``, the reachable splits
+are exactly the integer ``y >= 0`` with ``sum_j y[j, t, a]`` the parent's and
+``sum_t y[j, t, a]`` the child's held count. At the root (no parent) every admissible split
+of its held counts is reachable.
+
+**Exact repair.** Among those, the repair takes one with the least total violation of the
+bounds, and among those one that moves the fewest persons: a small integer program per
+major group with a violation (it is not a network flow: child, type and answer are three
+crossed indices), solved by HiGHS (``scipy.optimize.milp``). A bound left unmet is
+therefore unmeetable by any switching within PL94 answers, not a heuristic's miss.
+
+**Looking ahead to the blocks.** Meeting a geounit's bounds is not enough for its children
+to meet theirs: a parent's 53 persons of a correctional type whose only facilities lie in a
+child holding 13 correctional persons (by its PL94 histogram) cannot be handed down. With
+the blocks' held PL94 histograms and bounds (``reach``: :meth:`Switcher.block_reach`), the
+repair also keeps every child's split *deliverable*: for every set ``S`` of ``G``'s types
+and answer ``a``, ``sum_{t in S} y[j, t, a]`` at most the held answer-``a`` persons of
+``j``'s blocks that allow a type of ``S`` (upper bound above 0). By the supply-demand
+theorem (Gale 1957; Hall's condition for transport) that is exactly when the split can be
+carried down to the blocks with every block's held histogram and every type only where it
+is allowed, and it is inherited: a deliverable parent always has deliverable splits for its
+children (sum the block-level delivery by child). The allowed-type upper bounds are then
+met at every level below whenever they are met at the root; lower bounds (a person per
+facility) stay a per-family target.
+
+Turning the types' counts into cells: within ``(t, a)`` the children exchange cells the
+parent has (so the edits hold), exchanges of the very same cell (sex and age) between two
+types first, so a child's ages move as little as they can; at the root a person moves to
+the same sex and age of the new type if that cell is admissible, else to the nearest age.
 """
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
+from scipy import sparse
+from scipy.optimize import Bounds, LinearConstraint, milp
 
 from postdp._typing import BoolArray, FloatArray, IntArray
+from postdp.errors import ConvergenceError
 
 #: The first relgq code of a group-quarters type (0-17 are household relationships).
 FIRST_GQ = 18
@@ -42,8 +69,11 @@ class Switcher:
 
     ``pl94_of``: each detailed cell's PL94 answer; ``major``: each of the 24 types' major
     group (hhgq8lev level); ``lower``/``upper``: (n geounits, 24) bounds (``upper`` may be
-    inf); ``stride``: the cells per relgq level (relgq is the first attribute, so a type's
-    cells are one run of ``stride``), ``age_at``: each offset's age and ``sex_at`` its sex."""
+    inf); ``shape``: the schema's (relgq first, so a type's cells are one run of
+    ``stride``). With ``geography`` and ``reach`` (its leaves' deliverability columns,
+    :meth:`block_reach` of their blocks summed: a leaf may be a block or a subtree task's
+    leaf above them) the repair keeps every split deliverable to the blocks (module
+    notes)."""
 
     def __init__(
         self,
@@ -53,15 +83,85 @@ class Switcher:
         lower: FloatArray,
         upper: FloatArray,
         shape: tuple[int, ...],
+        *,
+        geography: Any = None,
+        reach: Any = None,
     ) -> None:
         self.pl94_of, self.admissible = pl94_of, admissible
         self.lower, self.upper = lower, upper
         self.stride = int(np.prod(shape[1:]))
         offsets = np.unravel_index(np.arange(self.stride), shape[1:])
         self.sex_at, self.age_at = offsets[0], offsets[1]
-        self.peers = [
-            [u for u in range(N_GQ) if u != t and major[u] == major[t]] for t in range(N_GQ)
-        ]
+        self.groups = [np.flatnonzero(major == g) for g in np.unique(major)]
+        # each type's cells by their answer within the type's group (answers shared by
+        # the group's types: the same votingage x hispanic x cenrace)
+        self.answers: list[IntArray] = []  # per group: the PL94 answers, global codes
+        self.local: list[IntArray] = [np.empty(0, dtype=np.int64)] * N_GQ
+        for types in self.groups:
+            codes = np.unique(np.concatenate([pl94_of[self._block(t)] for t in types.tolist()]))
+            self.answers.append(codes)
+            for t in types.tolist():
+                self.local[t] = np.searchsorted(codes, pl94_of[self._block(t)])
+        # the deliverability columns: per group, every nonempty set of its types (a bit
+        # mask over the group's types) by answer
+        self.column = np.cumsum(
+            [0]
+            + [
+                (2**types.size - 1) * codes.size
+                for types, codes in zip(self.groups, self.answers, strict=True)
+            ]
+        )
+        self.geography, self.reach = geography, reach
+        if geography is not None:
+            # each leaf's ancestor at every depth (itself at its own; -1 below it)
+            leaves = geography.leaves
+            depth = geography.depth
+            self.ancestor = np.full((geography.n_levels, leaves.size), -1, dtype=np.int64)
+            node = leaves.copy()
+            for d in range(geography.n_levels - 1, -1, -1):
+                here = depth[node] == d
+                self.ancestor[d, here] = node[here]
+                step = here & (d > 0)
+                node[step] = geography.parent[node[step]]
+
+    @classmethod
+    def of_schema(
+        cls, schema: Any, lower: FloatArray, upper: FloatArray, *, geography: Any = None
+    ) -> Switcher:
+        """The switching of :func:`postdp.tables.dhc_schema`'s cells under bounds ``lower``
+        and ``upper`` ((n geounits, 24); empty for :meth:`block_reach` alone)."""
+        from postdp.tables import Marginal, dhc_structural_zeros
+        from postdp.tables.strategies import PL94_IN_DHC
+
+        stride = schema.size // schema.shape[0]
+        groups = Marginal(schema, "hhgq8lev").cell_groups()
+        major = groups[(FIRST_GQ + np.arange(N_GQ)) * stride]
+        return cls(
+            Marginal(schema, PL94_IN_DHC).cell_groups(),
+            ~dhc_structural_zeros(schema),
+            major,
+            lower,
+            upper,
+            schema.shape,
+            geography=geography,
+        )
+
+    def block_reach(self, held: Any, upper: Any) -> Any:
+        """The deliverability columns of blocks (sparse, (blocks, columns)): for each
+        group, nonempty set ``S`` of its types and answer ``a``, a block's held persons of
+        answer ``a`` if it allows a type of ``S`` (upper bound above 0), else 0. A
+        geounit's are the sum of its blocks' (``held``: (blocks, PL94 cells), dense or
+        sparse; ``upper``: (blocks, 24))."""
+        held = sparse.csr_array(held, dtype=np.float64)
+        pieces = []
+        for types, codes in zip(self.groups, self.answers, strict=True):
+            h = sparse.csr_array(held[:, codes])
+            allowed = np.asarray(upper)[:, types] > 0
+            for mask in range(1, 2**types.size):
+                bits = (mask >> np.arange(types.size)) & 1 == 1
+                reach = np.asarray(allowed[:, bits].any(axis=1), dtype=np.float64)
+                pieces.append(sparse.csr_array(h.multiply(reach.reshape(-1, 1))))
+        return sparse.hstack(pieces, format="csr")
 
     def _block(self, t: int) -> slice:
         start = (FIRST_GQ + t) * self.stride
@@ -71,7 +171,7 @@ class Switcher:
         """Persons per detailed type, (k, 24), of histograms ``x`` (k, cells)."""
         gq = x[:, FIRST_GQ * self.stride : (FIRST_GQ + N_GQ) * self.stride]
         counts: IntArray = gq.reshape(x.shape[0], N_GQ, self.stride).sum(axis=2)
-        return counts
+        return np.rint(counts).astype(np.int64)
 
     def violation(self, x: IntArray, geounits: IntArray) -> FloatArray:
         """Each geounit's total distance to its bounds."""
@@ -80,111 +180,248 @@ class Switcher:
         gap: FloatArray = (np.maximum(n - hi, 0.0) + np.maximum(lo - n, 0.0)).sum(axis=1)
         return gap
 
-    def repair(self, x: IntArray, geounits: IntArray, *, root: bool = False) -> IntArray:
+    def repair(self, x: Any, geounits: IntArray, *, root: bool = False) -> IntArray:
         """``x`` (k, cells): siblings' histograms (or the root's, ``root=True``) repaired
-        in place as far as the moves allow; returns each one's remaining violation."""
-        lo, hi = self.lower[geounits], self.upper[geounits]
-        n = self.counts(x)
+        in place (module notes); returns each one's remaining violation."""
         if not root and x.shape[0] < 2:
-            return np.zeros(x.shape[0], dtype=np.int64)
-        while True:
-            bad = np.argwhere((n > hi) | (n < lo))
-            if not bad.size:
-                break
-            moved = False
-            for j, t in bad:
-                if n[j, t] > hi[j, t]:
-                    moved = self._out_of(x, n, lo, hi, int(j), int(t), root) or moved
-                elif n[j, t] < lo[j, t]:
-                    moved = self._into(x, n, lo, hi, int(j), int(t), root) or moved
-            if not moved:
-                break
-        gap = np.maximum(n - hi, 0) + np.maximum(lo - n, 0)
-        remaining: IntArray = gap.sum(axis=1).astype(np.int64)
-        return remaining
-
-    # -- moves ------------------------------------------------------------------------------
-
-    def _out_of(self, x: Any, n: Any, lo: Any, hi: Any, j: int, t: int, root: bool) -> bool:
-        """One person of child ``j`` out of type ``t`` (above its upper bound)."""
-        sources = np.flatnonzero(x[j, self._block(t)])
-        for u in self.peers[t]:
-            if n[j, u] + 1 > hi[j, u]:
-                continue  # no room in type u
-            # a sibling that can give a type-u person and take a type-t one
-            able = self._able(n, lo, hi, j, give=u, take=t, root=root)
-            if able is False:
+            return np.rint(self.violation(x, geounits)).astype(np.int64)
+        for g, types in enumerate(self.groups):
+            split = self._split(x, types)
+            if not split.any() and not (self.lower[np.ix_(geounits, types)] > 0).any():
+                continue  # no one of this group and no facility of it
+            caps = self._caps(geounits, g, types, root)
+            if self._meets(split, geounits, types, caps):
                 continue
-            for o in sources.tolist():
-                pair = self._partner(x, able, t, o, u, root)
-                if pair is not None:
-                    self._swap(x, n, j, t, o, u, *pair, root)
-                    return True
-        return False
+            target = self._solve(split, geounits, g, types, caps, root)
+            if root:
+                self._root_cells(x, types, split, target)
+            else:
+                self._cells(x, types, split, target)
+        return np.rint(self.violation(x, geounits)).astype(np.int64)
 
-    def _into(self, x: Any, n: Any, lo: Any, hi: Any, j: int, t: int, root: bool) -> bool:
-        """One person into child ``j``'s type ``t`` (below its lower bound)."""
-        for u in self.peers[t]:
-            if n[j, u] - 1 < lo[j, u]:
-                continue  # no one to spare in type u
-            able = self._able(n, lo, hi, j, give=t, take=u, root=root)
-            if able is False:
-                continue
-            for o in np.flatnonzero(x[j, self._block(u)]).tolist():
-                pair = self._partner(x, able, u, o, t, root)
-                if pair is not None:
-                    self._swap(x, n, j, u, o, t, *pair, root)
-                    return True
-        return False
+    # -- the splits --------------------------------------------------------------------------
 
-    @staticmethod
-    def _able(n: Any, lo: Any, hi: Any, j: int, *, give: int, take: int, root: bool) -> Any:
-        """The siblings of ``j`` that can give a person of type ``give`` and take one of
-        type ``take`` within their bounds (None at the root: no sibling; False: none)."""
+    def _split(self, x: Any, types: IntArray) -> IntArray:
+        """``y[j, t, a]``: each row's persons of the group's ``types`` by answer."""
+        n_ans = int(self.local[types[0]].max()) + 1
+        y = np.zeros((x.shape[0], types.size, n_ans), dtype=np.int64)
+        for i, t in enumerate(types):
+            block = x[:, self._block(t)]
+            rows, cols = np.nonzero(block)
+            np.add.at(
+                y[:, i], (rows, self.local[t][cols]), np.rint(block[rows, cols]).astype(np.int64)
+            )
+        return y
+
+    def _caps(
+        self, geounits: IntArray, g: int, types: IntArray, root: bool
+    ) -> list[tuple[IntArray, IntArray]]:
+        """The deliverability caps of rows ``geounits``: pairs ``(S, cap)``, ``S`` positions
+        in ``types``, ``cap`` (k, answers) the held persons of the rows' blocks allowing a
+        type of ``S``; none without the blocks' reach. A set of two or more types is kept
+        only where its cap is below its types' caps summed (a block allows two of them);
+        the others follow from the single types'."""
+        geo = self.geography
+        if geo is None or self.reach is None:
+            return []
+        k = geounits.size
         if root:
-            return None
-        able = (n[:, give] - 1 >= lo[:, give]) & (n[:, take] + 1 <= hi[:, take])
-        able[j] = False
-        return able if able.any() else False
-
-    def _partner(
-        self, x: Any, able: Any, t: int, o: int, u: int, root: bool
-    ) -> tuple[int, int] | None:
-        """The cell of type ``u`` a person at offset ``o`` of type ``t`` moves to, and the
-        sibling giving a person from it: ``(sibling, offset)``, or None. The same offset
-        first, then any of the same PL94 answer (nearest age, same sex first); at the root
-        (``root``) any admissible cell, no sibling."""
-        cell = (FIRST_GQ + t) * self.stride + o
-        base = (FIRST_GQ + u) * self.stride
-        if root:
-            block = self.admissible[base : base + self.stride]
+            row_of = np.zeros(geo.leaves.size, dtype=np.int64)
         else:
-            have = x[able, base : base + self.stride] > 0
-            block = have.any(axis=0)
-        block = block & (self.pl94_of[base : base + self.stride] == self.pl94_of[cell])
-        found = np.flatnonzero(block)
-        if not found.size:
-            return None
-        near = np.abs(self.age_at[found] - self.age_at[o]) * 2
-        target = int(found[np.argmin(near + (self.sex_at[found] != self.sex_at[o]))])
-        if root:
-            return -1, target
-        (rows,) = np.nonzero(able)
-        giver = rows[np.argmax(x[rows, base + target])]
-        return int(giver), target
+            d = int(geo.depth[geounits[0]])
+            position = np.full(geo.n, -1, dtype=np.int64)
+            position[geounits] = np.arange(k)
+            row_of = np.full(geo.leaves.size, -1, dtype=np.int64)
+            mine = self.ancestor[d] >= 0
+            row_of[mine] = position[self.ancestor[d, mine]]
+        take = np.flatnonzero(row_of >= 0)
+        member = sparse.csr_array(
+            (np.ones(take.size), (row_of[take], take)), shape=(k, geo.leaves.size)
+        )
+        A = self.answers[g].size
+        cols = self.reach[:, self.column[g] : self.column[g + 1]]
+        caps = np.rint(np.asarray((member @ cols).todense())).astype(np.int64)
+        caps = caps.reshape(k, 2**types.size - 1, A)
+        out = []
+        for mask in range(1, 2**types.size):
+            members = np.flatnonzero((mask >> np.arange(types.size)) & 1)
+            cap = caps[:, mask - 1]
+            if members.size > 1:
+                apart = sum(caps[:, (1 << int(i)) - 1] for i in members)
+                if not (cap < apart).any():
+                    continue
+            out.append((members, cap))
+        return out
 
-    def _swap(
-        self, x: Any, n: Any, j: int, t: int, o: int, u: int, i: int, o2: int, root: bool
-    ) -> None:
-        """Child ``j``: one person from (t, o) to (u, o2); sibling ``i`` the reverse."""
-        cell = (FIRST_GQ + t) * self.stride + o
-        other = (FIRST_GQ + u) * self.stride + o2
-        x[j, cell] -= 1
-        x[j, other] += 1
-        n[j, t] -= 1
-        n[j, u] += 1
-        if not root:
-            x[i, other] -= 1
-            x[i, cell] += 1
-            n[i, u] -= 1
-            n[i, t] += 1
+    def _meets(
+        self, y: IntArray, geounits: IntArray, types: IntArray, caps: list[tuple[Any, Any]]
+    ) -> bool:
+        n = y.sum(axis=2)
+        lo, hi = self.lower[np.ix_(geounits, types)], self.upper[np.ix_(geounits, types)]
+        if ((n < lo) | (n > hi)).any():
+            return False
+        return all((y[:, s].sum(axis=1) <= cap).all() for s, cap in caps)
+
+    def _solve(
+        self,
+        y0: IntArray,
+        geounits: IntArray,
+        g: int,
+        types: IntArray,
+        caps: list[tuple[Any, Any]],
+        root: bool,
+    ) -> IntArray:
+        """The reachable split with the least violation (bounds and caps), then the fewest
+        persons moved: HiGHS's integer program (module notes).
+
+        Variables: ``y`` (k, T, A); ``d >= y0 - y``, the persons moved out of each
+        ``(j, t, a)``; a slack per bound and cap row, priced above every possible move."""
+        k, T, A = y0.shape
+        ny = k * T * A
+        j_ = np.arange(k)[:, None, None]
+        t_ = np.arange(T)[None, :, None]
+        a_ = np.arange(A)[None, None, :]
+
+        def sums(labels: IntArray, n_rows: int) -> Any:
+            """(n_rows, ny): row ``r`` sums the ``y`` labelled ``r`` (-1: none)."""
+            flat = np.broadcast_to(labels, (k, T, A)).ravel()
+            keep = flat >= 0
+            data = (np.ones(int(keep.sum())), (flat[keep], np.flatnonzero(keep)))
+            return sparse.csr_array(data, shape=(n_rows, ny))
+
+        held = y0.sum(axis=1).ravel()  # each row's persons per answer: held
+        hard = [(sums(j_ * A + a_, k * A), held, held)]
+        if not root:  # the parent: the rows' sum, fixed
+            parent = y0.sum(axis=0).ravel()
+            hard.append((sums(t_ * A + a_ + 0 * j_, T * A), parent, parent))
+        lo = self.lower[np.ix_(geounits, types)].ravel()
+        hi = self.upper[np.ix_(geounits, types)].ravel()
+        per_type = sums(j_ * T + t_ + 0 * a_, k * T)
+        below, above = np.flatnonzero(lo > 0), np.flatnonzero(np.isfinite(hi))
+        soft = [  # (rows, low, high, the slack's sign)
+            (per_type[below], lo[below], np.full(below.size, np.inf), 1.0),
+            (per_type[above], np.full(above.size, -np.inf), hi[above], -1.0),
+        ]
+        for s, cap in caps:
+            member = np.where(np.isin(t_, s), j_ * A + a_, -1)
+            soft.append((sums(member, k * A), np.full(cap.size, -np.inf), cap.ravel(), -1.0))
+        n_slack = sum(rows.shape[0] for rows, *_ in soft)
+        n_var = 2 * ny + n_slack
+
+        def wide(rows: Any, d: Any = None, slack: Any = None) -> Any:
+            m = rows.shape[0]
+            d = sparse.csr_array((m, ny)) if d is None else d
+            slack = sparse.csr_array((m, n_slack)) if slack is None else slack
+            return sparse.hstack([rows, d, slack], format="csr")
+
+        matrix, low, high = [], [], []
+        for rows, lo_, hi_ in hard:
+            matrix.append(wide(rows))
+            low.append(lo_)
+            high.append(hi_)
+        start = 0
+        for rows, lo_, hi_, sign in soft:
+            m = rows.shape[0]
+            pick = (np.full(m, sign), (np.arange(m), start + np.arange(m)))
+            matrix.append(wide(rows, slack=sparse.csr_array(pick, shape=(m, n_slack))))
+            low.append(lo_)
+            high.append(hi_)
+            start += m
+        eye = sparse.identity(ny, format="csr")
+        matrix.append(wide(eye, d=eye))  # y + d >= y0
+        low.append(y0.ravel())
+        high.append(np.full(ny, np.inf))
+        upper = np.full(n_var, np.inf)
+        if root:  # no person into a cell the edits forbid
+            for i, t in enumerate(types):
+                allowed = np.zeros(A, dtype=bool)
+                allowed[self.local[t][self.admissible[self._block(t)]]] = True
+                upper[np.flatnonzero(np.broadcast_to(~allowed & (t_ == i), (k, T, A)).ravel())] = 0
+        persons = float(y0.sum())
+        cost = np.concatenate([np.zeros(ny), np.ones(ny), np.full(n_slack, 2.0 * persons + 1.0)])
+        res = milp(
+            cost,
+            constraints=LinearConstraint(
+                sparse.vstack(matrix, format="csr"),
+                np.concatenate(low).astype(float),
+                np.concatenate(high).astype(float),
+            ),
+            integrality=np.ones(n_var),
+            bounds=Bounds(np.zeros(n_var), upper),
+        )
+        if res.x is None or res.status != 0:
+            raise ConvergenceError(f"record switching's integer program failed: {res.message}")
+        y: IntArray = np.rint(res.x[:ny]).astype(np.int64).reshape(k, T, A)
+        return y
+
+    # -- cells ---------------------------------------------------------------------------------
+
+    def _cells(self, x: Any, types: IntArray, y0: IntArray, y: IntArray) -> None:
+        """Children exchange cells of the parent so that their splits become ``y``: the
+        same cell between two types first, then any cell of the answer."""
+        change = y - y0  # (k, T, A): + takes, - gives, within each (t, a)
+        for a in np.flatnonzero(np.abs(change).sum(axis=(0, 1))):
+            cells = [
+                (FIRST_GQ + t) * self.stride + np.flatnonzero(self.local[t] == a) for t in types
+            ]
+            # swaps: child r gives (t, a, o) and takes (u, a, o); child q the reverse
+            for i, j in itertools.permutations(range(types.size), 2):
+                for r in np.flatnonzero((change[:, i, a] < 0) & (change[:, j, a] > 0)):
+                    for q in np.flatnonzero((change[:, j, a] < 0) & (change[:, i, a] > 0)):
+                        both = np.flatnonzero((x[r, cells[i]] > 0) & (x[q, cells[j]] > 0))
+                        for o in both:
+                            room = (-change[r, i, a], change[r, j, a], -change[q, j, a])
+                            have = (change[q, i, a], x[r, cells[i][o]], x[q, cells[j][o]])
+                            n = int(min(*room, *have))
+                            if n <= 0:
+                                continue
+                            x[r, cells[i][o]] -= n
+                            x[q, cells[i][o]] += n
+                            x[q, cells[j][o]] -= n
+                            x[r, cells[j][o]] += n
+                            change[r, i, a] += n
+                            change[q, i, a] -= n
+                            change[q, j, a] += n
+                            change[r, j, a] -= n
+            for i in range(types.size):  # what is left: any cell of (t, a), largest first
+                takers = list(np.flatnonzero(change[:, i, a] > 0))
+                for r in np.flatnonzero(change[:, i, a] < 0):
+                    for c in cells[i][np.argsort(-x[r, cells[i]], kind="stable")]:
+                        while change[r, i, a] < 0 and x[r, c] > 0 and takers:
+                            q = takers[0]
+                            n = int(min(-change[r, i, a], x[r, c], change[q, i, a]))
+                            x[r, c] -= n
+                            x[q, c] += n
+                            change[r, i, a] += n
+                            change[q, i, a] -= n
+                            if change[q, i, a] == 0:
+                                takers.pop(0)
+        if change.any():  # pragma: no cover - the split is the children's sum by design
+            raise ConvergenceError("record switching could not place its exchanges in cells")
+
+    def _root_cells(self, x: Any, types: IntArray, y0: IntArray, y: IntArray) -> None:
+        """The root's persons move type within their answer: to the same sex and age of the
+        new type where admissible, else the admissible cell of the answer nearest in age."""
+        change = (y - y0)[0]  # (T, A)
+        for a in np.flatnonzero(np.abs(change).sum(axis=0)):
+            gone: list[int] = []  # offsets of the persons taken out
+            for i, t in enumerate(types):
+                own = np.flatnonzero(self.local[t] == a)
+                block = (FIRST_GQ + t) * self.stride
+                for o in own[np.argsort(-x[0, block + own], kind="stable")]:
+                    n = int(min(-change[i, a], x[0, block + o]))
+                    if n > 0:
+                        x[0, block + o] -= n
+                        change[i, a] += n
+                        gone.extend([int(o)] * n)
+            for i, t in enumerate(types):
+                block = (FIRST_GQ + t) * self.stride
+                able = np.flatnonzero(
+                    (self.local[t] == a) & self.admissible[block : block + self.stride]
+                )
+                while change[i, a] > 0:
+                    o = gone.pop()
+                    near = np.abs(self.age_at[able] - self.age_at[o]) * 2
+                    target = int(able[np.argmin(near + (self.sex_at[able] != self.sex_at[o]))])
+                    x[0, block + target] += 1
+                    change[i, a] -= 1
