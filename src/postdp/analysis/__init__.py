@@ -10,14 +10,17 @@ from postdp.analysis.cell_metrics import (
     table_metrics_from_sums,
 )
 from postdp.analysis.census_metrics import (
+    DHC_QUERIES,
     ReliabilityThreshold,
     census_metrics,
     count_metrics,
+    marginal_queries,
     p2_groups,
     reliability_threshold,
     summary_queries,
 )
 from postdp.analysis.design import ReleaseDesign
+from postdp.analysis.held import HeldRelease
 from postdp.analysis.memory import MemoryPlan, memory_plan
 from postdp.analysis.montecarlo import simulate
 from postdp.analysis.planner import BudgetPlan, budget_frontier, plan_budget
@@ -44,6 +47,7 @@ from postdp.analysis.uncertainty import (
 )
 
 __all__ = [
+    "DHC_QUERIES",
     "SIZE_BINS",
     "AccuracyStudy",
     "BiasBound",
@@ -51,6 +55,7 @@ __all__ = [
     "BudgetPlan",
     "ChunkRelease",
     "ConfidenceInterval",
+    "HeldRelease",
     "MemoryPlan",
     "MonteCarloResult",
     "PrivacyAudit",
@@ -69,6 +74,7 @@ __all__ = [
     "l1_ball_probability",
     "l1_ball_tail",
     "largest_abs_quantile",
+    "marginal_queries",
     "memory_plan",
     "p2_groups",
     "p_plus_bias_bound",

@@ -15,7 +15,8 @@ are shared, so the difference is far more precise than the two means.
 
 Draws are independent and each has its own streams: draw ``r`` measures with
 ``SeedSequence(rng).spawn(draws)[r].spawn(1 + E)[0]`` and estimator ``k`` (of ``E``) rounds
-with child ``1 + k``, so a draw's numbers do not depend on the others (a study can be
+with child ``1 + k``, and a DHC study's PL94 release to hold (``held``, a callable) is drawn
+from child ``1 + E``, so a draw's numbers do not depend on the others (a study can be
 extended or split). Memory: one draw's measurements, one release at a time and the metric
 rows (a few hundred per draw and estimator), not the draws' releases.
 
@@ -297,6 +298,7 @@ def accuracy_study(
     reference: str | None = None,
     budget_scale: ArrayLike | None = None,
     bounds: Sequence[CountBounds] = (),
+    held: ArrayLike | Callable[[np.random.SeedSequence], ArrayLike] | None = None,
     workers: int = 1,
     client: Any = None,
     progress: Callable[[int, int], None] | None = None,
@@ -333,6 +335,13 @@ def accuracy_study(
         Structural bounds every draw carries, as for ``ReleaseDesign`` (the production
         facility bounds: :func:`postdp.data.facility_bounds`); the estimators that hold
         bounds hold them, the others ignore them, as in a release.
+    held : array_like or callable, optional
+        The DHC persons design's PL94 histograms ((geography.n, 2016) whole numbers) for
+        the estimators that hold them (``Estimator.holds``: ``topdown-2020``,
+        ``blue-restore-2020``; the others ignore them): the same for every draw, or a
+        callable of a ``SeedSequence`` giving each draw its own (:class:`HeldRelease`: a
+        PL94 release of the same persons per draw, from the draw's child ``1 + E``, after
+        its noise's and the estimators' rounding streams).
     workers : int, default 1
         Local processes, each scoring whole draws.
     client : dask.distributed.Client, optional
@@ -386,11 +395,17 @@ def accuracy_study(
             f"`reliability_level` must be in 0..{table.geography.n_levels - 1}; "
             f"got {reliability_level}"
         )
+    if held is not None and not callable(held):
+        shape = np.shape(held)
+        if shape != (table.geography.n, 2016):
+            raise ValidationError(
+                f"`held` must have shape {(table.geography.n, 2016)} or be a callable; got {shape}"
+            )
     if isinstance(workers, bool) or int(workers) != workers or workers < 1:
         raise ValidationError(f"`workers` must be a whole number >= 1; got {workers!r}")
     n = int(draws)
     plan = _Plan(table, workload, tuple(names), designs[0].budget_scale, designs[0].bounds,
-                 schema, queries, levels, bins, reliability_level)  # fmt: skip
+                 schema, queries, levels, bins, reliability_level, held)  # fmt: skip
     _DESIGNS[plan] = tuple(designs)  # built once here; a worker builds its own once
     seeds = list(enumerate(root.spawn(n)))
     results: list[_Scored] = []
@@ -440,6 +455,7 @@ class _Plan:
     levels: Sequence[str] | None
     bins: Sequence[int]
     reliability_level: int | None
+    held: Any = None
 
 
 @dataclass(frozen=True)
@@ -479,7 +495,9 @@ def _score_installed(r: int, seed: np.random.SeedSequence) -> _Scored:
 def _score_draw(plan: _Plan, r: int, seed: np.random.SeedSequence) -> _Scored:
     """Draw ``r``: measure from the seed's first child, run every estimator (estimator k
     rounding from child 1 + k) and score each release."""
-    noise, *rounding = seed.spawn(1 + len(plan.names))
+    streams = seed.spawn(1 + len(plan.names) + (1 if callable(plan.held) else 0))
+    noise, rounding = streams[0], streams[1 : 1 + len(plan.names)]
+    held = plan.held(streams[-1]) if callable(plan.held) else plan.held
     table, designs = plan.table, _designs(plan)
     measured = measure(
         table, plan.workload, secure=False, rng=np.random.default_rng(noise),
@@ -487,7 +505,7 @@ def _score_draw(plan: _Plan, r: int, seed: np.random.SeedSequence) -> _Scored:
     )  # fmt: skip
     rows, bins, rule = [], {}, (0.05, 0.95)
     for name, design, stream in zip(plan.names, designs, rounding, strict=True):
-        released = design.solve(measured, rng=np.random.default_rng(stream))
+        released = design.solve(measured, rng=np.random.default_rng(stream), held=held)
         frame = census_metrics(
             released, table, schema=plan.schema, queries=plan.queries, levels=plan.levels,
             bins=plan.bins,

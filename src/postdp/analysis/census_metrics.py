@@ -40,6 +40,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -52,9 +53,11 @@ from postdp.tables import Table
 from postdp.tables.schema import Schema
 
 __all__ = [
+    "DHC_QUERIES",
     "ReliabilityThreshold",
     "census_metrics",
     "count_metrics",
+    "marginal_queries",
     "p2_groups",
     "reliability_threshold",
     "summary_queries",
@@ -239,9 +242,11 @@ def census_metrics(
     table : Table
         The truth, with ``schema``'s detailed cells.
     schema : Schema
-        See :func:`summary_queries`.
+        See :func:`summary_queries`; a schema without those attributes (the DHC persons
+        schema) is scored on marginals of its own (:func:`marginal_queries`).
     queries : sequence of str, optional
-        Names from :func:`summary_queries` (default all).
+        Names from :func:`summary_queries` (default all); for a schema without the
+        redistricting attributes, marginal expressions of it (default :data:`DHC_QUERIES`).
     levels : sequence of str, optional
         Names of the geographic levels, root first (default ``"0"``, ``"1"``, ...).
     bins : sequence of int, default (0, 10, 100, 1000, 10000)
@@ -269,15 +274,18 @@ def census_metrics(
     est = _released(released, table)
     if tuple(str(table.categories.ids[j]) for j in table.categories.leaves) != schema.cells:
         raise ValidationError("`table` must have the detailed cells of `schema`")
+    geo = table.geography
+    names_of_levels = list(levels) if levels is not None else [str(d) for d in range(geo.n_levels)]
+    if len(names_of_levels) != geo.n_levels:
+        raise ValidationError(f"`levels` must name the {geo.n_levels} geographic levels")
+    if not all(a in schema.names for a in _NEEDED):  # the DHC's: marginals of the schema
+        return _marginal_metrics(est, table, schema, marginal_queries(schema, queries=queries),
+                                 names_of_levels, bins)  # fmt: skip
     every = summary_queries(schema)
     names = list(every) if queries is None else list(queries)
     unknown = [n for n in names if n not in every]
     if unknown:
         raise ValidationError(f"unknown queries {unknown}; choose from {list(every)}")
-    geo = table.geography
-    names_of_levels = list(levels) if levels is not None else [str(d) for d in range(geo.n_levels)]
-    if len(names_of_levels) != geo.n_levels:
-        raise ValidationError(f"`levels` must name the {geo.n_levels} geographic levels")
     frames = []
     for d in range(geo.n_levels):
         nodes = geo.levels[d]
@@ -292,6 +300,78 @@ def census_metrics(
             )
             frame.insert(0, "level", names_of_levels[d])
             frame.insert(0, "query", name)
+            frames.append(frame)
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+#: The queries a schema without the redistricting attributes (the DHC persons schema,
+#: :func:`postdp.tables.dhc_schema`) is scored on by default: the total, single years of
+#: age by sex (the counts users of the DHC ask about), single years of age, and
+#: relationship or group-quarters type (those of them that are marginals of the schema).
+DHC_QUERIES = ("total", "sex * age", "age", "relgq")
+
+
+def marginal_queries(schema: Schema, *, queries: Sequence[str] | None = None) -> list[Any]:
+    """The marginals a schema without the redistricting attributes is scored on.
+
+    Parameters
+    ----------
+    schema : Schema
+        E.g. :func:`postdp.tables.dhc_schema`.
+    queries : sequence of str, optional
+        Marginal expressions of ``schema`` (``"sex * age"``, ``"age_40_groups"``; default
+        the :data:`DHC_QUERIES` that are marginals of it).
+
+    Returns
+    -------
+    list of Marginal
+
+    Raises
+    ------
+    ValidationError
+        For a query that is not a marginal of ``schema``.
+
+    Examples
+    --------
+    >>> from postdp.tables import dhc_schema
+    >>> [m.size for m in marginal_queries(dhc_schema())]
+    [1, 232, 116, 42]
+    """
+    from postdp.tables import Marginal
+
+    if queries is None:
+        names = [q for q in DHC_QUERIES if q == "total" or all(
+            t.strip() in schema.names for t in q.split("*"))]  # fmt: skip
+    else:
+        names = list(queries)
+    return [Marginal(schema, q) for q in names]  # an unknown name refused here
+
+
+def _marginal_metrics(
+    est: FloatArray,
+    table: Table,
+    schema: Schema,
+    marginals: list[Any],
+    levels: list[str],
+    bins: Sequence[int],
+) -> pd.DataFrame:
+    """:func:`census_metrics` by marginals of the schema: each query's counts are the
+    released cells summed by a sparse product, the truth's kept sparse (the DHC's 1.2
+    million cells a geounit)."""
+    geo = table.geography
+    frames = []
+    for d in range(geo.n_levels):
+        nodes = geo.levels[d]
+        truth = sparse.csr_array(table.level_detailed(d))
+        totals = np.asarray(truth.sum(axis=1), dtype=np.float64).ravel()
+        rel = est[:, nodes, :].reshape(-1, est.shape[-1])
+        for m in marginals:
+            count = sparse.csr_array(m.count_matrix())
+            t_q = np.asarray((count @ truth.T).toarray()).T  # (units, groups)
+            r_q = np.asarray(count @ rel.T).T.reshape(est.shape[0], nodes.size, -1)
+            frame = count_metrics(r_q, t_q, totals=totals, partition=True, bins=bins)
+            frame.insert(0, "level", levels[d])
+            frame.insert(0, "query", m.name)
             frames.append(frame)
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 

@@ -473,7 +473,9 @@ class ReleaseDesign:
             return 0
         return self.table.geography.n * self.table.categories.n * 8 * _SOLVE_ARRAYS
 
-    def solve(self, measurements: TableMeasurements, *, rng: RNGLike = None) -> FloatArray:
+    def solve(
+        self, measurements: TableMeasurements, *, rng: RNGLike = None, held: ArrayLike | None = None
+    ) -> FloatArray:
         """The post-processed detailed histograms of every geounit (table designs).
 
         Parameters
@@ -481,6 +483,10 @@ class ReleaseDesign:
         measurements : TableMeasurements
         rng : int, numpy.random.Generator, SeedSequence or None
             For the rounding (when the design rounds).
+        held : array_like of int, shape (geography.n, 2016), optional
+            The DHC persons design's PL94 histograms to hold, for an estimator that holds
+            them (``Estimator.holds``: its solver prepared anew with them); the others
+            ignore them, as they ignore bounds they do not hold.
 
         Returns
         -------
@@ -489,7 +495,15 @@ class ReleaseDesign:
         self._require("table", "solve")
         if self.projector is None:
             raise ValidationError("a design without post-processing has no released table")
-        detailed: FloatArray = self.projector(measurements)
+        solver = self.projector
+        if held is not None:
+            est = parse_table_method(self.postprocess).step
+            if est is not None and est.holds:
+                assert self.table is not None and self.workload is not None
+                solver = est.table_solver(
+                    self.table, self.workload, budget_scale=self.budget_scale, held=held
+                )
+        detailed: FloatArray = solver(measurements)
         if not self.rounded:
             return detailed
         from postdp.postprocess import round as round_values

@@ -113,8 +113,9 @@ def evaluate(
     queries : list of str, optional
         Names of :func:`postdp.analysis.summary_queries` (default all); e.g.
         ``["total"]``. For a DHC persons release, marginals of
-        :func:`postdp.tables.dhc_schema` (default :data:`DHC_QUERIES`: ``total``, ``sex *
-        age``, ``age``, ``relgq``; any other, e.g. ``"sex * age_40_groups"``).
+        :func:`postdp.tables.dhc_schema` (default :data:`postdp.analysis.DHC_QUERIES`:
+        ``total``, ``sex * age``, ``age``, ``relgq``; any other, e.g. ``"sex *
+        age_40_groups"``).
 
     Returns
     -------
@@ -180,12 +181,6 @@ def evaluate(
     return census_metrics(released, truth, schema=schema, queries=queries, levels=names)
 
 
-#: The queries :func:`evaluate` scores a DHC persons release on by default: the total,
-#: single years of age by sex (the counts users ask about), single years of age, and
-#: relationship or group-quarters type.
-DHC_QUERIES = ("total", "sex * age", "age", "relgq")
-
-
 def _rows_of(geo: Hierarchy) -> dict[str, int]:
     """Every geounit's row by its output geocode (the root's is empty)."""
     return {("" if g == geo.root else "0" + str(geo.ids[g])): g for g in range(geo.n)}
@@ -199,14 +194,13 @@ def _evaluate_long(
     histograms (1.2 million cells a geounit)."""
     import pandas as pd
 
-    from postdp.analysis import count_metrics
+    from postdp.analysis import count_metrics, marginal_queries
     from postdp.nmf._io import _pyarrow
-    from postdp.tables import Marginal
 
     _, pq = _pyarrow()
 
-    chosen = list(DHC_QUERIES if queries is None else queries)
-    marginals = [Marginal(schema, q) for q in chosen]  # an unknown name refused here
+    marginals = marginal_queries(schema, queries=queries)  # an unknown name refused here
+    chosen = [m.name for m in marginals]
     geo = truth.geography
     row_of = _rows_of(geo)
     frames = []

@@ -41,6 +41,10 @@ def _bars(rows: pd.DataFrame, metric: str, ax: Any, *, linestyle: str) -> Any:
             marker="o", linestyle=linestyle, capsize=3, label=str(name),
         )  # fmt: skip
     ax.set_xticks(range(len(order)), order)
+    if sum(len(str(level)) for level in order) > 48:  # long names (the DHC's): slanted
+        ax.tick_params(axis="x", labelrotation=30)
+        for label in ax.get_xticklabels():
+            label.set_horizontalalignment("right")
     return ax
 
 

@@ -127,6 +127,9 @@ class DhcPlan:
     quadratic over the 40-group cells and its detailed measurement, the rounder chain and
     the held PL94 histograms (validated)."""
 
+    #: The cells of the PL94 persons histogram held (``PL94_IN_DHC``).
+    N_PL94 = 2016
+
     def __init__(
         self,
         table: Table,
@@ -149,6 +152,7 @@ class DhcPlan:
         pl94 = Marginal(schema, PL94_IN_DHC)
         self.pl94 = pl94.cell_groups()[rep]
         self.n_pl94 = pl94.size
+        assert self.n_pl94 == self.N_PL94
         self.chain: list[tuple[IntArray, float]] = [(self.pl94, 0.0)] + [
             (Marginal(schema, name).cell_groups()[rep], 1.0) for name in PASS0_ROUNDERS
         ]

@@ -258,7 +258,8 @@ def check_top_down_2020(
     rounders : sequence of str, optional
         As :func:`top_down_2020`.
     held : array_like of int, optional
-        As :func:`top_down_2020` (the DHC design).
+        As :func:`top_down_2020` (the DHC design); checked when given, else the rest of
+        the DHC design is (its histograms may come with each draw's measurements).
 
     Returns
     -------
@@ -284,6 +285,11 @@ def check_top_down_2020(
     ...     print(str(err)[:40])
     topdown-2020 needs a noisy or public tot
     """
+    schema = table_schema(table.categories, workload)
+    if held is None and schema is not None and is_dhc(schema):
+        # the DHC's PL94 histograms may come with the measurements (a study's, per draw):
+        # everything else is checked now, against no one held
+        held = np.zeros((table.geography.n, DhcPlan.N_PL94), dtype=np.int64)
     if dhc_plan(table, workload, held, rounders, (), False, None) is None:
         _Plan(table, workload, rounders)
 
