@@ -39,7 +39,7 @@ def main() -> None:
     parser.add_argument("--draws", type=int, default=10)
     args = parser.parse_args()
 
-    from bench_dhc_county import _pl94_release, dhc_truth  # the same as there (this folder)
+    from bench_dhc_county import dhc_truth, held_release  # the same as there (this folder)
 
     from postdp.postprocess import TableProjector, restore_dhc, top_down_2020
     from postdp.tables import Query, measure
@@ -48,6 +48,7 @@ def main() -> None:
     strategy, truth = dhc_truth(args.state, args.scale)
     geo = truth.geography
     work = strategy.workload(truth)
+    pl94_release = held_release(args.state, args.scale)
     age_sex = Query.marginal(strategy.schema, "sex * age").marginal_of
     true_counts = age_sex.apply(np.asarray(truth.counts()[:, truth.categories.leaves]))
     print(f"{args.draws} draws")
@@ -58,7 +59,7 @@ def main() -> None:
     for r in range(args.draws):
         marks = [time.perf_counter()]
         draw = measure(truth, work, secure=False, rng=r)
-        held = _pl94_release(args.state, args.scale, r, geo)
+        held = pl94_release(r)
         marks.append(time.perf_counter())
         blue = projector(draw)
         marks.append(time.perf_counter())

@@ -76,6 +76,7 @@ def main() -> None:
 
     load = os.getloadavg()[0]
     strategy, truth = dhc_truth(args.state, args.scale)
+    pl94_release = held_release(args.state, args.scale)
     geo = truth.geography
     age_sex = Query.marginal(strategy.schema, "sex * age")
     true_counts = age_sex.marginal_of.apply(np.asarray(truth.counts()[:, truth.categories.leaves]))
@@ -103,7 +104,7 @@ def main() -> None:
         t6 = time.perf_counter()
         # the run's geounits are the truth's, in its order (ids: the truth's)
         order = geo.index([str(i) for i in draw.table.geography.ids])
-        held = _pl94_release(args.state, args.scale, r, geo)[order]
+        held = pl94_release(r)[order]
         t7 = time.perf_counter()
         released = top_down_2020(draw, held=held)
         t8 = time.perf_counter()
@@ -157,30 +158,19 @@ def dhc_truth(state: str, scale: float) -> tuple[Any, Any]:
     return strategy, truth
 
 
-def _pl94_release(state: str, scale: float, seed: int, geo: object) -> np.ndarray:
-    """Every DHC geounit's PL94 histogram in a PL94 release of the same persons:
-    ``top_down_2020`` of a ``pl94-2020-persons`` draw on the tabulation geography, each
-    DHC block its tabulation block's (its GEOID with the prim's 0 after the county), every
-    other geounit the sum of its blocks."""
+def held_release(state: str, scale: float) -> Any:
+    """The PL94 release a DHC study holds, a fresh one per seed:
+    ``postdp.analysis.HeldRelease`` of the same persons (``pl94-2020-persons`` on the
+    tabulation geography, ``top_down_2020`` with the synthetic facility bounds, as the
+    production held the published release; the DHC's edits need their no-minors-in-nursing
+    zero), each DHC geounit's histogram the sum of its blocks'."""
+    from postdp.analysis import HeldRelease
     from postdp.data import facility_bounds, synthetic_facilities
     from postdp.nmf import synthetic_population
-    from postdp.postprocess import top_down_2020
-    from postdp.tables import load_strategy, measure
 
     pl94 = synthetic_population(states=[state], seed=0, scale=scale)
-    work = load_strategy("pl94-2020-persons").workload(pl94)
-    # with the production's structural constraints (its no-minors-in-nursing zero among
-    # them, which the DHC's edits need of any PL94 histogram they hold)
     bounds = facility_bounds(synthetic_facilities(pl94, seed=0), pl94.geography)
-    release = top_down_2020(measure(pl94, work, secure=False, rng=seed), bounds=bounds)
-    tab = pl94.geography
-    blocks = {str(i): release[n] for i, n in zip(tab.ids[tab.leaves], tab.leaves, strict=True)}
-    out = np.zeros((geo.n, release.shape[1]), dtype=np.int64)  # type: ignore[attr-defined]
-    for n in geo.leaves:  # type: ignore[attr-defined]
-        code = str(geo.ids[n])  # type: ignore[attr-defined]
-        out[n] = blocks[code[:5] + code[6:]]
-    aggregated: np.ndarray = geo.aggregate(out.T).T  # type: ignore[attr-defined]
-    return aggregated
+    return HeldRelease(pl94, bounds=bounds)
 
 
 if __name__ == "__main__":

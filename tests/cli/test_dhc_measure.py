@@ -89,7 +89,7 @@ def test_postprocess_refuses_what_is_not_built_for_the_dhc_before_any_output(
     """Every table estimator that forms a cells x cells matrix refuses a table of the DHC's
     1,227,744 cells in its design check (no traceback, no gigabytes asked for); the CLI
     says so in one line naming --method, exit 2, and makes no output folder."""
-    from postdp.postprocess import check_step, estimators
+    from postdp.postprocess import check_step, check_top_down_2020, estimators
 
     table = synthetic_dhc_population(["11"], seed=0, scale=0.0002)  # the run's truth
     work = load_strategy("dhc-2020-persons").workload(table)
@@ -98,8 +98,11 @@ def test_postprocess_refuses_what_is_not_built_for_the_dhc_before_any_output(
             with pytest.raises(ValueError, match=r"not built for tables of more than 20,000"):
                 check_step(e.name, table, work)
     check_step("project", table, work)  # (P) solves it in the marginal basis
-    with pytest.raises(ValueError, match="needs `held`"):  # its passes, given them
-        check_step("topdown-2020", table, work)
+    # its passes, the PL94 histograms to hold coming with the measurements (a study's per
+    # draw; top_down_2020 itself refuses to run without them)
+    check_step("topdown-2020", table, work)
+    with pytest.raises(ValueError, match=r"`held` must have shape \(10, 2016\)"):
+        check_top_down_2020(table, work, held=np.zeros((3, 2016)))  # checked when given
     out = tmp_path / "out"
     # topdown-2020 is held to a PL94 release (tests/nmf/test_postprocess_dhc.py): none given
     args = ["postprocess", str(dhc_run), "--method", "topdown-2020", "--output-dir", str(out)]

@@ -223,6 +223,7 @@ class DhcPlan:
         if reach is None:
             leaves = geo.leaves
             reach = switcher.block_reach(self.held[leaves], bounds.upper[leaves, FIRST_GQ:])
+            switcher.leaf_blocks = True
         elif reach.shape != (geo.leaves.size, switcher.column[-1]):
             raise ValidationError(
                 f"`reach` must have shape {(geo.leaves.size, int(switcher.column[-1]))}; "

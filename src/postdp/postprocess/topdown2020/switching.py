@@ -112,6 +112,8 @@ class Switcher:
             ]
         )
         self.geography, self.reach = geography, reach
+        #: whether the geography's leaves are the blocks (their reach their own)
+        self.leaf_blocks = False
         if geography is not None:
             # each leaf's ancestor at every depth (itself at its own; -1 below it)
             leaves = geography.leaves
@@ -224,6 +226,8 @@ class Switcher:
         geo = self.geography
         if geo is None or self.reach is None:
             return []
+        if self.leaf_blocks and not root and geo.is_leaf[geounits].all():
+            return []  # a block's caps are its upper bounds' zeros: nothing more to keep
         k = geounits.size
         if root:
             row_of = np.zeros(geo.leaves.size, dtype=np.int64)
