@@ -252,6 +252,71 @@ def test_the_root_keeps_what_it_holds_deliverable_to_the_blocks():
     assert without.repair(below, np.array([1, 2])).tolist() == [1, 0]  # c1 short of A
 
 
+def _ahead(geo, facility, blocks):
+    """A switcher looking ahead to ``geo``'s blocks: bounds of the ``facility`` counts
+    (per geounit and type, blocks given), held PL94 histograms of the ``blocks``."""
+    lower = geo.aggregate(facility.T).T
+    upper = np.where(lower > 0, np.inf, 0.0)
+    held = Marginal(SCHEMA, PL94_IN_DHC).apply(geo.aggregate(blocks.T).T.astype(float))
+    switcher = Switcher.of_schema(SCHEMA, lower, upper, geography=geo)
+    switcher.reach = switcher.block_reach(held[geo.leaves], upper[geo.leaves], lower[geo.leaves])
+    return switcher
+
+
+def test_a_required_bound_is_never_given_up_for_a_cap_nothing_can_meet():
+    """Block b1 has a facility of A but the PL94 release held gave it no correctional adult
+    (the blocks' bounds are best effort), so j1's reach in A can never be met; the family
+    still meets every bound of j1 and j2 (one A and one B each) rather than keep that cap
+    (a second program finds the bounds' least violation, a third keeps it)."""
+    from postdp import Hierarchy
+
+    geo = Hierarchy.from_parents(
+        ["R", "j1", "j2", "b1", "b2", "b3"], [None, "R", "R", "j1", "j1", "j2"]
+    )
+    facility = np.zeros((6, N_GQ))
+    facility[3, A] = facility[4, B] = 1
+    facility[5, [A, B]] = 1
+    blocks = np.zeros((6, SCHEMA.size), dtype=np.int64)
+    blocks[4, _cell(18 + B, 0, 40)] = 2
+    blocks[5, _cell(18 + A, 0, 40)] = 3
+    switcher = _ahead(geo, facility, blocks)
+    x = np.zeros((2, SCHEMA.size), dtype=np.int64)
+    x[0, _cell(18 + B, 0, 40)] = 2
+    x[1, _cell(18 + A, 0, 40)] = 2
+    x[1, _cell(18 + B, 0, 40)] = 1
+    assert switcher.repair(x, np.array([1, 2])).tolist() == [0, 0]
+    assert switcher.counts(x)[:, [A, B]].tolist() == [[1, 1], [1, 2]]
+
+
+def test_the_root_spares_each_block_its_other_facilities_persons():
+    """b1 has a facility of A and one of B and 2 correctional adults; b2 a facility of A
+    and 3. The root's 2 of A and 3 of B meet its bounds and fit the blocks by type allowed
+    (b1 allows B, 2 places), but b1 must keep one of its 2 for A: the root keeps at most 1
+    of B (b1's spare persons for B), and its blocks then meet every bound."""
+    from postdp import Hierarchy
+
+    geo = Hierarchy.from_parents(["R", "b1", "b2"], [None, "R", "R"])
+    facility = np.zeros((3, N_GQ))
+    facility[1, [A, B]] = 1
+    facility[2, A] = 1
+    blocks = np.zeros((3, SCHEMA.size), dtype=np.int64)
+    blocks[1, _cell(18 + A, 0, 40)] = 2
+    blocks[2, _cell(18 + A, 0, 40)] = 3
+    switcher = _ahead(geo, facility, blocks)
+    root = np.zeros((1, SCHEMA.size), dtype=np.int64)
+    root[0, _cell(18 + A, 0, 40)] = 2
+    root[0, _cell(18 + B, 0, 40)] = 3
+    assert switcher.repair(root, np.array([0]), root=True).tolist() == [0]
+    assert switcher.counts(root)[0, [A, B]].tolist() == [4, 1]
+    kids = np.zeros((2, SCHEMA.size), dtype=np.int64)  # the passes' split of the root
+    kids[0, _cell(18 + A, 0, 40)] = 2
+    kids[1, _cell(18 + A, 0, 40)] = 2
+    kids[1, _cell(18 + B, 0, 40)] = 1  # b2 has no facility of B
+    assert np.array_equal(kids.sum(axis=0), root[0])
+    assert switcher.repair(kids, np.array([1, 2])).tolist() == [0, 0]
+    assert switcher.counts(kids)[:, [A, B]].tolist() == [[1, 1], [3, 0]]
+
+
 def _incarcerated(seed: int = 1) -> Table:
     """The District at scale 0.0002 (138 persons, 3 blocks) with some household adults
     moved into correctional facilities of four detailed types, a block's types its own

@@ -207,7 +207,7 @@ class Held:
         bounds = found.get(("hhgq_total", "relgq"))
         if bounds is None or not blocks:
             return None
-        upper = bounds[1][:, FIRST_GQ:]
+        lower, upper = bounds[0][:, FIRST_GQ:], bounds[1][:, FIRST_GQ:]
         geocodes, cell, estimate = self._long(code, tabulation(prefix))
         block_of = {tabulation(g): k for k, g in enumerate(blocks)}
         row = np.fromiter(
@@ -219,7 +219,7 @@ class Held:
             (estimate[mine].astype(np.float64), (row[mine], cell[mine])), shape=(len(blocks), c)
         )
         switcher = Switcher.of_schema(schema, np.zeros((0, upper.shape[1])), upper[:0])
-        per_block = switcher.block_reach(held, upper)
+        per_block = switcher.block_reach(held, upper, lower)
         width = len(leaves[0])
         leaf_of = {g: k for k, g in enumerate(leaves)}
         owner = np.array([leaf_of.get(g[:width], -1) for g in blocks], dtype=np.int64)

@@ -222,7 +222,9 @@ class DhcPlan:
         )
         if reach is None:
             leaves = geo.leaves
-            reach = switcher.block_reach(self.held[leaves], bounds.upper[leaves, FIRST_GQ:])
+            reach = switcher.block_reach(
+                self.held[leaves], bounds.upper[leaves, FIRST_GQ:], bounds.lower[leaves, FIRST_GQ:]
+            )
             switcher.leaf_blocks = True
         elif reach.shape != (geo.leaves.size, switcher.column[-1]):
             raise ValidationError(

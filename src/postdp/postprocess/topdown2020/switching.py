@@ -36,8 +36,14 @@ theorem (Gale 1957; Hall's condition for transport) that is exactly when the spl
 carried down to the blocks with every block's held histogram and every type only where it
 is allowed, and it is inherited: a deliverable parent always has deliverable splits for its
 children (sum the block-level delivery by child). The allowed-type upper bounds are then
-met at every level below whenever they are met at the root; lower bounds (a person per
-facility) stay a per-family target.
+met at every level below whenever they are met at the root. Lower bounds (a person per
+facility) enter as a necessary condition: over every answer, ``sum_{t in S} y[j, t, :]`` at
+most what ``j``'s blocks allowing a type of ``S`` can spare for it (their held persons of
+``G`` less the lower bounds of ``G``'s other types); it is not sufficient, so a lower bound
+below may still be left unmet (best effort at blocks; refused where required). The bounds
+come first: the least
+violation of the geounits' own bounds is kept before any cap (a cap the held histograms
+cannot meet never costs a bound).
 
 Turning the types' counts into cells: within ``(t, a)`` the children exchange cells the
 parent has (so the edits hold), exchanges of the very same cell (sex and age) between two
@@ -103,11 +109,11 @@ class Switcher:
             for t in types.tolist():
                 self.local[t] = np.searchsorted(codes, pl94_of[self._block(t)])
         # the deliverability columns: per group, every nonempty set of its types (a bit
-        # mask over the group's types) by answer
+        # mask over the group's types) by answer, then each set over every answer
         self.column = np.cumsum(
             [0]
             + [
-                (2**types.size - 1) * codes.size
+                (2**types.size - 1) * (codes.size + 1)
                 for types, codes in zip(self.groups, self.answers, strict=True)
             ]
         )
@@ -148,21 +154,31 @@ class Switcher:
             geography=geography,
         )
 
-    def block_reach(self, held: Any, upper: Any) -> Any:
-        """The deliverability columns of blocks (sparse, (blocks, columns)): for each
-        group, nonempty set ``S`` of its types and answer ``a``, a block's held persons of
-        answer ``a`` if it allows a type of ``S`` (upper bound above 0), else 0. A
-        geounit's are the sum of its blocks' (``held``: (blocks, PL94 cells), dense or
-        sparse; ``upper``: (blocks, 24))."""
+    def block_reach(self, held: Any, upper: Any, lower: Any = None) -> Any:
+        """The deliverability columns of blocks (sparse, (blocks, columns)). For each group
+        and nonempty set ``S`` of its types: per answer ``a``, a block's held persons of
+        answer ``a`` if it allows a type of ``S`` (upper bound above 0), else 0; then, over
+        every answer, the persons it can spare for ``S``: its held persons of the group
+        less the lower bounds of the group's other types (none below 0), if it allows a
+        type of ``S``. A geounit's are the sum of its blocks' (``held``: (blocks, PL94
+        cells), dense or sparse; ``upper``, ``lower``: (blocks, 24), no lower bounds by
+        default)."""
         held = sparse.csr_array(held, dtype=np.float64)
+        upper = np.asarray(upper)
+        lower = np.zeros(upper.shape) if lower is None else np.asarray(lower, dtype=np.float64)
         pieces = []
         for types, codes in zip(self.groups, self.answers, strict=True):
             h = sparse.csr_array(held[:, codes])
-            allowed = np.asarray(upper)[:, types] > 0
+            total = np.asarray(h.sum(axis=1)).ravel()
+            allowed = upper[:, types] > 0
+            spare = []
             for mask in range(1, 2**types.size):
                 bits = (mask >> np.arange(types.size)) & 1 == 1
                 reach = np.asarray(allowed[:, bits].any(axis=1), dtype=np.float64)
                 pieces.append(sparse.csr_array(h.multiply(reach.reshape(-1, 1))))
+                others = lower[:, types[~bits]].sum(axis=1)
+                spare.append(np.maximum(total - others, 0.0) * reach)
+            pieces.append(sparse.csr_array(np.stack(spare, axis=1)))
         return sparse.hstack(pieces, format="csr")
 
     def _block(self, t: int) -> slice:
@@ -242,19 +258,19 @@ class Switcher:
         member = sparse.csr_array(
             (np.ones(take.size), (row_of[take], take)), shape=(k, geo.leaves.size)
         )
-        A = self.answers[g].size
+        A, M = self.answers[g].size, 2**types.size - 1
         cols = self.reach[:, self.column[g] : self.column[g + 1]]
-        caps = np.rint(np.asarray((member @ cols).todense())).astype(np.int64)
-        caps = caps.reshape(k, 2**types.size - 1, A)
-        out = []
-        for mask in range(1, 2**types.size):
+        slab = np.rint(np.asarray((member @ cols).todense())).astype(np.int64)
+        caps, spare = slab[:, : M * A].reshape(k, M, A), slab[:, M * A :]
+        out: list[tuple[IntArray, IntArray]] = []
+        for mask in range(1, M + 1):
             members = np.flatnonzero((mask >> np.arange(types.size)) & 1)
             cap = caps[:, mask - 1]
-            if members.size > 1:
-                apart = sum(caps[:, (1 << int(i)) - 1] for i in members)
-                if not (cap < apart).any():
-                    continue
-            out.append((members, cap))
+            apart = sum(caps[:, (1 << int(i)) - 1] for i in members)
+            if members.size == 1 or (cap < apart).any():
+                out.append((members, cap))
+            if (spare[:, mask - 1] < cap.sum(axis=1)).any():  # lower bounds below bind
+                out.append((members, spare[:, mask - 1]))
         return out
 
     def _meets(
@@ -264,7 +280,9 @@ class Switcher:
         lo, hi = self.lower[np.ix_(geounits, types)], self.upper[np.ix_(geounits, types)]
         if ((n < lo) | (n > hi)).any():
             return False
-        return all((y[:, s].sum(axis=1) <= cap).all() for s, cap in caps)
+        return all(
+            (y[:, s].sum(axis=1 if cap.ndim == 2 else (1, 2)) <= cap).all() for s, cap in caps
+        )
 
     def _solve(
         self,
@@ -275,11 +293,13 @@ class Switcher:
         caps: list[tuple[Any, Any]],
         root: bool,
     ) -> IntArray:
-        """The reachable split with the least violation (bounds and caps), then the fewest
-        persons moved: HiGHS's integer program (module notes).
+        """The reachable split with the least violation of the bounds, then of the caps,
+        then the fewest persons moved: HiGHS's integer programs (module notes).
 
         Variables: ``y`` (k, T, A); ``d >= y0 - y``, the persons moved out of each
-        ``(j, t, a)``; a slack per bound and cap row, priced above every possible move."""
+        ``(j, t, a)``; a slack per bound and cap row. One program prices every slack above
+        every possible move; should it leave a bound unmet while a cap is broken too, a
+        second finds the least violation of the bounds alone and a third keeps it."""
         k, T, A = y0.shape
         ny = k * T * A
         j_ = np.arange(k)[:, None, None]
@@ -306,9 +326,14 @@ class Switcher:
             (per_type[below], lo[below], np.full(below.size, np.inf), 1.0),
             (per_type[above], np.full(above.size, -np.inf), hi[above], -1.0),
         ]
+        n_bound = below.size + above.size
         for s, cap in caps:
-            member = np.where(np.isin(t_, s), j_ * A + a_, -1)
-            soft.append((sums(member, k * A), np.full(cap.size, -np.inf), cap.ravel(), -1.0))
+            if cap.ndim == 2:  # per answer
+                member = np.where(np.isin(t_, s), j_ * A + a_, -1)
+                rows = sums(member, k * A)
+            else:  # over every answer: the persons the blocks can spare for the set
+                rows = sums(np.where(np.isin(t_, s), j_ + 0 * a_, -1), k)
+            soft.append((rows, np.full(cap.size, -np.inf), cap.ravel(), -1.0))
         n_slack = sum(rows.shape[0] for rows, *_ in soft)
         n_var = 2 * ny + n_slack
 
@@ -341,21 +366,41 @@ class Switcher:
                 allowed = np.zeros(A, dtype=bool)
                 allowed[self.local[t][self.admissible[self._block(t)]]] = True
                 upper[np.flatnonzero(np.broadcast_to(~allowed & (t_ == i), (k, T, A)).ravel())] = 0
-        persons = float(y0.sum())
-        cost = np.concatenate([np.zeros(ny), np.ones(ny), np.full(n_slack, 2.0 * persons + 1.0)])
-        res = milp(
-            cost,
-            constraints=LinearConstraint(
-                sparse.vstack(matrix, format="csr"),
-                np.concatenate(low).astype(float),
-                np.concatenate(high).astype(float),
-            ),
-            integrality=np.ones(n_var),
-            bounds=Bounds(np.zeros(n_var), upper),
-        )
-        if res.x is None or res.status != 0:
-            raise ConvergenceError(f"record switching's integer program failed: {res.message}")
-        y: IntArray = np.rint(res.x[:ny]).astype(np.int64).reshape(k, T, A)
+        bound_slack = np.zeros(n_var)
+        bound_slack[2 * ny : 2 * ny + n_bound] = 1.0
+
+        def solve(cost: FloatArray, most: float | None = None) -> FloatArray:
+            rows, lows, highs = list(matrix), list(low), list(high)
+            if most is not None:  # the bounds' violation held at its least
+                rows.append(sparse.csr_array(bound_slack[None]))
+                lows.append(np.array([-np.inf]))
+                highs.append(np.array([most]))
+            res = milp(
+                cost,
+                constraints=LinearConstraint(
+                    sparse.vstack(rows, format="csr"),
+                    np.concatenate(lows).astype(float),
+                    np.concatenate(highs).astype(float),
+                ),
+                integrality=np.ones(n_var),
+                bounds=Bounds(np.zeros(n_var), upper),
+                options={"mip_rel_gap": 0.0},
+            )
+            if res.x is None or res.status != 0:
+                raise ConvergenceError(f"record switching's integer program failed: {res.message}")
+            out: FloatArray = np.rint(res.x)
+            return out
+
+        price = 2.0 * float(y0.sum()) + 1.0  # above every possible move (at most the persons)
+        moves = np.concatenate([np.zeros(ny), np.ones(ny), np.zeros(n_slack)])
+        slacks = np.concatenate([np.zeros(2 * ny), np.full(n_slack, price)])
+        x = solve(moves + slacks)
+        unmet = float(bound_slack @ x)
+        if unmet > 0 and n_slack > n_bound:  # a cap may have been kept at a bound's cost
+            least = float(bound_slack @ solve(bound_slack))
+            if least < unmet:
+                x = solve(moves + slacks, most=least)
+        y: IntArray = x[:ny].astype(np.int64).reshape(k, T, A)
         return y
 
     # -- cells ---------------------------------------------------------------------------------
