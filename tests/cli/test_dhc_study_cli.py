@@ -58,27 +58,3 @@ def test_a_dhc_study_is_the_library_study_with_a_pl94_release_per_draw(
     )  # fmt: skip
     np.testing.assert_array_equal(written["mae"], study.per_draw["mae"])
     np.testing.assert_array_equal(written["counts"], study.per_draw["counts"])
-
-
-@pytest.mark.parametrize(
-    ("extra", "message"),
-    [
-        (["--queries", "total;shoe size"], "--queries 'total;shoe size': 'shoe size' is not"),
-        (["--estimators", "topdown"], "--estimators 'topdown': topdown is not built for"),
-        (["--facilities", "f.csv"], "--facilities 'f.csv': a DHC run's facilities are by"),
-    ],
-)
-def test_bad_dhc_options_fail_in_one_line_before_any_draw(
-    extra, message, tmp_path, monkeypatch, capsys
-):
-    import postdp.analysis
-
-    def no_draw(*args, **kwargs):
-        raise AssertionError("drew before the options were checked")
-
-    monkeypatch.setattr(postdp.analysis, "accuracy_study", no_draw)
-    monkeypatch.chdir(tmp_path)
-    assert main(["study", *SMALL, *DHC, "--output-dir", "st", "--no-figures", *extra]) == 2
-    err = capsys.readouterr().err
-    assert message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
-    assert not (tmp_path / "st").exists()

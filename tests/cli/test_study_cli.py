@@ -125,6 +125,26 @@ def test_by_state_writes_one_study_per_state(tmp_path, monkeypatch, capsys):
         (["--facilities", "none.csv"], "--facilities 'none.csv': no such file"),
         (["--scheduler", "local", "--workers", "0"], "--workers"),
         (["--synthetic", "11"], "--synthetic '11,11': a state is named twice"),
+        # the DHC persons design's study (a tiny population: its design is checked first)
+        (
+            ["--strategy", "dhc-2020-persons", "--queries", "total;shoe size"],
+            "--queries 'total;shoe size': 'shoe size' is not",
+        ),
+        (
+            [
+                "--strategy",
+                "dhc-2020-persons",
+                "--population-scale",
+                "0.0002",
+                "--estimators",
+                "topdown",
+            ],
+            "--estimators 'topdown': topdown is not built for",
+        ),
+        (
+            ["--strategy", "dhc-2020-persons", "--facilities", "f.csv"],
+            "--facilities 'f.csv': a DHC run's facilities are by",
+        ),
     ],
 )
 def test_bad_options_fail_in_one_line_before_any_draw(
