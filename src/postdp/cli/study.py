@@ -96,9 +96,9 @@ def add_parser(commands: Any) -> None:
         "--strategy",
         default=STRATEGY,
         choices=(STRATEGY, DHC),
-        help=f"the design studied: {STRATEGY} (the 2020 redistricting persons design; "
-        f"default) or {DHC} (the 2020 DHC persons design, each draw held to a PL94 release "
-        "of its own of the same persons)",
+        help=f"the design studied: {STRATEGY} (the 2020 redistricting persons design) or "
+        f"{DHC} (the 2020 DHC persons design, each draw held to a PL94 release of its own "
+        "of the same persons)",
     )
     parser.add_argument(
         "--estimators",
@@ -124,7 +124,10 @@ def add_parser(commands: Any) -> None:
         "facility or housing unit, no minors in nursing facilities), as 'synthetic' (derived "
         "from the --synthetic population) or a CSV/Parquet file of block facilities as "
         "postdp measure reads it; held by topdown-2020 and the restorations "
-        "(blue-restore...), ignored by the estimators that hold no bounds (default none)",
+        "(blue-restore...), ignored by the estimators that hold no bounds (default none); "
+        f"with --strategy {DHC}, 'synthetic' only: the group-quarters bounds by the 24 "
+        "detailed types, met by record switching, and the PL94 releases held carry the "
+        "facility bounds of the same persons",
     )
     parser.add_argument(
         "--by-state",
