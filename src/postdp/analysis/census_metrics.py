@@ -359,14 +359,14 @@ def _marginal_metrics(
     released cells summed by a sparse product, the truth's kept sparse (the DHC's 1.2
     million cells a geounit)."""
     geo = table.geography
+    counts = [sparse.csr_array(m.count_matrix()) for m in marginals]
     frames = []
     for d in range(geo.n_levels):
         nodes = geo.levels[d]
         truth = sparse.csr_array(table.level_detailed(d))
         totals = np.asarray(truth.sum(axis=1), dtype=np.float64).ravel()
         rel = est[:, nodes, :].reshape(-1, est.shape[-1])
-        for m in marginals:
-            count = sparse.csr_array(m.count_matrix())
+        for m, count in zip(marginals, counts, strict=True):
             t_q = np.asarray((count @ truth.T).toarray()).T  # (units, groups)
             r_q = np.asarray(count @ rel.T).T.reshape(est.shape[0], nodes.size, -1)
             frame = count_metrics(r_q, t_q, totals=totals, partition=True, bins=bins)

@@ -57,6 +57,7 @@ class Held:
         self.source, self.level = str(source), level
         self.path = Path(source).expanduser()
         self.cells = tuple(Marginal(dhc_schema(), PL94_IN_DHC).labels)
+        self._switcher: Any = None  # record switching's layout, for :meth:`reach`
 
     def _refuse(self, problem: str) -> ValidationError:
         return ValidationError(f"the PL94 release to hold (`held`): {problem}")
@@ -218,8 +219,9 @@ class Held:
         held = sparse.csr_array(
             (estimate[mine].astype(np.float64), (row[mine], cell[mine])), shape=(len(blocks), c)
         )
-        switcher = Switcher.of_schema(schema, np.zeros((0, upper.shape[1])), upper[:0])
-        per_block = switcher.block_reach(held, upper, lower)
+        if self._switcher is None:  # the schema's layout, made once (the top asks per state)
+            self._switcher = Switcher.of_schema(schema, upper[:0], upper[:0])
+        per_block = self._switcher.block_reach(held, upper, lower)
         width = len(leaves[0])
         leaf_of = {g: k for k, g in enumerate(leaves)}
         owner = np.array([leaf_of.get(g[:width], -1) for g in blocks], dtype=np.int64)
