@@ -126,6 +126,7 @@ def test_by_state_writes_one_study_per_state(tmp_path, monkeypatch, capsys):
         (["--scheduler", "local", "--workers", "0"], "--workers"),
         (["--synthetic", "11"], "--synthetic '11,11': a state is named twice"),
         # the DHC persons design's study (a tiny population: its design is checked first)
+        (["--strategy", "dhc"], "argument --strategy: invalid choice: 'dhc'"),
         (
             ["--strategy", "dhc-2020-persons", "--queries", "total;shoe size"],
             "--queries 'total;shoe size': 'shoe size' is not",
