@@ -448,6 +448,89 @@ def test_measure_writes_the_facility_constraints_and_topdown_holds_them(tmp_path
     assert spy == [] and not (tmp_path / "r").exists()
 
 
+def test_postprocess_names_the_geounits_a_release_leaves_outside_their_bounds(
+    tmp_path, capsys, monkeypatch
+):
+    """A run with structural bounds solved by ``topdown-2020`` in tasks: every estimates
+    file records how many of its geounits break their bounds, the manifest sums them by
+    level, and the command's last line names them. Met (the solver's own release): 0 at
+    every level and no line. Broken on purpose (a person added, in every task, to the first
+    block's group quarters of a type it has no facility of, as a best-effort repair may
+    leave it): the counts are those of the released files against the run's bounds, with
+    the run cut into several tasks (several files per level)."""
+    import pandas as pd
+
+    from postdp import postprocess as pp
+    from postdp.data import FACILITY_COLUMNS, synthetic_facilities
+    from postdp.tables import Marginal, pl94_schema
+
+    t = small_table(6)
+    geo = t.geography
+    wide = pd.DataFrame(t.dense_cells(), columns=list(pl94_schema().cells))
+    wide.insert(0, "geocode", geo.ids[geo.leaves].astype(str))
+    wide.to_parquet(tmp_path / "h.parquet")
+    frame = pd.DataFrame(synthetic_facilities(t, seed=6), columns=list(FACILITY_COLUMNS))
+    frame.insert(0, "geocode", geo.ids[geo.leaves].astype(str))
+    frame.to_csv(tmp_path / "f.csv", index=False)
+    assert main(["measure", "--input", str(tmp_path / "h.parquet"), "--study", "--seed", "4",
+                 "--facilities", str(tmp_path / "f.csv"), "--quiet",
+                 "--output-dir", str(tmp_path / "run")]) == 0  # fmt: skip
+    run = nmf.read(tmp_path / "run")
+    levels = nmf.LEVELS_2020[: run.table.geography.n_levels]
+    args = ["postprocess", str(tmp_path / "run"), "--method", "topdown-2020"]
+    capsys.readouterr()
+    assert main([*args, "--output-dir", str(tmp_path / "met")]) == 0
+    manifest = json.loads((tmp_path / "met" / "postdp-manifest.json").read_text())
+    assert manifest["bounds_unmet"] == dict.fromkeys(levels, 0)
+    assert "note:" not in capsys.readouterr().err
+
+    schema = pl94_schema()
+    gq = Marginal(schema, "hhgq")
+    solve = pp.top_down_2020
+
+    def broken(m, **options):
+        """The solver's release, in a task solved down to the blocks, with one person
+        added to the first block's group quarters of a type without a facility there
+        (upper bound 0), if it has one."""
+        x = solve(m, **options)
+        sub = m.table.geography
+        block = int(sub.leaves[0])
+        (bound,) = [b for b in m.bounds if b.name == "hhgq_total"]
+        empty = np.flatnonzero(bound.upper[block] == 0)
+        if "root" in options and not options.get("cut") and empty.size:
+            cell = int(np.flatnonzero(gq.count_matrix()[[empty[0]]].toarray()[0])[0])
+            x = x.copy()
+            for node in [block, *_ancestors(sub, block)]:
+                x[node, cell] += 1
+        return x
+
+    monkeypatch.setattr(pp, "top_down_2020", broken)
+    out = tmp_path / "broken"
+    assert main([*args, "--cut-blocks", "2", "--output-dir", str(out)]) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    histograms = _long_histograms(out, run.table.geography, schema)
+    rows = {n: run.table.geography.levels[d] for d, n in enumerate(levels)}
+    expected = {}
+    for name, nodes in rows.items():
+        broke = np.zeros(nodes.size, dtype=bool)
+        for b in run.bounds:
+            counts = Marginal(schema, b.query).apply(histograms[nodes])
+            broke |= ((counts < b.lower[nodes]) | (counts > b.upper[nodes])).any(axis=1)
+        expected[name] = int(broke.sum())
+    assert expected["Block"] > 0  # the breakage reached the files
+    manifest = json.loads((out / "postdp-manifest.json").read_text())
+    assert manifest["bounds_unmet"] == expected
+    assert len(list((out / "wide" / "Block.parquet").rglob("*.parquet"))) > 2  # several tasks
+    where = ", ".join(f"{n} at {level}" for level, n in expected.items() if n)
+    assert err[-1].startswith(f"note: geounits left outside their structural bounds: {where} (")
+
+
+def _ancestors(geo, node):
+    while geo.parent[node] >= 0:
+        node = int(geo.parent[node])
+        yield node
+
+
 def _long_histograms(out, geo, schema):
     """Every geounit's released histogram (rows in ``geo``'s id order) from an integral
     release's long form: its nonzero cells, the wide form's numbers in three columns (the

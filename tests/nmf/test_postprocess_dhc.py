@@ -6,6 +6,7 @@ output."""
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import numpy as np
@@ -99,6 +100,11 @@ def test_the_dhc_run_is_held_to_its_pl94_release_at_every_geounit(runs):
     expected = dhc_facility_bounds(synthetic_dhc_facilities(truth), geo)
     persons = Marginal(dhc_schema(), "relgq").apply(released.astype(float))
     assert (persons >= expected.lower).all() and (persons <= expected.upper).all()
+    # so the manifest says no geounit is left outside its bounds, and so does every file
+    manifest = json.loads((out / "postdp-manifest.json").read_text())
+    assert manifest["bounds_unmet"] == dict.fromkeys(LEVELS, 0)
+    files = [f for f in sorted((out / "long").rglob("*.parquet")) if f.is_file()]
+    assert files and all(pq.read_schema(f).metadata[b"postdp.bounds_unmet"] == b"0" for f in files)
     pl94 = Marginal(dhc_schema(), PL94_IN_DHC)
     frame = pd.read_parquet(runs["release"] / "long" / "Block.parquet")
     index = {name: k for k, name in enumerate(pl94.labels)}
@@ -133,6 +139,8 @@ def test_cut_subtrees_on_dask_give_the_same_files(runs, tmp_path):
         a, b = (x.astype(dict.fromkeys(keys, str)).sort_values(keys, ignore_index=True)
                 for x in (a, b))  # fmt: skip
         pd.testing.assert_frame_equal(a, b)
+    manifests = [json.loads((o / "postdp-manifest.json").read_text()) for o in (runs["out"], out)]
+    assert manifests[0]["bounds_unmet"] == manifests[1]["bounds_unmet"]  # summed over parts
 
 
 def _refused(capsys, args, out, *needles):

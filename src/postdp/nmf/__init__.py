@@ -17,7 +17,7 @@ estimates, partition by partition and resumably (:mod:`postdp.nmf.runs`);
 from postdp.data import synthetic_population, synthetic_states
 from postdp.nmf._io import write
 from postdp.nmf._layout import LEVELS_2020
-from postdp.nmf._output import PLAN_FILE
+from postdp.nmf._output import MANIFEST_FILE, PLAN_FILE
 from postdp.nmf._read import read, subtrees
 from postdp.nmf._subtree import below
 from postdp.nmf.amc import amc
@@ -28,6 +28,7 @@ from postdp.nmf.synthetic import synthetic_run
 
 __all__ = [
     "LEVELS_2020",
+    "MANIFEST_FILE",
     "PLAN_FILE",
     "amc",
     "below",

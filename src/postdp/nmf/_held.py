@@ -31,7 +31,7 @@ from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
 from postdp.nmf import _layout as layout
 from postdp.nmf._io import _pyarrow
-from postdp.nmf._output import DONE, PLAN_FILE, TOTAL, geocode
+from postdp.nmf._output import MANIFEST_FILE, PLAN_FILE, TOTAL, geocode
 
 #: The character of a DHC geocode (flag, state, county, then this) that the tabulation
 #: geography lacks: the primitive geounit's digit.
@@ -66,7 +66,7 @@ class Held:
         """The SHA-256 of the release's manifest (which lists every file's SHA-256)."""
         from postdp._files import sha256
 
-        return sha256(self.path / DONE)
+        return sha256(self.path / MANIFEST_FILE)
 
     def _files(self, form: str, code: str) -> list[Path]:
         where = self.path / form / f"{self.level}.parquet" / code
@@ -78,7 +78,7 @@ class Held:
             raise self._refuse("no such folder")
         try:
             plan = json.loads((self.path / PLAN_FILE).read_text(encoding="utf-8"))
-            json.loads((self.path / DONE).read_text(encoding="utf-8"))
+            json.loads((self.path / MANIFEST_FILE).read_text(encoding="utf-8"))
         except (OSError, ValueError):
             raise self._refuse(
                 "not a finished postdp post-processing (its postdp-manifest.json is written "

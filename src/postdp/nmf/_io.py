@@ -480,11 +480,13 @@ def _atomic_parquet(pq: Any, table: Any, path: Path, values: int | None = None) 
     )
 
 
-def _atomic_parquet_parts(pq: Any, parts: Iterable[Any], path: Path) -> None:
+def _atomic_parquet_parts(
+    pq: Any, parts: Iterable[Any], path: Path, *, metadata: dict[str, str] | None = None
+) -> None:
     """Write the tables ``parts`` (one schema; at least one) as consecutive row groups of
     one file, built one at a time as the iterable yields them (so only one part is ever
     held), under a temporary name, then renamed into place; page checksums as
-    :func:`_atomic_parquet`."""
+    :func:`_atomic_parquet`; ``metadata``: key-value pairs added to the file's schema."""
     path.parent.mkdir(parents=True, exist_ok=True)
 
     def write(tmp: Any) -> None:
@@ -492,7 +494,10 @@ def _atomic_parquet_parts(pq: Any, parts: Iterable[Any], path: Path) -> None:
         try:
             for part in parts:
                 if writer is None:
-                    writer = pq.ParquetWriter(tmp, part.schema, write_page_checksum=True)
+                    schema = part.schema
+                    if metadata:
+                        schema = schema.with_metadata({**(schema.metadata or {}), **metadata})
+                    writer = pq.ParquetWriter(tmp, schema, write_page_checksum=True)
                 writer.write_table(part)
         finally:
             if writer is not None:

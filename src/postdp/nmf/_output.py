@@ -45,13 +45,15 @@ from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
 from postdp.nmf import _layout as layout
 from postdp.nmf._io import _atomic_parquet_parts, _atomic_text, _pyarrow
-from postdp.tables import PublishedTable, Schema
+from postdp.tables import CountBounds, PublishedTable, Schema
 
 #: The plan :func:`postdp.nmf.postprocess` writes first into its output folder: the method,
 #: options, the run's fingerprint and the seed (drawn and recorded when none is given), so
 #: that the same call resumes it and another is refused.
 PLAN_FILE = "postdp-postprocess.json"
-DONE = "postdp-manifest.json"
+#: The manifest it writes last: every file's SHA-256 (and, with structural bounds, the
+#: geounits left outside them by level); the post-processing is finished when it exists.
+MANIFEST_FILE = "postdp-manifest.json"
 FORMS = ("long", "wide")
 STD = "std_dev"
 #: The margins of error of the published tables' rows (``<variable>_moe``, 90%).
@@ -60,6 +62,13 @@ MOE = "moe"
 #: standard deviations' form (one value per count of every measured query); a wider one
 #: (the DHC persons design) has the long form only, by attributes.
 FORM_CELLS = 20_000
+#: The key of an estimates file's metadata (wide and long forms) saying how many of its
+#: geounits break their structural bounds (a run with bounds, solved by ``topdown-2020``):
+#: the DHC's group-quarters bounds are best effort at Block_Group and Block.
+UNMET = "postdp.bounds_unmet"
+#: Geounits checked against their bounds at a time (a DHC geounit's histogram as float64:
+#: 10 MB).
+UNMET_ROWS = 8
 #: The z of a 90% margin of error (the Census Bureau's margins are 90%): moe = Z90 x s.e.
 Z90 = 1.6448536269514722
 
@@ -187,12 +196,18 @@ class Writer:
         estimate: NumArray,
         codes: list[str],
         variances: dict[str, FloatArray] | None = None,
+        *,
+        bounds: Sequence[CountBounds] = (),
     ) -> None:
-        """The root and the states (``codes``: their subtree codes, in level order)."""
-        self._level(0, None, [""], *_pick(estimate, variances, [geo.root]))
+        """The root and the states (``codes``: their subtree codes, in level order);
+        ``bounds``: the geography's structural bounds, whose unmet geounits each file
+        records (:data:`UNMET`)."""
+        self._level(0, None, [""], *_pick(estimate, variances, [geo.root]),
+                    unmet=self._unmet(bounds, [geo.root], estimate))  # fmt: skip
         for g, code in zip(geo.levels[1], codes, strict=True):
             geocodes = [geocode(str(geo.ids[g]), code)]
-            self._level(1, code, geocodes, *_pick(estimate, variances, [g]))
+            self._level(1, code, geocodes, *_pick(estimate, variances, [g]),
+                        unmet=self._unmet(bounds, [g], estimate))  # fmt: skip
 
     def subtree(
         self,
@@ -203,11 +218,12 @@ class Writer:
         *,
         depth: int = 1,
         part: str | None = None,
+        bounds: Sequence[CountBounds] = (),
     ) -> None:
         """Every level of a subtree rooted at level ``depth`` (a state; a county, whose
         levels go to the files ``part-<part>.parquet`` of its state's partition) but its
-        root, which the levels above wrote."""
-        self.subtrees(code, [(geo, estimate, variances)], depth=depth, part=part)
+        root, which the levels above wrote; ``bounds`` as :meth:`top`'s."""
+        self.subtrees(code, [(geo, estimate, variances)], depth=depth, part=part, bounds=[bounds])
 
     def subtrees(
         self,
@@ -216,26 +232,49 @@ class Writer:
         *,
         depth: int,
         part: str | None,
+        bounds: Sequence[Sequence[CountBounds]] | None = None,
     ) -> None:
         """Sibling subtrees (rooted at level ``depth``; each ``(geography, estimate,
-        variances)``), every level but their roots in one file ``part-<part>.parquet``."""
+        variances)``), every level but their roots in one file ``part-<part>.parquet``;
+        ``bounds``: each piece's, as :meth:`top`'s."""
         levels = {geo.n_levels for geo, _, _ in pieces}
         if len(levels) != 1:
             raise ValueError("sibling subtrees of different depths")
+        each = [()] * len(pieces) if bounds is None else list(bounds)
         for d in range(1, levels.pop()):
             geocodes: list[str] = []
             values, picked = [], []
-            for geo, estimate, variances in pieces:
+            unmet: int | None = None
+            for (geo, estimate, variances), own in zip(pieces, each, strict=True):
                 nodes = geo.levels[d]
                 geocodes += [geocode(str(i), code) for i in geo.ids[nodes]]
                 v, p = _pick(estimate, variances, nodes)
                 values.append(v)
                 picked.append(p)
+                found = self._unmet(own, nodes, estimate)
+                if found is not None:
+                    unmet = (unmet or 0) + found
             joined = picked[0] if len(picked) == 1 else None
             if picked[0] is not None and len(picked) > 1:
                 joined = {k: np.concatenate([p[k] for p in picked if p]) for k in picked[0]}
             rows = values[0] if len(values) == 1 else np.concatenate(values)
-            self._level(d + depth, code, geocodes, rows, joined, part)
+            self._level(d + depth, code, geocodes, rows, joined, part, unmet=unmet)
+
+    def _unmet(self, bounds: Sequence[CountBounds], nodes: Any, estimate: NumArray) -> int | None:
+        """How many of ``nodes`` (rows of ``estimate``, one draw) break any of ``bounds``
+        (None: no bounds), a few geounits at a time (a DHC geounit is 1.2 million cells)."""
+        if not bounds:
+            return None
+        nodes = np.asarray(nodes)
+        found = 0
+        for a in range(0, nodes.size, UNMET_ROWS):
+            rows = nodes[a : a + UNMET_ROWS]
+            x = np.asarray(estimate)[rows]
+            broken = np.zeros(rows.size, dtype=bool)
+            for b in bounds:
+                broken |= b.take(rows).unmet(self.schema, x)
+            found += int(broken.sum())
+        return found
 
     def _level(
         self,
@@ -245,8 +284,11 @@ class Writer:
         values: NumArray,
         variances: dict[str, FloatArray] | None,
         part: str | None = None,
+        *,
+        unmet: int | None = None,
     ) -> None:
-        """One level's rows (``values``: their estimates; ``variances``: theirs by query)."""
+        """One level's rows (``values``: their estimates; ``variances``: theirs by query;
+        ``unmet``: how many break their bounds, recorded in the estimates' files)."""
         pa, pq = _pyarrow()
         if all(self._path(f, level, code, part).is_file() for f in self.forms):
             return
@@ -269,17 +311,20 @@ class Writer:
                     ),
                     self._path(MOE, level, code, part),
                 )
+        noted = None if unmet is None else {UNMET: str(unmet)}
         if "wide" in self.forms:
             _atomic_parquet_parts(
                 pq,
                 (self._wide(pa, geocodes, values, a, b) for a, b in spans),
                 self._path("wide", level, code, part),
+                metadata=noted,
             )
         if "long" in self.forms:
             _atomic_parquet_parts(
                 pq,
                 (self._long(pa, geocodes, values, variances, a, b) for a, b in spans),
                 self._path("long", level, code, part),
+                metadata=noted,
             )
 
     def _moe(self, variances: dict[str, FloatArray], a: int, b: int) -> FloatArray:
@@ -467,8 +512,8 @@ def start(out: Path, plan: dict[str, Any]) -> None:
                 f"{str(out)!r} holds a post-processing of another run, method or seed; "
                 "choose another folder"
             )
-        if (out / DONE).is_file():
-            (out / DONE).unlink()  # re-checked below: every file is written again or kept
+        if (out / MANIFEST_FILE).is_file():
+            (out / MANIFEST_FILE).unlink()  # re-checked below: every file is written again or kept
         for stale in out.rglob(".*.tmp"):  # a killed run's unfinished file
             stale.unlink(missing_ok=True)
         return

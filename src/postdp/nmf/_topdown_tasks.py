@@ -58,7 +58,7 @@ def run_topdown(
         rows = [held.reach(str(run), code, [code]) for code in order]
         reach = None if any(r is None for r in rows) else sparse.vstack(rows, format="csr")
     upper = top_down_2020(top, held=top_held, reach=reach)
-    writer.top(top.table.geography, upper, order)
+    writer.top(top.table.geography, upper, order, bounds=top.bounds)
     report("top", 1, len(order) + 1)
     source = None if held is None else str(held.path.resolve())
     common = (str(run), str(writer.out), writer.names, cut_blocks, source)
@@ -159,16 +159,19 @@ def _leaf_task(
     from postdp.postprocess import top_down_2020
 
     m = read(run, states=[code], within=list(members) if depth > 1 else None)
-    pieces = []
+    pieces, bounds = [], []
     roots = _roots(out, names, code, depth, source, members, schema_of(m))
     ids = [None] if depth == 1 else [_id(child, code) for child in members]
     for sub, root in zip(below_each(m, depth=depth, at=ids), roots, strict=True):
         with one_thread():
             estimate = top_down_2020(sub, root=root, held=_held(held, names, sub, code))
         pieces.append((sub.table.geography, estimate, None))
+        bounds.append(sub.bounds)
     del m
     _, part = _part((code, depth, members))
-    Writer(Path(out), names, schema_of(sub)).subtrees(code, pieces, depth=depth, part=part)
+    Writer(Path(out), names, schema_of(sub)).subtrees(
+        code, pieces, depth=depth, part=part, bounds=bounds
+    )
 
 
 def _cut_task(
@@ -202,7 +205,7 @@ def _cut_task(
         )
     geo = sub.table.geography
     Writer(Path(out), names, schema_of(sub)).subtree(
-        code, geo, estimate, depth=depth, part=prefix if depth > 1 else None
+        code, geo, estimate, depth=depth, part=prefix if depth > 1 else None, bounds=sub.bounds
     )
     children = sorted(geocode(str(geo.ids[g]), code) for g in geo.levels[1])
     sizes = _blocks_by_child(Path(run), names, code, prefix, children)

@@ -12,7 +12,10 @@ named by its code alone (``011``, not the run's ``State=011``: see
     OUT/std_dev/<Geolevel>.parquet/...      (``project``) geocode, query_name, query_shape, std_dev
     OUT/moe/<Geolevel>.parquet/...          (``project``; ``amc``) geocode, <variable>_moe, ...
     OUT/postdp-postprocess.json    what is being computed (written first)
-    OUT/postdp-manifest.json       every file and its SHA-256 (written last: complete)
+    OUT/postdp-manifest.json       every file and its SHA-256 (written last: complete);
+                                   for ``topdown-2020`` on a run with structural bounds,
+                                   ``bounds_unmet``: by level, the geounits the release
+                                   leaves outside their bounds (each file records its own)
 
 The *top* (the root and the states) is one partition; each spine subtree below a state is
 another. Every partition's files are written under temporary names and renamed into place,
@@ -78,13 +81,14 @@ from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
 from postdp.nmf import _layout as layout
 from postdp.nmf._held import Held
-from postdp.nmf._io import _atomic_text
+from postdp.nmf._io import _atomic_text, _pyarrow
 from postdp.nmf._output import (
-    DONE,
     FORM_CELLS,
+    MANIFEST_FILE,
     MOE,
     PLAN_FILE,
     TOTAL,
+    UNMET,
     Writer,
     forms_of,
     moe_tables,
@@ -297,13 +301,44 @@ def postprocess(
         made()  # nothing left of this call's output folder behind a bad run
         raise
     files = sorted(p.relative_to(out).as_posix() for p in out.rglob("*.parquet") if p.is_file())
-    manifest = {
+    manifest: dict[str, Any] = {
         **plan,
         "partitions": total,
         "files": {f: sha256(out / f) for f in files},
     }
-    _atomic_text(out / DONE, json.dumps(manifest, indent=2) + "\n")
+    unmet = bounds_unmet(out, files, names, forms)
+    if unmet is not None:
+        manifest[BOUNDS_UNMET] = unmet
+    _atomic_text(out / MANIFEST_FILE, json.dumps(manifest, indent=2) + "\n")
     return out
+
+
+#: The manifest's key, for a run with structural bounds solved in tasks (``topdown-2020``):
+#: by level, how many of its geounits the release leaves outside their bounds (the DHC's
+#: group-quarters bounds are best effort at Block_Group and Block; 0 elsewhere).
+BOUNDS_UNMET = "bounds_unmet"
+
+
+def bounds_unmet(
+    out: Path, files: list[str], names: tuple[str, ...], forms: list[str]
+) -> dict[str, int] | None:
+    """By level, the geounits whose estimates break their bounds, summed over the files'
+    records (:data:`~postdp.nmf._output.UNMET`; one form's files read, their footers only);
+    None where no file records any (no bounds, or a method not solved in tasks)."""
+    _, pq = _pyarrow()
+    form = "wide" if "wide" in forms else "long"
+    found: dict[str, int] = {}
+    for f in files:
+        parts = f.split("/")
+        if parts[0] != form:
+            continue
+        noted = (pq.read_schema(out / f).metadata or {}).get(UNMET.encode())
+        if noted is not None:
+            level = parts[1].removesuffix(".parquet")
+            found[level] = found.get(level, 0) + int(noted)
+    if not found:
+        return None
+    return {n: found[n] for n in names if n in found}
 
 
 class RunError(ValidationError):

@@ -22,7 +22,7 @@ from postdp._validation import fraction
 from postdp.errors import ValidationError
 from postdp.nmf import _layout as layout
 from postdp.nmf._manifest import SYNTHETIC
-from postdp.nmf._output import DONE, FORM_CELLS, PLAN_FILE, long_cells
+from postdp.nmf._output import FORM_CELLS, MANIFEST_FILE, PLAN_FILE, long_cells
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -144,8 +144,8 @@ def evaluate(
         plan = json.loads((out / PLAN_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         raise ValidationError(f"{str(out)!r}: not a postdp post-processing") from None
-    if not (out / DONE).is_file():
-        raise ValidationError(f"{str(out)!r}: not complete (no {DONE}); run it to the end")
+    if not (out / MANIFEST_FILE).is_file():
+        raise ValidationError(f"{str(out)!r}: not complete (no {MANIFEST_FILE}); run it to the end")
     run = Path(plan["run"])
     truth = synthetic_truth(run)
     manifest = layout.read_manifest(run) or {}

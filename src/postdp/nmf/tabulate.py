@@ -45,7 +45,7 @@ from postdp._files import new_temporary, sha256, write_atomic
 from postdp.data import geoid_names
 from postdp.errors import ValidationError
 from postdp.nmf._io import _pyarrow
-from postdp.nmf._output import DONE, PLAN_FILE
+from postdp.nmf._output import MANIFEST_FILE, PLAN_FILE
 from postdp.tables import PublishedTable
 
 __all__ = ["tabulate", "tabulated_levels", "tabulated_tables"]
@@ -191,14 +191,14 @@ class _Release:
         self.path = path
         if not (path / PLAN_FILE).is_file():
             raise ValidationError(f"{str(path)!r} is not a postdp post-processing output")
-        if not (path / DONE).is_file():
+        if not (path / MANIFEST_FILE).is_file():
             raise ValidationError(
-                f"{str(path)!r}: the post-processing is not finished (no {DONE}); run the "
+                f"{str(path)!r}: the post-processing is not finished (no {MANIFEST_FILE}); run the "
                 "same postdp postprocess command again to finish it"
             )
         try:
             self.plan = json.loads((path / PLAN_FILE).read_text(encoding="utf-8"))
-            self.manifest = json.loads((path / DONE).read_text(encoding="utf-8"))
+            self.manifest = json.loads((path / MANIFEST_FILE).read_text(encoding="utf-8"))
         except (OSError, ValueError):
             raise ValidationError(f"{str(path)!r}: its plan or manifest is unreadable") from None
         from postdp.postprocess import parse_table_method

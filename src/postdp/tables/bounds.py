@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from postdp._typing import ArrayLike, FloatArray
+from postdp._typing import ArrayLike, BoolArray, FloatArray
 from postdp.errors import ValidationError
 from postdp.tables.schema import Marginal, Schema
 
@@ -154,13 +154,44 @@ class CountBounds:
         >>> CountBounds("gq", [[0, 1]], [[9, 9]]).violation(s, [[0, 0]])
         1.0
         """
+        return float(self._excess(schema, histograms).max(initial=0.0))
+
+    def unmet(self, schema: Schema, histograms: ArrayLike) -> BoolArray:
+        """Which geounits' histograms break the bounds (a count below its lower bound or
+        above its upper one), e.g. to report what a best-effort repair left.
+
+        Parameters
+        ----------
+        schema : Schema
+        histograms : array_like, shape (..., n_geounits, schema.size)
+
+        Returns
+        -------
+        ndarray of bool, shape (..., n_geounits)
+
+        Examples
+        --------
+        >>> from postdp.tables import Attribute, Schema
+        >>> s = Schema([Attribute("gq", ["home", "jail"])])
+        >>> b = CountBounds("gq", [[0, 1], [0, 0]], [[9, 9], [9, 0]])
+        >>> b.unmet(s, [[3, 0], [2, 1]]).tolist()  # no one in 0's jail, someone in 1's
+        [True, True]
+        >>> b.unmet(s, [[3, 1], [2, 0]]).tolist()
+        [False, False]
+        """
+        out: BoolArray = np.asarray((self._excess(schema, histograms) > 0).any(axis=-1))
+        return out
+
+    def _excess(self, schema: Schema, histograms: ArrayLike) -> FloatArray:
+        """How far each geounit's bounded counts are outside their bounds (0 within)."""
         x = np.asarray(histograms, dtype=np.float64)
         marginal = self.check(schema, x.shape[-2])
         counts = np.asarray(marginal.count_matrix() @ x.reshape(-1, schema.size).T).T
         counts = counts.reshape(*x.shape[:-1], marginal.size)
         with np.errstate(invalid="ignore"):
             worst = np.maximum(self.lower - counts, counts - self.upper)
-        return float(np.maximum(np.nan_to_num(worst, nan=0.0), 0.0).max(initial=0.0))
+        out: FloatArray = np.maximum(np.nan_to_num(worst, nan=0.0), 0.0)
+        return out
 
 
 def check_bounds(bounds: Sequence[CountBounds], workload: Workload, *, geounits: int) -> None:
