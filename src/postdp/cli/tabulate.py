@@ -20,7 +20,7 @@ redistricting (P.L. 94-171) tables: P1 (race), P2 (Hispanic or Latino by race), 
 persons release, H1 (occupancy status) from a units release; of a release of the DHC
 persons design (`--held`), the DHC's P12 (sex by age, 49 rows) and PCT12 (sex by single-year
 age, 209 rows) at its levels that are tabulation geographies (US, State, County,
-Tract_Subset, Block_Group, Block; a geounit with no one in the release has no row). Costs
+Tract_Subset, Block_Group, Block; a geounit with no one in the release has a row of 0). Costs
 no privacy: it reads only the release.
 
 Writes TABLES/<Geolevel>.csv and TABLES/<Geolevel>.parquet (one row per geounit: GEOID, the

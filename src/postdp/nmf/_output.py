@@ -18,7 +18,8 @@ Forms:
   ``estimate``, the cells of estimate 0 left out (a cell not listed is 0). A schema of more
   than :data:`FORM_CELLS` cells (the DHC persons design's 1,227,744) has this form only, with
   a column per attribute (``relgq``, ``sex``, ``age``, ``hispanic``, ``cenrace``: each a
-  dictionary of its levels' names) in place of ``category``. A real-valued
+  dictionary of its levels' names) in place of ``category``, and each file names its
+  geounits estimated to hold no one, which have no row (:data:`EMPTY`). A real-valued
   method (``project``, ``blue-restore``, ``project-nonneg``, ...) writes no long form: its cells are
   almost never 0, so it would list every cell of every geounit (628 MB for the District of
   Columbia's ``project``), negative ones included; its wide form holds them all.
@@ -66,6 +67,10 @@ FORM_CELLS = 20_000
 #: geounits break their structural bounds (a run with bounds, solved by ``topdown-2020``):
 #: the DHC's group-quarters bounds are best effort at Block_Group and Block.
 UNMET = "postdp.bounds_unmet"
+#: The key of a long-form file's metadata, where there is no wide form (the DHC persons
+#: design): the geocodes of its geounits estimated to hold no one (a JSON list), which
+#: have no row in it (every cell 0), so that its tables still give them a row.
+EMPTY = "postdp.empty_geocodes"
 #: Geounits checked against their bounds at a time (a DHC geounit's histogram as float64:
 #: 10 MB).
 UNMET_ROWS = 8
@@ -311,20 +316,23 @@ class Writer:
                     ),
                     self._path(MOE, level, code, part),
                 )
-        noted = None if unmet is None else {UNMET: str(unmet)}
+        noted = {} if unmet is None else {UNMET: str(unmet)}
+        if "wide" not in self.forms:  # the long form alone: its geounits without a row named
+            blank = np.flatnonzero(~np.asarray(values).any(axis=1))
+            noted[EMPTY] = json.dumps([geocodes[i] for i in blank])
         if "wide" in self.forms:
             _atomic_parquet_parts(
                 pq,
                 (self._wide(pa, geocodes, values, a, b) for a, b in spans),
                 self._path("wide", level, code, part),
-                metadata=noted,
+                metadata=noted or None,
             )
         if "long" in self.forms:
             _atomic_parquet_parts(
                 pq,
                 (self._long(pa, geocodes, values, variances, a, b) for a, b in spans),
                 self._path("long", level, code, part),
-                metadata=noted,
+                metadata=noted or None,
             )
 
     def _moe(self, variances: dict[str, FloatArray], a: int, b: int) -> FloatArray:

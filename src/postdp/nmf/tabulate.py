@@ -25,8 +25,9 @@ sex-by-age tables instead (:func:`postdp.data.dhc_tables`: P12 and PCT12), read 
 long rows a batch at a time, at the levels whose geounits are Census tabulation geographies
 (US, State, County, Tract_Subset as the tract it is on postdp's spine, Block_Group and
 Block; ``GEOID`` the spine geocode without the primitive geounit's digit). Prim and
-Tract_Subset_Group are the design's own and are not tabulated, and a geounit with no one in
-the release has no long rows and no row here. No margin of error comes with them (the
+Tract_Subset_Group are the design's own and are not tabulated. A geounit with no one in the
+release has no long rows; its file names it (:data:`~postdp.nmf._output.EMPTY`), and it gets
+a row of zeros here. Rows come in geocode order. No margin of error comes with them (the
 integral DHC release carries none).
 """
 
@@ -45,7 +46,7 @@ from postdp._files import new_temporary, sha256, write_atomic
 from postdp.data import geoid_names
 from postdp.errors import ValidationError
 from postdp.nmf._io import _pyarrow
-from postdp.nmf._output import MANIFEST_FILE, PLAN_FILE
+from postdp.nmf._output import EMPTY, MANIFEST_FILE, PLAN_FILE
 from postdp.tables import PublishedTable
 
 __all__ = ["tabulate", "tabulated_levels", "tabulated_tables"]
@@ -343,10 +344,16 @@ class _Release:
                     [totals, np.zeros((len(geocodes) - totals.shape[0], width))]
                 )
             totals[present] += sums
+        noted = (pq.read_schema(path).metadata or {}).get(EMPTY.encode())
+        empty = [g for g in json.loads(noted) if g not in geocodes] if noted else []
+        keys = list(geocodes) + empty  # the geounits estimated to hold no one: rows of 0
+        totals = np.concatenate([totals, np.zeros((len(empty), width))])
+        order = np.argsort(np.array(keys, dtype=object), kind="stable")
         counts = np.rint(totals).astype(np.int64) if self.integral else totals
         codes = [c for t in tables for c in t.codes]
-        keys = list(geocodes)
-        return pd.concat([_dhc_identify(keys, level), pd.DataFrame(counts, columns=codes)], axis=1)
+        keys = [keys[k] for k in order]
+        frame = pd.DataFrame(counts[order], columns=codes)
+        return pd.concat([_dhc_identify(keys, level), frame], axis=1)
 
     def _margins(self, level: str, path: Path, rows: int) -> Callable[[Any], pd.DataFrame] | None:
         """The moe form's rows for each batch of a wide partition file: its twin file read
