@@ -159,20 +159,56 @@ def test_block_histograms_of_the_dhc_schema_draw_what_the_synthetic_population_d
     capsys.readouterr()
     assert main([*args, "--facilities", "synthetic"]) == 2
     err = capsys.readouterr().err
-    assert "--facilities 'synthetic'" in err and "--synthetic only" in err
+    assert "--facilities 'synthetic'" in err and "give a facilities file by detailed" in err
     assert err.count("\n") == 1 and not (tmp_path / "other").exists()
 
 
-def test_a_facilities_file_is_refused_for_the_dhc(tmp_path, capsys, spy):
-    """A facilities file holds PL94's seven group-quarters levels, not the DHC's 24
-    detailed types: refused by name, one line, exit 2, nothing drawn ('synthetic' derives
-    them from the synthetic population: ``tests/nmf/test_postprocess_dhc.py``)."""
-    (tmp_path / "f.csv").write_text("geocode,housing_units\n")
+def test_a_facilities_file_by_detailed_type_bounds_a_dhc_run(tmp_path, capsys, spy):
+    """``--facilities FILE`` of a DHC run: block GEOIDs and the 24 detailed types' columns
+    (``DHC_FACILITY_COLUMNS``, the relgq levels' codes). The run's Constraint rows are the
+    library's bounds of the same counts at every geounit (a block the file lacks left
+    unbounded, and so are its ancestors' upper bounds); a PL94 facilities file (7 major
+    types) is refused by its missing columns, one line, exit 2, nothing drawn."""
+    import pandas as pd
+
+    from postdp.data import (
+        DHC_FACILITY_COLUMNS,
+        dhc_facility_bounds,
+        synthetic_dhc_facilities,
+    )
+    from postdp.tables import dhc_schema
+
+    codes = [level.split()[0] for level in dhc_schema().attributes[0].levels[18:]]
+    assert list(DHC_FACILITY_COLUMNS) == codes
+    truth = synthetic_dhc_population(["11"], seed=0, scale=0.0002)
+    geo = truth.geography
+    counts = synthetic_dhc_facilities(truth)
+    counts[:, codes.index("GQ301")] += 1  # a nursing facility in every block
+    leaves = [str(i) for i in geo.ids[geo.leaves]]
+    frame = pd.DataFrame(counts, columns=codes)
+    frame.insert(0, "geocode", [b[:5] + b[6:] for b in leaves])  # the tabulation GEOID
+    frame.iloc[1:].to_csv(tmp_path / "f.csv", index=False)  # the first block left out
     args = ["measure", "--synthetic", "11", "--population-scale", "0.0002", "--strategy"]
-    args += ["dhc-2020-persons", "--study", "--seed", "1", "--facilities", str(tmp_path / "f.csv")]
-    assert main([*args, "--output-dir", str(tmp_path / "r")]) == 2
+    args += ["dhc-2020-persons", "--study", "--seed", "1", "--quiet"]
+    assert main([*args, "--facilities", str(tmp_path / "f.csv"),
+                 "--output-dir", str(tmp_path / "run")]) == 0  # fmt: skip
+    (got,) = nmf.read(tmp_path / "run").bounds
+    known = np.ones(geo.leaves.size, dtype=bool)
+    known[0] = False
+    want = dhc_facility_bounds(counts, geo, known=known)
+    rows = nmf.read(tmp_path / "run").table.geography.index([str(i) for i in geo.ids])
+    np.testing.assert_array_equal(got.lower[rows], want.lower)
+    np.testing.assert_array_equal(got.upper[rows], want.upper)
+    assert np.isinf(got.upper[rows[geo.leaves[0]]]).all()  # unknown: unbounded
+    assert (want.upper[geo.leaves[1:], 18:] == 0).any()  # and the known ones are bounded
+    assert want.lower[geo.root, 18 + codes.index("GQ301")] == counts[1:, codes.index("GQ301")].sum()
+    capsys.readouterr()
+    spy.clear()
+    (tmp_path / "pl94.csv").write_text("geocode,housing_units,nursing\n")
+    assert main([*args, "--facilities", str(tmp_path / "pl94.csv"),
+                 "--output-dir", str(tmp_path / "r")]) == 2  # fmt: skip
     err = capsys.readouterr().err
-    assert "--facilities" in err and "24 detailed" in err and err.count("\n") == 1
+    assert "--facilities" in err and "missing columns ['GQ101'" in err and err.count("\n") == 1
     assert spy == [] and not (tmp_path / "r").exists()
 
 

@@ -144,7 +144,7 @@ def test_by_state_writes_one_study_per_state(tmp_path, monkeypatch, capsys):
         ),
         (
             ["--strategy", "dhc-2020-persons", "--facilities", "f.csv"],
-            "--facilities 'f.csv': a DHC run's facilities are by",
+            "--facilities 'f.csv': a DHC study's facilities are 'synthetic'",
         ),
     ],
 )

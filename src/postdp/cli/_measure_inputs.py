@@ -126,12 +126,11 @@ def facilities(args: argparse.Namespace, strategy: Any) -> Any:
         )
     from postdp.data import facility_bounds, read_facilities, synthetic_facilities
 
-    if dhc:  # the group-quarters bounds by the 24 detailed types, met by record switching
-        if args.facilities != "synthetic" or args.synthetic is None:
+    if args.facilities == "synthetic" and dhc:  # by the 24 detailed types: record switching
+        if args.synthetic is None:
             raise CliError(
-                f"--facilities {args.facilities!r}: a DHC run's facilities are by the 24 "
-                "detailed group-quarters types, which a facilities file (PL94's 7) lacks: "
-                "'synthetic' with --synthetic only"
+                "--facilities 'synthetic': derived from the synthetic population; give a "
+                "facilities file by detailed type (GQ101 ... GQ997) with --input"
             )
         from postdp.data import dhc_facility_bounds, synthetic_dhc_facilities
 
@@ -148,13 +147,15 @@ def facilities(args: argparse.Namespace, strategy: Any) -> Any:
     path = Path(args.facilities).expanduser()
     if not path.is_file():
         raise CliError(f"--facilities {args.facilities!r}: no such file")
-    from postdp.data import check_facilities
+    from postdp.data import check_facilities, dhc_facility_bounds
 
     with flag("--facilities", args.facilities):
-        check_facilities(path)  # every row, before the draw
+        check_facilities(path, detailed=dhc)  # every row, before the draw
 
     def bounds(table: Any) -> Any:
-        counts, known = read_facilities(path, table.geography)
+        counts, known = read_facilities(path, table.geography, detailed=dhc)
+        if dhc:
+            return (dhc_facility_bounds(counts, table.geography, known=known),)
         return facility_bounds(counts, table.geography, known=known)
 
     return bounds

@@ -143,10 +143,11 @@ def add_parser(commands: Any) -> None:
         "military_quarters, other_noninstitutional (a block it lacks is left "
         "unconstrained); written as Constraint rows "
         "(hhgq_total_lb_con, hhgq_total_ub_con, nurse_nva_0_con) that topdown-2020 and "
-        "blue-restore hold; with --strategy dhc-2020-persons, 'synthetic' only: one facility "
-        "of each of the 24 detailed group-quarters types a block's residents live in, "
-        "written as hhgq_total_lb_con and hhgq_total_ub_con on relgq, which topdown-2020 "
-        "meets by record switching",
+        "blue-restore hold; with --strategy dhc-2020-persons, by the 24 detailed "
+        "group-quarters types: 'synthetic' (one facility of each type a block's residents "
+        "live in) or a file with 'geocode' and the columns GQ101 ... GQ997 (the relgq "
+        "levels' codes, postdp.data.DHC_FACILITY_COLUMNS), written as hhgq_total_lb_con and "
+        "hhgq_total_ub_con on relgq, which topdown-2020 meets by record switching",
     )
     parser.add_argument(
         "--bypass",

@@ -196,6 +196,12 @@ def run(args: argparse.Namespace, state: RunState) -> int:
     if dhc:
         chosen = [m.name for m in marginal_queries(strategy.schema, queries=queries)]
         shown_query = "sex * age" if "sex * age" in chosen else chosen[0]
+    if dhc and args.facilities not in (None, "synthetic"):
+        raise CliError(
+            f"--facilities {args.facilities!r}: a DHC study's facilities are 'synthetic' "
+            "(by the 24 detailed types, and their sums by major type for the PL94 releases "
+            "each draw holds); a facilities file is for postdp measure"
+        )
     bounding = _measure_inputs.facilities(args, strategy)  # the file checked now
     pl94 = load_strategy(STRATEGY)
     # a DHC study's PL94 releases hold the PL94 facility bounds of the same population

@@ -29,6 +29,7 @@ from postdp.data._dhc_population import (
 )
 from postdp.data._dhc_tables import DHC_TABLES, dhc_tables
 from postdp.data._facilities import (
+    DHC_FACILITY_COLUMNS,
     FACILITY_COLUMNS,
     check_facilities,
     dhc_facility_bounds,
@@ -54,6 +55,7 @@ from postdp.hierarchy import Hierarchy
 from postdp.tables import dhc_schema, load_strategy
 
 __all__ = [
+    "DHC_FACILITY_COLUMNS",
     "DHC_TABLES",
     "FACILITY_COLUMNS",
     "HOUSEHOLD_SHARES",

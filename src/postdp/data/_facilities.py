@@ -32,6 +32,7 @@ from postdp.tables import Marginal, Table
 from postdp.tables.bounds import CountBounds
 
 __all__ = [
+    "DHC_FACILITY_COLUMNS",
     "FACILITY_COLUMNS",
     "check_facilities",
     "dhc_facility_bounds",
@@ -52,6 +53,19 @@ FACILITY_COLUMNS = (
     "military_quarters",
     "other_noninstitutional",
 )
+#: The columns of a block's facilities by the DHC's 24 detailed group-quarters types
+#: (:func:`dhc_facility_bounds`): each type's code, the first word of its ``relgq`` level in
+#: :func:`postdp.tables.dhc_schema` (``GQ101 federal detention`` ... ``GQ997 other
+#: noninstitutional``), in that order.
+DHC_FACILITY_COLUMNS = (
+    "GQ101", "GQ102", "GQ103", "GQ104", "GQ105", "GQ106",
+    "GQ201", "GQ202", "GQ203",
+    "GQ301",
+    "GQ401", "GQ402", "GQ403", "GQ404", "GQ405",
+    "GQ501",
+    "GQ601", "GQ602",
+    "GQ701", "GQ801", "GQ802", "GQ900", "GQ901", "GQ997",
+)  # fmt: skip
 _NURSING = 3
 _DHC_FIRST_GQ, _DHC_GQ_TYPES = 18, 24  # relgq 18-41: the DHC's detailed GQ types
 _PEOPLE_PER_UNIT = 2.5  # about the 2020 average household size
@@ -198,7 +212,9 @@ def synthetic_facilities(table: Table, *, seed: int = 0) -> IntArray:
     return out
 
 
-def dhc_facility_bounds(facilities: ArrayLike, geography: Hierarchy) -> CountBounds:
+def dhc_facility_bounds(
+    facilities: ArrayLike, geography: Hierarchy, *, known: ArrayLike | None = None
+) -> CountBounds:
     """The 2020 DHC persons design's group-quarters bounds from block facility counts by
     detailed type (``hhgq_total_lb/ub`` on household vs each of the 24 detailed types,
     ``dhc-2020-design.md`` section 3), for :func:`postdp.postprocess.top_down_2020`'s record
@@ -211,6 +227,10 @@ def dhc_facility_bounds(facilities: ArrayLike, geography: Hierarchy) -> CountBou
         group-quarters type (relgq 18 to 41 of :func:`postdp.tables.dhc_schema`, in order).
     geography : Hierarchy
         The table's geography (leaves: blocks).
+    known : array_like of bool, shape (n_leaves,), optional
+        The leaves whose facilities are known (default all): an unknown leaf is bounded by
+        nothing, nor are its ancestors above (their lower bounds count the known leaves),
+        as :func:`facility_bounds`'s.
 
     Returns
     -------
@@ -235,16 +255,21 @@ def dhc_facility_bounds(facilities: ArrayLike, geography: Hierarchy) -> CountBou
     >>> b.lower[0, [18, 28]].tolist(), b.upper[2, [18, 28]].tolist(), float(b.upper[2, 0])
     ([2.0, 1.0], [0.0, inf], inf)
     """
+    n_leaves = geography.leaves.size
     values = _block_counts(
-        facilities, geography.leaves.size, _DHC_GQ_TYPES, "the 24 detailed group-quarters types"
+        facilities, n_leaves, _DHC_GQ_TYPES, "the 24 detailed group-quarters types"
     )
-    full = np.zeros((_DHC_GQ_TYPES, geography.n), dtype=np.int64)
-    full[:, geography.leaves] = values.T.astype(np.int64)
-    every = geography.aggregate(full).T  # (n, 24)
+    seen = np.ones(n_leaves, dtype=bool) if known is None else np.asarray(known, dtype=bool)
+    if seen.shape != (n_leaves,):
+        raise ValidationError(f"`known` must have shape ({n_leaves},); got {seen.shape}")
+    full = np.zeros((_DHC_GQ_TYPES + 1, geography.n), dtype=np.int64)
+    full[:-1, geography.leaves] = np.where(seen[:, None], values, 0).T.astype(np.int64)
+    full[-1, geography.leaves] = ~seen
+    every = geography.aggregate(full).T  # (n, 25): the counts, then unknown leaves below
     lower = np.zeros((geography.n, _DHC_FIRST_GQ + _DHC_GQ_TYPES))
     upper = np.full(lower.shape, np.inf)
-    lower[:, _DHC_FIRST_GQ:] = every
-    upper[:, _DHC_FIRST_GQ:] = np.where(every > 0, np.inf, 0.0)
+    lower[:, _DHC_FIRST_GQ:] = every[:, :-1]
+    upper[:, _DHC_FIRST_GQ:] = np.where((every[:, :-1] > 0) | (every[:, -1:] > 0), np.inf, 0.0)
     return CountBounds("relgq", lower, upper, name="hhgq_total")
 
 
@@ -286,7 +311,9 @@ def synthetic_dhc_facilities(table: Table) -> IntArray:
     return out
 
 
-def read_facilities(path: str | os.PathLike[str], geography: Hierarchy) -> tuple[IntArray, Any]:
+def read_facilities(
+    path: str | os.PathLike[str], geography: Hierarchy, *, detailed: bool = False
+) -> tuple[IntArray, Any]:
     """Block facility counts from a Parquet or CSV file, for a geography's leaves.
 
     Parameters
@@ -295,13 +322,19 @@ def read_facilities(path: str | os.PathLike[str], geography: Hierarchy) -> tuple
         Columns ``geocode`` (a block's 15-digit GEOID, or the 16-digit NMF geocode) and
         :data:`FACILITY_COLUMNS`, whole numbers >= 0, one row per block.
     geography : Hierarchy
-        Whose leaves (ids: block GEOIDs) the counts are for.
+        Whose leaves (ids: block GEOIDs; with ``detailed``, the DHC spine's block geocodes
+        too, :func:`postdp.data.dhc_spine`: the GEOID with the primitive geounit's digit
+        after the county) the counts are for.
+    detailed : bool, default False
+        Facilities by the DHC's 24 detailed group-quarters types: the columns
+        :data:`DHC_FACILITY_COLUMNS` in place of :data:`FACILITY_COLUMNS` (for
+        :func:`dhc_facility_bounds`).
 
     Returns
     -------
-    (ndarray of int64, shape (n_leaves, 8), ndarray of bool, shape (n_leaves,))
+    (ndarray of int64, shape (n_leaves, 8 or 24), ndarray of bool, shape (n_leaves,))
         The counts in ``geography.leaves`` order and which leaves the file has (the
-        ``known`` of :func:`facility_bounds`).
+        ``known`` of :func:`facility_bounds` and :func:`dhc_facility_bounds`).
 
     Raises
     ------
@@ -322,29 +355,37 @@ def read_facilities(path: str | os.PathLike[str], geography: Hierarchy) -> tuple
     >>> counts[:, 3].tolist(), known.tolist()
     ([1, 0], [True, False])
     """
-    frame = check_facilities(path)
-    ids = pd.Index([str(i) for i in geography.ids[geography.leaves]])
+    columns = list(DHC_FACILITY_COLUMNS if detailed else FACILITY_COLUMNS)
+    frame = check_facilities(path, detailed=detailed)
+    leaves = [str(i) for i in geography.ids[geography.leaves]]
+    if detailed:  # a DHC spine block: its GEOID with the primitive geounit's digit
+        leaves = [c[:5] + c[6:] if len(c) == 16 else c for c in leaves]
+    ids = pd.Index(leaves)
     where = ids.get_indexer(pd.Index(frame["geocode"]))
-    counts = np.zeros((ids.size, len(FACILITY_COLUMNS)), dtype=np.int64)
+    counts = np.zeros((ids.size, len(columns)), dtype=np.int64)
     inside = where >= 0
-    counts[where[inside]] = frame.loc[inside, list(FACILITY_COLUMNS)].to_numpy(dtype=np.int64)
+    counts[where[inside]] = frame.loc[inside, columns].to_numpy(dtype=np.int64)
     known = np.zeros(ids.size, dtype=bool)
     known[where[inside]] = True
     return counts, known
 
 
-def check_facilities(path: str | os.PathLike[str]) -> pd.DataFrame:
+def check_facilities(path: str | os.PathLike[str], *, detailed: bool = False) -> pd.DataFrame:
     """Read and check a facilities file (the form of :func:`read_facilities`).
 
     Parameters
     ----------
     path : path
         A ``.csv`` file, else Parquet.
+    detailed : bool, default False
+        Facilities by the DHC's 24 detailed group-quarters types
+        (:data:`DHC_FACILITY_COLUMNS`).
 
     Returns
     -------
     pandas.DataFrame
-        ``geocode`` (15-character GEOIDs) and :data:`FACILITY_COLUMNS` (int64).
+        ``geocode`` (15-character GEOIDs) and :data:`FACILITY_COLUMNS` (int64), or
+        :data:`DHC_FACILITY_COLUMNS` with ``detailed``.
 
     Raises
     ------
@@ -367,7 +408,8 @@ def check_facilities(path: str | os.PathLike[str]) -> pd.DataFrame:
             pd.read_parquet(path))  # fmt: skip
     except (OSError, ValueError) as exc:
         raise ValidationError(f"cannot be read as CSV or Parquet ({exc})") from None
-    missing = [c for c in ("geocode", *FACILITY_COLUMNS) if c not in frame.columns]
+    columns = list(DHC_FACILITY_COLUMNS if detailed else FACILITY_COLUMNS)
+    missing = [c for c in ("geocode", *columns) if c not in frame.columns]
     if missing:
         raise ValidationError(f"missing columns {missing}")
     codes = frame["geocode"].astype(str).str.strip()
@@ -376,11 +418,11 @@ def check_facilities(path: str | os.PathLike[str]) -> pd.DataFrame:
         raise ValidationError("'geocode' must be 15-digit block GEOIDs")
     if codes.duplicated().any():
         raise ValidationError(f"block {codes[codes.duplicated()].iloc[0]} has two rows")
-    values = frame[list(FACILITY_COLUMNS)].to_numpy()
+    values = frame[columns].to_numpy()
     if not np.issubdtype(values.dtype, np.number) or not np.isfinite(values).all():
         raise ValidationError("the counts must be nonnegative whole numbers")
     if (values < 0).any() or (values != np.rint(values)).any():
         raise ValidationError("the counts must be nonnegative whole numbers")
-    out = frame[list(FACILITY_COLUMNS)].astype(np.int64)
+    out = frame[columns].astype(np.int64)
     out.insert(0, "geocode", codes.to_numpy())
     return out.reset_index(drop=True)
