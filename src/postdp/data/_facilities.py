@@ -410,6 +410,12 @@ def check_facilities(path: str | os.PathLike[str], *, detailed: bool = False) ->
         raise ValidationError(f"cannot be read as CSV or Parquet ({exc})") from None
     columns = list(DHC_FACILITY_COLUMNS if detailed else FACILITY_COLUMNS)
     missing = [c for c in ("geocode", *columns) if c not in frame.columns]
+    if len(missing) > 4:  # most of a design's columns: the first few, and what they are
+        shown = ", ".join(repr(c) for c in missing[:3])
+        what = "DHC_FACILITY_COLUMNS" if detailed else "FACILITY_COLUMNS"
+        raise ValidationError(
+            f"missing columns [{shown}, ...] ({len(missing)} of postdp.data.{what})"
+        )
     if missing:
         raise ValidationError(f"missing columns {missing}")
     codes = frame["geocode"].astype(str).str.strip()
