@@ -92,23 +92,23 @@ def uncut_cells(county_topdown):
     return released_cells(county_topdown())
 
 
-@pytest.mark.parametrize("cut_blocks", [1, 5])
+@pytest.mark.parametrize("cut_blocks", [1, 14])
 def test_cut_subtrees_give_the_same_numbers(
     county_run, county_topdown, uncut_cells, tmp_path, cut_blocks
 ):
-    """A subtree of more than ``cut_blocks`` blocks is a task down to its children (their
-    families solved as inner ones), its other children batched into tasks of at most
-    ``cut_blocks`` blocks, each batch reading only its rows (``within``), a child cut again
-    if still too large (1: every state, county and tract of more than one block; 5: some
-    counties whole, counties 10001 and 10003 one batch). Every geounit's histogram equals
-    the uncut run's; each task's levels are in part-<its first geocode> files; a run killed
-    between two tasks resumes to the same files.
+    """A subtree of more than ``cut_blocks`` geounits (itself and all below it) is a task
+    down to its children (their families solved as inner ones), its other children batched
+    into tasks of at most ``cut_blocks`` geounits, each batch reading only its rows
+    (``within``), a child cut again if still too large (1: every state, county and tract;
+    each block group a task of its own; 14: counties 10001 and 10003, 10 and 4 geounits, one
+    batch, county 10005's 18 cut at its tracts). Every geounit's histogram equals the uncut
+    run's; each task's levels are in part-<its first geocode> files; a run killed between
+    two tasks resumes to the same files.
 
-    The kill is tried at ``cut_blocks=5`` only: its tasks take every path of the resume
-    that 1's do (cut tasks at the state, county and tract, each run again on resume and
-    reading its roots from the part above; leaf tasks at levels 2 to 4, from a state's own
-    file and from parts, skipped when written), and a batch of two siblings besides, in
-    half the tasks (12, not 27)."""
+    The kill is tried at ``cut_blocks=14`` only: its tasks take every path of the resume
+    that 1's do (cut tasks at the state and county, each run again on resume and reading
+    its roots from the part above; leaf tasks at levels 2 and 3, from parts, skipped when
+    written), and a batch of two siblings besides, in fewer tasks."""
     from postdp.nmf import _topdown_tasks as tasks
 
     cut = county_topdown(cut_blocks)
@@ -117,8 +117,8 @@ def test_cut_subtrees_give_the_same_numbers(
     for g, row in a.items():
         assert b[g] == row, g
     lengths = check_parts(cut / "wide" / "Block.parquet", batched=True)
-    assert lengths >= ({12, 13} if cut_blocks == 1 else {6})  # tracts, block groups; counties
-    if cut_blocks == 5:
+    assert lengths == ({13} if cut_blocks == 1 else {6, 12})  # block groups; counties, tracts
+    if cut_blocks == 14:
         batch = cut / "wide" / "Block.parquet" / "010" / "part-010001.parquet"
         heads = {g[:6] for g in pd.read_parquet(batch, columns=["geocode"])["geocode"]}
         assert heads == {"010001", "010003"}
@@ -129,8 +129,8 @@ def test_cut_subtrees_give_the_same_numbers(
     geo = county.table.geography
     assert [str(geo.ids[g]) for g in geo.levels[2]] == ["24003"]
     assert all(str(geo.ids[g]).startswith("24003") for d in (3, 4, 5) for g in geo.levels[d])
-    if cut_blocks != 5:
-        return  # the kill and resume: at 5 only (see above)
+    if cut_blocks != 14:
+        return  # the kill and resume: at 14 only (see above)
     real, calls = tasks._leaf_task, []
 
     def dies_on_the_third(*args):
@@ -500,7 +500,7 @@ def test_dask_local_cluster_gives_the_same_bits(client, tmp_path):
 def test_dask_runs_the_county_tasks_of_cut_states(client, county_run, county_topdown, tmp_path):
     """A cut state's county tasks are submitted as its state task ends: the same files as
     in-process (``cut_blocks=5``: cut tasks at the state, county and tract, whose children
-    are submitted as they end, and batches of one and two siblings; 12 tasks)."""
+    are submitted as they end, and batches of one and two siblings)."""
     local = county_topdown(5)
     seen = []
     remote = nmf.postprocess(

@@ -60,7 +60,7 @@ data: --held names the output folder of a finished integral postdp postprocess o
 pl94-2020-persons run of the same persons and blocks, and every DHC geounit's PL94
 histogram is held exactly to the sum of its blocks' there. It takes --method topdown-2020
 only and writes the long form only, with a column per attribute (relgq, sex, age,
-hispanic, cenrace) in place of category; its tasks hold at most --cut-blocks blocks
+hispanic, cenrace) in place of category; its tasks hold at most --cut-blocks geounits
 (default 100: some 25 MB per geounit in a task). Its group-quarters bounds are met by
 record switching, required down to Tract_Subset and best effort at Block_Group and Block;
 a run with structural bounds solved by {tasks} records, by level, how many geounits the
@@ -128,13 +128,13 @@ def add_parser(commands: Any) -> None:
         "--cut-blocks",
         type=whole(1, 10**9),
         metavar="N",
-        help="a method solved in subtree tasks: a state with more than N blocks is cut at "
-        "its counties, a county "
-        "still above N at its tracts, and so on; the other counties (tracts, ...) go in "
-        "tasks of consecutive ones of at most N blocks in all (memory per task: at most N "
-        "blocks or one block group: a worker of 5.6 GB on synthetic California at the "
-        "default); the numbers are the same (default 50000; 100 for a DHC run, whose "
-        "geounits hold some 25 MB each in a task)",
+        help="a method solved in subtree tasks: a state with more than N geounits (its "
+        "blocks and those above them) is cut at its counties, a county still above N at "
+        "its tracts, and so on; the other counties (tracts, ...) go in tasks of "
+        "consecutive ones of at most N geounits in all, each with everything below it "
+        "(memory per task: at most N geounits or one family: a worker of 5.6 GB on "
+        "synthetic California at the default); the numbers are the same (default 50000; "
+        "100 for a DHC run, whose geounits hold some 25 MB each in a task)",
     )
     parser.add_argument(
         "--held",

@@ -1,19 +1,22 @@
 """``topdown-2020`` over a run as independent tasks, large subtrees cut (private).
 
 The top (the nation and the states) is solved in the client. Every state is then a task
-below its fixed histogram; a subtree of more than ``cut_blocks`` blocks is instead a *cut
-task*: it reads its own levels down to its children (``read(..., levels=, within=)``),
-solves them as the inner families they are (``top_down_2020(..., cut=True)``), writes its
-children's level and hands its children on: a child still too large as a cut task of its
-own (a county of 240,000 blocks is cut at its tracts), the others in *batches* of
-consecutive siblings of at most ``cut_blocks`` blocks in all, read together
+below its fixed histogram; a subtree of more than ``cut_blocks`` geounits (its blocks and
+the geounits between them and its root) is instead a *cut task*: it reads its own levels
+down to its children (``read(..., levels=, within=)``), solves them as the inner families
+they are (``top_down_2020(..., cut=True)``), writes its children's level and hands its
+children on: a child still too large as a cut task of its own (a county of 240,000 blocks
+is cut at its tracts), the others in *batches* of consecutive siblings of at most
+``cut_blocks`` geounits in all (each with everything below it), read together
 (``read(..., within=[...])``) and each solved below its histogram (a county's 2,500
 tracts are a few tasks, not 2,500 reads and writes). A cut subtree's children's level
 goes to ``part-<its root's geocode>.parquet`` files of its state's partition, a batch's
 levels to ``part-<its first geocode>.parquet`` (a state's own: ``part-0.parquet``), so
-every file has one writer, and a task holds at most ``cut_blocks`` blocks (or one block
-group's family). Every family is solved exactly as in the uncut run, so the numbers are
-the same however the run is cut.
+every file has one writer, and a task holds at most ``cut_blocks`` geounits (or one
+family: a parent and its children, which are solved together). Counting geounits, not
+blocks: where blocks are few (a sparse synthetic state, a county of one tract), the levels
+above them are most of a task (Texas at scale 0.00005: six geounits a block). Every family
+is solved exactly as in the uncut run, so the numbers are the same however the run is cut.
 """
 
 from __future__ import annotations
@@ -64,7 +67,9 @@ def run_topdown(
     common = (str(run), str(writer.out), writer.names, cut_blocks, source)
     tasks: list[Task] = []
     for code in order:
-        big = _cuttable(writer.names, 1) and _blocks(run, writer.names, code, code) > cut_blocks
+        big = (
+            _cuttable(writer.names, 1) and _geounits(run, writer.names, code, code, 1) > cut_blocks
+        )
         if big or not writer.done(code):
             tasks.append((_cut_task if big else _leaf_task, (code, 1, (code,), None, *common)))
     done, known = len(order) - len(tasks), len(order)
@@ -187,8 +192,8 @@ def _cut_task(
 ) -> list[Task]:
     """The subtree of the one member down to its children only (solved as inner
     families); writes the children's level and returns their tasks: a child of more than
-    ``cut_blocks`` blocks cut again, the others in batches of consecutive siblings of at
-    most ``cut_blocks`` blocks in all."""
+    ``cut_blocks`` geounits (itself and every one below it) cut again, the others in
+    batches of consecutive siblings of at most ``cut_blocks`` geounits in all."""
     from postdp.postprocess import top_down_2020
 
     (prefix,) = members
@@ -208,12 +213,12 @@ def _cut_task(
         code, geo, estimate, depth=depth, part=prefix if depth > 1 else None, bounds=sub.bounds
     )
     children = sorted(geocode(str(geo.ids[g]), code) for g in geo.levels[1])
-    sizes = _blocks_by_child(Path(run), names, code, prefix, children)
+    sizes = _geounits_by_child(Path(run), names, code, prefix, children, depth + 1)
     source = prefix if depth > 1 else None  # the part the children's level went to
     common = (source, run, out, names, cut_blocks, held)
     tasks: list[Task] = []
     batch: list[str] = []
-    blocks = 0
+    geounits = 0  # in the batch
 
     def flush() -> None:
         if batch:
@@ -225,13 +230,13 @@ def _cut_task(
         if _cuttable(names, depth + 1) and size > cut_blocks:
             flush()
             tasks.append((_cut_task, (code, depth + 1, (child,), *common)))
-            blocks = 0
+            geounits = 0
             continue
-        if batch and blocks + size > cut_blocks:
+        if batch and geounits + size > cut_blocks:
             flush()
-            blocks = 0
+            geounits = 0
         batch.append(child)
-        blocks += size
+        geounits += size
     flush()
     return tasks
 
@@ -266,19 +271,26 @@ def block_geocodes(
     return pa.concat_arrays(parts) if parts else pa.array([], pa.string())
 
 
-def _blocks(run: Path, names: tuple[str, ...], code: str, prefix: str) -> int:
-    return len(block_geocodes(run, names, code, prefix))
+def _geounits(run: Path, names: tuple[str, ...], code: str, prefix: str, depth: int) -> int:
+    """How many geounits the subtree of ``prefix`` (at level ``depth``) has below its root:
+    what a task solving it holds (its blocks, and the geounits between them and it)."""
+    return sum(len(block_geocodes(run, names, code, prefix, level)) for level in names[depth + 1 :])
 
 
-def _blocks_by_child(
-    run: Path, names: tuple[str, ...], code: str, prefix: str, children: list[str]
+def _geounits_by_child(
+    run: Path, names: tuple[str, ...], code: str, prefix: str, children: list[str], depth: int
 ) -> dict[str, int]:
-    """How many blocks each child geocode of ``prefix`` has (by geocode prefix)."""
+    """How many geounits each child geocode of ``prefix`` (at level ``depth``) roots, itself
+    included (by geocode prefix, every level from the children's down to the blocks)."""
     import pyarrow.compute as pc
 
     if not children:
         return {}
-    geocodes = block_geocodes(run, names, code, prefix)
-    heads = pc.utf8_slice_codeunits(geocodes, 0, len(children[0])).value_counts()
-    found = heads.field("values").to_pylist()
-    return dict(zip(found, heads.field("counts").to_pylist(), strict=True))
+    counts: dict[str, int] = {}
+    for level in names[depth:]:
+        geocodes = block_geocodes(run, names, code, prefix, level)
+        heads = pc.utf8_slice_codeunits(geocodes, 0, len(children[0])).value_counts()
+        for head, n in zip(heads.field("values").to_pylist(), heads.field("counts").to_pylist(),
+                           strict=True):  # fmt: skip
+            counts[head] = counts.get(head, 0) + n
+    return counts

@@ -31,9 +31,10 @@ How each method is partitioned (by the properties of its record in
   every subtree below its state's fixed histogram (:func:`postdp.postprocess.top_down_2020`
   with ``root=``): one state's measurements in memory at a time, and the subtrees are
   independent tasks (a Dask scheduler runs them in parallel, the same bits as in-process).
-  A state of more than ``cut_blocks`` blocks is cut at its counties: a task solves it
-  down to its counties (``cut=True``), then its counties are tasks of consecutive
-  counties of at most ``cut_blocks`` blocks in all (``read(..., within=[counties])``),
+  A state of more than ``cut_blocks`` geounits (its blocks and the geounits above them)
+  is cut at its counties: a task solves it down to its counties (``cut=True``), then its
+  counties are tasks of consecutive counties of at most ``cut_blocks`` geounits in all,
+  each county with everything below it (``read(..., within=[counties])``),
   their levels in ``part-<first county's geocode>.parquet`` files; a county still too
   large is cut again at its tracts, and so on.
 - a method with known variances (:attr:`~postdp.postprocess.Estimator.variances`:
@@ -101,12 +102,13 @@ from postdp.tables import Query, TableMeasurements
 
 __all__ = ["RunError", "postprocess"]
 
-#: A method solved in subtree tasks (``topdown-2020``) cuts a state with more blocks than
-#: this at its counties (tasks of at most this many blocks: synthetic California's
-#: workers peaked at 5.6 GB with it, 9.0 GB with 100,000).
+#: A method solved in subtree tasks (``topdown-2020``) cuts a state with more geounits
+#: than this (blocks, and the geounits above them) at its counties: tasks of at most this
+#: many geounits (synthetic California's workers peaked at 5.6 GB with 50,000 blocks a
+#: task, 9.0 GB with 100,000; blocks are most of a real state's geounits).
 CUT_BLOCKS = 50_000
 #: The same for a run of the DHC persons design, whose geounits' noisy answers are some
-#: 1.9 million values (15 MB) each: tasks of at most this many blocks.
+#: 1.9 million values (15 MB) each: tasks of at most this many geounits.
 DHC_CUT_BLOCKS = 100
 
 
@@ -155,12 +157,16 @@ def postprocess(
         90% margin of error, each geounit, the same layout as ``wide``). Needs an integral
         method.
     cut_blocks : int, optional
-        A method solved in subtree tasks: a state with more blocks is cut at its
-        counties -- one task solves it down to its counties, then consecutive counties of at most
-        ``cut_blocks`` blocks in all are a task, each below its histogram, their levels
-        written to ``part-<first county's geocode>.parquet`` files in the state's
-        partition -- so a task holds at most ``cut_blocks`` blocks, not a state of 500,000;
-        a county still too large is cut at its tracts, a tract at its block groups. The
+        A method solved in subtree tasks: a state with more geounits below it (its blocks
+        and the geounits between them and it) is cut at its counties -- one task solves it
+        down to its counties, then consecutive counties of at most ``cut_blocks`` geounits
+        in all (each with everything below it) are a task, each below its histogram, their
+        levels written to ``part-<first county's geocode>.parquet`` files in the state's
+        partition -- so a task holds at most ``cut_blocks`` geounits, not a state of
+        500,000 blocks (or one family, a parent and its children, which are solved
+        together); a county still too large is cut at its tracts, a tract at its block
+        groups. Geounits, not blocks: where blocks are few (a sparse synthetic state) the
+        levels above them are most of a task. The
         numbers are the same as without the cut (every family is solved alike). Default
         50,000 (:data:`CUT_BLOCKS`); 100 for a DHC persons run (:data:`DHC_CUT_BLOCKS`:
         its geounits' noisy answers are 15 MB each).
@@ -268,7 +274,8 @@ def postprocess(
         "forms": forms,
         "partition_folders": "subtree code",  # an earlier postdp's State=NNN: not resumed
         "amc": amc,
-        **({"cut_blocks": cut_blocks} if tasks else {}),
+        # the cut counts geounits (postdp before 2026-12 counted blocks: other tasks)
+        **({"cut_blocks": cut_blocks, "cut_counts": "geounits"} if tasks else {}),
     }
     if source is not None:
         plan["held"] = str(source.path.resolve())
