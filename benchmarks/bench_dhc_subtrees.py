@@ -18,11 +18,13 @@ Each run, in fresh folders:
 - ``local``: ``postdp postprocess`` of the DHC run held to that release (record switching
   meeting the bounds), in process (a state of at most 100 blocks one task);
 - ``dask``: the same on the two workers, the state cut for tasks of at most
-  ``--cut-blocks`` blocks (default 20: Delaware's counties are tasks), checked equal to
+  ``--cut-blocks`` geounits (default 20: Delaware's counties are tasks), checked equal to
   ``local`` file by file (``--no-dask``: skipped, for a county too large for two
   workers' memory).
 
-Then medians of --repeat runs with the load average (``os.getloadavg``) before and after,
+Each run prints how many geounits of each level its release leaves outside their
+group-quarters bounds (the manifest's ``bounds_unmet``). Then medians of --repeat runs
+with the load average (``os.getloadavg``) before and after,
 the peak resident memory of this process and of each worker (``ru_maxrss``), and the mean
 absolute error of single years of age by sex (232 counts a geounit) in the released files
 against the truth, by geolevel (``postdp.nmf.evaluate``).
@@ -31,6 +33,7 @@ against the truth, by geolevel (``postdp.nmf.evaluate``).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import resource
 import statistics
@@ -126,6 +129,10 @@ def main() -> None:
                 marks = (t0, t1, t2, t3, t4)
                 for k, name in enumerate(steps):
                     times[name].append(marks[k + 1] - marks[k])
+                manifest = json.loads((tasks / "postdp-manifest.json").read_text())
+                unmet = manifest.get("bounds_unmet")
+                if unmet is not None:
+                    print(f"  run {r + 1}: geounits outside their bounds, by level: {unmet}")
                 scores = nmf.evaluate(tasks, queries=["sex * age"])
                 scores["error"] = scores["mae"] * scores["counts"]
                 errors.append(scores.groupby("level", sort=False)[["error", "counts"]].sum())
