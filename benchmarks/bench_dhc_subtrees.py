@@ -18,7 +18,7 @@ Each run, in fresh folders:
 - ``local``: ``postdp postprocess`` of the DHC run held to that release (record switching
   meeting the bounds), in process (a state of at most 100 blocks one task);
 - ``dask``: the same on the two workers, the state cut for tasks of at most
-  ``--cut-blocks`` geounits (default 20: Delaware's counties are tasks), checked equal to
+  ``--cut-blocks`` geounits (default 20), checked equal to
   ``local`` file by file (``--no-dask``: skipped, for a county too large for two
   workers' memory).
 
