@@ -50,7 +50,7 @@ from postdp._typing import ArrayLike, FloatArray, IntArray
 from postdp.analysis.cell_metrics import SIZE_BINS
 from postdp.errors import ValidationError
 from postdp.tables import Table
-from postdp.tables.schema import Schema
+from postdp.tables.schema import Schema, leaf_codes
 
 __all__ = [
     "DHC_QUERIES",
@@ -272,7 +272,7 @@ def census_metrics(
     [['0', '10+', 1, 0.0, 0.0], ['1', '0-9', 1, 0.0, 0.0], ['1', '10+', 1, 2.0, 10.0]]
     """
     est = _released(released, table)
-    if tuple(str(table.categories.ids[j]) for j in table.categories.leaves) != schema.cells:
+    if leaf_codes(table.categories) != schema.cells:  # the DHC's 1.2 million: no call per cell
         raise ValidationError("`table` must have the detailed cells of `schema`")
     geo = table.geography
     names_of_levels = list(levels) if levels is not None else [str(d) for d in range(geo.n_levels)]
