@@ -422,6 +422,28 @@ class Writer:
         )
 
 
+def unmet_by_level(
+    out: Path, files: list[str], names: tuple[str, ...], forms: list[str]
+) -> dict[str, int] | None:
+    """By level, the geounits whose estimates break their bounds, summed over the files'
+    records (:data:`UNMET`; one form's files read, their footers only);
+    None where no file records any (no bounds, or a method not solved in tasks)."""
+    _, pq = _pyarrow()
+    form = "wide" if "wide" in forms else "long"
+    found: dict[str, int] = {}
+    for f in files:
+        parts = f.split("/")
+        if parts[0] != form:
+            continue
+        noted = (pq.read_schema(out / f).metadata or {}).get(UNMET.encode())
+        if noted is not None:
+            level = parts[1].removesuffix(".parquet")
+            found[level] = found.get(level, 0) + int(noted)
+    if not found:
+        return None
+    return {n: found[n] for n in names if n in found}
+
+
 def form_path(out: Path, form: str, level: str, code: str | None, part: str | None) -> Path:
     """The file of one form, geolevel (its name), partition (its folder named by the
     subtree code alone, not the run's ``State=`` form) and part."""

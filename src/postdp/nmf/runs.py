@@ -82,18 +82,18 @@ from postdp.errors import ValidationError
 from postdp.hierarchy import Hierarchy
 from postdp.nmf import _layout as layout
 from postdp.nmf._held import Held
-from postdp.nmf._io import _atomic_text, _pyarrow
+from postdp.nmf._io import _atomic_text
 from postdp.nmf._output import (
     FORM_CELLS,
     MANIFEST_FILE,
     MOE,
     PLAN_FILE,
     TOTAL,
-    UNMET,
     Writer,
     forms_of,
     moe_tables,
     start,
+    unmet_by_level,
 )
 from postdp.nmf._read import read, subtrees
 from postdp.nmf._subtree import below, refuse_missing, schema_of
@@ -313,7 +313,7 @@ def postprocess(
         "partitions": total,
         "files": {f: sha256(out / f) for f in files},
     }
-    unmet = bounds_unmet(out, files, names, forms)
+    unmet = unmet_by_level(out, files, names, forms)
     if unmet is not None:
         manifest[BOUNDS_UNMET] = unmet
     _atomic_text(out / MANIFEST_FILE, json.dumps(manifest, indent=2) + "\n")
@@ -324,28 +324,6 @@ def postprocess(
 #: by level, how many of its geounits the release leaves outside their bounds (the DHC's
 #: group-quarters bounds are best effort at Block_Group and Block; 0 elsewhere).
 BOUNDS_UNMET = "bounds_unmet"
-
-
-def bounds_unmet(
-    out: Path, files: list[str], names: tuple[str, ...], forms: list[str]
-) -> dict[str, int] | None:
-    """By level, the geounits whose estimates break their bounds, summed over the files'
-    records (:data:`~postdp.nmf._output.UNMET`; one form's files read, their footers only);
-    None where no file records any (no bounds, or a method not solved in tasks)."""
-    _, pq = _pyarrow()
-    form = "wide" if "wide" in forms else "long"
-    found: dict[str, int] = {}
-    for f in files:
-        parts = f.split("/")
-        if parts[0] != form:
-            continue
-        noted = (pq.read_schema(out / f).metadata or {}).get(UNMET.encode())
-        if noted is not None:
-            level = parts[1].removesuffix(".parquet")
-            found[level] = found.get(level, 0) + int(noted)
-    if not found:
-        return None
-    return {n: found[n] for n in names if n in found}
 
 
 class RunError(ValidationError):
