@@ -67,9 +67,8 @@ def run_topdown(
     common = (str(run), str(writer.out), writer.names, cut_blocks, source)
     tasks: list[Task] = []
     for code in order:
-        big = (
-            _cuttable(writer.names, 1) and _geounits(run, writer.names, code, code, 1) > cut_blocks
-        )
+        size = sum(_geounits_by_child(run, writer.names, code, code, [code], 1).values())
+        big = _cuttable(writer.names, 1) and size > cut_blocks
         if big or not writer.done(code):
             tasks.append((_cut_task if big else _leaf_task, (code, 1, (code,), None, *common)))
     done, known = len(order) - len(tasks), len(order)
@@ -269,12 +268,6 @@ def block_geocodes(
             column = column.filter(pc.starts_with(column, prefix))
         parts.append(pc.unique(column.combine_chunks()))
     return pa.concat_arrays(parts) if parts else pa.array([], pa.string())
-
-
-def _geounits(run: Path, names: tuple[str, ...], code: str, prefix: str, depth: int) -> int:
-    """How many geounits the subtree of ``prefix`` (at level ``depth``) has below its root:
-    what a task solving it holds (its blocks, and the geounits between them and it)."""
-    return sum(len(block_geocodes(run, names, code, prefix, level)) for level in names[depth + 1 :])
 
 
 def _geounits_by_child(
